@@ -1,0 +1,40 @@
+# anna: two commands do everything on a fresh machine.
+#   make demo   installs what is needed (make setup) and runs the main job end to end
+#   make test   runs the test suite (.ci/run calls exactly this)
+ANNA_HOME ?= $(HOME)/.cache/anna
+TOK_VERSION := v1.22.1
+export ANNA_HOME
+# libtokenizers.a is built by `make setup`; cgo finds it through this.
+export CGO_LDFLAGS := -L$(ANNA_HOME)/lib/tokenizers-$(TOK_VERSION)
+GO ?= go
+TEST_TIMEOUT ?= 75m
+
+.PHONY: setup build demo test pydeps bench env clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(GO) build -o bin/annactl ./cmd/annactl
+
+demo: build
+	@bash scripts/demo.sh
+
+# Python reference tools (tokenizers, torch CPU, hnswlib, ...) for the
+# comparison tests, in a venv under $(ANNA_HOME); never a runtime dependency.
+pydeps:
+	@bash scripts/pydeps.sh
+
+test: setup pydeps
+	$(GO) vet ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+bench: setup pydeps
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./benchmarks/...
+
+# `eval $$(make -s env)` lets plain `go build/test/install` work in a shell.
+env:
+	@echo export ANNA_HOME=$(ANNA_HOME) CGO_LDFLAGS=$(CGO_LDFLAGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,3 @@
+module github.com/anna-search/anna
+
+go 1.26

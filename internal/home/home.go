@@ -1,0 +1,58 @@
+// Package home resolves where anna keeps installed files: $ANNA_HOME, or
+// ~/.cache/anna when it is unset. The library, the CLI and the tests all use it
+// so that the default model and ONNX Runtime are found without flags.
+package home
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Versions pinned by `make setup` (scripts/setup.sh). Keep in sync.
+const (
+	ORTVersion       = "1.24.1"
+	DefaultModelName = "all-MiniLM-L6-v2"
+)
+
+// Dir returns the anna home directory.
+func Dir() string {
+	if d := os.Getenv("ANNA_HOME"); d != "" {
+		return d
+	}
+	if c, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(c, "anna")
+	}
+	return filepath.Join(os.TempDir(), "anna")
+}
+
+// ORTLibrary is the path of the ONNX Runtime shared library. ANNA_ORT_LIB
+// overrides it.
+func ORTLibrary() string {
+	if p := os.Getenv("ANNA_ORT_LIB"); p != "" {
+		return p
+	}
+	return filepath.Join(Dir(), "onnxruntime", ORTVersion, "libonnxruntime.so.1")
+}
+
+// ModelsDir is where converted models live, one directory each.
+func ModelsDir() string { return filepath.Join(Dir(), "models") }
+
+// DefaultModel is the directory of the default embedding model.
+func DefaultModel() string { return filepath.Join(ModelsDir(), DefaultModelName) }
+
+// SourceDir is where the untouched downloaded packages are unpacked.
+func SourceDir() string { return filepath.Join(Dir(), "src") }
+
+// CacheDir holds derived caches (embedding cache for tests, evals, benchmarks).
+func CacheDir() string { return filepath.Join(Dir(), "cache") }
+
+// RequireDefaultModel returns the default model dir, or an error telling the
+// user to run `make setup` when it is not installed.
+func RequireDefaultModel() (string, error) {
+	d := DefaultModel()
+	if _, err := os.Stat(filepath.Join(d, "model.onnx")); err != nil {
+		return "", fmt.Errorf("default model not installed at %s (run `make setup`): %w", d, err)
+	}
+	return d, nil
+}

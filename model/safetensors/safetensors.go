@@ -1,0 +1,234 @@
+// Package safetensors reads and writes the Hugging Face safetensors format:
+// an 8-byte little-endian header length, a JSON header naming each tensor's
+// dtype, shape and byte range, then the raw little-endian data.
+//
+// Reading converts F16, BF16 and F32 tensors to float32, because every
+// consumer in anna (ONNX export, the trainer) computes in fp32.
+package safetensors
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+)
+
+// Tensor is one named tensor converted to float32, row-major.
+type Tensor struct {
+	Name  string
+	DType string // dtype as stored in the file (F16, BF16, F32)
+	Shape []int
+	Data  []float32
+}
+
+// Len is the number of elements implied by Shape.
+func (t *Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+type headerEntry struct {
+	DType       string   `json:"dtype"`
+	Shape       []int    `json:"shape"`
+	DataOffsets [2]int64 `json:"data_offsets"`
+}
+
+// maxHeader bounds the JSON header so a corrupt length cannot make us
+// allocate gigabytes.
+const maxHeader = 100 << 20
+
+// ReadFile reads every tensor in path.
+func ReadFile(path string) (map[string]*Tensor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: open: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: stat %s: %w", path, err)
+	}
+	ts, err := Read(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
+	}
+	return ts, nil
+}
+
+// Read parses a safetensors stream of the given total size.
+func Read(r io.Reader, size int64) (map[string]*Tensor, error) {
+	var hl [8]byte
+	if _, err := io.ReadFull(r, hl[:]); err != nil {
+		return nil, fmt.Errorf("reading header length: %w", err)
+	}
+	n := binary.LittleEndian.Uint64(hl[:])
+	if n == 0 || n > maxHeader || int64(n)+8 > size {
+		return nil, fmt.Errorf("header length %d is not plausible for a file of %d bytes", n, size)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, fmt.Errorf("reading header: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(hdr, &raw); err != nil {
+		return nil, fmt.Errorf("parsing header JSON: %w", err)
+	}
+	body := make([]byte, size-8-int64(n))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("reading tensor data: %w", err)
+	}
+	out := make(map[string]*Tensor, len(raw))
+	for name, msg := range raw {
+		if name == "__metadata__" {
+			continue
+		}
+		var e headerEntry
+		if err := json.Unmarshal(msg, &e); err != nil {
+			return nil, fmt.Errorf("tensor %q: bad header entry: %w", name, err)
+		}
+		t, err := decode(name, e, body)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
+	t := &Tensor{Name: name, DType: e.DType, Shape: e.Shape}
+	n := t.Len()
+	var width int
+	switch e.DType {
+	case "F32":
+		width = 4
+	case "F16", "BF16":
+		width = 2
+	default:
+		return nil, fmt.Errorf("tensor %q: dtype %s not supported (want F32, F16 or BF16)", name, e.DType)
+	}
+	lo, hi := e.DataOffsets[0], e.DataOffsets[1]
+	if lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
+		return nil, fmt.Errorf("tensor %q: data offsets [%d,%d) do not fit shape %v of %s in %d bytes", name, lo, hi, e.Shape, e.DType, len(body))
+	}
+	b := body[lo:hi]
+	t.Data = make([]float32, n)
+	for i := range t.Data {
+		switch e.DType {
+		case "F32":
+			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		case "F16":
+			t.Data[i] = HalfToFloat(binary.LittleEndian.Uint16(b[2*i:]))
+		case "BF16":
+			t.Data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		}
+	}
+	return t, nil
+}
+
+// HalfToFloat converts an IEEE 754 binary16 value to float32 exactly.
+func HalfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalise
+		e := uint32(127 - 15 + 1)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		mant &= 0x3ff
+		return math.Float32frombits(sign | e<<23 | mant<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	default:
+		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	}
+}
+
+// WriteFile writes tensors as F32 safetensors, names sorted so the file is
+// deterministic. Shapes must match data lengths.
+func WriteFile(path string, tensors map[string]*Tensor, metadata map[string]string) error {
+	names := make([]string, 0, len(tensors))
+	for n := range tensors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	hdr := map[string]any{}
+	if len(metadata) > 0 {
+		hdr["__metadata__"] = metadata
+	}
+	var off int64
+	for _, n := range names {
+		t := tensors[n]
+		if t.Len() != len(t.Data) {
+			return fmt.Errorf("safetensors: tensor %q: shape %v holds %d values, data has %d", n, t.Shape, t.Len(), len(t.Data))
+		}
+		size := int64(4 * len(t.Data))
+		hdr[n] = headerEntry{DType: "F32", Shape: t.Shape, DataOffsets: [2]int64{off, off + size}}
+		off += size
+	}
+	hj, err := json.Marshal(hdr)
+	if err != nil {
+		return fmt.Errorf("safetensors: encoding header: %w", err)
+	}
+	// Pad the header with spaces to 8 bytes so the data is aligned.
+	for len(hj)%8 != 0 {
+		hj = append(hj, ' ')
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("safetensors: create: %w", err)
+	}
+	w := &errWriter{w: f}
+	var hl [8]byte
+	binary.LittleEndian.PutUint64(hl[:], uint64(len(hj)))
+	w.write(hl[:])
+	w.write(hj)
+	buf := make([]byte, 0, 1<<16)
+	for _, n := range names {
+		for _, v := range tensors[n].Data {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+			if len(buf) >= 1<<16 {
+				w.write(buf)
+				buf = buf[:0]
+			}
+		}
+	}
+	w.write(buf)
+	if w.err == nil {
+		w.err = f.Sync()
+	}
+	if cerr := f.Close(); w.err == nil {
+		w.err = cerr
+	}
+	if w.err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("safetensors: writing %s: %w", path, w.err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
