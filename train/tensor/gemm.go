@@ -1,0 +1,231 @@
+// Package tensor holds the float32 kernels the trainer is built on: a packed,
+// blocked, multi-goroutine GEMM and a few row-wise helpers.
+//
+// Every output element is reduced in the same order whatever the number of
+// goroutines, so results are bit-for-bit reproducible across thread counts —
+// the trainer's checkpoints resume exactly because of this.
+package tensor
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Register tile of the micro-kernel and cache blocks. mr×nr accumulators stay
+// in registers; a kc×nr panel of B stays in L1, a kc×nc block of B in L2.
+const (
+	mr = 6
+	nr = 16
+	kc = 256
+	nc = 512
+	mc = 96
+)
+
+// Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where
+// op(X) is X or Xᵀ. op(A) is m×k, op(B) is k×n, C is m×n. lda, ldb and ldc are
+// the row strides of the stored (untransposed) arrays. threads ≤ 0 means
+// GOMAXPROCS.
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if beta != 1 {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+			} else {
+				for j := range row {
+					row[j] *= beta
+				}
+			}
+		}
+	}
+	if k == 0 || alpha == 0 {
+		return
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	// Work is split over (row block, column block) tiles of C. Each tile is
+	// owned by one goroutine which walks the whole k range in order, so the
+	// reduction order of every element is fixed.
+	mBlocks := (m + mc - 1) / mc
+	nBlocks := (n + nc - 1) / nc
+	tiles := mBlocks * nBlocks
+	if threads > tiles {
+		threads = tiles
+	}
+	// Small problems: no goroutines.
+	if threads <= 1 || 2*m*n*k < 1<<18 {
+		w := newWorker(m, n, k)
+		for t := 0; t < tiles; t++ {
+			w.tile(t/nBlocks, t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for g := 0; g < threads; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := newWorker(m, n, k)
+			for {
+				mu.Lock()
+				t := next
+				next++
+				mu.Unlock()
+				if t >= tiles {
+					return
+				}
+				w.tile(t/nBlocks, t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+type worker struct {
+	pa []float32 // packed A: mc/mr panels of kc×mr
+	pb []float32 // packed B: nc/nr panels of kc×nr
+	ct [mr * nr]float32
+}
+
+// newWorker sizes the packing buffers to the problem, so the many small
+// per-head attention products do not allocate full cache blocks.
+func newWorker(m, n, k int) *worker {
+	rm := (min(m, mc) + mr - 1) / mr * mr
+	rn := (min(n, nc) + nr - 1) / nr * nr
+	kk := min(k, kc)
+	return &worker{pa: make([]float32, rm*kk), pb: make([]float32, rn*kk)}
+}
+
+// tile computes the C block at row block ib, column block jb over all of k.
+func (w *worker) tile(ib, jb int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	i0, j0 := ib*mc, jb*nc
+	mm, nn := min(mc, m-i0), min(nc, n-j0)
+	for p0 := 0; p0 < k; p0 += kc {
+		kk := min(kc, k-p0)
+		packB(w.pb, transB, b, ldb, p0, kk, j0, nn)
+		packA(w.pa, transA, a, lda, i0, mm, p0, kk)
+		for jr := 0; jr < nn; jr += nr {
+			bp := w.pb[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
+			for ir := 0; ir < mm; ir += mr {
+				ap := w.pa[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
+				rows, cols := min(mr, mm-ir), min(nr, nn-jr)
+				if rows == mr && cols == nr {
+					kernel(kk, ap, bp, c[(i0+ir)*ldc+j0+jr:], ldc, alpha)
+					continue
+				}
+				clear(w.ct[:])
+				kernel(kk, ap, bp, w.ct[:], nr, alpha)
+				for i := 0; i < rows; i++ {
+					crow := c[(i0+ir+i)*ldc+j0+jr:]
+					for j := 0; j < cols; j++ {
+						crow[j] += w.ct[i*nr+j]
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA copies op(A)[i0:i0+mm, p0:p0+kk] into panels of mr rows, each stored
+// k-major (mr values per k), zero-padding the last panel.
+func packA(dst []float32, trans bool, a []float32, lda, i0, mm, p0, kk int) {
+	for ir := 0; ir < mm; ir += mr {
+		panel := dst[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
+		rows := min(mr, mm-ir)
+		if !trans {
+			for i := 0; i < mr; i++ {
+				if i >= rows {
+					for p := 0; p < kk; p++ {
+						panel[p*mr+i] = 0
+					}
+					continue
+				}
+				src := a[(i0+ir+i)*lda+p0 : (i0+ir+i)*lda+p0+kk]
+				for p, v := range src {
+					panel[p*mr+i] = v
+				}
+			}
+			continue
+		}
+		for p := 0; p < kk; p++ {
+			src := a[(p0+p)*lda+i0+ir:]
+			d := panel[p*mr : p*mr+mr]
+			for i := 0; i < mr; i++ {
+				if i < rows {
+					d[i] = src[i]
+				} else {
+					d[i] = 0
+				}
+			}
+		}
+	}
+}
+
+// packB copies op(B)[p0:p0+kk, j0:j0+nn] into panels of nr columns, each
+// stored k-major (nr values per k), zero-padding the last panel.
+func packB(dst []float32, trans bool, b []float32, ldb, p0, kk, j0, nn int) {
+	for jr := 0; jr < nn; jr += nr {
+		panel := dst[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
+		cols := min(nr, nn-jr)
+		if !trans {
+			for p := 0; p < kk; p++ {
+				src := b[(p0+p)*ldb+j0+jr:]
+				d := panel[p*nr : p*nr+nr]
+				if cols == nr {
+					copy(d, src[:nr])
+					continue
+				}
+				for j := 0; j < nr; j++ {
+					if j < cols {
+						d[j] = src[j]
+					} else {
+						d[j] = 0
+					}
+				}
+			}
+			continue
+		}
+		for j := 0; j < nr; j++ {
+			if j >= cols {
+				for p := 0; p < kk; p++ {
+					panel[p*nr+j] = 0
+				}
+				continue
+			}
+			src := b[(j0+jr+j)*ldb+p0 : (j0+jr+j)*ldb+p0+kk]
+			for p, v := range src {
+				panel[p*nr+j] = v
+			}
+		}
+	}
+}
+
+// kernelGo is the portable micro-kernel: C[0:mr,0:nr] += alpha·Σ_p a[p]⊗b[p],
+// with a packed mr per k and b packed nr per k.
+func kernelGo(kk int, a, b []float32, c []float32, ldc int, alpha float32) {
+	var acc [mr * nr]float32
+	a = a[:kk*mr]
+	b = b[:kk*nr]
+	for p := 0; p < kk; p++ {
+		ap := a[p*mr : p*mr+mr : p*mr+mr]
+		bp := b[p*nr : p*nr+nr : p*nr+nr]
+		for i, av := range ap {
+			row := acc[i*nr : i*nr+nr : i*nr+nr]
+			for j, bv := range bp {
+				row[j] += av * bv
+			}
+		}
+	}
+	for i := 0; i < mr; i++ {
+		crow := c[i*ldc : i*ldc+nr : i*ldc+nr]
+		for j := range crow {
+			crow[j] += alpha * acc[i*nr+j]
+		}
+	}
+}
