@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates $ANNA_HOME/venv with the Python reference tools the comparison tests
+# and benchmarks use (tools/requirements.txt, versions pinned). Idempotent:
+# reinstalls only when the requirements file changes.
+set -euo pipefail
+ANNA_HOME=${ANNA_HOME:-$HOME/.cache/anna}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=$ANNA_HOME/venv
+REQ=$ROOT/tools/requirements.txt
+stamp=$VENV/.requirements.sha256
+want=$(sha256sum "$REQ" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	exit 0
+fi
+command -v python3 >/dev/null || { echo "pydeps: python3 is needed for the reference tools" >&2; exit 1; }
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+echo "pydeps: installing Python reference tools into $VENV" >&2
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+echo "$want" >"$stamp"
