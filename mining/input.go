@@ -1,0 +1,420 @@
+package mining
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Positive is one known positive: by corpus ID, by text, or both.
+type Positive struct {
+	ID   string
+	Text string
+}
+
+// Unit is one piece of input: a JSON line or a BEIR query with its positives.
+// Units are numbered 0, 1, 2... in input order; the number seeds sampling and
+// marks resume progress.
+type Unit struct {
+	Index   int
+	Where   string // "file:line" for messages
+	QueryID string
+	Query   Query
+	// Positives become examples (one each unless Grouped). Pairs already seen
+	// earlier in the input are removed here and counted in DupPairs.
+	Positives []Positive
+	// Exclude holds keys (see keyID, keyText) of every known positive of the
+	// query across the whole input; candidates matching any are never
+	// negatives.
+	Exclude  map[uint64]struct{}
+	DupPairs int
+	// Err is a problem with this unit's input (malformed JSON, no positive).
+	// It travels with the unit so the failure is reported in input order.
+	Err error
+}
+
+// Source yields units in input order; Next returns io.EOF at the end.
+type Source interface {
+	Next(ctx context.Context) (Unit, error)
+	// Len is the number of units, or -1 when unknown (for progress/ETA).
+	Len() int
+	// Name describes the input for the resume check and messages.
+	Name() string
+	Close() error
+}
+
+// PromptDefaults apply to units whose input carries no prompt of its own.
+type PromptDefaults struct {
+	Instruction string
+	Examples    []Shot
+}
+
+func hash64(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+func keyID(id string) uint64     { return hash64("id", id) }
+func keyText(text string) uint64 { return hash64("text", normText(text)) }
+
+// pairLine is one JSON line of (query, positives) input.
+type pairLine struct {
+	Query  *string         `json:"query"`
+	Pos    json.RawMessage `json:"pos"`     // a string or a list of strings
+	PosIDs []string        `json:"pos_ids"` // positives by corpus ID
+	Prompt string          `json:"prompt"`
+}
+
+func parsePairLine(b []byte) (q string, pos []string, ids []string, prompt string, err error) {
+	var l pairLine
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&l); err != nil {
+		return "", nil, nil, "", fmt.Errorf("malformed JSON: %w", err)
+	}
+	if dec.More() {
+		return "", nil, nil, "", errors.New("malformed JSON: trailing data after the object")
+	}
+	if l.Query == nil {
+		return "", nil, nil, "", errors.New(`missing field "query"`)
+	}
+	if strings.TrimSpace(*l.Query) == "" {
+		return "", nil, nil, "", errors.New(`empty "query"`)
+	}
+	if len(l.Pos) > 0 && string(l.Pos) != "null" {
+		if l.Pos[0] == '"' {
+			var s string
+			if err := json.Unmarshal(l.Pos, &s); err != nil {
+				return "", nil, nil, "", fmt.Errorf(`field "pos": %w`, err)
+			}
+			pos = []string{s}
+		} else if err := json.Unmarshal(l.Pos, &pos); err != nil {
+			return "", nil, nil, "", fmt.Errorf(`field "pos" must be a string or a list of strings: %w`, err)
+		}
+	}
+	var kept []string
+	for _, p := range pos {
+		if strings.TrimSpace(p) != "" {
+			kept = append(kept, p)
+		}
+	}
+	for _, id := range l.PosIDs {
+		if id == "" {
+			return "", nil, nil, "", errors.New(`empty ID in "pos_ids"`)
+		}
+	}
+	if len(kept) == 0 && len(l.PosIDs) == 0 {
+		return "", nil, nil, "", errors.New(`no positive ("pos" and "pos_ids" empty or missing)`)
+	}
+	return *l.Query, kept, l.PosIDs, l.Prompt, nil
+}
+
+// pairsSource streams a JSON lines file of {"query", "pos": [...]} (or
+// "pos_ids": corpus IDs), with an optional per-line "prompt".
+//
+// Opening it reads the file once to learn, for each query, every positive it
+// has anywhere in the file (so that a positive given on another line is never
+// mined as a negative) and the first line of each (query, positive) pair (so
+// later duplicates are dropped). That index holds 8-byte hashes only, not
+// texts: about 30 bytes per pair.
+type pairsSource struct {
+	path     string
+	f        *os.File
+	r        *bufio.Reader
+	line     int
+	total    int
+	defaults PromptDefaults
+	known    map[uint64][]uint64 // query hash → keys of its positives
+	first    map[uint64]int32    // (query, positive) hash → first line index
+}
+
+// OpenPairs opens a JSON lines file of (query, positives).
+func OpenPairs(ctx context.Context, path string, d PromptDefaults) (Source, error) {
+	s := &pairsSource{path: path, defaults: d, known: map[uint64][]uint64{}, first: map[uint64]int32{}}
+	if err := s.index(ctx); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open pairs: %w", err)
+	}
+	s.f, s.r = f, bufio.NewReaderSize(f, 1<<20)
+	return s, nil
+}
+
+func posKeys(pos, ids []string) []uint64 {
+	keys := make([]uint64, 0, len(pos)+len(ids))
+	for _, p := range pos {
+		keys = append(keys, keyText(p))
+	}
+	for _, id := range ids {
+		keys = append(keys, keyID(id))
+	}
+	return keys
+}
+
+func (s *pairsSource) index(ctx context.Context) error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("open pairs: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	for i := 0; ; i++ {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b, err := readLine(r)
+		if err == io.EOF {
+			s.total = i
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.path, err)
+		}
+		q, pos, ids, _, perr := parsePairLine(b)
+		if perr != nil {
+			continue // reported in order by Next
+		}
+		qh := hash64(normText(q))
+		for _, k := range posKeys(pos, ids) {
+			if !containsKey(s.known[qh], k) {
+				s.known[qh] = append(s.known[qh], k)
+			}
+			ph := hash64(strconv.FormatUint(qh, 16), strconv.FormatUint(k, 16))
+			if _, ok := s.first[ph]; !ok {
+				s.first[ph] = int32(i)
+			}
+		}
+	}
+}
+
+func containsKey(ks []uint64, k uint64) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// readLine returns the next line without its newline; a blank last line is
+// not a line. Long lines are fine.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	b, err := r.ReadBytes('\n')
+	if err == io.EOF && len(b) == 0 {
+		return nil, io.EOF
+	}
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return bytes.TrimRight(b, "\r\n"), nil
+}
+
+func (s *pairsSource) Len() int     { return s.total }
+func (s *pairsSource) Name() string { return "pairs:" + filepath.Base(s.path) }
+func (s *pairsSource) Close() error { return s.f.Close() }
+
+func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
+	b, err := readLine(s.r)
+	if err != nil {
+		if err == io.EOF {
+			return Unit{}, io.EOF
+		}
+		return Unit{}, fmt.Errorf("read %s: %w", s.path, err)
+	}
+	i := s.line
+	s.line++
+	u := Unit{Index: i, Where: fmt.Sprintf("%s:%d", s.path, i+1)}
+	if len(bytes.TrimSpace(b)) == 0 {
+		u.Err = errors.New("empty line")
+		return u, nil
+	}
+	q, pos, ids, prompt, perr := parsePairLine(b)
+	if perr != nil {
+		u.Err = perr
+		return u, nil
+	}
+	u.Query = s.query(q, prompt)
+	qh := hash64(normText(q))
+	u.Exclude = map[uint64]struct{}{}
+	for _, k := range s.known[qh] {
+		u.Exclude[k] = struct{}{}
+	}
+	seen := map[uint64]bool{}
+	add := func(p Positive, k uint64) {
+		ph := hash64(strconv.FormatUint(qh, 16), strconv.FormatUint(k, 16))
+		if seen[k] || s.first[ph] != int32(i) {
+			u.DupPairs++
+			return
+		}
+		seen[k] = true
+		u.Positives = append(u.Positives, p)
+	}
+	for _, p := range pos {
+		add(Positive{Text: p}, keyText(p))
+	}
+	for _, id := range ids {
+		add(Positive{ID: id}, keyID(id))
+	}
+	return u, nil
+}
+
+func (s *pairsSource) query(text, prompt string) Query {
+	q := Query{Text: text, Instruction: s.defaults.Instruction, Examples: s.defaults.Examples}
+	if prompt != "" {
+		q.Instruction = prompt
+	}
+	return q
+}
+
+// beirSource yields one unit per judged query of a BEIR split, in the order
+// the qrels file first mentions them. Positives are the documents with a
+// score > 0; their texts come from the Corpus.
+type beirSource struct {
+	name     string
+	queries  map[string]string
+	order    []beirQuery
+	next     int
+	defaults PromptDefaults
+}
+
+type beirQuery struct {
+	id   string
+	line int
+	pos  []string
+}
+
+// OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv.
+func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source, error) {
+	queries, err := ReadBEIRQueries(filepath.Join(dir, "queries.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	qrelsPath := filepath.Join(dir, "qrels", split+".tsv")
+	f, err := os.Open(qrelsPath)
+	if err != nil {
+		return nil, fmt.Errorf("open qrels for split %q: %w", split, err)
+	}
+	defer f.Close()
+	s := &beirSource{name: "beir:" + filepath.Base(dir) + "/" + split, queries: queries, defaults: d}
+	at := map[string]int{}
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		b, err := readLine(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", qrelsPath, err)
+		}
+		fs := strings.Split(string(b), "\t")
+		if n == 1 && len(fs) > 0 && fs[0] == "query-id" {
+			continue
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		if len(fs) != 3 {
+			return nil, fmt.Errorf("%s:%d: want 3 tab-separated fields (query-id, corpus-id, score), got %d", qrelsPath, n, len(fs))
+		}
+		score, err := strconv.ParseFloat(strings.TrimSpace(fs[2]), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: score: %w", qrelsPath, n, err)
+		}
+		qid := fs[0]
+		i, ok := at[qid]
+		if !ok {
+			i = len(s.order)
+			at[qid] = i
+			s.order = append(s.order, beirQuery{id: qid, line: n})
+		}
+		if score > 0 && !containsString(s.order[i].pos, fs[1]) {
+			s.order[i].pos = append(s.order[i].pos, fs[1])
+		}
+	}
+	return s, nil
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadBEIRQueries reads a BEIR queries.jsonl into id → text.
+func ReadBEIRQueries(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open queries: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for n := 1; ; n++ {
+		b, err := readLine(r)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var q struct {
+			ID   string `json:"_id"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &q); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out[q.ID] = q.Text
+	}
+}
+
+func (s *beirSource) Len() int     { return len(s.order) }
+func (s *beirSource) Name() string { return s.name }
+func (s *beirSource) Close() error { return nil }
+
+func (s *beirSource) Next(ctx context.Context) (Unit, error) {
+	if s.next >= len(s.order) {
+		return Unit{}, io.EOF
+	}
+	i := s.next
+	s.next++
+	bq := s.order[i]
+	u := Unit{Index: i, Where: fmt.Sprintf("qrels line %d (query %s)", bq.line, bq.id), QueryID: bq.id}
+	text, ok := s.queries[bq.id]
+	switch {
+	case !ok:
+		u.Err = fmt.Errorf("query %q not in queries.jsonl", bq.id)
+	case len(bq.pos) == 0:
+		u.Err = errors.New("no positive (no judgment with score > 0)")
+	}
+	if u.Err != nil {
+		return u, nil
+	}
+	u.Query = Query{Text: text, Instruction: s.defaults.Instruction, Examples: s.defaults.Examples}
+	u.Exclude = map[uint64]struct{}{}
+	for _, id := range bq.pos {
+		u.Positives = append(u.Positives, Positive{ID: id})
+		u.Exclude[keyID(id)] = struct{}{}
+	}
+	return u, nil
+}

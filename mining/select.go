@@ -1,0 +1,193 @@
+package mining
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// scored is a candidate that survived exclusion, with its teacher score.
+type scored struct {
+	Candidate
+	Teacher float64
+}
+
+// prepared is a unit after retrieval and teacher scoring: what sampling needs.
+type prepared struct {
+	posTexts  []string
+	posScores []float64
+	kept      []scored // candidates under every threshold, in retrieval order
+	stats     Stats
+}
+
+// prepare resolves positives, retrieves, excludes, scores and filters one unit.
+func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
+	p := &prepared{}
+	st := &p.stats
+	exclude := u.Exclude
+	if exclude == nil {
+		exclude = map[uint64]struct{}{}
+	}
+	for _, pos := range u.Positives {
+		text := pos.Text
+		if text == "" {
+			t, ok, err := m.corpus.Text(ctx, pos.ID)
+			if err != nil {
+				return nil, fmt.Errorf("look up positive %q: %w", pos.ID, err)
+			}
+			if !ok {
+				return nil, badInput(fmt.Errorf("positive %q is not in the corpus", pos.ID))
+			}
+			text = t
+		}
+		p.posTexts = append(p.posTexts, text)
+		exclude[keyText(text)] = struct{}{}
+		if pos.ID != "" {
+			exclude[keyID(pos.ID)] = struct{}{}
+		}
+	}
+	// Ask for extra candidates so that K remain after the positives go.
+	want := m.opt.TopK + len(exclude)
+	cands, err := m.retriever.Retrieve(ctx, u.Query, want)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve: %w", err)
+	}
+	st.Retrieved = len(cands)
+	qKey := keyText(u.Query.Text)
+	seenText := map[uint64]struct{}{}
+	var pool []Candidate
+	for _, c := range cands {
+		if c.ID != "" {
+			if _, ok := exclude[keyID(c.ID)]; ok {
+				st.ExcludedPositive++
+				continue
+			}
+		}
+		if c.Text == "" {
+			t, ok, err := m.corpus.Text(ctx, c.ID)
+			if err != nil {
+				return nil, fmt.Errorf("look up candidate %q: %w", c.ID, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("retriever returned %q, which the corpus does not hold", c.ID)
+			}
+			c.Text = t
+		}
+		k := keyText(c.Text)
+		if _, ok := exclude[k]; ok {
+			st.ExcludedPositive++
+			continue
+		}
+		if _, ok := seenText[k]; ok || k == qKey {
+			// The query itself, or a duplicate document text.
+			st.ExcludedSameText++
+			continue
+		}
+		seenText[k] = struct{}{}
+		pool = append(pool, c)
+	}
+	lo, hi := m.opt.RangeMin, m.opt.TopK
+	if m.opt.RangeMax > 0 {
+		hi = m.opt.RangeMax
+	}
+	if hi > len(pool) {
+		hi = len(pool)
+	}
+	if lo > hi {
+		lo = hi
+	}
+	st.OutsideWindow = len(pool) - (hi - lo)
+	pool = pool[lo:hi]
+
+	// One teacher call per unit: positives and candidates together.
+	texts := make([]string, 0, len(p.posTexts)+len(pool))
+	texts = append(texts, p.posTexts...)
+	for _, c := range pool {
+		texts = append(texts, c.Text)
+	}
+	scores, err := m.teacher.Score(ctx, u.Query, texts)
+	if err != nil {
+		return nil, fmt.Errorf("teacher %s: %w", m.teacher.Name(), err)
+	}
+	if len(scores) != len(texts) {
+		return nil, fmt.Errorf("teacher %s returned %d scores for %d texts", m.teacher.Name(), len(scores), len(texts))
+	}
+	for i, s := range scores {
+		if math.IsNaN(s) || math.IsInf(s, 0) {
+			return nil, fmt.Errorf("teacher %s returned %v for text %d", m.teacher.Name(), s, i)
+		}
+	}
+	p.posScores = scores[:len(p.posTexts)]
+	// The lowest positive anchors the margins: a candidate close to any
+	// positive's score is too likely an unlabelled positive.
+	anchor := slices.Min(p.posScores)
+	rel := Threshold(anchor, m.opt.Margin)
+	abs := math.Inf(1)
+	if !math.IsNaN(m.opt.AbsMargin) {
+		abs = anchor - m.opt.AbsMargin
+	}
+	for i, c := range pool {
+		s := scores[len(p.posTexts)+i]
+		switch {
+		case s > rel:
+			st.DroppedMargin++
+		case s > abs:
+			st.DroppedAbsMargin++
+		case !math.IsNaN(m.opt.MaxScore) && s > m.opt.MaxScore:
+			st.DroppedCeiling++
+		case !math.IsNaN(m.opt.MinScore) && s < m.opt.MinScore:
+			st.DroppedFloor++
+		default:
+			p.kept = append(p.kept, scored{c, s})
+		}
+	}
+	return p, nil
+}
+
+// exampleRNG is the sampler for one example. It depends only on the global
+// seed and the example's place in the input (unit index, positive index), so
+// output is the same whatever the parallelism and across resumes.
+func exampleRNG(seed uint64, unit, pos int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, splitmix(uint64(unit)<<20|uint64(pos&0xfffff))))
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// sample picks up to n negatives from kept. The result is in retrieval order.
+func sample(kept []scored, n int, how Sampling, rng *rand.Rand) []scored {
+	if len(kept) <= n {
+		return slices.Clone(kept)
+	}
+	idx := make([]int, len(kept))
+	for i := range idx {
+		idx[i] = i
+	}
+	switch how {
+	case SampleTop:
+		slices.SortStableFunc(idx, func(a, b int) int {
+			switch {
+			case kept[a].Teacher > kept[b].Teacher:
+				return -1
+			case kept[a].Teacher < kept[b].Teacher:
+				return 1
+			}
+			return 0
+		})
+	default:
+		rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	}
+	idx = idx[:n]
+	slices.Sort(idx)
+	out := make([]scored, n)
+	for i, j := range idx {
+		out[i] = kept[j]
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package mining
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Stats summarise a run. They are merged in input order by the writer and
+// saved in the progress sidecar, so a resumed run reports the same totals as
+// an uninterrupted one.
+type Stats struct {
+	Teacher          string  `json:"teacher"`
+	Units            int     `json:"units"`             // input units processed (lines or queries)
+	BadUnits         int     `json:"bad_units"`         // skipped with --skip-bad
+	DuplicatePairs   int     `json:"duplicate_pairs"`   // (query, positive) pairs seen before, removed
+	Examples         int     `json:"examples"`          // examples written
+	Lines            int     `json:"lines"`             // output lines (differs from examples for triplets)
+	Retrieved        int     `json:"retrieved"`         // candidates returned by the retriever
+	ExcludedPositive int     `json:"excluded_positive"` // candidates that are known positives
+	ExcludedSameText int     `json:"excluded_same_text"`
+	OutsideWindow    int     `json:"outside_window"` // beyond top-k or outside the rank window
+	DroppedMargin    int     `json:"dropped_margin"` // above the relative margin threshold
+	DroppedAbsMargin int     `json:"dropped_abs_margin"`
+	DroppedCeiling   int     `json:"dropped_ceiling"`
+	DroppedFloor     int     `json:"dropped_floor"`
+	ShortExamples    int     `json:"short_examples"`   // examples with fewer negatives than asked
+	ShortUnits       int     `json:"short_queries"`    // units where some example was short
+	DroppedExamples  int     `json:"dropped_examples"` // fewer than min-negatives (or n-tuple short): not written
+	Negatives        int     `json:"negatives"`        // negatives written
+	PosScores        Summary `json:"pos_scores"`
+	NegScores        Summary `json:"neg_scores"` // of the negatives written
+}
+
+func (s *Stats) add(d *Stats) {
+	s.Units += d.Units
+	s.BadUnits += d.BadUnits
+	s.DuplicatePairs += d.DuplicatePairs
+	s.Examples += d.Examples
+	s.Lines += d.Lines
+	s.Retrieved += d.Retrieved
+	s.ExcludedPositive += d.ExcludedPositive
+	s.ExcludedSameText += d.ExcludedSameText
+	s.OutsideWindow += d.OutsideWindow
+	s.DroppedMargin += d.DroppedMargin
+	s.DroppedAbsMargin += d.DroppedAbsMargin
+	s.DroppedCeiling += d.DroppedCeiling
+	s.DroppedFloor += d.DroppedFloor
+	s.ShortExamples += d.ShortExamples
+	s.ShortUnits += d.ShortUnits
+	s.DroppedExamples += d.DroppedExamples
+	s.Negatives += d.Negatives
+	s.PosScores.merge(&d.PosScores)
+	s.NegScores.merge(&d.NegScores)
+}
+
+// sketchSize bounds the sample kept for quantiles.
+const sketchSize = 2048
+
+// Summary is a score distribution: moments, extremes, and a bottom-k sample
+// for quantiles. The sample keeps the values with the smallest hash of their
+// identity (unit, example, position), so it does not depend on merge order.
+type Summary struct {
+	N      int          `json:"n"`
+	Sum    float64      `json:"sum"`
+	SumSq  float64      `json:"sum_sq"`
+	Min    float64      `json:"min"`
+	Max    float64      `json:"max"`
+	Sample []sketchItem `json:"sample,omitempty"`
+}
+
+type sketchItem struct {
+	P uint64  `json:"p"`
+	V float64 `json:"v"`
+}
+
+func (s *Summary) observe(v float64, prio uint64) {
+	if s.N == 0 || v < s.Min {
+		s.Min = v
+	}
+	if s.N == 0 || v > s.Max {
+		s.Max = v
+	}
+	s.N++
+	s.Sum += v
+	s.SumSq += v * v
+	s.Sample = append(s.Sample, sketchItem{prio, v})
+	if len(s.Sample) > 2*sketchSize {
+		s.trim()
+	}
+}
+
+func (s *Summary) trim() {
+	sort.Slice(s.Sample, func(i, j int) bool { return s.Sample[i].P < s.Sample[j].P })
+	if len(s.Sample) > sketchSize {
+		s.Sample = s.Sample[:sketchSize]
+	}
+}
+
+func (s *Summary) merge(d *Summary) {
+	if d.N == 0 {
+		return
+	}
+	if s.N == 0 || d.Min < s.Min {
+		s.Min = d.Min
+	}
+	if s.N == 0 || d.Max > s.Max {
+		s.Max = d.Max
+	}
+	s.N += d.N
+	s.Sum += d.Sum
+	s.SumSq += d.SumSq
+	s.Sample = append(s.Sample, d.Sample...)
+	if len(s.Sample) > 2*sketchSize {
+		s.trim()
+	}
+}
+
+// Mean of the observed values.
+func (s *Summary) Mean() float64 {
+	if s.N == 0 {
+		return math.NaN()
+	}
+	return s.Sum / float64(s.N)
+}
+
+// Std is the population standard deviation.
+func (s *Summary) Std() float64 {
+	if s.N == 0 {
+		return math.NaN()
+	}
+	m := s.Mean()
+	return math.Sqrt(math.Max(0, s.SumSq/float64(s.N)-m*m))
+}
+
+// Quantile estimates the q-quantile from the sample (exact below sketchSize values).
+func (s *Summary) Quantile(q float64) float64 {
+	s.trim()
+	if len(s.Sample) == 0 {
+		return math.NaN()
+	}
+	vs := make([]float64, len(s.Sample))
+	for i, it := range s.Sample {
+		vs[i] = it.V
+	}
+	sort.Float64s(vs)
+	return vs[int(math.Round(q*float64(len(vs)-1)))]
+}
+
+func (s *Summary) String() string {
+	if s.N == 0 {
+		return "n=0"
+	}
+	return fmt.Sprintf("n=%d mean=%.4f std=%.4f min=%.4f p10=%.4f p50=%.4f p90=%.4f max=%.4f",
+		s.N, s.Mean(), s.Std(), s.Min, s.Quantile(0.1), s.Quantile(0.5), s.Quantile(0.9), s.Max)
+}
+
+// Write prints the human summary.
+func (s *Stats) Write(w io.Writer) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "teacher:                 %s\n", s.Teacher)
+	fmt.Fprintf(&b, "queries (input units):   %d\n", s.Units)
+	fmt.Fprintf(&b, "bad input skipped:       %d\n", s.BadUnits)
+	fmt.Fprintf(&b, "duplicate pairs removed: %d\n", s.DuplicatePairs)
+	fmt.Fprintf(&b, "examples written:        %d (%d lines, %d negatives)\n", s.Examples, s.Lines, s.Negatives)
+	fmt.Fprintf(&b, "candidates retrieved:    %d\n", s.Retrieved)
+	fmt.Fprintf(&b, "  known positives:       %d\n", s.ExcludedPositive)
+	fmt.Fprintf(&b, "  same text as q/pos:    %d\n", s.ExcludedSameText)
+	fmt.Fprintf(&b, "  outside top-k/window:  %d\n", s.OutsideWindow)
+	fmt.Fprintf(&b, "  dropped by margin:     %d\n", s.DroppedMargin)
+	if s.DroppedAbsMargin+s.DroppedCeiling+s.DroppedFloor > 0 {
+		fmt.Fprintf(&b, "  dropped abs/ceil/floor: %d/%d/%d\n", s.DroppedAbsMargin, s.DroppedCeiling, s.DroppedFloor)
+	}
+	fmt.Fprintf(&b, "queries short of negs:   %d (%d examples short, %d examples not written)\n", s.ShortUnits, s.ShortExamples, s.DroppedExamples)
+	fmt.Fprintf(&b, "positive scores:         %s\n", s.PosScores.String())
+	fmt.Fprintf(&b, "kept negative scores:    %s\n", s.NegScores.String())
+	io.WriteString(w, b.String())
+}
