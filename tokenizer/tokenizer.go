@@ -1,0 +1,239 @@
+// Package tokenizer turns text into the model inputs of BERT-family encoders
+// (input ids, token type ids, attention masks), matching Hugging Face
+// tokenizers exactly.
+//
+// It wraps github.com/daulet/tokenizers (the Rust tokenizers crate through
+// cgo), which in v1.22.1 encodes single texts only and would apply the
+// truncation and padding stored in tokenizer.json. So the Rust side is used
+// for normalisation, pre-tokenisation and the vocabulary model alone (no
+// special tokens, settings stripped), and this package does the rest in Go:
+// longest-first truncation and the post-processor template (special tokens,
+// type ids), for single texts and pairs, and padding of batches.
+//
+// Text handling at the C boundary (see cleanText): invalid UTF-8 becomes
+// U+FFFD exactly as Python's errors="replace" decodes it, and NUL bytes are
+// removed. Empty or whitespace-only input gives just the special tokens.
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	hf "github.com/daulet/tokenizers"
+)
+
+// Encoding is one tokenised input with special tokens. Mask is all 1 until
+// Pad adds padding.
+type Encoding struct {
+	IDs, TypeIDs, Mask []int64
+}
+
+// Tokenizer encodes texts and text pairs. It is safe for concurrent use:
+// the Rust tokenizer encodes through a shared reference (it is Sync), and a
+// read lock keeps Close from freeing it under a running Encode.
+type Tokenizer struct {
+	path  string
+	post  *template
+	padID int64
+
+	mu sync.RWMutex
+	hf *hf.Tokenizer // nil after Close
+}
+
+// Load reads a Hugging Face tokenizer.json.
+func Load(path string) (*Tokenizer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: read %s: %w", path, err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("tokenizer: parse %s: %s: %w", path, jsonPosition(data, err), err)
+	}
+	if len(top["model"]) == 0 || string(top["model"]) == "null" {
+		return nil, fmt.Errorf("tokenizer: parse %s: no \"model\" field; is this a Hugging Face tokenizer.json?", path)
+	}
+	post, err := parsePostProcessor(top["post_processor"])
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	padID, err := findPadID(top)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+
+	// The file's truncation and padding (MiniLM ships max 128 and fixed
+	// padding to 128) would be applied by the Rust side to the bare
+	// sequences; this package does both itself.
+	top["truncation"] = json.RawMessage("null")
+	top["padding"] = json.RawMessage("null")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(top); err != nil {
+		return nil, fmt.Errorf("tokenizer: re-encode %s: %w", path, err)
+	}
+	h, err := hf.FromBytes(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
+	}
+	return &Tokenizer{path: path, post: post, padID: padID, hf: h}, nil
+}
+
+// jsonPosition turns a JSON decoding error's byte offset into "line L col C".
+func jsonPosition(data []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return "invalid JSON"
+	}
+	off = min(off, int64(len(data)))
+	line := 1 + bytes.Count(data[:off], []byte{'\n'})
+	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
+	return fmt.Sprintf("line %d col %d", line, col)
+}
+
+// findPadID takes the pad id from the file's padding settings, else from a
+// [PAD] or <pad> added token, else 0.
+func findPadID(top map[string]json.RawMessage) (int64, error) {
+	if p := top["padding"]; len(p) > 0 && string(p) != "null" {
+		var v struct {
+			PadID *int64 `json:"pad_id"`
+		}
+		if err := json.Unmarshal(p, &v); err != nil {
+			return 0, fmt.Errorf("padding: %w", err)
+		}
+		if v.PadID != nil {
+			return *v.PadID, nil
+		}
+	}
+	var added []struct {
+		ID      int64  `json:"id"`
+		Content string `json:"content"`
+	}
+	if a := top["added_tokens"]; len(a) > 0 && string(a) != "null" {
+		if err := json.Unmarshal(a, &added); err != nil {
+			return 0, fmt.Errorf("added_tokens: %w", err)
+		}
+	}
+	for _, name := range []string{"[PAD]", "<pad>"} {
+		for _, t := range added {
+			if t.Content == name {
+				return t.ID, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// PadID is the id Pad should fill with for this tokenizer.
+func (t *Tokenizer) PadID() int64 { return t.padID }
+
+// Close frees the Rust tokenizer. Encoding after Close panics: it is a
+// programming error, like using a closed channel.
+func (t *Tokenizer) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hf != nil {
+		err := t.hf.Close()
+		t.hf = nil
+		return err
+	}
+	return nil
+}
+
+// raw returns text's token ids without special tokens or truncation.
+func (t *Tokenizer) raw(text string) []int64 {
+	text = cleanText(text)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.hf == nil {
+		panic("tokenizer: encode after Close of " + t.path)
+	}
+	if text == "" {
+		return nil
+	}
+	// No options: ids only (the binding returns nothing for an input that
+	// fails to encode, which the Rust normalisers and WordPiece never do for
+	// valid UTF-8).
+	ids := t.hf.EncodeWithOptions(text, false).IDs
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = int64(id)
+	}
+	return out
+}
+
+// Encode tokenises text with special tokens, truncated from the right so the
+// total length is at most maxLen (maxLen <= 0: no limit). A maxLen smaller
+// than the special tokens keeps only the special tokens.
+func (t *Tokenizer) Encode(text string, maxLen int) Encoding {
+	return t.post.apply(t.raw(text), nil, false, maxLen)
+}
+
+// EncodePair tokenises a text pair ([CLS] a [SEP] b [SEP] for BERT, type
+// ids 0 for a, 1 for b), truncated longest-first like Hugging Face so the
+// total is at most maxLen (maxLen <= 0: no limit).
+func (t *Tokenizer) EncodePair(a, b string, maxLen int) Encoding {
+	return t.post.apply(t.raw(a), t.raw(b), true, maxLen)
+}
+
+// EncodeBatch is Encode over texts, spread over GOMAXPROCS goroutines.
+func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) []Encoding {
+	out := make([]Encoding, len(texts))
+	workers := min(runtime.GOMAXPROCS(0), len(texts)/4+1)
+	if workers <= 1 {
+		for i, s := range texts {
+			out[i] = t.Encode(s, maxLen)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(texts) {
+					return
+				}
+				out[i] = t.Encode(texts[i], maxLen)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Pad right-pads encodings to the longest one and flattens them row-major
+// into [len(encs)*seqLen] slices, the layout ONNX Runtime takes for
+// [batch, seqLen] tensors. Padding has id padID, type id 0 and mask 0.
+func Pad(encs []Encoding, padID int64) (ids, typeIDs, mask []int64, seqLen int) {
+	for _, e := range encs {
+		seqLen = max(seqLen, len(e.IDs))
+	}
+	n := len(encs) * seqLen
+	ids, typeIDs, mask = make([]int64, n), make([]int64, n), make([]int64, n)
+	for r, e := range encs {
+		row := r * seqLen
+		copy(ids[row:], e.IDs)
+		copy(typeIDs[row:], e.TypeIDs)
+		copy(mask[row:], e.Mask)
+		for j := row + len(e.IDs); j < row+seqLen; j++ {
+			ids[j] = padID
+		}
+	}
+	return ids, typeIDs, mask, seqLen
+}
