@@ -3,7 +3,10 @@
 // dtype, shape and byte range, then the raw little-endian data.
 //
 // Reading converts F16, BF16 and F32 tensors to float32, because every
-// consumer in anna (ONNX export, the trainer) computes in fp32.
+// consumer in anna (ONNX export, the trainer) computes in fp32. Integer
+// tensors (I64, I32: e.g. BERT's embeddings.position_ids buffer, stored by
+// older PyTorch exports) are converted too, exactly for |v| ≤ 2^24; nothing
+// in anna reads their values.
 package safetensors
 
 import (
@@ -110,8 +113,12 @@ func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 		width = 4
 	case "F16", "BF16":
 		width = 2
+	case "I64":
+		width = 8
+	case "I32":
+		width = 4
 	default:
-		return nil, fmt.Errorf("tensor %q: dtype %s not supported (want F32, F16 or BF16)", name, e.DType)
+		return nil, fmt.Errorf("tensor %q: dtype %s not supported (want F32, F16, BF16, I64 or I32)", name, e.DType)
 	}
 	lo, hi := e.DataOffsets[0], e.DataOffsets[1]
 	if lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
@@ -127,6 +134,10 @@ func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 			t.Data[i] = HalfToFloat(binary.LittleEndian.Uint16(b[2*i:]))
 		case "BF16":
 			t.Data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		case "I64":
+			t.Data[i] = float32(int64(binary.LittleEndian.Uint64(b[8*i:])))
+		case "I32":
+			t.Data[i] = float32(int32(binary.LittleEndian.Uint32(b[4*i:])))
 		}
 	}
 	return t, nil

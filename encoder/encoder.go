@@ -1,0 +1,80 @@
+// Package encoder turns texts into embedding vectors with a converted BERT
+// model (see `annactl models import`) running in ONNX Runtime, and caches
+// them on disk keyed by the model's fingerprint.
+//
+// Input handling, shared by every Encoder here: texts are tokenised with the
+// model's tokenizer.json and truncated to the model's max length (256 tokens
+// for all-MiniLM-L6-v2). The empty string is allowed and embeds the special
+// tokens alone ([CLS] [SEP]). Invalid UTF-8 is not an error: each bad byte
+// sequence becomes U+FFFD, as Python's bytes.decode(errors="replace") does,
+// so the vector equals that of the repaired text.
+package encoder
+
+import (
+	"context"
+	"strings"
+)
+
+// Encoder embeds documents and queries into vectors of Dim() floats. The
+// vectors are L2-normalised when the model's manifest says so (MiniLM:
+// yes), so cosine similarity is a dot product. Fingerprint names the exact
+// vectors: equal fingerprints give equal vectors for equal inputs.
+type Encoder interface {
+	EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error)
+	EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error)
+	Dim() int
+	Fingerprint() string
+}
+
+// Prompt instructs an embedding model how to read queries. The zero Prompt
+// embeds queries as they are (after the model's query prefix, if any).
+//
+// With an Instruction, each query is formatted with the model's instruction
+// template, by default
+//
+//	Instruct: {task}
+//	Query: {query}
+//
+// and few-shot Examples go first, each as the template applied to the
+// example's query followed by "\nResponse: " and its response, separated
+// by blank lines:
+//
+//	Instruct: {task}\nQuery: {ex1.Query}\nResponse: {ex1.Response}\n\n
+//	Instruct: {task}\nQuery: {ex2.Query}\nResponse: {ex2.Response}\n\n
+//	Instruct: {task}\nQuery: {query}
+//
+// The template replaces the model's query prefix. Documents never get an
+// instruction, only the model's document prefix if it defines one.
+type Prompt struct {
+	Instruction string
+	Examples    []Example
+}
+
+// Example is one few-shot demonstration: a query and a relevant response.
+type Example struct {
+	Query, Response string
+}
+
+// IsZero reports whether p asks for no formatting.
+func (p Prompt) IsZero() bool { return p.Instruction == "" && len(p.Examples) == 0 }
+
+// FormatQuery applies p to q with template (containing {task} and {query})
+// and prefix (the model's query prefix, used when p is zero).
+func FormatQuery(template, prefix string, p Prompt, q string) string {
+	if p.IsZero() {
+		return prefix + q
+	}
+	one := func(query string) string {
+		r := strings.NewReplacer("{task}", p.Instruction, "{query}", query)
+		return r.Replace(template)
+	}
+	var b strings.Builder
+	for _, ex := range p.Examples {
+		b.WriteString(one(ex.Query))
+		b.WriteString("\nResponse: ")
+		b.WriteString(ex.Response)
+		b.WriteString("\n\n")
+	}
+	b.WriteString(one(q))
+	return b.String()
+}

@@ -1,0 +1,147 @@
+// Package model reads Hugging Face BERT-family checkpoints (config.json and
+// the sentence-transformers side files) and reads and writes anna's model
+// manifest, anna-model.json, which travels beside every converted model.onnx.
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Config is the part of a Hugging Face config.json that the BERT graph needs.
+type Config struct {
+	ModelType             string            `json:"model_type"`
+	Architectures         []string          `json:"architectures,omitempty"`
+	VocabSize             int               `json:"vocab_size"`
+	HiddenSize            int               `json:"hidden_size"`
+	NumHiddenLayers       int               `json:"num_hidden_layers"`
+	NumAttentionHeads     int               `json:"num_attention_heads"`
+	IntermediateSize      int               `json:"intermediate_size"`
+	MaxPositionEmbeddings int               `json:"max_position_embeddings"`
+	TypeVocabSize         int               `json:"type_vocab_size"`
+	HiddenAct             string            `json:"hidden_act"`
+	LayerNormEps          float64           `json:"layer_norm_eps"`
+	PositionEmbeddingType string            `json:"position_embedding_type,omitempty"`
+	PadTokenID            int               `json:"pad_token_id"`
+	ID2Label              map[string]string `json:"id2label,omitempty"`
+	// NumLabelsField is config.json's explicit num_labels, when present;
+	// use NumLabels(), which falls back to id2label.
+	NumLabelsField int `json:"num_labels,omitempty"`
+}
+
+// NumLabels is the classifier width of a sequence-classification head:
+// num_labels, else the size of id2label, else 1 (a regression head, the
+// usual cross-encoder).
+func (c *Config) NumLabels() int {
+	if c.NumLabelsField > 0 {
+		return c.NumLabelsField
+	}
+	if len(c.ID2Label) > 0 {
+		return len(c.ID2Label)
+	}
+	return 1
+}
+
+// HeadDim is the width of one attention head.
+func (c *Config) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
+
+// LoadConfig reads and validates dir/config.json.
+func LoadConfig(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: reading config: %w", err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig parses config.json bytes, fills Hugging Face's defaults for
+// absent optional fields and validates the result.
+func ParseConfig(b []byte) (*Config, error) {
+	c := &Config{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("parsing JSON: %w", err)
+	}
+	if c.HiddenAct == "" {
+		c.HiddenAct = "gelu"
+	}
+	if c.LayerNormEps == 0 {
+		c.LayerNormEps = 1e-12
+	}
+	if c.TypeVocabSize == 0 {
+		c.TypeVocabSize = 2
+	}
+	if c.PositionEmbeddingType == "" {
+		c.PositionEmbeddingType = "absolute"
+	}
+	return c, c.Validate()
+}
+
+// Validate refuses configurations the ONNX exporter and the Go trainer do
+// not implement, naming the field.
+func (c *Config) Validate() error {
+	switch c.ModelType {
+	case "bert":
+	case "":
+		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\")")
+	default:
+		// RoBERTa/XLM-R offset position ids by padding_idx+1 and DistilBERT
+		// has no token types and other tensor names: their graphs differ,
+		// so converting them as BERT would silently give wrong vectors.
+		return fmt.Errorf("model_type %q is not BERT-family/supported (anna converts model_type \"bert\" only)", c.ModelType)
+	}
+	pos := []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", c.VocabSize},
+		{"hidden_size", c.HiddenSize},
+		{"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads},
+		{"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings},
+		{"type_vocab_size", c.TypeVocabSize},
+	}
+	for _, p := range pos {
+		if p.v <= 0 {
+			return fmt.Errorf("field %s must be positive, got %d", p.name, p.v)
+		}
+	}
+	if c.HiddenSize%c.NumAttentionHeads != 0 {
+		return fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	switch c.HiddenAct {
+	case "gelu", "gelu_new", "gelu_pytorch_tanh", "relu":
+	default:
+		return fmt.Errorf("hidden_act %q not supported (want gelu, gelu_new, gelu_pytorch_tanh or relu)", c.HiddenAct)
+	}
+	if c.PositionEmbeddingType != "absolute" {
+		return fmt.Errorf("position_embedding_type %q not supported (want absolute)", c.PositionEmbeddingType)
+	}
+	if c.NumLabelsField < 0 {
+		return fmt.Errorf("num_labels must not be negative, got %d", c.NumLabelsField)
+	}
+	for k := range c.ID2Label {
+		if _, err := strconv.Atoi(k); err != nil {
+			return fmt.Errorf("id2label key %q is not an integer", k)
+		}
+	}
+	return nil
+}
+
+// ForwardFLOPs counts the floating-point operations (2 per multiply-add) of
+// one encoder forward pass over a [batch, seq] input: the matrix products
+// only (projections, attention scores and mixing, feed-forward), which are
+// all but a few percent of the work.
+func (c *Config) ForwardFLOPs(batch, seq int) float64 {
+	b, s, h, i := float64(batch), float64(seq), float64(c.HiddenSize), float64(c.IntermediateSize)
+	perLayer := 2 * b * s * (4*h*h + 2*s*h + 2*h*i)
+	return float64(c.NumHiddenLayers) * perLayer
+}

@@ -1,0 +1,154 @@
+package model
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ManifestFile is the manifest's name inside a model directory.
+const ManifestFile = "anna-model.json"
+
+// Pooling modes: how token vectors become one sentence vector.
+const (
+	PoolingMean      = "mean"      // mean over tokens whose attention mask is 1
+	PoolingCLS       = "cls"       // the first token ([CLS])
+	PoolingLastToken = "lasttoken" // the last unmasked token (decoder-style embedders)
+)
+
+// Tasks a converted model serves.
+const (
+	TaskEmbed  = "embed"  // model.onnx outputs last_hidden_state
+	TaskRerank = "rerank" // model.onnx outputs logits (cross-encoder)
+)
+
+// DefaultInstructionTemplate formats an instructed query; {task} is the
+// instruction and {query} the query (the E5/GTE convention).
+const DefaultInstructionTemplate = "Instruct: {task}\nQuery: {query}"
+
+// Manifest describes a converted model: what the encoder needs to turn
+// model.onnx outputs into vectors, and a fingerprint that names the exact
+// vectors the model produces (stored vectors and caches are keyed by it).
+type Manifest struct {
+	Name         string `json:"name"`
+	Architecture string `json:"architecture"` // "bert"
+	Task         string `json:"task"`         // embed | rerank
+	// Dim is the embedding width (the hidden size).
+	Dim int `json:"dim"`
+	// NumLabels is the width of a rerank model's logits.
+	NumLabels int    `json:"num_labels,omitempty"`
+	MaxLength int    `json:"max_length"`
+	Pooling   string `json:"pooling,omitempty"` // embed only
+	Normalize bool   `json:"normalize"`
+	// QueryPrefix and DocumentPrefix are prepended to every query/document
+	// (sentence-transformers "prompts"); empty for MiniLM.
+	QueryPrefix    string `json:"query_prefix,omitempty"`
+	DocumentPrefix string `json:"document_prefix,omitempty"`
+	// InstructionTemplate formats queries given an instruction.
+	InstructionTemplate string `json:"instruction_template,omitempty"`
+	// Fingerprint is hex sha256 over model.onnx's bytes and the settings
+	// that change vectors (pooling, normalize, max_length).
+	Fingerprint string `json:"fingerprint"`
+	// Source says where the weights came from (a directory or a note).
+	Source string `json:"source,omitempty"`
+	// Files maps each file in the directory to its hex sha256.
+	Files map[string]string `json:"files"`
+}
+
+// ShortFingerprint is the first 12 hex digits, for display and file names.
+func (m *Manifest) ShortFingerprint() string {
+	if len(m.Fingerprint) > 12 {
+		return m.Fingerprint[:12]
+	}
+	return m.Fingerprint
+}
+
+// Fingerprinter computes a manifest fingerprint: write the ONNX file's bytes
+// into it, then call Sum with the settings.
+type Fingerprinter struct{ h hash.Hash }
+
+// NewFingerprinter starts a fingerprint.
+func NewFingerprinter() *Fingerprinter { return &Fingerprinter{h: sha256.New()} }
+
+// Write hashes ONNX bytes.
+func (f *Fingerprinter) Write(p []byte) (int, error) { return f.h.Write(p) }
+
+// Sum finishes the fingerprint with the vector-changing settings.
+func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) string {
+	fmt.Fprintf(f.h, "\x00anna-model\x00pooling=%s\x00normalize=%t\x00max_length=%d", pooling, normalize, maxLength)
+	return hex.EncodeToString(f.h.Sum(nil))
+}
+
+// Validate checks the fields the encoder and reranker rely on.
+func (m *Manifest) Validate() error {
+	if m.Architecture != "bert" {
+		return fmt.Errorf("field architecture: %q not supported (want bert)", m.Architecture)
+	}
+	switch m.Task {
+	case TaskEmbed:
+		switch m.Pooling {
+		case PoolingMean, PoolingCLS, PoolingLastToken:
+		default:
+			return fmt.Errorf("field pooling: %q not supported (want mean, cls or lasttoken)", m.Pooling)
+		}
+	case TaskRerank:
+		if m.NumLabels <= 0 {
+			return fmt.Errorf("field num_labels must be positive for task rerank, got %d", m.NumLabels)
+		}
+	default:
+		return fmt.Errorf("field task: %q not supported (want embed or rerank)", m.Task)
+	}
+	if m.Dim <= 0 {
+		return fmt.Errorf("field dim must be positive, got %d", m.Dim)
+	}
+	if m.MaxLength <= 0 {
+		return fmt.Errorf("field max_length must be positive, got %d", m.MaxLength)
+	}
+	if len(m.Fingerprint) != 64 {
+		return fmt.Errorf("field fingerprint: want 64 hex digits, got %q", m.Fingerprint)
+	}
+	if _, err := hex.DecodeString(m.Fingerprint); err != nil {
+		return fmt.Errorf("field fingerprint: %w", err)
+	}
+	if m.InstructionTemplate != "" && !strings.Contains(m.InstructionTemplate, "{query}") {
+		return fmt.Errorf("field instruction_template: %q lacks {query}", m.InstructionTemplate)
+	}
+	return nil
+}
+
+// LoadManifest reads and validates dir/anna-model.json.
+func LoadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: reading manifest (is %s a converted model? see `annactl models import`): %w", dir, err)
+	}
+	m := &Manifest{}
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("model: %s: parsing JSON: %w", path, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// WriteManifest writes m as dir/anna-model.json.
+func WriteManifest(dir string, m *Manifest) error {
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("model: refusing to write manifest: %w", err)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: encoding manifest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("model: writing manifest: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package onnx
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// Graph input and output names of exported BERT models.
+const (
+	InputIDs        = "input_ids"
+	InputMask       = "attention_mask"
+	InputTypeIDs    = "token_type_ids"
+	OutputHidden    = "last_hidden_state" // task embed: [batch, seq, hidden]
+	OutputLogits    = "logits"            // task rerank: [batch, num_labels]
+	maskedAttention = -10000.0            // added to scores of padding keys, as BERT's original code; exp underflows to 0 in fp32
+)
+
+// BuildBERT builds the ONNX graph of a BERT encoder from Hugging Face
+// tensors (names as in BertModel, with or without the "bert." prefix of the
+// task models). task model.TaskEmbed outputs last_hidden_state; task
+// model.TaskRerank adds BertForSequenceClassification's head (pooler
+// dense+tanh on [CLS], then classifier) and outputs logits. The tensors may
+// come from a file or from the trainer's memory; they are not modified.
+func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("onnx: config: %w", err)
+	}
+	if task != model.TaskEmbed && task != model.TaskRerank {
+		return nil, fmt.Errorf("onnx: task %q not supported (want %s or %s)", task, model.TaskEmbed, model.TaskRerank)
+	}
+	w := &weights{t: tensors, cfg: cfg}
+	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {
+		w.prefix = "bert."
+	}
+	H, V, P, T, I := cfg.HiddenSize, cfg.VocabSize, cfg.MaxPositionEmbeddings, cfg.TypeVocabSize, cfg.IntermediateSize
+	nh, hd := cfg.NumAttentionHeads, cfg.HeadDim()
+	eps := AttrFloat("epsilon", float32(cfg.LayerNormEps))
+
+	g := NewGraph("bert")
+	g.Metadata("anna.task", task)
+	g.Metadata("anna.hidden_size", fmt.Sprint(H))
+	batch, seq := Dim{Param: "batch"}, Dim{Param: "sequence"}
+	ids := g.Input(InputIDs, Int64, batch, seq)
+	mask := g.Input(InputMask, Int64, batch, seq)
+	types := g.Input(InputTypeIDs, Int64, batch, seq)
+
+	// Embeddings: word + position (arange(seq)) + token type, then LayerNorm.
+	word := w.tensor(g, "embeddings.word_embeddings.weight", false, V, H)
+	pos := w.tensor(g, "embeddings.position_embeddings.weight", false, P, H)
+	typ := w.tensor(g, "embeddings.token_type_embeddings.weight", false, T, H)
+	one64 := g.Int64s("", nil, []int64{1})
+	seqLen := g.Op("Gather", []string{g.Op("Shape", []string{ids}), one64})
+	posIDs := g.Op("Range", []string{g.Int64s("", nil, []int64{0}), seqLen, one64})
+	x := g.Op("Add", []string{g.Op("Gather", []string{word, ids}), g.Op("Gather", []string{pos, posIDs})})
+	x = g.Op("Add", []string{x, g.Op("Gather", []string{typ, types})})
+	x = w.layerNorm(g, x, "embeddings.LayerNorm", eps)
+
+	// Additive mask [batch, 1, 1, seq]: 0 for tokens, -10000 for padding.
+	m := g.Op("Cast", []string{g.Op("Unsqueeze", []string{mask, g.Int64s("", []int64{2}, []int64{1, 2})})}, AttrInt("to", Float))
+	ext := g.Op("Mul", []string{g.Op("Sub", []string{g.Scalar(1), m}), g.Scalar(maskedAttention)})
+
+	headShape := g.Int64s("", []int64{4}, []int64{0, 0, int64(nh), int64(hd)})
+	hiddenShape := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
+	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
+	for l := 0; l < cfg.NumHiddenLayers; l++ {
+		p := fmt.Sprintf("encoder.layer.%d.", l)
+		heads := func(name string, perm ...int64) string {
+			y := w.linear(g, x, p+"attention.self."+name, H, H)
+			return g.Op("Transpose", []string{g.Op("Reshape", []string{y, headShape})}, AttrInts("perm", perm...))
+		}
+		q := heads("query", 0, 2, 1, 3) // [b, nh, s, hd]
+		k := heads("key", 0, 2, 3, 1)   // [b, nh, hd, s]
+		v := heads("value", 0, 2, 1, 3) // [b, nh, s, hd]
+		s := g.Op("Div", []string{g.Op("MatMul", []string{q, k}), scale})
+		s = g.Op("Add", []string{s, ext})
+		probs := g.Op("Softmax", []string{s}, AttrInt("axis", -1))
+		c := g.Op("MatMul", []string{probs, v})
+		c = g.Op("Transpose", []string{c}, AttrInts("perm", 0, 2, 1, 3))
+		c = g.Op("Reshape", []string{c, hiddenShape})
+		a := w.linear(g, c, p+"attention.output.dense", H, H)
+		x = w.layerNorm(g, g.Op("Add", []string{a, x}), p+"attention.output.LayerNorm", eps)
+		f := w.linear(g, x, p+"intermediate.dense", H, I)
+		f = activation(g, f, cfg.HiddenAct)
+		f = w.linear(g, f, p+"output.dense", I, H)
+		x = w.layerNorm(g, g.Op("Add", []string{f, x}), p+"output.LayerNorm", eps)
+	}
+
+	if task == model.TaskEmbed {
+		g.OpNamed("Identity", OutputHidden, []string{x})
+		g.Output(OutputHidden, Float, batch, seq, Dim{Value: int64(H)})
+	} else {
+		L := cfg.NumLabels()
+		cls := g.Op("Gather", []string{x, g.Int64s("", nil, []int64{0})}, AttrInt("axis", 1)) // [b, H]
+		pooled := g.Op("Tanh", []string{w.linear(g, cls, "pooler.dense", H, H)})
+		// The classifier sits outside the "bert." prefix in
+		// BertForSequenceClassification.
+		cw := w.tensorAbs(g, "classifier.weight", true, L, H)
+		cb := w.tensorAbs(g, "classifier.bias", false, L)
+		g.OpNamed("Add", OutputLogits, []string{g.Op("MatMul", []string{pooled, cw}), cb})
+		g.Output(OutputLogits, Float, batch, Dim{Value: int64(L)})
+	}
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ExportBERT builds the graph (see BuildBERT) and writes it as an ONNX
+// model to out.
+func ExportBERT(out io.Writer, cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) error {
+	g, err := BuildBERT(cfg, tensors, task)
+	if err != nil {
+		return err
+	}
+	_, err = g.WriteTo(out)
+	return err
+}
+
+// ExportBERTBytes is ExportBERT into memory.
+func ExportBERTBytes(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) ([]byte, error) {
+	var b bytes.Buffer
+	if err := ExportBERT(&b, cfg, tensors, task); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func activation(g *Graph, x, act string) string {
+	switch act {
+	case "relu":
+		return g.Op("Relu", []string{x})
+	case "gelu_new", "gelu_pytorch_tanh":
+		// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+		x3 := g.Op("Mul", []string{g.Op("Mul", []string{x, x}), x})
+		in := g.Op("Add", []string{x, g.Op("Mul", []string{x3, g.Scalar(0.044715)})})
+		t := g.Op("Tanh", []string{g.Op("Mul", []string{in, g.Scalar(float32(math.Sqrt(2 / math.Pi)))})})
+		return g.Op("Mul", []string{g.Op("Mul", []string{x, g.Op("Add", []string{t, g.Scalar(1)})}), g.Scalar(0.5)})
+	default: // exact GELU, written in the pattern ONNX Runtime fuses into one Gelu op
+		e := g.Op("Erf", []string{g.Op("Div", []string{x, g.Scalar(float32(math.Sqrt2))})})
+		return g.Op("Mul", []string{g.Op("Mul", []string{x, g.Op("Add", []string{e, g.Scalar(1)})}), g.Scalar(0.5)})
+	}
+}
+
+// weights looks tensors up by Hugging Face name, checks their shapes and
+// collects every missing name so the error lists them all at once.
+type weights struct {
+	t       map[string]*safetensors.Tensor
+	cfg     *model.Config
+	prefix  string
+	missing []string
+	bad     error
+}
+
+func (w *weights) err() error {
+	if w.bad != nil {
+		return w.bad
+	}
+	if len(w.missing) > 0 {
+		sort.Strings(w.missing)
+		list := w.missing
+		more := ""
+		if len(list) > 8 {
+			more = fmt.Sprintf(" (and %d more)", len(list)-8)
+			list = list[:8]
+		}
+		return fmt.Errorf("onnx: checkpoint lacks %d tensor(s): %s%s", len(w.missing), strings.Join(list, ", "), more)
+	}
+	return nil
+}
+
+// tensor adds the model tensor name (under the detected prefix) as an
+// initializer; transpose turns a Linear weight [out, in] into MatMul's
+// [in, out].
+func (w *weights) tensor(g *Graph, name string, transpose bool, shape ...int) string {
+	return w.tensorAbs(g, w.prefix+name, transpose, shape...)
+}
+
+func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int) string {
+	t, ok := w.t[name]
+	if !ok {
+		w.missing = append(w.missing, name)
+		return ""
+	}
+	if !sameShape(t.Shape, shape) {
+		if w.bad == nil {
+			w.bad = fmt.Errorf("onnx: tensor %q has shape %v but config.json implies %v (hidden_size %d, intermediate_size %d, vocab_size %d, max_position_embeddings %d, type_vocab_size %d)",
+				name, t.Shape, shape, w.cfg.HiddenSize, w.cfg.IntermediateSize, w.cfg.VocabSize, w.cfg.MaxPositionEmbeddings, w.cfg.TypeVocabSize)
+		}
+		return ""
+	}
+	if len(t.Data) != t.Len() {
+		if w.bad == nil {
+			w.bad = fmt.Errorf("onnx: tensor %q: shape %v holds %d values but data has %d", name, t.Shape, t.Len(), len(t.Data))
+		}
+		return ""
+	}
+	data := t.Data
+	dims := make([]int64, len(shape))
+	for i, d := range shape {
+		dims[i] = int64(d)
+	}
+	if transpose {
+		rows, cols := shape[0], shape[1]
+		tr := make([]float32, len(data))
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols; c++ {
+				tr[c*rows+r] = data[r*cols+c]
+			}
+		}
+		data = tr
+		dims[0], dims[1] = dims[1], dims[0]
+	}
+	if w.bad != nil || len(w.missing) > 0 {
+		return "" // the export fails anyway; do not spend memory encoding
+	}
+	return g.Floats(sanitize(name), dims, data)
+}
+
+// linear is x·Wᵀ + b for the Hugging Face Linear module prefix name.
+func (w *weights) linear(g *Graph, x, name string, in, out int) string {
+	wt := w.tensor(g, name+".weight", true, out, in)
+	b := w.tensor(g, name+".bias", false, out)
+	if wt == "" || b == "" {
+		return x // keep building so every missing tensor gets reported
+	}
+	return g.Op("Add", []string{g.Op("MatMul", []string{x, wt}), b})
+}
+
+func (w *weights) layerNorm(g *Graph, x, name string, eps Attr) string {
+	gamma := w.tensor(g, name+".weight", false, w.cfg.HiddenSize)
+	beta := w.tensor(g, name+".bias", false, w.cfg.HiddenSize)
+	if gamma == "" || beta == "" {
+		return x
+	}
+	return g.Op("LayerNormalization", []string{x, gamma, beta}, AttrInt("axis", -1), eps)
+}
+
+func sameShape(a []int, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sanitize(name string) string { return strings.ReplaceAll(name, ".", "_") }

@@ -1,0 +1,212 @@
+package onnx
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Graph builds one ONNX graph. Nodes are appended in topological order by
+// construction: an op can only name values that already exist.
+type Graph struct {
+	name     string
+	nodes    [][]byte
+	inits    [][]byte
+	inputs   [][]byte
+	outputs  [][]byte
+	names    map[string]bool
+	counter  int
+	metadata map[string]string
+	// err is the first construction mistake (a value defined twice or read
+	// before it exists); WriteTo reports it, so builders need not check
+	// every call.
+	err error
+}
+
+// NewGraph starts an empty graph.
+func NewGraph(name string) *Graph {
+	return &Graph{name: name, names: map[string]bool{}, metadata: map[string]string{}}
+}
+
+func (g *Graph) fresh(prefix string) string {
+	for {
+		g.counter++
+		n := fmt.Sprintf("%s_%d", prefix, g.counter)
+		if !g.names[n] {
+			g.names[n] = true
+			return n
+		}
+	}
+}
+
+func (g *Graph) claim(name string) string {
+	if g.names[name] && g.err == nil {
+		g.err = fmt.Errorf("onnx: value %q defined twice", name)
+	}
+	g.names[name] = true
+	return name
+}
+
+// Input declares a graph input.
+func (g *Graph) Input(name string, elemType int, dims ...Dim) string {
+	g.inputs = append(g.inputs, encodeValueInfo(g.claim(name), elemType, dims))
+	return name
+}
+
+// Output declares that the existing value name is a graph output.
+func (g *Graph) Output(name string, elemType int, dims ...Dim) {
+	g.outputs = append(g.outputs, encodeValueInfo(name, elemType, dims))
+}
+
+// Metadata adds a key/value to the model's metadata_props.
+func (g *Graph) Metadata(k, v string) { g.metadata[k] = v }
+
+// Floats adds a float32 initializer with the given shape (nil dims: scalar).
+func (g *Graph) Floats(name string, dims []int64, v []float32) string {
+	if name == "" {
+		name = g.fresh("const")
+	} else {
+		g.claim(name)
+	}
+	g.inits = append(g.inits, encodeTensor(name, Float, dims, floatsRaw(v)))
+	return name
+}
+
+// Int64s adds an int64 initializer with the given shape (nil dims: scalar).
+func (g *Graph) Int64s(name string, dims []int64, v []int64) string {
+	if name == "" {
+		name = g.fresh("const")
+	} else {
+		g.claim(name)
+	}
+	g.inits = append(g.inits, encodeTensor(name, Int64, dims, int64sRaw(v)))
+	return name
+}
+
+// Scalar is a float32 scalar constant.
+func (g *Graph) Scalar(v float32) string { return g.Floats("", nil, []float32{v}) }
+
+// Op appends a node with one output and returns the output's name.
+func (g *Graph) Op(op string, inputs []string, attrs ...Attr) string {
+	return g.OpN(op, inputs, 1, attrs...)[0]
+}
+
+// OpNamed is Op with a chosen output name (for graph outputs).
+func (g *Graph) OpNamed(op, output string, inputs []string, attrs ...Attr) string {
+	g.claim(output)
+	g.node(op, inputs, []string{output}, attrs)
+	return output
+}
+
+// OpN appends a node with n outputs.
+func (g *Graph) OpN(op string, inputs []string, n int, attrs ...Attr) []string {
+	outs := make([]string, n)
+	for i := range outs {
+		outs[i] = g.fresh(op)
+	}
+	g.node(op, inputs, outs, attrs)
+	return outs
+}
+
+func (g *Graph) node(op string, inputs, outputs []string, attrs []Attr) {
+	for _, in := range inputs {
+		if in != "" && !g.names[in] && g.err == nil {
+			g.err = fmt.Errorf("onnx: %s node reads undefined value %q", op, in)
+		}
+	}
+	var b []byte
+	for _, in := range inputs {
+		b = appendString(b, nodeInput, in)
+	}
+	for _, out := range outputs {
+		b = appendString(b, nodeOutput, out)
+	}
+	b = appendString(b, nodeName, outputs[0]+"_node")
+	b = appendString(b, nodeOpType, op)
+	for _, a := range attrs {
+		b = appendBytes(b, nodeAttribute, a)
+	}
+	g.nodes = append(g.nodes, b)
+}
+
+// MaxModelBytes is protobuf's 2 GiB message limit; larger models would need
+// ONNX external data, which this writer does not produce.
+const MaxModelBytes = 1<<31 - 1
+
+// WriteTo writes the graph as a complete ModelProto. It streams the
+// initializers rather than building one big buffer.
+func (g *Graph) WriteTo(w io.Writer) (int64, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	// GraphProto body = nodes, name, initializers, inputs, outputs; each a
+	// length-delimited field, so its size is known before writing.
+	type field struct {
+		num protowire.Number
+		b   []byte
+	}
+	var fields []field
+	for _, n := range g.nodes {
+		fields = append(fields, field{graphNode, n})
+	}
+	fields = append(fields, field{graphName, []byte(g.name)})
+	for _, t := range g.inits {
+		fields = append(fields, field{graphInitializer, t})
+	}
+	for _, v := range g.inputs {
+		fields = append(fields, field{graphInput, v})
+	}
+	for _, v := range g.outputs {
+		fields = append(fields, field{graphOutput, v})
+	}
+	var graphLen int
+	for _, f := range fields {
+		graphLen += protowire.SizeTag(f.num) + protowire.SizeBytes(len(f.b))
+	}
+	if graphLen > MaxModelBytes-1<<20 {
+		return 0, fmt.Errorf("onnx: graph is %d bytes, over protobuf's 2 GiB limit (external data is not supported)", graphLen)
+	}
+	var head []byte
+	head = appendInt(head, modelIRVersion, IRVersion)
+	head = appendString(head, modelProducerName, "anna")
+	head = appendString(head, modelProducerVer, "1")
+	opset := appendString(nil, opsetDomain, "")
+	opset = appendInt(opset, opsetVersion, Opset)
+	head = appendBytes(head, modelOpsetImport, opset)
+	keys := make([]string, 0, len(g.metadata))
+	for k := range g.metadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic bytes, so fingerprints are stable
+	for _, k := range keys {
+		e := appendString(nil, stringEntryKey, k)
+		e = appendString(e, stringEntryValue, g.metadata[k])
+		head = appendBytes(head, modelMetadataProps, e)
+	}
+	head = protowire.AppendTag(head, modelGraph, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(graphLen))
+
+	var total int64
+	write := func(b []byte) error {
+		n, err := w.Write(b)
+		total += int64(n)
+		return err
+	}
+	if err := write(head); err != nil {
+		return total, fmt.Errorf("onnx: writing model: %w", err)
+	}
+	for _, f := range fields {
+		var pre []byte
+		pre = protowire.AppendTag(pre, f.num, protowire.BytesType)
+		pre = protowire.AppendVarint(pre, uint64(len(f.b)))
+		if err := write(pre); err != nil {
+			return total, fmt.Errorf("onnx: writing model: %w", err)
+		}
+		if err := write(f.b); err != nil {
+			return total, fmt.Errorf("onnx: writing model: %w", err)
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,302 @@
+package onnx
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// File names inside a converted model directory.
+const (
+	ModelFile     = "model.onnx"
+	TokenizerFile = "tokenizer.json"
+	ConfigFile    = "config.json"
+)
+
+// Settings choose how a converted model turns outputs into vectors. Zero
+// values mean: take it from the sentence-transformers files, else the
+// default noted on each field.
+type Settings struct {
+	Name      string // default: the destination directory's base name
+	Task      string // model.TaskEmbed (default) or model.TaskRerank
+	Pooling   string // default mean
+	MaxLength int    // default min(512, max_position_embeddings)
+	// Normalize: nil means the sentence-transformers Normalize module
+	// decides, and true when the checkpoint has no modules.json (anna's
+	// stores assume cosine = dot product).
+	Normalize           *bool
+	QueryPrefix         string
+	DocumentPrefix      string
+	InstructionTemplate string // default model.DefaultInstructionTemplate
+	Source              string
+}
+
+// Import converts a Hugging Face checkpoint directory (config.json, one or
+// more *.safetensors, tokenizer.json, optional sentence-transformers files)
+// into a model directory dest holding model.onnx, tokenizer.json,
+// config.json and anna-model.json. Explicit settings override what the
+// sentence-transformers files say. dest appears complete or not at all.
+func Import(ctx context.Context, src, dest string, s Settings) (*model.Manifest, error) {
+	cfgBytes, err := os.ReadFile(filepath.Join(src, ConfigFile))
+	if err != nil {
+		return nil, fmt.Errorf("import: reading config: %w", err)
+	}
+	cfg, err := model.ParseConfig(cfgBytes)
+	if err != nil {
+		return nil, fmt.Errorf("import: %s: %w", filepath.Join(src, ConfigFile), err)
+	}
+	st, err := model.ReadSentenceTransformers(src)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	if s.Pooling == "" && (s.Task == "" || s.Task == model.TaskEmbed) {
+		if st.PoolingErr != nil {
+			return nil, fmt.Errorf("import: %w", st.PoolingErr)
+		}
+		s.Pooling = st.Pooling
+	}
+	if s.MaxLength == 0 {
+		s.MaxLength = st.MaxLength
+	}
+	if s.Normalize == nil && st.HasModules {
+		n := st.Normalize
+		s.Normalize = &n
+	}
+	if s.QueryPrefix == "" {
+		s.QueryPrefix = st.QueryPrefix
+	}
+	if s.DocumentPrefix == "" {
+		s.DocumentPrefix = st.DocumentPrefix
+	}
+	if s.Source == "" {
+		if abs, err := filepath.Abs(src); err == nil {
+			s.Source = abs
+		} else {
+			s.Source = src
+		}
+	}
+	tok := filepath.Join(src, TokenizerFile)
+	if _, err := os.Stat(tok); err != nil {
+		return nil, fmt.Errorf("import: %s needs a tokenizer.json (the Hugging Face fast tokenizer file): %w", src, err)
+	}
+	tensors, err := ReadCheckpoint(src)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return WriteDir(ctx, dest, cfg, cfgBytes, tensors, tok, s)
+}
+
+// ReadCheckpoint reads every *.safetensors file in dir (sharded checkpoints
+// are merged) into one map.
+func ReadCheckpoint(dir string) (map[string]*safetensors.Tensor, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no *.safetensors file in %s (PyTorch .bin checkpoints are not read)", dir)
+	}
+	sort.Strings(files)
+	all := map[string]*safetensors.Tensor{}
+	for _, f := range files {
+		ts, err := safetensors.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for n, t := range ts {
+			if _, dup := all[n]; dup {
+				return nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+			}
+			all[n] = t
+		}
+	}
+	return all, nil
+}
+
+// WriteDir exports tensors as dest/model.onnx and writes the rest of a model
+// directory: config.json (cfgJSON as given, or cfg marshalled when nil), a
+// copy of tokenizerPath, and the manifest. It writes into dest+".partial"
+// and renames, replacing an existing dest, so readers never see half a
+// model. The trainer calls this with fine-tuned weights held in memory.
+func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byte, tensors map[string]*safetensors.Tensor, tokenizerPath string, s Settings) (*model.Manifest, error) {
+	m, err := manifestFor(dest, cfg, s)
+	if err != nil {
+		return nil, err
+	}
+	g, err := BuildBERT(cfg, tensors, m.Task)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tmp := dest + ".partial"
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("import: clearing %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	fp := model.NewFingerprinter()
+	onnxSum, err := writeFile(filepath.Join(tmp, ModelFile), func(w io.Writer) error {
+		_, err := g.WriteTo(io.MultiWriter(w, fp))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Fingerprint = fp.Sum(m.Pooling, m.Normalize, m.MaxLength)
+	m.Files = map[string]string{ModelFile: onnxSum}
+
+	if cfgJSON == nil {
+		if cfgJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+			return nil, fmt.Errorf("import: encoding config: %w", err)
+		}
+	}
+	if m.Files[ConfigFile], err = writeFile(filepath.Join(tmp, ConfigFile), func(w io.Writer) error {
+		_, err := w.Write(cfgJSON)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	tf, err := os.Open(tokenizerPath)
+	if err != nil {
+		return nil, fmt.Errorf("import: opening tokenizer: %w", err)
+	}
+	defer tf.Close()
+	if m.Files[TokenizerFile], err = writeFile(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
+		_, err := io.Copy(w, tf)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := model.WriteManifest(tmp, m); err != nil {
+		return nil, err
+	}
+	if err := replaceDir(tmp, dest); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, error) {
+	m := &model.Manifest{
+		Name:                s.Name,
+		Architecture:        cfg.ModelType,
+		Task:                s.Task,
+		Dim:                 cfg.HiddenSize,
+		MaxLength:           s.MaxLength,
+		Pooling:             s.Pooling,
+		Normalize:           true,
+		QueryPrefix:         s.QueryPrefix,
+		DocumentPrefix:      s.DocumentPrefix,
+		InstructionTemplate: s.InstructionTemplate,
+		Source:              s.Source,
+	}
+	if m.Name == "" {
+		m.Name = filepath.Base(filepath.Clean(dest))
+	}
+	if m.Task == "" {
+		m.Task = model.TaskEmbed
+	}
+	if s.Normalize != nil {
+		m.Normalize = *s.Normalize
+	}
+	if m.MaxLength == 0 {
+		m.MaxLength = min(512, cfg.MaxPositionEmbeddings)
+	}
+	if m.MaxLength > cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("import: max length %d exceeds the model's max_position_embeddings %d", m.MaxLength, cfg.MaxPositionEmbeddings)
+	}
+	switch m.Task {
+	case model.TaskEmbed:
+		if m.Pooling == "" {
+			m.Pooling = model.PoolingMean
+		}
+		if m.InstructionTemplate == "" {
+			m.InstructionTemplate = model.DefaultInstructionTemplate
+		}
+	case model.TaskRerank:
+		// A cross-encoder's logits are scores: no pooling, no normalising.
+		m.Pooling, m.Normalize, m.InstructionTemplate = "", false, ""
+		m.NumLabels = cfg.NumLabels()
+	default:
+		return nil, fmt.Errorf("import: task %q not supported (want embed or rerank)", m.Task)
+	}
+	// The fingerprint is filled after model.onnx is written; validate the
+	// rest now with a placeholder so bad settings fail before the export.
+	probe := *m
+	probe.Fingerprint = hex.EncodeToString(make([]byte, 32))
+	if err := probe.Validate(); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	return m, nil
+}
+
+// writeFile creates path, lets fill write it through a buffer, syncs it and
+// returns the hex sha256 of what was written.
+func writeFile(path string, fill func(io.Writer) error) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("import: %w", err)
+	}
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("import: writing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// replaceDir renames tmp to dest, moving an existing dest aside first.
+func replaceDir(tmp, dest string) error {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	old := dest + ".old"
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	if err := os.Rename(dest, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("import: moving old %s aside: %w", dest, err)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		os.Rename(old, dest)
+		return fmt.Errorf("import: %w", err)
+	}
+	os.RemoveAll(old)
+	return nil
+}

@@ -1,0 +1,175 @@
+// Package onnx writes ONNX models from Go: a small graph builder whose
+// protobuf is encoded by hand with protowire (field numbers from onnx.proto,
+// no generated code), and exporters for BERT encoders and cross-encoders
+// built from safetensors weights.
+package onnx
+
+import (
+	"encoding/binary"
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Versions written into every model: IR 8 with the default-domain opset 17
+// (LayerNormalization is a standard op from 17) loads in ONNX Runtime ≥ 1.14.
+const (
+	IRVersion = 8
+	Opset     = 17
+)
+
+// Element types (TensorProto.DataType).
+const (
+	Float = 1
+	Int64 = 7
+)
+
+// Field numbers from onnx.proto.
+const (
+	modelIRVersion     = 1
+	modelProducerName  = 2
+	modelProducerVer   = 3
+	modelDocString     = 6
+	modelGraph         = 7
+	modelOpsetImport   = 8
+	modelMetadataProps = 14
+
+	opsetDomain  = 1
+	opsetVersion = 2
+
+	graphNode        = 1
+	graphName        = 2
+	graphInitializer = 5
+	graphInput       = 11
+	graphOutput      = 12
+
+	nodeInput     = 1
+	nodeOutput    = 2
+	nodeName      = 3
+	nodeOpType    = 4
+	nodeAttribute = 5
+
+	attrName  = 1
+	attrF     = 2
+	attrI     = 3
+	attrInts  = 8
+	attrType  = 20
+	attrFLOAT = 1
+	attrINT   = 2
+	attrINTS  = 7
+
+	tensorDims     = 1
+	tensorDataType = 2
+	tensorName     = 8
+	tensorRawData  = 9
+
+	valueName = 1
+	valueType = 2
+
+	typeTensor       = 1
+	tensorElemType   = 1
+	tensorShape      = 2
+	shapeDim         = 1
+	dimValue         = 1
+	dimParam         = 2
+	stringEntryKey   = 1
+	stringEntryValue = 2
+)
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func appendInt(b []byte, num protowire.Number, v int64) []byte {
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+func appendFloat(b []byte, num protowire.Number, v float32) []byte {
+	b = protowire.AppendTag(b, num, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, math.Float32bits(v))
+}
+
+// Attr is one node attribute, already encoded as an AttributeProto.
+type Attr []byte
+
+// AttrInt is an INT attribute.
+func AttrInt(name string, v int64) Attr {
+	b := appendString(nil, attrName, name)
+	b = appendInt(b, attrI, v)
+	return appendInt(b, attrType, attrINT)
+}
+
+// AttrFloat is a FLOAT attribute.
+func AttrFloat(name string, v float32) Attr {
+	b := appendString(nil, attrName, name)
+	b = appendFloat(b, attrF, v)
+	return appendInt(b, attrType, attrFLOAT)
+}
+
+// AttrInts is an INTS attribute.
+func AttrInts(name string, v ...int64) Attr {
+	b := appendString(nil, attrName, name)
+	for _, x := range v {
+		b = appendInt(b, attrInts, x)
+	}
+	return appendInt(b, attrType, attrINTS)
+}
+
+// encodeTensor encodes a TensorProto with raw little-endian data.
+func encodeTensor(name string, elemType int, dims []int64, raw []byte) []byte {
+	b := make([]byte, 0, len(raw)+len(name)+16+10*len(dims))
+	for _, d := range dims {
+		b = appendInt(b, tensorDims, d)
+	}
+	b = appendInt(b, tensorDataType, int64(elemType))
+	b = appendString(b, tensorName, name)
+	return appendBytes(b, tensorRawData, raw)
+}
+
+func floatsRaw(v []float32) []byte {
+	raw := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	return raw
+}
+
+func int64sRaw(v []int64) []byte {
+	raw := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(raw[8*i:], uint64(x))
+	}
+	return raw
+}
+
+// Dim is one dimension of a graph input or output: a fixed size, or a named
+// dynamic one (Param) such as "batch".
+type Dim struct {
+	Value int64
+	Param string
+}
+
+func encodeValueInfo(name string, elemType int, dims []Dim) []byte {
+	var shape []byte
+	for _, d := range dims {
+		var db []byte
+		if d.Param != "" {
+			db = appendString(nil, dimParam, d.Param)
+		} else {
+			db = appendInt(nil, dimValue, d.Value)
+		}
+		shape = appendBytes(shape, shapeDim, db)
+	}
+	tt := appendInt(nil, tensorElemType, int64(elemType))
+	tt = appendBytes(tt, tensorShape, shape)
+	tp := appendBytes(nil, typeTensor, tt)
+	b := appendString(nil, valueName, name)
+	return appendBytes(b, valueType, tp)
+}

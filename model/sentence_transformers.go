@@ -1,0 +1,117 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// STSettings are what a sentence-transformers checkpoint says about itself in
+// its side files. Zero values mean "not stated".
+type STSettings struct {
+	Pooling string // from the Pooling module's config
+	// PoolingErr is set when the Pooling module asks for a mode anna does
+	// not implement (max, weighted mean...); an explicit --pooling wins.
+	PoolingErr     error
+	Normalize      bool   // a Normalize module is present
+	HasModules     bool   // modules.json was found (Normalize is then meaningful)
+	MaxLength      int    // sentence_bert_config.json max_seq_length
+	QueryPrefix    string // config_sentence_transformers.json prompts["query"]
+	DocumentPrefix string // prompts["document"], or ["passage"]
+}
+
+// ReadSentenceTransformers reads modules.json, the Pooling module's
+// config.json, config_sentence_transformers.json and sentence_bert_config.json
+// from dir, each when present.
+func ReadSentenceTransformers(dir string) (STSettings, error) {
+	var s STSettings
+	var modules []struct {
+		Path string `json:"path"`
+		Type string `json:"type"`
+	}
+	ok, err := readJSON(filepath.Join(dir, "modules.json"), &modules)
+	if err != nil {
+		return s, err
+	}
+	if ok {
+		s.HasModules = true
+		for _, m := range modules {
+			switch {
+			case strings.HasSuffix(m.Type, ".Pooling"):
+				s.Pooling, s.PoolingErr = readPooling(filepath.Join(dir, m.Path, "config.json"))
+			case strings.HasSuffix(m.Type, ".Normalize"):
+				s.Normalize = true
+			}
+		}
+	}
+	var stc struct {
+		Prompts map[string]string `json:"prompts"`
+	}
+	if _, err := readJSON(filepath.Join(dir, "config_sentence_transformers.json"), &stc); err != nil {
+		return s, err
+	}
+	s.QueryPrefix = stc.Prompts["query"]
+	s.DocumentPrefix = stc.Prompts["document"]
+	if s.DocumentPrefix == "" {
+		s.DocumentPrefix = stc.Prompts["passage"]
+	}
+	var sbc struct {
+		MaxSeqLength int `json:"max_seq_length"`
+	}
+	if _, err := readJSON(filepath.Join(dir, "sentence_bert_config.json"), &sbc); err != nil {
+		return s, err
+	}
+	s.MaxLength = sbc.MaxSeqLength
+	return s, nil
+}
+
+func readPooling(path string) (string, error) {
+	var p struct {
+		CLS       bool `json:"pooling_mode_cls_token"`
+		Mean      bool `json:"pooling_mode_mean_tokens"`
+		Max       bool `json:"pooling_mode_max_tokens"`
+		MeanSqrt  bool `json:"pooling_mode_mean_sqrt_len_tokens"`
+		Weighted  bool `json:"pooling_mode_weightedmean_tokens"`
+		LastToken bool `json:"pooling_mode_lasttoken"`
+	}
+	ok, err := readJSON(path, &p)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("model: modules.json names a Pooling module but %s is missing", path)
+	}
+	var modes []string
+	if p.CLS {
+		modes = append(modes, PoolingCLS)
+	}
+	if p.Mean {
+		modes = append(modes, PoolingMean)
+	}
+	if p.LastToken {
+		modes = append(modes, PoolingLastToken)
+	}
+	if p.Max || p.MeanSqrt || p.Weighted || len(modes) != 1 {
+		return "", fmt.Errorf("model: %s: only one of cls, mean or lasttoken pooling is supported (pass --pooling to override)", path)
+	}
+	return modes[0], nil
+}
+
+// readJSON decodes path into v; ok is false when the file does not exist.
+func readJSON(path string, v any) (ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("model: reading %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("model: %s: parsing JSON: %w", path, err)
+	}
+	return true, nil
+}
