@@ -1,0 +1,80 @@
+package hnsw
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+)
+
+func naiveDot(a, b []float32) float32 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func TestDistances(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	t.Logf("AVX2+FMA kernels: %v", useAVX2)
+	for _, n := range []int{0, 1, 3, 7, 8, 9, 16, 31, 32, 33, 40, 63, 64, 65, 384, 385, 391} {
+		a, b := randVec(rng, n), randVec(rng, n)
+		var dot, l2, na, nb float64
+		for i := range a {
+			dot += float64(a[i]) * float64(b[i])
+			d := float64(a[i]) - float64(b[i])
+			l2 += d * d
+			na += float64(a[i]) * float64(a[i])
+			nb += float64(b[i]) * float64(b[i])
+		}
+		tol := 1e-4 * (1 + math.Sqrt(na*nb))
+		for name, f := range map[string]func(a, b []float32) float32{"Dot": Dot, "dotGeneric": dotGeneric} {
+			if got := f(a, b); math.Abs(float64(got)-dot) > tol {
+				t.Errorf("n=%d: %s = %v, want %v", n, name, got, dot)
+			}
+		}
+		for name, f := range map[string]func(a, b []float32) float32{"SquaredL2": SquaredL2, "squaredL2Generic": squaredL2Generic} {
+			if got := f(a, b); math.Abs(float64(got)-l2) > 1e-4*(1+l2) {
+				t.Errorf("n=%d: %s = %v, want %v", n, name, got, l2)
+			}
+		}
+		if got := EuclideanDistance(a, b); math.Abs(float64(got)-math.Sqrt(l2)) > 1e-3 {
+			t.Errorf("n=%d: EuclideanDistance = %v, want %v", n, got, math.Sqrt(l2))
+		}
+		wantCos := 1.0
+		if na > 0 && nb > 0 {
+			wantCos = 1 - dot/math.Sqrt(na*nb)
+		}
+		if got := CosineDistance(a, b); math.Abs(float64(got)-wantCos) > 1e-4 {
+			t.Errorf("n=%d: CosineDistance = %v, want %v", n, got, wantCos)
+		}
+	}
+	if d := CosineDistance([]float32{0, 0}, []float32{1, 0}); d != 1 {
+		t.Errorf("CosineDistance with a zero vector = %v, want 1 (not NaN)", d)
+	}
+}
+
+var sink float32
+
+func benchDist(b *testing.B, f func(a, b []float32) float32) {
+	rng := rand.New(rand.NewSource(1))
+	x, y := randVec(rng, 384), randVec(rng, 384)
+	b.SetBytes(384 * 4 * 2)
+	for i := 0; i < b.N; i++ {
+		sink += f(x, y)
+	}
+}
+
+func BenchmarkDot384(b *testing.B)        { benchDist(b, Dot) }
+func BenchmarkDotGeneric384(b *testing.B) { benchDist(b, dotGeneric) }
+func BenchmarkNaiveDot384(b *testing.B)   { benchDist(b, naiveDot) }
+func BenchmarkSquaredL2384(b *testing.B)  { benchDist(b, SquaredL2) }
+func BenchmarkCosine384(b *testing.B)     { benchDist(b, CosineDistance) }

@@ -1,0 +1,3 @@
+module github.com/coder/hnsw
+
+go 1.22

@@ -1,0 +1,578 @@
+package hnsw
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"sync"
+	"time"
+)
+
+type Vector = []float32
+
+// Node is a node in the graph.
+type Node[K cmp.Ordered] struct {
+	Key   K
+	Value Vector
+}
+
+func MakeNode[K cmp.Ordered](key K, vec Vector) Node[K] {
+	return Node[K]{Key: key, Value: vec}
+}
+
+// SearchResult is one hit of SearchEf: a key and its distance to the query.
+type SearchResult[K cmp.Ordered] struct {
+	Key      K
+	Distance float32
+}
+
+const (
+	defaultM              = 16
+	defaultEfSearch       = 20
+	defaultEfConstruction = 200
+	// maxLevels caps the level draw; with Ml <= 0.5 a level above this has
+	// probability < 2^-31.
+	maxLevels = 32
+	// compactFraction: once tombstones exceed 1/compactFraction of all
+	// slots, Delete repairs the graph and drops them.
+	compactFraction = 4
+)
+
+// Graph is a Hierarchical Navigable Small World graph (Malkov & Yashunin,
+// arXiv:1603.09320).
+//
+// All public parameters must be set before adding nodes to the graph; zero
+// values get the defaults documented on each field. A Graph is safe for
+// concurrent use: Search, Lookup, Len and Export take a read lock, Add,
+// Delete and Import a write lock.
+//
+// K is cmp.Ordered instead of comparable so that it can be encoded by Export.
+type Graph[K cmp.Ordered] struct {
+	// Distance is the distance function used to compare embeddings
+	// (nil: CosineDistance). Use DotDistance for L2-normalised vectors.
+	Distance DistanceFunc
+
+	// Rng is used for level generation. It may be set to a deterministic value
+	// for reproducibility. Note that deterministic number generation can lead to
+	// degenerate graphs when exposed to adversarial inputs.
+	Rng *rand.Rand
+
+	// M is the maximum number of neighbors kept per node on the upper layers;
+	// the base layer keeps 2*M (as in the paper and hnswlib). Default 16.
+	// It is fixed by the first Add.
+	M int
+
+	// Ml is the level generation factor: the probability that a node also
+	// appears on the next layer up. Zero means 1/M (the paper's choice).
+	Ml float64
+
+	// EfSearch is the size of the dynamic candidate list at query time
+	// (at least k is always used). Default 20; higher improves recall at
+	// the expense of speed.
+	EfSearch int
+
+	// EfConstruction is the size of the candidate list when inserting.
+	// Default 200; higher gives a better graph and slower inserts.
+	EfConstruction int
+
+	mu sync.RWMutex
+
+	// Fixed by the first insert (and reset when the graph becomes empty).
+	dim    int
+	m, m0  int
+	levelP float64
+
+	// Per internal id (dense, insertion order; ids are renumbered by
+	// compact).
+	keys    []K
+	vecs    []float32 // id*dim ... (id+1)*dim
+	levels  []uint8
+	deleted []bool
+	// links0 holds the base layer: m0+1 slots per node, the first one the
+	// neighbor count.
+	links0 []uint32
+	// upper[id] holds layers 1..levels[id], m+1 slots per layer like links0.
+	upper [][]uint32
+
+	ids      map[K]uint32 // live keys only
+	nDeleted int
+	entry    uint32
+	maxLevel int // -1 when there are no slots
+
+	visitedPool sync.Pool
+}
+
+func defaultRand() *rand.Rand {
+	return rand.New(rand.NewSource(time.Now().UnixNano()))
+}
+
+// NewGraph returns a new graph with default parameters (cosine distance,
+// M=16, EfSearch=20, EfConstruction=200).
+func NewGraph[K cmp.Ordered]() *Graph[K] {
+	return &Graph[K]{
+		M:              defaultM,
+		Distance:       CosineDistance,
+		EfSearch:       defaultEfSearch,
+		EfConstruction: defaultEfConstruction,
+		Rng:            defaultRand(),
+	}
+}
+
+func (g *Graph[K]) distance() DistanceFunc {
+	if g.Distance == nil {
+		return CosineDistance
+	}
+	return g.Distance
+}
+
+func (g *Graph[K]) efConstruction() int {
+	if g.EfConstruction > 0 {
+		return g.EfConstruction
+	}
+	return defaultEfConstruction
+}
+
+func (g *Graph[K]) efSearch() int {
+	if g.EfSearch > 0 {
+		return g.EfSearch
+	}
+	return defaultEfSearch
+}
+
+// setup fixes the structural parameters at the first insert.
+func (g *Graph[K]) setup(dim int) {
+	g.dim = dim
+	g.m = g.M
+	if g.m <= 0 {
+		g.m = defaultM
+	}
+	if g.m < 2 {
+		g.m = 2
+	}
+	g.m0 = 2 * g.m
+	g.levelP = g.Ml
+	if g.levelP <= 0 || g.levelP >= 1 {
+		g.levelP = 1 / float64(g.m)
+	}
+	if g.Rng == nil {
+		g.Rng = defaultRand()
+	}
+	if g.ids == nil {
+		g.ids = make(map[K]uint32)
+	}
+	g.maxLevel = -1
+}
+
+// reset drops every node; parameters are taken afresh at the next Add.
+func (g *Graph[K]) reset() {
+	g.dim = 0
+	g.keys, g.vecs, g.levels, g.deleted, g.links0, g.upper = nil, nil, nil, nil, nil, nil
+	g.ids = nil
+	g.nDeleted = 0
+	g.entry = 0
+	g.maxLevel = -1
+}
+
+// randomLevel draws a level from the geometric distribution P(l) = p^l (1-p).
+func (g *Graph[K]) randomLevel() int {
+	u := g.Rng.Float64()
+	if u <= 0 {
+		u = math.SmallestNonzeroFloat64
+	}
+	l := int(math.Log(u) / math.Log(g.levelP))
+	if l < 0 {
+		l = 0
+	}
+	if l >= maxLevels {
+		l = maxLevels - 1
+	}
+	return l
+}
+
+func (g *Graph[K]) vec(id uint32) []float32 {
+	o := int(id) * g.dim
+	return g.vecs[o : o+g.dim : o+g.dim]
+}
+
+// links returns the neighbor list of id at level (aliasing the storage).
+func (g *Graph[K]) links(id uint32, level int) []uint32 {
+	if level == 0 {
+		base := int(id) * (g.m0 + 1)
+		n := int(g.links0[base])
+		return g.links0[base+1 : base+1+n]
+	}
+	u := g.upper[id]
+	off := (level - 1) * (g.m + 1)
+	n := int(u[off])
+	return u[off+1 : off+1+n]
+}
+
+func (g *Graph[K]) setLinks(id uint32, level int, nb []cand) {
+	var dst []uint32
+	if level == 0 {
+		base := int(id) * (g.m0 + 1)
+		dst = g.links0[base : base+g.m0+1]
+	} else {
+		off := (level - 1) * (g.m + 1)
+		dst = g.upper[id][off : off+g.m+1]
+	}
+	dst[0] = uint32(len(nb))
+	for i, c := range nb {
+		dst[i+1] = c.id
+	}
+}
+
+func (g *Graph[K]) appendLink(id uint32, level int, nb uint32) {
+	var dst []uint32
+	if level == 0 {
+		base := int(id) * (g.m0 + 1)
+		dst = g.links0[base : base+g.m0+1]
+	} else {
+		off := (level - 1) * (g.m + 1)
+		dst = g.upper[id][off : off+g.m+1]
+	}
+	n := dst[0]
+	dst[n+1] = nb
+	dst[0] = n + 1
+}
+
+func (g *Graph[K]) maxLinks(level int) int {
+	if level == 0 {
+		return g.m0
+	}
+	return g.m
+}
+
+func (g *Graph[K]) getVisited() *visitedSet {
+	vs, _ := g.visitedPool.Get().(*visitedSet)
+	if vs == nil {
+		vs = &visitedSet{}
+	}
+	vs.reset(len(g.keys))
+	return vs
+}
+
+// greedy walks level from ep to the closest node it can reach by always
+// moving to a strictly closer neighbor (the ef=1 search of the upper
+// layers).
+func (g *Graph[K]) greedy(q []float32, ep cand, level int, dist DistanceFunc) cand {
+	for changed := true; changed; {
+		changed = false
+		for _, nb := range g.links(ep.id, level) {
+			if d := dist(q, g.vec(nb)); d < ep.dist {
+				ep = cand{nb, d}
+				changed = true
+			}
+		}
+	}
+	return ep
+}
+
+// searchLayer is the paper's SEARCH-LAYER: a best-first search from ep that
+// stops when the closest unexpanded candidate is farther than the worst of
+// the ef best results found. Tombstones are always traversed (they keep the
+// graph connected until compaction) but with liveOnly they never enter the
+// results. The result is sorted by increasing distance.
+//
+// Upstream's version stopped as soon as one expansion did not improve the
+// single best distance and truncated the candidate heap by removing its
+// last array element (not its worst element), which is where its recall
+// went.
+func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly bool, dist DistanceFunc, vs *visitedSet) []cand {
+	cands := make(minHeap, 0, ef*2)
+	res := make(maxHeap, 0, ef+1)
+	vs.visit(ep.id)
+	cands.push(ep)
+	if !liveOnly || !g.deleted[ep.id] {
+		res.push(ep)
+	}
+	for len(cands) > 0 {
+		c := cands.pop()
+		if len(res) >= ef && c.dist > res[0].dist {
+			break
+		}
+		for _, nb := range g.links(c.id, level) {
+			if vs.visit(nb) {
+				continue
+			}
+			d := dist(q, g.vec(nb))
+			if len(res) < ef || d < res[0].dist {
+				cands.push(cand{nb, d})
+				if !liveOnly || !g.deleted[nb] {
+					res.push(cand{nb, d})
+					if len(res) > ef {
+						res.pop()
+					}
+				}
+			}
+		}
+	}
+	out := []cand(res)
+	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+	return out
+}
+
+// selectNeighbors is the paper's heuristic (Algorithm 4, as in hnswlib):
+// walking candidates from closest to farthest, keep one only if it is closer
+// to the base than to every neighbor already kept. This keeps links pointing
+// in diverse directions, which is what makes clustered data navigable.
+// sorted must be ordered by increasing distance to the base.
+func (g *Graph[K]) selectNeighbors(sorted []cand, m int, dist DistanceFunc) []cand {
+	if len(sorted) <= m {
+		return sorted
+	}
+	sel := make([]cand, 0, m)
+	for _, c := range sorted {
+		if len(sel) >= m {
+			break
+		}
+		cv := g.vec(c.id)
+		good := true
+		for _, s := range sel {
+			if dist(cv, g.vec(s.id)) < c.dist {
+				good = false
+				break
+			}
+		}
+		if good {
+			sel = append(sel, c)
+		}
+	}
+	return sel
+}
+
+// connect adds a link nb -> id at level, re-running the heuristic over nb's
+// links when its list is full.
+func (g *Graph[K]) connect(nb, id uint32, d float32, level int, dist DistanceFunc) {
+	cur := g.links(nb, level)
+	maxM := g.maxLinks(level)
+	if slices.Contains(cur, id) {
+		return
+	}
+	if len(cur) < maxM {
+		g.appendLink(nb, level, id)
+		return
+	}
+	nv := g.vec(nb)
+	cs := make([]cand, 0, len(cur)+1)
+	for _, x := range cur {
+		cs = append(cs, cand{x, dist(nv, g.vec(x))})
+	}
+	cs = append(cs, cand{id, d})
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+	g.setLinks(nb, level, g.selectNeighbors(cs, maxM, dist))
+}
+
+func (g *Graph[K]) assertDims(n Vector) {
+	if len(g.keys) == 0 {
+		return
+	}
+	if g.dim != len(n) {
+		panic(fmt.Sprint("embedding dimension mismatch: ", g.dim, " != ", len(n)))
+	}
+}
+
+// Dims returns the number of dimensions in the graph, or
+// 0 if the graph is empty.
+func (g *Graph[K]) Dims() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if len(g.ids) == 0 {
+		return 0
+	}
+	return g.dim
+}
+
+// Add inserts nodes into the graph.
+// If another node with the same key exists, it is replaced (upstream
+// panicked with "node not added"). The vectors are copied.
+// It panics if a vector's dimension differs from the graph's, before
+// inserting any of nodes.
+func (g *Graph[K]) Add(nodes ...Node[K]) {
+	if len(nodes) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.ids) == 0 && len(g.keys) > 0 {
+		// Only tombstones left: start afresh.
+		g.reset()
+	}
+	dim := g.dim
+	if len(g.keys) == 0 {
+		dim = len(nodes[0].Value)
+	}
+	for _, n := range nodes {
+		if len(n.Value) != dim || dim == 0 {
+			panic(fmt.Sprint("embedding dimension mismatch: ", dim, " != ", len(n.Value)))
+		}
+	}
+	if len(g.keys) == 0 {
+		g.setup(dim)
+	}
+	for _, n := range nodes {
+		g.insert(n.Key, n.Value)
+	}
+	g.maybeCompact()
+}
+
+func (g *Graph[K]) insert(key K, vec []float32) {
+	dist := g.distance()
+	if old, ok := g.ids[key]; ok {
+		g.deleted[old] = true
+		g.nDeleted++
+	}
+	id := uint32(len(g.keys))
+	level := g.randomLevel()
+	g.keys = append(g.keys, key)
+	g.vecs = append(g.vecs, vec...)
+	g.levels = append(g.levels, uint8(level))
+	g.deleted = append(g.deleted, false)
+	g.links0 = append(g.links0, make([]uint32, g.m0+1)...)
+	var up []uint32
+	if level > 0 {
+		up = make([]uint32, level*(g.m+1))
+	}
+	g.upper = append(g.upper, up)
+	g.ids[key] = id
+
+	if g.maxLevel < 0 {
+		g.entry, g.maxLevel = id, level
+		return
+	}
+	q := g.vec(id)
+	ep := cand{g.entry, dist(q, g.vec(g.entry))}
+	for l := g.maxLevel; l > level; l-- {
+		ep = g.greedy(q, ep, l, dist)
+	}
+	vs := g.getVisited()
+	defer g.visitedPool.Put(vs)
+	efc := g.efConstruction()
+	for l := min(level, g.maxLevel); l >= 0; l-- {
+		if l != min(level, g.maxLevel) {
+			vs.reset(len(g.keys))
+		}
+		// Tombstones may be linked to: they keep the graph connected and
+		// compaction relinks around them.
+		w := g.searchLayer(q, ep, efc, l, false, dist, vs)
+		nb := g.selectNeighbors(w, g.m, dist)
+		g.setLinks(id, l, nb)
+		for _, c := range nb {
+			g.connect(c.id, id, c.dist, l, dist)
+		}
+		if len(w) > 0 {
+			ep = w[0]
+		}
+	}
+	if level > g.maxLevel {
+		g.entry, g.maxLevel = id, level
+	}
+}
+
+// Search finds the k nearest neighbors from the target node, closest first.
+// The returned vectors are copies.
+func (g *Graph[K]) Search(near Vector, k int) []Node[K] {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	res := g.search(near, k, g.efSearch())
+	out := make([]Node[K], len(res))
+	for i, r := range res {
+		out[i] = Node[K]{Key: g.keys[r.id], Value: slices.Clone(g.vec(r.id))}
+	}
+	return out
+}
+
+// SearchEf finds the k nearest neighbors of near with a candidate list of
+// max(ef, k) (ef <= 0: the graph's EfSearch), closest first, with their
+// distances.
+func (g *Graph[K]) SearchEf(near Vector, k, ef int) []SearchResult[K] {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if ef <= 0 {
+		ef = g.efSearch()
+	}
+	res := g.search(near, k, ef)
+	out := make([]SearchResult[K], len(res))
+	for i, r := range res {
+		out[i] = SearchResult[K]{Key: g.keys[r.id], Distance: r.dist}
+	}
+	return out
+}
+
+func (g *Graph[K]) search(q []float32, k, ef int) []cand {
+	if k <= 0 || len(g.ids) == 0 {
+		return nil
+	}
+	g.assertDims(q)
+	dist := g.distance()
+	ep := cand{g.entry, dist(q, g.vec(g.entry))}
+	for l := g.maxLevel; l > 0; l-- {
+		ep = g.greedy(q, ep, l, dist)
+	}
+	vs := g.getVisited()
+	defer g.visitedPool.Put(vs)
+	res := g.searchLayer(q, ep, max(ef, k), 0, true, dist, vs)
+	if len(res) > k {
+		res = res[:k]
+	}
+	return res
+}
+
+// Len returns the number of nodes in the graph.
+func (g *Graph[K]) Len() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.ids)
+}
+
+// Delete removes a node from the graph by key and reports whether it was
+// there. The node becomes a tombstone: it is never returned again but still
+// routes searches until enough tombstones accumulate, when the graph is
+// repaired around them and they are dropped (see compact).
+func (g *Graph[K]) Delete(key K) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, ok := g.ids[key]
+	if !ok {
+		return false
+	}
+	delete(g.ids, key)
+	g.deleted[id] = true
+	g.nDeleted++
+	g.maybeCompact()
+	return true
+}
+
+func (g *Graph[K]) maybeCompact() {
+	if len(g.ids) == 0 {
+		g.reset()
+		return
+	}
+	if g.nDeleted > 0 && g.nDeleted*compactFraction > len(g.keys) {
+		g.compact()
+	}
+}
+
+// Lookup returns a copy of the vector with the given key.
+func (g *Graph[K]) Lookup(key K) (Vector, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	id, ok := g.ids[key]
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(g.vec(id)), true
+}
+
+// Keys returns the live keys in unspecified order.
+func (g *Graph[K]) Keys() []K {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]K, 0, len(g.ids))
+	for k := range g.ids {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package hnsw
+
+// cand is a graph node (internal id) with its distance to the query.
+type cand struct {
+	id   uint32
+	dist float32
+}
+
+// minHeap and maxHeap are hand-written binary heaps over cand. The generic
+// heap package goes through container/heap's interface calls, which cost more
+// than the distance computations they order at this size.
+type minHeap []cand
+
+func (h *minHeap) push(c cand) {
+	*h = append(*h, c)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p].dist <= s[i].dist {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() cand {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s[r].dist < s[l].dist {
+			m = r
+		}
+		if s[i].dist <= s[m].dist {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+type maxHeap []cand
+
+func (h *maxHeap) push(c cand) {
+	*h = append(*h, c)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p].dist >= s[i].dist {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *maxHeap) pop() cand {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s[r].dist > s[l].dist {
+			m = r
+		}
+		if s[i].dist >= s[m].dist {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// visitedSet marks nodes seen during one search. Marks are epoch-stamped so
+// starting a new search is O(1) instead of clearing n entries.
+type visitedSet struct {
+	marks []uint16
+	epoch uint16
+}
+
+func (v *visitedSet) reset(n int) {
+	if len(v.marks) < n {
+		v.marks = make([]uint16, n+n/4+64)
+		v.epoch = 0
+	}
+	v.epoch++
+	if v.epoch == 0 {
+		clear(v.marks)
+		v.epoch = 1
+	}
+}
+
+// visit marks id and reports whether it had been marked already.
+func (v *visitedSet) visit(id uint32) bool {
+	if v.marks[id] == v.epoch {
+		return true
+	}
+	v.marks[id] = v.epoch
+	return false
+}
