@@ -31,8 +31,17 @@ type ConvertStats struct {
 // corpus (which may be nil when the input has texts only). With skipBad, bad
 // units are counted instead of failing.
 func ConvertPairs(ctx context.Context, src Source, corpus Corpus, w io.Writer, skipBad bool) (ConvertStats, error) {
-	var st ConvertStats
 	bw := bufio.NewWriter(w)
+	st, err := convertPairs(ctx, src, corpus, bw, skipBad)
+	// Keep what was converted before a failure: it is valid output.
+	if ferr := bw.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("write: %w", ferr)
+	}
+	return st, err
+}
+
+func convertPairs(ctx context.Context, src Source, corpus Corpus, bw *bufio.Writer, skipBad bool) (ConvertStats, error) {
+	var st ConvertStats
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	// BEIR sources do not know texts up front; dedupe resolved texts here too.
@@ -71,9 +80,6 @@ func ConvertPairs(ctx context.Context, src Source, corpus Corpus, w io.Writer, s
 			}
 			st.Written++
 		}
-	}
-	if err := bw.Flush(); err != nil {
-		return st, fmt.Errorf("write: %w", err)
 	}
 	return st, nil
 }

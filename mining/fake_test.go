@@ -96,6 +96,12 @@ var overlapTeacher = funcTeacher{"fake-logits", func(q, d string) float64 { retu
 // file of nq queries, each made of words from one document (its positive).
 func synth(t testing.TB, n, nq int, seed uint64) (*memCorpus, string) {
 	t.Helper()
+	c, pairs := synthData(n, nq, seed)
+	return c, writeFile(t, "pairs.jsonl", pairs)
+}
+
+// synthData is synth without a testing.TB, for child processes.
+func synthData(n, nq int, seed uint64) (*memCorpus, string) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	vocab := make([]string, 300)
 	for i := range vocab {
@@ -124,11 +130,7 @@ func synth(t testing.TB, n, nq int, seed uint64) (*memCorpus, string) {
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	p := filepath.Join(t.TempDir(), "pairs.jsonl")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return c, p
+	return c, b.String()
 }
 
 func readFlag(t testing.TB, path string) []FlagRecord {
