@@ -206,7 +206,8 @@ func parseTemplate(raw json.RawMessage) (*template, error) {
 // Hugging Face's longest-first from the right, with the budget reduced by the
 // special tokens first (tokenizers' post_process). When maxLen cannot even
 // hold the special tokens, the sequences are emptied and the special tokens
-// kept, so the result is longer than maxLen.
+// kept, so the result is longer than maxLen. (There tokenizers 0.20 differs
+// on purpose: its usize subtraction wraps and it skips truncation entirely.)
 func (t *template) apply(a, b []int64, pair bool, maxLen int) Encoding {
 	pieces, added := t.single, t.addedSingle
 	if pair {

@@ -178,7 +178,8 @@ func (t *Tokenizer) raw(text string) []int64 {
 
 // Encode tokenises text with special tokens, truncated from the right so the
 // total length is at most maxLen (maxLen <= 0: no limit). A maxLen smaller
-// than the special tokens keeps only the special tokens.
+// than the special tokens keeps only the special tokens (Hugging Face would
+// not truncate at all there: an unsigned underflow).
 func (t *Tokenizer) Encode(text string, maxLen int) Encoding {
 	return t.post.apply(t.raw(text), nil, false, maxLen)
 }
