@@ -1,0 +1,90 @@
+package train
+
+import (
+	"fmt"
+	"math"
+)
+
+// Objectives.
+const (
+	ObjectiveContrastive = "contrastive" // bi-encoder: InfoNCE (+ distillation)
+	ObjectiveBCE         = "bce"         // cross-encoder: binary cross-entropy per pair
+	ObjectiveListwise    = "listwise"    // cross-encoder: softmax over a query's candidates
+)
+
+// ContrastiveGrad runs forward and backward for one bi-encoder batch whose
+// first Q sequences are queries and the next Q·G their groups (positive
+// first). Gradients of scale·loss are added to the params; the unscaled loss
+// is returned.
+func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cfg ContrastiveConfig, scale float32) (float64, error) {
+	if b.N != Q+Q*G {
+		return 0, fmt.Errorf("train: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
+	}
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, err
+	}
+	e, err := m.Pool(a, pooling)
+	if err != nil {
+		return 0, err
+	}
+	C := m.Cfg.HiddenSize
+	loss, dq, dd, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, nil
+	}
+	de := append(dq, dd...)
+	for i := range de {
+		de[i] *= scale
+	}
+	dh := make([]float32, len(a.Hidden))
+	m.PoolBackward(a, pooling, de, dh)
+	m.Backward(a, dh)
+	return loss, nil
+}
+
+// CrossEncoderGrad runs forward and backward for a cross-encoder batch of
+// Q·G (query, document) pairs, G per query with the positive first.
+// objective is ObjectiveBCE (labels per pair) or ObjectiveListwise.
+func (m *Model) CrossEncoderGrad(b *Batch, objective string, labels []float32, Q, G int, scale float32) (float64, error) {
+	if b.N != Q*G {
+		return 0, fmt.Errorf("train: cross-encoder batch has %d pairs, want %d", b.N, Q*G)
+	}
+	if m.clsW != nil && m.clsW.Shape[0] != 1 {
+		return 0, fmt.Errorf("train: cross-encoder objectives need a 1-logit classifier, this one has %d labels", m.clsW.Shape[0])
+	}
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, err
+	}
+	logits, err := m.Classify(a)
+	if err != nil {
+		return 0, err
+	}
+	var loss float64
+	var dl []float32
+	switch objective {
+	case ObjectiveBCE:
+		if len(labels) != b.N {
+			return 0, fmt.Errorf("train: bce needs %d labels, got %d", b.N, len(labels))
+		}
+		loss, dl = BCELoss(logits, labels)
+	case ObjectiveListwise:
+		loss, dl = ListwiseLoss(logits, Q, G)
+	default:
+		return 0, fmt.Errorf("train: cross-encoder objective %q unknown (want bce or listwise)", objective)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, nil
+	}
+	for i := range dl {
+		dl[i] *= scale
+	}
+	dh := make([]float32, len(a.Hidden))
+	m.ClassifyBackward(a, dl, dh)
+	m.Backward(a, dh)
+	return loss, nil
+}
