@@ -210,3 +210,15 @@ func (g *Graph) WriteTo(w io.Writer) (int64, error) {
 	}
 	return total, nil
 }
+
+// MatMulGraph is a one-node model, C = A·B over float32 inputs "a" and "b"
+// of any compatible shapes; benchmarks use it to measure what ONNX Runtime's
+// GEMM reaches on this machine.
+func MatMulGraph() *Graph {
+	g := NewGraph("matmul")
+	a := g.Input("a", Float, Dim{Param: "m"}, Dim{Param: "k"})
+	b := g.Input("b", Float, Dim{Param: "k"}, Dim{Param: "n"})
+	g.OpNamed("MatMul", "c", []string{a, b})
+	g.Output("c", Float, Dim{Param: "m"}, Dim{Param: "n"})
+	return g
+}
