@@ -1,0 +1,98 @@
+package train
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	ortgo "github.com/yalue/onnxruntime_go"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
+	"github.com/anna-search/anna/tokenizer"
+)
+
+// TestForwardMatchesONNXRuntime runs the real all-MiniLM-L6-v2 on a few
+// sentences in Go and in ONNX Runtime (the converted model.onnx) and
+// compares last_hidden_state at every real token.
+func TestForwardMatchesONNXRuntime(t *testing.T) {
+	dir := home.DefaultModel()
+	if _, err := os.Stat(filepath.Join(dir, onnx.ModelFile)); err != nil {
+		t.Skipf("skipping: default model not installed at %s (run `make setup`)", dir)
+	}
+	man, err := model.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(man.Source, "config.json")); err != nil {
+		t.Skipf("skipping: the model's source checkpoint %q is not installed (run `make setup`)", man.Source)
+	}
+	m, err := LoadModel(man.Source, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, onnx.TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	texts := []string{
+		"A man is playing a guitar.",
+		"The quick brown fox jumps over the lazy dog near the riverbank at dawn.",
+		"What is the capital of France?",
+		"Gradient descent",
+		"Transformers use self-attention to mix information across tokens in a sequence.",
+	}
+	ids, types, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, man.MaxLength), tok.PadID())
+	N := len(texts)
+	b := &Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
+	for i := range ids {
+		b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])
+	}
+	a, err := m.Forward(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := ort.Init(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	sess, err := ort.NewSession(filepath.Join(dir, onnx.ModelFile), []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Destroy()
+	shape := ortgo.NewShape(int64(N), int64(T))
+	tIDs, _ := ortgo.NewTensor(shape, ids)
+	defer tIDs.Destroy()
+	tMask, _ := ortgo.NewTensor(shape, mask)
+	defer tMask.Destroy()
+	tTypes, _ := ortgo.NewTensor(shape, types)
+	defer tTypes.Destroy()
+	C := m.Cfg.HiddenSize
+	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Destroy()
+	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
+		t.Fatal(err)
+	}
+	want := out.GetData()
+	var maxDiff float64
+	for i := 0; i < N*T; i++ {
+		if b.Mask[i] == 0 {
+			continue
+		}
+		for c := 0; c < C; c++ {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(a.Hidden[i*C+c]-want[i*C+c])))
+		}
+	}
+	t.Logf("%d sentences, %d tokens padded to %d: max |Go − ONNX Runtime| over last_hidden_state = %.3g", N, T, T, maxDiff)
+	if maxDiff > 1e-4 {
+		t.Errorf("Go forward differs from ONNX Runtime by %.3g (> 1e-4)", maxDiff)
+	}
+}
