@@ -63,6 +63,9 @@ type Model struct {
 	// Threads bounds the goroutines used by every op (≤ 0: GOMAXPROCS).
 	Threads int
 	ws      *Acts // reused activation workspace
+	// lastCorrect counts, after an Eval call, the queries whose positive
+	// outscored all of their own negatives.
+	lastCorrect int
 }
 
 // Param returns the parameter with the given Hugging Face name, or nil.

@@ -57,31 +57,8 @@ func TestForwardMatchesONNXRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := ort.Init(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	sess, err := ort.NewSession(filepath.Join(dir, onnx.ModelFile), []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Destroy()
-	shape := ortgo.NewShape(int64(N), int64(T))
-	tIDs, _ := ortgo.NewTensor(shape, ids)
-	defer tIDs.Destroy()
-	tMask, _ := ortgo.NewTensor(shape, mask)
-	defer tMask.Destroy()
-	tTypes, _ := ortgo.NewTensor(shape, types)
-	defer tTypes.Destroy()
 	C := m.Cfg.HiddenSize
-	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Destroy()
-	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
-		t.Fatal(err)
-	}
-	want := out.GetData()
+	want := ortHidden(t, filepath.Join(dir, onnx.ModelFile), ids, types, mask, N, T, C)
 	var maxDiff float64
 	for i := 0; i < N*T; i++ {
 		if b.Mask[i] == 0 {
@@ -95,4 +72,33 @@ func TestForwardMatchesONNXRuntime(t *testing.T) {
 	if maxDiff > 1e-4 {
 		t.Errorf("Go forward differs from ONNX Runtime by %.3g (> 1e-4)", maxDiff)
 	}
+}
+
+// ortHidden runs model.onnx in ONNX Runtime and returns last_hidden_state.
+func ortHidden(t *testing.T, path string, ids, types, mask []int64, N, T, C int) []float32 {
+	t.Helper()
+	if err := ort.Init(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Destroy()
+	shape := ortgo.NewShape(int64(N), int64(T))
+	tIDs, _ := ortgo.NewTensor(shape, ids)
+	defer tIDs.Destroy()
+	tMask, _ := ortgo.NewTensor(shape, mask)
+	defer tMask.Destroy()
+	tTypes, _ := ortgo.NewTensor(shape, types)
+	defer tTypes.Destroy()
+	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Destroy()
+	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), out.GetData()...)
 }

@@ -88,3 +88,63 @@ func (m *Model) CrossEncoderGrad(b *Batch, objective string, labels []float32, Q
 	m.Backward(a, dh)
 	return loss, nil
 }
+
+// EvalContrastive is ContrastiveGrad's forward only: the loss, no gradients.
+func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cfg ContrastiveConfig) (float64, error) {
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, err
+	}
+	e, err := m.Pool(a, pooling)
+	if err != nil {
+		return 0, err
+	}
+	C := m.Cfg.HiddenSize
+	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	qn, _ := normalizeRows(e[:Q*C], Q, C)
+	dn, _ := normalizeRows(e[Q*C:], Q*G, C)
+	m.lastCorrect = 0
+	for i := 0; i < Q; i++ {
+		pos := dot32(qn[i*C:i*C+C], dn[i*G*C:i*G*C+C])
+		best := true
+		for g := 1; g < G; g++ {
+			if dot32(qn[i*C:i*C+C], dn[(i*G+g)*C:(i*G+g)*C+C]) >= pos {
+				best = false
+			}
+		}
+		if best {
+			m.lastCorrect++
+		}
+	}
+	return loss, err
+}
+
+// EvalCrossEncoder is CrossEncoderGrad's forward only.
+func (m *Model) EvalCrossEncoder(b *Batch, objective string, labels []float32, Q, G int) (float64, error) {
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, err
+	}
+	logits, err := m.Classify(a)
+	if err != nil {
+		return 0, err
+	}
+	m.lastCorrect = 0
+	for i := 0; i < Q; i++ {
+		best := true
+		for g := 1; g < G; g++ {
+			if logits[i*G+g] >= logits[i*G] {
+				best = false
+			}
+		}
+		if best {
+			m.lastCorrect++
+		}
+	}
+	if objective == ObjectiveBCE {
+		l, _ := BCELoss(logits, labels)
+		return l, nil
+	}
+	l, _ := ListwiseLoss(logits, Q, G)
+	return l, nil
+}

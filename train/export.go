@@ -1,0 +1,107 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// ExportSettings name the exported model.
+type ExportSettings struct {
+	Name      string
+	Pooling   string // bi-encoders; default: what the source's sentence-transformers files say
+	MaxLength int    // default: the import path's (sentence-transformers files, else min(512, positions))
+}
+
+// Export writes the trained model (LoRA merged) as a Hugging Face
+// checkpoint in outDir/hf — config.json, model.safetensors, and the
+// tokenizer and sentence-transformers files copied from srcDir — and
+// converts it through the import path (model/onnx) into the anna model
+// directory outDir/model, whose manifest carries the new fingerprint.
+func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
+	hfDir, modelDir = filepath.Join(outDir, "hf"), filepath.Join(outDir, "model")
+	if err := os.RemoveAll(hfDir); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	if err := os.MkdirAll(hfDir, 0o755); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	// Side files: tokenizer, sentence-transformers modules; never weights,
+	// ONNX graphs or anna's manifest (the import writes a new one).
+	if err := copySideFiles(srcDir, hfDir); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	task := model.TaskEmbed
+	if m.HasClassifier() {
+		task = model.TaskRerank
+		var raw map[string]any
+		if err := json.Unmarshal(cfgJSON, &raw); err != nil {
+			return "", "", fmt.Errorf("train: export: config.json: %w", err)
+		}
+		raw["architectures"] = []string{"BertForSequenceClassification"}
+		raw["num_labels"] = m.clsW.Shape[0]
+		if cfgJSON, err = json.MarshalIndent(raw, "", "  "); err != nil {
+			return "", "", fmt.Errorf("train: export: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(hfDir, "config.json"), cfgJSON, 0o644); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	if err := safetensors.WriteFile(filepath.Join(hfDir, "model.safetensors"), m.Tensors(), map[string]string{"format": "pt"}); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength}
+	if task == model.TaskEmbed {
+		st.Pooling = s.Pooling
+	}
+	if _, err := onnx.Import(ctx, hfDir, modelDir, st); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	return hfDir, modelDir, nil
+}
+
+func copySideFiles(src, dst string) error {
+	return filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if info.IsDir() {
+			if rel != "." && (strings.HasPrefix(info.Name(), ".") || info.Name() == "onnx") {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		switch ext := filepath.Ext(path); {
+		case ext == ".safetensors", ext == ".bin", ext == ".onnx", ext == ".pt", ext == ".h5", ext == ".msgpack",
+			info.Name() == model.ManifestFile, info.Name() == "config.json" && rel == "config.json":
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(filepath.Join(dst, rel))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}

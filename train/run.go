@@ -1,0 +1,462 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/tokenizer"
+)
+
+// Config is one training run. Zero values pick the defaults noted.
+type Config struct {
+	ModelDir string // Hugging Face checkpoint: config.json, *.safetensors, tokenizer.json
+	Data     string // FlagEmbedding JSON lines (annactl mine's output)
+	OutDir   string // checkpoint/, hf/ (the trained checkpoint) and model/ (the anna model) go here
+
+	Objective string // contrastive (default), bce or listwise
+	Pooling   string // bi-encoder pooling: mean (default), cls or lasttoken
+	MaxLength int    // tokens per text (per pair for cross-encoders); default 128
+
+	BatchSize int // queries per micro-batch (default 16)
+	GroupSize int // documents per query: 1 positive + GroupSize−1 negatives (default 8)
+	Accum     int // micro-batches per optimizer step (default 1)
+	Epochs    int // default 1; MaxSteps, when set, wins
+	MaxSteps  int
+
+	LR          float64 // peak learning rate (default 2e-5; 1e-4 with LoRA)
+	WeightDecay float64 // default 0.01
+	Warmup      float64 // warm-up as a fraction of the steps (default 0.1)
+	ClipNorm    float64 // global gradient norm clip (default 1; negative: off)
+
+	Temperature        float64 // InfoNCE temperature (default 0.05)
+	NoInBatch          bool    // only the query's own negatives (default: in-batch too)
+	DistillWeight      float64 // weight of the KL distillation term (0: off)
+	TeacherTemperature float64 // default 1
+
+	LoRA *LoRAConfig // nil: full fine-tuning
+
+	Seed            uint64
+	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
+	EvalFraction    float64 // held-out share of the examples (default 0.05; negative: none)
+	EvalEvery       int     // steps between evaluations (default 50)
+	CheckpointEvery int     // steps between checkpoints (default 50)
+	Resume          bool    // continue from OutDir/checkpoint when present
+	NoExport        bool    // skip the export at the end
+	Name            string  // exported model name (default: OutDir's base name)
+
+	// Progress, when set, is called after every step and evaluation.
+	Progress func(Progress)
+}
+
+// Progress reports a training run's state.
+type Progress struct {
+	Step, Steps  int
+	Loss         float64 // mean over the step's micro-batches
+	LR           float64
+	GradNorm     float64
+	ExamplesPerS float64 // queries per second
+	ETA          time.Duration
+	// Eval is set on evaluation reports.
+	Eval *EvalResult
+}
+
+// EvalResult is the held-out loss and how often the positive scores above
+// every negative of its own group.
+type EvalResult struct {
+	Loss     float64
+	Accuracy float64
+	Queries  int
+}
+
+// Result says what a run produced.
+type Result struct {
+	Steps      int
+	FinalLoss  float64
+	Checkpoint string // OutDir/checkpoint
+	HFDir      string // trained Hugging Face checkpoint (LoRA merged)
+	ModelDir   string // converted anna model (model.onnx + manifest); empty with NoExport
+}
+
+func (c *Config) defaults() error {
+	if c.ModelDir == "" || c.Data == "" || c.OutDir == "" {
+		return errors.New("train: ModelDir, Data and OutDir are required")
+	}
+	if c.Objective == "" {
+		c.Objective = ObjectiveContrastive
+	}
+	switch c.Objective {
+	case ObjectiveContrastive, ObjectiveBCE, ObjectiveListwise:
+	default:
+		return fmt.Errorf("train: objective %q unknown (want contrastive, bce or listwise)", c.Objective)
+	}
+	if c.Pooling == "" {
+		c.Pooling = PoolMean
+	}
+	switch c.Pooling {
+	case PoolMean, PoolCLS, PoolLast:
+	default:
+		return fmt.Errorf("train: pooling %q unknown (want mean, cls or lasttoken)", c.Pooling)
+	}
+	setInt := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	setF := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt(&c.MaxLength, 128)
+	setInt(&c.BatchSize, 16)
+	setInt(&c.GroupSize, 8)
+	setInt(&c.Accum, 1)
+	setInt(&c.Epochs, 1)
+	setInt(&c.EvalEvery, 50)
+	setInt(&c.CheckpointEvery, 50)
+	if c.LoRA != nil {
+		setF(&c.LR, 1e-4)
+	}
+	setF(&c.LR, 2e-5)
+	setF(&c.WeightDecay, 0.01)
+	setF(&c.Warmup, 0.1)
+	setF(&c.ClipNorm, 1)
+	setF(&c.Temperature, 0.05)
+	setF(&c.TeacherTemperature, 1)
+	setF(&c.EvalFraction, 0.05)
+	if c.GroupSize < 2 {
+		return fmt.Errorf("train: group size %d leaves no negatives (want ≥ 2)", c.GroupSize)
+	}
+	if c.Name == "" {
+		c.Name = filepath.Base(c.OutDir)
+	}
+	return nil
+}
+
+// state.json in a checkpoint.
+type runState struct {
+	Step     int     `json:"step"`
+	Steps    int     `json:"steps"`
+	Loss     float64 `json:"loss"`
+	Seed     uint64  `json:"seed"`
+	Data     string  `json:"data"`
+	Examples int     `json:"examples"`
+}
+
+// Run trains as cfg says and, unless NoExport, exports the result: the
+// Hugging Face checkpoint in OutDir/hf and the anna model (model.onnx with a
+// new fingerprint) in OutDir/model. Cancelling ctx stops at a step boundary
+// after writing a checkpoint that Resume continues exactly. A NaN or
+// infinite loss stops the run, keeping the last good checkpoint.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	cross := cfg.Objective != ObjectiveContrastive
+	examples, err := ReadExamples(cfg.Data, cfg.DistillWeight > 0 && !cross)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadModel(cfg.ModelDir, cross, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	m.Threads = cfg.Threads
+	if cfg.LoRA != nil {
+		if err := m.EnableLoRA(*cfg.LoRA, cfg.Seed); err != nil {
+			return nil, err
+		}
+	}
+	tokPath := filepath.Join(cfg.ModelDir, "tokenizer.json")
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return nil, fmt.Errorf("train: the model dir needs tokenizer.json: %w", err)
+	}
+	defer tok.Close()
+
+	// Held-out split: a seeded shuffle, the tail held out.
+	order := rand.New(rand.NewPCG(cfg.Seed, 0xe7a1)).Perm(len(examples))
+	nEval := 0
+	if cfg.EvalFraction > 0 && len(examples) >= 20 {
+		nEval = max(1, int(float64(len(examples))*cfg.EvalFraction))
+	}
+	var trainEx, evalEx []Example
+	for i, j := range order {
+		if i < len(order)-nEval {
+			trainEx = append(trainEx, examples[j])
+		} else {
+			evalEx = append(evalEx, examples[j])
+		}
+	}
+	perStep := cfg.BatchSize * cfg.Accum
+	stepsPerEpoch := max(1, len(trainEx)/perStep)
+	steps := stepsPerEpoch * cfg.Epochs
+	if cfg.MaxSteps > 0 {
+		steps = cfg.MaxSteps
+	}
+	warmup := int(cfg.Warmup * float64(steps))
+
+	opt := NewAdamW(cfg.WeightDecay)
+	ckptDir := filepath.Join(cfg.OutDir, "checkpoint")
+	start := 0
+	if cfg.Resume {
+		st, err := loadCheckpoint(ckptDir, m, opt)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			if st.Seed != cfg.Seed || st.Examples != len(examples) {
+				return nil, fmt.Errorf("train: checkpoint %s was made with seed %d over %d examples; this run has seed %d over %d: resuming would not continue the same run", ckptDir, st.Seed, st.Examples, cfg.Seed, len(examples))
+			}
+			start = st.Step
+		}
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	tr := &trainer{cfg: &cfg, m: m, tok: tok}
+	res := &Result{Checkpoint: ckptDir}
+	t0 := time.Now()
+	lastLoss := math.NaN()
+	for step := start; step < steps; step++ {
+		if err := ctx.Err(); err != nil {
+			if step > start {
+				if err := saveCheckpoint(ckptDir, m, opt, runState{Step: step, Steps: steps, Loss: lastLoss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, fmt.Errorf("train: stopped at step %d of %d (checkpoint in %s; run again with resume): %w", step, steps, ckptDir, err)
+		}
+		m.ZeroGrad()
+		var loss float64
+		for micro := 0; micro < cfg.Accum; micro++ {
+			// Which examples this micro-batch uses depends only on the step.
+			global := (step*cfg.Accum + micro) * cfg.BatchSize
+			epoch := global / (stepsPerEpoch * perStep)
+			perm := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch)+1)).Perm(len(trainEx))
+			var gs []group
+			for i := 0; i < cfg.BatchSize; i++ {
+				k := (global + i) % (stepsPerEpoch * perStep) % len(trainEx)
+				gs = append(gs, sampleGroup(&trainEx[perm[k]], cfg.GroupSize, cfg.Seed, uint64(global+i)))
+			}
+			l, err := tr.grad(gs, float32(1/float64(cfg.Accum)), true)
+			if err != nil {
+				return nil, fmt.Errorf("train: step %d: %w", step+1, err)
+			}
+			loss += l / float64(cfg.Accum)
+		}
+		norm := ClipGradNorm(m.Params, cfg.ClipNorm)
+		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+			return nil, fmt.Errorf("train: loss became %v (gradient norm %v) at step %d: stopped without updating; the last good checkpoint is %s (lower the learning rate or raise the temperature)", loss, norm, step+1, ckptDir)
+		}
+		lr := LinearSchedule(step, warmup, steps, cfg.LR)
+		opt.Update(m.Params, lr)
+		lastLoss = loss
+		done := step + 1
+		if cfg.Progress != nil {
+			el := time.Since(t0)
+			rate := float64((done-start)*perStep) / el.Seconds()
+			eta := time.Duration(float64(el) / float64(done-start) * float64(steps-done))
+			cfg.Progress(Progress{Step: done, Steps: steps, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: rate, ETA: eta})
+		}
+		if done%cfg.CheckpointEvery == 0 || done == steps {
+			if err := saveCheckpoint(ckptDir, m, opt, runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+				return nil, err
+			}
+		}
+		if len(evalEx) > 0 && (done%cfg.EvalEvery == 0 || done == steps) && cfg.Progress != nil {
+			ev, err := tr.evaluate(evalEx)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Progress(Progress{Step: done, Steps: steps, Eval: ev})
+		}
+	}
+	res.Steps, res.FinalLoss = steps, lastLoss
+	if cfg.NoExport {
+		return res, nil
+	}
+	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling})
+	if err != nil {
+		return nil, err
+	}
+	res.HFDir, res.ModelDir = hf, dir
+	return res, nil
+}
+
+// trainer turns groups into batches and runs the objective.
+type trainer struct {
+	cfg *Config
+	m   *Model
+	tok *tokenizer.Tokenizer
+}
+
+func (tr *trainer) batch(encs []tokenizer.Encoding) *Batch {
+	ids, types, mask, T := tokenizer.Pad(encs, tr.tok.PadID())
+	b := &Batch{N: len(encs), T: T, IDs: make([]int32, len(ids)), Types: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
+	for i := range ids {
+		b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])
+	}
+	return b
+}
+
+// grad computes the loss of the groups and, when backward, adds scale × its
+// gradient to the params.
+func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, error) {
+	cfg := tr.cfg
+	Q, G := len(gs), cfg.GroupSize
+	if cfg.Objective == ObjectiveContrastive {
+		texts := make([]string, 0, Q*(G+1))
+		var teacher []float32
+		for _, g := range gs {
+			texts = append(texts, g.query)
+		}
+		for _, g := range gs {
+			texts = append(texts, g.docs...)
+			teacher = append(teacher, g.teacher...)
+		}
+		b := tr.batch(tr.tok.EncodeBatch(texts, cfg.MaxLength))
+		cc := ContrastiveConfig{Temperature: cfg.Temperature, InBatch: !cfg.NoInBatch, DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
+		if !backward {
+			return tr.m.EvalContrastive(b, Q, G, cfg.Pooling, teacher, cc)
+		}
+		return tr.m.ContrastiveGrad(b, Q, G, cfg.Pooling, teacher, cc, scale)
+	}
+	var encs []tokenizer.Encoding
+	var labels []float32
+	for _, g := range gs {
+		for k, d := range g.docs {
+			encs = append(encs, tr.tok.EncodePair(g.query, d, cfg.MaxLength))
+			labels = append(labels, float32(b2f(k == 0)))
+		}
+	}
+	b := tr.batch(encs)
+	if !backward {
+		return tr.m.EvalCrossEncoder(b, cfg.Objective, labels, Q, G)
+	}
+	return tr.m.CrossEncoderGrad(b, cfg.Objective, labels, Q, G, scale)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// evaluate computes the held-out loss and accuracy, in batches.
+func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
+	cfg := tr.cfg
+	ev := &EvalResult{}
+	var correct int
+	for lo := 0; lo < len(ex); lo += cfg.BatchSize {
+		hi := min(len(ex), lo+cfg.BatchSize)
+		var gs []group
+		for i := lo; i < hi; i++ {
+			gs = append(gs, sampleGroup(&ex[i], cfg.GroupSize, cfg.Seed, uint64(1<<40+i)))
+		}
+		l, err := tr.grad(gs, 0, false)
+		if err != nil {
+			return nil, fmt.Errorf("train: evaluation: %w", err)
+		}
+		ev.Loss += l * float64(hi-lo)
+		correct += tr.m.lastCorrect
+	}
+	ev.Queries = len(ex)
+	ev.Loss /= float64(len(ex))
+	ev.Accuracy = float64(correct) / float64(len(ex))
+	return ev, nil
+}
+
+// saveCheckpoint writes the params, the optimizer moments and the state to
+// dir atomically (a temporary directory renamed over the old one).
+func saveCheckpoint(dir string, m *Model, opt *AdamW, st runState) error {
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	params, moments := map[string]*safetensors.Tensor{}, map[string]*safetensors.Tensor{}
+	for _, p := range m.Params {
+		params[p.Name] = &safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: p.W}
+		if mm, ok := opt.m[p]; ok {
+			moments["m."+p.Name] = &safetensors.Tensor{Name: "m." + p.Name, Shape: p.Shape, Data: mm}
+			moments["v."+p.Name] = &safetensors.Tensor{Name: "v." + p.Name, Shape: p.Shape, Data: opt.v[p]}
+		}
+	}
+	if err := safetensors.WriteFile(filepath.Join(tmp, "params.safetensors"), params, nil); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	if len(moments) > 0 {
+		if err := safetensors.WriteFile(filepath.Join(tmp, "optimizer.safetensors"), moments, map[string]string{"step": fmt.Sprint(opt.Step)}); err != nil {
+			return fmt.Errorf("train: checkpoint: %w", err)
+		}
+	}
+	sb, _ := json.MarshalIndent(struct {
+		runState
+		OptimizerStep int `json:"optimizer_step"`
+	}{st, opt.Step}, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, "state.json"), sb, 0o644); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	old := dir + ".old"
+	os.RemoveAll(old)
+	if _, err := os.Stat(dir); err == nil {
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("train: checkpoint: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	os.RemoveAll(old)
+	return nil
+}
+
+// loadCheckpoint restores params and optimizer state saved by saveCheckpoint.
+func loadCheckpoint(dir string, m *Model, opt *AdamW) (runState, error) {
+	var st struct {
+		runState
+		OptimizerStep int `json:"optimizer_step"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return st.runState, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st.runState, fmt.Errorf("train: checkpoint %s/state.json: %w", dir, err)
+	}
+	params, err := safetensors.ReadFile(filepath.Join(dir, "params.safetensors"))
+	if err != nil {
+		return st.runState, fmt.Errorf("train: checkpoint: %w", err)
+	}
+	var moments map[string]*safetensors.Tensor
+	if st.OptimizerStep > 0 {
+		if moments, err = safetensors.ReadFile(filepath.Join(dir, "optimizer.safetensors")); err != nil {
+			return st.runState, fmt.Errorf("train: checkpoint: %w", err)
+		}
+	}
+	for _, p := range m.Params {
+		t, ok := params[p.Name]
+		if !ok || len(t.Data) != len(p.W) {
+			return st.runState, fmt.Errorf("train: checkpoint %s does not match the model: tensor %s missing or misshapen (was it made with other LoRA settings?)", dir, p.Name)
+		}
+		copy(p.W, t.Data)
+		if mt, ok := moments["m."+p.Name]; ok {
+			mm, vv := opt.moments(p)
+			copy(mm, mt.Data)
+			copy(vv, moments["v."+p.Name].Data)
+		}
+	}
+	opt.Step = st.OptimizerStep
+	return st.runState, nil
+}

