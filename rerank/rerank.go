@@ -152,6 +152,11 @@ func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([
 
 // Logits returns the raw logits, [len(docs) × num_labels] row-major.
 func (r *ORTReranker) Logits(ctx context.Context, query string, docs []string) ([]float32, error) {
+	return r.pairLogits(ctx, func(i int) string { return query }, docs)
+}
+
+// pairLogits scores pairs (query(i), docs[i]).
+func (r *ORTReranker) pairLogits(ctx context.Context, query func(int) string, docs []string) ([]float32, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
@@ -163,7 +168,7 @@ func (r *ORTReranker) Logits(ctx context.Context, query string, docs []string) (
 	L := r.man.NumLabels
 	encs := make([]tokenizer.Encoding, len(docs))
 	for i, d := range docs {
-		encs[i] = r.tok.EncodePair(query, d, r.maxLen)
+		encs[i] = r.tok.EncodePair(query(i), d, r.maxLen)
 	}
 	order := make([]int, len(encs))
 	for i := range order {

@@ -8,6 +8,7 @@
 package ort
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -53,6 +54,11 @@ type Options struct {
 	// InterOpThreads is the thread count across independent operators;
 	// BERT graphs are a chain, so 1 (the default) is right.
 	InterOpThreads int
+	// Spin lets idle pool threads busy-wait for the next operator. It cuts
+	// latency on an otherwise idle machine but burns cores that other
+	// processes (parallel test packages, the indexer) need, so it is off
+	// unless asked for.
+	Spin bool
 }
 
 // NewSessionOptions initialises ONNX Runtime if needed and returns session
@@ -81,6 +87,14 @@ func NewSessionOptions(o Options) (*ortgo.SessionOptions, error) {
 		{"intra-op threads", func() error { return so.SetIntraOpNumThreads(intra) }},
 		{"inter-op threads", func() error { return so.SetInterOpNumThreads(inter) }},
 		{"optimisation level", func() error { return so.SetGraphOptimizationLevel(ortgo.GraphOptimizationLevelEnableAll) }},
+		{"spinning", func() error {
+			v := "0"
+			if o.Spin {
+				v = "1"
+			}
+			return errors.Join(so.AddSessionConfigEntry("session.intra_op.allow_spinning", v),
+				so.AddSessionConfigEntry("session.inter_op.allow_spinning", v))
+		}},
 	}
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
