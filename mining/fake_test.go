@@ -80,10 +80,10 @@ type funcTeacher struct {
 }
 
 func (t funcTeacher) Name() string { return t.name }
-func (t funcTeacher) Score(_ context.Context, q Query, docs []string) ([]float64, error) {
+func (t funcTeacher) Score(_ context.Context, q Query, docs []Doc) ([]float64, error) {
 	out := make([]float64, len(docs))
 	for i, d := range docs {
-		out[i] = t.f(q.Text, d)
+		out[i] = t.f(q.Text, d.Text)
 	}
 	return out, nil
 }

@@ -15,8 +15,9 @@ import (
 	"strings"
 )
 
-// Positive is one known positive: by corpus ID, by text, or both.
-type Positive struct {
+// Doc is a document by corpus ID, by text, or both (a positive given as
+// text in a pairs file has no ID).
+type Doc struct {
 	ID   string
 	Text string
 }
@@ -31,7 +32,7 @@ type Unit struct {
 	Query   Query
 	// Positives become examples (one each unless Grouped). Pairs already seen
 	// earlier in the input are removed here and counted in DupPairs.
-	Positives []Positive
+	Positives []Doc
 	// Exclude holds keys (see keyID, keyText) of every known positive of the
 	// query across the whole input; candidates matching any are never
 	// negatives.
@@ -254,7 +255,7 @@ func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
 		u.Exclude[k] = struct{}{}
 	}
 	seen := map[uint64]bool{}
-	add := func(p Positive, k uint64) {
+	add := func(p Doc, k uint64) {
 		ph := hash64(strconv.FormatUint(qh, 16), strconv.FormatUint(k, 16))
 		if seen[k] || s.first[ph] != int32(i) {
 			u.DupPairs++
@@ -264,10 +265,10 @@ func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
 		u.Positives = append(u.Positives, p)
 	}
 	for _, p := range pos {
-		add(Positive{Text: p}, keyText(p))
+		add(Doc{Text: p}, keyText(p))
 	}
 	for _, id := range ids {
-		add(Positive{ID: id}, keyID(id))
+		add(Doc{ID: id}, keyID(id))
 	}
 	return u, nil
 }
@@ -413,7 +414,7 @@ func (s *beirSource) Next(ctx context.Context) (Unit, error) {
 	u.Query = Query{Text: text, Instruction: s.defaults.Instruction, Examples: s.defaults.Examples}
 	u.Exclude = map[uint64]struct{}{}
 	for _, id := range bq.pos {
-		u.Positives = append(u.Positives, Positive{ID: id})
+		u.Positives = append(u.Positives, Doc{ID: id})
 		u.Exclude[keyID(id)] = struct{}{}
 	}
 	return u, nil

@@ -50,10 +50,12 @@ type Retriever interface {
 }
 
 // Teacher scores (query, document) pairs; higher = more relevant. Scores may
-// be any real numbers (cosines, cross-encoder logits).
+// be any real numbers (cosines, cross-encoder logits). Docs always carry
+// their text; the ID, when known, lets a teacher reuse stored vectors. Name
+// identifies the teacher in the output.
 type Teacher interface {
 	Name() string
-	Score(ctx context.Context, q Query, docs []string) ([]float64, error)
+	Score(ctx context.Context, q Query, docs []Doc) ([]float64, error)
 }
 
 // Corpus resolves document IDs to the text that was indexed.

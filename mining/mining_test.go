@@ -54,10 +54,10 @@ func (l listRetriever) Retrieve(_ context.Context, _ Query, k int) ([]Candidate,
 type scoreTeacher map[string]float64
 
 func (s scoreTeacher) Name() string { return "fixed" }
-func (s scoreTeacher) Score(_ context.Context, _ Query, docs []string) ([]float64, error) {
+func (s scoreTeacher) Score(_ context.Context, _ Query, docs []Doc) ([]float64, error) {
 	out := make([]float64, len(docs))
 	for i, d := range docs {
-		out[i] = s[d]
+		out[i] = s[d.Text]
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ type scored struct {
 // prepared is a unit after retrieval and teacher scoring: what sampling needs.
 type prepared struct {
 	posTexts  []string
+	posIDs    []string
 	posScores []float64
 	kept      []scored // candidates under every threshold, in retrieval order
 	stats     Stats
@@ -43,6 +44,7 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 			text = t
 		}
 		p.posTexts = append(p.posTexts, text)
+		p.posIDs = append(p.posIDs, pos.ID)
 		exclude[keyText(text)] = struct{}{}
 		if pos.ID != "" {
 			exclude[keyID(pos.ID)] = struct{}{}
@@ -102,10 +104,12 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 	pool = pool[lo:hi]
 
 	// One teacher call per unit: positives and candidates together.
-	texts := make([]string, 0, len(p.posTexts)+len(pool))
-	texts = append(texts, p.posTexts...)
+	texts := make([]Doc, 0, len(p.posTexts)+len(pool))
+	for i, t := range p.posTexts {
+		texts = append(texts, Doc{ID: p.posIDs[i], Text: t})
+	}
 	for _, c := range pool {
-		texts = append(texts, c.Text)
+		texts = append(texts, Doc{ID: c.ID, Text: c.Text})
 	}
 	scores, err := m.teacher.Score(ctx, u.Query, texts)
 	if err != nil {

@@ -1,0 +1,58 @@
+package mining
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anna-search/anna/engine"
+)
+
+// EngineRetriever takes candidates from an engine's search pipeline.
+type EngineRetriever struct {
+	E    *engine.Engine
+	Mode engine.Mode // lexical, dense, hybrid (default) or rerank
+	// Depth is how many candidates each list contributes before fusion
+	// (default max(100, k)).
+	Depth int
+}
+
+func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candidate, error) {
+	mode := r.Mode
+	if mode == "" {
+		mode = engine.ModeHybrid
+	}
+	res, err := r.E.Search(ctx, q.Text, engine.SearchOptions{Mode: mode, K: k, Depth: max(r.Depth, k), Prompt: Prompt(q)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Candidate, len(res))
+	for i, h := range res {
+		out[i] = Candidate{ID: h.ID, Text: engine.EmbedText(engine.Document{Title: h.Title, Text: h.Text}), Score: h.Score, Rank: i}
+	}
+	return out, nil
+}
+
+// EngineCorpus resolves IDs to the text the engine embeds for them (title
+// and text joined), the same text candidates carry.
+type EngineCorpus struct{ E *engine.Engine }
+
+func (c EngineCorpus) Text(ctx context.Context, id string) (string, bool, error) {
+	d, ok, err := c.E.Store().Get(id)
+	if err != nil || !ok {
+		return "", ok, err
+	}
+	return engine.EmbedText(d), true, nil
+}
+
+// StoredVectors looks document vectors up in the engine's store, for a
+// DenseTeacher using the engine's own model.
+func StoredVectors(e *engine.Engine) VectorLookup {
+	fp := e.Encoder().Fingerprint()
+	return func(ctx context.Context, id string) ([]float32, bool, error) {
+		v, ok, err := e.Store().Vector(fp, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("read vector: %w", err)
+		}
+		return v, ok, nil
+	}
+}

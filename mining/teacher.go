@@ -1,0 +1,126 @@
+package mining
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anna-search/anna/encoder"
+)
+
+// VectorLookup returns a stored document vector by ID (the engine keeps one
+// per document for its model), so indexed documents are not embedded again.
+type VectorLookup func(ctx context.Context, id string) (vec []float32, ok bool, err error)
+
+// DenseTeacher scores by the cosine of query and document embeddings: the
+// dot product, since the encoder's vectors are L2-normalised. Positives are
+// scored the same way whether or not retrieval found them.
+type DenseTeacher struct {
+	Enc encoder.Encoder
+	// Label names the teacher in the output; default "dense:<fingerprint>".
+	Label string
+	// Vectors, if set, is tried first for documents with an ID; it must hold
+	// vectors of Enc's model (same fingerprint).
+	Vectors VectorLookup
+}
+
+func (t *DenseTeacher) Name() string {
+	if t.Label != "" {
+		return t.Label
+	}
+	fp := t.Enc.Fingerprint()
+	if len(fp) > 12 {
+		fp = fp[:12]
+	}
+	return "dense:" + fp
+}
+
+// Prompt converts the miner's query prompt to the encoder's.
+func Prompt(q Query) encoder.Prompt {
+	p := encoder.Prompt{Instruction: q.Instruction}
+	for _, s := range q.Examples {
+		p.Examples = append(p.Examples, encoder.Example{Query: s.Query, Response: s.Response})
+	}
+	return p
+}
+
+func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	qv, err := t.Enc.EmbedQueries(ctx, []string{q.Text}, Prompt(q))
+	if err != nil {
+		return nil, fmt.Errorf("embed query: %w", err)
+	}
+	vecs := make([][]float32, len(docs))
+	var missing []string
+	var at []int
+	for i, d := range docs {
+		if d.ID != "" && t.Vectors != nil {
+			v, ok, err := t.Vectors(ctx, d.ID)
+			if err != nil {
+				return nil, fmt.Errorf("stored vector of %q: %w", d.ID, err)
+			}
+			if ok {
+				vecs[i] = v
+				continue
+			}
+		}
+		missing = append(missing, d.Text)
+		at = append(at, i)
+	}
+	if len(missing) > 0 {
+		vs, err := t.Enc.EmbedDocuments(ctx, missing)
+		if err != nil {
+			return nil, fmt.Errorf("embed documents: %w", err)
+		}
+		for j, v := range vs {
+			vecs[at[j]] = v
+		}
+	}
+	out := make([]float64, len(docs))
+	for i, v := range vecs {
+		if len(v) != len(qv[0]) {
+			return nil, fmt.Errorf("document %d: vector of %d dims, query has %d", i, len(v), len(qv[0]))
+		}
+		var s float64
+		for j := range v {
+			s += float64(v[j]) * float64(qv[0][j])
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// PairScorer is the cross-encoder's shape (rerank.Reranker): one logit per
+// (query, document) pair.
+type PairScorer interface {
+	Score(ctx context.Context, query string, docs []string) ([]float32, error)
+}
+
+// CrossEncoderTeacher scores with a cross-encoder (the rerank stage). Its
+// logits are often negative; the margin rule handles that (see Threshold).
+// The instruction is not passed: cross-encoders read the raw query.
+type CrossEncoderTeacher struct {
+	R     PairScorer
+	Label string // e.g. "cross-encoder:ms-marco-MiniLM-L-6-v2"
+}
+
+func (t *CrossEncoderTeacher) Name() string {
+	if t.Label == "" {
+		return "cross-encoder"
+	}
+	return t.Label
+}
+
+func (t *CrossEncoderTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		texts[i] = d.Text
+	}
+	s, err := t.R.Score(ctx, q.Text, texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = float64(v)
+	}
+	return out, nil
+}
