@@ -40,10 +40,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -204,24 +206,29 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 	for i, d := range docs {
 		last[d.ID] = i
 	}
-	b := ix.bi.NewBatch()
+	var todo []storage.Doc
 	for i, d := range docs {
-		if last[d.ID] != i {
-			continue
+		if last[d.ID] == i {
+			todo = append(todo, d)
 		}
-		if i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
+	}
+	tokens, err := ix.analyze(ctx, todo)
+	if err != nil {
+		return err
+	}
+	b := ix.bi.NewBatch()
+	for i, d := range todo {
 		old, ok, err := storedLens(reader, d.ID)
 		if err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
 		}
-		lens := [len(fields)]uint64{ix.tokenCount(d.Title), ix.tokenCount(d.Text)}
+		var lens [len(fields)]uint64
 		doc := document.NewDocument(d.ID)
-		doc.AddField(document.NewTextFieldCustom(fieldTitle, nil, []byte(d.Title), indexOpts, ix.analyzer))
-		doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(d.Text), indexOpts, ix.analyzer))
+		for f, field := range fields {
+			lens[f] = uint64(len(tokens[i][f]))
+			// The tokens are already analysed: hand them to Bleve as they are.
+			doc.AddField(document.NewTextFieldCustom(field, nil, nil, indexOpts, tokens[i][f]))
+		}
 		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens), bindex.StoreField, nil))
 		if err := b.IndexAdvanced(doc); err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
@@ -368,32 +375,81 @@ func (ix *Index) queryTerms(query string) []queryTerm {
 	return out
 }
 
-func (ix *Index) tokenCount(s string) uint64 {
-	if s == "" {
-		return 0
+// analyzed is a field's token stream, analysed once here both to count the
+// field's length (for BM25's average) and to be indexed: as an
+// analysis.Analyzer it ignores its input and returns the stream, so Bleve
+// indexes exactly the tokens that were counted.
+type analyzed analysis.TokenStream
+
+func (a analyzed) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(a) }
+
+// analyze runs the English analyzer over every doc's fields, in parallel.
+func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, error) {
+	out := make([][len(fields)]analyzed, len(docs))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(docs) || ctx.Err() != nil {
+					return
+				}
+				for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
+					if text != "" {
+						out[i][f] = analyzed(ix.analyzer.Analyze([]byte(text)))
+					}
+				}
+			}
+		}()
 	}
-	return uint64(len(ix.analyzer.Analyze([]byte(s))))
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // fieldScores holds each field's BM25 score of one candidate document.
 type fieldScores [len(fields)]float64
 
+// candidates are the documents matching any query term, keyed by Bleve
+// internal doc number (valid for one reader only), with their field scores.
+type candidates struct {
+	at     map[uint64]int32
+	docs   []uint64
+	scores []fieldScores
+}
+
+func (c *candidates) add(doc uint64, f int, s float64) {
+	i, ok := c.at[doc]
+	if !ok {
+		i = int32(len(c.docs))
+		c.at[doc] = i
+		c.docs = append(c.docs, doc)
+		c.scores = append(c.scores, fieldScores{})
+	}
+	c.scores[i][f] += s
+}
+
 // scoreFields computes per-field BM25 for every document matching a term.
-// Keys are Bleve internal IDs (valid for this reader only).
-func scoreFields(ctx context.Context, reader bindex.IndexReader, terms []queryTerm) (map[string]*fieldScores, error) {
+func scoreFields(ctx context.Context, reader bindex.IndexReader, terms []queryTerm) (*candidates, error) {
 	n, err := reader.DocCount()
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, nil
+		return &candidates{}, nil
 	}
 	st, err := readStats(reader)
 	if err != nil {
 		return nil, err
 	}
 	N := float64(n)
-	scores := map[string]*fieldScores{}
+	scores := &candidates{at: map[uint64]int32{}}
 	var tfd bindex.TermFieldDoc
 	for f, field := range fields {
 		avgdl := float64(st.Len[f]) / N
@@ -426,13 +482,11 @@ func scoreFields(ctx context.Context, reader bindex.IndexReader, terms []queryTe
 				tf := float64(d.Freq)
 				dl := fieldLength(d.Norm)
 				s := w * tf * (K1 + 1) / (tf + K1*(1-B+B*dl/avgdl))
-				key := string(d.ID)
-				fs := scores[key]
-				if fs == nil {
-					fs = new(fieldScores)
-					scores[key] = fs
+				if len(d.ID) != 8 {
+					tfr.Close()
+					return nil, fmt.Errorf("unexpected internal doc id %x", d.ID)
 				}
-				fs[f] += s
+				scores.add(d.ID.Value(), f, s)
 			}
 			if err := tfr.Close(); err != nil {
 				return nil, err
@@ -463,7 +517,7 @@ func combine(fs *fieldScores) float64 {
 }
 
 type cand struct {
-	key   string
+	doc   uint64
 	score float64
 }
 
@@ -484,10 +538,10 @@ func (h *minHeap) Pop() any {
 // topK returns the k best hits, ties broken by external ID so results do not
 // depend on segment layout. Candidates tied with the k-th score are all
 // resolved to external IDs before cutting.
-func topK(reader bindex.IndexReader, scores map[string]*fieldScores, k int) ([]Hit, error) {
-	all := make([]cand, 0, len(scores))
-	for key, fs := range scores {
-		all = append(all, cand{key, combine(fs)})
+func topK(reader bindex.IndexReader, c *candidates, k int) ([]Hit, error) {
+	all := make([]cand, len(c.docs))
+	for i, doc := range c.docs {
+		all[i] = cand{doc, combine(&c.scores[i])}
 	}
 	var keep []cand
 	if len(all) <= k {
@@ -510,8 +564,9 @@ func topK(reader bindex.IndexReader, scores map[string]*fieldScores, k int) ([]H
 		}
 	}
 	hits := make([]Hit, len(keep))
+	buf := make([]byte, 8)
 	for i, c := range keep {
-		id, err := reader.ExternalID(bindex.IndexInternalID(c.key))
+		id, err := reader.ExternalID(bindex.NewIndexInternalID(buf, c.doc))
 		if err != nil {
 			return nil, fmt.Errorf("lexical: external id: %w", err)
 		}

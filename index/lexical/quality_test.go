@@ -8,6 +8,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
 
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/storage"
@@ -142,12 +143,12 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		s  float64
 	}
 	var all []sc
-	for key, fs := range scores {
-		id, err := reader.ExternalID([]byte(key))
+	for i, doc := range scores.docs {
+		id, err := reader.ExternalID(bindex.NewIndexInternalID(nil, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, sc{id, comb(fs)})
+		all = append(all, sc{id, comb(&scores.scores[i])})
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].s != all[j].s {

@@ -1,0 +1,156 @@
+package benchmarks
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
+
+	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/storage"
+)
+
+func lexSciFact(b *testing.B) *eval.Dataset {
+	b.Helper()
+	root, err := eval.SharedDir()
+	if err != nil {
+		b.Skip(err)
+	}
+	ds, err := eval.LoadBEIR(filepath.Join(root, "datasets", "scifact"), "test")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ds
+}
+
+func lexBuild(b *testing.B, docs []storage.Doc, batch int) (*lexical.Index, time.Duration) {
+	b.Helper()
+	ix, err := lexical.Open(filepath.Join(b.TempDir(), "lex"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ix.Close() })
+	start := time.Now()
+	for i := 0; i < len(docs); i += batch {
+		end := min(i+batch, len(docs))
+		if err := ix.Index(context.Background(), docs[i:end], uint64(end)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ix, time.Since(start)
+}
+
+// BenchmarkLexicalIndexSciFact: indexing SciFact in batches of 1000, against
+// single-document calls (on the first 300 docs) and against plain Bleve
+// indexing the same docs in batches of 1000 through its mapping, in the same
+// run. Reports docs/s of each and the ratios.
+func BenchmarkLexicalIndexSciFact(b *testing.B) {
+	ds := lexSciFact(b)
+	for i := 0; i < b.N; i++ {
+		_, batched := lexBuild(b, ds.Corpus, 1000)
+		_, single := lexBuild(b, ds.Corpus[:300], 1)
+		start := time.Now()
+		ref := lexBleveRef(b, ds.Corpus)
+		plain := time.Since(start)
+		ref.Close()
+		batchedRate := float64(len(ds.Corpus)) / batched.Seconds()
+		singleRate := 300 / single.Seconds()
+		plainRate := float64(len(ds.Corpus)) / plain.Seconds()
+		b.ReportMetric(batchedRate, "docs/s_batch1000")
+		b.ReportMetric(singleRate, "docs/s_single")
+		b.ReportMetric(plainRate, "docs/s_bleve")
+		b.ReportMetric(batchedRate/singleRate, "x_batch_vs_single")
+		b.ReportMetric(batchedRate/plainRate, "x_vs_bleve")
+	}
+}
+
+// lexBleveRef indexes docs with plain Bleve (en analyzer, bm25 model) in
+// batches of 1000: the reference for both benchmarks.
+func lexBleveRef(b *testing.B, docs []storage.Doc) bleve.Index {
+	b.Helper()
+	m := bleve.NewIndexMapping()
+	m.ScoringModel = bindex.BM25Scoring
+	m.DefaultAnalyzer = en.AnalyzerName
+	ref, err := bleve.New(filepath.Join(b.TempDir(), "ref"), m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := ref.NewBatch()
+	for i, d := range docs {
+		if err := batch.Index(d.ID, map[string]string{"title": d.Title, "text": d.Text}); err != nil {
+			b.Fatal(err)
+		}
+		if (i+1)%1000 == 0 || i == len(docs)-1 {
+			if err := ref.Batch(batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = ref.NewBatch()
+		}
+	}
+	return ref
+}
+
+// BenchmarkLexicalSearchSciFact: the 300 SciFact test queries, top 100,
+// through lexical.Index (BM25 scored from the postings) and through Bleve's
+// own search (match queries on title and text, bm25 model) over an index of
+// the same docs built with Bleve's mapping, in the same run.
+func BenchmarkLexicalSearchSciFact(b *testing.B) {
+	ds := lexSciFact(b)
+	ix, _ := lexBuild(b, ds.Corpus, 1000)
+
+	ref := lexBleveRef(b, ds.Corpus)
+	defer ref.Close()
+	var queries []string
+	for _, q := range ds.Queries {
+		queries = append(queries, q)
+	}
+	ctx := context.Background()
+	ours := func() {
+		for _, q := range queries {
+			if _, err := ix.Search(ctx, q, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	theirs := func() {
+		for _, q := range queries {
+			var qs []query.Query
+			for _, f := range []string{"title", "text"} {
+				mq := bleve.NewMatchQuery(q)
+				mq.SetField(f)
+				qs = append(qs, mq)
+			}
+			if _, err := ref.Search(bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 100, 0, false)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// Best of three alternating rounds after a warm-up of each, so that
+	// neither side pays for the other's background segment merging.
+	best := func(fn func()) time.Duration {
+		start := time.Now()
+		fn()
+		return time.Since(start)
+	}
+	ours()
+	theirs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		o, t := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+		for range 3 {
+			o = min(o, best(ours))
+			t = min(t, best(theirs))
+		}
+		n := float64(len(queries))
+		b.ReportMetric(n/o.Seconds(), "queries/s")
+		b.ReportMetric(n/t.Seconds(), "queries/s_bleve")
+		b.ReportMetric(t.Seconds()/o.Seconds(), "x_vs_bleve")
+	}
+}
