@@ -176,7 +176,10 @@ const indexOpts = bindex.IndexField // no stored values, no term vectors, no doc
 
 // Index upserts docs in one Bleve batch that also records seq as the applied
 // storage seq, so content and seq commit together. Callers should pass a
-// few hundred to a few thousand docs per call: each call is one segment.
+// few hundred to a few thousand docs per call: each call is one segment, and
+// single-doc calls are about 20x slower per doc (BenchmarkLexicalIndexSciFact).
+// With no docs it only records seq (for storage changes that do not touch
+// text, such as new vectors). If an ID appears twice the later doc wins.
 func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -248,6 +251,11 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	for i, id := range ids {
+		if id == "" {
+			return fmt.Errorf("lexical: delete: id %d is empty", i)
+		}
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	r, err := ix.bi.Advanced()
@@ -266,7 +274,7 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 	b := ix.bi.NewBatch()
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if id == "" || seen[id] {
+		if seen[id] {
 			continue
 		}
 		seen[id] = true

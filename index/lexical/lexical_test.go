@@ -179,6 +179,9 @@ func TestBadInputAndCancel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "doc 1 has an empty ID") {
 		t.Fatalf("empty id: %v", err)
 	}
+	if err := ix.Delete(context.Background(), []string{"d1", ""}, 4); err == nil || !strings.Contains(err.Error(), "id 1 is empty") {
+		t.Fatalf("empty id in delete: %v", err)
+	}
 	if s, _ := ix.AppliedSeq(); s != 3 {
 		t.Fatalf("a refused batch moved applied seq to %d", s)
 	}
@@ -223,5 +226,37 @@ func TestTiesByID(t *testing.T) {
 	}
 	if len(hits) != 3 || hits[0].ID != "a" || hits[1].ID != "b" || hits[2].ID != "c" {
 		t.Fatalf("ties: %v", hits)
+	}
+}
+
+// TestConcurrentSearchWhileIndexing runs searches while batches are applied
+// (run with -race to check the locking).
+func TestConcurrentSearchWhileIndexing(t *testing.T) {
+	ix, _ := openTiny(t)
+	ctx := context.Background()
+	done := make(chan error)
+	go func() {
+		for i := 0; i < 20; i++ {
+			d := storage.Doc{ID: "n" + strings.Repeat("x", i), Text: "dog fish " + strings.Repeat("eel ", i)}
+			if err := ix.Index(ctx, []storage.Doc{d}, uint64(10+i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- ix.Delete(ctx, []string{"d1"}, 99)
+	}()
+	for i := 0; i < 50; i++ {
+		if _, err := ix.Search(ctx, "dog eel", 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ix.Count(); n != 22 {
+		t.Fatalf("count = %d, want 22", n)
+	}
+	if s, _ := ix.AppliedSeq(); s != 99 {
+		t.Fatalf("applied seq = %d", s)
 	}
 }
