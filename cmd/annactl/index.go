@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/storage"
+)
+
+func init() {
+	register(command{name: "index", summary: "add documents (BEIR corpus.jsonl or JSON lines) to an anna directory", run: runIndex})
+}
+
+func runIndex(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("index", flag.ContinueOnError)
+	dir := fs.String("index", "", "anna directory (created if missing)")
+	model := fs.String("model", "", "model directory (default: the one recorded in the index, else the installed default)")
+	batch := fs.Int("batch", 256, "documents per committed batch")
+	skipBad := fs.Bool("skip-bad", false, "skip malformed lines (counted) instead of stopping")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: annactl index --index DIR [flags] [FILE|-]\n\nReads JSON lines {\"_id\"|\"id\", \"title\", \"text\", \"metadata\"} (a BEIR corpus.jsonl works as is) from FILE or stdin.\nDocuments already stored unchanged are skipped, so an interrupted run is resumed by running it again.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *dir == "" || fs.NArg() > 1 {
+		fs.Usage()
+		return errUsage
+	}
+	in, name := io.Reader(os.Stdin), "stdin"
+	if fs.NArg() == 1 && fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in, name = f, fs.Arg(0)
+	}
+	eng, err := engine.Open(ctx, *dir, engine.Options{ModelDir: *model, Logf: logf})
+	if err != nil {
+		return err
+	}
+	st, err := indexStream(ctx, eng, in, name, *batch, *skipBad)
+	cerr := eng.Close()
+	fmt.Fprintf(os.Stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate ids in input (last kept), %d bad lines skipped\n",
+		name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.bad)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "interrupted: every batch reported above is committed; run the same command again to resume")
+		}
+		return err
+	}
+	return cerr
+}
+
+type indexStats struct{ lines, added, updated, unchanged, dups, bad int }
+
+// indexStream reads documents and adds them in committed batches. On a
+// malformed line it commits what came before, then stops (or skips it).
+func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name string, batch int, skipBad bool) (indexStats, error) {
+	var st indexStats
+	p := newProgress("indexing "+name, 0)
+	defer p.done()
+	pending := make([]storage.Doc, 0, batch)
+	seen := map[string]bool{}
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		res, err := eng.Add(ctx, pending)
+		if err != nil {
+			return err
+		}
+		st.added += res.Added
+		st.updated += res.Updated
+		st.unchanged += res.Unchanged
+		pending = pending[:0]
+		p.update(st.lines, fmt.Sprintf("docs (%d new, %d unchanged)", st.added, st.unchanged))
+		return nil
+	}
+	err := eval.ReadCorpus(in, name, func(line int, d storage.Doc) error {
+		st.lines = line
+		if seen[d.ID] {
+			st.dups++
+		}
+		seen[d.ID] = true
+		pending = append(pending, d)
+		if len(pending) >= batch {
+			return flush()
+		}
+		return ctx.Err()
+	})
+	if ferr := flush(); err == nil {
+		err = ferr
+	} else if ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	return st, err
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }

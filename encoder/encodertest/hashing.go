@@ -1,0 +1,74 @@
+// Package encodertest provides a deterministic, dependency-free encoder for
+// tests of the machinery around the model (storage, indexes, crash safety,
+// concurrency). It is not a language model: quality tests use the real one.
+package encodertest
+
+import (
+	"context"
+	"hash/fnv"
+	"math"
+	"strings"
+	"unicode"
+
+	"github.com/anna-search/anna/encoder"
+)
+
+// Hashing embeds a text as the L2-normalised sum of one random ±1 vector per
+// lowercased word (feature hashing), so texts sharing words are close.
+type Hashing struct {
+	D  int    // dimensions
+	FP string // fingerprint; tests change it to simulate another model
+}
+
+var _ encoder.Encoder = (*Hashing)(nil)
+
+func (h *Hashing) Dim() int            { return h.D }
+func (h *Hashing) Fingerprint() string { return h.FP }
+
+func (h *Hashing) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out[i] = h.embed(t)
+	}
+	return out, nil
+}
+
+func (h *Hashing) EmbedQueries(ctx context.Context, queries []string, p encoder.Prompt) ([][]float32, error) {
+	return h.EmbedDocuments(ctx, queries)
+}
+
+func (h *Hashing) embed(text string) []float32 {
+	v := make([]float32, h.D)
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		f := fnv.New64a()
+		f.Write([]byte(w))
+		x := f.Sum64()
+		for j := range v {
+			// xorshift stream seeded by the word's hash
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			if x&1 == 0 {
+				v[j]++
+			} else {
+				v[j]--
+			}
+		}
+	}
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	if n == 0 {
+		v[0] = 1
+		return v
+	}
+	s := float32(1 / math.Sqrt(n))
+	for j := range v {
+		v[j] *= s
+	}
+	return v
+}
