@@ -99,6 +99,11 @@ func (c *Cache) Misses() int64 { return c.misses.Load() }
 
 // EmbedDocuments returns cached vectors and embeds (and stores) the rest.
 func (c *Cache) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	return c.embed(ctx, texts, c.docKeys(texts), c.enc.EmbedDocuments)
+}
+
+// docKeys hashes the exact text the model sees for each document.
+func (c *Cache) docKeys(texts []string) [][32]byte {
 	f, _ := c.enc.(Formatter)
 	keys := make([][32]byte, len(texts))
 	for i, t := range texts {
@@ -108,7 +113,7 @@ func (c *Cache) EmbedDocuments(ctx context.Context, texts []string) ([][]float32
 			keys[i] = sha256.Sum256([]byte("document\x00" + t))
 		}
 	}
-	return c.embed(ctx, texts, keys, c.enc.EmbedDocuments)
+	return keys
 }
 
 // EmbedQueries returns cached vectors and embeds (and stores) the rest.
@@ -129,6 +134,23 @@ func (c *Cache) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([
 	return c.embed(ctx, queries, keys, func(ctx context.Context, qs []string) ([][]float32, error) {
 		return c.enc.EmbedQueries(ctx, qs, p)
 	})
+}
+
+// PutDocuments stores vectors already computed by the wrapped encoder for
+// documents texts (a benchmark that must time the encoder itself can still
+// leave its vectors for later runs). vecs[i] belongs to texts[i].
+func (c *Cache) PutDocuments(texts []string, vecs [][]float32) error {
+	if len(texts) != len(vecs) {
+		return fmt.Errorf("encoder cache: %d texts but %d vectors", len(texts), len(vecs))
+	}
+	keys := c.docKeys(texts)
+	for lo := 0; lo < len(texts); lo += 4 * cacheChunk {
+		hi := min(lo+4*cacheChunk, len(texts))
+		if err := c.store(keys[lo:hi], vecs[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Cache) embed(ctx context.Context, texts []string, keys [][32]byte, run func(context.Context, []string) ([][]float32, error)) ([][]float32, error) {

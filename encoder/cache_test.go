@@ -98,3 +98,31 @@ func TestCacheRefusesEmptyFingerprint(t *testing.T) {
 		t.Fatal("NewCache accepted an encoder without a fingerprint")
 	}
 }
+
+func TestCachePutDocuments(t *testing.T) {
+	enc := testEncoder(t)
+	ctx := context.Background()
+	inner := &counting{ORTEncoder: enc}
+	c, err := NewCache(inner, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"one", "two"}
+	vecs, err := enc.EmbedDocuments(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutDocuments(texts, vecs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.EmbedDocuments(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inner.n.Load() != 0 || maxAbsDiff(got[1], vecs[1]) != 0 {
+		t.Errorf("stored vectors not served: %d embedded", inner.n.Load())
+	}
+	if err := c.PutDocuments(texts, vecs[:1]); err == nil {
+		t.Error("PutDocuments accepted mismatched lengths")
+	}
+}
