@@ -20,15 +20,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 
-def main(d):
-    cfg = json.load(open(f"{d}/config.json"))
-    job = json.load(open(f"{d}/batch.json"))
-    dt = torch.float64
-    w = {k: v.to(dt) for k, v in load_file(f"{d}/model.safetensors").items()}
-    lora = job.get("lora")
-    trainable = set(job["trainable"])
-    for k, v in w.items():
-        v.requires_grad_(k in trainable)
+def encoder(w, cfg, lora=None):
+    """Returns (encode, lin): encode(ids, types, mask) -> last hidden state."""
     pre = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
     C = cfg["hidden_size"]
     H = cfg["num_attention_heads"]
@@ -55,25 +48,44 @@ def main(d):
             return F.gelu(x, approximate="tanh")
         return F.relu(x)
 
+    def encode(ids, types, mask):
+        N, T = ids.shape
+        dt = mask.dtype
+        pos = torch.arange(T)
+        x = w[pre + "embeddings.word_embeddings.weight"][ids] + w[pre + "embeddings.position_embeddings.weight"][pos][None] \
+            + w[pre + "embeddings.token_type_embeddings.weight"][types]
+        x = ln(x, pre + "embeddings.LayerNorm")
+        ext = (1.0 - mask)[:, None, None, :] * torch.finfo(dt).min
+        for l in range(cfg["num_hidden_layers"]):
+            p = f"{pre}encoder.layer.{l}."
+            q = lin(x, p + "attention.self.query").view(N, T, H, hs).transpose(1, 2)
+            k = lin(x, p + "attention.self.key").view(N, T, H, hs).transpose(1, 2)
+            v = lin(x, p + "attention.self.value").view(N, T, H, hs).transpose(1, 2)
+            s = q @ k.transpose(-1, -2) / math.sqrt(hs) + ext
+            ctx = (s.softmax(-1) @ v).transpose(1, 2).reshape(N, T, C)
+            x = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            f = lin(actf(lin(x, p + "intermediate.dense")), p + "output.dense")
+            x = ln(f + x, p + "output.LayerNorm")
+        return x
+
+    return encode, lin, pre
+
+
+def main(d):
+    cfg = json.load(open(f"{d}/config.json"))
+    job = json.load(open(f"{d}/batch.json"))
+    dt = torch.float64
+    w = {k: v.to(dt) for k, v in load_file(f"{d}/model.safetensors").items()}
+    lora = job.get("lora")
+    trainable = set(job["trainable"])
+    for k, v in w.items():
+        v.requires_grad_(k in trainable)
+    encode, lin, pre = encoder(w, cfg, lora)
     ids = torch.tensor(job["ids"], dtype=torch.long)
     types = torch.tensor(job["types"], dtype=torch.long)
     mask = torch.tensor(job["mask"], dtype=dt)
     N, T = ids.shape
-    pos = torch.arange(T)
-    x = w[pre + "embeddings.word_embeddings.weight"][ids] + w[pre + "embeddings.position_embeddings.weight"][pos][None] \
-        + w[pre + "embeddings.token_type_embeddings.weight"][types]
-    x = ln(x, pre + "embeddings.LayerNorm")
-    ext = (1.0 - mask)[:, None, None, :] * torch.finfo(dt).min
-    for l in range(cfg["num_hidden_layers"]):
-        p = f"{pre}encoder.layer.{l}."
-        q = lin(x, p + "attention.self.query").view(N, T, H, hs).transpose(1, 2)
-        k = lin(x, p + "attention.self.key").view(N, T, H, hs).transpose(1, 2)
-        v = lin(x, p + "attention.self.value").view(N, T, H, hs).transpose(1, 2)
-        s = q @ k.transpose(-1, -2) / math.sqrt(hs) + ext
-        ctx = (s.softmax(-1) @ v).transpose(1, 2).reshape(N, T, C)
-        x = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-        f = lin(actf(lin(x, p + "intermediate.dense")), p + "output.dense")
-        x = ln(f + x, p + "output.LayerNorm")
+    x = encode(ids, types, mask)
 
     obj = job["objective"]
     if obj == "contrastive":
