@@ -23,7 +23,7 @@ type layerActs struct {
 // Acts holds one forward pass's activations (and the backward scratch). It
 // belongs to the Model that made it and is overwritten by the next Forward.
 type Acts struct {
-	N, T int
+	N, T  int
 	ids   []int32
 	types []int32
 	mask  []float32

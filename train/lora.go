@@ -32,7 +32,9 @@ func (l *loraPair) mergeInto(w []float32, out, in int) {
 	tensor.Gemm(false, false, out, in, l.rank, l.scale, l.b.W, l.rank, l.a.W, in, 1, w, in, 1)
 }
 
-func isLoRAName(n string) bool { return strings.Contains(n, ".lora_A.") || strings.Contains(n, ".lora_B.") }
+func isLoRAName(n string) bool {
+	return strings.Contains(n, ".lora_A.") || strings.Contains(n, ".lora_B.")
+}
 
 // loraSuffixes maps a target name to the per-layer weight it adapts.
 var loraSuffixes = map[string]string{
