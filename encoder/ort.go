@@ -196,6 +196,11 @@ func (e *ORTEncoder) Stats() Stats {
 	}
 }
 
+// sortWindow is how many texts are tokenised and length-sorted together:
+// enough that batches pad little, few enough that token ids for a huge
+// call are not all held at once.
+const sortWindow = 4096
+
 // embed tokenises, sorts by length so each batch pads little, runs the
 // batches and pools; results come back in input order.
 func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -204,25 +209,33 @@ func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, er
 	if e.closed {
 		return nil, errors.New("encoder: use of closed encoder")
 	}
-	if len(texts) == 0 {
-		return [][]float32{}, nil
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	defer func() { e.stats.total.Add(int64(time.Since(start))) }()
+	out := make([][]float32, len(texts))
+	for lo := 0; lo < len(texts); lo += sortWindow {
+		hi := min(lo+sortWindow, len(texts))
+		if err := e.embedWindow(ctx, texts[lo:hi], out[lo:hi]); err != nil {
+			return nil, err
+		}
+	}
+	e.stats.texts.Add(int64(len(texts)))
+	return out, nil
+}
+
+func (e *ORTEncoder) embedWindow(ctx context.Context, texts []string, out [][]float32) error {
 	encs := e.tok.EncodeBatch(texts, e.maxLen)
 	order := make([]int, len(encs))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
-	out := make([][]float32, len(texts))
 	batch := make([]tokenizer.Encoding, 0, e.batch)
 	for lo := 0; lo < len(order); lo += e.batch {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		hi := min(lo+e.batch, len(order))
 		batch = batch[:0]
@@ -231,14 +244,13 @@ func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, er
 		}
 		vecs, err := e.runBatch(batch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for j, i := range order[lo:hi] {
 			out[i] = vecs[j]
 		}
 	}
-	e.stats.texts.Add(int64(len(texts)))
-	return out, nil
+	return nil
 }
 
 // runBatch runs one padded batch through ONNX Runtime and pools it.
