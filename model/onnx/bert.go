@@ -190,8 +190,8 @@ func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int)
 	}
 	if !sameShape(t.Shape, shape) {
 		if w.bad == nil {
-			w.bad = fmt.Errorf("onnx: tensor %q has shape %v but config.json implies %v (hidden_size %d, intermediate_size %d, vocab_size %d, max_position_embeddings %d, type_vocab_size %d)",
-				name, t.Shape, shape, w.cfg.HiddenSize, w.cfg.IntermediateSize, w.cfg.VocabSize, w.cfg.MaxPositionEmbeddings, w.cfg.TypeVocabSize)
+			w.bad = fmt.Errorf("onnx: tensor %q has shape %v but config.json implies %v%s",
+				name, t.Shape, shape, w.whichDim(t.Shape, shape))
 		}
 		return ""
 	}
@@ -221,6 +221,34 @@ func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int)
 		return "" // the export fails anyway; do not spend memory encoding
 	}
 	return g.Floats(sanitize(name), dims, data)
+}
+
+// whichDim names the first disagreeing dimension, e.g. ": its hidden size
+// is 256, config.json hidden_size is 384".
+func (w *weights) whichDim(got, want []int) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf(": rank %d, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] == want[i] {
+			continue
+		}
+		field := "size"
+		switch want[i] {
+		case w.cfg.HiddenSize:
+			field = "hidden_size"
+		case w.cfg.IntermediateSize:
+			field = "intermediate_size"
+		case w.cfg.VocabSize:
+			field = "vocab_size"
+		case w.cfg.MaxPositionEmbeddings:
+			field = "max_position_embeddings"
+		case w.cfg.TypeVocabSize:
+			field = "type_vocab_size"
+		}
+		return fmt.Sprintf(": dimension %d is %d in the checkpoint, config.json %s is %d", i, got[i], field, want[i])
+	}
+	return ""
 }
 
 // linear is x·Wᵀ + b for the Hugging Face Linear module prefix name.
