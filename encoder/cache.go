@@ -208,7 +208,7 @@ func (c *Cache) lookup(keys [][32]byte, out [][]float32) error {
 		return nil // nothing cached yet
 	}
 	if err != nil {
-		return fmt.Errorf("encoder cache: opening %s: %w", c.path, err)
+		return fmt.Errorf("encoder cache: opening %s (a cache: delete it if it is damaged): %w", c.path, err)
 	}
 	defer db.Close()
 	dim := c.enc.Dim()
@@ -237,7 +237,7 @@ func (c *Cache) store(keys [][32]byte, vecs [][]float32) error {
 	defer c.mu.Unlock()
 	db, err := bolt.Open(c.path, 0o644, &bolt.Options{Timeout: lockTimeout})
 	if err != nil {
-		return fmt.Errorf("encoder cache: opening %s: %w", c.path, err)
+		return fmt.Errorf("encoder cache: opening %s (a cache: delete it if it is damaged): %w", c.path, err)
 	}
 	defer db.Close()
 	dim := c.enc.Dim()
