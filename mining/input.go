@@ -23,10 +23,11 @@ type Doc struct {
 }
 
 // Unit is one piece of input: a JSON line or a BEIR query with its positives.
-// Units are numbered 0, 1, 2... in input order; the number seeds sampling and
-// marks resume progress.
+// Index is its place in the input (0-based line or query number), which
+// seeds its sampling; blank lines are skipped, so indexes may jump.
 type Unit struct {
 	Index   int
+	seq     int    // set by Run: consecutive over the units read
 	Where   string // "file:line" for messages
 	QueryID string
 	Query   Query
@@ -134,8 +135,8 @@ type pairsSource struct {
 	path     string
 	f        *os.File
 	r        *bufio.Reader
-	line     int
-	total    int
+	line     int // lines read by Next
+	units    int // non-blank lines
 	defaults PromptDefaults
 	known    map[uint64][]uint64 // query hash → keys of its positives
 	first    map[uint64]int32    // (query, positive) hash → first line index
@@ -179,11 +180,13 @@ func (s *pairsSource) index(ctx context.Context) error {
 		}
 		b, err := readLine(r)
 		if err == io.EOF {
-			s.total = i
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.path, err)
+		}
+		if len(bytes.TrimSpace(b)) > 0 {
+			s.units++
 		}
 		q, pos, ids, _, perr := parsePairLine(b)
 		if perr != nil {
@@ -224,25 +227,28 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return bytes.TrimRight(b, "\r\n"), nil
 }
 
-func (s *pairsSource) Len() int     { return s.total }
+func (s *pairsSource) Len() int     { return s.units }
 func (s *pairsSource) Name() string { return "pairs:" + filepath.Base(s.path) }
 func (s *pairsSource) Close() error { return s.f.Close() }
 
 func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
-	b, err := readLine(s.r)
-	if err != nil {
-		if err == io.EOF {
-			return Unit{}, io.EOF
+	var b []byte
+	var err error
+	for {
+		b, err = readLine(s.r)
+		if err != nil {
+			if err == io.EOF {
+				return Unit{}, io.EOF
+			}
+			return Unit{}, fmt.Errorf("read %s: %w", s.path, err)
 		}
-		return Unit{}, fmt.Errorf("read %s: %w", s.path, err)
+		s.line++
+		if len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
 	}
-	i := s.line
-	s.line++
+	i := s.line - 1
 	u := Unit{Index: i, Where: fmt.Sprintf("%s:%d", s.path, i+1)}
-	if len(bytes.TrimSpace(b)) == 0 {
-		u.Err = errors.New("empty line")
-		return u, nil
-	}
 	q, pos, ids, prompt, perr := parsePairLine(b)
 	if perr != nil {
 		u.Err = perr

@@ -40,7 +40,7 @@ func badInput(err error) error { return errBadInput{err} }
 
 // result is one processed unit, encoded and ready to write.
 type result struct {
-	index int
+	seq   int // position among the units of this input (reorder key)
 	where string
 	out   []byte
 	stats Stats
@@ -49,7 +49,7 @@ type result struct {
 
 // process turns one unit into output bytes and its stats.
 func (m *Miner) process(ctx context.Context, u Unit) result {
-	r := result{index: u.Index, where: u.Where}
+	r := result{seq: u.seq, where: u.Where}
 	r.stats.Units = 1
 	if u.Err != nil {
 		r.err = badInput(u.Err)
@@ -154,7 +154,7 @@ func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error)
 	go func() {
 		defer close(readDone)
 		defer close(units)
-		for {
+		for seq := ck.Units; ; seq++ {
 			select {
 			case tokens <- struct{}{}:
 			case <-ctx.Done():
@@ -168,6 +168,7 @@ func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error)
 				}
 				return
 			}
+			u.seq = seq
 			select {
 			case units <- u:
 			case <-ctx.Done():
@@ -198,7 +199,7 @@ func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error)
 	var runErr error
 loop:
 	for r := range results {
-		pending[r.index] = r
+		pending[r.seq] = r
 		for {
 			r, ok := pending[next]
 			if !ok {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/encoder/encodertest"
 )
 
 func TestThreshold(t *testing.T) {
@@ -265,9 +268,10 @@ func TestDedupAndCrossLinePositives(t *testing.T) {
 	teacher := scoreTeacher{"alpha": 5, "beta": 4, "gamma": 1, "delta": 0.5}
 	pairs := writeFile(t, "p.jsonl", strings.Join([]string{
 		`{"query":"q1","pos":["alpha","alpha"]}`,
+		``, // blank lines are skipped, not errors
 		`{"query":"q1","pos":["alpha","beta"]}`,
 		`{"query":" q1 ","pos":"beta"}`,
-	}, "\n")+"\n")
+	}, "\n")+"\n\n")
 	opt := DefaultOptions()
 	opt.Margin = 0
 	out, st, err := mineWith(t, cands, fixedCorpus(cands), teacher, pairs, opt)
@@ -278,8 +282,8 @@ func TestDedupAndCrossLinePositives(t *testing.T) {
 	if len(recs) != 2 || recs[0].Pos[0] != "alpha" || recs[1].Pos[0] != "beta" {
 		t.Fatalf("records %+v", recs)
 	}
-	if st.DuplicatePairs != 3 {
-		t.Errorf("duplicate pairs %d, want 3", st.DuplicatePairs)
+	if st.DuplicatePairs != 3 || st.Units != 3 {
+		t.Errorf("duplicate pairs %d, units %d; want 3, 3", st.DuplicatePairs, st.Units)
 	}
 	for _, r := range recs {
 		if !slices.Equal(r.Neg, []string{"gamma", "delta"}) {
@@ -393,5 +397,46 @@ func TestFlagEmbeddingSamples(t *testing.T) {
 				t.Errorf("%s:%d: sample does not fill our fields", name, i+1)
 			}
 		}
+	}
+}
+
+// countingEncoder counts query embeddings.
+type countingEncoder struct {
+	encodertest.Hashing
+	queries int
+}
+
+func (c *countingEncoder) EmbedQueries(ctx context.Context, qs []string, p encoder.Prompt) ([][]float32, error) {
+	c.queries += len(qs)
+	return c.Hashing.EmbedQueries(ctx, qs, p)
+}
+
+func TestQueryMemo(t *testing.T) {
+	ctx := context.Background()
+	docs := &countingEncoder{Hashing: encodertest.Hashing{D: 16, FP: "fp"}}
+	qs := &countingEncoder{Hashing: encodertest.Hashing{D: 16, FP: "fp"}}
+	m, err := NewQueryMemo(docs, qs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := encoder.Prompt{Instruction: "task"}
+	a1, _ := m.EmbedQueries(ctx, []string{"a"}, p)
+	a2, _ := m.EmbedQueries(ctx, []string{"a"}, p)
+	if qs.queries != 1 || docs.queries != 0 || !slices.Equal(a1[0], a2[0]) {
+		t.Fatalf("second call not memoised: %d model calls", qs.queries)
+	}
+	m.EmbedQueries(ctx, []string{"a"}, encoder.Prompt{}) // another prompt is another key
+	m.EmbedQueries(ctx, []string{"b"}, p)                // evicts ("a", task)
+	m.EmbedQueries(ctx, []string{"a"}, p)
+	if qs.queries != 4 {
+		t.Errorf("%d model calls, want 4 (prompt keyed, FIFO of 2)", qs.queries)
+	}
+	// The dense teacher scores cosines: a document equal to the query scores 1.
+	s, err := (&DenseTeacher{Enc: m}).Score(ctx, Query{Text: "x y"}, []Doc{{Text: "x y"}, {Text: "z"}})
+	if err != nil || math.Abs(s[0]-1) > 1e-6 || s[1] >= s[0] {
+		t.Errorf("dense teacher scores %v, %v", s, err)
+	}
+	if _, err := NewQueryMemo(docs, &encodertest.Hashing{D: 16, FP: "other"}, 2); err == nil {
+		t.Error("mismatched fingerprints accepted")
 	}
 }

@@ -20,7 +20,7 @@ type FlagRecord struct {
 
 type tripletRecord struct {
 	Anchor   string `json:"anchor"`
-	Doc string `json:"positive"`
+	Doc      string `json:"positive"`
 	Negative string `json:"negative"`
 }
 

@@ -41,7 +41,12 @@ func openReal(t testing.TB, name, split string) *realSetup {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ort.Close() })
-	enc, err := encoder.NewCache(ort, "")
+	cache, err := encoder.NewCache(ort, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queries too go through the disk cache here, so reruns are cheap.
+	enc, err := NewQueryMemo(cache, nil, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func (r *realSetup) mine(t testing.TB, split string, opt Options, out string) *S
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := OpenBEIR(ctx, r.dir, split, PromptDefaults{Instruction: "Given a claim, retrieve documents that support or refute it."})
+	src, err := OpenBEIR(ctx, r.dir, split, PromptDefaults{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +123,7 @@ func (r *realSetup) checkMined(t *testing.T, path string, st *Stats, margin floa
 		if len(rec.Pos) != 1 || len(rec.PosScores) != 1 || len(rec.Neg) != len(rec.NegScores) || len(rec.Neg) == 0 || len(rec.Neg) > negatives {
 			t.Fatalf("line %d: pos %d scores %d, neg %d scores %d", line, len(rec.Pos), len(rec.PosScores), len(rec.Neg), len(rec.NegScores))
 		}
-		if rec.Teacher != "dense:all-MiniLM-L6-v2" || rec.Type != "normal" || rec.Prompt == "" {
+		if rec.Teacher != "dense:all-MiniLM-L6-v2" || rec.Type != "normal" || rec.Prompt != "" {
 			t.Fatalf("line %d: teacher %q type %q prompt %q", line, rec.Teacher, rec.Type, rec.Prompt)
 		}
 		known := posTexts[rec.Query]

@@ -2,7 +2,9 @@ package mining
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/anna-search/anna/encoder"
 )
@@ -121,6 +123,79 @@ func (t *CrossEncoderTeacher) Score(ctx context.Context, q Query, docs []Doc) ([
 	out := make([]float64, len(s))
 	for i, v := range s {
 		out[i] = float64(v)
+	}
+	return out, nil
+}
+
+// QueryMemo wraps an encoder so that a query embedded twice in a row (by
+// the dense retriever, then by the dense teacher) runs the model once. It
+// keeps the last n (query, prompt) vectors in memory. Documents go to the
+// wrapped encoder (typically the on-disk cache); queries may go to another
+// encoder of the same model (typically the bare one: caching each mined
+// query on disk would cost a synced write per query for no later use).
+// Safe for concurrent use.
+type QueryMemo struct {
+	encoder.Encoder
+	queries encoder.Encoder
+	mu      sync.Mutex
+	n       int
+	m       map[string][]float32
+	order   []string // FIFO eviction
+}
+
+// NewQueryMemo remembers up to n query vectors (n ≥ 1; a few times the
+// number of workers is plenty). queries, if not nil, embeds the queries; it
+// must have enc's fingerprint.
+func NewQueryMemo(enc, queries encoder.Encoder, n int) (*QueryMemo, error) {
+	if queries == nil {
+		queries = enc
+	}
+	if queries.Fingerprint() != enc.Fingerprint() {
+		return nil, fmt.Errorf("query memo: query encoder fingerprint %q differs from %q", queries.Fingerprint(), enc.Fingerprint())
+	}
+	return &QueryMemo{Encoder: enc, queries: queries, n: max(n, 1), m: map[string][]float32{}}, nil
+}
+
+func memoKey(q string, p encoder.Prompt) string {
+	b, _ := json.Marshal(p)
+	return string(b) + "\x00" + q
+}
+
+func (c *QueryMemo) EmbedQueries(ctx context.Context, queries []string, p encoder.Prompt) ([][]float32, error) {
+	out := make([][]float32, len(queries))
+	var miss []string
+	var at []int
+	c.mu.Lock()
+	for i, q := range queries {
+		if v, ok := c.m[memoKey(q, p)]; ok {
+			out[i] = v
+		} else {
+			miss = append(miss, q)
+			at = append(at, i)
+		}
+	}
+	c.mu.Unlock()
+	if len(miss) == 0 {
+		return out, nil
+	}
+	vs, err := c.queries.EmbedQueries(ctx, miss, p)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for j, v := range vs {
+		out[at[j]] = v
+		k := memoKey(miss[j], p)
+		if _, ok := c.m[k]; ok {
+			continue
+		}
+		c.m[k] = v
+		c.order = append(c.order, k)
+		if len(c.order) > c.n {
+			delete(c.m, c.order[0])
+			c.order = c.order[1:]
+		}
 	}
 	return out, nil
 }

@@ -262,15 +262,22 @@ func loadEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, 
 		ort.Close()
 		return nil, nil, err
 	}
-	return namedCache{c, ort.Manifest().Name}, func() { ort.Close() }, nil
+	// Documents through the disk cache; queries straight to the model, once
+	// per query for retrieval and teacher together.
+	memo, err := mining.NewQueryMemo(c, ort, 256)
+	if err != nil {
+		ort.Close()
+		return nil, nil, err
+	}
+	return namedEncoder{memo, ort.Manifest().Name}, func() { ort.Close() }, nil
 }
 
-type namedCache struct {
-	*encoder.Cache
+type namedEncoder struct {
+	*mining.QueryMemo
 	name string
 }
 
-func (n namedCache) ModelName() string { return n.name }
+func (n namedEncoder) ModelName() string { return n.name }
 
 // defaultMiningIndex is where --dataset is indexed when no --index is given:
 // one directory per dataset path and model.

@@ -1,0 +1,136 @@
+package benchmarks
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/mining"
+)
+
+// timedQueries measures time spent in the model embedding queries.
+type timedQueries struct {
+	encoder.Encoder
+	ns atomic.Int64
+}
+
+func (t *timedQueries) EmbedQueries(ctx context.Context, qs []string, p encoder.Prompt) ([][]float32, error) {
+	start := time.Now()
+	defer func() { t.ns.Add(int64(time.Since(start))) }()
+	return t.Encoder.EmbedQueries(ctx, qs, p)
+}
+
+// timedTeacher measures time spent in the teacher's own scoring calls.
+type timedTeacher struct {
+	mining.Teacher
+	ns atomic.Int64
+}
+
+func (t *timedTeacher) Score(ctx context.Context, q mining.Query, docs []mining.Doc) ([]float64, error) {
+	start := time.Now()
+	defer func() { t.ns.Add(int64(time.Since(start))) }()
+	return t.Teacher.Score(ctx, q, docs)
+}
+
+// BenchmarkMiningSciFactTrain mines SciFact's 809 train queries as
+// `annactl mine-negatives` does by default: candidates from the hybrid
+// pipeline (BM25 + HNSW over MiniLM, RRF), dense MiniLM teacher, 7
+// negatives from the top 50, margin 0.95. Documents come from the shared
+// embedding cache; every query is embedded by the model (once: the
+// retriever and the teacher share it through mining.QueryMemo).
+//
+// Reported, with one worker so that call times add up to wall time:
+//   - queries/s;
+//   - teacher_share: time inside Teacher.Score / wall time;
+//   - model_share: time inside the model for queries (the dense teacher's
+//     real work, run during retrieval and reused by the teacher) / wall;
+//   - overhead: 1 − (model + teacher time outside the model) / wall, i.e. the
+//     share of time in everything else: BM25, HNSW, fusion, document reads,
+//     filtering, sampling, JSON, fsync'd checkpoints.
+//
+// Goal from the issue: overhead ≤ 20%.
+func BenchmarkMiningSciFactTrain(b *testing.B) {
+	root, err := eval.SharedDir()
+	if err != nil {
+		b.Skip(err)
+	}
+	if _, err := home.RequireDefaultModel(); err != nil {
+		b.Skip(err)
+	}
+	dir := filepath.Join(root, "datasets", "scifact")
+	ds, err := eval.LoadBEIR(dir, "train")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ort, err := encoder.Default(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ort.Close()
+	cache, err := encoder.NewCache(ort, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tq := &timedQueries{Encoder: ort}
+	enc, err := mining.NewQueryMemo(cache, tq, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "anna"), engine.Options{Encoder: enc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	for i := 0; i < len(ds.Corpus); i += 1024 {
+		if _, err := eng.Add(ctx, ds.Corpus[i:min(i+1024, len(ds.Corpus))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(map[int]string{1: "workers=1", 2: "workers=2"}[workers], func(b *testing.B) {
+			var wall, model, teach time.Duration
+			queries := 0
+			for range b.N {
+				tq.ns.Store(0)
+				// The engine and the teacher share enc: each query reaches
+				// the model once per round (the memo holds 64 of 809).
+				teacher := &timedTeacher{Teacher: &mining.DenseTeacher{Enc: enc, Vectors: mining.StoredVectors(eng)}}
+				opt := mining.DefaultOptions()
+				opt.Workers = workers
+				m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				src, err := mining.OpenBEIR(ctx, dir, "train", mining.PromptDefaults{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				st, err := m.Run(ctx, src, filepath.Join(b.TempDir(), "mined.jsonl"))
+				wall += time.Since(start)
+				src.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				queries += st.Units
+				model += time.Duration(tq.ns.Load())
+				teach += time.Duration(teacher.ns.Load())
+			}
+			b.ReportMetric(float64(queries)/wall.Seconds(), "queries/s")
+			if workers == 1 {
+				// The model runs inside retrieval (the memo then serves the
+				// teacher), so model and teacher times do not overlap.
+				b.ReportMetric(teach.Seconds()/wall.Seconds(), "teacher_share")
+				b.ReportMetric(model.Seconds()/wall.Seconds(), "model_share")
+				b.ReportMetric(1-(model+teach).Seconds()/wall.Seconds(), "overhead")
+			}
+		})
+	}
+}
