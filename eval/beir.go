@@ -85,6 +85,14 @@ const maxLine = 64 << 20
 // missing or empty ID is an error naming name:line. An error from fn stops
 // the read and is returned as is.
 func ReadCorpus(r io.Reader, name string, fn func(line int, d storage.Doc) error) error {
+	return ReadCorpusSkipping(r, name, nil, fn)
+}
+
+// ReadCorpusSkipping is ReadCorpus that hands malformed lines (bad JSON, a
+// missing or empty ID) to onBad instead of stopping; reading goes on when
+// onBad returns nil. With onBad nil it is ReadCorpus. Read errors and lines
+// over the size limit still stop the read.
+func ReadCorpusSkipping(r io.Reader, name string, onBad func(line int, err error) error, fn func(line int, d storage.Doc) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	for line := 1; ; line++ {
 		raw, err := readLine(br)
@@ -102,7 +110,17 @@ func ReadCorpus(r io.Reader, name string, fn func(line int, d storage.Doc) error
 		}
 		d, perr := parseDocLine(raw)
 		if perr != nil {
-			return fmt.Errorf("eval: %s:%d: %w", name, line, perr)
+			perr = fmt.Errorf("eval: %s:%d: %w", name, line, perr)
+			if onBad == nil {
+				return perr
+			}
+			if berr := onBad(line, perr); berr != nil {
+				return berr
+			}
+			if err == io.EOF {
+				return nil
+			}
+			continue
 		}
 		if ferr := fn(line, d); ferr != nil {
 			return ferr

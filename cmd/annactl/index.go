@@ -85,7 +85,15 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 		p.update(st.lines, fmt.Sprintf("docs (%d new, %d unchanged)", st.added, st.unchanged))
 		return nil
 	}
-	err := eval.ReadCorpus(in, name, func(line int, d storage.Doc) error {
+	var onBad func(int, error) error
+	if skipBad {
+		onBad = func(line int, err error) error {
+			st.bad++
+			fmt.Fprintf(os.Stderr, "skipping %v\n", err)
+			return nil
+		}
+	}
+	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
 		st.lines = line
 		if seen[d.ID] {
 			st.dups++
