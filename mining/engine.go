@@ -16,6 +16,14 @@ type EngineRetriever struct {
 	Depth int
 }
 
+// Name identifies the pipeline in the resume check.
+func (r *EngineRetriever) Name() string {
+	if r.Mode == "" {
+		return "engine:" + string(engine.ModeHybrid)
+	}
+	return "engine:" + string(r.Mode)
+}
+
 func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candidate, error) {
 	mode := r.Mode
 	if mode == "" {

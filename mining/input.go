@@ -138,6 +138,7 @@ type pairsSource struct {
 	line     int // lines read by Next
 	units    int // non-blank lines
 	defaults PromptDefaults
+	sum      uint64              // FNV-64a of the file, so resume notices edits
 	known    map[uint64][]uint64 // query hash → keys of its positives
 	first    map[uint64]int32    // (query, positive) hash → first line index
 }
@@ -173,13 +174,15 @@ func (s *pairsSource) index(ctx context.Context) error {
 		return fmt.Errorf("open pairs: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	h := fnv.New64a()
+	r := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
 	for i := 0; ; i++ {
 		if i%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		b, err := readLine(r)
 		if err == io.EOF {
+			s.sum = h.Sum64()
 			return nil
 		}
 		if err != nil {
@@ -227,8 +230,10 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return bytes.TrimRight(b, "\r\n"), nil
 }
 
-func (s *pairsSource) Len() int     { return s.units }
-func (s *pairsSource) Name() string { return "pairs:" + filepath.Base(s.path) }
+func (s *pairsSource) Len() int { return s.units }
+func (s *pairsSource) Name() string {
+	return fmt.Sprintf("pairs:%s@%016x", filepath.Base(s.path), s.sum)
+}
 func (s *pairsSource) Close() error { return s.f.Close() }
 
 func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
@@ -316,9 +321,10 @@ func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source,
 		return nil, fmt.Errorf("open qrels for split %q: %w", split, err)
 	}
 	defer f.Close()
-	s := &beirSource{name: "beir:" + filepath.Base(dir) + "/" + split, queries: queries, defaults: d}
+	s := &beirSource{queries: queries, defaults: d}
 	at := map[string]int{}
-	r := bufio.NewReader(f)
+	h := fnv.New64a()
+	r := bufio.NewReader(io.TeeReader(f, h))
 	for n := 1; ; n++ {
 		b, err := readLine(r)
 		if err == io.EOF {
@@ -352,6 +358,7 @@ func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source,
 			s.order[i].pos = append(s.order[i].pos, fs[1])
 		}
 	}
+	s.name = fmt.Sprintf("beir:%s/%s@%016x", filepath.Base(dir), split, h.Sum64())
 	return s, nil
 }
 

@@ -252,8 +252,12 @@ loop:
 // different ones would mix two outputs in one file.
 func (m *Miner) configKey(src Source) string {
 	o := m.opt
-	return fmt.Sprintf("v1|%s|%s|n=%d|k=%d|m=%v|abs=%v|max=%v|min=%v|range=%d-%d|%s|seed=%d|minneg=%d|%s|grouped=%v|type=%s",
-		src.Name(), m.teacher.Name(), o.Negatives, o.TopK, o.Margin, o.AbsMargin, o.MaxScore, o.MinScore,
+	retr := "retriever"
+	if n, ok := m.retriever.(interface{ Name() string }); ok {
+		retr = n.Name()
+	}
+	return fmt.Sprintf("v1|%s|%s|%s|n=%d|k=%d|m=%v|abs=%v|max=%v|min=%v|range=%d-%d|%s|seed=%d|minneg=%d|%s|grouped=%v|type=%s",
+		src.Name(), retr, m.teacher.Name(), o.Negatives, o.TopK, o.Margin, o.AbsMargin, o.MaxScore, o.MinScore,
 		o.RangeMin, o.RangeMax, o.Sampling, o.Seed, o.MinNegatives, o.Format, o.Grouped, o.Type)
 }
 
