@@ -290,6 +290,17 @@ func TestDedupAndCrossLinePositives(t *testing.T) {
 			t.Errorf("pos %q: negatives %v (beta/alpha are positives of q1)", r.Pos[0], r.Neg)
 		}
 	}
+	// Two positive IDs with the same text are one pair.
+	corp := fixedCorpus(cands)
+	corp.texts["5"] = " alpha"
+	pairs = writeFile(t, "ids.jsonl", `{"query":"q2","pos_ids":["1","5"]}`+"\n")
+	out, st, err = mineWith(t, cands, corp, teacher, pairs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := readFlag(t, out); len(recs) != 1 || st.DuplicatePairs != 1 {
+		t.Errorf("same-text positives: %d records, %d duplicates; want 1, 1", len(recs), st.DuplicatePairs)
+	}
 }
 
 func TestBadInput(t *testing.T) {

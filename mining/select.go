@@ -31,6 +31,7 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 	if exclude == nil {
 		exclude = map[uint64]struct{}{}
 	}
+	var posKeys []uint64
 	for _, pos := range u.Positives {
 		text := pos.Text
 		if text == "" {
@@ -43,9 +44,16 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 			}
 			text = t
 		}
+		k := keyText(text)
+		if slices.Contains(posKeys, k) {
+			// Two positive IDs with one text (duplicate documents): one pair.
+			st.DuplicatePairs++
+			continue
+		}
+		posKeys = append(posKeys, k)
 		p.posTexts = append(p.posTexts, text)
 		p.posIDs = append(p.posIDs, pos.ID)
-		exclude[keyText(text)] = struct{}{}
+		exclude[k] = struct{}{}
 		if pos.ID != "" {
 			exclude[keyID(pos.ID)] = struct{}{}
 		}
