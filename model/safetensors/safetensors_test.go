@@ -1,0 +1,87 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	in := map[string]*Tensor{
+		"b": {Name: "b", Shape: []int{2, 2}, Data: []float32{1, -2, 3.5, 0}},
+		"a": {Name: "a", Shape: []int{3}, Data: []float32{float32(math.Inf(1)), 1e-30, -0}},
+	}
+	if err := WriteFile(path, in, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range in {
+		got := out[n]
+		if got == nil || got.DType != "F32" || len(got.Data) != len(want.Data) {
+			t.Fatalf("tensor %s: %+v", n, got)
+		}
+		for i := range want.Data {
+			if math.Float32bits(got.Data[i]) != math.Float32bits(want.Data[i]) {
+				t.Errorf("%s[%d] = %v, want %v", n, i, got.Data[i], want.Data[i])
+			}
+		}
+	}
+}
+
+// file builds a safetensors stream from a header and raw data.
+func file(header string, data []byte) []byte {
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint64(len(header)))
+	b.WriteString(header)
+	b.Write(data)
+	return b.Bytes()
+}
+
+func TestDTypes(t *testing.T) {
+	var data []byte
+	data = binary.LittleEndian.AppendUint16(data, 0x3c00) // F16 1.0
+	data = binary.LittleEndian.AppendUint16(data, 0xc000) // F16 -2.0
+	data = binary.LittleEndian.AppendUint16(data, 0x3f80) // BF16 1.0
+	data = binary.LittleEndian.AppendUint16(data, 0x0001) // F16 smallest subnormal
+	data = binary.LittleEndian.AppendUint64(data, 511)    // I64 (BERT's position_ids)
+	data = binary.LittleEndian.AppendUint32(data, uint32(0xffffffff))
+	hdr := `{"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"bf":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},` +
+		`"sub":{"dtype":"F16","shape":[1],"data_offsets":[6,8]},"pos":{"dtype":"I64","shape":[1,1],"data_offsets":[8,16]},` +
+		`"i":{"dtype":"I32","shape":[],"data_offsets":[16,20]},"__metadata__":{"format":"pt"}}`
+	b := file(hdr, data)
+	ts, err := Read(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ts["h"].Data; d[0] != 1 || d[1] != -2 {
+		t.Errorf("F16: %v", d)
+	}
+	if ts["bf"].Data[0] != 1 || ts["pos"].Data[0] != 511 || ts["i"].Data[0] != -1 {
+		t.Errorf("BF16/I64/I32: %v %v %v", ts["bf"].Data, ts["pos"].Data, ts["i"].Data)
+	}
+	if got, want := ts["sub"].Data[0], float32(math.Ldexp(1, -24)); got != want {
+		t.Errorf("F16 subnormal: %g, want %g", got, want)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	cases := map[string][]byte{
+		"not plausible":       {1, 0, 0, 0, 0, 0, 0, 0xff},
+		"parsing header JSON": file(`{"a":`, nil),
+		"not supported":       file(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, []byte{0}),
+		"do not fit":          file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)),
+	}
+	for want, b := range cases {
+		_, err := Read(bytes.NewReader(b), int64(len(b)))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want error containing %q, got %v", want, err)
+		}
+	}
+}
