@@ -28,6 +28,8 @@ type SearchResult[K cmp.Ordered] struct {
 	Distance float32
 }
 
+var pfLines = 24
+
 const (
 	defaultM              = 16
 	defaultEfSearch       = 20
@@ -293,10 +295,19 @@ func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly boo
 		if len(res) >= ef && c.dist > res[0].dist {
 			break
 		}
+		todo := vs.todo[:0]
 		for _, nb := range g.links(c.id, level) {
-			if vs.visit(nb) {
-				continue
+			if !vs.visit(nb) {
+				todo = append(todo, nb)
 			}
+		}
+		vs.todo = todo
+		if hasPrefetch && pfLines > 0 {
+			for _, nb := range todo {
+				prefetchLines(&g.vecs[int(nb)*g.dim], min(pfLines, (g.dim+15)/16))
+			}
+		}
+		for _, nb := range todo {
 			d := dist(q, g.vec(nb))
 			if len(res) < ef || d < res[0].dist {
 				cands.push(cand{nb, d})

@@ -98,6 +98,7 @@ func (h *maxHeap) pop() cand {
 type visitedSet struct {
 	marks []uint16
 	epoch uint16
+	todo  []uint32 // scratch: unvisited neighbors of the node being expanded
 }
 
 func (v *visitedSet) reset(n int) {

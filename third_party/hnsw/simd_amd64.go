@@ -65,3 +65,13 @@ func SquaredL2(a, b []float32) float32 {
 	}
 	return squaredL2Generic(a, b)
 }
+
+// prefetchLines asks the CPU to start loading lines cache lines from p.
+// HNSW jumps between vectors at random addresses, so distance computations
+// wait on memory far more than on arithmetic; announcing the next vectors
+// while computing the current ones overlaps the two (as hnswlib does).
+//
+//go:noescape
+func prefetchLines(p *float32, lines int)
+
+const hasPrefetch = true

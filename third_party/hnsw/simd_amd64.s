@@ -146,3 +146,20 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	MOVL AX, eax+0(FP)
 	MOVL DX, edx+4(FP)
 	RET
+
+// func prefetchLines(p *float32, lines int)
+// Issues PREFETCHT0 for `lines` consecutive 64-byte cache lines from p.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ lines+8(FP), CX
+
+pfloop:
+	CMPQ CX, $0
+	JLE  pfdone
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	DECQ CX
+	JMP  pfloop
+
+pfdone:
+	RET
