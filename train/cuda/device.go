@@ -51,20 +51,53 @@ type Device struct {
 	debug          bool
 	dev            int32
 	ctx, blas, mod unsafe.Pointer
-	fns            map[string]unsafe.Pointer
 	scratch        *Buffer
 	closed         bool
-	// hook, when set (tests only), receives launches and products in place
-	// of the GPU.
-	hook hook
+	be             backend
 }
 
-// hook stands in for the GPU in tests that check the Go side's plumbing.
-type hook interface {
+// backend is what the ops need from a device: memory, copies, launches,
+// products. gpu is the real one; the tests also run every op on a host
+// emulator of the kernels to check the Go side where no GPU is.
+type backend interface {
+	alloc(bytes int) (uint64, error)
+	free(p uint64) error
+	htod(dst uint64, src unsafe.Pointer, n int) error
+	dtoh(dst unsafe.Pointer, src uint64, n int) error
+	dtod(dst, src uint64, n int) error
+	memset32(dst uint64, v uint32, words int) error
+	sync() error
 	launch(name string, grid, block [3]uint32, shmem uint32, args []arg) error
 	gemm(g *gemmArgs) error
-	alloc(bytes int) (uint64, error)
 }
+
+// gpu is the backend over the CUDA driver and cuBLAS.
+type gpu struct {
+	ctx, blas unsafe.Pointer
+	fns       map[string]unsafe.Pointer
+}
+
+func (g *gpu) alloc(n int) (uint64, error) { return memAlloc(g.ctx, n) }
+func (g *gpu) free(p uint64) error         { return memFree(g.ctx, p) }
+func (g *gpu) htod(dst uint64, src unsafe.Pointer, n int) error {
+	return htod(g.ctx, dst, src, n)
+}
+func (g *gpu) dtoh(dst unsafe.Pointer, src uint64, n int) error {
+	return dtoh(g.ctx, dst, src, n)
+}
+func (g *gpu) dtod(dst, src uint64, n int) error { return dtod(g.ctx, dst, src, n) }
+func (g *gpu) memset32(dst uint64, v uint32, words int) error {
+	return memset32(g.ctx, dst, v, words)
+}
+func (g *gpu) sync() error { return ctxSync(g.ctx) }
+func (g *gpu) launch(name string, grid, block [3]uint32, shmem uint32, args []arg) error {
+	slots := make([]uint64, len(args))
+	for i, a := range args {
+		slots[i] = a.v
+	}
+	return launch(g.ctx, g.fns[name], grid, block, shmem, slots, name)
+}
+func (g *gpu) gemm(a *gemmArgs) error { return blasGemm(g.ctx, g.blas, a) }
 
 // Device attributes (CUdevice_attribute).
 const (
@@ -180,12 +213,13 @@ func Open(ctx context.Context, opts Options) (d *Device, err error) {
 	if d.mod, err = moduleLoad(d.ctx, d.Program.Image); err != nil {
 		return d, fmt.Errorf("cuda: loading the kernels compiled for sm_%d: %w", arch, err)
 	}
-	d.fns = make(map[string]unsafe.Pointer, len(kernelSigs))
+	fns := make(map[string]unsafe.Pointer, len(kernelSigs))
 	for name := range kernelSigs {
-		if d.fns[name], err = moduleFunction(d.ctx, d.mod, name); err != nil {
+		if fns[name], err = moduleFunction(d.ctx, d.mod, name); err != nil {
 			return d, err
 		}
 	}
+	d.be = &gpu{ctx: d.ctx, blas: d.blas, fns: fns}
 	return d, nil
 }
 
@@ -202,13 +236,16 @@ func (d *Device) Sync() error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	return ctxSync(d.ctx)
+	return d.be.sync()
 }
 
 // MemInfo reports the free and total device memory in bytes.
 func (d *Device) MemInfo() (free, total uint64, err error) {
 	if err := d.usable(); err != nil {
 		return 0, 0, err
+	}
+	if d.ctx == nil {
+		return 0, 0, errors.New("cuda: no CUDA context")
 	}
 	return memInfo(d.ctx)
 }
@@ -222,13 +259,14 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	var errs []error
-	if d.ctx != nil {
-		errs = append(errs, ctxSync(d.ctx))
+	if d.be != nil {
+		errs = append(errs, d.be.sync())
+		if d.scratch != nil {
+			errs = append(errs, d.be.free(d.scratch.ptr))
+			d.scratch = nil
+		}
 	}
-	if d.scratch != nil {
-		errs = append(errs, memFree(d.ctx, d.scratch.ptr))
-		d.scratch = nil
-	}
+	d.be = nil
 	if d.mod != nil {
 		errs = append(errs, moduleUnload(d.ctx, d.mod))
 		d.mod = nil
@@ -245,7 +283,7 @@ func (d *Device) Close() error {
 }
 
 func (d *Device) usable() error {
-	if d == nil || d.closed || d.ctx == nil {
+	if d == nil || d.closed || d.be == nil {
 		return errors.New("cuda: device is closed")
 	}
 	return nil
@@ -269,7 +307,7 @@ func (d *Device) Alloc(bytes int) (*Buffer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("cuda: allocating %d bytes", bytes)
 	}
-	p, err := memAlloc(d.ctx, bytes)
+	p, err := d.be.alloc(bytes)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +343,7 @@ func (b *Buffer) Free() error {
 	if err := b.d.usable(); err != nil {
 		return err
 	}
-	err := memFree(b.d.ctx, b.ptr)
+	err := b.d.be.free(b.ptr)
 	b.ptr, b.owned = 0, false
 	return err
 }
@@ -316,7 +354,7 @@ func (b *Buffer) Fill32(bits uint32) error {
 	if err := b.d.usable(); err != nil {
 		return err
 	}
-	return memset32(b.d.ctx, b.ptr, bits, b.size/4)
+	return b.d.be.memset32(b.ptr, bits, b.size/4)
 }
 
 // Zero clears b.
@@ -330,7 +368,7 @@ func (b *Buffer) CopyFrom(src *Buffer) error {
 	if src.size > b.size {
 		return fmt.Errorf("cuda: copying %d bytes into a %d-byte buffer", src.size, b.size)
 	}
-	return dtod(b.d.ctx, b.ptr, src.ptr, src.size)
+	return b.d.be.dtod(b.ptr, src.ptr, src.size)
 }
 
 // Elem is what crosses between host slices and device buffers.
@@ -348,7 +386,7 @@ func Upload[T Elem](b *Buffer, src []T) error {
 	if err := b.d.usable(); err != nil {
 		return err
 	}
-	return htod(b.d.ctx, b.ptr, unsafe.Pointer(&src[0]), n)
+	return b.d.be.htod(b.ptr, unsafe.Pointer(&src[0]), n)
 }
 
 // Download copies the start of b into dst, waiting for queued work.
@@ -363,7 +401,7 @@ func Download[T Elem](dst []T, b *Buffer) error {
 	if err := b.d.usable(); err != nil {
 		return err
 	}
-	return dtoh(b.d.ctx, unsafe.Pointer(&dst[0]), b.ptr, n)
+	return b.d.be.dtoh(unsafe.Pointer(&dst[0]), b.ptr, n)
 }
 
 // NewF32 allocates a buffer holding a copy of src.
@@ -390,21 +428,17 @@ func newFrom[T Elem](d *Device, src []T) (*Buffer, error) {
 func (d *Device) scratchF32(n int) (*Buffer, error) {
 	need := 4 * max(n, 1)
 	if d.scratch == nil || d.scratch.size < need {
-		if d.scratch != nil && d.hook == nil {
+		if d.scratch != nil {
 			// Queued kernels may still read the old scratch.
-			if err := ctxSync(d.ctx); err != nil {
+			if err := d.be.sync(); err != nil {
 				return nil, err
 			}
-			if err := memFree(d.ctx, d.scratch.ptr); err != nil {
+			if err := d.be.free(d.scratch.ptr); err != nil {
 				return nil, err
 			}
 			d.scratch = nil
 		}
-		alloc := func(n int) (uint64, error) { return memAlloc(d.ctx, n) }
-		if d.hook != nil {
-			alloc = d.hook.alloc
-		}
-		p, err := alloc(need + need/4) // some headroom against regrowth
+		p, err := d.be.alloc(need + need/4) // some headroom against regrowth
 		if err != nil {
 			return nil, fmt.Errorf("cuda: scratch: %w", err)
 		}
@@ -461,18 +495,11 @@ func (d *Device) launch(name string, grid, block [3]uint32, shmem uint32, args .
 			return nil // empty problem
 		}
 	}
-	if d.hook != nil {
-		return d.hook.launch(name, grid, block, shmem, args)
-	}
-	slots := make([]uint64, len(args))
-	for i, a := range args {
-		slots[i] = a.v
-	}
-	if err := launch(d.ctx, d.fns[name], grid, block, shmem, slots, name); err != nil {
+	if err := d.be.launch(name, grid, block, shmem, args); err != nil {
 		return err
 	}
 	if d.debug {
-		if err := ctxSync(d.ctx); err != nil {
+		if err := d.be.sync(); err != nil {
 			return fmt.Errorf("cuda: after %s: %w", name, err)
 		}
 	}

@@ -76,14 +76,11 @@ func (d *Device) gemm(abType int, transA, transB bool, m, n, k int, alpha float3
 	}
 	g := gemmPlan(transA, transB, m, n, k, alpha, a.ptr, lda, sa, b.ptr, ldb, sb, beta, c.ptr, ldc, sc, batch)
 	g.aType, g.bType, g.cType, g.compute = abType, abType, dtF32, compute
-	if d.hook != nil {
-		return d.hook.gemm(g)
-	}
-	if err := blasGemm(d.ctx, d.blas, g); err != nil {
+	if err := d.be.gemm(g); err != nil {
 		return err
 	}
 	if d.debug {
-		return ctxSync(d.ctx)
+		return d.be.sync()
 	}
 	return nil
 }
