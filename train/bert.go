@@ -12,7 +12,6 @@ package train
 import (
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -374,6 +373,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(ks)
 	return ks
 }
-
-// erf32 is erf in float64 math, rounded: the reference GELU uses erf exactly.
-func erf32(x float32) float32 { return float32(math.Erf(float64(x))) }

@@ -412,7 +412,7 @@ func activationBackward(act string, d, inp []float32, th int) {
 		case "gelu":
 			for i, v := range x {
 				cdf := 0.5 * (1 + erf32(v*invSqrt2))
-				pdf := float32(invSqrt2Pi * math.Exp(-0.5*float64(v)*float64(v)))
+				pdf := invSqrt2Pi * exp32(-0.5*v*v)
 				g[i] *= cdf + v*pdf
 			}
 		case "gelu_new", "gelu_pytorch_tanh":
@@ -440,12 +440,13 @@ func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H,
 	hs := C / H
 	scale := float32(1 / math.Sqrt(float64(hs)))
 	parallelFor(N*H, th, func(lo, hi int) {
+		var sc tensor.Scratch
 		for task := lo; task < hi; task++ {
 			n, h := task/H, task%H
 			L := lens[n]
 			base := n*T*C + h*hs
 			p := att[task*T*T:]
-			tensor.Gemm(false, true, L, L, hs, scale, q[base:], C, k[base:], C, 0, p, L, 1)
+			tensor.GemmSerial(&sc, false, true, L, L, hs, scale, q[base:], C, k[base:], C, 0, p, L)
 			msk := mask[n*T : n*T+L]
 			for i := 0; i < L; i++ {
 				row := p[i*L : i*L+L]
@@ -461,7 +462,7 @@ func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H,
 						row[j] = 0
 						continue
 					}
-					e := float32(math.Exp(float64(s - mx)))
+					e := exp32(s - mx)
 					row[j] = e
 					sum += e
 				}
@@ -470,7 +471,7 @@ func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H,
 					row[j] *= inv
 				}
 			}
-			tensor.Gemm(false, false, L, hs, L, 1, p, L, v[base:], C, 0, ctx[base:], C, 1)
+			tensor.GemmSerial(&sc, false, false, L, hs, L, 1, p, L, v[base:], C, 0, ctx[base:], C)
 			for t := L; t < T; t++ {
 				clear(ctx[n*T*C+t*C+h*hs : n*T*C+t*C+h*hs+hs])
 			}
@@ -484,6 +485,7 @@ func attentionBackward(dq, dk, dv, dctx, att, q, k, v []float32, lens []int, N, 
 	scale := float32(1 / math.Sqrt(float64(hs)))
 	parallelFor(N*H, th, func(lo, hi int) {
 		dp := make([]float32, T*T)
+		var sc tensor.Scratch
 		for task := lo; task < hi; task++ {
 			n := task / H
 			h := task % H
@@ -492,8 +494,8 @@ func attentionBackward(dq, dk, dv, dctx, att, q, k, v []float32, lens []int, N, 
 			p := att[task*T*T : task*T*T+L*L]
 			d := dp[:L*L]
 			// dP = dctx·Vᵀ; dV += Pᵀ·dctx
-			tensor.Gemm(false, true, L, L, hs, 1, dctx[base:], C, v[base:], C, 0, d, L, 1)
-			tensor.Gemm(true, false, L, hs, L, 1, p, L, dctx[base:], C, 1, dv[base:], C, 1)
+			tensor.GemmSerial(&sc, false, true, L, L, hs, 1, dctx[base:], C, v[base:], C, 0, d, L)
+			tensor.GemmSerial(&sc, true, false, L, hs, L, 1, p, L, dctx[base:], C, 1, dv[base:], C)
 			// softmax backward: dS = P ⊙ (dP − Σ_j dP⊙P)
 			for i := 0; i < L; i++ {
 				pr, dr := p[i*L:i*L+L], d[i*L:i*L+L]
@@ -506,8 +508,8 @@ func attentionBackward(dq, dk, dv, dctx, att, q, k, v []float32, lens []int, N, 
 				}
 			}
 			// S = scale·Q·Kᵀ: dQ += scale·dS·K; dK += scale·dSᵀ·Q
-			tensor.Gemm(false, false, L, hs, L, scale, d, L, k[base:], C, 1, dq[base:], C, 1)
-			tensor.Gemm(true, false, L, hs, L, scale, d, L, q[base:], C, 1, dk[base:], C, 1)
+			tensor.GemmSerial(&sc, false, false, L, hs, L, scale, d, L, k[base:], C, 1, dq[base:], C)
+			tensor.GemmSerial(&sc, true, false, L, hs, L, scale, d, L, q[base:], C, 1, dk[base:], C)
 		}
 	})
 }

@@ -48,7 +48,7 @@ func refPython(t *testing.T) (python, script string) {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("skipping PyTorch comparison: %s not found (run `make pydeps`)", python)
 	}
-	if out, err := exec.Command(python, "-c", "import torch, safetensors").CombinedOutput(); err != nil {
+	if out, err := exec.Command(python, "-c", "import torch, safetensors.torch").CombinedOutput(); err != nil {
 		t.Skipf("skipping PyTorch comparison: torch is not importable in %s (run `make pydeps`): %v\n%s", python, err, out)
 	}
 	dir, _ := os.Getwd()

@@ -691,12 +691,12 @@ func testReductions(f *fixture) {
 
 func testCasts(f *fixture) {
 	bits := []uint32{
-		0x3f800000, // 1
-		0x3f808000, // 1 + 2⁻⁸: a tie, to even (down)
-		0x3f818000, // a tie, to even (up)
-		0x3f80c000, // above the tie: up
-		0xbf7fffff, // rounds up into the next binade
-		0x7f7fffff, // max float: rounds to +Inf
+		0x3f800000,             // 1
+		0x3f808000,             // 1 + 2⁻⁸: a tie, to even (down)
+		0x3f818000,             // a tie, to even (up)
+		0x3f80c000,             // above the tie: up
+		0xbf7fffff,             // rounds up into the next binade
+		0x7f7fffff,             // max float: rounds to +Inf
 		0x7f800000, 0xff800000, // ±Inf
 		0x7fc00001, 0x7f800001, // NaNs stay NaN
 		0x00000001, // smallest subnormal: to 0

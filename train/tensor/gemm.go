@@ -47,84 +47,117 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	// Work is split over (row block, column block) tiles of C. Each tile is
-	// owned by one goroutine which walks the whole k range in order, so the
-	// reduction order of every element is fixed.
-	mBlocks := (m + mc - 1) / mc
+	// Work is split into tasks of (a group of row blocks, one column block)
+	// of C. Each task walks the whole k range in order, packing each k×nc
+	// slice of B once for all its row blocks. Group boundaries are multiples
+	// of mc, so every element is reduced in the same order whatever the
+	// number of goroutines.
 	nBlocks := (n + nc - 1) / nc
-	tiles := mBlocks * nBlocks
-	if threads > tiles {
-		threads = tiles
-	}
-	// Small problems: no goroutines.
-	if threads <= 1 || 2*m*n*k < 1<<18 {
-		w := newWorker(m, n, k)
-		for t := 0; t < tiles; t++ {
-			w.tile(t/nBlocks, t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
-		}
+	mBlocks := (m + mc - 1) / mc
+	if threads <= 1 || 2*m*n*k < 1<<20 {
+		var s Scratch
+		s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc, nBlocks)
 		return
 	}
+	groups := min(mBlocks, max(1, (threads*4+nBlocks-1)/nBlocks))
+	rowsPer := (mBlocks + groups - 1) / groups * mc
+	tasks := ((m + rowsPer - 1) / rowsPer) * nBlocks
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	next := 0
-	for g := 0; g < threads; g++ {
+	for g := 0; g < min(threads, tasks); g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := newWorker(m, n, k)
+			var s Scratch
 			for {
 				mu.Lock()
 				t := next
 				next++
 				mu.Unlock()
-				if t >= tiles {
+				if t >= tasks {
 					return
 				}
-				w.tile(t/nBlocks, t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+				i0 := (t / nBlocks) * rowsPer
+				s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 			}
 		}()
 	}
 	wg.Wait()
 }
 
-type worker struct {
+// GemmSerial is Gemm on the calling goroutine, packing into s, which the
+// caller reuses across calls (the many small per-head attention products).
+func GemmSerial(s *Scratch, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if beta != 1 {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+			} else {
+				for j := range row {
+					row[j] *= beta
+				}
+			}
+		}
+	}
+	if k == 0 || alpha == 0 {
+		return
+	}
+	s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc, (n+nc-1)/nc)
+}
+
+// Scratch is one goroutine's packing buffers.
+type Scratch struct {
 	pa []float32 // packed A: mc/mr panels of kc×mr
 	pb []float32 // packed B: nc/nr panels of kc×nr
 	ct [mr * nr]float32
 }
 
-// newWorker sizes the packing buffers to the problem, so the many small
-// per-head attention products do not allocate full cache blocks.
-func newWorker(m, n, k int) *worker {
-	rm := (min(m, mc) + mr - 1) / mr * mr
-	rn := (min(n, nc) + nr - 1) / nr * nr
-	kk := min(k, kc)
-	return &worker{pa: make([]float32, rm*kk), pb: make([]float32, rn*kk)}
+func (s *Scratch) run(i0, i1 int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, nBlocks int) {
+	for jb := 0; jb < nBlocks; jb++ {
+		s.block(i0, i1, jb, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+	}
 }
 
-// tile computes the C block at row block ib, column block jb over all of k.
-func (w *worker) tile(ib, jb int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	i0, j0 := ib*mc, jb*nc
-	mm, nn := min(mc, m-i0), min(nc, n-j0)
+// block computes C rows [i0,i1) × column block jb over all of k.
+func (s *Scratch) block(i0, i1, jb int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	j0 := jb * nc
+	nn := min(nc, n-j0)
+	rn := (nn + nr - 1) / nr * nr
+	rm := (min(mc, i1-i0) + mr - 1) / mr * mr
+	kmax := min(kc, k)
+	if len(s.pb) < rn*kmax {
+		s.pb = make([]float32, rn*kmax)
+	}
+	if len(s.pa) < rm*kmax {
+		s.pa = make([]float32, rm*kmax)
+	}
 	for p0 := 0; p0 < k; p0 += kc {
 		kk := min(kc, k-p0)
-		packB(w.pb, transB, b, ldb, p0, kk, j0, nn)
-		packA(w.pa, transA, a, lda, i0, mm, p0, kk)
-		for jr := 0; jr < nn; jr += nr {
-			bp := w.pb[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
-			for ir := 0; ir < mm; ir += mr {
-				ap := w.pa[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
-				rows, cols := min(mr, mm-ir), min(nr, nn-jr)
-				if rows == mr && cols == nr {
-					kernel(kk, ap, bp, c[(i0+ir)*ldc+j0+jr:], ldc, alpha)
-					continue
-				}
-				clear(w.ct[:])
-				kernel(kk, ap, bp, w.ct[:], nr, alpha)
-				for i := 0; i < rows; i++ {
-					crow := c[(i0+ir+i)*ldc+j0+jr:]
-					for j := 0; j < cols; j++ {
-						crow[j] += w.ct[i*nr+j]
+		packB(s.pb, transB, b, ldb, p0, kk, j0, nn)
+		for ib := i0; ib < i1; ib += mc {
+			mm := min(mc, i1-ib)
+			packA(s.pa, transA, a, lda, ib, mm, p0, kk)
+			for jr := 0; jr < nn; jr += nr {
+				bp := s.pb[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
+				for ir := 0; ir < mm; ir += mr {
+					ap := s.pa[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
+					rows, cols := min(mr, mm-ir), min(nr, nn-jr)
+					if rows == mr && cols == nr {
+						kernel(kk, ap, bp, c[(ib+ir)*ldc+j0+jr:], ldc, alpha)
+						continue
+					}
+					clear(s.ct[:])
+					kernel(kk, ap, bp, s.ct[:], nr, alpha)
+					for i := 0; i < rows; i++ {
+						crow := c[(ib+ir+i)*ldc+j0+jr:]
+						for j := 0; j < cols; j++ {
+							crow[j] += s.ct[i*nr+j]
+						}
 					}
 				}
 			}
