@@ -8,7 +8,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=$ANNA_HOME/venv
 REQ=$ROOT/tools/requirements.txt
 stamp=$VENV/.requirements.sha256
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+# torch is installed without its nvidia-* dependencies (CPU only; see
+# tools/requirements.txt and tools/torch_cpu_stubs.py).
+TORCH=torch==2.15.0
+want=$(cat "$REQ" "$ROOT/tools/torch_cpu_stubs.py" <(echo "$TORCH") | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
@@ -16,4 +19,7 @@ command -v python3 >/dev/null || { echo "pydeps: python3 is needed for the refer
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 echo "pydeps: installing Python reference tools into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$TORCH"
+"$VENV/bin/python" "$ROOT/tools/torch_cpu_stubs.py" >&2
+"$VENV/bin/python" -c 'import torch, safetensors.torch' || { echo "pydeps: torch does not import" >&2; exit 1; }
 echo "$want" >"$stamp"
