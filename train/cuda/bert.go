@@ -1,0 +1,468 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// EncoderConfig is the part of a BERT config.json the encoder needs.
+type EncoderConfig struct {
+	Vocab, Hidden, Layers, Heads, FF, MaxPos, TypeVocab int
+	Act                                                 string  // hidden_act
+	Eps                                                 float32 // layer_norm_eps
+}
+
+// Param is one weight tensor on the device: float32 master weights, their
+// gradient and AdamW moments (allocated at the first step).
+type Param struct {
+	Name    string // Hugging Face name
+	N       int    // elements
+	W, G    *Buffer
+	m, v    *Buffer
+	NoDecay bool // biases and LayerNorm, as train.Param
+}
+
+// Encoder is a BERT encoder resident on a Device, the GPU twin of
+// train.Model's bi-encoder path (forward, backward, pooling; no LoRA and
+// no cross-encoder head yet): the same ops in the same order, with
+// cuBLAS products in place of tensor.Gemm. The contrastive loss on the
+// pooled N×C embeddings stays on the host (train.ContrastiveLoss): it is a
+// few thousand numbers. Not safe for concurrent use.
+type Encoder struct {
+	d      *Device
+	Cfg    EncoderConfig
+	Params []*Param // in train.NewModel's order, without the unused pooler
+	byName map[string]*Param
+	layers []encLayer
+	wte, wpe, wtt, elnw, elnb *Param
+
+	// the batch and its activations, sized for capN·capT rows
+	N, T                        int
+	ids, types, mask, lens      *Buffer
+	emb, x0, embMean, embRstd   *Buffer
+	acts                        []encActs
+	g                           *Buffer // N·T×FF activation output (recomputed in backward)
+	dx, dres, dln1, dctx        *Buffer
+	dq, dk, dv, dg, pooled, dpl *Buffer
+	bufs                        []*Buffer // everything above, for Close
+}
+
+type encLayer struct {
+	q, qb, k, kb, v, vb, ao, aob, ln1w, ln1b, fi, fib, fo, fob, ln2w, ln2b *Param
+}
+
+type encActs struct {
+	q, k, v, ctx, att, res1, ln1, ln1Mean, ln1Rstd, ff1, res2, out, ln2Mean, ln2Rstd *Buffer
+}
+
+// NewEncoder uploads weights (Hugging Face names, prefix "" or "bert.")
+// to the device.
+func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string][]float32) (e *Encoder, err error) {
+	if cfg.Hidden <= 0 || cfg.Heads <= 0 || cfg.Hidden%cfg.Heads != 0 || cfg.Layers <= 0 || cfg.FF <= 0 {
+		return nil, fmt.Errorf("cuda: encoder config %+v: need positive sizes and heads dividing hidden", cfg)
+	}
+	if _, err := actCode(cfg.Act); err != nil {
+		return nil, err
+	}
+	e = &Encoder{d: d, Cfg: cfg, byName: map[string]*Param{}}
+	defer func() {
+		if err != nil {
+			e.Close()
+			e = nil
+		}
+	}()
+	C, FF := cfg.Hidden, cfg.FF
+	add := func(name string, n int) *Param {
+		if err != nil {
+			return nil
+		}
+		w, ok := weights[prefix+name]
+		if !ok {
+			err = fmt.Errorf("cuda: encoder weights lack %s%s", prefix, name)
+			return nil
+		}
+		if len(w) != n {
+			err = fmt.Errorf("cuda: %s%s has %d values, want %d", prefix, name, len(w), n)
+			return nil
+		}
+		p := &Param{Name: prefix + name, N: n, NoDecay: strings.HasSuffix(name, ".bias") || strings.Contains(name, "LayerNorm")}
+		if p.W, err = d.NewF32(w); err != nil {
+			return nil
+		}
+		e.bufs = append(e.bufs, p.W)
+		if p.G, err = d.AllocF32(n); err != nil {
+			return nil
+		}
+		e.bufs = append(e.bufs, p.G)
+		if err = p.G.Zero(); err != nil {
+			return nil
+		}
+		e.Params = append(e.Params, p)
+		e.byName[p.Name] = p
+		return p
+	}
+	e.wte = add("embeddings.word_embeddings.weight", cfg.Vocab*C)
+	e.wpe = add("embeddings.position_embeddings.weight", cfg.MaxPos*C)
+	e.wtt = add("embeddings.token_type_embeddings.weight", cfg.TypeVocab*C)
+	e.elnw = add("embeddings.LayerNorm.weight", C)
+	e.elnb = add("embeddings.LayerNorm.bias", C)
+	for l := 0; l < cfg.Layers; l++ {
+		p := "encoder.layer." + strconv.Itoa(l) + "."
+		e.layers = append(e.layers, encLayer{
+			q: add(p+"attention.self.query.weight", C*C), qb: add(p+"attention.self.query.bias", C),
+			k: add(p+"attention.self.key.weight", C*C), kb: add(p+"attention.self.key.bias", C),
+			v: add(p+"attention.self.value.weight", C*C), vb: add(p+"attention.self.value.bias", C),
+			ao: add(p+"attention.output.dense.weight", C*C), aob: add(p+"attention.output.dense.bias", C),
+			ln1w: add(p+"attention.output.LayerNorm.weight", C), ln1b: add(p+"attention.output.LayerNorm.bias", C),
+			fi: add(p+"intermediate.dense.weight", FF*C), fib: add(p+"intermediate.dense.bias", FF),
+			fo: add(p+"output.dense.weight", C*FF), fob: add(p+"output.dense.bias", C),
+			ln2w: add(p+"output.LayerNorm.weight", C), ln2b: add(p+"output.LayerNorm.bias", C),
+		})
+	}
+	return e, err
+}
+
+// Param returns the parameter with the given Hugging Face name, or nil.
+func (e *Encoder) Param(name string) *Param { return e.byName[name] }
+
+// Close frees the encoder's device memory.
+func (e *Encoder) Close() error {
+	var errs []error
+	for _, b := range e.bufs {
+		errs = append(errs, b.Free())
+	}
+	for _, p := range e.Params {
+		errs = append(errs, p.m.Free(), p.v.Free())
+	}
+	e.bufs = nil
+	return errors.Join(errs...)
+}
+
+// alloc allocates n float32s owned by the encoder.
+func (e *Encoder) alloc(n int) (*Buffer, error) {
+	b, err := e.d.AllocF32(max(n, 1))
+	if err == nil {
+		e.bufs = append(e.bufs, b)
+	}
+	return b, err
+}
+
+// shape (re)allocates the activations when the batch shape changes.
+func (e *Encoder) shape(N, T int) error {
+	if N == e.N && T == e.T {
+		return nil
+	}
+	// Free the old activations (the parameters come first in bufs).
+	keep := 2 * len(e.Params)
+	for _, b := range e.bufs[keep:] {
+		if err := b.Free(); err != nil {
+			return err
+		}
+	}
+	e.bufs = e.bufs[:keep]
+	e.N, e.T = 0, 0
+	C, FF, H := e.Cfg.Hidden, e.Cfg.FF, e.Cfg.Heads
+	NT := N * T
+	var err error
+	get := func(n int) *Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *Buffer
+		b, err = e.alloc(n)
+		return b
+	}
+	e.ids, e.types, e.mask, e.lens = get(NT), get(NT), get(NT), get(N)
+	e.emb, e.x0, e.embMean, e.embRstd = get(NT*C), get(NT*C), get(NT), get(NT)
+	e.acts = make([]encActs, e.Cfg.Layers)
+	for l := range e.acts {
+		a := &e.acts[l]
+		a.q, a.k, a.v, a.ctx = get(NT*C), get(NT*C), get(NT*C), get(NT*C)
+		a.att = get(N * H * T * T)
+		a.res1, a.ln1, a.ln1Mean, a.ln1Rstd = get(NT*C), get(NT*C), get(NT), get(NT)
+		a.ff1 = get(NT * FF)
+		a.res2, a.out, a.ln2Mean, a.ln2Rstd = get(NT*C), get(NT*C), get(NT), get(NT)
+	}
+	e.g, e.dg = get(NT*FF), get(NT*FF)
+	e.dx, e.dres, e.dln1, e.dctx = get(NT*C), get(NT*C), get(NT*C), get(NT*C)
+	e.dq, e.dk, e.dv = get(NT*C), get(NT*C), get(NT*C)
+	e.pooled, e.dpl = get(N*C), get(N*C)
+	if err != nil {
+		return err
+	}
+	e.N, e.T = N, T
+	return nil
+}
+
+// Forward runs the encoder over N sequences of T tokens (ids, token types
+// (nil: all 0), mask 1 for real tokens; right padding, as train.Batch).
+// The last hidden state stays on the device: Hidden.
+func (e *Encoder) Forward(ids, types []int32, mask []float32, N, T int) error {
+	cfg := e.Cfg
+	if N <= 0 || T <= 0 || len(ids) != N*T || len(mask) != N*T || (types != nil && len(types) != N*T) {
+		return fmt.Errorf("cuda: batch N=%d T=%d does not match its %d ids, %d mask values", N, T, len(ids), len(mask))
+	}
+	if T > cfg.MaxPos {
+		return fmt.Errorf("cuda: sequence length %d exceeds max_position_embeddings %d", T, cfg.MaxPos)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= cfg.Vocab || types != nil && (types[i] < 0 || int(types[i]) >= cfg.TypeVocab) {
+			return fmt.Errorf("cuda: token %d at position %d (type %d) outside the vocabulary", id, i, typeAt(types, i))
+		}
+	}
+	if err := e.shape(N, T); err != nil {
+		return err
+	}
+	lens := make([]int32, N)
+	for n := 0; n < N; n++ {
+		for t := T - 1; t >= 0; t-- {
+			if mask[n*T+t] != 0 {
+				lens[n] = int32(t + 1)
+				break
+			}
+		}
+	}
+	if types == nil {
+		types = make([]int32, N*T)
+	}
+	d, C, FF, H := e.d, cfg.Hidden, cfg.FF, cfg.Heads
+	NT := N * T
+	errs := []error{Upload(e.ids, ids), Upload(e.types, types), Upload(e.mask, mask), Upload(e.lens, lens)}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	run := func(fs ...func() error) error {
+		for _, f := range fs {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	lin := func(w, b *Param, out, inp *Buffer, in, outC int) func() error {
+		return func() error {
+			if err := d.Gemm(false, true, NT, outC, in, 1, inp, in, w.W, in, 0, out, outC); err != nil {
+				return err
+			}
+			return d.BiasAdd(out, b.W, NT, outC)
+		}
+	}
+	if err := run(
+		func() error {
+			return d.EmbeddingForward(e.emb, e.ids, e.types, e.wte.W, e.wpe.W, e.wtt.W, N, T, C, cfg.Vocab, cfg.TypeVocab)
+		},
+		func() error {
+			return d.LayerNormForward(e.x0, e.embMean, e.embRstd, e.emb, e.elnw.W, e.elnb.W, NT, C, cfg.Eps)
+		},
+	); err != nil {
+		return err
+	}
+	x := e.x0
+	for l := range e.layers {
+		ly, a := &e.layers[l], &e.acts[l]
+		if err := run(
+			lin(ly.q, ly.qb, a.q, x, C, C), lin(ly.k, ly.kb, a.k, x, C, C), lin(ly.v, ly.vb, a.v, x, C, C),
+			func() error { return d.AttentionForward(a.ctx, a.att, a.q, a.k, a.v, e.mask, e.lens, N, T, C, H) },
+			lin(ly.ao, ly.aob, a.res1, a.ctx, C, C),
+			func() error { return d.AddInPlace(a.res1, x, NT*C) },
+			func() error {
+				return d.LayerNormForward(a.ln1, a.ln1Mean, a.ln1Rstd, a.res1, ly.ln1w.W, ly.ln1b.W, NT, C, cfg.Eps)
+			},
+			lin(ly.fi, ly.fib, a.ff1, a.ln1, C, FF),
+			func() error { return d.Activation(cfg.Act, e.g, a.ff1, NT*FF) },
+			lin(ly.fo, ly.fob, a.res2, e.g, FF, C),
+			func() error { return d.AddInPlace(a.res2, a.ln1, NT*C) },
+			func() error {
+				return d.LayerNormForward(a.out, a.ln2Mean, a.ln2Rstd, a.res2, ly.ln2w.W, ly.ln2b.W, NT, C, cfg.Eps)
+			},
+		); err != nil {
+			return fmt.Errorf("cuda: encoder layer %d: %w", l, err)
+		}
+		x = a.out
+	}
+	return nil
+}
+
+func typeAt(types []int32, i int) int32 {
+	if types == nil {
+		return 0
+	}
+	return types[i]
+}
+
+// Hidden is the last Forward's last hidden state, N×T×C on the device.
+func (e *Encoder) Hidden() *Buffer {
+	if len(e.acts) == 0 || e.N == 0 {
+		return nil
+	}
+	return e.acts[len(e.acts)-1].out
+}
+
+// Pool pools the last Forward's hidden state ("mean", "cls", "lasttoken")
+// and returns the N×C embeddings on the host.
+func (e *Encoder) Pool(mode string) ([]float32, error) {
+	if e.N == 0 {
+		return nil, errors.New("cuda: Pool before Forward")
+	}
+	C := e.Cfg.Hidden
+	if err := e.d.Pool(e.pooled, e.Hidden(), e.mask, e.lens, e.N, e.T, C, mode); err != nil {
+		return nil, err
+	}
+	out := make([]float32, e.N*C)
+	return out, Download(out, e.pooled)
+}
+
+// Backward adds to every parameter's G the gradient of the loss given
+// dPooled = ∂loss/∂(pooled embeddings), N×C on the host, through the
+// pooling and the encoder of the last Forward.
+func (e *Encoder) Backward(mode string, dPooled []float32) error {
+	cfg := e.Cfg
+	d, C, FF, H := e.d, cfg.Hidden, cfg.FF, cfg.Heads
+	N, T := e.N, e.T
+	NT := N * T
+	if N == 0 {
+		return errors.New("cuda: Backward before Forward")
+	}
+	if len(dPooled) != N*C {
+		return fmt.Errorf("cuda: backward needs %d pooled gradients, got %d", N*C, len(dPooled))
+	}
+	if err := Upload(e.dpl, dPooled); err != nil {
+		return err
+	}
+	run := func(fs ...func() error) error {
+		for _, f := range fs {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// linB: dinp += dout·W; dW += doutᵀ·inp; db += Σ_rows dout.
+	linB := func(w, b *Param, dinp, dout, inp *Buffer, in, outC int) func() error {
+		return func() error {
+			return run(
+				func() error { return d.Gemm(false, false, NT, in, outC, 1, dout, outC, w.W, in, 1, dinp, in) },
+				func() error { return d.Gemm(true, false, outC, in, NT, 1, dout, outC, inp, in, 1, w.G, in) },
+				func() error { return d.ColSumAdd(b.G, dout, NT, outC) },
+			)
+		}
+	}
+	zero := func(b *Buffer) func() error { return b.Zero }
+	if err := run(zero(e.dx),
+		func() error { return d.PoolBackward(e.dx, e.dpl, e.mask, e.lens, N, T, C, mode) }); err != nil {
+		return err
+	}
+	for l := len(e.layers) - 1; l >= 0; l-- {
+		ly, a := &e.layers[l], &e.acts[l]
+		in := e.x0
+		if l > 0 {
+			in = e.acts[l-1].out
+		}
+		if err := run(
+			// out = LN(res2); res2 = fo(act(ff1)) + ln1
+			zero(e.dres),
+			func() error {
+				return d.LayerNormBackward(e.dres, ly.ln2w.G, ly.ln2b.G, e.dx, a.res2, ly.ln2w.W, a.ln2Mean, a.ln2Rstd, NT, C)
+			},
+			func() error { return d.Activation(cfg.Act, e.g, a.ff1, NT*FF) }, // recomputed, as on the CPU
+			zero(e.dg),
+			linB(ly.fo, ly.fob, e.dg, e.dres, e.g, FF, C),
+			func() error { return d.ActivationBackward(cfg.Act, e.dg, a.ff1, NT*FF) },
+			func() error { return e.dln1.CopyFrom(e.dres) },
+			linB(ly.fi, ly.fib, e.dln1, e.dg, a.ln1, C, FF),
+			// ln1 = LN(res1); res1 = ao(ctx) + in
+			zero(e.dres),
+			func() error {
+				return d.LayerNormBackward(e.dres, ly.ln1w.G, ly.ln1b.G, e.dln1, a.res1, ly.ln1w.W, a.ln1Mean, a.ln1Rstd, NT, C)
+			},
+			zero(e.dctx),
+			linB(ly.ao, ly.aob, e.dctx, e.dres, a.ctx, C, C),
+			zero(e.dq), zero(e.dk), zero(e.dv),
+			func() error { return d.AttentionBackward(e.dq, e.dk, e.dv, e.dctx, a.att, a.q, a.k, a.v, N, T, C, H) },
+			func() error { return e.dx.CopyFrom(e.dres) }, // the residual path
+			linB(ly.q, ly.qb, e.dx, e.dq, in, C, C),
+			linB(ly.k, ly.kb, e.dx, e.dk, in, C, C),
+			linB(ly.v, ly.vb, e.dx, e.dv, in, C, C),
+		); err != nil {
+			return fmt.Errorf("cuda: encoder layer %d backward: %w", l, err)
+		}
+	}
+	return run(zero(e.dres),
+		func() error {
+			return d.LayerNormBackward(e.dres, e.elnw.G, e.elnb.G, e.dx, e.emb, e.elnw.W, e.embMean, e.embRstd, NT, C)
+		},
+		func() error {
+			return d.EmbeddingBackward(e.wte.G, e.wpe.G, e.wtt.G, e.dres, e.ids, e.types, N, T, C, cfg.Vocab, cfg.TypeVocab)
+		})
+}
+
+// ZeroGrad clears every gradient.
+func (e *Encoder) ZeroGrad() error {
+	for _, p := range e.Params {
+		if err := p.G.Zero(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClipGradNorm scales the gradients so their global L2 norm is at most
+// maxNorm (≤ 0: only measure), returning the norm before clipping, as
+// train.ClipGradNorm.
+func (e *Encoder) ClipGradNorm(maxNorm float64) (float64, error) {
+	gs := make([]*Buffer, len(e.Params))
+	for i, p := range e.Params {
+		gs[i] = p.G
+	}
+	s, err := e.d.SumSquares(gs...)
+	if err != nil {
+		return 0, err
+	}
+	norm := math.Sqrt(s)
+	if maxNorm > 0 && norm > maxNorm {
+		c := float32(maxNorm / (norm + 1e-6))
+		for _, p := range e.Params {
+			if err := e.d.Scale(p.G, c, p.N); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return norm, nil
+}
+
+// AdamW applies one train.AdamW step (step counts from 1) with learning
+// rate lr to every parameter.
+func (e *Encoder) AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) error {
+	for _, p := range e.Params {
+		if p.m == nil {
+			var err error
+			if p.m, err = e.d.AllocF32(p.N); err != nil {
+				return err
+			}
+			if p.v, err = e.d.AllocF32(p.N); err != nil {
+				return err
+			}
+			if err := errors.Join(p.m.Zero(), p.v.Zero()); err != nil {
+				return err
+			}
+		}
+		s := AdamWScalars(beta1, beta2, eps, weightDecay, lr, step, p.NoDecay)
+		if err := e.d.AdamW(p.W, p.G, p.m, p.v, nil, p.N, s); err != nil {
+			return fmt.Errorf("cuda: adamw %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Download copies a parameter's weights (or gradient) to the host.
+func (p *Param) Download(grad bool) ([]float32, error) {
+	out := make([]float32, p.N)
+	b := p.W
+	if grad {
+		b = p.G
+	}
+	return out, Download(out, b)
+}

@@ -1,0 +1,192 @@
+package cuda_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/cuda"
+)
+
+// The encoder against the Go CPU trainer itself (train.Model): forward,
+// mean pooling, backward into every parameter, a clip and an AdamW step,
+// on a tiny random BERT with padded sequences. On the emulator this checks
+// that the GPU path strings the ops together as train.Model does; on a GPU
+// it is the full training step's numerics against the CPU.
+
+func TestEncoderMatchesCPUOnEmulator(t *testing.T) {
+	compareWithCPU(t, cuda.NewEmulatedDevice(), 2e-5)
+}
+
+func TestEncoderMatchesCPUOnGPU(t *testing.T) {
+	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
+	if err != nil {
+		t.Skipf("no GPU here; the encoder is checked against the CPU on a machine with one: %v", err)
+	}
+	defer d.Close()
+	compareWithCPU(t, d, 1e-4)
+}
+
+func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
+	cfg := &model.Config{ModelType: "bert", VocabSize: 100, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		IntermediateSize: 64, MaxPositionEmbeddings: 16, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
+		PositionEmbeddingType: "absolute"}
+	tensors := train.RandomTensors(cfg, false, 0.1, 11)
+	cpu, err := train.NewModel(cfg, tensors, false, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := map[string][]float32{}
+	for name, tn := range tensors {
+		weights[name] = tn.Data
+	}
+	enc, err := cuda.NewEncoder(d, cuda.EncoderConfig{Vocab: cfg.VocabSize, Hidden: cfg.HiddenSize, Layers: cfg.NumHiddenLayers,
+		Heads: cfg.NumAttentionHeads, FF: cfg.IntermediateSize, MaxPos: cfg.MaxPositionEmbeddings, TypeVocab: cfg.TypeVocabSize,
+		Act: cfg.HiddenAct, Eps: float32(cfg.LayerNormEps)}, "", weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	N, T, C := 5, 12, cfg.HiddenSize
+	b := &train.Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
+	for n := 0; n < N; n++ {
+		L := 3 + rng.IntN(T-2)
+		if n == 0 {
+			L = T
+		}
+		for i := 0; i < L; i++ {
+			b.IDs[n*T+i] = int32(2 + rng.IntN(cfg.VocabSize-2))
+			b.Mask[n*T+i] = 1
+			if i >= L/2 {
+				b.Types[n*T+i] = 1
+			}
+		}
+		b.IDs[n*T] = 1
+	}
+
+	opt := train.NewAdamW(0.01)
+	for step := 1; step <= 2; step++ {
+		a, err := cpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Forward(b.IDs, b.Types, b.Mask, N, T); err != nil {
+			t.Fatal(err)
+		}
+		hid := make([]float32, N*T*C)
+		if err := cuda.Download(hid, enc.Hidden()); err != nil {
+			t.Fatal(err)
+		}
+		closeTo(t, "hidden state", hid, a.Hidden, tol)
+		want, err := cpu.Pool(a, train.PoolMean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := enc.Pool(train.PoolMean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeTo(t, "mean pooled", got, want, tol)
+
+		dp := make([]float32, N*C)
+		for i := range dp {
+			dp[i] = float32(rng.NormFloat64())
+		}
+		cpu.ZeroGrad()
+		dh := make([]float32, N*T*C)
+		cpu.PoolBackward(a, train.PoolMean, dp, dh)
+		cpu.Backward(a, dh)
+		if err := enc.ZeroGrad(); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Backward(train.PoolMean, dp); err != nil {
+			t.Fatal(err)
+		}
+		// The key bias's gradient is zero in exact arithmetic (a softmax
+		// does not see a constant added to every score of a row), so both
+		// sides hold rounding noise: gradients are compared against a floor
+		// of 1e-3 of the global gradient norm, and the key biases' AdamW
+		// updates (which turn that noise into full-size steps) are skipped.
+		var gn float64
+		for _, p := range cpu.Params {
+			for _, g := range p.G {
+				gn += float64(g) * float64(g)
+			}
+		}
+		floor := 1e-3 * math.Sqrt(gn)
+		compared := 0
+		for _, p := range cpu.Params {
+			gp := enc.Param(p.Name)
+			if p.Frozen {
+				if gp != nil {
+					t.Errorf("%s is frozen on the CPU but trained on the device", p.Name)
+				}
+				continue
+			}
+			if gp == nil {
+				t.Errorf("%s is trained on the CPU, missing on the device", p.Name)
+				continue
+			}
+			g, err := gp.Download(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeToFloor(t, "gradient of "+p.Name, g, p.G, tol, floor)
+			compared++
+		}
+		if compared != len(enc.Params) {
+			t.Errorf("compared %d gradients, the encoder has %d parameters", compared, len(enc.Params))
+		}
+
+		norm := train.ClipGradNorm(cpu.Params, 1.0)
+		dnorm, err := enc.ClipGradNorm(1.0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(norm-dnorm) > tol*norm {
+			t.Errorf("gradient norm %v on the device, %v on the CPU", dnorm, norm)
+		}
+		opt.Update(cpu.Params, 1e-3)
+		if err := enc.AdamW(1e-3, 0.01, 0.9, 0.999, 1e-8, step); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range cpu.Params {
+			if gp := enc.Param(p.Name); gp != nil && !strings.HasSuffix(p.Name, "attention.self.key.bias") {
+				w, err := gp.Download(false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				closeTo(t, "updated "+p.Name, w, p.W, tol)
+			}
+		}
+	}
+}
+
+func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	closeToFloor(t, what, got, want, tol, 0)
+}
+
+// closeToFloor: ‖got − want‖ ≤ tol·max(‖want‖, floor), no NaN or Inf.
+func closeToFloor(t *testing.T, what string, got, want []float32, tol, floor float64) {
+	t.Helper()
+	var num, den float64
+	for i := range want {
+		g := float64(got[i])
+		if math.IsNaN(g) || math.IsInf(g, 0) {
+			t.Errorf("%s: element %d is %v", what, i, g)
+			return
+		}
+		num += (g - float64(want[i])) * (g - float64(want[i]))
+		den += float64(want[i]) * float64(want[i])
+	}
+	if rel := math.Sqrt(num / math.Max(den, math.Max(floor*floor, 1e-300))); rel > tol {
+		t.Errorf("%s: relative error %.3g > %.1g", what, rel, tol)
+	}
+}
