@@ -32,11 +32,11 @@ type Param struct {
 // pooled N×C embeddings stays on the host (train.ContrastiveLoss): it is a
 // few thousand numbers. Not safe for concurrent use.
 type Encoder struct {
-	d      *Device
-	Cfg    EncoderConfig
-	Params []*Param // in train.NewModel's order, without the unused pooler
-	byName map[string]*Param
-	layers []encLayer
+	d                         *Device
+	Cfg                       EncoderConfig
+	Params                    []*Param // in train.NewModel's order, without the unused pooler
+	byName                    map[string]*Param
+	layers                    []encLayer
 	wte, wpe, wtt, elnw, elnb *Param
 
 	// the batch and its activations, sized for capN·capT rows
