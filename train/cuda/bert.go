@@ -466,3 +466,38 @@ func (p *Param) Download(grad bool) ([]float32, error) {
 	}
 	return out, Download(out, b)
 }
+
+// Upload replaces a parameter's weights (resuming from a checkpoint).
+func (p *Param) Upload(w []float32) error {
+	if len(w) != p.N {
+		return fmt.Errorf("cuda: %s: %d values, want %d", p.Name, len(w), p.N)
+	}
+	return Upload(p.W, w)
+}
+
+// Moments returns the AdamW moments (nil before the first step), for
+// checkpoints that resume exactly.
+func (p *Param) Moments() (m, v []float32, err error) {
+	if p.m == nil {
+		return nil, nil, nil
+	}
+	m, v = make([]float32, p.N), make([]float32, p.N)
+	return m, v, errors.Join(Download(m, p.m), Download(v, p.v))
+}
+
+// SetMoments restores AdamW moments saved by Moments.
+func (p *Param) SetMoments(d *Device, m, v []float32) error {
+	if len(m) != p.N || len(v) != p.N {
+		return fmt.Errorf("cuda: %s: moments of %d and %d values, want %d", p.Name, len(m), len(v), p.N)
+	}
+	if p.m == nil {
+		var err error
+		if p.m, err = d.AllocF32(p.N); err != nil {
+			return err
+		}
+		if p.v, err = d.AllocF32(p.N); err != nil {
+			return err
+		}
+	}
+	return errors.Join(Upload(p.m, m), Upload(p.v, v))
+}

@@ -50,7 +50,7 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer enc.Close()
+	defer func() { enc.Close() }()
 
 	rng := rand.New(rand.NewPCG(5, 6))
 	N, T, C := 5, 12, cfg.HiddenSize
@@ -71,7 +71,26 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 	}
 
 	opt := train.NewAdamW(0.01)
-	for step := 1; step <= 2; step++ {
+	for step := 1; step <= 3; step++ {
+		if step == 3 {
+			// Resume: a fresh encoder from the CPU's weights and the device's
+			// moments must carry on exactly as the one it replaces.
+			fresh, err := cuda.NewEncoder(d, enc.Cfg, "", weightsOf(cpu))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range enc.Params {
+				m, v, err := p.Moments()
+				if err != nil || m == nil {
+					t.Fatalf("%s moments: %v (nil: %v)", p.Name, err, m == nil)
+				}
+				if err := fresh.Param(p.Name).SetMoments(d, m, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enc.Close()
+			enc = fresh
+		}
 		a, err := cpu.Forward(b)
 		if err != nil {
 			t.Fatal(err)
@@ -189,4 +208,12 @@ func closeToFloor(t *testing.T, what string, got, want []float32, tol, floor flo
 	if rel := math.Sqrt(num / math.Max(den, math.Max(floor*floor, 1e-300))); rel > tol {
 		t.Errorf("%s: relative error %.3g > %.1g", what, rel, tol)
 	}
+}
+
+func weightsOf(m *train.Model) map[string][]float32 {
+	w := map[string][]float32{}
+	for _, p := range m.Params {
+		w[p.Name] = append([]float32(nil), p.W...)
+	}
+	return w
 }
