@@ -158,10 +158,20 @@ const char *anna_bind(void *h, int lib) {
 	return NULL;
 }
 
-static void *anna_dlopen(const char *path, int global) {
-	return dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
+#include <string.h>
+
+// anna_dlopen opens path; on failure *err is a malloc'ed copy of dlerror's
+// message, taken in the same call (dlerror is per thread, and a goroutine
+// may change threads between two cgo calls).
+static void *anna_dlopen(const char *path, int global, char **err) {
+	void *h = dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
+	*err = NULL;
+	if (!h) {
+		const char *e = dlerror();
+		*err = strdup(e ? e : "dlopen failed");
+	}
+	return h;
 }
-const char *anna_dlerror(void) { return dlerror(); }
 
 // --- driver ---
 #define BIND(ctx) do { CUresult r_ = cu.cuCtxSetCurrent(ctx); if (r_) return r_; } while (0)
@@ -374,12 +384,15 @@ func dlopen(path string, global bool) (unsafe.Pointer, error) {
 	if global {
 		g = 1
 	}
-	h := C.anna_dlopen(cp, g)
+	var e *C.char
+	h := C.anna_dlopen(cp, g, &e)
 	if h == nil {
-		if e := C.anna_dlerror(); e != nil {
-			return nil, errors.New(C.GoString(e))
+		msg := "dlopen " + path + " failed"
+		if e != nil {
+			msg = C.GoString(e)
+			C.free(unsafe.Pointer(e))
 		}
-		return nil, fmt.Errorf("dlopen %s failed", path)
+		return nil, errors.New(msg)
 	}
 	return h, nil
 }
