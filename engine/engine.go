@@ -54,7 +54,9 @@ type Options struct {
 	// ModelDir, else the model recorded in the directory, else the default
 	// model installed by `make setup`.
 	Encoder encoder.Encoder
-	// ModelDir is a model directory (see `annactl models import`).
+	// ModelDir is a model directory (see `annactl models import`). It is
+	// loaded when Encoder is nil, and recorded in a new directory either way
+	// (so pass it with Encoder when Encoder was loaded from it).
 	ModelDir string
 	// Reranker, when set, enables ModeRerank.
 	Reranker rerank.Reranker

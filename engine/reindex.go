@@ -2,9 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/storage"
 )
 
 // stateModelDir records where the engine's model lives, so that tools can
@@ -139,4 +144,24 @@ func (e *Engine) Reindex(ctx context.Context, enc encoder.Encoder, opts ReindexO
 		return fmt.Errorf("engine: reindex: dropping the old model's vectors: %w", err)
 	}
 	return nil
+}
+
+// RecordedModelDir returns the model directory recorded in the engine
+// directory dir ("" when the default model built it, or dir is new), without
+// loading any model: tools use it to pick the right model before Open.
+func RecordedModelDir(dir string) (string, error) {
+	path := filepath.Join(dir, "anna.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	st, err := storage.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	defer st.Close()
+	b, err := st.State(stateModelDir)
+	if err != nil {
+		return "", fmt.Errorf("engine: reading the recorded model of %s: %w", dir, err)
+	}
+	return string(b), nil
 }

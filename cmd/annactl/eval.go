@@ -40,7 +40,7 @@ func runEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	split := fs.String("split", "test", "qrels split (qrels/SPLIT.tsv)")
 	dir := fs.String("index", "", "anna directory to index into and keep (default: a temporary one)")
-	model := fs.String("model", "", "model directory (default: the installed default model)")
+	model := fs.String("model", "", "model directory (default: the model recorded in --index, else the installed default)")
 	reranker := fs.String("reranker", "", "cross-encoder model directory: adds the hybrid+rerank mode")
 	rerankDepth := fs.Int("rerank-depth", 100, "fused candidates the cross-encoder rescores")
 	modes := fs.String("modes", "", "comma-separated subset of bm25,dense,hybrid,hybrid+rerank (default: all that apply)")
@@ -69,6 +69,13 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *model == "" && *dir != "" {
+		// An existing index (e.g. after `annactl reindex`) is evaluated
+		// with the model it was built with.
+		if *model, err = engine.RecordedModelDir(*dir); err != nil {
+			return err
+		}
+	}
 	var enc encoder.Encoder
 	var base *encoder.ORTEncoder
 	if *model != "" {
@@ -89,7 +96,7 @@ func runEval(ctx context.Context, args []string) error {
 			defer c.Close()
 		}
 	}
-	opts := engine.Options{Encoder: enc, Logf: logf}
+	opts := engine.Options{Encoder: enc, ModelDir: *model, Logf: logf}
 	if *reranker != "" {
 		rr, err := rerank.Load(ctx, *reranker, rerank.Options{})
 		if err != nil {
