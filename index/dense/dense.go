@@ -237,7 +237,14 @@ func Exact(vecs map[string][]float32, q []float32, k int) []Hit {
 	if err != nil {
 		return nil
 	}
-	hits := make([]Hit, 0, len(vecs))
+	// worse orders hits worst first: a min-heap on it keeps the best k.
+	worse := func(a, b Hit) bool {
+		if a.Score != b.Score {
+			return a.Score < b.Score
+		}
+		return a.ID > b.ID
+	}
+	top := make([]Hit, 0, min(k, len(vecs))+1)
 	for id, v := range vecs {
 		if len(v) != len(qn) {
 			continue
@@ -246,16 +253,48 @@ func Exact(vecs map[string][]float32, q []float32, k int) []Hit {
 		if nv == 0 {
 			continue
 		}
-		hits = append(hits, Hit{ID: id, Score: hnsw.Dot(qn, v) / float32(math.Sqrt(float64(nv)))})
+		h := Hit{ID: id, Score: hnsw.Dot(qn, v) / float32(math.Sqrt(float64(nv)))}
+		if len(top) == k {
+			if !worse(top[0], h) {
+				continue
+			}
+			top[0] = h
+			siftDown(top, worse)
+			continue
+		}
+		top = append(top, h)
+		for i := len(top) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !worse(top[i], top[p]) {
+				break
+			}
+			top[i], top[p] = top[p], top[i]
+			i = p
+		}
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
+	slices.SortFunc(top, func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	if len(hits) > k {
-		hits = hits[:k:k]
+	return top
+}
+
+func siftDown(h []Hit, less func(a, b Hit) bool) {
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && less(h[r], h[l]) {
+			m = r
+		}
+		if !less(h[m], h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
 	}
-	return hits
 }

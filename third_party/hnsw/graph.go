@@ -28,7 +28,12 @@ type SearchResult[K cmp.Ordered] struct {
 	Distance float32
 }
 
-var pfLines = 24
+// prefetchPerVector is how many cache lines of each neighbor's vector the
+// layer search prefetches before computing distances. The hardware
+// prefetcher follows on from there; more lines only crowd the fill buffers
+// (measured on 28k×384 at ef=64, CPU time per query: none 1.00, 1-4 lines
+// 0.91, the whole vector 1.07).
+const prefetchPerVector = 4
 
 const (
 	defaultM              = 16
@@ -302,9 +307,10 @@ func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly boo
 			}
 		}
 		vs.todo = todo
-		if hasPrefetch && pfLines > 0 {
+		if hasPrefetch {
+			lines := min(prefetchPerVector, (g.dim+15)/16)
 			for _, nb := range todo {
-				prefetchLines(&g.vecs[int(nb)*g.dim], min(pfLines, (g.dim+15)/16))
+				prefetchLines(&g.vecs[int(nb)*g.dim], lines)
 			}
 		}
 		for _, nb := range todo {
@@ -518,6 +524,12 @@ func (g *Graph[K]) search(q []float32, k, ef int) []cand {
 	}
 	g.assertDims(q)
 	dist := g.distance()
+	if len(g.keys) <= max(ef, k) {
+		// The search would visit about every node anyway; scanning them is
+		// as fast, exact, and returns every live node when k >= Len even
+		// if pruning left one without in-links.
+		return g.scan(q, k, dist)
+	}
 	ep := cand{g.entry, dist(q, g.vec(g.entry))}
 	for l := g.maxLevel; l > 0; l-- {
 		ep = g.greedy(q, ep, l, dist)
@@ -529,6 +541,26 @@ func (g *Graph[K]) search(q []float32, k, ef int) []cand {
 		res = res[:k]
 	}
 	return res
+}
+
+// scan is exact search over the live nodes.
+func (g *Graph[K]) scan(q []float32, k int, dist DistanceFunc) []cand {
+	res := make(maxHeap, 0, k+1)
+	for i := range g.keys {
+		if g.deleted[i] {
+			continue
+		}
+		d := dist(q, g.vec(uint32(i)))
+		if len(res) < k || d < res[0].dist {
+			res.push(cand{uint32(i), d})
+			if len(res) > k {
+				res.pop()
+			}
+		}
+	}
+	out := []cand(res)
+	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+	return out
 }
 
 // Len returns the number of nodes in the graph.
