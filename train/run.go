@@ -227,6 +227,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Checkpoint: ckptDir}
 	t0 := time.Now()
 	lastLoss := math.NaN()
+	if start == 0 && len(evalEx) > 0 && cfg.Progress != nil {
+		// The baseline the later evaluations compare with.
+		ev, err := tr.evaluate(evalEx)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Progress(Progress{Step: 0, Steps: steps, Eval: ev})
+	}
 	for step := start; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
 			if step > start {

