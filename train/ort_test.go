@@ -102,3 +102,32 @@ func ortHidden(t *testing.T, path string, ids, types, mask []int64, N, T, C int)
 	}
 	return append([]float32(nil), out.GetData()...)
 }
+
+// ortLogits runs a rerank model.onnx and returns its [N,1] logits.
+func ortLogits(t *testing.T, path string, ids, types, mask []int64, N, T int) []float32 {
+	t.Helper()
+	if err := ort.Init(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputLogits}, ort.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Destroy()
+	shape := ortgo.NewShape(int64(N), int64(T))
+	tIDs, _ := ortgo.NewTensor(shape, ids)
+	defer tIDs.Destroy()
+	tMask, _ := ortgo.NewTensor(shape, mask)
+	defer tMask.Destroy()
+	tTypes, _ := ortgo.NewTensor(shape, types)
+	defer tTypes.Destroy()
+	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Destroy()
+	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), out.GetData()...)
+}

@@ -331,3 +331,46 @@ func TestReadFlagEmbeddingSamples(t *testing.T) {
 		}
 	}
 }
+
+// A reranker trained from a bi-encoder checkpoint (fresh head) exports as
+// task rerank, and ONNX Runtime's logits match the Go head's.
+func TestRunCrossEncoderExports(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	data := writeData(t, 16, false)
+	for _, obj := range []string{ObjectiveBCE, ObjectiveListwise} {
+		res, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: filepath.Join(t.TempDir(), obj), Objective: obj,
+			BatchSize: 4, GroupSize: 3, MaxSteps: 2, LR: 1e-3, Seed: 2, EvalFraction: -1})
+		if err != nil {
+			t.Fatalf("%s: %v", obj, err)
+		}
+		man, err := model.LoadManifest(res.ModelDir)
+		must(t, err)
+		if man.Task != model.TaskRerank || man.NumLabels != 1 {
+			t.Fatalf("%s: manifest task %q labels %d", obj, man.Task, man.NumLabels)
+		}
+		m, err := LoadModel(res.HFDir, true, 0)
+		must(t, err)
+		T := 8
+		ids, types, mask := make([]int64, 2*T), make([]int64, 2*T), make([]int64, 2*T)
+		b := &Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
+		for i := range ids {
+			if i%T < 5+i/T*3 {
+				ids[i], mask[i] = int64(101+37*i), 1
+				if i%T >= 3 {
+					types[i] = 1
+				}
+			}
+			b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])
+		}
+		a, err := m.Forward(b)
+		must(t, err)
+		got, err := m.Classify(a)
+		must(t, err)
+		want := ortLogits(t, filepath.Join(res.ModelDir, "model.onnx"), ids, types, mask, 2, T)
+		for i := range got {
+			if math.Abs(float64(got[i]-want[i])) > 1e-4 {
+				t.Fatalf("%s: logit %d: Go %g, ONNX Runtime %g", obj, i, got[i], want[i])
+			}
+		}
+	}
+}
