@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -154,6 +155,17 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
 
 var errClosed = fmt.Errorf("engine: closed")
 
+// ErrEmptyDocument is returned for a document with neither title nor text:
+// nothing could find it, and its embedding would be the model's response to
+// no text at all, close to many queries. Tools skip such documents and count
+// them (`annactl index`, `annactl eval`).
+var ErrEmptyDocument = errors.New("empty title and text")
+
+// IsEmpty reports whether d has no title and no text (whitespace only).
+func IsEmpty(d Document) bool {
+	return strings.TrimSpace(d.Title) == "" && strings.TrimSpace(d.Text) == ""
+}
+
 // validate rejects documents that cannot be stored, naming the offender.
 func validate(docs []Document) error {
 	for i, d := range docs {
@@ -162,8 +174,8 @@ func validate(docs []Document) error {
 			return fmt.Errorf("engine: document %d in batch: empty id", i)
 		case !utf8.ValidString(d.ID):
 			return fmt.Errorf("engine: document %d in batch: id is not valid UTF-8", i)
-		case strings.TrimSpace(d.Title) == "" && strings.TrimSpace(d.Text) == "":
-			return fmt.Errorf("engine: document %q: empty title and text", d.ID)
+		case IsEmpty(d):
+			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
 		}
 	}
 	return nil

@@ -180,6 +180,16 @@ func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) erro
 	p := newProgress("indexing", len(docs))
 	defer p.done()
 	const batch = 512
+	kept := make([]storage.Doc, 0, len(docs))
+	for _, d := range docs {
+		if !engine.IsEmpty(d) {
+			kept = append(kept, d)
+		}
+	}
+	if n := len(docs) - len(kept); n > 0 {
+		fmt.Fprintf(os.Stderr, "skipping %d documents with empty title and text\n", n)
+	}
+	docs = kept
 	for i := 0; i < len(docs); i += batch {
 		if _, err := eng.Add(ctx, docs[i:min(i+batch, len(docs))]); err != nil {
 			return err

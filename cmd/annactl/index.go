@@ -49,8 +49,8 @@ func runIndex(ctx context.Context, args []string) error {
 	}
 	st, err := indexStream(ctx, eng, in, name, *batch, *skipBad)
 	cerr := eng.Close()
-	fmt.Fprintf(os.Stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate ids in input (last kept), %d bad lines skipped\n",
-		name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.bad)
+	fmt.Fprintf(os.Stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate ids in input (last kept), %d empty documents and %d bad lines skipped\n",
+		name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "interrupted: every batch reported above is committed; run the same command again to resume")
@@ -60,7 +60,7 @@ func runIndex(ctx context.Context, args []string) error {
 	return cerr
 }
 
-type indexStats struct{ lines, added, updated, unchanged, dups, bad int }
+type indexStats struct{ lines, added, updated, unchanged, dups, bad, empty int }
 
 // indexStream reads documents and adds them in committed batches. On a
 // malformed line it commits what came before, then stops (or skips it).
@@ -95,6 +95,10 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 	}
 	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
 		st.lines = line
+		if engine.IsEmpty(d) {
+			st.empty++
+			return nil
+		}
 		if seen[d.ID] {
 			st.dups++
 		}
