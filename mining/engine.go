@@ -36,6 +36,9 @@ func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candi
 	out := make([]Candidate, len(res))
 	for i, h := range res {
 		out[i] = Candidate{ID: h.ID, Text: engine.EmbedText(engine.Document{Title: h.Title, Text: h.Text}), Score: h.Score, Rank: i}
+		if h.Title != "" {
+			out[i].Body = h.Text
+		}
 	}
 	return out, nil
 }

@@ -25,8 +25,11 @@ import (
 
 // Candidate is one retrieved document.
 type Candidate struct {
-	ID    string
-	Text  string  // may be empty: the miner then asks the Corpus
+	ID   string
+	Text string // may be empty: the miner then asks the Corpus
+	// Body, if set, is another form of the same document (the text without
+	// its title): a positive given in that form also excludes it.
+	Body  string
 	Score float64 // the retriever's own score (fused, BM25 or cosine)
 	Rank  int     // 0-based rank in the retriever's list
 }

@@ -118,9 +118,10 @@ func TestMarginNegativeScores(t *testing.T) {
 
 func TestFiltersAndWindow(t *testing.T) {
 	cands := listRetriever{
-		{ID: "p", Text: "the positive"},              // known positive by text
-		{ID: "q", Text: "  my   query "},             // the query itself
-		{ID: "x", Text: "c1"}, {ID: "y", Text: "c1"}, // duplicate text
+		{ID: "p", Text: "the positive"},                               // known positive by text
+		{ID: "t", Text: "Title. the  positive", Body: "the positive"}, // the same document with its title
+		{ID: "q", Text: "  my   query "},                              // the query itself
+		{ID: "x", Text: "c1"}, {ID: "y", Text: "c1"},                  // duplicate text
 		{ID: "2", Text: "c2"}, {ID: "3", Text: "c3"}, {ID: "4", Text: "c4"}, {ID: "5", Text: "c5"},
 	}
 	teacher := scoreTeacher{"the positive": 10, "c1": 9, "c2": 8, "c3": 5, "c4": 1, "c5": -1}
@@ -140,7 +141,7 @@ func TestFiltersAndWindow(t *testing.T) {
 	if got := recs[0].Neg; !slices.Equal(got, []string{"c3", "c4"}) {
 		t.Errorf("negatives %v", got)
 	}
-	if st.ExcludedPositive != 1 || st.ExcludedSameText != 2 || st.DroppedAbsMargin != 1 || st.DroppedFloor != 1 || st.DroppedCeiling != 1 {
+	if st.ExcludedPositive != 2 || st.ExcludedSameText != 2 || st.DroppedAbsMargin != 1 || st.DroppedFloor != 1 || st.DroppedCeiling != 1 {
 		t.Errorf("stats %+v", st)
 	}
 	if recs[0].Prompt != "Find the document." || recs[0].Teacher != "fixed" || recs[0].Type != "normal" {

@@ -86,7 +86,11 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 			c.Text = t
 		}
 		k := keyText(c.Text)
-		if _, ok := exclude[k]; ok {
+		_, isPos := exclude[k]
+		if !isPos && c.Body != "" {
+			_, isPos = exclude[keyText(c.Body)]
+		}
+		if isPos {
 			st.ExcludedPositive++
 			continue
 		}
