@@ -452,3 +452,13 @@ func TestQueryMemo(t *testing.T) {
 		t.Error("mismatched fingerprints accepted")
 	}
 }
+
+func TestPromptConversion(t *testing.T) {
+	p := Prompt(Query{Text: "q", Instruction: "task", Examples: []Shot{{Query: "a", Response: "b"}}})
+	if p.Instruction != "task" || len(p.Examples) != 1 || p.Examples[0] != (encoder.Example{Query: "a", Response: "b"}) {
+		t.Errorf("prompt %+v", p)
+	}
+	if !Prompt(Query{Text: "q"}).IsZero() {
+		t.Error("a query without instruction should give the zero prompt")
+	}
+}
