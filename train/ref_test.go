@@ -242,3 +242,51 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 	}
 	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", loss, refLoss, len(trainable), worst, worstName)
 }
+
+// Merging LoRA into the weights (what export writes) leaves the forward
+// pass unchanged.
+func TestLoRAMergeKeepsForward(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(4, 4))
+	m, err := NewModel(cfg, RandomTensors(cfg, false, 0.1, 4), false, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EnableLoRA(LoRAConfig{Rank: 3, Alpha: 6, Targets: []string{"query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"}}, 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Params {
+		if isLoRAName(p.Name) {
+			for i := range p.W {
+				p.W[i] = float32(0.1 * r.NormFloat64())
+			}
+		}
+	}
+	b := randomBatch(r, 4, 12, cfg.VocabSize, false)
+	a, err := m.Forward(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]float32(nil), a.Hidden...)
+	merged, err := NewModel(cfg, m.Tensors(), false, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := merged.Forward(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxDiff, changed float64
+	base, _ := NewModel(cfg, RandomTensors(cfg, false, 0.1, 4), false, 4)
+	a3, _ := base.Forward(b)
+	for i, v := range want {
+		if b.Mask[i/cfg.HiddenSize] == 0 {
+			continue
+		}
+		maxDiff = math.Max(maxDiff, math.Abs(float64(a2.Hidden[i]-v)))
+		changed = math.Max(changed, math.Abs(float64(a3.Hidden[i]-v)))
+	}
+	if maxDiff > 1e-5 || changed < 1e-2 {
+		t.Fatalf("merged forward differs by %.3g (want ≤ 1e-5); LoRA moved the output by %.3g (want a visible change)", maxDiff, changed)
+	}
+}
