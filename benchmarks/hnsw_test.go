@@ -31,7 +31,9 @@ import (
 // single-threaded (our build and search are; the Python script pins both
 // libraries to one thread) so QPS compares per-core speed.
 //
-//	go test -run '^$' -bench HNSW -benchtime 1x ./benchmarks/
+//	go test -v -run '^$' -bench HNSW -benchtime 1x ./benchmarks/
+//
+// (-v shows the whole ef sweep; without it the log is cut after 10 lines.)
 //
 // The vectors: 1000 Gaussian clusters, noise spread 1.5 (cosine ≈ 0.55 to
 // the centre), the same generator and seed as index/dense's recall test.

@@ -329,3 +329,28 @@ func TestAnalyzer(t *testing.T) {
 		}
 	}
 }
+
+// TestImportV1 reads a stream in upstream v0.6.1's format (written here
+// field by field as its Export did) and gets a working graph.
+func TestImportV1(t *testing.T) {
+	var buf bytes.Buffer
+	vecs := map[int][]float32{1: {1, 0}, 2: {0, 1}, 3: {1, 1}}
+	multiBinaryWrite(&buf, encodingVersionV1, 6, 0.5, 20, "euclidean")
+	binaryWrite(&buf, 2) // layers
+	binaryWrite(&buf, 3) // base layer nodes
+	for _, k := range []int{1, 2, 3} {
+		multiBinaryWrite(&buf, k, vecs[k], 1, k%3+1)
+	}
+	binaryWrite(&buf, 1) // layer 1
+	multiBinaryWrite(&buf, 3, vecs[3], 0)
+	g := NewGraph[int]()
+	if err := g.Import(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 3 || g.M != 6 || g.EfSearch != 20 {
+		t.Fatalf("Len %d M %d EfSearch %d", g.Len(), g.M, g.EfSearch)
+	}
+	if got := g.Search([]float32{0, 0.9}, 1); len(got) != 1 || got[0].Key != 2 {
+		t.Fatalf("Search = %v", got)
+	}
+}
