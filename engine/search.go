@@ -45,6 +45,10 @@ type SearchOptions struct {
 	// RerankDepth is how many fused candidates the cross-encoder rescores;
 	// default max(50, K).
 	RerankDepth int
+	// RerankOf picks the candidate list ModeRerank rescores: ModeHybrid
+	// (default), ModeLexical (the classic BM25 + cross-encoder setup) or
+	// ModeDense.
+	RerankOf Mode
 	// EfSearch overrides the HNSW beam width for this search (0: index default).
 	EfSearch int
 	// Prompt is applied to the query on the dense side (instruction-tuned models).
@@ -85,6 +89,14 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	}
 	if opts.Mode == ModeRerank && e.rr == nil {
 		return nil, fmt.Errorf("engine: rerank mode needs a reranker (Options.Reranker)")
+	}
+	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
+		if opts.RerankOf == ModeRerank {
+			return nil, fmt.Errorf("engine: RerankOf cannot be %q", ModeRerank)
+		}
+		base := opts
+		base.Mode, base.K = opts.RerankOf, max(opts.K, opts.RerankDepth)
+		return e.searchThenRerank(ctx, query, base, opts)
 	}
 	var lists []fusion.List
 	switch opts.Mode {
@@ -146,6 +158,25 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	return e.hydrate(fused)
 }
 
+// searchThenRerank reranks the results of a lexical or dense search.
+func (e *Engine) searchThenRerank(ctx context.Context, query string, base, opts SearchOptions) ([]Result, error) {
+	cands, err := e.Search(ctx, query, base)
+	if err != nil {
+		return nil, err
+	}
+	fused := make([]fusion.Result, len(cands))
+	for i, c := range cands {
+		fused[i] = fusion.Result{ID: c.ID, Score: c.Score, Contributions: c.Explain}
+	}
+	if fused, err = e.rerank(ctx, query, fused, opts.RerankDepth); err != nil {
+		return nil, err
+	}
+	if len(fused) > opts.K {
+		fused = fused[:opts.K]
+	}
+	return e.hydrate(fused)
+}
+
 func single(l fusion.List) []fusion.Result {
 	out := make([]fusion.Result, len(l.Hits))
 	for i, h := range l.Hits {
@@ -192,9 +223,13 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	return l, nil
 }
 
-func (e *Engine) rerank(ctx context.Context, query string, fused []fusion.Result, depth int) ([]fusion.Result, error) {
-	if len(fused) > depth {
-		fused = fused[:depth]
+// rerank rescores the first depth results with the cross-encoder and sorts
+// them by that score; the results past depth follow in their old order, so
+// recall at larger cut-offs is kept.
+func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, depth int) ([]fusion.Result, error) {
+	fused, tail := all, []fusion.Result(nil)
+	if len(all) > depth {
+		fused, tail = all[:depth], all[depth:]
 	}
 	ids := make([]string, len(fused))
 	for i, r := range fused {
@@ -222,7 +257,7 @@ func (e *Engine) rerank(ctx context.Context, query string, fused []fusion.Result
 		out[i].Contributions = append(append([]fusion.Contribution(nil), out[i].Contributions...),
 			fusion.Contribution{List: "rerank", Rank: i + 1, Score: out[i].Score})
 	}
-	return out, nil
+	return append(out, tail...), nil
 }
 
 func (e *Engine) docsByID(ids []string) (map[string]storage.Doc, error) {

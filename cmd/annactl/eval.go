@@ -29,11 +29,13 @@ func init() {
 var evalModes = []struct {
 	key  string
 	mode engine.Mode
+	of   engine.Mode // the list a rerank mode rescores
 }{
-	{"bm25", engine.ModeLexical},
-	{"dense", engine.ModeDense},
-	{"hybrid", engine.ModeHybrid},
-	{"hybrid+rerank", engine.ModeRerank},
+	{"bm25", engine.ModeLexical, ""},
+	{"dense", engine.ModeDense, ""},
+	{"hybrid", engine.ModeHybrid, ""},
+	{"bm25+rerank", engine.ModeRerank, engine.ModeLexical},
+	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid},
 }
 
 func runEval(ctx context.Context, args []string) error {
@@ -43,7 +45,7 @@ func runEval(ctx context.Context, args []string) error {
 	model := fs.String("model", "", "model directory (default: the model recorded in --index, else the installed default)")
 	reranker := fs.String("reranker", "", "cross-encoder model directory: adds the hybrid+rerank mode")
 	rerankDepth := fs.Int("rerank-depth", 100, "fused candidates the cross-encoder rescores")
-	modes := fs.String("modes", "", "comma-separated subset of bm25,dense,hybrid,hybrid+rerank (default: all that apply)")
+	modes := fs.String("modes", "", "comma-separated subset of bm25,dense,hybrid,bm25+rerank,hybrid+rerank (default: all that apply)")
 	noCache := fs.Bool("no-cache", false, "do not use the embedding cache under $ANNA_HOME/cache")
 	asJSON := fs.Bool("json", false, "print one JSON object keyed by mode")
 	workers := fs.Int("workers", 2, "queries searched in parallel")
@@ -145,12 +147,12 @@ func runEval(ctx context.Context, args []string) error {
 		}
 		if m.mode == engine.ModeRerank && opts.Reranker == nil {
 			if want[m.key] {
-				return fmt.Errorf("mode hybrid+rerank needs --reranker")
+				return fmt.Errorf("mode %s needs --reranker", m.key)
 			}
 			continue
 		}
 		t0 := time.Now()
-		run, err := runQueries(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: *rerankDepth}, *workers, m.key)
+		run, err := runQueries(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: *rerankDepth, RerankOf: m.of}, *workers, m.key)
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", m.key, err)
 		}

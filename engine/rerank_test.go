@@ -1,0 +1,74 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/engine"
+)
+
+// lengthReranker prefers shorter documents: easy to predict, unlike any
+// retrieval list.
+type lengthReranker struct{ calls, pairs int }
+
+func (l *lengthReranker) Score(ctx context.Context, q string, docs []string) ([]float32, error) {
+	l.calls++
+	l.pairs += len(docs)
+	out := make([]float32, len(docs))
+	for i, d := range docs {
+		out[i] = -float32(len(d))
+	}
+	return out, nil
+}
+
+func TestRerankMode(t *testing.T) {
+	ctx := context.Background()
+	rr := &lengthReranker{}
+	e, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Reranker: rr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var docs []engine.Document
+	for i := range 30 {
+		docs = append(docs, engine.Document{ID: string(rune('a'+i%26)) + strings.Repeat("x", i), Text: "common words " + strings.Repeat("pad ", 30-i)})
+	}
+	if _, err := e.Add(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	for _, of := range []engine.Mode{engine.ModeHybrid, engine.ModeLexical, engine.ModeDense} {
+		rr.pairs = 0
+		res, err := e.Search(ctx, "common words", engine.SearchOptions{Mode: engine.ModeRerank, RerankOf: of, K: 30, RerankDepth: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rr.pairs != 10 || len(res) != 30 {
+			t.Fatalf("%s: reranked %d pairs, returned %d (want 10 reranked of 30)", of, rr.pairs, len(res))
+		}
+		for i := 1; i < 10; i++ {
+			if len(res[i].Text) < len(res[i-1].Text) {
+				t.Fatalf("%s: reranked head not sorted by the reranker's score", of)
+			}
+		}
+		last := res[9].Explain[len(res[9].Explain)-1]
+		if last.List != "rerank" || last.Rank != 10 {
+			t.Fatalf("%s: explanation %+v", of, res[9].Explain)
+		}
+		for _, r := range res[10:] {
+			for _, c := range r.Explain {
+				if c.List == "rerank" {
+					t.Fatalf("%s: tail result %s claims a rerank score", of, r.ID)
+				}
+			}
+		}
+	}
+	if _, err := e.Search(ctx, "x", engine.SearchOptions{Mode: engine.ModeRerank, RerankOf: engine.ModeRerank}); err == nil {
+		t.Fatal("RerankOf rerank accepted")
+	}
+	e2, _ := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a")})
+	defer e2.Close()
+	if _, err := e2.Search(ctx, "x", engine.SearchOptions{Mode: engine.ModeRerank}); err == nil {
+		t.Fatal("rerank without a reranker accepted")
+	}
+}
