@@ -6,17 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
-	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/storage"
 )
@@ -78,26 +75,11 @@ func runEval(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	var enc encoder.Encoder
-	var base *encoder.ORTEncoder
-	if *model != "" {
-		base, err = encoder.Load(ctx, *model, encoder.Options{})
-	} else {
-		base, err = encoder.Default(ctx)
-	}
+	enc, closeEnc, err := loadEncoder(ctx, *model, !*noCache)
 	if err != nil {
 		return err
 	}
-	defer base.Close()
-	enc = base
-	if !*noCache {
-		if enc, err = encoder.NewCache(base, filepath.Join(home.CacheDir(), "embeddings")); err != nil {
-			return err
-		}
-		if c, ok := enc.(interface{ Close() error }); ok {
-			defer c.Close()
-		}
-	}
+	defer closeEnc()
 	opts := engine.Options{Encoder: enc, ModelDir: *model, Logf: logf}
 	if *reranker != "" {
 		rr, err := rerank.Load(ctx, *reranker, rerank.Options{})

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -23,6 +26,7 @@ func runIndex(ctx context.Context, args []string) error {
 	model := fs.String("model", "", "model directory (default: the one recorded in the index, else the installed default)")
 	batch := fs.Int("batch", 256, "documents per committed batch")
 	skipBad := fs.Bool("skip-bad", false, "skip malformed lines (counted) instead of stopping")
+	cache := fs.Bool("cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (keyed by model fingerprint and text)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: annactl index --index DIR [flags] [FILE|-]\n\nReads JSON lines {\"_id\"|\"id\", \"title\", \"text\", \"metadata\"} (a BEIR corpus.jsonl works as is) from FILE or stdin.\nDocuments already stored unchanged are skipped, so an interrupted run is resumed by running it again.")
 		fs.PrintDefaults()
@@ -43,7 +47,23 @@ func runIndex(ctx context.Context, args []string) error {
 		defer f.Close()
 		in, name = f, fs.Arg(0)
 	}
-	eng, err := engine.Open(ctx, *dir, engine.Options{ModelDir: *model, Logf: logf})
+	opts := engine.Options{ModelDir: *model, Logf: logf}
+	if *cache {
+		md := *model
+		if md == "" {
+			var err error
+			if md, err = engine.RecordedModelDir(*dir); err != nil {
+				return err
+			}
+		}
+		enc, closeEnc, err := loadEncoder(ctx, md, true)
+		if err != nil {
+			return err
+		}
+		defer closeEnc()
+		opts.Encoder, opts.ModelDir = enc, md
+	}
+	eng, err := engine.Open(ctx, *dir, opts)
 	if err != nil {
 		return err
 	}
@@ -118,3 +138,28 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 }
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// loadEncoder loads model (the default model when "") and, with cache,
+// puts it behind the embedding cache under $ANNA_HOME/cache.
+func loadEncoder(ctx context.Context, model string, cache bool) (encoder.Encoder, func(), error) {
+	var base *encoder.ORTEncoder
+	var err error
+	if model != "" {
+		base, err = encoder.Load(ctx, model, encoder.Options{})
+	} else {
+		base, err = encoder.Default(ctx)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	closeBase := func() { base.Close() }
+	if !cache {
+		return base, closeBase, nil
+	}
+	c, err := encoder.NewCache(base, filepath.Join(home.CacheDir(), "embeddings"))
+	if err != nil {
+		base.Close()
+		return nil, nil, err
+	}
+	return c, closeBase, nil
+}

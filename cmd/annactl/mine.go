@@ -124,7 +124,7 @@ continues with no duplicates and no gaps.`)
 
 	// The model behind the on-disk embedding cache: the corpus is embedded
 	// once, and the teacher's query embedding is a cache hit after retrieval's.
-	enc, closeEnc, err := loadEncoder(ctx, *modelDir, *index)
+	enc, closeEnc, err := loadMiningEncoder(ctx, *modelDir, *index)
 	if err != nil {
 		return err
 	}
@@ -230,21 +230,13 @@ func modelLabel(enc encoder.Encoder) string {
 	return fp[:min(12, len(fp))]
 }
 
-// loadEncoder loads the embedding model (flag, else the one the index
+// loadMiningEncoder loads the embedding model (flag, else the one the index
 // records, else the default) wrapped in the shared embedding cache.
-func loadEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, func(), error) {
+func loadMiningEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, func(), error) {
 	if modelDir == "" && index != "" {
-		if _, err := os.Stat(filepath.Join(index, "anna.db")); err == nil {
-			// Ask the directory which model it was built with.
-			e, err := engine.Open(ctx, index, engine.Options{Logf: func(string, ...any) {}})
-			if err != nil {
-				return nil, nil, err
-			}
-			modelDir, err = e.ModelDir()
-			e.Close()
-			if err != nil {
-				return nil, nil, err
-			}
+		var err error
+		if modelDir, err = engine.RecordedModelDir(index); err != nil {
+			return nil, nil, err
 		}
 	}
 	var ort *encoder.ORTEncoder
