@@ -9,7 +9,7 @@ export CGO_LDFLAGS := -L$(ANNA_HOME)/lib/tokenizers-$(TOK_VERSION)
 GO ?= go
 TEST_TIMEOUT ?= 75m
 
-.PHONY: setup build demo test pydeps bench env clean
+.PHONY: setup build demo test pydeps bench env clean closed-loop
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,14 @@ pydeps:
 test: setup pydeps
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./... github.com/coder/hnsw/...
+	$(MAKE) closed-loop
+
+# Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
+# (scripts/closed_loop.sh). `make test` runs it with a small step budget; the
+# README's numbers come from STEPS=100.
+CLOSED_LOOP_STEPS ?= 30
+closed-loop: build
+	STEPS=$(CLOSED_LOOP_STEPS) bash scripts/closed_loop.sh
 
 bench: setup pydeps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./benchmarks/...

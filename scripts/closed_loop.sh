@@ -8,15 +8,25 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
 DATA=${DATA:-$ROOT/../shared/datasets/scifact}
-W=${1:-$(mktemp -d)/closed-loop}
+if [ -n "${1:-}" ]; then
+	W=$1
+else
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	W=$tmp/closed-loop
+fi
 STEPS=${STEPS:-100}
 BATCH=${BATCH:-8}
 GROUP=${GROUP:-4}
+if [ ! -f "$DATA/corpus.jsonl" ]; then
+	echo "closed loop: skipped, no SciFact at $DATA (it ships in ../shared beside the repository)"
+	exit 0
+fi
 mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "index SciFact with the base model"
-"$A" index --index "$W/idx" "$DATA/corpus.jsonl"
+"$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl"
 step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes bm25,dense,hybrid --json | tee "$W/base.json"
 
