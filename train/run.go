@@ -51,6 +51,12 @@ type Config struct {
 	Resume          bool    // continue from OutDir/checkpoint when present
 	NoExport        bool    // skip the export at the end
 	Name            string  // exported model name (default: OutDir's base name)
+	// ExportMaxLength is the max length recorded in the exported model's
+	// manifest, i.e. what inference will use. 0: MaxLength for the
+	// cross-encoder objectives (they score pairs as trained), else the import
+	// path's default. A bi-encoder trained on short texts is usually served
+	// at its base model's length (MiniLM: trained at 128, served at 256).
+	ExportMaxLength int
 
 	// Progress, when set, is called after every step and evaluation.
 	Progress func(Progress)
@@ -293,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.NoExport {
 		return res, nil
 	}
-	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling})
+	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling, MaxLength: cfg.exportMaxLength()})
 	if err != nil {
 		return nil, err
 	}
@@ -467,4 +473,14 @@ func loadCheckpoint(dir string, m *Model, opt *AdamW) (runState, error) {
 	}
 	opt.Step = st.OptimizerStep
 	return st.runState, nil
+}
+
+func (c Config) exportMaxLength() int {
+	if c.ExportMaxLength > 0 {
+		return c.ExportMaxLength
+	}
+	if c.Objective == "bce" || c.Objective == "listwise" {
+		return c.MaxLength
+	}
+	return 0
 }

@@ -83,6 +83,10 @@ func runTrain(ctx context.Context, args []string) error {
 	if c.ModelDir == "" {
 		c.ModelDir = home.DefaultModel()
 	}
+	if man, err := model.LoadManifest(c.ModelDir); err == nil && c.Objective == "contrastive" {
+		// Serve the fine-tuned encoder at the length its base was served at.
+		c.ExportMaxLength = man.MaxLength
+	}
 	c.ModelDir = checkpointDir(c.ModelDir)
 	if lora != "" {
 		lc, err := parseLoRA(lora, loraAlpha)
