@@ -231,10 +231,7 @@ func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, 
 	if len(all) > depth {
 		fused, tail = all[:depth], all[depth:]
 	}
-	ids := make([]string, len(fused))
-	for i, r := range fused {
-		ids[i] = r.ID
-	}
+	ids := resultIDs(fused)
 	docs, err := e.docsByID(ids)
 	if err != nil {
 		return nil, err
@@ -260,6 +257,14 @@ func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, 
 	return append(out, tail...), nil
 }
 
+func resultIDs(rs []fusion.Result) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
 func (e *Engine) docsByID(ids []string) (map[string]storage.Doc, error) {
 	docs, err := e.store.GetMany(ids)
 	if err != nil {
@@ -275,11 +280,7 @@ func (e *Engine) docsByID(ids []string) (map[string]storage.Doc, error) {
 // hydrate attaches stored documents to fused results. A hit whose document
 // is gone (deleted between the index read and now) is dropped.
 func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
-	ids := make([]string, len(fused))
-	for i, r := range fused {
-		ids[i] = r.ID
-	}
-	docs, err := e.docsByID(ids)
+	docs, err := e.docsByID(resultIDs(fused))
 	if err != nil {
 		return nil, err
 	}
