@@ -299,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.NoExport {
 		return res, nil
 	}
-	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling, MaxLength: cfg.exportMaxLength()})
+	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling, MaxLength: cfg.exportMaxLength(m.Cfg.MaxPositionEmbeddings)})
 	if err != nil {
 		return nil, err
 	}
@@ -475,12 +475,15 @@ func loadCheckpoint(dir string, m *Model, opt *AdamW) (runState, error) {
 	return st.runState, nil
 }
 
-func (c Config) exportMaxLength() int {
-	if c.ExportMaxLength > 0 {
-		return c.ExportMaxLength
+// exportMaxLength picks the served max length, never past the model's
+// position embeddings (0 leaves it to the import path).
+func (c Config) exportMaxLength(positions int) int {
+	n := c.ExportMaxLength
+	if n <= 0 && (c.Objective == "bce" || c.Objective == "listwise") {
+		n = c.MaxLength
 	}
-	if c.Objective == "bce" || c.Objective == "listwise" {
-		return c.MaxLength
+	if positions > 0 && n > positions {
+		n = positions
 	}
-	return 0
+	return n
 }
