@@ -31,9 +31,9 @@ test: setup pydeps
 	$(MAKE) closed-loop
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
-# (scripts/closed_loop.sh). `make test` runs it with a small step budget; the
+# (scripts/closed_loop.sh). `make test` runs it with the same 100-step budget as the
 # README's numbers come from STEPS=100.
-CLOSED_LOOP_STEPS ?= 30
+CLOSED_LOOP_STEPS ?= 100
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) bash scripts/closed_loop.sh
 
