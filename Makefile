@@ -31,8 +31,8 @@ test: setup pydeps
 	$(MAKE) closed-loop
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
-# (scripts/closed_loop.sh). `make test` runs it with the same 100-step budget as the
-# README's numbers come from STEPS=100.
+# (scripts/closed_loop.sh), with the 100-step budget the README's numbers
+# come from.
 CLOSED_LOOP_STEPS ?= 100
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) bash scripts/closed_loop.sh
