@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -69,23 +68,13 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	man, err := model.LoadManifest(modelDir)
+	md, err := model.OpenDir(modelDir)
 	if err != nil {
 		return nil, fmt.Errorf("encoder: %w", err)
 	}
+	man, cfg, onnxPath := md.Manifest, md.Config, md.ONNXPath
 	if man.Task != model.TaskEmbed {
 		return nil, fmt.Errorf("encoder: %s is a %s model, not an embedding model", modelDir, man.Task)
-	}
-	cfg, err := model.LoadConfig(modelDir)
-	if err != nil {
-		return nil, fmt.Errorf("encoder: %w", err)
-	}
-	if cfg.HiddenSize != man.Dim {
-		return nil, fmt.Errorf("encoder: %s: config.json hidden_size %d disagrees with %s dim %d", modelDir, cfg.HiddenSize, model.ManifestFile, man.Dim)
-	}
-	onnxPath := filepath.Join(modelDir, onnx.ModelFile)
-	if _, err := os.Stat(onnxPath); err != nil {
-		return nil, fmt.Errorf("encoder: %s has no usable %s (convert a checkpoint with `annactl models import`): %w", modelDir, onnx.ModelFile, err)
 	}
 	e := &ORTEncoder{dir: modelDir, man: man, cfg: cfg, maxLen: man.MaxLength, batch: opts.BatchSize, fingerprint: man.Fingerprint}
 	if e.batch <= 0 {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -68,20 +67,13 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	man, err := model.LoadManifest(modelDir)
+	md, err := model.OpenDir(modelDir)
 	if err != nil {
 		return nil, fmt.Errorf("rerank: %w", err)
 	}
+	man, cfg, onnxPath := md.Manifest, md.Config, md.ONNXPath
 	if man.Task != model.TaskRerank {
 		return nil, fmt.Errorf("rerank: %s is a %s model, not a cross-encoder (convert one with `annactl models import --task rerank`)", modelDir, man.Task)
-	}
-	cfg, err := model.LoadConfig(modelDir)
-	if err != nil {
-		return nil, fmt.Errorf("rerank: %w", err)
-	}
-	onnxPath := filepath.Join(modelDir, onnx.ModelFile)
-	if _, err := os.Stat(onnxPath); err != nil {
-		return nil, fmt.Errorf("rerank: %s has no usable %s: %w", modelDir, onnx.ModelFile, err)
 	}
 	r := &ORTReranker{dir: modelDir, man: man, maxLen: man.MaxLength, batch: opts.BatchSize, label: man.NumLabels - 1}
 	if r.batch <= 0 {

@@ -20,7 +20,7 @@ import (
 
 // File names inside a converted model directory.
 const (
-	ModelFile     = "model.onnx"
+	ModelFile     = model.ONNXFile
 	TokenizerFile = "tokenizer.json"
 	ConfigFile    = "config.json"
 )
