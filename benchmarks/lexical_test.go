@@ -2,8 +2,11 @@ package benchmarks
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -154,3 +157,75 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 		b.ReportMetric(t.Seconds()/o.Seconds(), "x_vs_bleve")
 	}
 }
+
+// BenchmarkLexicalSearch100k: SciFact's 300 test queries, top 100, over
+// 100,000 SciFact variants (sciFactVariants; ANNA_BENCH_DOCS overrides the
+// size), through lexical.Index and through Bleve's own search over the same
+// index (a disjunction of match queries on title and text, which Bleve
+// scores with its bm25 model), in the same run: per-query p50 and p99 of
+// each, and the ratio of their p50s.
+func BenchmarkLexicalSearch100k(b *testing.B) {
+	ds := lexSciFact(b)
+	n := 100_000
+	if s := os.Getenv("ANNA_BENCH_DOCS"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	docs, _ := sciFactVariants(ds, n)
+	ix, took := lexBuild(b, docs, 5000)
+	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
+	var queries []string
+	for q := range ds.Qrels {
+		queries = append(queries, ds.Queries[q])
+	}
+	sort.Strings(queries)
+	ctx := context.Background()
+	bi := ix.Bleve()
+	ours := func(q string) {
+		if _, err := ix.Search(ctx, q, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+	theirs := func(q string) {
+		var qs []query.Query
+		for _, f := range []string{"title", "text"} {
+			mq := bleve.NewMatchQuery(q)
+			mq.SetField(f)
+			qs = append(qs, mq)
+		}
+		if _, err := bi.Search(bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 100, 0, false)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range queries[:20] {
+		ours(q)
+		theirs(q)
+	}
+	var oT, tT []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for _, q := range queries {
+			t0 := time.Now()
+			ours(q)
+			t1 := time.Now()
+			theirs(q)
+			oT = append(oT, t1.Sub(t0))
+			tT = append(tT, time.Since(t1))
+		}
+	}
+	b.StopTimer()
+	p50o, p50t := percentile(oT, 0.5), percentile(tT, 0.5)
+	b.ReportMetric(ms(p50o), "p50_ms")
+	b.ReportMetric(ms(percentile(oT, 0.99)), "p99_ms")
+	b.ReportMetric(ms(p50t), "bleve_p50_ms")
+	b.ReportMetric(ms(percentile(tT, 0.99)), "bleve_p99_ms")
+	b.ReportMetric(p50t.Seconds()/p50o.Seconds(), "x_vs_bleve_p50")
+}
+
+// percentile returns the p-quantile (nearest rank) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(p*float64(len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

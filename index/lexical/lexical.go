@@ -31,17 +31,14 @@
 package lexical
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +102,7 @@ type Index struct {
 	dir      string
 	mu       sync.Mutex // serialises writers: stats are read-modify-write
 	closed   bool
+	cands    sync.Pool // of *candidates: per-query scratch, reused
 }
 
 // Open opens the index in dir, creating it if dir holds none.
@@ -157,6 +155,11 @@ func newMapping() *mapping.IndexMappingImpl {
 	m.DefaultMapping = doc
 	return m
 }
+
+// Bleve returns the underlying Bleve index, for reading only: running
+// Bleve's own queries beside this package's scoring (benchmarks, checks).
+// Writing through it would bypass the field statistics and applied seq.
+func (ix *Index) Bleve() bleve.Index { return ix.bi }
 
 // Close closes the index. Closing twice is harmless (Bleve itself panics).
 func (ix *Index) Close() error {
@@ -354,11 +357,26 @@ func (ix *Index) Search(ctx context.Context, query string, k int) ([]Hit, error)
 		return nil, fmt.Errorf("lexical: search: %w", err)
 	}
 	defer reader.Close()
-	scores, err := scoreFields(ctx, reader, terms)
+	snap, err := newSnapshot(reader)
 	if err != nil {
+		return nil, fmt.Errorf("lexical: search: %w", err)
+	}
+	st, err := readStats(reader)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: search: %w", err)
+	}
+	scores, _ := ix.cands.Get().(*candidates)
+	if scores == nil {
+		scores = new(candidates)
+	}
+	defer func() {
+		scores.reset()
+		ix.cands.Put(scores)
+	}()
+	if err := scoreFields(ctx, snap, st, terms, scores); err != nil {
 		return nil, fmt.Errorf("lexical: search %q: %w", query, err)
 	}
-	return topK(reader, scores, k)
+	return topK(snap, scores, k)
 }
 
 type queryTerm struct {
@@ -419,177 +437,6 @@ func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields
 		return nil, err
 	}
 	return out, nil
-}
-
-// fieldScores holds each field's BM25 score of one candidate document.
-type fieldScores [len(fields)]float64
-
-// candidates are the documents matching any query term, keyed by Bleve
-// internal doc number (valid for one reader only), with their field scores.
-type candidates struct {
-	at     map[uint64]int32
-	docs   []uint64
-	scores []fieldScores
-}
-
-func (c *candidates) add(doc uint64, f int, s float64) {
-	i, ok := c.at[doc]
-	if !ok {
-		i = int32(len(c.docs))
-		c.at[doc] = i
-		c.docs = append(c.docs, doc)
-		c.scores = append(c.scores, fieldScores{})
-	}
-	c.scores[i][f] += s
-}
-
-// scoreFields computes per-field BM25 for every document matching a term.
-func scoreFields(ctx context.Context, reader bindex.IndexReader, terms []queryTerm) (*candidates, error) {
-	n, err := reader.DocCount()
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return &candidates{}, nil
-	}
-	st, err := readStats(reader)
-	if err != nil {
-		return nil, err
-	}
-	N := float64(n)
-	scores := &candidates{at: map[uint64]int32{}}
-	var tfd bindex.TermFieldDoc
-	for f, field := range fields {
-		avgdl := float64(st.Len[f]) / N
-		if avgdl == 0 {
-			continue // field empty everywhere: no postings
-		}
-		for _, qt := range terms {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			tfr, err := reader.TermFieldReader(ctx, []byte(qt.term), field, true, true, false)
-			if err != nil {
-				return nil, err
-			}
-			df := float64(tfr.Count())
-			if df == 0 {
-				tfr.Close()
-				continue
-			}
-			w := qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5))
-			for {
-				d, err := tfr.Next(&tfd)
-				if err != nil {
-					tfr.Close()
-					return nil, err
-				}
-				if d == nil {
-					break
-				}
-				tf := float64(d.Freq)
-				dl := fieldLength(d.Norm)
-				s := w * tf * (K1 + 1) / (tf + K1*(1-B+B*dl/avgdl))
-				if len(d.ID) != 8 {
-					tfr.Close()
-					return nil, fmt.Errorf("unexpected internal doc id %x", d.ID)
-				}
-				scores.add(d.ID.Value(), f, s)
-			}
-			if err := tfr.Close(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return scores, nil
-}
-
-// fieldLength recovers a document's field length from Bleve's norm,
-// 1/sqrt(length) stored as float32; rounding undoes the float32 error.
-func fieldLength(norm float64) float64 {
-	if norm <= 0 {
-		return 0
-	}
-	return math.Round(1 / (norm * norm))
-}
-
-// combine is best_fields with a tie breaker: the best field's score plus
-// TieBreaker times the others.
-func combine(fs *fieldScores) float64 {
-	best, sum := 0.0, 0.0
-	for _, s := range fs {
-		sum += s
-		best = max(best, s)
-	}
-	return best + TieBreaker*(sum-best)
-}
-
-type cand struct {
-	doc   uint64
-	score float64
-}
-
-// minHeap keeps the k best candidates, the worst at the root.
-type minHeap []cand
-
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, j int) bool { return h[i].score < h[j].score }
-func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(cand)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
-}
-
-// topK returns the k best hits, ties broken by external ID so results do not
-// depend on segment layout. Candidates tied with the k-th score are all
-// resolved to external IDs before cutting.
-func topK(reader bindex.IndexReader, c *candidates, k int) ([]Hit, error) {
-	all := make([]cand, len(c.docs))
-	for i, doc := range c.docs {
-		all[i] = cand{doc, combine(&c.scores[i])}
-	}
-	var keep []cand
-	if len(all) <= k {
-		keep = all
-	} else {
-		h := make(minHeap, 0, k)
-		for _, c := range all {
-			if len(h) < k {
-				heap.Push(&h, c)
-			} else if c.score > h[0].score {
-				h[0] = c
-				heap.Fix(&h, 0)
-			}
-		}
-		cutoff := h[0].score
-		for _, c := range all {
-			if c.score >= cutoff {
-				keep = append(keep, c)
-			}
-		}
-	}
-	hits := make([]Hit, len(keep))
-	buf := make([]byte, 8)
-	for i, c := range keep {
-		id, err := reader.ExternalID(bindex.NewIndexInternalID(buf, c.doc))
-		if err != nil {
-			return nil, fmt.Errorf("lexical: external id: %w", err)
-		}
-		hits[i] = Hit{ID: id, Score: c.score}
-	}
-	sort.Slice(hits, func(i, j int) bool {
-		if hits[i].Score != hits[j].Score {
-			return hits[i].Score > hits[j].Score
-		}
-		return hits[i].ID < hits[j].ID
-	})
-	if len(hits) > k {
-		hits = hits[:k]
-	}
-	return hits, nil
 }
 
 func readStats(reader bindex.IndexReader) (stats, error) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
-	bindex "github.com/blevesearch/bleve_index_api"
 
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/storage"
@@ -134,8 +133,16 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	scores, err := scoreFields(context.Background(), reader, ix.queryTerms(q))
+	snap, err := newSnapshot(reader)
 	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readStats(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scores := new(candidates)
+	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), scores); err != nil {
 		t.Fatal(err)
 	}
 	type sc struct {
@@ -143,12 +150,12 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		s  float64
 	}
 	var all []sc
-	for i, doc := range scores.docs {
-		id, err := reader.ExternalID(bindex.NewIndexInternalID(nil, doc))
+	for _, doc := range scores.touched {
+		id, err := snap.externalID(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, sc{id, comb(&scores.scores[i])})
+		all = append(all, sc{id, comb(&scores.scores[doc])})
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].s != all[j].s {
