@@ -89,7 +89,8 @@ func (b *bruteBM25) search(q string) []Hit {
 // vocabulary in many small batches (many segments), with upserts and
 // deletes between them, and checks every search against brute-force BM25:
 // the same scores rank by rank, and each returned ID really has its rank's
-// score (ties may order differently only within 1e-9).
+// score (ties may order differently only within 1e-9). Top-1 and top-10
+// searches mostly take the MaxScore path, top-100 the full one.
 func TestScoresMatchBruteForce(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(filepath.Join(t.TempDir(), "lex"))
@@ -112,15 +113,20 @@ func TestScoresMatchBruteForce(t *testing.T) {
 	}
 	bf := &bruteBM25{ix: ix, docs: map[string][len(fields)][]string{}}
 	seq := uint64(0)
+	searches, prunedSearches := 0, 0
 	queries := func() {
 		t.Helper()
 		for range 25 {
 			q := text(1 + rng.IntN(8))
 			want := bf.search(q)
 			for _, k := range []int{1, 10, 100} {
-				got, err := ix.Search(ctx, q, k)
+				got, advanced, err := ix.search(ctx, q, k)
 				if err != nil {
 					t.Fatal(err)
+				}
+				searches++
+				if advanced > 0 {
+					prunedSearches++
 				}
 				if len(got) != min(k, len(want)) {
 					t.Fatalf("%q k=%d: %d hits, want %d", q, k, len(got), min(k, len(want)))
@@ -170,5 +176,10 @@ func TestScoresMatchBruteForce(t *testing.T) {
 			}
 		}
 		queries()
+	}
+	// Both paths must have been checked: full scoring and MaxScore pruning.
+	t.Logf("%d of %d searches pruned", prunedSearches, searches)
+	if prunedSearches < searches/10 || prunedSearches == searches {
+		t.Fatalf("%d of %d searches pruned: the test no longer covers both paths", prunedSearches, searches)
 	}
 }

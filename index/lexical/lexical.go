@@ -341,29 +341,36 @@ func (ix *Index) Count() (uint64, error) {
 // repeated term counting again); no query syntax is interpreted, so any user
 // text is safe. A query with no indexable term returns no hits.
 func (ix *Index) Search(ctx context.Context, query string, k int) ([]Hit, error) {
+	hits, _, err := ix.search(ctx, query, k)
+	return hits, err
+}
+
+// search is Search, also returning how many term-fields MaxScore pruning
+// let skip most of their postings (for tests and benchmarks).
+func (ix *Index) search(ctx context.Context, query string, k int) ([]Hit, int, error) {
 	if k <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	terms := ix.queryTerms(query)
 	if len(terms) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	r, err := ix.bi.Advanced()
 	if err != nil {
-		return nil, fmt.Errorf("lexical: search: %w", err)
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
 	reader, err := r.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("lexical: search: %w", err)
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
 	defer reader.Close()
 	snap, err := newSnapshot(reader)
 	if err != nil {
-		return nil, fmt.Errorf("lexical: search: %w", err)
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
 	st, err := readStats(reader)
 	if err != nil {
-		return nil, fmt.Errorf("lexical: search: %w", err)
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
 	scores, _ := ix.cands.Get().(*candidates)
 	if scores == nil {
@@ -373,10 +380,11 @@ func (ix *Index) Search(ctx context.Context, query string, k int) ([]Hit, error)
 		scores.reset()
 		ix.cands.Put(scores)
 	}()
-	if err := scoreFields(ctx, snap, st, terms, scores); err != nil {
-		return nil, fmt.Errorf("lexical: search %q: %w", query, err)
+	if err := scoreFields(ctx, snap, st, terms, scores, k); err != nil {
+		return nil, 0, fmt.Errorf("lexical: search %q: %w", query, err)
 	}
-	return topK(snap, scores, k)
+	hits, err := topK(snap, scores, k)
+	return hits, scores.advanced, err
 }
 
 type queryTerm struct {

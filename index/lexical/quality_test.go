@@ -142,7 +142,7 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		t.Fatal(err)
 	}
 	scores := new(candidates)
-	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), scores); err != nil {
+	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), scores, 0); err != nil {
 		t.Fatal(err)
 	}
 	type sc struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -42,6 +43,14 @@ func newSnapshot(reader bindex.IndexReader) (*snapshot, error) {
 	return s, nil
 }
 
+// segEnd returns one past the global number of segment i's last document.
+func (s *snapshot) segEnd(i int) uint64 {
+	if i+1 < len(s.offsets) {
+		return s.offsets[i+1]
+	}
+	return math.MaxUint64
+}
+
 // externalID returns the ID of global document doc.
 func (s *snapshot) externalID(doc uint64) (string, error) {
 	i := sort.Search(len(s.offsets), func(x int) bool { return s.offsets[x] > doc }) - 1
@@ -68,7 +77,12 @@ type fieldScores [len(fields)]float64
 // zero entry means untouched: a matching term's BM25 is always > 0.
 type candidates struct {
 	scores  []fieldScores
-	touched []uint64
+	touched []uint64 // every doc with a nonzero entry
+	// live are the docs that can still reach the top k, with exact scores:
+	// touched, less those pruned (see scoreFields).
+	live []uint64
+	// advanced counts the term-fields that only visited live docs.
+	advanced int
 }
 
 func (c *candidates) add(doc uint64, f int, s float64) {
@@ -88,6 +102,27 @@ func (c *candidates) reset() {
 		c.scores[d] = fieldScores{}
 	}
 	c.touched = c.touched[:0]
+	c.live = c.live[:0]
+	c.advanced = 0
+}
+
+// kth returns the k-th best combined score among docs, 0 if there are
+// fewer than k.
+func (c *candidates) kth(docs []uint64, k int) float64 {
+	if len(docs) < k {
+		return 0
+	}
+	h := make(minHeap, 0, k)
+	for _, d := range docs {
+		s := combine(&c.scores[d])
+		if len(h) < k {
+			heap.Push(&h, cand{d, s})
+		} else if s > h[0].score {
+			h[0] = cand{d, s}
+			heap.Fix(&h, 0)
+		}
+	}
+	return h[0].score
 }
 
 // lengthPosting is implemented by zap's postings, whose norm is the field
@@ -106,21 +141,49 @@ func postingLength(p segment.Posting) float64 {
 	return math.Round(1 / (n * n))
 }
 
-// scoreFields adds to scores the per-field BM25 of every document matching a
-// term, with st the field statistics of the same snapshot.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, scores *candidates) error {
+// termField is one query term in one field, with its postings in every
+// segment.
+type termField struct {
+	f      int
+	w      float64 // qtf * idf * (K1+1)
+	kb, kl float64 // BM25's denominator is tf + kb + kl*dl
+	ub     float64 // strict upper bound of the term's score in any document
+	df     uint64
+	pls    []segment.PostingsList
+}
+
+func (t *termField) score(p segment.Posting) float64 {
+	tf := float64(p.Frequency())
+	return t.w * tf / (tf + t.kb + t.kl*postingLength(p))
+}
+
+// scoreFields scores the documents matching any term into scores, with st
+// the field statistics of the same snapshot. With k > 0 it may skip
+// documents that cannot reach the top k (MaxScore pruning, exact); with
+// k = 0 every matching document gets its full score.
+//
+// Terms are scored one at a time, rarest (highest bound) first. Once the
+// bounds of the terms still to come sum below the k-th best score so far,
+// no document they alone match can reach the top k, and neither can a
+// candidate whose score plus that sum falls short: the remaining terms then
+// only add to the surviving candidates, reaching them by Advance instead of
+// walking and scoring the whole postings list. Common terms, which hold
+// most postings, come last, so on SciFact-like queries most of the work is
+// skipped. A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
+// dl >= tf, and best_fields grows by at most the sum of what its fields
+// gain, so the bounds are safe.
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, scores *candidates, k int) error {
 	if snap.live == 0 {
 		return nil
 	}
 	N := float64(snap.live)
-	dicts := make([]segment.TermDictionary, len(snap.segs))
-	pls := make([]segment.PostingsList, len(snap.segs))
-	its := make([]segment.PostingsIterator, len(snap.segs))
+	var tfs []*termField
 	for f, field := range fields {
 		avgdl := float64(st.Len[f]) / N
 		if avgdl == 0 {
 			continue // field empty everywhere: no postings
 		}
+		dicts := make([]segment.TermDictionary, len(snap.segs))
 		for i, ss := range snap.segs {
 			d, err := ss.Segment().Dictionary(field)
 			if err != nil {
@@ -128,43 +191,128 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			}
 			dicts[i] = d
 		}
-		// BM25's denominator is tf + K1*(1-B+B*dl/avgdl) = tf + kb + kl*dl.
-		kb, kl := K1*(1-B), K1*B/avgdl
 		for _, qt := range terms {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var df uint64
+			t := &termField{f: f, kb: K1 * (1 - B), kl: K1 * B / avgdl, pls: make([]segment.PostingsList, len(snap.segs))}
 			for i, ss := range snap.segs {
-				pl, err := dicts[i].PostingsList([]byte(qt.term), ss.Deleted(), pls[i])
+				pl, err := dicts[i].PostingsList([]byte(qt.term), ss.Deleted(), nil)
 				if err != nil {
 					return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
 				}
-				pls[i] = pl
-				df += pl.Count()
+				t.pls[i] = pl
+				t.df += pl.Count()
 			}
-			if df == 0 {
+			if t.df == 0 {
 				continue
 			}
-			w := qt.qtf * math.Log(1+(N-float64(df)+0.5)/(float64(df)+0.5)) * (K1 + 1)
-			for i := range snap.segs {
-				its[i] = pls[i].Iterator(true, true, false, its[i])
-				off := snap.offsets[i]
-				for {
-					p, err := its[i].Next()
-					if err != nil {
-						return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
-					}
-					if p == nil {
-						break
-					}
-					tf := float64(p.Frequency())
-					scores.add(off+p.Number(), f, w*tf/(tf+kb+kl*postingLength(p)))
-				}
+			df := float64(t.df)
+			t.w = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
+			t.ub = t.w / (1 + t.kl)
+			tfs = append(tfs, t)
+		}
+	}
+	sort.SliceStable(tfs, func(i, j int) bool { return tfs[i].ub > tfs[j].ub })
+	// rest[j] and postings[j] sum the bounds and postings of tfs[j:]; summed
+	// from the end, so that rest[len(tfs)] is exactly 0.
+	rest := make([]float64, len(tfs)+1)
+	postings := make([]uint64, len(tfs)+1)
+	for j := len(tfs) - 1; j >= 0; j-- {
+		rest[j] = rest[j+1] + tfs[j].ub
+		postings[j] = postings[j+1] + tfs[j].df
+	}
+	pruned := false
+	var it segment.PostingsIterator
+	for j, t := range tfs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Try to start pruning. No score so far exceeds the bounds summed
+		// over the terms done, so it cannot start before those outweigh
+		// the terms to come; and it is worth a check only while the
+		// postings to come outnumber the candidates checked. The k-th best
+		// score among the first thetaSample candidates is a lower bound of
+		// the k-th best over all (so a safe threshold) at a cost that does
+		// not grow with the corpus; the first candidates come from the
+		// rarest terms, which score highest.
+		if !pruned && k > 0 && rest[0]-rest[j] > rest[j] && postings[j] > uint64(min(len(scores.touched), thetaSample)) {
+			if theta := scores.kth(scores.touched[:min(len(scores.touched), max(k, thetaSample))], k); rest[j]*(1+1e-9) < theta {
+				pruned = true
+				scores.live = scores.prune(scores.live[:0], scores.touched, rest[j], theta)
+				slices.Sort(scores.live)
 			}
+		}
+		for i := range snap.segs {
+			it = t.pls[i].Iterator(true, true, false, it)
+			var err error
+			if pruned {
+				err = t.addTo(scores, it, snap.offsets[i], snap.segEnd(i))
+			} else {
+				err = t.scoreAll(scores, it, snap.offsets[i])
+			}
+			if err != nil {
+				return fmt.Errorf("postings of %s: %w", fields[t.f], err)
+			}
+		}
+		if pruned {
+			scores.advanced++
+			scores.live = scores.prune(scores.live[:0], scores.live, rest[j+1], scores.kth(scores.live, k))
+		}
+	}
+	if !pruned {
+		scores.live = append(scores.live[:0], scores.touched...)
+	}
+	return nil
+}
+
+// thetaSample caps the candidates that estimate the pruning threshold.
+const thetaSample = 4096
+
+// scoreAll walks the whole postings list, adding every document.
+func (t *termField) scoreAll(scores *candidates, it segment.PostingsIterator, off uint64) error {
+	for {
+		p, err := it.Next()
+		if err != nil || p == nil {
+			return err
+		}
+		scores.add(off+p.Number(), t.f, t.score(p))
+	}
+}
+
+// addTo adds the term's score to the live candidates in [off, end) only,
+// advancing the iterator from one to the next.
+func (t *termField) addTo(scores *candidates, it segment.PostingsIterator, off, end uint64) error {
+	live := scores.live
+	lo, _ := slices.BinarySearch(live, off)
+	var p segment.Posting
+	for _, d := range live[lo:] {
+		if d >= end {
+			break
+		}
+		local := d - off
+		if p == nil || p.Number() < local {
+			var err error
+			if p, err = it.Advance(local); err != nil {
+				return err
+			}
+			if p == nil {
+				break // postings exhausted
+			}
+		}
+		if p.Number() == local {
+			scores.scores[d][t.f] += t.score(p)
 		}
 	}
 	return nil
+}
+
+// prune appends to dst the docs of src whose score plus rem reaches theta;
+// dst may alias src.
+func (c *candidates) prune(dst, src []uint64, rem, theta float64) []uint64 {
+	for _, d := range src {
+		if combine(&c.scores[d])+rem*(1+1e-9) >= theta {
+			dst = append(dst, d)
+		}
+	}
+	return dst
 }
 
 // combine is best_fields with a tie breaker: the best field's score plus
@@ -201,8 +349,8 @@ func (h *minHeap) Pop() any {
 // depend on segment layout. Candidates tied with the k-th score are all
 // resolved to external IDs before cutting.
 func topK(snap *snapshot, c *candidates, k int) ([]Hit, error) {
-	all := make([]cand, len(c.touched))
-	for i, doc := range c.touched {
+	all := make([]cand, len(c.live))
+	for i, doc := range c.live {
 		all[i] = cand{doc, combine(&c.scores[doc])}
 	}
 	var keep []cand
