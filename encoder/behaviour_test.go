@@ -56,8 +56,18 @@ func TestBatchInvariance(t *testing.T) {
 		}
 	}
 	// Small batches force several ONNX Runtime calls and the length sort
-	// to reorder; results must still come back in input order.
-	small, err := Load(ctx, testModel(t), Options{BatchSize: 2, IntraOpThreads: 2})
+	// to reorder; results must still come back in input order, whether the
+	// batches run in parallel (3 workers) or one after another.
+	serial, err := Load(ctx, testModel(t), Options{BatchSize: 2, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serial.Close()
+	want, err := serial.EmbedDocuments(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := Load(ctx, testModel(t), Options{BatchSize: 2, Workers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +79,9 @@ func TestBatchInvariance(t *testing.T) {
 	for i := range texts {
 		if d := maxAbsDiff(got[i], batch[i]); d >= 1e-5 {
 			t.Errorf("batch size 2: text %d differs by %.2g from batch size 32", i, d)
+		}
+		if d := maxAbsDiff(got[i], want[i]); d != 0 {
+			t.Errorf("batch size 2: text %d differs by %.2g between 3 workers and 1", i, d)
 		}
 	}
 	if st := small.Stats(); st.Batches != 4 || st.Texts != int64(len(texts)) || st.RunTime <= 0 || st.FLOPs <= 0 {

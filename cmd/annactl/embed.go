@@ -60,7 +60,7 @@ func runEmbed(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	format := fs.String("format", "jsonl", "output format: jsonl or binary")
 	chunk := fs.Int("chunk", 256, "lines embedded per call (bounds memory)")
 	useCache := fs.Bool("cache", false, "read and fill the embedding cache under $ANNA_HOME/cache/embeddings")
-	threads := fs.Int("threads", 0, "ONNX Runtime intra-op threads (0: all cores)")
+	threads := fs.Int("threads", 0, "ONNX Runtime threads per operator (0: 1, with batches run in parallel, one per core)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}

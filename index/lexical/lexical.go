@@ -23,6 +23,10 @@
 // summing the two fields gives 0.668 and the text field alone 0.672
 // (TestSciFactBM25 logs these), so best_fields without boost it is.
 //
+// Search reads the scorch segments' postings directly and prunes exactly
+// with MaxScore (score.go): at 100,000 documents it answers SciFact's
+// queries 3x faster than Bleve's own search (BenchmarkLexicalSearch100k).
+//
 // BM25 needs each field's average length, which Bleve does not keep, so
 // Index and Delete maintain the total token count of each field in an
 // internal key, updated in the same batch as the content, and each document
