@@ -28,6 +28,9 @@ pydeps:
 test: setup pydeps
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./... github.com/coder/hnsw/...
+	# The concurrency tests again under the race detector (under a minute).
+	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce' \
+		./engine ./encoder ./tokenizer ./index/... github.com/coder/hnsw/...
 	$(MAKE) closed-loop
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
