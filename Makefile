@@ -25,10 +25,11 @@ demo: build
 pydeps:
 	@bash scripts/pydeps.sh
 
+# test: vet, every Go test, the concurrency tests again under the race
+# detector (under a minute), then the closed loop (mine, train, reindex, eval).
 test: setup pydeps
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./... github.com/coder/hnsw/...
-	# The concurrency tests again under the race detector (under a minute).
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce' \
 		./engine ./encoder ./tokenizer ./index/... github.com/coder/hnsw/...
 	$(MAKE) closed-loop
