@@ -18,6 +18,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"
@@ -262,48 +263,24 @@ func (e *ORTEncoder) embedWindow(ctx context.Context, texts []string, out [][]fl
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
-	// Batches are handed out in order to up to e.workers goroutines; the
-	// first error stops the others at their next batch.
+	// Batches run in parallel, in order of length, on up to e.workers
+	// goroutines; the first error stops the rest.
 	nb := (len(order) + e.batch - 1) / e.batch
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var firstErr error
-	var failed atomic.Bool
-	for range min(e.workers, nb) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			batch := make([]tokenizer.Encoding, 0, e.batch)
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= nb || failed.Load() {
-					return
-				}
-				err := ctx.Err()
-				var vecs [][]float32
-				if err == nil {
-					lo, hi := b*e.batch, min((b+1)*e.batch, len(order))
-					batch = batch[:0]
-					for _, i := range order[lo:hi] {
-						batch = append(batch, encs[i])
-					}
-					if vecs, err = e.runBatch(batch); err == nil {
-						for j, i := range order[lo:hi] {
-							out[i] = vecs[j]
-						}
-					}
-				}
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					failed.Store(true)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
+	return parallel.Each(ctx, nb, e.workers, func(b int) error {
+		rows := order[b*e.batch : min((b+1)*e.batch, len(order))]
+		batch := make([]tokenizer.Encoding, len(rows))
+		for j, i := range rows {
+			batch[j] = encs[i]
+		}
+		vecs, err := e.runBatch(batch)
+		if err != nil {
+			return err
+		}
+		for j, i := range rows {
+			out[i] = vecs[j]
+		}
+		return nil
+	})
 }
 
 // runBatch runs one padded batch through ONNX Runtime and pools it.

@@ -17,15 +17,17 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	hf "github.com/daulet/tokenizers"
+
+	"github.com/anna-search/anna/internal/parallel"
 )
 
 // Encoding is one tokenised input with special tokens. Mask is all 1 until
@@ -195,26 +197,12 @@ func (t *Tokenizer) EncodePair(a, b string, maxLen int) Encoding {
 func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) []Encoding {
 	out := make([]Encoding, len(texts))
 	workers := min(runtime.GOMAXPROCS(0), len(texts)/4+1)
-	if workers <= 1 {
-		for i, s := range texts {
-			out[i] = t.Encode(s, maxLen)
-		}
-		return out
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(texts) {
-					return
-				}
-				out[i] = t.Encode(texts[i], maxLen)
-			}
-		})
-	}
-	wg.Wait()
+	// Encode cannot fail and nothing here is cancelled, so Each's error is
+	// always nil.
+	parallel.Each(context.Background(), len(texts), workers, func(i int) error {
+		out[i] = t.Encode(texts[i], maxLen)
+		return nil
+	})
 	return out
 }
 

@@ -46,7 +46,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -56,6 +55,7 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	bindex "github.com/blevesearch/bleve_index_api"
 
+	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -425,27 +425,15 @@ func (a analyzed) Analyze([]byte) analysis.TokenStream { return analysis.TokenSt
 func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, error) {
 	out := make([][len(fields)]analyzed, len(docs))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(docs) || ctx.Err() != nil {
-					return
-				}
-				for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
-					if text != "" {
-						out[i][f] = analyzed(ix.analyzer.Analyze([]byte(text)))
-					}
-				}
+	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
+		for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
+			if text != "" {
+				out[i][f] = analyzed(ix.analyzer.Analyze([]byte(text)))
 			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
