@@ -45,6 +45,27 @@ func (h *hybridCorpusEncoder) EmbedQueries(ctx context.Context, q []string, p en
 	return h.query.EmbedQueries(ctx, q, p)
 }
 
+// benchDocs is the corpus size of the 100k benchmarks: 100,000, or
+// ANNA_BENCH_DOCS.
+func benchDocs() int {
+	n := 100_000
+	if s := os.Getenv("ANNA_BENCH_DOCS"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	return n
+}
+
+// judgedQueries returns the texts of ds's queries that have judgments,
+// sorted, so every run times the same queries in the same order.
+func judgedQueries(ds *eval.Dataset) []string {
+	var queries []string
+	for q := range ds.Qrels {
+		queries = append(queries, ds.Queries[q])
+	}
+	sort.Strings(queries)
+	return queries
+}
+
 // sciFactVariants makes an n-document corpus from SciFact: each abstract in
 // ~n/5183 variants, each variant dropping 15% of the abstract's words at
 // random, so that BM25 sees n distinct documents with SciFact's vocabulary
@@ -110,10 +131,7 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := 100_000
-	if s := os.Getenv("ANNA_BENCH_DOCS"); s != "" {
-		fmt.Sscan(s, &n)
-	}
+	n := benchDocs()
 	docs, src := sciFactVariants(ds, n)
 	rng := rand.New(rand.NewPCG(3, 4))
 	enc := &hybridCorpusEncoder{vecs: make(map[string][]float32, n), query: base}
@@ -145,11 +163,7 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	b.Logf("indexed %d docs (BM25 + HNSW) in %s", len(docs), time.Since(start).Round(time.Second))
 	waitIdle(b)
 
-	var queries []string
-	for q := range ds.Qrels {
-		queries = append(queries, ds.Queries[q])
-	}
-	sort.Strings(queries)
+	queries := judgedQueries(ds)
 	for _, q := range queries[:20] { // warm up both paths
 		base.EmbedQueries(ctx, []string{q}, encoder.Prompt{})
 		eng.Search(ctx, q, engine.SearchOptions{Mode: engine.ModeHybrid, K: 10})

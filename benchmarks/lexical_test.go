@@ -2,9 +2,7 @@ package benchmarks
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -167,19 +165,11 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // each, and the ratio of their p50s.
 func BenchmarkLexicalSearch100k(b *testing.B) {
 	ds := lexSciFact(b)
-	n := 100_000
-	if s := os.Getenv("ANNA_BENCH_DOCS"); s != "" {
-		fmt.Sscan(s, &n)
-	}
-	docs, _ := sciFactVariants(ds, n)
+	docs, _ := sciFactVariants(ds, benchDocs())
 	ix, took := lexBuild(b, docs, 5000)
 	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
 	waitIdle(b)
-	var queries []string
-	for q := range ds.Qrels {
-		queries = append(queries, ds.Queries[q])
-	}
-	sort.Strings(queries)
+	queries := judgedQueries(ds)
 	ctx := context.Background()
 	bi := ix.Bleve()
 	ours := func(q string, k int) {
