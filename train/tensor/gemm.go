@@ -26,22 +26,7 @@ const (
 // the row strides of the stored (untransposed) arrays. threads ≤ 0 means
 // GOMAXPROCS.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	if beta != 1 {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-			} else {
-				for j := range row {
-					row[j] *= beta
-				}
-			}
-		}
-	}
-	if k == 0 || alpha == 0 {
+	if !scaleC(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
 	if threads <= 0 {
@@ -86,11 +71,12 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	wg.Wait()
 }
 
-// GemmSerial is Gemm on the calling goroutine, packing into s, which the
-// caller reuses across calls (the many small per-head attention products).
-func GemmSerial(s *Scratch, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// scaleC does the beta·C part of C = alpha·op(A)·op(B) + beta·C (beta 0
+// clears C, so NaNs in it do not survive) and reports whether a product is
+// left to add.
+func scaleC(m, n, k int, alpha, beta float32, c []float32, ldc int) bool {
 	if m == 0 || n == 0 {
-		return
+		return false
 	}
 	if beta != 1 {
 		for i := 0; i < m; i++ {
@@ -104,7 +90,13 @@ func GemmSerial(s *Scratch, transA, transB bool, m, n, k int, alpha float32, a [
 			}
 		}
 	}
-	if k == 0 || alpha == 0 {
+	return k != 0 && alpha != 0
+}
+
+// GemmSerial is Gemm on the calling goroutine, packing into s, which the
+// caller reuses across calls (the many small per-head attention products).
+func GemmSerial(s *Scratch, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !scaleC(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
 	s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc, (n+nc-1)/nc)
