@@ -351,28 +351,11 @@ func (h *minHeap) Pop() any {
 // depend on segment layout. Candidates tied with the k-th score are all
 // resolved to external IDs before cutting.
 func topK(snap *snapshot, c *candidates, k int) ([]Hit, error) {
-	all := make([]cand, len(c.live))
-	for i, doc := range c.live {
-		all[i] = cand{doc, combine(&c.scores[doc])}
-	}
+	cutoff := c.kth(c.live, k) // 0 when there are no more than k: keep all
 	var keep []cand
-	if len(all) <= k {
-		keep = all
-	} else {
-		h := make(minHeap, 0, k)
-		for _, c := range all {
-			if len(h) < k {
-				heap.Push(&h, c)
-			} else if c.score > h[0].score {
-				h[0] = c
-				heap.Fix(&h, 0)
-			}
-		}
-		cutoff := h[0].score
-		for _, c := range all {
-			if c.score >= cutoff {
-				keep = append(keep, c)
-			}
+	for _, doc := range c.live {
+		if s := combine(&c.scores[doc]); s >= cutoff {
+			keep = append(keep, cand{doc, s})
 		}
 	}
 	hits := make([]Hit, len(keep))
