@@ -28,8 +28,9 @@ import (
 type Options struct {
 	// IntraOpThreads is ONNX Runtime's thread count inside one operator
 	// (default 1). One call's batches run in parallel instead (Workers):
-	// on SciFact that is as fast as splitting each operator (22.3 against
-	// 21.5 docs/s on 2 cores), and a single query keeps to one core, so
+	// on SciFact that is as fast as splitting each operator
+	// (BenchmarkEncoderSciFact: 0.88x of a same-run MatMul, 0.86x before),
+	// and a single query keeps to one core, so
 	// the BM25 search a hybrid query runs beside it has the other instead
 	// of stalling the encoder's synchronised operator threads
 	// (BenchmarkHybridLatency100k).
