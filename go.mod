@@ -6,7 +6,6 @@ require (
 	github.com/blevesearch/bleve/v2 v2.6.1
 	github.com/blevesearch/bleve_index_api v1.4.1
 	github.com/blevesearch/scorch_segment_api/v2 v2.4.10
-	github.com/coder/hnsw v0.6.1
 	github.com/daulet/tokenizers v1.22.1
 	github.com/yalue/onnxruntime_go v1.27.0
 	go.etcd.io/bbolt v1.5.0
@@ -38,5 +37,3 @@ require (
 	github.com/json-iterator/go v0.0.0-20171115153421-f7279a603ede // indirect
 	github.com/mschoch/smat v0.2.0 // indirect
 )
-
-replace github.com/coder/hnsw => ./third_party/hnsw

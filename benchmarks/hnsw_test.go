@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/hnsw"
+	"github.com/anna-search/anna/index/dense/hnsw"
 
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/dense/densetest"

@@ -105,8 +105,10 @@ type Graph[K cmp.Ordered] struct {
 
 	ids      map[K]uint32 // live keys only
 	nDeleted int
-	entry    uint32
-	maxLevel int // -1 when there are no slots
+	// sinceReconnect counts nodes inserted since the last reconnect.
+	sinceReconnect int
+	entry          uint32
+	maxLevel       int // -1 when there are no slots
 
 	visitedPool sync.Pool
 }
@@ -404,7 +406,9 @@ func (g *Graph[K]) Dims() int {
 
 // Add inserts nodes into the graph.
 // If another node with the same key exists, it is replaced (upstream
-// panicked with "node not added"). The vectors are copied.
+// panicked with "node not added"). The vectors are copied. After a call of
+// 32 nodes or more every live node is reachable (see reconnect); smaller
+// calls repair reachability once per len/32 nodes added.
 // It panics if a vector's dimension differs from the graph's, before
 // inserting any of nodes.
 func (g *Graph[K]) Add(nodes ...Node[K]) {
@@ -432,8 +436,19 @@ func (g *Graph[K]) Add(nodes ...Node[K]) {
 	for _, n := range nodes {
 		g.insert(n.Key, n.Value)
 	}
-	g.maybeCompact()
+	compacted := g.maybeCompact()
+	// Repair reachability (see reconnect) after every call of a batch's
+	// size, and otherwise once per len/reconnectEvery inserted nodes, so
+	// that adding nodes one at a time stays linear.
+	g.sinceReconnect += len(nodes)
+	if compacted || len(nodes) >= reconnectEvery || g.sinceReconnect*reconnectEvery >= len(g.keys) {
+		g.reconnect()
+		g.sinceReconnect = 0
+	}
 }
+
+// reconnectEvery: see Add.
+const reconnectEvery = 32
 
 func (g *Graph[K]) insert(key K, vec []float32) {
 	dist := g.distance()
@@ -584,18 +599,24 @@ func (g *Graph[K]) Delete(key K) bool {
 	delete(g.ids, key)
 	g.deleted[id] = true
 	g.nDeleted++
-	g.maybeCompact()
+	if g.maybeCompact() {
+		g.reconnect()
+	}
 	return true
 }
 
-func (g *Graph[K]) maybeCompact() {
+// maybeCompact compacts when tombstones pass the threshold and reports
+// whether it did.
+func (g *Graph[K]) maybeCompact() bool {
 	if len(g.ids) == 0 {
 		g.reset()
-		return
+		return false
 	}
 	if g.nDeleted > 0 && g.nDeleted*compactFraction > len(g.keys) {
 		g.compact()
+		return true
 	}
+	return false
 }
 
 // Lookup returns a copy of the vector with the given key.

@@ -1,3 +1,0 @@
-module github.com/coder/hnsw
-
-go 1.22
