@@ -1,53 +1,44 @@
-// Package storage keeps anna's documents, their vectors and the engine's
-// state in one bbolt file. It is the source of truth: the lexical and dense
-// indexes are derived from it and can be rebuilt from it at any time.
-//
-// Layout (bbolt buckets, all at the top level):
-//
-//	docs        doc ID (bytes as given) -> encoded Doc (see encodeDoc)
-//	vectors     one nested bucket per model fingerprint:
-//	              fp -> { doc ID -> vector as little-endian float32 bytes }
-//	vector_dims fp -> dimension (uint32 little-endian), fixed by the first
-//	            vector stored for fp; later vectors of another length are refused
-//	changes     seq (uint64 big-endian) -> op byte ('p' put, 'd' delete) + doc ID
-//	change_ids  doc ID -> seq of its entry in changes
-//	state       engine key -> value (opaque bytes)
-//	meta        "doc_count" -> number of docs (uint64 big-endian), kept so
-//	            Count need not walk the docs bucket
-//
-// Seq: every change to a document (Put, PutVectors, Delete of an existing ID)
-// takes the next number from the changes bucket's sequence, so seq is a
-// monotonically increasing version of the store; Seq returns the last one and
-// an empty store is at 0. The change log keeps only the latest entry per doc
-// ID: writing an ID removes its previous entry (found through change_ids).
-// The log therefore holds at most one entry per ID ever written (deletions
-// stay as tombstones), and ChangesSince(s) visits exactly the IDs whose last
-// change is after s. A derived index that records the seq it has applied can
-// catch up by replaying ChangesSince(applied) and is then exactly in sync.
-//
-// Every write method is one bbolt transaction: documents, vectors and change
-// entries commit together or not at all.
 package storage
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Doc is one document. ID is required and unique; Meta is free-form.
 type Doc struct {
 	ID, Title, Text string
 	Meta            map[string]string
+}
+
+// Op is the kind of a change-log entry.
+type Op byte
+
+const (
+	OpPut     Op = 'p' // the document was written (its text may have changed)
+	OpDelete  Op = 'd' // the document was removed
+	OpVectors Op = 'v' // only vectors were written (a reindex); the text is as of TextSeq
+)
+
+// Change is the latest change-log entry of one document.
+type Change struct {
+	Seq     uint64
+	ID      string
+	Op      Op
+	TextSeq uint64 // seq of the last change to the doc's text (OpPut: Seq itself)
 }
 
 var (
@@ -59,13 +50,16 @@ var (
 	bucketState     = []byte("state")
 	bucketMeta      = []byte("meta")
 
+	allBuckets = [][]byte{bucketDocs, bucketVectors, bucketDims, bucketChanges, bucketChangeIDs, bucketState, bucketMeta}
+
 	keyDocCount = []byte("doc_count")
+	keyFormat   = []byte("format")
+	keyStoreID  = []byte("store_id")
 )
 
-const (
-	opPut    byte = 'p'
-	opDelete byte = 'd'
-)
+// storeFormat is written once at creation. 1 was the layout before records
+// carried seqs and checksums (no "format" key).
+const storeFormat = "2"
 
 // lockTimeout is how long Open waits for another process to release the
 // file lock before giving up with ErrLocked.
@@ -76,47 +70,197 @@ const lockTimeout = 500 * time.Millisecond
 // store, and long scans never pin old pages for long.
 const iterChunk = 512
 
-// ErrLocked is returned by Open when another process holds the database.
-var ErrLocked = errors.New("database is locked by another process")
+var (
+	// ErrLocked is returned by Open when another process holds the database.
+	ErrLocked = errors.New("database is locked by another process")
+	// ErrEmptyFile is returned by Open for a zero-length file: anna creates
+	// stores whole (see Create), so an empty one is always damage.
+	ErrEmptyFile = errors.New("store file is empty (0 bytes)")
+	// ErrCorrupt is wrapped by every error that reports damage: a file that
+	// is not a store, a truncated one, a record whose checksum fails, a page
+	// bbolt cannot read.
+	ErrCorrupt = errors.New("store is damaged")
+	// ErrFormat is returned by Open for a store of another format version.
+	ErrFormat = errors.New("unsupported store format")
+	// ErrReadOnly is returned by writes to a store opened read-only.
+	ErrReadOnly = errors.New("store is open read-only")
+)
+
+// Options configure Open.
+type Options struct {
+	// ReadOnly opens without writing anything (a shared lock: other readers
+	// may open the file at the same time, writers wait).
+	ReadOnly bool
+	// Create creates the store when path does not exist. A path that exists
+	// is never re-created, whatever it holds.
+	Create bool
+}
 
 // Store is an open anna database. Its methods are safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
-	path string
+	db       *bolt.DB
+	path     string
+	id       string
+	readOnly bool
+	warning  string // a damaged meta page found at Open ("" if none)
 }
 
-// Open opens the database file at path, creating it (and its directory) if
-// needed. If another process has it open, Open fails with an error wrapping
-// ErrLocked after a short wait.
-func Open(path string) (*Store, error) {
+// Open opens the store at path. A missing file gives an error wrapping
+// fs.ErrNotExist unless opts.Create; a zero-length one ErrEmptyFile; a file
+// that is not a store, or is truncated, ErrCorrupt; another anna format
+// ErrFormat. If another process has the file open for writing (or, for a
+// writer, open at all), Open fails with ErrLocked after a short wait.
+func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("storage: open: empty path")
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.Create && !opts.ReadOnly:
+		if err := create(path); err != nil {
+			return nil, fmt.Errorf("storage: create %s: %w", path, err)
 		}
+	case err != nil:
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	case fi.IsDir():
+		return nil, fmt.Errorf("storage: open %s: is a directory", path)
+	case fi.Size() == 0:
+		return nil, fmt.Errorf("storage: open %s: %w", path, ErrEmptyFile)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("storage: open %s: %w (waited %v)", path, ErrLocked, lockTimeout)
-	}
+	info, err := readMetaInfo(path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketDocs, bucketVectors, bucketDims, bucketChanges, bucketChangeIDs, bucketState, bucketMeta} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("create bucket %s: %w", b, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if info.current() < 0 {
+		return nil, fmt.Errorf("storage: open %s: %w: not a bbolt file, or both of its meta pages are damaged (page 0: %s; page 1: %s)",
+			path, ErrCorrupt, info.Pages[0].Problem, info.Pages[1].Problem)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType, ReadOnly: opts.ReadOnly})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("storage: open %s: %w (waited %v)", path, ErrLocked, lockTimeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, fmt.Errorf("storage: open %s: %w: %w", path, ErrCorrupt, err)
+	case err != nil:
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, readOnly: opts.ReadOnly, warning: info.damage()}
+	if err := s.view(s.checkOpen); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	return s, nil
+}
+
+// checkOpen refuses a truncated file (bbolt would fault reading past its
+// end), a store without anna's buckets, and another format; it reads the
+// store's id.
+func (s *Store) checkOpen(tx *bolt.Tx) error {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return err
+	}
+	if fi.Size() < tx.Size() {
+		return fmt.Errorf("%w: the file is truncated: %d bytes, its meta page says %d", ErrCorrupt, fi.Size(), tx.Size())
+	}
+	for _, b := range allBuckets {
+		if tx.Bucket(b) == nil {
+			return fmt.Errorf("%w: bucket %q is missing (not an anna store?)", ErrCorrupt, b)
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	switch f := meta.Get(keyFormat); {
+	case f == nil:
+		return fmt.Errorf("%w: format 1 (written by an older anna); index the documents again into a new directory", ErrFormat)
+	case string(f) != storeFormat:
+		return fmt.Errorf("%w: format %q, this anna reads %q", ErrFormat, f, storeFormat)
+	}
+	id := meta.Get(keyStoreID)
+	if len(id) != 32 {
+		return fmt.Errorf("%w: store id %q is malformed", ErrCorrupt, id)
+	}
+	s.id = string(id)
+	return nil
+}
+
+// create makes a new store whole under a temporary name and renames it into
+// place, so path either does not exist or holds a complete, empty store.
+func create(path string) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	tmp := path + ".creating"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		db.Close()
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyFormat, []byte(storeFormat)); err != nil {
+			return err
+		}
+		return meta.Put(keyStoreID, []byte(hex.EncodeToString(id[:])))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// view and update run bbolt transactions, turning a panic inside bbolt (how
+// it reacts to a damaged page) or a memory fault (a page past the end of a
+// file truncated under us) into an error wrapping ErrCorrupt. bbolt rolls
+// the transaction back either way.
+func (s *Store) view(fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.recoverDamage(&err)
+	return s.db.View(fn)
+}
+
+func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.recoverDamage(&err)
+	return s.db.Update(fn)
+}
+
+func (s *Store) recoverDamage(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: reading %s failed: %v", ErrCorrupt, s.path, r)
+	}
 }
 
 // Close releases the database file.
@@ -127,14 +271,29 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// ID is the store's identity: random, written once when the store was
+// created. Derived indexes record it to tell their own store from another.
+func (s *Store) ID() string { return s.id }
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// ReadOnly reports whether the store was opened read-only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Warning describes damage found when the store was opened that did not
+// stop it from opening (a damaged bbolt meta page), "" when none.
+func (s *Store) Warning() string { return s.warning }
+
 // Put upserts docs in one transaction and appends one change entry per doc.
 // When fp is not empty, vecs[i] is stored as the vector of docs[i] for model
 // fingerprint fp (len(vecs) must equal len(docs)); when fp is empty vecs must
 // be empty. Upserting a doc without vectors keeps its old vectors: callers
 // that change a doc's text must pass fresh vectors or PutVectors them.
+// state entries are written in the same transaction (nil values delete).
 // It returns the seq of the last entry written (the current Seq if docs is
 // empty). If the same ID appears twice, the later doc wins.
-func (s *Store) Put(docs []Doc, fp string, vecs [][]float32) (uint64, error) {
+func (s *Store) Put(docs []Doc, fp string, vecs [][]float32, state map[string][]byte) (uint64, error) {
 	if fp == "" && len(vecs) != 0 {
 		return 0, fmt.Errorf("storage: put: %d vectors given without a model fingerprint", len(vecs))
 	}
@@ -146,13 +305,16 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32) (uint64, error) {
 			return 0, fmt.Errorf("storage: put: doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
 		}
 	}
+	if err := checkState(state); err != nil {
+		return 0, fmt.Errorf("storage: put: %w", err)
+	}
 	if fp != "" {
 		if err := checkVectors(vecs); err != nil {
 			return 0, fmt.Errorf("storage: put: %w", err)
 		}
 	}
 	var seq uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var vb *bolt.Bucket
 		if fp != "" && len(vecs) > 0 {
 			var err error
@@ -166,21 +328,24 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32) (uint64, error) {
 			if docsB.Get([]byte(d.ID)) == nil {
 				added++
 			}
-			if err := docsB.Put([]byte(d.ID), encodeDoc(d)); err != nil {
+			var err error
+			if seq, err = logChange(tx, OpPut, d.ID, 0); err != nil {
+				return err
+			}
+			if err := docsB.Put([]byte(d.ID), encodeDoc(d, seq)); err != nil {
 				return fmt.Errorf("doc %q: %w", d.ID, err)
 			}
 			if vb != nil {
-				if err := vb.Put([]byte(d.ID), encodeVector(vecs[i])); err != nil {
+				if err := vb.Put([]byte(d.ID), encodeVector(fp, d.ID, seq, vecs[i])); err != nil {
 					return fmt.Errorf("vector of doc %q: %w", d.ID, err)
 				}
-			}
-			var err error
-			if seq, err = logChange(tx, opPut, d.ID); err != nil {
-				return err
 			}
 		}
 		if len(docs) == 0 {
 			seq = tx.Bucket(bucketChanges).Sequence()
+		}
+		if err := putState(tx, state); err != nil {
+			return err
 		}
 		return addDocCount(tx, added)
 	})
@@ -191,8 +356,9 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32) (uint64, error) {
 }
 
 // PutVectors stores vectors for existing docs under model fingerprint fp (a
-// reindex with a new model) and appends one change entry per ID, so an index
-// catching up through ChangesSince sees them. Every ID must exist.
+// reindex with a new model) and appends one OpVectors change entry per ID,
+// so an index catching up through ChangesSince sees them. Every ID must
+// exist.
 func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, error) {
 	if fp == "" {
 		return 0, errors.New("storage: put vectors: empty model fingerprint")
@@ -207,7 +373,7 @@ func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, e
 		return 0, fmt.Errorf("storage: put vectors: %w", err)
 	}
 	var seq uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		seq = tx.Bucket(bucketChanges).Sequence()
 		if len(ids) == 0 {
 			return nil
@@ -218,14 +384,19 @@ func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, e
 		}
 		docsB := tx.Bucket(bucketDocs)
 		for i, id := range ids {
-			if docsB.Get([]byte(id)) == nil {
+			raw := docsB.Get([]byte(id))
+			if raw == nil {
 				return fmt.Errorf("doc %q (index %d) does not exist", id, i)
 			}
-			if err := vb.Put([]byte(id), encodeVector(vecs[i])); err != nil {
-				return fmt.Errorf("vector of doc %q: %w", id, err)
-			}
-			if seq, err = logChange(tx, opPut, id); err != nil {
+			_, textSeq, err := decodeDoc(id, raw)
+			if err != nil {
 				return err
+			}
+			if seq, err = logChange(tx, OpVectors, id, textSeq); err != nil {
+				return err
+			}
+			if err := vb.Put([]byte(id), encodeVector(fp, id, seq, vecs[i])); err != nil {
+				return fmt.Errorf("vector of doc %q: %w", id, err)
 			}
 		}
 		return nil
@@ -245,14 +416,11 @@ func (s *Store) Delete(ids []string) (uint64, error) {
 		return 0, fmt.Errorf("storage: delete: %w", err)
 	}
 	var seq uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		seq = tx.Bucket(bucketChanges).Sequence()
 		docsB := tx.Bucket(bucketDocs)
-		var fps [][]byte
-		if err := tx.Bucket(bucketDims).ForEach(func(k, _ []byte) error {
-			fps = append(fps, bytes.Clone(k))
-			return nil
-		}); err != nil {
+		fps, err := fingerprints(tx)
+		if err != nil {
 			return err
 		}
 		vecsB := tx.Bucket(bucketVectors)
@@ -266,15 +434,14 @@ func (s *Store) Delete(ids []string) (uint64, error) {
 				return fmt.Errorf("doc %q: %w", id, err)
 			}
 			for _, fp := range fps {
-				if vb := vecsB.Bucket(fp); vb != nil {
+				if vb := vecsB.Bucket([]byte(fp)); vb != nil {
 					if err := vb.Delete(key); err != nil {
 						return fmt.Errorf("vector %q of doc %q: %w", fp, id, err)
 					}
 				}
 			}
 			removed++
-			var err error
-			if seq, err = logChange(tx, opDelete, id); err != nil {
+			if seq, err = logChange(tx, OpDelete, id, 0); err != nil {
 				return err
 			}
 		}
@@ -288,13 +455,13 @@ func (s *Store) Delete(ids []string) (uint64, error) {
 
 // Get returns the doc with the given ID; ok is false if there is none.
 func (s *Store) Get(id string) (d Doc, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketDocs).Get([]byte(id))
 		if v == nil {
 			return nil
 		}
 		ok = true
-		d, err = decodeDoc(id, v)
+		d, _, err = decodeDoc(id, v)
 		return err
 	})
 	if err != nil {
@@ -307,14 +474,14 @@ func (s *Store) Get(id string) (d Doc, ok bool, err error) {
 // IDs are skipped.
 func (s *Store) GetMany(ids []string) ([]Doc, error) {
 	out := make([]Doc, 0, len(ids))
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketDocs)
 		for _, id := range ids {
 			v := b.Get([]byte(id))
 			if v == nil {
 				continue
 			}
-			d, err := decodeDoc(id, v)
+			d, _, err := decodeDoc(id, v)
 			if err != nil {
 				return err
 			}
@@ -330,7 +497,7 @@ func (s *Store) GetMany(ids []string) ([]Doc, error) {
 
 // Vector returns the vector of doc id for fingerprint fp.
 func (s *Store) Vector(fp, id string) (v []float32, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		vb := tx.Bucket(bucketVectors).Bucket([]byte(fp))
 		if vb == nil {
 			return nil
@@ -340,7 +507,7 @@ func (s *Store) Vector(fp, id string) (v []float32, ok bool, err error) {
 			return nil
 		}
 		ok = true
-		v, err = decodeVector(raw)
+		v, _, err = decodeVector(fp, id, raw)
 		return err
 	})
 	if err != nil {
@@ -349,16 +516,105 @@ func (s *Store) Vector(fp, id string) (v []float32, ok bool, err error) {
 	return v, ok, nil
 }
 
+// Vectors returns the vectors of fingerprint fp for ids, in the order given;
+// a nil entry for an id without one.
+func (s *Store) Vectors(fp string, ids []string) ([][]float32, error) {
+	out := make([][]float32, len(ids))
+	err := s.view(func(tx *bolt.Tx) error {
+		vb := tx.Bucket(bucketVectors).Bucket([]byte(fp))
+		if vb == nil {
+			return nil
+		}
+		for i, id := range ids {
+			if raw := vb.Get([]byte(id)); raw != nil {
+				v, _, err := decodeVector(fp, id, raw)
+				if err != nil {
+					return fmt.Errorf("vector of doc %q: %w", id, err)
+				}
+				out[i] = v
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: vectors %q of %d docs: %w", fp, len(ids), err)
+	}
+	return out, nil
+}
+
+// NeedVectors returns the IDs among ids (in order) whose document exists
+// but has no vector for fp, or one older than its text (the document
+// changed since); unknown IDs are skipped.
+func (s *Store) NeedVectors(fp string, ids []string) ([]string, error) {
+	var out []string
+	err := s.view(func(tx *bolt.Tx) error {
+		docs := tx.Bucket(bucketDocs)
+		vb := tx.Bucket(bucketVectors).Bucket([]byte(fp))
+		for _, id := range ids {
+			raw := docs.Get([]byte(id))
+			if raw == nil {
+				continue
+			}
+			_, textSeq, err := decodeDoc(id, raw)
+			if err != nil {
+				return err
+			}
+			var vraw []byte
+			if vb != nil {
+				vraw = vb.Get([]byte(id))
+			}
+			if vraw == nil {
+				out = append(out, id)
+				continue
+			}
+			_, vseq, err := decodeVector(fp, id, vraw)
+			if err != nil {
+				return fmt.Errorf("vector of doc %q: %w", id, err)
+			}
+			if vseq < textSeq {
+				out = append(out, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: vectors needed for %q: %w", fp, err)
+	}
+	return out, nil
+}
+
 // VectorDim returns the dimension of fingerprint fp's vectors, 0 if it has none.
 func (s *Store) VectorDim(fp string) (int, error) {
 	var dim int
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketDims).Get([]byte(fp)); len(v) == 4 {
 			dim = int(binary.LittleEndian.Uint32(v))
 		}
 		return nil
 	})
 	return dim, err
+}
+
+// Fingerprints lists the model fingerprints that have vectors.
+func (s *Store) Fingerprints() ([]string, error) {
+	var fps []string
+	err := s.view(func(tx *bolt.Tx) (err error) {
+		fps, err = fingerprints(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: fingerprints: %w", err)
+	}
+	return fps, nil
+}
+
+func fingerprints(tx *bolt.Tx) ([]string, error) {
+	var fps []string
+	err := tx.Bucket(bucketDims).ForEach(func(k, _ []byte) error {
+		fps = append(fps, string(k))
+		return nil
+	})
+	return fps, err
 }
 
 // ForEachDoc calls fn for every doc in ID byte order. It reads in chunks of
@@ -368,7 +624,7 @@ func (s *Store) VectorDim(fp string) (int, error) {
 // to get a consistent view. An error from fn stops the scan and is returned.
 func (s *Store) ForEachDoc(ctx context.Context, fn func(Doc) error) error {
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketDocs) }, func(k, v []byte) (func() error, error) {
-		d, err := decodeDoc(string(k), v)
+		d, _, err := decodeDoc(string(k), v)
 		if err != nil {
 			return nil, err
 		}
@@ -376,15 +632,25 @@ func (s *Store) ForEachDoc(ctx context.Context, fn func(Doc) error) error {
 	})
 }
 
+// ForEachID calls fn with every document ID in byte order, without
+// decoding the documents (so a damaged record does not stop the walk), with
+// the same chunked semantics as ForEachDoc.
+func (s *Store) ForEachID(ctx context.Context, fn func(id string) error) error {
+	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketDocs) }, func(k, _ []byte) (func() error, error) {
+		id := string(k)
+		return func() error { return fn(id) }, nil
+	})
+}
+
 // ForEachVector calls fn for every vector of fingerprint fp in ID byte order,
 // with the same chunked semantics as ForEachDoc. An unknown fp visits nothing.
 func (s *Store) ForEachVector(ctx context.Context, fp string, fn func(id string, v []float32) error) error {
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketVectors).Bucket([]byte(fp)) }, func(k, raw []byte) (func() error, error) {
-		v, err := decodeVector(raw)
+		id := string(k)
+		v, _, err := decodeVector(fp, id, raw)
 		if err != nil {
 			return nil, fmt.Errorf("vector of doc %q: %w", k, err)
 		}
-		id := string(k)
 		return func() error { return fn(id, v) }, nil
 	})
 }
@@ -398,7 +664,7 @@ func (s *Store) scan(ctx context.Context, bucket func(*bolt.Tx) *bolt.Bucket, de
 			return err
 		}
 		calls := make([]func() error, 0, iterChunk)
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *bolt.Tx) error {
 			b := bucket(tx)
 			if b == nil {
 				return nil
@@ -446,7 +712,7 @@ func (s *Store) scan(ctx context.Context, bucket func(*bolt.Tx) *bolt.Bucket, de
 // Count returns the number of docs.
 func (s *Store) Count() (int, error) {
 	var n int
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keyDocCount); len(v) == 8 {
 			n = int(binary.BigEndian.Uint64(v))
 		}
@@ -458,7 +724,7 @@ func (s *Store) Count() (int, error) {
 // Seq returns the seq of the last change, 0 for a store never written.
 func (s *Store) Seq() (uint64, error) {
 	var seq uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		seq = tx.Bucket(bucketChanges).Sequence()
 		return nil
 	})
@@ -467,29 +733,25 @@ func (s *Store) Seq() (uint64, error) {
 
 // ChangesSince calls fn, in seq order, once for every doc ID whose latest
 // change has a seq greater than seq: the log is collapsed to the latest entry
-// per ID, so intermediate states are not replayed. deleted is true when that
-// latest change removed the doc (it no longer exists). Like ForEachDoc it
-// reads in chunks and calls fn outside transactions; changes made during the
-// walk with seqs beyond the chunk being read are visited too.
-func (s *Store) ChangesSince(ctx context.Context, seq uint64, fn func(seq uint64, id string, deleted bool) error) error {
-	type change struct {
-		seq     uint64
-		id      string
-		deleted bool
-	}
+// per ID, so intermediate states are not replayed. An OpDelete entry means
+// the doc no longer exists. Like ForEachDoc it reads in chunks and calls fn
+// outside transactions; changes made during the walk with seqs beyond the
+// chunk being read are visited too.
+func (s *Store) ChangesSince(ctx context.Context, seq uint64, fn func(Change) error) error {
 	next := seq + 1
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch := make([]change, 0, iterChunk)
-		err := s.db.View(func(tx *bolt.Tx) error {
+		batch := make([]Change, 0, iterChunk)
+		err := s.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketChanges).Cursor()
 			for k, v := c.Seek(seqKey(next)); k != nil && len(batch) < iterChunk; k, v = c.Next() {
-				if len(k) != 8 || len(v) < 1 {
-					return fmt.Errorf("corrupt change entry %x", k)
+				ch, err := decodeChange(k, v)
+				if err != nil {
+					return err
 				}
-				batch = append(batch, change{binary.BigEndian.Uint64(k), string(v[1:]), v[0] == opDelete})
+				batch = append(batch, ch)
 			}
 			return nil
 		})
@@ -500,27 +762,56 @@ func (s *Store) ChangesSince(ctx context.Context, seq uint64, fn func(seq uint64
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := fn(ch.seq, ch.id, ch.deleted); err != nil {
+			if err := fn(ch); err != nil {
 				return err
 			}
 		}
 		if len(batch) < iterChunk {
 			return nil
 		}
-		next = batch[len(batch)-1].seq + 1
+		next = batch[len(batch)-1].Seq + 1
 	}
 }
 
-// SetState stores an engine value under key.
+// SetState stores an engine value under key (nil deletes it).
 func (s *Store) SetState(key string, val []byte) error {
-	if key == "" {
-		return errors.New("storage: set state: empty key")
+	return s.SetStates(map[string][]byte{key: val})
+}
+
+// SetStates stores several engine values in one transaction (nil values
+// delete their key).
+func (s *Store) SetStates(state map[string][]byte) error {
+	if err := checkState(state); err != nil {
+		return fmt.Errorf("storage: set state: %w", err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketState).Put([]byte(key), val)
-	})
+	if err := s.update(func(tx *bolt.Tx) error { return putState(tx, state) }); err != nil {
+		return fmt.Errorf("storage: set state: %w", err)
+	}
+	return nil
+}
+
+func checkState(state map[string][]byte) error {
+	for k := range state {
+		if k == "" {
+			return errors.New("empty key")
+		}
+	}
+	return nil
+}
+
+func putState(tx *bolt.Tx, state map[string][]byte) error {
+	if len(state) == 0 {
+		return nil
+	}
+	b := tx.Bucket(bucketState)
+	version, err := b.NextSequence()
 	if err != nil {
-		return fmt.Errorf("storage: set state %q: %w", key, err)
+		return err
+	}
+	for k, v := range state {
+		if err := b.Put([]byte(k), encodeState(k, version, v)); err != nil {
+			return fmt.Errorf("state %q: %w", k, err)
+		}
 	}
 	return nil
 }
@@ -528,9 +819,13 @@ func (s *Store) SetState(key string, val []byte) error {
 // State returns the value stored under key, nil if unset.
 func (s *Store) State(key string) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketState).Get([]byte(key)); v != nil {
-			out = bytes.Clone(v)
+			val, _, err := decodeState(key, v)
+			if err != nil {
+				return err
+			}
+			out = bytes.Clone(val)
 		}
 		return nil
 	})
@@ -544,7 +839,7 @@ func (s *Store) State(key string) ([]byte, error) {
 // dimension. It writes no change entries: it retires a model, it does not
 // change any doc.
 func (s *Store) DeleteVectors(fp string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketVectors).Bucket([]byte(fp)) != nil {
 			if err := tx.Bucket(bucketVectors).DeleteBucket([]byte(fp)); err != nil {
 				return err
@@ -569,15 +864,17 @@ func addDocCount(tx *bolt.Tx, delta int) error {
 	}
 	n += int64(delta)
 	if n < 0 {
-		return fmt.Errorf("doc count would drop to %d", n)
+		return fmt.Errorf("%w: doc count would drop to %d", ErrCorrupt, n)
 	}
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], uint64(n))
 	return b.Put(keyDocCount, v[:])
 }
 
-// logChange appends an entry for id and removes its previous one.
-func logChange(tx *bolt.Tx, op byte, id string) (uint64, error) {
+// logChange appends an entry for id, removes its previous one, and returns
+// the new entry's seq. textSeq is recorded for OpVectors entries; an OpPut
+// entry's text seq is its own seq.
+func logChange(tx *bolt.Tx, op Op, id string, textSeq uint64) (uint64, error) {
 	changes, ids := tx.Bucket(bucketChanges), tx.Bucket(bucketChangeIDs)
 	key := []byte(id)
 	if prev := ids.Get(key); prev != nil {
@@ -589,11 +886,11 @@ func logChange(tx *bolt.Tx, op byte, id string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("change log for %q: %w", id, err)
 	}
-	val := make([]byte, 1+len(id))
-	val[0] = op
-	copy(val[1:], id)
+	if op == OpPut {
+		textSeq = seq
+	}
 	sk := seqKey(seq)
-	if err := changes.Put(sk, val); err != nil {
+	if err := changes.Put(sk, encodeChange(sk, op, textSeq, id)); err != nil {
 		return 0, fmt.Errorf("change log for %q: %w", id, err)
 	}
 	if err := ids.Put(key, sk); err != nil {
@@ -643,116 +940,6 @@ func checkVectors(vecs [][]float32) error {
 		}
 	}
 	return nil
-}
-
-func seqKey(seq uint64) []byte {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], seq)
-	return k[:]
-}
-
-func encodeVector(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
-}
-
-func decodeVector(raw []byte) ([]float32, error) {
-	if len(raw)%4 != 0 {
-		return nil, fmt.Errorf("vector of %d bytes is not a whole number of float32s", len(raw))
-	}
-	v := make([]float32, len(raw)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return v, nil
-}
-
-// docVersion tags the doc encoding so it can change later.
-const docVersion = 1
-
-// encodeDoc writes version, title, text, then the meta pairs sorted by key,
-// every string as uvarint length + bytes. Binary rather than JSON so any
-// bytes round-trip exactly (JSON would replace invalid UTF-8).
-func encodeDoc(d Doc) []byte {
-	n := 1 + 2*binary.MaxVarintLen64 + len(d.Title) + len(d.Text) + binary.MaxVarintLen64
-	keys := make([]string, 0, len(d.Meta))
-	for k, v := range d.Meta {
-		keys = append(keys, k)
-		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
-	}
-	sort.Strings(keys)
-	buf := make([]byte, 0, n)
-	buf = append(buf, docVersion)
-	buf = appendString(buf, d.Title)
-	buf = appendString(buf, d.Text)
-	buf = binary.AppendUvarint(buf, uint64(len(keys)))
-	for _, k := range keys {
-		buf = appendString(buf, k)
-		buf = appendString(buf, d.Meta[k])
-	}
-	return buf
-}
-
-func appendString(buf []byte, s string) []byte {
-	buf = binary.AppendUvarint(buf, uint64(len(s)))
-	return append(buf, s...)
-}
-
-func decodeDoc(id string, raw []byte) (Doc, error) {
-	if len(raw) == 0 || raw[0] != docVersion {
-		return Doc{}, fmt.Errorf("doc %q: unknown encoding", id)
-	}
-	r := reader{buf: raw[1:]}
-	d := Doc{ID: id, Title: r.string(), Text: r.string()}
-	if n := r.uvarint(); n > 0 && r.err == nil {
-		if n > uint64(len(r.buf)) {
-			return Doc{}, fmt.Errorf("doc %q: corrupt meta count %d", id, n)
-		}
-		d.Meta = make(map[string]string, n)
-		for i := uint64(0); i < n && r.err == nil; i++ {
-			k := r.string()
-			d.Meta[k] = r.string()
-		}
-	}
-	if r.err != nil {
-		return Doc{}, fmt.Errorf("doc %q: %w", id, r.err)
-	}
-	return d, nil
-}
-
-type reader struct {
-	buf []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.buf)
-	if n <= 0 {
-		r.err = errors.New("corrupt length")
-		return 0
-	}
-	r.buf = r.buf[n:]
-	return v
-}
-
-func (r *reader) string() string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(len(r.buf)) {
-		r.err = fmt.Errorf("string of %d bytes overruns record", n)
-		return ""
-	}
-	s := string(r.buf[:n])
-	r.buf = r.buf[n:]
-	return s
 }
 
 func truncate(s string, n int) string {

@@ -13,7 +13,7 @@ import (
 func openTemp(t *testing.T) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sub", "anna.db")
-	s, err := Open(path)
+	s, err := Open(path, Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +30,8 @@ type change struct {
 func changes(t *testing.T, s *Store, since uint64) []change {
 	t.Helper()
 	var out []change
-	err := s.ChangesSince(context.Background(), since, func(seq uint64, id string, deleted bool) error {
-		out = append(out, change{seq, id, deleted})
+	err := s.ChangesSince(context.Background(), since, func(c Change) error {
+		out = append(out, change{c.Seq, c.ID, c.Op == OpDelete})
 		return nil
 	})
 	if err != nil {
@@ -48,7 +48,7 @@ func TestRoundTrip(t *testing.T) {
 		{ID: "ünï\x00code", Title: "bad utf8 \xff\xfe kept", Text: ""},
 	}
 	vecs := [][]float32{{1, 0, -0.5}, {0, 1, 3.25}, {-1e-30, 1e30, 0}}
-	seq, err := s.Put(docs, "fp1", vecs)
+	seq, err := s.Put(docs, "fp1", vecs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,10 @@ func TestRoundTrip(t *testing.T) {
 	if d, _ := s.VectorDim("fp1"); d != 3 {
 		t.Fatalf("dim = %d", d)
 	}
-	// Vectors are little-endian float32: check the raw bytes of one.
-	raw := encodeVector([]float32{1})
-	if !reflect.DeepEqual(raw, []byte{0, 0, 0x80, 0x3f}) {
+	// Vectors are the seq (uint64) then little-endian float32s, then the
+	// checksum: check the raw bytes of one.
+	raw := encodeVector("fp", "id", 7, []float32{1})
+	if !reflect.DeepEqual(raw[:12], []byte{7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f}) || len(raw) != 16 {
 		t.Fatalf("encoding of 1.0 = %x", raw)
 	}
 }
@@ -104,7 +105,7 @@ func TestUpsertDeleteAndChanges(t *testing.T) {
 		t.Fatalf("fresh changes = %v", cs)
 	}
 	mustPut := func(docs ...Doc) uint64 {
-		seq, err := s.Put(docs, "", nil)
+		seq, err := s.Put(docs, "", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +169,7 @@ func TestUpsertDeleteAndChanges(t *testing.T) {
 func TestVectors(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
-	if _, err := s.Put([]Doc{{ID: "x"}, {ID: "y"}}, "m1", [][]float32{{1, 2}, {3, 4}}); err != nil {
+	if _, err := s.Put([]Doc{{ID: "x"}, {ID: "y"}}, "m1", [][]float32{{1, 2}, {3, 4}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	seq, err := s.PutVectors("m2", []string{"x", "y"}, [][]float32{{5, 6, 7}, {8, 9, 10}})
@@ -184,14 +185,14 @@ func TestVectors(t *testing.T) {
 	if _, err := s.PutVectors("m2", []string{"x"}, [][]float32{{1, 2}}); err == nil || !strings.Contains(err.Error(), "3-dim") {
 		t.Fatalf("dimension change accepted: %v", err)
 	}
-	if _, err := s.Put([]Doc{{ID: "z"}}, "m1", [][]float32{{1, 2}, {3, 4}}); err == nil {
+	if _, err := s.Put([]Doc{{ID: "z"}}, "m1", [][]float32{{1, 2}, {3, 4}}, nil); err == nil {
 		t.Fatal("docs/vectors length mismatch accepted")
 	}
-	if _, err := s.Put([]Doc{{ID: "z"}}, "", [][]float32{{1, 2}}); err == nil {
+	if _, err := s.Put([]Doc{{ID: "z"}}, "", [][]float32{{1, 2}}, nil); err == nil {
 		t.Fatal("vectors without fingerprint accepted")
 	}
 	// Upsert without vectors keeps the old ones.
-	if _, err := s.Put([]Doc{{ID: "x", Text: "new"}}, "", nil); err != nil {
+	if _, err := s.Put([]Doc{{ID: "x", Text: "new"}}, "", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.Vector("m1", "x"); !ok {
@@ -226,7 +227,7 @@ func TestVectors(t *testing.T) {
 	if d, _ := s.VectorDim("m1"); d != 0 {
 		t.Fatal("DeleteVectors left the dimension")
 	}
-	if _, err := s.Put([]Doc{{ID: "x"}}, "m1", [][]float32{{1, 2, 3, 4}}); err != nil {
+	if _, err := s.Put([]Doc{{ID: "x"}}, "m1", [][]float32{{1, 2, 3, 4}}, nil); err != nil {
 		t.Fatalf("a dropped fingerprint should accept a new dimension: %v", err)
 	}
 	if _, ok, _ := s.Vector("m2", "x"); !ok {
@@ -237,12 +238,15 @@ func TestVectors(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	s, _ := openTemp(t)
 	for name, fn := range map[string]func() error{
-		"put":         func() error { _, err := s.Put([]Doc{{ID: "ok"}, {ID: "", Title: "T"}}, "", nil); return err },
+		"put":         func() error { _, err := s.Put([]Doc{{ID: "ok"}, {ID: "", Title: "T"}}, "", nil, nil); return err },
 		"putvectors":  func() error { _, err := s.PutVectors("fp", []string{""}, [][]float32{{1}}); return err },
 		"delete":      func() error { _, err := s.Delete([]string{"a", ""}); return err },
-		"emptyvector": func() error { _, err := s.Put([]Doc{{ID: "a"}}, "fp", [][]float32{{}}); return err },
-		"ragged":      func() error { _, err := s.Put([]Doc{{ID: "a"}, {ID: "b"}}, "fp", [][]float32{{1}, {1, 2}}); return err },
-		"state":       func() error { return s.SetState("", []byte("x")) },
+		"emptyvector": func() error { _, err := s.Put([]Doc{{ID: "a"}}, "fp", [][]float32{{}}, nil); return err },
+		"ragged": func() error {
+			_, err := s.Put([]Doc{{ID: "a"}, {ID: "b"}}, "fp", [][]float32{{1}, {1, 2}}, nil)
+			return err
+		},
+		"state": func() error { return s.SetState("", []byte("x")) },
 	} {
 		err := fn()
 		if err == nil {
@@ -251,7 +255,7 @@ func TestBadInput(t *testing.T) {
 		}
 		t.Logf("%s: %v", name, err)
 	}
-	if _, err := s.Put([]Doc{{ID: "ok"}, {ID: ""}}, "", nil); !strings.Contains(err.Error(), "doc 1") || !strings.Contains(err.Error(), "empty ID") {
+	if _, err := s.Put([]Doc{{ID: "ok"}, {ID: ""}}, "", nil, nil); !strings.Contains(err.Error(), "doc 1") || !strings.Contains(err.Error(), "empty ID") {
 		t.Errorf("error does not say which doc: %v", err)
 	}
 	if n, _ := s.Count(); n != 0 {
@@ -261,7 +265,7 @@ func TestBadInput(t *testing.T) {
 
 func TestReopenAndLock(t *testing.T) {
 	s, path := openTemp(t)
-	if _, err := s.Put([]Doc{{ID: "a", Text: "kept"}}, "fp", [][]float32{{0.25}}); err != nil {
+	if _, err := s.Put([]Doc{{ID: "a", Text: "kept"}}, "fp", [][]float32{{0.25}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetState("lexical", []byte("v1")); err != nil {
@@ -269,13 +273,13 @@ func TestReopenAndLock(t *testing.T) {
 	}
 	// flock is per open file description, so a second Open in this process
 	// behaves like one from another process.
-	if _, err := Open(path); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "locked by another process") {
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second open: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(path)
+	s2, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +310,7 @@ func TestLargeAndChunked(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
 	big := strings.Repeat("large document text ", 1<<16) // ~1.3 MB
-	if _, err := s.Put([]Doc{{ID: "big", Title: "big", Text: big}}, "", nil); err != nil {
+	if _, err := s.Put([]Doc{{ID: "big", Title: "big", Text: big}}, "", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d, _, _ := s.Get("big"); d.Text != big {
@@ -317,14 +321,14 @@ func TestLargeAndChunked(t *testing.T) {
 	for i := range docs {
 		docs[i] = Doc{ID: fmt.Sprintf("d%05d", i), Text: fmt.Sprint(i)}
 	}
-	if _, err := s.Put(docs, "", nil); err != nil {
+	if _, err := s.Put(docs, "", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	seen := 0
 	err := s.ForEachDoc(ctx, func(d Doc) error {
 		seen++
 		if d.ID == "d00010" { // a write during the scan must not deadlock
-			_, err := s.Put([]Doc{{ID: "d00010", Text: "edited"}}, "", nil)
+			_, err := s.Put([]Doc{{ID: "d00010", Text: "edited"}}, "", nil, nil)
 			return err
 		}
 		return nil
@@ -337,11 +341,11 @@ func TestLargeAndChunked(t *testing.T) {
 	}
 	var last uint64
 	count := 0
-	err = s.ChangesSince(ctx, 0, func(seq uint64, id string, deleted bool) error {
-		if seq <= last {
-			return fmt.Errorf("seq %d after %d", seq, last)
+	err = s.ChangesSince(ctx, 0, func(c Change) error {
+		if c.Seq <= last {
+			return fmt.Errorf("seq %d after %d", c.Seq, last)
 		}
-		last = seq
+		last = c.Seq
 		count++
 		return nil
 	})

@@ -1,0 +1,257 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sort"
+)
+
+// Every value anna writes carries a CRC-32C trailer over a tag, the key and
+// the value's body (see doc.go), so a damaged byte anywhere in a record is
+// caught when the record is read, and a record found loose in the file (by
+// Salvage) proves which bucket it belongs to and that it is whole.
+const (
+	tagDoc    = 'D'
+	tagVector = 'V'
+	tagChange = 'C'
+	tagState  = 'S'
+
+	crcSize = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sealed returns body followed by the CRC-32C of tag, scope, key and body.
+// scope distinguishes records of the same tag in different buckets (the
+// model fingerprint of a vector); it is "" for the others.
+func sealed(tag byte, scope string, key, body []byte) []byte {
+	out := make([]byte, len(body), len(body)+crcSize)
+	copy(out, body)
+	return binary.LittleEndian.AppendUint32(out, recordSum(tag, scope, key, body))
+}
+
+func recordSum(tag byte, scope string, key, body []byte) uint32 {
+	h := crc32.Update(0, castagnoli, []byte{tag})
+	if scope != "" {
+		h = crc32.Update(h, castagnoli, []byte(scope))
+		h = crc32.Update(h, castagnoli, []byte{0})
+	}
+	h = crc32.Update(h, castagnoli, key)
+	return crc32.Update(h, castagnoli, body)
+}
+
+// errChecksum is wrapped (with ErrCorrupt) by every failed unseal.
+var errChecksum = errors.New("checksum mismatch")
+
+// unsealed checks raw's trailer and returns its body (aliasing raw).
+func unsealed(tag byte, scope string, key, raw []byte) ([]byte, error) {
+	if len(raw) < crcSize {
+		return nil, fmt.Errorf("%w: record of %d bytes is shorter than its checksum", ErrCorrupt, len(raw))
+	}
+	body := raw[:len(raw)-crcSize]
+	if binary.LittleEndian.Uint32(raw[len(body):]) != recordSum(tag, scope, key, body) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, errChecksum)
+	}
+	return body, nil
+}
+
+// docVersion tags the doc encoding. Version 2 added the seq and the
+// checksum; version 1 stores are refused by Open (see storeFormat).
+const docVersion = 2
+
+// encodeDoc writes version, seq (the change that last set the text), title,
+// text, then the meta pairs sorted by key, every string as uvarint length +
+// bytes, sealed with the doc's ID. Binary rather than JSON so any bytes
+// round-trip exactly (JSON would replace invalid UTF-8).
+func encodeDoc(d Doc, seq uint64) []byte {
+	n := 1 + 3*binary.MaxVarintLen64 + len(d.Title) + len(d.Text) + binary.MaxVarintLen64
+	keys := make([]string, 0, len(d.Meta))
+	for k, v := range d.Meta {
+		keys = append(keys, k)
+		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	sort.Strings(keys)
+	buf := make([]byte, 0, n)
+	buf = append(buf, docVersion)
+	buf = binary.AppendUvarint(buf, seq)
+	buf = appendString(buf, d.Title)
+	buf = appendString(buf, d.Text)
+	buf = binary.AppendUvarint(buf, uint64(len(keys)))
+	for _, k := range keys {
+		buf = appendString(buf, k)
+		buf = appendString(buf, d.Meta[k])
+	}
+	return sealed(tagDoc, "", []byte(d.ID), buf)
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// decodeDoc reads a doc record stored under id, with the seq of the change
+// that last set its text.
+func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
+	body, err := unsealed(tagDoc, "", []byte(id), raw)
+	if err != nil {
+		return Doc{}, 0, fmt.Errorf("doc %q: %w", id, err)
+	}
+	if len(body) == 0 || body[0] != docVersion {
+		return Doc{}, 0, fmt.Errorf("doc %q: %w: unknown encoding", id, ErrCorrupt)
+	}
+	r := reader{buf: body[1:]}
+	seq := r.uvarint()
+	d := Doc{ID: id, Title: r.string(), Text: r.string()}
+	if n := r.uvarint(); n > 0 && r.err == nil {
+		if n > uint64(len(r.buf)) {
+			return Doc{}, 0, fmt.Errorf("doc %q: %w: meta count %d", id, ErrCorrupt, n)
+		}
+		d.Meta = make(map[string]string, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			k := r.string()
+			d.Meta[k] = r.string()
+		}
+	}
+	if r.err == nil && len(r.buf) != 0 {
+		r.err = fmt.Errorf("%d bytes after the record", len(r.buf))
+	}
+	if r.err != nil {
+		return Doc{}, 0, fmt.Errorf("doc %q: %w: %w", id, ErrCorrupt, r.err)
+	}
+	return d, seq, nil
+}
+
+// encodeVector writes the seq of the change that stored the vector, then
+// the components as little-endian float32, sealed with fp and the doc ID.
+func encodeVector(fp, id string, seq uint64, v []float32) []byte {
+	body := make([]byte, 8+4*len(v))
+	binary.LittleEndian.PutUint64(body, seq)
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(body[8+4*i:], math.Float32bits(f))
+	}
+	return sealed(tagVector, fp, []byte(id), body)
+}
+
+func decodeVector(fp, id string, raw []byte) ([]float32, uint64, error) {
+	body, err := unsealed(tagVector, fp, []byte(id), raw)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(body) < 8 || (len(body)-8)%4 != 0 {
+		return nil, 0, fmt.Errorf("%w: vector record of %d bytes", ErrCorrupt, len(body))
+	}
+	v := make([]float32, (len(body)-8)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(body[8+4*i:]))
+	}
+	return v, binary.LittleEndian.Uint64(body), nil
+}
+
+// encodeChange writes op, the seq of the doc's last text change (for
+// OpVectors entries, so an index of text can skip them), and the ID, sealed
+// with the entry's key.
+func encodeChange(key []byte, op Op, textSeq uint64, id string) []byte {
+	body := make([]byte, 0, 1+binary.MaxVarintLen64+len(id))
+	body = append(body, byte(op))
+	body = binary.AppendUvarint(body, textSeq)
+	body = append(body, id...)
+	return sealed(tagChange, "", key, body)
+}
+
+func decodeChange(key, raw []byte) (Change, error) {
+	if len(key) != 8 {
+		return Change{}, fmt.Errorf("%w: change key %x is not 8 bytes", ErrCorrupt, key)
+	}
+	body, err := unsealed(tagChange, "", key, raw)
+	if err != nil {
+		return Change{}, fmt.Errorf("change %d: %w", binary.BigEndian.Uint64(key), err)
+	}
+	c := Change{Seq: binary.BigEndian.Uint64(key)}
+	if len(body) < 2 {
+		return Change{}, fmt.Errorf("change %d: %w: short entry", c.Seq, ErrCorrupt)
+	}
+	c.Op = Op(body[0])
+	if c.Op != OpPut && c.Op != OpDelete && c.Op != OpVectors {
+		return Change{}, fmt.Errorf("change %d: %w: unknown op %q", c.Seq, ErrCorrupt, body[0])
+	}
+	ts, n := binary.Uvarint(body[1:])
+	if n <= 0 {
+		return Change{}, fmt.Errorf("change %d: %w: bad text seq", c.Seq, ErrCorrupt)
+	}
+	c.TextSeq, c.ID = ts, string(body[1+n:])
+	if c.ID == "" {
+		return Change{}, fmt.Errorf("change %d: %w: empty id", c.Seq, ErrCorrupt)
+	}
+	return c, nil
+}
+
+// encodeState writes a state value with the version of the transaction
+// that wrote it (the state bucket's sequence), so that Salvage can tell the
+// newest of several copies; a deleted key keeps a tombstone (val nil).
+func encodeState(key string, version uint64, val []byte) []byte {
+	body := binary.AppendUvarint(nil, version)
+	if val == nil {
+		body = append(body, 0)
+	} else {
+		body = append(body, 1)
+		body = append(body, val...)
+	}
+	return sealed(tagState, "", []byte(key), body)
+}
+
+// decodeState returns the value (nil for a tombstone) and its version.
+func decodeState(key string, raw []byte) ([]byte, uint64, error) {
+	body, err := unsealed(tagState, "", []byte(key), raw)
+	if err != nil {
+		return nil, 0, fmt.Errorf("state %q: %w", key, err)
+	}
+	version, n := binary.Uvarint(body)
+	if n <= 0 || len(body) < n+1 || body[n] > 1 {
+		return nil, 0, fmt.Errorf("state %q: %w: malformed", key, ErrCorrupt)
+	}
+	if body[n] == 0 {
+		return nil, version, nil
+	}
+	return body[n+1:], version, nil
+}
+
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+type reader struct {
+	buf []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf)
+	if n <= 0 {
+		r.err = errors.New("corrupt length")
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+func (r *reader) string() string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.buf)) {
+		r.err = fmt.Errorf("string of %d bytes overruns record", n)
+		return ""
+	}
+	s := string(r.buf[:n])
+	r.buf = r.buf[n:]
+	return s
+}
