@@ -33,7 +33,7 @@ func lexSciFact(b *testing.B) *eval.Dataset {
 
 func lexBuild(b *testing.B, docs []storage.Doc, batch int) (*lexical.Index, time.Duration) {
 	b.Helper()
-	ix, err := lexical.Open(filepath.Join(b.TempDir(), "lex"))
+	ix, err := lexical.Open(filepath.Join(b.TempDir(), "lex"), lexical.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +165,11 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // each, and the ratio of their p50s.
 func BenchmarkLexicalSearch100k(b *testing.B) {
 	ds := lexSciFact(b)
-	docs, _ := sciFactVariants(ds, benchDocs())
+	variants, _ := sciFactVariants(ds, benchDocs())
+	docs := make([]storage.Doc, len(variants))
+	for i, d := range variants {
+		docs[i] = storage.Doc(d)
+	}
 	ix, took := lexBuild(b, docs, 5000)
 	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
 	waitIdle(b)

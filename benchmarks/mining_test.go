@@ -89,7 +89,7 @@ func BenchmarkMiningSciFactTrain(b *testing.B) {
 	}
 	defer eng.Close()
 	for i := 0; i < len(ds.Corpus); i += 1024 {
-		if _, err := eng.Add(ctx, ds.Corpus[i:min(i+1024, len(ds.Corpus))]); err != nil {
+		if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
 			b.Fatal(err)
 		}
 	}

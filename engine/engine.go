@@ -1,27 +1,3 @@
-// Package engine is anna's public Go API: one directory on disk holding a
-// document store (bbolt, the source of truth), a BM25 index (Bleve) and an
-// HNSW graph of embeddings computed in-process, searched lexically, densely,
-// or both fused with reciprocal rank fusion, optionally reranked by a
-// cross-encoder.
-//
-// Layout of an engine directory:
-//
-//	anna.db              bbolt: documents, vectors per model fingerprint, state
-//	lexical/             Bleve index (derived; rebuilt from anna.db if lost)
-//	dense.hnsw           HNSW graph (derived; rebuilt from anna.db if lost or stale)
-//
-// Invariants:
-//   - A batch is committed when its bbolt transaction commits. Documents and
-//     their vectors commit together, so a committed document always has its
-//     vector for the engine's model.
-//   - Each derived index records the storage change-log sequence it has
-//     applied. On Open the engine replays every later change, so a crash
-//     between the bbolt commit and an index update heals itself.
-//   - An engine directory belongs to one embedding model (its fingerprint is
-//     kept in anna.db). Opening it with another model is refused; Reindex is
-//     the way to change models.
-//   - Any number of searches may run concurrently with one writer. Writers
-//     (Add, Delete, Reindex) are serialised.
 package engine
 
 import (
@@ -31,108 +7,151 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
-	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
-	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/storage"
 )
 
-// State keys kept in anna.db.
+// Files of an engine directory.
 const (
-	stateFingerprint = "model.fingerprint"
-	stateDim         = "model.dim"
+	storeFile   = "anna.db"
+	lexicalDir  = "lexical"
+	denseFile   = "dense.hnsw"
+	damagedMark = ".damaged-" // Repair moves a damaged store aside as anna.db.damaged-<time>
 )
 
-// Options configure Open. The zero value is usable: it loads the default
-// model installed by `make setup`.
+// State keys kept in anna.db. The model keys are written together with the
+// first documents (so a directory that holds none is bound to no model) and
+// changed together by Reindex.
+const (
+	stateFingerprint   = "model.fingerprint"
+	stateDim           = "model.dim"
+	stateModelDir      = "model.dir"
+	stateReindexTarget = "reindex.target" // fingerprint a running Reindex writes vectors for
+)
+
+// Options configure Open. The zero value is usable: it opens the directory
+// for writing with the model recorded in it, or the default model installed
+// by `make setup`.
 type Options struct {
-	// Encoder embeds documents and queries. When nil, the engine loads
-	// ModelDir, else the model recorded in the directory, else the default
-	// model installed by `make setup`.
+	// Model is a model directory (see `annactl models`). "" means the model
+	// recorded in the directory, else the default model.
+	Model string
+	// Encoder, when set, embeds instead of a model loaded from Model (which
+	// is then only recorded, so pass it when Encoder was loaded from it).
 	Encoder encoder.Encoder
-	// ModelDir is a model directory (see `annactl models import`). It is
-	// loaded when Encoder is nil, and recorded in a new directory either way
-	// (so pass it with Encoder when Encoder was loaded from it).
-	ModelDir string
+	// EmbeddingCache, when set, is a directory in which embeddings are
+	// cached by model fingerprint and text, so that re-indexing the same
+	// texts costs no model time.
+	EmbeddingCache string
 	// Reranker, when set, enables ModeRerank.
-	Reranker rerank.Reranker
-	// Dense configures the HNSW graph (zero fields take the dense package's
-	// defaults).
-	Dense dense.Config
-	// Logf, when set, receives progress messages from long operations
-	// (reconciliation on open, rebuilds).
+	Reranker Reranker
+	// ReadOnly opens without writing anything: no file is created or
+	// changed, nothing is bound to a model; Add, Delete and Reindex fail
+	// with ErrReadOnly. Other read-only opens may run at the same time.
+	ReadOnly bool
+	// HNSW shapes the dense graph; zero fields take the defaults.
+	HNSW HNSW
+	// Logf, when set, receives what the engine does on its own: indexes
+	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
 }
 
-// Engine is an open anna directory. It is safe for concurrent use.
-type Engine struct {
-	dir   string
-	store *storage.Store
-	lex   *lexical.Index
-	logf  func(string, ...any)
-	rr    rerank.Reranker
-	dcfg  dense.Config
-	owned encoder.Encoder // closed on Close when Open loaded it
-
-	writeMu sync.Mutex // one writer at a time
-
-	mu    sync.RWMutex // guards the model snapshot below (swapped by Reindex)
-	enc   encoder.Encoder
-	fp    string
-	dense *dense.Index
-	dirty bool // dense graph changed since the last save
+// HNSW shapes the dense graph. Zero fields take the defaults (M 16,
+// EfConstruction 200, EfSearch 64); M and EfConstruction are fixed when the
+// graph is built.
+type HNSW struct {
+	M              int // links per node on the upper layers (2·M on the base layer)
+	EfConstruction int // candidate list while inserting
+	EfSearch       int // candidate list while searching (at least K is used)
 }
 
-// Open opens (creating if needed) the engine directory dir.
+// Reranker rescores (query, document) pairs, higher is better; the rerank
+// package's cross-encoder implements it.
+type Reranker interface {
+	Score(ctx context.Context, query string, docs []string) ([]float32, error)
+}
+
+// Model describes the model an engine embeds with.
+type Model struct {
+	Fingerprint string // names the exact vectors: equal fingerprints give equal vectors
+	Dir         string // model directory, "" for the default model or an Encoder given alone
+	Dim         int
+}
+
+// Engine is an open anna directory. It is safe for concurrent use: any
+// number of searches run alongside one writer.
+type Engine struct {
+	dir      string
+	readOnly bool
+	store    *storage.Store
+	logf     func(string, ...any)
+	rr       Reranker
+	hnsw     HNSW
+	closers  []func() error // what Open loaded and Close releases
+	warnings []string
+
+	// life is held for reading by every call and for writing by Close, so
+	// Close waits for running calls and later calls get ErrClosed.
+	life   sync.RWMutex
+	closed bool
+
+	writeMu    sync.Mutex // one writer at a time
+	lex        *lexical.Index
+	lexApplied uint64 // last store seq applied to lex (guarded by writeMu)
+	lexStale   string // read-only: why lex cannot answer ("" when in step)
+
+	mu           sync.RWMutex // guards the model snapshot below (swapped by Reindex)
+	enc          encoder.Encoder
+	model        Model
+	bound        bool // model recorded in the store (it holds or held documents)
+	dense        *dense.Index
+	denseApplied uint64 // last store seq the graph reflects
+	dirty        bool   // graph changed since the last save
+}
+
+// Open opens the engine directory dir, creating it (unless opts.ReadOnly)
+// when it does not exist or is empty.
+//
+// A directory whose store is missing or empty while indexes derived from it
+// are present, or whose store is damaged, is refused with a DamageError:
+// nothing is re-created over it (see Check and Repair). Derived indexes
+// that are behind the store replay the missing changes; one built from
+// another store or ahead of this one (the store lost changes it once had)
+// is rebuilt from the store, and Warnings says why. Read-only, the dense
+// graph is brought up to date in memory and a BM25 index out of step makes
+// lexical searches fail with a RecoveryError.
 func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("engine: creating %s: %w", dir, err)
+	if err := opts.HNSW.validate(); err != nil {
+		return nil, err
 	}
-	e := &Engine{dir: dir, rr: opts.Reranker, dcfg: opts.Dense, logf: opts.Logf}
+	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			e.closeAll()
+			e.release()
 		}
 	}()
-	var err error
-	if e.store, err = storage.Open(filepath.Join(dir, "anna.db")); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	e.enc = opts.Encoder
-	if e.enc == nil {
-		modelDir := opts.ModelDir
-		if modelDir == "" {
-			recorded, err := e.store.State(stateModelDir)
-			if err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			modelDir = string(recorded)
-		}
-		var enc *encoder.ORTEncoder
-		if modelDir == "" {
-			enc, err = encoder.Default(ctx)
-		} else {
-			enc, err = encoder.Load(ctx, modelDir, encoder.Options{})
-		}
-		if err != nil {
-			return nil, fmt.Errorf("engine: loading the model: %w", err)
-		}
-		e.enc, e.owned = enc, enc
-	}
-	e.fp = e.enc.Fingerprint()
-	if e.dcfg.Dim == 0 {
-		e.dcfg.Dim = e.enc.Dim()
-	}
-	if err := e.checkModel(opts.ModelDir); err != nil {
+	if err := e.openStore(); err != nil {
 		return nil, err
+	}
+	if w := e.store.Warning(); w != "" {
+		e.warn("anna.db: %s", w)
+	}
+	if err := e.openModel(ctx, opts); err != nil {
+		return nil, err
+	}
+	if !e.readOnly {
+		if err := e.dropRetiredVectors(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.openLexical(ctx); err != nil {
 		return nil, err
@@ -144,220 +163,212 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// checkModel refuses a directory built with another model, and records the
-// model of a new one.
-func (e *Engine) checkModel(modelDir string) error {
-	have, err := e.store.State(stateFingerprint)
-	if err != nil {
-		return fmt.Errorf("engine: reading model fingerprint: %w", err)
-	}
-	if have == nil {
-		if err := e.store.SetState(stateFingerprint, []byte(e.fp)); err != nil {
-			return fmt.Errorf("engine: recording model fingerprint: %w", err)
-		}
-		if err := e.store.SetState(stateModelDir, []byte(modelDir)); err != nil {
-			return fmt.Errorf("engine: recording model dir: %w", err)
-		}
-		return e.store.SetState(stateDim, []byte(fmt.Sprint(e.enc.Dim())))
-	}
-	if string(have) != e.fp {
-		return &ModelMismatchError{Dir: e.dir, Index: string(have), Model: e.fp}
-	}
-	return nil
-}
-
-// ModelMismatchError reports an index opened with a model other than the one
-// that built it.
-type ModelMismatchError struct{ Dir, Index, Model string }
-
-func (m *ModelMismatchError) Error() string {
-	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or run `annactl reindex` to move it to the new one", m.Dir, m.Index, m.Model)
-}
-
-// openLexical opens the Bleve index, rebuilding it from storage when it
-// cannot be opened, then replays the changes it has not applied.
-func (e *Engine) openLexical(ctx context.Context) error {
-	path := filepath.Join(e.dir, "lexical")
-	lex, err := lexical.Open(path)
-	if err != nil {
-		e.logf("lexical index at %s unreadable (%v): rebuilding from storage", path, err)
-		if rerr := os.RemoveAll(path); rerr != nil {
-			return fmt.Errorf("engine: removing broken lexical index: %w", rerr)
-		}
-		if lex, err = lexical.Open(path); err != nil {
-			return fmt.Errorf("engine: creating lexical index: %w", err)
-		}
-	}
-	e.lex = lex
-	applied, err := lex.AppliedSeq()
-	if err != nil {
-		return fmt.Errorf("engine: reading lexical applied seq: %w", err)
-	}
-	return e.replay(ctx, applied, "lexical", func(upserts []storage.Doc, deletes []string, seq uint64) error {
-		if len(deletes) > 0 {
-			if err := e.lex.Delete(ctx, deletes, seq); err != nil {
-				return err
-			}
-		}
-		return e.lex.Index(ctx, upserts, seq)
-	})
-}
-
-// replay feeds every storage change after seq to apply, in batches.
-func (e *Engine) replay(ctx context.Context, after uint64, what string, apply func([]storage.Doc, []string, uint64) error) error {
-	const batch = 1000
-	var ids, deletes []string
-	var last uint64
-	n := 0
-	flush := func() error {
-		if len(ids) == 0 && len(deletes) == 0 {
-			return nil
-		}
-		docs, err := e.store.GetMany(ids)
-		if err != nil {
-			return err
-		}
-		if err := apply(docs, deletes, last); err != nil {
-			return err
-		}
-		n += len(ids) + len(deletes)
-		ids, deletes = ids[:0], deletes[:0]
-		return nil
-	}
-	err := e.store.ChangesSince(ctx, after, func(seq uint64, id string, deleted bool) error {
-		last = seq
-		if deleted {
-			deletes = append(deletes, id)
-		} else {
-			ids = append(ids, id)
-		}
-		if len(ids)+len(deletes) >= batch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
-		return fmt.Errorf("engine: bringing the %s index up to date: %w", what, err)
-	}
-	if n > 0 {
-		e.logf("%s index: applied %d changes missed before the last close", what, n)
-	}
-	return nil
-}
-
-func (e *Engine) densePath() string { return filepath.Join(e.dir, "dense.hnsw") }
-
-// openDense loads the saved graph, or rebuilds it from the stored vectors
-// when it is missing, unreadable or belongs to another model; then replays
-// the changes it has not applied.
-func (e *Engine) openDense(ctx context.Context) error {
-	ix, meta, err := dense.Load(e.densePath())
+// openStore opens anna.db, refusing to create one beside derived indexes
+// (their store is gone) or over an empty file.
+func (e *Engine) openStore() error {
+	path := filepath.Join(e.dir, storeFile)
+	fi, err := os.Stat(path)
+	derived := e.derivedPresent()
 	switch {
-	case err == nil && meta.Fingerprint == e.fp:
-		e.dense = ix
-		applied := meta.AppliedSeq
-		err := e.replay(ctx, applied, "dense", func(upserts []storage.Doc, deletes []string, _ uint64) error {
-			if err := ix.Delete(deletes); err != nil {
-				return err
-			}
-			return e.addStoredVectors(ctx, ix, e.fp, upserts)
-		})
-		if err != nil {
-			return err
+	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
+		return &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
+			Fix: "restore anna.db from a backup, or run `annactl check --index DIR --repair` to list what the indexes held and start over with an empty store"}
+	case errors.Is(err, fs.ErrNotExist) && e.readOnly:
+		return fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
+	case err == nil && fi.Size() == 0:
+		return &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
+			Fix: "restore anna.db from a backup, or run `annactl check --index DIR --repair` to list what the indexes held and start over"}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("engine: %w", err)
+	}
+	if !e.readOnly {
+		if err := os.MkdirAll(e.dir, 0o755); err != nil {
+			return fmt.Errorf("engine: creating %s: %w", e.dir, err)
 		}
-		seq, err := e.store.Seq()
-		e.dirty = err == nil && seq != applied
-		return err
-	case err == nil:
-		e.logf("dense graph was built for model %s, engine uses %s: rebuilding", meta.Fingerprint, e.fp)
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		e.logf("dense graph unreadable (%v): rebuilding from storage", err)
 	}
-	ix, err = e.buildDense(ctx, e.fp)
-	if err != nil {
-		return err
+	st, err := storage.Open(path, storage.Options{ReadOnly: e.readOnly, Create: !e.readOnly})
+	switch {
+	case errors.Is(err, storage.ErrLocked):
+		return fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, err)
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrEmptyFile):
+		return &DamageError{Dir: e.dir, What: "anna.db cannot be read", Err: err,
+			Fix: "run `annactl check --index DIR` to see the damage and `--repair` to salvage every whole record into a new store"}
+	case err != nil:
+		return fmt.Errorf("engine: %w", err)
 	}
-	e.dense = ix
-	e.dirty = true
+	e.store = st
+	e.closers = append(e.closers, st.Close)
 	return nil
 }
 
-// addStoredVectors adds the stored vectors of docs to ix.
-func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp string, docs []storage.Doc) error {
-	ids := make([]string, 0, len(docs))
-	vecs := make([][]float32, 0, len(docs))
-	for _, d := range docs {
-		v, ok, err := e.store.Vector(fp, d.ID)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("document %q has no vector for model %s", d.ID, fp)
-		}
-		ids = append(ids, d.ID)
-		vecs = append(vecs, v)
+// derivedPresent lists the derived indexes found in the directory.
+func (e *Engine) derivedPresent() []string {
+	var out []string
+	if _, err := os.Stat(filepath.Join(e.dir, lexicalDir)); err == nil {
+		out = append(out, "the BM25 index (lexical/)")
 	}
-	return ix.Add(ctx, ids, vecs)
+	if _, err := os.Stat(filepath.Join(e.dir, denseFile)); err == nil {
+		out = append(out, "the HNSW graph (dense.hnsw)")
+	}
+	return out
 }
 
-// buildDense builds a graph from every stored vector of model fp.
-func (e *Engine) buildDense(ctx context.Context, fp string) (*dense.Index, error) {
-	ix := dense.New(e.dcfg)
-	start := time.Now()
-	var ids []string
-	var vecs [][]float32
-	flush := func() error {
-		if len(ids) == 0 {
-			return nil
-		}
-		err := ix.Add(ctx, ids, vecs)
-		ids, vecs = ids[:0], vecs[:0]
+// openModel picks the encoder and checks it against the model recorded in
+// the store.
+func (e *Engine) openModel(ctx context.Context, opts Options) error {
+	recorded, err := recordedModel(e.store)
+	if err != nil {
 		return err
 	}
-	err := e.store.ForEachVector(ctx, fp, func(id string, v []float32) error {
-		ids = append(ids, id)
-		vecs = append(vecs, v)
-		if len(ids) >= 1000 {
-			return flush()
+	e.bound = recorded.Fingerprint != ""
+	e.model.Dir = opts.Model
+	enc := opts.Encoder
+	if enc == nil {
+		if e.model.Dir == "" {
+			e.model.Dir = recorded.Dir
 		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
+		var ort *encoder.ORTEncoder
+		if e.model.Dir == "" {
+			ort, err = encoder.Default(ctx)
+		} else {
+			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
+		}
+		if err != nil {
+			return fmt.Errorf("engine: loading the model: %w", err)
+		}
+		e.closers = append(e.closers, ort.Close)
+		enc = ort
 	}
-	if err != nil {
-		return nil, fmt.Errorf("engine: building the dense graph: %w", err)
+	if opts.EmbeddingCache != "" {
+		c, err := encoder.NewCache(enc, opts.EmbeddingCache)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		enc = c
 	}
-	if ix.Len() > 0 {
-		e.logf("dense graph: built %d vectors in %s", ix.Len(), time.Since(start).Round(time.Millisecond))
+	e.enc = enc
+	e.model.Fingerprint, e.model.Dim = enc.Fingerprint(), enc.Dim()
+	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
+		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, Model: e.model.Fingerprint}
 	}
-	return ix, nil
+	return nil
 }
+
+// modelState is what binds the store to the engine's model.
+func (e *Engine) modelState(m Model) map[string][]byte {
+	return map[string][]byte{
+		stateFingerprint: []byte(m.Fingerprint),
+		stateDim:         []byte(strconv.Itoa(m.Dim)),
+		stateModelDir:    []byte(m.Dir),
+	}
+}
+
+func recordedModel(st *storage.Store) (Model, error) {
+	var m Model
+	for key, dst := range map[string]*string{stateFingerprint: &m.Fingerprint, stateModelDir: &m.Dir} {
+		v, err := st.State(key)
+		if err != nil {
+			return Model{}, fmt.Errorf("engine: reading the recorded model: %w", err)
+		}
+		*dst = string(v)
+	}
+	v, err := st.State(stateDim)
+	if err != nil {
+		return Model{}, fmt.Errorf("engine: reading the recorded model: %w", err)
+	}
+	m.Dim, _ = strconv.Atoi(string(v))
+	return m, nil
+}
+
+// RecordedModel returns the model recorded in the engine directory dir (the
+// zero Model when the directory holds no documents yet or does not exist),
+// without loading it: tools use it to pick the right model before Open. It
+// writes nothing.
+func RecordedModel(dir string) (Model, error) {
+	path := filepath.Join(dir, storeFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return Model{}, nil
+	}
+	st, err := storage.Open(path, storage.Options{ReadOnly: true})
+	if err != nil {
+		return Model{}, fmt.Errorf("engine: %w", err)
+	}
+	defer st.Close()
+	return recordedModel(st)
+}
+
+// dropRetiredVectors removes the vectors of models that are neither the
+// current one nor the target of an unfinished Reindex: left behind when a
+// Reindex was interrupted after its switch.
+func (e *Engine) dropRetiredVectors() error {
+	fps, err := e.store.Fingerprints()
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	target, err := e.store.State(stateReindexTarget)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	for _, fp := range fps {
+		if fp == e.model.Fingerprint || fp == string(target) || !e.bound {
+			continue
+		}
+		e.logf("dropping the vectors of model %s, retired by a reindex", fp)
+		if err := e.store.DeleteVectors(fp); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	e.warnings = append(e.warnings, msg)
+	e.logf("%s", msg)
+}
+
+// Warnings lists what Open found wrong and dealt with: a damaged meta page
+// of the store, an index rebuilt because it was built from another store or
+// was ahead of this one (the store lost changes). Nil when all was well.
+func (e *Engine) Warnings() []string { return append([]string(nil), e.warnings...) }
+
+// enter admits a call unless the engine is closed; leave ends it.
+func (e *Engine) enter() error {
+	e.life.RLock()
+	if e.closed {
+		e.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) leave() { e.life.RUnlock() }
 
 // Flush saves the dense graph if it changed. Documents are durable as soon
-// as Add returns; Flush only saves the rebuild/replay work on next Open.
+// as Add returns; Flush only saves the replay work on the next Open. It is
+// a no-op on a read-only engine.
 func (e *Engine) Flush() error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	return e.flushLocked()
 }
 
 func (e *Engine) flushLocked() error {
+	if e.readOnly {
+		return nil
+	}
 	e.mu.RLock()
-	ix, fp, dirty := e.dense, e.fp, e.dirty
+	ix, fp, applied, dirty := e.dense, e.model.Fingerprint, e.denseApplied, e.dirty
 	e.mu.RUnlock()
 	if !dirty || ix == nil {
 		return nil
 	}
-	seq, err := e.store.Seq()
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if err := ix.Save(e.densePath(), dense.Meta{Fingerprint: fp, AppliedSeq: seq}); err != nil {
+	meta := dense.Meta{StoreID: e.store.ID(), Fingerprint: fp, AppliedSeq: applied}
+	if err := ix.Save(filepath.Join(e.dir, denseFile), meta); err != nil {
 		return fmt.Errorf("engine: saving the dense graph: %w", err)
 	}
 	e.mu.Lock()
@@ -366,45 +377,90 @@ func (e *Engine) flushLocked() error {
 	return nil
 }
 
-// Close saves the dense graph and closes everything. The engine must not be
-// used afterwards.
+// Close saves the dense graph (unless read-only) and closes everything. It
+// waits for running calls; later calls fail with ErrClosed. Closing twice
+// is harmless.
 func (e *Engine) Close() error {
+	e.life.Lock()
+	defer e.life.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	err := e.flushLocked()
-	if cerr := e.closeAll(); err == nil {
-		err = cerr
-	}
-	return err
+	return errors.Join(err, e.release())
 }
 
-func (e *Engine) closeAll() error {
+// release closes what Open opened, last opened first.
+func (e *Engine) release() error {
 	var errs []error
 	if e.lex != nil {
 		errs = append(errs, e.lex.Close())
 		e.lex = nil
 	}
-	if e.store != nil {
-		errs = append(errs, e.store.Close())
-		e.store = nil
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i]())
 	}
-	if c, ok := e.owned.(interface{ Close() error }); ok {
-		errs = append(errs, c.Close())
-		e.owned = nil
-	}
+	e.closers = nil
 	return errors.Join(errs...)
 }
 
 // Dir is the engine's directory.
 func (e *Engine) Dir() string { return e.dir }
 
-// Encoder is the model the engine currently embeds with.
+// Model is the model the engine embeds with.
+func (e *Engine) Model() Model {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.model
+}
+
+// Encoder is the encoder the engine embeds with (for tools that embed
+// queries or documents the same way).
 func (e *Engine) Encoder() encoder.Encoder {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.enc
 }
 
-// Store exposes the underlying document store for read access (mining,
-// evaluation). Writes must go through the engine.
-func (e *Engine) Store() *storage.Store { return e.store }
+func (h HNSW) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"HNSW.M", h.M}, {"HNSW.EfConstruction", h.EfConstruction}, {"HNSW.EfSearch", h.EfSearch}} {
+		if f.v < 0 {
+			return optErr("Options."+f.name, f.v, "must be 0 (the default) or positive")
+		}
+	}
+	if h.M == 1 {
+		return optErr("Options.HNSW.M", h.M, "must be at least 2")
+	}
+	return nil
+}
+
+func (h HNSW) config(dim int) dense.Config {
+	return dense.Config{Dim: dim, M: h.M, EfSearch: h.EfSearch, EfConstruction: h.EfConstruction}
+}
+
+func joinAnd(parts []string) string {
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	s := parts[0]
+	for _, p := range parts[1 : len(parts)-1] {
+		s += ", " + p
+	}
+	return s + " and " + parts[len(parts)-1]
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}

@@ -257,22 +257,22 @@ func TestReindexSwapsModel(t *testing.T) {
 			}
 		}
 	}()
-	if err := e.Reindex(ctx, &encodertest.Hashing{D: 32, FP: "fp-b"}, engine.ReindexOptions{ModelDir: "/models/b", BatchSize: 7}); err != nil {
+	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: &encodertest.Hashing{D: 32, FP: "fp-b"}, Model: "/models/b", BatchSize: 7}); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
 	wg.Wait()
 	st, _ := e.Stats()
-	if st.Model != "fp-b" || st.Dim != 32 || st.DenseVectors != 100 || st.LexicalDocs != 100 {
+	if st.Model.Fingerprint != "fp-b" || st.Model.Dim != 32 || st.DenseVectors != 100 || st.LexicalDocs != 100 {
 		t.Fatalf("after reindex: %+v", st)
 	}
-	if md, _ := e.ModelDir(); md != "/models/b" {
-		t.Fatalf("model dir %q", md)
-	}
-	if v, ok, _ := e.Store().Vector("fp-a", "d00001"); ok || v != nil {
-		t.Fatal("old model's vectors kept after reindex")
+	if m := e.Model(); m.Dir != "/models/b" {
+		t.Fatalf("model %+v", m)
 	}
 	e.Close()
+	if m, err := engine.RecordedModel(dir); m != (engine.Model{Fingerprint: "fp-b", Dir: "/models/b", Dim: 32}) {
+		t.Fatalf("recorded model %+v %v", m, err)
+	}
 	if _, err := engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a")}); err == nil {
 		t.Fatal("old model accepted after reindex")
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -19,85 +20,162 @@ const (
 	ModeLexical Mode = "lexical" // BM25 only
 	ModeDense   Mode = "dense"   // HNSW over embeddings only
 	ModeHybrid  Mode = "hybrid"  // BM25 and dense fused by RRF
-	ModeRerank  Mode = "rerank"  // hybrid, then the top candidates rescored by the cross-encoder
+	ModeRerank  Mode = "rerank"  // hybrid (or RerankOf), then the top candidates rescored by the cross-encoder
 )
 
-// ParseMode accepts the mode names and their common aliases.
+// Modes lists the modes in the order tools show them.
+var Modes = []Mode{ModeLexical, ModeDense, ModeHybrid, ModeRerank}
+
+// ParseMode accepts a mode's name (case-insensitive); "" is ModeHybrid.
 func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(s) {
-	case "lexical", "bm25":
-		return ModeLexical, nil
-	case "dense", "vector", "semantic":
-		return ModeDense, nil
-	case "hybrid", "":
+	switch m := Mode(strings.ToLower(s)); m {
+	case "":
 		return ModeHybrid, nil
-	case "rerank", "hybrid+rerank":
-		return ModeRerank, nil
+	case ModeLexical, ModeDense, ModeHybrid, ModeRerank:
+		return m, nil
 	}
-	return "", fmt.Errorf("unknown search mode %q (want lexical, dense, hybrid or rerank)", s)
+	return "", optErr("Mode", fmt.Sprintf("%q", s), "must be lexical, dense, hybrid or rerank")
 }
 
-// SearchOptions configure one search. Zero values take the defaults.
+// SearchOptions configure one search. Zero values take the defaults;
+// negative numbers are refused with an OptionError.
 type SearchOptions struct {
 	Mode  Mode // default ModeHybrid
 	K     int  // results to return; default 10
-	Depth int  // candidates taken from each list before fusion; default max(100, K)
-	// RerankDepth is how many fused candidates the cross-encoder rescores;
+	Depth int  // candidates taken from each list before fusion; default max(100, K), at least K
+	// RerankDepth is how many candidates the cross-encoder rescores;
 	// default max(50, K).
 	RerankDepth int
 	// RerankOf picks the candidate list ModeRerank rescores: ModeHybrid
 	// (default), ModeLexical (the classic BM25 + cross-encoder setup) or
 	// ModeDense.
 	RerankOf Mode
-	// EfSearch overrides the HNSW beam width for this search (0: index default).
+	// EfSearch overrides the HNSW beam width for this search (0: the
+	// index's).
 	EfSearch int
-	// Prompt is applied to the query on the dense side (instruction-tuned models).
-	Prompt encoder.Prompt
+	// Prompt is applied to the query on the dense side (instruction-tuned
+	// models).
+	Prompt Prompt
 	// RRFK is the RRF constant; default 60.
 	RRFK int
-	// Weights optionally weight the fused lists by name ("lexical", "dense").
+	// Weights optionally weight the fused lists by name ("lexical",
+	// "dense"); a weight must be finite and not negative.
 	Weights map[string]float64
 }
 
+// Prompt instructs an embedding model how to read a query (documents never
+// get one). With an Instruction the query becomes, with the model's
+// template, "Instruct: {Instruction}\nQuery: {query}", after the few-shot
+// Examples formatted the same way, each followed by "\nResponse: " and its
+// response.
+type Prompt struct {
+	Instruction string
+	Examples    []Example
+}
+
+// Example is one few-shot demonstration: a query and a relevant response.
+type Example struct{ Query, Response string }
+
+func (p Prompt) encoder() encoder.Prompt {
+	out := encoder.Prompt{Instruction: p.Instruction}
+	for _, ex := range p.Examples {
+		out.Examples = append(out.Examples, encoder.Example{Query: ex.Query, Response: ex.Response})
+	}
+	return out
+}
+
 // Result is one hit. Explain lists the hit's rank and score in every list
-// that contributed to it (lexical, dense, rerank).
+// that contributed to it (lexical, dense, rerank), in pipeline order.
 type Result struct {
 	ID      string
 	Score   float64 // the final list's score: BM25, cosine, RRF or cross-encoder logit
 	Title   string
 	Text    string
 	Meta    map[string]string
-	Explain []fusion.Contribution
+	Explain []Contribution
 }
 
-// Search runs query through the pipeline chosen by opts.Mode.
+// Contribution explains one list's part in a result.
+type Contribution struct {
+	List  string  // "lexical", "dense" or "rerank"
+	Rank  int     // 1-based position in that list
+	Score float64 // the list's own score for the document
+}
+
+// validate fills defaults and refuses values out of range.
+func (o *SearchOptions) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"K", o.K}, {"Depth", o.Depth}, {"RerankDepth", o.RerankDepth}, {"EfSearch", o.EfSearch}, {"RRFK", o.RRFK}} {
+		if f.v < 0 {
+			return optErr("SearchOptions."+f.name, f.v, "must be 0 (the default) or positive")
+		}
+	}
+	m, err := ParseMode(string(o.Mode))
+	if err != nil {
+		return optErr("SearchOptions.Mode", fmt.Sprintf("%q", o.Mode), "must be lexical, dense, hybrid or rerank")
+	}
+	o.Mode = m
+	if o.RerankOf != "" {
+		if o.RerankOf, err = ParseMode(string(o.RerankOf)); err != nil || o.RerankOf == ModeRerank {
+			return optErr("SearchOptions.RerankOf", fmt.Sprintf("%q", o.RerankOf), "must be lexical, dense or hybrid")
+		}
+	}
+	for name, w := range o.Weights {
+		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
+			return optErr("SearchOptions.Weights["+name+"]", w, "must be finite and not negative")
+		}
+	}
+	if o.K == 0 {
+		o.K = 10
+	}
+	if o.Depth == 0 {
+		o.Depth = max(100, o.K)
+	} else if o.Depth < o.K {
+		return optErr("SearchOptions.Depth", o.Depth, fmt.Sprintf("must be at least K (%d)", o.K))
+	}
+	if o.RerankDepth == 0 {
+		o.RerankDepth = max(50, o.K)
+	}
+	return nil
+}
+
+// Search runs query through the pipeline chosen by opts.Mode. An empty
+// query is refused with ErrEmptyQuery.
 func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) ([]Result, error) {
-	if opts.Mode == "" {
-		opts.Mode = ModeHybrid
+	if strings.TrimSpace(query) == "" {
+		return nil, ErrEmptyQuery
 	}
-	if opts.K <= 0 {
-		opts.K = 10
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	if opts.Depth <= 0 {
-		opts.Depth = max(100, opts.K)
+	if err := e.enter(); err != nil {
+		return nil, err
 	}
-	if opts.RerankDepth <= 0 {
-		opts.RerankDepth = max(50, opts.K)
-	}
-	if e.store == nil {
-		return nil, errClosed
-	}
+	defer e.leave()
 	if opts.Mode == ModeRerank && e.rr == nil {
-		return nil, fmt.Errorf("engine: rerank mode needs a reranker (Options.Reranker)")
+		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker)")
 	}
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
-		if opts.RerankOf == ModeRerank {
-			return nil, fmt.Errorf("engine: RerankOf cannot be %q", ModeRerank)
-		}
 		base := opts
 		base.Mode, base.K = opts.RerankOf, max(opts.K, opts.RerankDepth)
-		return e.searchThenRerank(ctx, query, base, opts)
+		base.Depth = max(base.Depth, base.K)
+		cands, err := e.search(ctx, query, base)
+		if err != nil {
+			return nil, err
+		}
+		return e.finish(ctx, query, cands, opts)
 	}
+	fused, err := e.search(ctx, query, opts)
+	if err != nil {
+		return nil, err
+	}
+	return e.finish(ctx, query, fused, opts)
+}
+
+// search retrieves and fuses (no reranking, no cut to K beyond the lists').
+func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) ([]fusion.Result, error) {
 	var lists []fusion.List
 	switch opts.Mode {
 	case ModeLexical:
@@ -112,7 +190,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 			return nil, err
 		}
 		lists = []fusion.List{l}
-	case ModeHybrid, ModeRerank:
+	default: // hybrid, and rerank of hybrid
 		// The two retrievals are independent: run the lexical one while the
 		// query is being encoded.
 		type res struct {
@@ -126,50 +204,33 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 		}()
 		dl, derr := e.denseList(ctx, query, opts.Depth, opts)
 		lr := <-ch
-		if derr != nil {
-			return nil, derr
-		}
 		if lr.err != nil {
 			return nil, lr.err
 		}
+		if derr != nil {
+			return nil, derr
+		}
 		lists = []fusion.List{lr.l, dl}
-	default:
-		return nil, fmt.Errorf("engine: unknown mode %q", opts.Mode)
 	}
 	for i := range lists {
 		if w, ok := opts.Weights[lists[i].Name]; ok {
 			lists[i].Weight = w
 		}
 	}
-	fused := fusion.RRF(lists, opts.RRFK)
 	if len(lists) == 1 {
 		// A single list keeps its own scores: RRF would only rename them.
-		fused = single(lists[0])
+		return single(lists[0]), nil
 	}
+	return fusion.RRF(lists, opts.RRFK), nil
+}
+
+// finish reranks (in ModeRerank), cuts to K and attaches the documents.
+func (e *Engine) finish(ctx context.Context, query string, fused []fusion.Result, opts SearchOptions) ([]Result, error) {
 	if opts.Mode == ModeRerank {
 		var err error
 		if fused, err = e.rerank(ctx, query, fused, opts.RerankDepth); err != nil {
 			return nil, err
 		}
-	}
-	if len(fused) > opts.K {
-		fused = fused[:opts.K]
-	}
-	return e.hydrate(fused)
-}
-
-// searchThenRerank reranks the results of a lexical or dense search.
-func (e *Engine) searchThenRerank(ctx context.Context, query string, base, opts SearchOptions) ([]Result, error) {
-	cands, err := e.Search(ctx, query, base)
-	if err != nil {
-		return nil, err
-	}
-	fused := make([]fusion.Result, len(cands))
-	for i, c := range cands {
-		fused[i] = fusion.Result{ID: c.ID, Score: c.Score, Contributions: c.Explain}
-	}
-	if fused, err = e.rerank(ctx, query, fused, opts.RerankDepth); err != nil {
-		return nil, err
 	}
 	if len(fused) > opts.K {
 		fused = fused[:opts.K]
@@ -186,6 +247,9 @@ func single(l fusion.List) []fusion.Result {
 }
 
 func (e *Engine) lexicalList(ctx context.Context, query string, k int) (fusion.List, error) {
+	if e.lexStale != "" {
+		return fusion.List{}, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
+	}
 	hits, err := e.lex.Search(ctx, query, k)
 	if err != nil {
 		return fusion.List{}, fmt.Errorf("engine: lexical search: %w", err)
@@ -203,7 +267,7 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	e.mu.RLock()
 	enc, ix := e.enc, e.dense
 	e.mu.RUnlock()
-	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt)
+	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt.encoder())
 	if err != nil {
 		return fusion.List{}, fmt.Errorf("engine: embedding the query: %w", err)
 	}
@@ -238,11 +302,14 @@ func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, 
 	}
 	texts := make([]string, len(fused))
 	for i, id := range ids {
-		texts[i] = EmbedText(docs[id])
+		texts[i] = EmbedText(Document(docs[id]))
 	}
 	scores, err := e.rr.Score(ctx, query, texts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: reranking %d candidates: %w", len(texts), err)
+	}
+	if len(scores) != len(texts) {
+		return nil, fmt.Errorf("engine: the reranker returned %d scores for %d candidates", len(scores), len(texts))
 	}
 	out := make([]fusion.Result, len(fused))
 	copy(out, fused)
@@ -290,41 +357,11 @@ func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
 		if !ok {
 			continue
 		}
-		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, Explain: r.Contributions})
+		ex := make([]Contribution, len(r.Contributions))
+		for i, c := range r.Contributions {
+			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score}
+		}
+		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, Explain: ex})
 	}
 	return out, nil
-}
-
-// Stats describe an engine directory.
-type Stats struct {
-	Dir          string `json:"dir"`
-	Documents    int    `json:"documents"`
-	Seq          uint64 `json:"seq"`
-	Model        string `json:"model_fingerprint"`
-	Dim          int    `json:"dim"`
-	LexicalDocs  uint64 `json:"lexical_docs"`
-	DenseVectors int    `json:"dense_vectors"`
-	Reranker     bool   `json:"reranker"`
-}
-
-// Stats reports counts from storage and both indexes.
-func (e *Engine) Stats() (Stats, error) {
-	if e.store == nil {
-		return Stats{}, errClosed
-	}
-	n, err := e.store.Count()
-	if err != nil {
-		return Stats{}, fmt.Errorf("engine: %w", err)
-	}
-	seq, err := e.store.Seq()
-	if err != nil {
-		return Stats{}, fmt.Errorf("engine: %w", err)
-	}
-	lc, err := e.lex.Count()
-	if err != nil {
-		return Stats{}, fmt.Errorf("engine: %w", err)
-	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return Stats{Dir: e.dir, Documents: n, Seq: seq, Model: e.fp, Dim: e.enc.Dim(), LexicalDocs: lc, DenseVectors: e.dense.Len(), Reranker: e.rr != nil}, nil
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -10,15 +9,22 @@ import (
 	"github.com/anna-search/anna/storage"
 )
 
-// Document is what callers add. ID must be non-empty; Title may be empty.
-type Document = storage.Doc
+// Document is one document. ID is required and unique within a directory;
+// Title and Text are searched (one of them must not be blank); Meta is kept
+// and returned with results.
+type Document struct {
+	ID    string
+	Title string
+	Text  string
+	Meta  map[string]string
+}
 
 // AddResult tells what an Add did.
 type AddResult struct {
-	Added     int    // new documents
-	Updated   int    // existing documents whose content changed
-	Unchanged int    // already stored with the same title, text and metadata: not re-embedded
-	Seq       uint64 // storage sequence after the batch (0 when nothing changed)
+	Added     int  // new documents
+	Updated   int  // existing documents whose content changed
+	Unchanged int  // already stored with the same title, text and metadata: not re-embedded
+	Committed bool // the batch is in the store (false when nothing changed or Add failed before)
 }
 
 // EmbedText is the text the dense side embeds for a document: title and text
@@ -40,19 +46,27 @@ func EmbedText(d Document) string {
 // indexes. When Add returns nil the batch is durable and searchable.
 // Documents identical to the stored ones are skipped, so re-running an
 // interrupted ingest costs only the reading. Within a batch the last
-// occurrence of an id wins.
-func (e *Engine) Add(ctx context.Context, docs []Document) (AddResult, error) {
-	var res AddResult
+// occurrence of an ID wins.
+//
+// Once the batch is committed, the indexes are updated even if ctx is
+// cancelled meanwhile (a fraction of a second), so an interrupted ingest
+// leaves nothing to replay; an error after the commit (or a crash) is
+// repaired from the store by the next write or Open. res.Committed tells
+// whether the batch is stored, also when err is not nil.
+func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err error) {
 	if err := validate(docs); err != nil {
 		return res, err
+	}
+	if err := e.enter(); err != nil {
+		return res, err
+	}
+	defer e.leave()
+	if e.readOnly {
+		return res, ErrReadOnly
 	}
 	docs = lastWins(docs)
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	if e.store == nil {
-		return res, errClosed
-	}
-	changed := docs[:0:0]
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
@@ -65,6 +79,7 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (AddResult, error) {
 	for _, d := range existing {
 		have[d.ID] = d
 	}
+	var changed []storage.Doc
 	for _, d := range docs {
 		old, ok := have[d.ID]
 		switch {
@@ -76,53 +91,108 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (AddResult, error) {
 		default:
 			res.Updated++
 		}
-		changed = append(changed, d)
+		changed = append(changed, storage.Doc(d))
 	}
 	if len(changed) == 0 {
 		return res, nil
 	}
 	e.mu.RLock()
-	enc, fp, ix := e.enc, e.fp, e.dense
+	enc, m, bound := e.enc, e.model, e.bound
 	e.mu.RUnlock()
 	texts := make([]string, len(changed))
 	for i, d := range changed {
-		texts[i] = EmbedText(d)
+		texts[i] = EmbedText(Document(d))
 	}
 	vecs, err := enc.EmbedDocuments(ctx, texts)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: embedding %d documents: %w", len(texts), err)
 	}
-	seq, err := e.store.Put(changed, fp, vecs)
+	var state map[string][]byte
+	if !bound {
+		state = e.modelState(m) // the first documents bind the directory to the model
+	}
+	prev, err := e.store.Seq()
+	if err != nil {
+		return AddResult{}, fmt.Errorf("engine: %w", err)
+	}
+	seq, err := e.store.Put(changed, m.Fingerprint, vecs, state)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: storing documents: %w", err)
 	}
-	res.Seq = seq
-	// From here the batch is committed. If an index update fails (or the
-	// process dies) the next Open replays it from the change log.
-	if err := e.lex.Index(ctx, changed, seq); err != nil {
-		return res, fmt.Errorf("engine: documents stored, lexical index update failed (repaired on next open): %w", err)
+	res.Committed = true
+	e.mu.Lock()
+	e.bound = true
+	e.mu.Unlock()
+	// From here the batch is committed: finish the indexes whatever ctx
+	// says, so an interrupt leaves them in step.
+	ictx := context.WithoutCancel(ctx)
+	if e.lexApplied == prev {
+		err = e.lex.Index(ictx, changed, seq)
+		if err == nil {
+			e.lexApplied = seq
+		}
+	} else {
+		err = e.catchUpLexical(ictx)
 	}
-	ids = ids[:0]
-	for _, d := range changed {
-		ids = append(ids, d.ID)
+	if err != nil {
+		return res, fmt.Errorf("engine: documents stored; updating the BM25 index failed (the next write or open repairs it): %w", err)
 	}
-	if err := ix.Add(ctx, ids, vecs); err != nil {
-		return res, fmt.Errorf("engine: documents stored, dense index update failed (repaired on next open): %w", err)
+	if err := e.applyDense(ictx, prev, seq, changed, vecs, nil); err != nil {
+		return res, fmt.Errorf("engine: documents stored; updating the dense graph failed (the next write or open repairs it): %w", err)
+	}
+	return res, nil
+}
+
+// applyDense applies one committed batch (changes prev+1..seq) to the
+// graph, or replays everything the graph missed when an earlier update
+// failed. denseApplied moves only once the batch is wholly in the graph, so
+// a graph saved after a failure replays the batch on the next Open.
+func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, vecs [][]float32, deletes []string) error {
+	e.mu.RLock()
+	ix, applied := e.dense, e.denseApplied
+	e.mu.RUnlock()
+	if applied != prev {
+		return e.catchUpDense(ctx)
 	}
 	e.mu.Lock()
 	e.dirty = true
 	e.mu.Unlock()
-	return res, nil
+	if err := ix.Delete(deletes); err != nil {
+		return err
+	}
+	if len(upserts) > 0 {
+		ids := make([]string, len(upserts))
+		for i, d := range upserts {
+			ids[i] = d.ID
+		}
+		if err := ix.Add(ctx, ids, vecs); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.denseApplied = seq
+	e.mu.Unlock()
+	return nil
 }
 
-// Delete removes documents by id. Unknown ids are ignored. It returns the
-// number of documents that existed.
+// Delete removes documents by ID. Unknown IDs are ignored. It returns the
+// number of documents that existed. Like Add, it finishes the indexes once
+// the deletion is committed.
 func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
+	for i, id := range ids {
+		if id == "" {
+			return 0, fmt.Errorf("engine: delete: ID %d is empty", i)
+		}
+	}
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	if e.readOnly {
+		return 0, ErrReadOnly
+	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	if e.store == nil {
-		return 0, errClosed
-	}
 	existing, err := e.store.GetMany(ids)
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
@@ -134,34 +204,70 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
 	for i, d := range existing {
 		gone[i] = d.ID
 	}
+	prev, err := e.store.Seq()
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
 	seq, err := e.store.Delete(gone)
 	if err != nil {
 		return 0, fmt.Errorf("engine: deleting: %w", err)
 	}
-	if err := e.lex.Delete(ctx, gone, seq); err != nil {
-		return len(gone), fmt.Errorf("engine: deleted from storage, lexical index update failed (repaired on next open): %w", err)
+	ictx := context.WithoutCancel(ctx)
+	if e.lexApplied == prev {
+		err = e.lex.Delete(ictx, gone, seq)
+		if err == nil {
+			e.lexApplied = seq
+		}
+	} else {
+		err = e.catchUpLexical(ictx)
 	}
-	e.mu.RLock()
-	ix := e.dense
-	e.mu.RUnlock()
-	if err := ix.Delete(gone); err != nil {
-		return len(gone), fmt.Errorf("engine: deleted from storage, dense index update failed (repaired on next open): %w", err)
+	if err != nil {
+		return len(gone), fmt.Errorf("engine: deleted from the store; updating the BM25 index failed (the next write or open repairs it): %w", err)
 	}
-	e.mu.Lock()
-	e.dirty = true
-	e.mu.Unlock()
+	if err := e.applyDense(ictx, prev, seq, nil, nil, gone); err != nil {
+		return len(gone), fmt.Errorf("engine: deleted from the store; updating the dense graph failed (the next write or open repairs it): %w", err)
+	}
 	return len(gone), nil
 }
 
-var errClosed = fmt.Errorf("engine: closed")
+// Get returns the stored documents with the given IDs, in the order given;
+// unknown IDs are skipped.
+func (e *Engine) Get(ids ...string) ([]Document, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	docs, err := e.store.GetMany(ids)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	out := make([]Document, len(docs))
+	for i, d := range docs {
+		out[i] = Document(d)
+	}
+	return out, nil
+}
 
-// ErrEmptyDocument is returned for a document with neither title nor text:
+// Vector returns the stored vector of document id for the engine's model.
+func (e *Engine) Vector(id string) ([]float32, bool, error) {
+	if err := e.enter(); err != nil {
+		return nil, false, err
+	}
+	defer e.leave()
+	e.mu.RLock()
+	fp := e.model.Fingerprint
+	e.mu.RUnlock()
+	v, ok, err := e.store.Vector(fp, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("engine: %w", err)
+	}
+	return v, ok, nil
+}
+
+// IsEmpty reports whether d has no title and no text (whitespace only):
 // nothing could find it, and its embedding would be the model's response to
-// no text at all, close to many queries. Tools skip such documents and count
-// them (`annactl index`, `annactl eval`).
-var ErrEmptyDocument = errors.New("empty title and text")
-
-// IsEmpty reports whether d has no title and no text (whitespace only).
+// no text at all, close to many queries. Add refuses such documents with
+// ErrEmptyDocument; tools skip and count them.
 func IsEmpty(d Document) bool {
 	return strings.TrimSpace(d.Title) == "" && strings.TrimSpace(d.Text) == ""
 }
@@ -171,9 +277,9 @@ func validate(docs []Document) error {
 	for i, d := range docs {
 		switch {
 		case strings.TrimSpace(d.ID) == "":
-			return fmt.Errorf("engine: document %d in batch: empty id", i)
+			return fmt.Errorf("engine: document %d in batch: empty ID", i)
 		case !utf8.ValidString(d.ID):
-			return fmt.Errorf("engine: document %d in batch: id is not valid UTF-8", i)
+			return fmt.Errorf("engine: document %d in batch: ID is not valid UTF-8", i)
 		case IsEmpty(d):
 			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
 		}
@@ -196,7 +302,7 @@ func lastWins(docs []Document) []Document {
 	return out
 }
 
-func sameDoc(a, b Document) bool {
+func sameDoc(a storage.Doc, b Document) bool {
 	if a.Title != b.Title || a.Text != b.Text || len(a.Meta) != len(b.Meta) {
 		return false
 	}

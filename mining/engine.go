@@ -29,7 +29,12 @@ func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candi
 	if mode == "" {
 		mode = engine.ModeHybrid
 	}
-	res, err := r.E.Search(ctx, q.Text, engine.SearchOptions{Mode: mode, K: k, Depth: max(r.Depth, k), Prompt: Prompt(q)})
+	p := Prompt(q)
+	ep := engine.Prompt{Instruction: p.Instruction}
+	for _, ex := range p.Examples {
+		ep.Examples = append(ep.Examples, engine.Example{Query: ex.Query, Response: ex.Response})
+	}
+	res, err := r.E.Search(ctx, q.Text, engine.SearchOptions{Mode: mode, K: k, Depth: max(r.Depth, k), Prompt: ep})
 	if err != nil {
 		return nil, err
 	}
@@ -48,19 +53,18 @@ func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candi
 type EngineCorpus struct{ E *engine.Engine }
 
 func (c EngineCorpus) Text(ctx context.Context, id string) (string, bool, error) {
-	d, ok, err := c.E.Store().Get(id)
-	if err != nil || !ok {
-		return "", ok, err
+	docs, err := c.E.Get(id)
+	if err != nil || len(docs) == 0 {
+		return "", false, err
 	}
-	return engine.EmbedText(d), true, nil
+	return engine.EmbedText(docs[0]), true, nil
 }
 
 // StoredVectors looks document vectors up in the engine's store, for a
 // DenseTeacher using the engine's own model.
 func StoredVectors(e *engine.Engine) VectorLookup {
-	fp := e.Encoder().Fingerprint()
 	return func(ctx context.Context, id string) ([]float32, bool, error) {
-		v, ok, err := e.Store().Vector(fp, id)
+		v, ok, err := e.Vector(id)
 		if err != nil {
 			return nil, false, fmt.Errorf("read vector: %w", err)
 		}

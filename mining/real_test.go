@@ -56,13 +56,17 @@ func openReal(t testing.TB, name, split string) *realSetup {
 	}
 	t.Cleanup(func() { eng.Close() })
 	for i := 0; i < len(ds.Corpus); i += 1024 {
-		if _, err := eng.Add(ctx, ds.Corpus[i:min(i+1024, len(ds.Corpus))]); err != nil {
+		var batch []engine.Document
+		for _, d := range ds.Corpus[i:min(i+1024, len(ds.Corpus))] {
+			batch = append(batch, engine.Document(d))
+		}
+		if _, err := eng.Add(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	texts := map[string]string{}
 	for _, d := range ds.Corpus {
-		texts[d.ID] = engine.EmbedText(d)
+		texts[d.ID] = engine.EmbedText(engine.Document(d))
 	}
 	return &realSetup{dir: dir, ds: ds, eng: eng, enc: enc, texts: texts}
 }

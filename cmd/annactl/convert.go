@@ -130,7 +130,7 @@ func loadCorpusMap(path string) (mapCorpus, error) {
 	defer f.Close()
 	m := mapCorpus{}
 	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
-		m[d.ID] = engine.EmbedText(d)
+		m[d.ID] = engine.EmbedText(engine.Document(d))
 		return nil
 	})
 	return m, err

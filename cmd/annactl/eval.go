@@ -71,7 +71,7 @@ func runEval(ctx context.Context, args []string) error {
 	if *model == "" && *dir != "" {
 		// An existing index (e.g. after `annactl reindex`) is evaluated
 		// with the model it was built with.
-		if *model, err = engine.RecordedModelDir(*dir); err != nil {
+		if *model, err = recordedModelDir(*dir); err != nil {
 			return err
 		}
 	}
@@ -80,7 +80,7 @@ func runEval(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeEnc()
-	opts := engine.Options{Encoder: enc, ModelDir: *model, Logf: logf}
+	opts := engine.Options{Encoder: enc, Model: *model, Logf: logf}
 	if *reranker != "" {
 		rr, err := rerank.Load(ctx, *reranker, rerank.Options{})
 		if err != nil {
@@ -164,21 +164,20 @@ func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) erro
 	p := newProgress("indexing", len(docs))
 	defer p.done()
 	const batch = 512
-	kept := make([]storage.Doc, 0, len(docs))
+	kept := make([]engine.Document, 0, len(docs))
 	for _, d := range docs {
-		if !engine.IsEmpty(d) {
-			kept = append(kept, d)
+		if !engine.IsEmpty(engine.Document(d)) {
+			kept = append(kept, engine.Document(d))
 		}
 	}
 	if n := len(docs) - len(kept); n > 0 {
 		fmt.Fprintf(os.Stderr, "skipping %d documents with empty title and text\n", n)
 	}
-	docs = kept
-	for i := 0; i < len(docs); i += batch {
-		if _, err := eng.Add(ctx, docs[i:min(i+batch, len(docs))]); err != nil {
+	for i := 0; i < len(kept); i += batch {
+		if _, err := eng.Add(ctx, kept[i:min(i+batch, len(kept))]); err != nil {
 			return err
 		}
-		p.update(min(i+batch, len(docs)), "docs")
+		p.update(min(i+batch, len(kept)), "docs")
 	}
 	return nil
 }

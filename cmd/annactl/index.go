@@ -47,12 +47,12 @@ func runIndex(ctx context.Context, args []string) error {
 		defer f.Close()
 		in, name = f, fs.Arg(0)
 	}
-	opts := engine.Options{ModelDir: *model, Logf: logf}
+	opts := engine.Options{Model: *model, Logf: logf}
 	if *cache {
 		md := *model
 		if md == "" {
 			var err error
-			if md, err = engine.RecordedModelDir(*dir); err != nil {
+			if md, err = recordedModelDir(*dir); err != nil {
 				return err
 			}
 		}
@@ -61,7 +61,7 @@ func runIndex(ctx context.Context, args []string) error {
 			return err
 		}
 		defer closeEnc()
-		opts.Encoder, opts.ModelDir = enc, md
+		opts.Encoder, opts.Model = enc, md
 	}
 	eng, err := engine.Open(ctx, *dir, opts)
 	if err != nil {
@@ -88,7 +88,7 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 	var st indexStats
 	p := newProgress("indexing "+name, 0)
 	defer p.done()
-	pending := make([]storage.Doc, 0, batch)
+	pending := make([]engine.Document, 0, batch)
 	seen := map[string]bool{}
 	flush := func() error {
 		if len(pending) == 0 {
@@ -115,7 +115,7 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 	}
 	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
 		st.lines = line
-		if engine.IsEmpty(d) {
+		if engine.IsEmpty(engine.Document(d)) {
 			st.empty++
 			return nil
 		}
@@ -123,7 +123,7 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 			st.dups++
 		}
 		seen[d.ID] = true
-		pending = append(pending, d)
+		pending = append(pending, engine.Document(d))
 		if len(pending) >= batch {
 			return flush()
 		}
@@ -162,4 +162,10 @@ func loadEncoder(ctx context.Context, model string, cache bool) (encoder.Encoder
 		return nil, nil, err
 	}
 	return c, closeBase, nil
+}
+
+// recordedModelDir is the model directory recorded in an anna directory.
+func recordedModelDir(dir string) (string, error) {
+	m, err := engine.RecordedModel(dir)
+	return m.Dir, err
 }

@@ -43,7 +43,8 @@ func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := eng.Stats()
-	d, _, _ := eng.Store().Get("a")
+	got, _ := eng.Get("a")
+	d := got[0]
 	eng.Close()
 	if st.Documents != 2 || d.Text != "apples are green" {
 		t.Fatalf("after the bad line: %d docs (want a, b kept), a=%q", st.Documents, d.Text)

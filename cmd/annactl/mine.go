@@ -140,7 +140,7 @@ continues with no duplicates and no gaps.`)
 		}
 		defer rr.Close()
 	}
-	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, ModelDir: *modelDir, Logf: logf})
+	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, Model: *modelDir, Logf: logf})
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func modelLabel(enc encoder.Encoder) string {
 func loadMiningEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, func(), error) {
 	if modelDir == "" && index != "" {
 		var err error
-		if modelDir, err = engine.RecordedModelDir(index); err != nil {
+		if modelDir, err = recordedModelDir(index); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -295,7 +295,7 @@ func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 		return fmt.Errorf("open corpus: %w", err)
 	}
 	defer f.Close()
-	var batch []storage.Doc
+	var batch []engine.Document
 	added := 0
 	flush := func() error {
 		if len(batch) == 0 {
@@ -309,7 +309,7 @@ func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 	p := newProgress("indexing "+filepath.Base(dir), 0)
 	n := 0
 	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
-		batch = append(batch, d)
+		batch = append(batch, engine.Document(d))
 		n++
 		if len(batch) == 512 {
 			p.update(n, "")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 )
 
@@ -40,14 +39,9 @@ func runReindex(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.Close()
-	enc, err := encoder.Load(ctx, abs, encoder.Options{})
-	if err != nil {
-		return err
-	}
-	defer enc.Close()
-	old := eng.Encoder().Fingerprint()
+	old := eng.Model().Fingerprint
 	p := newProgress("re-encoding", 0)
-	err = eng.Reindex(ctx, enc, engine.ReindexOptions{ModelDir: abs, BatchSize: *batch, Progress: func(done, total int) {
+	err = eng.Reindex(ctx, engine.ReindexOptions{Model: abs, BatchSize: *batch, Progress: func(done, total int) {
 		p.total = total
 		p.update(done, "docs")
 	}})
@@ -55,6 +49,6 @@ func runReindex(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "reindexed %s: model %s -> %s\n", *dir, old, enc.Fingerprint())
+	fmt.Fprintf(os.Stderr, "reindexed %s: model %s -> %s\n", *dir, old, eng.Model().Fingerprint)
 	return nil
 }

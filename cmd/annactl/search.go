@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
-	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/rerank"
 )
@@ -62,7 +61,7 @@ func runSearch(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.Close()
-	res, err := eng.Search(ctx, query, engine.SearchOptions{Mode: m, K: *k, Depth: *depth, EfSearch: *ef, Prompt: encoder.Prompt{Instruction: *instruction}})
+	res, err := eng.Search(ctx, query, engine.SearchOptions{Mode: m, K: *k, Depth: *depth, EfSearch: *ef, Prompt: engine.Prompt{Instruction: *instruction}})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func runStats(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	md, _ := eng.ModelDir()
+	md := st.Model.Dir
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(struct {
 			engine.Stats
@@ -45,6 +45,6 @@ func runStats(ctx context.Context, args []string) error {
 		md = "(default)"
 	}
 	fmt.Printf("directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d\ndense vectors  %d\n",
-		st.Dir, st.Documents, st.Seq, st.Model, md, st.Dim, st.LexicalDocs, st.DenseVectors)
+		st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.DenseVectors)
 	return nil
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/anna-search/anna/train/cuda"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/anna-search/anna/train/cuda"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"

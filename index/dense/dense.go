@@ -16,7 +16,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/coder/hnsw"
+	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
 // Defaults (hnswlib's M and efConstruction). Measured recall@10 against
@@ -298,4 +298,33 @@ func siftDown(h []Hit, less func(a, b Hit) bool) {
 		h[i], h[m] = h[m], h[i]
 		i = m
 	}
+}
+
+// Issue is one violated invariant of the graph, with the documents involved
+// (at most 20 listed, N in all).
+type Issue struct {
+	What string
+	IDs  []string
+	N    int
+}
+
+// Check verifies the graph's invariants (see hnsw.Graph.Check): bounded,
+// non-dangling neighbour lists, consistent tombstones and key map, a sound
+// entry point, finite vectors, and every live document reachable from the
+// entry point. Searches may run meanwhile.
+func (ix *Index) Check() []Issue {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var out []Issue
+	for _, is := range ix.g.Check() {
+		out = append(out, Issue{What: is.What, IDs: is.Keys, N: is.N})
+	}
+	return out
+}
+
+// IDs returns the IDs of every vector in the index, in no particular order.
+func (ix *Index) IDs() []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.g.Keys()
 }

@@ -11,13 +11,14 @@ import (
 	"io"
 	"os"
 
-	"github.com/coder/hnsw"
+	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
 // Meta is what the engine records with a saved graph to tell whether it is
-// still current: the vectors' model fingerprint and the storage sequence
-// number the graph reflects.
+// still current: the store it was built from, the vectors' model
+// fingerprint and the storage sequence number the graph reflects.
 type Meta struct {
+	StoreID     string // storage.Store.ID of the store the graph was built from
 	Fingerprint string
 	AppliedSeq  uint64
 }
@@ -27,6 +28,7 @@ type Meta struct {
 //	magic "ANNADNS\x00" | u32 format version
 //	u32 len + fingerprint | u64 applied seq
 //	u32 Dim, M, EfSearch, EfConstruction
+//	u32 len + store id (version 2; version 1 files load with StoreID "")
 //	hnsw graph (hnsw.Graph.Export, format 2)
 //	trailer: u32 CRC-32C of everything above, magic "ANNADEND"
 var (
@@ -36,7 +38,7 @@ var (
 )
 
 const (
-	fileVersion    = 1
+	fileVersion    = 2 // 1 had no store id: it loads with StoreID ""
 	maxFingerprint = 4096
 )
 
@@ -47,7 +49,7 @@ var ErrCorrupt = errors.New("corrupt dense index file")
 // Save writes the index with meta to path atomically (temporary file in the
 // same directory, fsync, rename). Searches may run meanwhile; writers wait.
 func (ix *Index) Save(path string, meta Meta) error {
-	if len(meta.Fingerprint) > maxFingerprint {
+	if len(meta.Fingerprint) > maxFingerprint || len(meta.StoreID) > maxFingerprint {
 		return fmt.Errorf("dense: save %s: fingerprint of %d bytes is too long", path, len(meta.Fingerprint))
 	}
 	ix.mu.RLock()
@@ -65,6 +67,8 @@ func (ix *Index) Save(path string, meta Meta) error {
 		for _, v := range []int{ix.cfg.Dim, ix.cfg.M, ix.cfg.EfSearch, ix.cfg.EfConstruction} {
 			hdr.Write(le.AppendUint32(nil, uint32(v)))
 		}
+		hdr.Write(le.AppendUint32(nil, uint32(len(meta.StoreID))))
+		hdr.WriteString(meta.StoreID)
 		if _, err := mw.Write(hdr.Bytes()); err != nil {
 			return err
 		}
@@ -123,35 +127,60 @@ func Load(path string) (*Index, Meta, error) {
 	return ix, meta, nil
 }
 
-func load(hr *hashingReader) (*Index, Meta, error) {
+// readHeader reads everything before the graph.
+func readHeader(hr *hashingReader) (Meta, Config, error) {
 	le := binary.LittleEndian
 	var fixed [16]byte
 	if _, err := io.ReadFull(hr, fixed[:]); err != nil {
-		return nil, Meta{}, fmt.Errorf("read header: %w", err)
+		return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
 	}
 	if !bytes.Equal(fixed[:8], fileMagic[:]) {
-		return nil, Meta{}, errors.New("not a dense index file (bad magic)")
+		return Meta{}, Config{}, errors.New("not a dense index file (bad magic)")
 	}
-	if v := le.Uint32(fixed[8:12]); v != fileVersion {
-		return nil, Meta{}, fmt.Errorf("unsupported format version %d (want %d)", v, fileVersion)
+	version := le.Uint32(fixed[8:12])
+	if version != 1 && version != fileVersion {
+		return Meta{}, Config{}, fmt.Errorf("unsupported format version %d (want %d)", version, fileVersion)
 	}
 	fpLen := le.Uint32(fixed[12:16])
 	if fpLen > maxFingerprint {
-		return nil, Meta{}, fmt.Errorf("fingerprint length %d out of range", fpLen)
+		return Meta{}, Config{}, fmt.Errorf("fingerprint length %d out of range", fpLen)
 	}
 	rest := make([]byte, int(fpLen)+8+16)
 	if _, err := io.ReadFull(hr, rest); err != nil {
-		return nil, Meta{}, fmt.Errorf("read header: %w", err)
+		return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
 	}
 	meta := Meta{Fingerprint: string(rest[:fpLen]), AppliedSeq: le.Uint64(rest[fpLen:])}
 	p := rest[fpLen+8:]
+	if version >= 2 {
+		var n [4]byte
+		if _, err := io.ReadFull(hr, n[:]); err != nil {
+			return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+		}
+		idLen := le.Uint32(n[:])
+		if idLen > maxFingerprint {
+			return Meta{}, Config{}, fmt.Errorf("store id length %d out of range", idLen)
+		}
+		id := make([]byte, idLen)
+		if _, err := io.ReadFull(hr, id); err != nil {
+			return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+		}
+		meta.StoreID = string(id)
+	}
 	var cfg Config
 	for i, dst := range []*int{&cfg.Dim, &cfg.M, &cfg.EfSearch, &cfg.EfConstruction} {
 		v := le.Uint32(p[4*i:])
 		if v > 1<<20 {
-			return nil, Meta{}, fmt.Errorf("config field %d = %d out of range", i, v)
+			return Meta{}, Config{}, fmt.Errorf("config field %d = %d out of range", i, v)
 		}
 		*dst = int(v)
+	}
+	return meta, cfg, nil
+}
+
+func load(hr *hashingReader) (*Index, Meta, error) {
+	meta, cfg, err := readHeader(hr)
+	if err != nil {
+		return nil, Meta{}, err
 	}
 	ix := New(cfg)
 	if err := ix.g.Import(hr); err != nil {
@@ -165,7 +194,7 @@ func load(hr *hashingReader) (*Index, Meta, error) {
 	if !bytes.Equal(tr[4:], trailerMagic[:]) {
 		return nil, Meta{}, errors.New("bad trailer")
 	}
-	if got := le.Uint32(tr[:4]); got != sum {
+	if got := binary.LittleEndian.Uint32(tr[:4]); got != sum {
 		return nil, Meta{}, fmt.Errorf("checksum mismatch: file says %08x, content hashes to %08x", got, sum)
 	}
 	if _, err := hr.r.ReadByte(); err != io.EOF {
@@ -175,4 +204,20 @@ func load(hr *hashingReader) (*Index, Meta, error) {
 		return nil, Meta{}, fmt.Errorf("graph dimension %d but header says %d", d, cfg.Dim)
 	}
 	return ix, meta, nil
+}
+
+// ReadMeta reads the Meta of a saved index without loading its graph (and
+// so without verifying its checksum: Load does that).
+func ReadMeta(path string) (Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Meta{}, fmt.Errorf("dense: read meta: %w", err)
+	}
+	defer f.Close()
+	hr := &hashingReader{r: bufio.NewReaderSize(f, 4096), h: crc32.New(castagnoli)}
+	meta, _, err := readHeader(hr)
+	if err != nil {
+		return Meta{}, fmt.Errorf("dense: read meta of %s: %w: %w", path, ErrCorrupt, err)
+	}
+	return meta, nil
 }

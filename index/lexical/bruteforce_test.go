@@ -93,7 +93,7 @@ func (b *bruteBM25) search(q string) []Hit {
 // searches mostly take the MaxScore path, top-100 the full one.
 func TestScoresMatchBruteForce(t *testing.T) {
 	ctx := context.Background()
-	ix, err := Open(filepath.Join(t.TempDir(), "lex"))
+	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,11 +76,13 @@ const (
 
 var fields = [...]string{fieldTitle, fieldText}
 
-// Internal keys, written in the same batch as the content they describe.
+// Internal keys, written in the same batch as the content they describe
+// (the store id once, at creation).
 var (
-	keySeq    = []byte("anna.applied_seq")
-	keyStats  = []byte("anna.field_stats")
-	keyFormat = []byte("anna.format")
+	keySeq     = []byte("anna.applied_seq")
+	keyStats   = []byte("anna.field_stats")
+	keyFormat  = []byte("anna.format")
+	keyStoreID = []byte("anna.store_id")
 )
 
 // format identifies this package's document layout; an index written with a
@@ -106,22 +108,51 @@ type Index struct {
 	dir      string
 	mu       sync.Mutex // serialises writers: stats are read-modify-write
 	closed   bool
+	readOnly bool
 	cands    sync.Pool // of *candidates: per-query scratch, reused
 }
 
-// Open opens the index in dir, creating it if dir holds none.
-func Open(dir string) (*Index, error) {
+// Options configure Open.
+type Options struct {
+	// ReadOnly opens an existing index without writing anything; Index and
+	// Delete then fail.
+	ReadOnly bool
+	// StoreID is recorded when Open creates the index: the identity of the
+	// store it is derived from (see StoreID).
+	StoreID string
+}
+
+// ErrNotExist is wrapped by a read-only Open of a directory holding no index.
+var ErrNotExist = errors.New("no BM25 index")
+
+// Open opens the index in dir, creating it if dir holds none (unless
+// opts.ReadOnly). A damaged index gives an error; so may a panic inside
+// Bleve reading it, which Open turns into an error.
+func Open(dir string, opts Options) (ix *Index, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ix, err = nil, fmt.Errorf("lexical: open %s: the index is damaged: %v", dir, r)
+		}
+	}()
 	var bi bleve.Index
-	var err error
 	if _, serr := os.Stat(filepath.Join(dir, "index_meta.json")); serr == nil {
-		bi, err = bleve.Open(dir)
+		if opts.ReadOnly {
+			bi, err = bleve.OpenUsing(dir, map[string]any{"read_only": true})
+		} else {
+			bi, err = bleve.Open(dir)
+		}
+	} else if opts.ReadOnly {
+		return nil, fmt.Errorf("lexical: open %s: %w", dir, ErrNotExist)
 	} else {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, fmt.Errorf("lexical: create %s: %w", dir, err)
 		}
 		bi, err = bleve.NewUsing(dir, newMapping(), scorch.Name, scorch.Name, nil)
 		if err == nil {
-			err = bi.SetInternal(keyFormat, []byte(format))
+			b := bi.NewBatch()
+			b.SetInternal(keyFormat, []byte(format))
+			b.SetInternal(keyStoreID, []byte(opts.StoreID))
+			err = bi.Batch(b)
 		}
 	}
 	if err != nil {
@@ -130,7 +161,7 @@ func Open(dir string) (*Index, error) {
 		}
 		return nil, fmt.Errorf("lexical: open %s: %w", dir, err)
 	}
-	ix := &Index{bi: bi, dir: dir}
+	ix = &Index{bi: bi, dir: dir, readOnly: opts.ReadOnly}
 	if f, err := bi.GetInternal(keyFormat); err != nil || string(f) != format {
 		bi.Close()
 		return nil, fmt.Errorf("lexical: open %s: index format %q, want %q: delete the directory to rebuild it", dir, f, format)
@@ -140,6 +171,16 @@ func Open(dir string) (*Index, error) {
 		return nil, fmt.Errorf("lexical: open %s: analyzer %q not registered", dir, en.AnalyzerName)
 	}
 	return ix, nil
+}
+
+// StoreID is the identity of the store the index was built from, "" for
+// an index made before it was recorded.
+func (ix *Index) StoreID() (string, error) {
+	v, err := ix.bi.GetInternal(keyStoreID)
+	if err != nil {
+		return "", fmt.Errorf("lexical: store id: %w", err)
+	}
+	return string(v), nil
 }
 
 func newMapping() *mapping.IndexMappingImpl {
@@ -179,6 +220,8 @@ func (ix *Index) Close() error {
 	return nil
 }
 
+var errReadOnly = errors.New("index is open read-only")
+
 const indexOpts = bindex.IndexField // no stored values, no term vectors, no doc values
 
 // Index upserts docs in one Bleve batch that also records seq as the applied
@@ -190,6 +233,9 @@ const indexOpts = bindex.IndexField // no stored values, no term vectors, no doc
 func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if ix.readOnly {
+		return fmt.Errorf("lexical: index: %w", errReadOnly)
 	}
 	for i, d := range docs {
 		if d.ID == "" {
@@ -257,6 +303,9 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if ix.readOnly {
+		return fmt.Errorf("lexical: delete: %w", errReadOnly)
 	}
 	for i, id := range ids {
 		if id == "" {

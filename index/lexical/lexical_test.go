@@ -22,7 +22,7 @@ var tiny = []storage.Doc{
 func openTiny(t *testing.T) (*Index, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "lex")
-	ix, err := Open(dir)
+	ix, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestUpsertDeleteKeepStats(t *testing.T) {
 		t.Fatalf("applied seq = %d", s)
 	}
 
-	fresh, err := Open(filepath.Join(t.TempDir(), "fresh"))
+	fresh, err := Open(filepath.Join(t.TempDir(), "fresh"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestUpsertDeleteKeepStats(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ix2, err := Open(dir)
+	ix2, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestBadInputAndCancel(t *testing.T) {
 	if _, err := ix.Search(ctx, "dog", 3); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled search: %v", err)
 	}
-	empty, err := Open(filepath.Join(t.TempDir(), "empty"))
+	empty, err := Open(filepath.Join(t.TempDir(), "empty"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestBadInputAndCancel(t *testing.T) {
 
 // TestTiesByID: equal scores come back in ID order, also across the k cut.
 func TestTiesByID(t *testing.T) {
-	ix, err := Open(filepath.Join(t.TempDir(), "ties"))
+	ix, err := Open(filepath.Join(t.TempDir(), "ties"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

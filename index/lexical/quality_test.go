@@ -16,7 +16,7 @@ import (
 // buildIndex indexes a corpus in batches of 1000, as the engine does.
 func buildIndex(t testing.TB, corpus []storage.Doc) *Index {
 	t.Helper()
-	ix, err := Open(filepath.Join(t.TempDir(), "lexical"))
+	ix, err := Open(filepath.Join(t.TempDir(), "lexical"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

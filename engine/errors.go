@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the engine; test them with errors.Is.
+var (
+	ErrClosed        = errors.New("engine: closed")
+	ErrReadOnly      = errors.New("engine: opened read-only")
+	ErrEmptyQuery    = errors.New("engine: empty query")
+	ErrEmptyDocument = errors.New("empty title and text")
+	ErrInvalidOption = errors.New("engine: invalid option")
+	// ErrNotIndex: a read-only Open (or Check) of a directory without anna.db.
+	ErrNotIndex = errors.New("not an anna directory")
+	// ErrLocked: another process has the directory open for writing.
+	ErrLocked = errors.New("locked by another process")
+	// ErrDamaged is wrapped by DamageError.
+	ErrDamaged = errors.New("damaged")
+	// ErrNeedsRecovery is wrapped by RecoveryError.
+	ErrNeedsRecovery = errors.New("needs recovery")
+)
+
+// OptionError reports an option out of its range: a negative K, a batch
+// size of -1, an unknown mode. It wraps ErrInvalidOption.
+type OptionError struct {
+	Field  string // the option, as named in Go ("SearchOptions.K")
+	Value  any
+	Reason string // what it must be
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("engine: %s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// DamageError reports a directory whose store is missing, empty or
+// damaged, so that it cannot be opened without losing what it held. Check
+// names every problem; Repair salvages what can be saved. It wraps
+// ErrDamaged.
+type DamageError struct {
+	Dir  string
+	What string // what is wrong
+	Fix  string // what to do
+	Err  error  // the underlying error, if any
+}
+
+func (e *DamageError) Error() string {
+	s := fmt.Sprintf("engine: %s: %s", e.Dir, e.What)
+	if e.Fix != "" {
+		s += "; " + e.Fix
+	}
+	return s
+}
+
+func (e *DamageError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrDamaged, e.Err}
+	}
+	return []error{ErrDamaged}
+}
+
+// RecoveryError is returned by a search on an engine opened read-only whose
+// BM25 index is not in step with the store (a write was interrupted): a
+// read-only engine cannot bring it up to date, and would otherwise answer
+// from stale postings. Opening the directory for writing once (any write
+// command, or `annactl check --repair`) replays what is missing. It wraps
+// ErrNeedsRecovery.
+type RecoveryError struct {
+	Dir    string
+	Index  string // "BM25"
+	Reason string
+}
+
+func (e *RecoveryError) Error() string {
+	return fmt.Sprintf("engine: %s: the %s index %s; open the directory for writing once to bring it up to date (`annactl index` or `annactl check --repair`)", e.Dir, e.Index, e.Reason)
+}
+
+func (e *RecoveryError) Unwrap() error { return ErrNeedsRecovery }
+
+// ModelMismatchError reports an index opened with a model other than the one
+// that built it.
+type ModelMismatchError struct{ Dir, Index, Model string }
+
+func (m *ModelMismatchError) Error() string {
+	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or run `annactl reindex` to move it to the new one", m.Dir, m.Index, m.Model)
+}
+
+func optErr(field string, value any, reason string) error {
+	return &OptionError{Field: field, Value: value, Reason: reason}
+}

@@ -1,0 +1,48 @@
+package engine
+
+import "fmt"
+
+// Stats describe an open engine directory.
+type Stats struct {
+	Dir          string
+	ReadOnly     bool
+	Documents    int    // in the store
+	Seq          uint64 // the store's last change
+	Model        Model
+	LexicalDocs  uint64 // documents in the BM25 index (0 when it cannot be read)
+	LexicalSeq   uint64 // the store change the BM25 index has applied
+	LexicalStale string // why the BM25 index cannot answer (read-only), "" when it can
+	DenseVectors int    // vectors in the HNSW graph
+	DenseSeq     uint64 // the store change the graph reflects
+	Reranker     bool
+	Warnings     []string // see Engine.Warnings
+}
+
+// Stats reports counts from the store and both indexes.
+func (e *Engine) Stats() (Stats, error) {
+	if err := e.enter(); err != nil {
+		return Stats{}, err
+	}
+	defer e.leave()
+	n, err := e.store.Count()
+	if err != nil {
+		return Stats{}, fmt.Errorf("engine: %w", err)
+	}
+	seq, err := e.store.Seq()
+	if err != nil {
+		return Stats{}, fmt.Errorf("engine: %w", err)
+	}
+	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, LexicalStale: e.lexStale, Reranker: e.rr != nil, Warnings: e.Warnings()}
+	if e.lex != nil {
+		if st.LexicalDocs, err = e.lex.Count(); err != nil {
+			return Stats{}, fmt.Errorf("engine: %w", err)
+		}
+		if st.LexicalSeq, err = e.lex.AppliedSeq(); err != nil {
+			return Stats{}, fmt.Errorf("engine: %w", err)
+		}
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	st.Model, st.DenseVectors, st.DenseSeq = e.model, e.dense.Len(), e.denseApplied
+	return st, nil
+}

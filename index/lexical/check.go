@@ -1,0 +1,95 @@
+package lexical
+
+import (
+	"context"
+	"fmt"
+)
+
+// ForEachID calls fn with the ID of every indexed document, in no
+// particular order, from one snapshot of the index.
+func (ix *Index) ForEachID(ctx context.Context, fn func(id string) error) error {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return fmt.Errorf("lexical: ids: %w", err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return fmt.Errorf("lexical: ids: %w", err)
+	}
+	defer reader.Close()
+	all, err := reader.DocIDReaderAll()
+	if err != nil {
+		return fmt.Errorf("lexical: ids: %w", err)
+	}
+	defer all.Close()
+	for n := 0; ; n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		internal, err := all.Next()
+		if err != nil {
+			return fmt.Errorf("lexical: ids: %w", err)
+		}
+		if internal == nil {
+			return nil
+		}
+		id, err := reader.ExternalID(internal)
+		if err != nil {
+			return fmt.Errorf("lexical: ids: %w", err)
+		}
+		if err := fn(id); err != nil {
+			return err
+		}
+	}
+}
+
+// Check verifies what the index keeps beside Bleve's postings: the field
+// statistics BM25 normalises by must equal the sum of the field lengths
+// stored with each document, and every document must have its lengths. It
+// returns one message per problem (none for a sound index).
+func (ix *Index) Check(ctx context.Context) ([]string, error) {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: check: %w", err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: check: %w", err)
+	}
+	defer reader.Close()
+	var problems []string
+	st, err := readStats(reader)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	var sum [len(fields)]uint64
+	var missing []string
+	nMissing := 0
+	err = ix.ForEachID(ctx, func(id string) error {
+		l, ok, err := storedLens(reader, id)
+		if err != nil || !ok {
+			if nMissing++; len(missing) < 20 {
+				missing = append(missing, id)
+			}
+			return nil
+		}
+		for f := range fields {
+			sum[f] += l[f]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if nMissing > 0 {
+		problems = append(problems, fmt.Sprintf("%d document(s) indexed without readable field lengths: %q", nMissing, missing))
+	}
+	for f, name := range fields {
+		if sum[f] != st.Len[f] {
+			problems = append(problems, fmt.Sprintf("field %q: statistics say %d tokens, the documents' lengths add up to %d", name, st.Len[f], sum[f]))
+		}
+	}
+	return problems, nil
+}
