@@ -405,9 +405,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 		return rep, nil
 	}
 	act := func(format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		rep.Actions = append(rep.Actions, msg)
-		logf("%s", msg)
+		rep.Actions = append(rep.Actions, fmt.Sprintf(format, args...))
 	}
 	indexed := indexedIDs(ctx, dir)
 	storeBad := false

@@ -180,7 +180,7 @@ func (e *Engine) replay(ctx context.Context, after uint64, keep func(storage.Cha
 		}
 		if len(docs) != len(ids) {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("the change log names %d documents that anna.db does not hold", len(ids)-len(docs)),
-				Fix: "run `annactl check --index DIR` to see which, and `--repair`"}
+				Fix: fmt.Sprintf("run `annactl check --index %s` to see which, and `--repair`", e.dir)}
 		}
 		if err := apply(docs, deletes, last); err != nil {
 			return err
@@ -289,7 +289,7 @@ func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp strin
 	for i, v := range vecs {
 		if v == nil {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
-				Fix: "run `annactl check --index DIR --repair` to embed what is missing"}
+				Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
 		}
 	}
 	return ix.Add(ctx, ids, vecs)

@@ -172,12 +172,12 @@ func (e *Engine) openStore() error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
 		return &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
-			Fix: "restore anna.db from a backup, or run `annactl check --index DIR --repair` to list what the indexes held and start over with an empty store"}
+			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over with an empty store", e.dir)}
 	case errors.Is(err, fs.ErrNotExist) && e.readOnly:
 		return fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
 	case err == nil && fi.Size() == 0:
 		return &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
-			Fix: "restore anna.db from a backup, or run `annactl check --index DIR --repair` to list what the indexes held and start over"}
+			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over", e.dir)}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -192,7 +192,7 @@ func (e *Engine) openStore() error {
 		return fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, err)
 	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrEmptyFile):
 		return &DamageError{Dir: e.dir, What: "anna.db cannot be read", Err: err,
-			Fix: "run `annactl check --index DIR` to see the damage and `--repair` to salvage every whole record into a new store"}
+			Fix: fmt.Sprintf("run `annactl check --index %s` to see the damage and `--repair` to salvage every whole record into a new store", e.dir)}
 	case err != nil:
 		return fmt.Errorf("engine: %w", err)
 	}

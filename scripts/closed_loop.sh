@@ -28,24 +28,24 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 step "index SciFact with the base model"
 "$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl"
 step "evaluate the base model (test split)"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes bm25,dense,hybrid --json | tee "$W/base.json"
+"$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
 
 step "mine hard negatives on the train split (dense teacher, margin 0.95, 7 negatives)"
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
-"$A" train -data "$W/mined.jsonl" -out "$W/ft" -steps "$STEPS" -batch "$BATCH" -group "$GROUP" \
-	-distill 0.5 -eval-every 25 -checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo -resume )
+"$A" train --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
+	--distill 0.5 --eval-every 25 --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"
 step "evaluate the fine-tuned model (test split)"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes bm25,dense,hybrid --json | tee "$W/finetuned.json"
+"$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/finetuned.json"
 
 python3 - "$W/base.json" "$W/finetuned.json" <<'PY'
 import json, sys
 b, f = (json.load(open(p)) for p in sys.argv[1:3])
 print("\nmode    base nDCG@10  fine-tuned nDCG@10   delta")
 worse = False
-for m in ("bm25", "dense", "hybrid"):
+for m in ("lexical", "dense", "hybrid"):
     d = f[m]["ndcg@10"] - b[m]["ndcg@10"]
     print(f"{m:7s} {b[m]['ndcg@10']:.4f}        {f[m]['ndcg@10']:.4f}             {d:+.4f}")
     worse |= m == "dense" and d < 0

@@ -7,111 +7,106 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"time"
-
-	"golang.org/x/term"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	register(command{
-		name:    "embed",
-		summary: "embed JSON lines {\"id\",\"text\"} into vectors (JSON lines or binary)",
-		run: func(ctx context.Context, args []string) error {
-			return runEmbed(ctx, args, os.Stdin, os.Stdout, os.Stderr)
-		},
-	})
-}
 
 // embedMagic starts the binary output format.
 const embedMagic = "ANNAEMB1"
 
-const embedUsage = `usage: annactl embed [flags] [FILE]
+type embedFlags struct {
+	input, output, model, instruction, format string
+	asQuery, cache                            bool
+	batch, threads                            int
+}
 
-Reads JSON lines {"id": <any JSON value>, "text": "..."} from FILE (or stdin)
-and writes one {"id": ..., "embedding": [...]} line per input line to stdout.
-Blank lines are skipped. Texts are embedded as documents unless --query.
+func (a *app) embedCommand() *cobra.Command {
+	var fl embedFlags
+	cmd := &cobra.Command{
+		Use:   "embed [--input] FILE [flags]",
+		Short: "embed JSON lines into vectors (JSON lines or binary)",
+		Long: `Reads JSON lines {"id" or "_id": <any JSON value>, "title", "text"} (a BEIR
+corpus.jsonl works as is) from FILE, or stdin, and writes one
+{"id": ..., "embedding": [...]} line per input line to --output (default stdout),
+in input order. Texts are embedded as documents (title and text joined, as
+annactl index does) unless --query; blank lines are skipped.
 
 --format binary writes instead, all little-endian:
   header  8 bytes "ANNAEMB1", uint32 dim, uint32 flags (bit 0: L2-normalised)
   record  uint32 n, n bytes of the id as JSON text, dim float32 values
-records until end of file, in input order.
+records until end of file, in input order. It is refused on a terminal.`,
+		Example: `  annactl embed corpus.jsonl --output vectors.jsonl
+  echo '{"id": 1, "text": "what is hnsw"}' | annactl embed --query`,
+		Args: maxInputArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := oneOf("format", fl.format, "jsonl", "binary"); err != nil {
+				return err
+			}
+			if err := atLeast("batch", fl.batch, 1); err != nil {
+				return err
+			}
+			if err := atLeast("threads", fl.threads, 0); err != nil {
+				return err
+			}
+			if fl.instruction != "" && !fl.asQuery {
+				return usageErrorf("--instruction applies to queries: add --query")
+			}
+			in, name, closeIn, err := a.openInput(fl.input, args)
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			if fl.output == "" || fl.output == "-" {
+				if fl.format == "binary" && isTerminal(a.stdout) {
+					return usageErrorf("--format binary would write binary to a terminal: give --output FILE or redirect")
+				}
+				return a.embed(cmd.Context(), in, name, a.stdout, fl)
+			}
+			return writeFileAtomic(fl.output, func(f *os.File) error { return a.embed(cmd.Context(), in, name, f, fl) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.input, "input", "", "JSON lines `FILE` to embed (- for stdin); or give FILE as the argument")
+	f.StringVar(&fl.output, "output", "", "output `FILE` (default stdout); written whole or not at all")
+	f.StringVar(&fl.model, "model", home.DefaultModel(), "model directory `DIR`")
+	f.BoolVar(&fl.asQuery, "query", false, "embed texts as queries (with --instruction, if given)")
+	f.StringVar(&fl.instruction, "instruction", "", "task instruction for queries (formats \"Instruct: {task}\\nQuery: {query}\")")
+	f.StringVar(&fl.format, "format", "jsonl", "output format: jsonl or binary")
+	f.IntVar(&fl.batch, "batch", 256, "texts embedded per call (bounds memory)")
+	f.BoolVar(&fl.cache, "cache", false, "read and fill the embedding cache under $ANNA_HOME/cache/embeddings")
+	f.IntVar(&fl.threads, "threads", 0, "ONNX Runtime threads per operator (0: 1, with batches run in parallel, one per core)")
+	return cmd
+}
 
-flags:`
-
-func runEmbed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("embed", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, embedUsage)
-		fs.PrintDefaults()
-	}
-	modelDir := fs.String("model", home.DefaultModel(), "converted model directory")
-	asQuery := fs.Bool("query", false, "embed texts as queries (with --instruction, if given)")
-	asDoc := fs.Bool("document", false, "embed texts as documents (the default)")
-	instruction := fs.String("instruction", "", "task instruction for queries (formats \"Instruct: {task}\\nQuery: {query}\")")
-	format := fs.String("format", "jsonl", "output format: jsonl or binary")
-	chunk := fs.Int("chunk", 256, "lines embedded per call (bounds memory)")
-	useCache := fs.Bool("cache", false, "read and fill the embedding cache under $ANNA_HOME/cache/embeddings")
-	threads := fs.Int("threads", 0, "ONNX Runtime threads per operator (0: 1, with batches run in parallel, one per core)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *asQuery && *asDoc {
-		return fmt.Errorf("--query and --document are exclusive")
-	}
-	if *instruction != "" && !*asQuery {
-		return fmt.Errorf("--instruction applies to queries: add --query")
-	}
-	if *format != "jsonl" && *format != "binary" {
-		return fmt.Errorf("--format %q: want jsonl or binary", *format)
-	}
-	if *chunk <= 0 {
-		return fmt.Errorf("--chunk must be positive")
-	}
-	if fs.NArg() > 1 {
-		fs.Usage()
-		return errUsage
-	}
-	in, name := stdin, "stdin"
-	if fs.NArg() == 1 && fs.Arg(0) != "-" {
-		f, err := os.Open(fs.Arg(0))
-		if err != nil {
-			return fmt.Errorf("opening input: %w", err)
-		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
-	}
-
-	ort, err := encoder.Load(ctx, *modelDir, encoder.Options{IntraOpThreads: *threads})
+func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer, fl embedFlags) error {
+	ort, err := encoder.Load(ctx, fl.model, encoder.Options{IntraOpThreads: fl.threads})
 	if err != nil {
 		return err
 	}
 	defer ort.Close()
 	var enc encoder.Encoder = ort
-	if *useCache {
-		if enc, err = encoder.NewCache(ort, ""); err != nil {
+	if fl.cache {
+		if enc, err = encoder.NewCache(ort, home.EmbeddingCacheDir()); err != nil {
 			return err
 		}
 	}
-	prompt := encoder.Prompt{Instruction: *instruction}
+	prompt := encoder.Prompt{Instruction: fl.instruction}
 	embed := func(texts []string) ([][]float32, error) {
-		if *asQuery {
+		if fl.asQuery {
 			return enc.EmbedQueries(ctx, texts, prompt)
 		}
 		return enc.EmbedDocuments(ctx, texts)
 	}
 
-	out := bufio.NewWriterSize(stdout, 1<<16)
-	defer out.Flush()
-	if *format == "binary" {
+	out := bufio.NewWriterSize(w, 1<<16)
+	if fl.format == "binary" {
 		var hdr [16]byte
 		copy(hdr[:], embedMagic)
 		binary.LittleEndian.PutUint32(hdr[8:], uint32(enc.Dim()))
@@ -122,7 +117,8 @@ func runEmbed(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return fmt.Errorf("writing output: %w", err)
 		}
 	}
-	prog := newEmbedProgress(stderr)
+	prog := a.progress("embedding", 0)
+	defer prog.done()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var ids []json.RawMessage
@@ -137,12 +133,12 @@ func runEmbed(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 		for i, v := range vecs {
-			if err := writeEmbedding(out, *format, ids[i], v); err != nil {
+			if err := writeEmbedding(out, fl.format, ids[i], v); err != nil {
 				return fmt.Errorf("writing output: %w", err)
 			}
 		}
 		done += len(texts)
-		prog.update(done)
+		prog.update(done, "texts")
 		ids, texts = ids[:0], texts[:0]
 		return nil
 	}
@@ -153,33 +149,42 @@ func runEmbed(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			continue
 		}
 		var rec struct {
-			ID   json.RawMessage `json:"id"`
-			Text *string         `json:"text"`
+			ID    json.RawMessage `json:"id"`
+			BEIR  json.RawMessage `json:"_id"`
+			Title string          `json:"title"`
+			Text  *string         `json:"text"`
 		}
 		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("%s line %d: not a JSON object {\"id\", \"text\"}: %w", name, lineNo, err)
+			return fmt.Errorf("%s:%d: not a JSON object {\"id\", \"text\"}: %w", name, lineNo, err)
 		}
 		if rec.Text == nil {
-			return fmt.Errorf("%s line %d: no \"text\" field", name, lineNo)
+			return fmt.Errorf("%s:%d: no \"text\" field", name, lineNo)
 		}
-		if len(rec.ID) == 0 {
-			rec.ID = json.RawMessage("null")
+		id := rec.ID
+		if len(id) == 0 {
+			id = rec.BEIR
 		}
-		ids = append(ids, append(json.RawMessage(nil), rec.ID...))
-		texts = append(texts, *rec.Text)
-		if len(texts) == *chunk {
+		if len(id) == 0 {
+			return fmt.Errorf("%s:%d: no \"id\" or \"_id\" field", name, lineNo)
+		}
+		ids = append(ids, append(json.RawMessage(nil), id...))
+		text := *rec.Text
+		if !fl.asQuery {
+			text = engine.EmbedText(engine.Document{Title: rec.Title, Text: text})
+		}
+		texts = append(texts, text)
+		if len(texts) == fl.batch {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s line %d: %w", name, lineNo+1, err)
+		return fmt.Errorf("%s:%d: %w", name, lineNo+1, err)
 	}
 	if err := flush(); err != nil {
 		return err
 	}
-	prog.finish(done)
 	return out.Flush()
 }
 
@@ -217,35 +222,4 @@ func writeEmbedding(w *bufio.Writer, format string, id json.RawMessage, v []floa
 // appendFloat32 writes the shortest decimal that reads back as x.
 func appendFloat32(b []byte, x float32) []byte {
 	return fmt.Appendf(b, "%v", x)
-}
-
-// embedProgress prints texts done and the rate on stderr when stderr is a
-// terminal; in a pipe it stays silent.
-type embedProgress struct {
-	w     io.Writer
-	on    bool
-	start time.Time
-	last  time.Time
-}
-
-func newEmbedProgress(w io.Writer) *embedProgress {
-	on := false
-	if f, ok := w.(*os.File); ok {
-		on = term.IsTerminal(int(f.Fd()))
-	}
-	return &embedProgress{w: w, on: on, start: time.Now()}
-}
-
-func (p *embedProgress) update(done int) {
-	if !p.on || time.Since(p.last) < 200*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r\033[Kembed: %d texts, %.1f/s", done, float64(done)/time.Since(p.start).Seconds())
-}
-
-func (p *embedProgress) finish(done int) {
-	if p.on {
-		fmt.Fprintf(p.w, "\r\033[Kembed: %d texts in %s\n", done, time.Since(p.start).Round(time.Millisecond))
-	}
 }

@@ -21,8 +21,8 @@ func TestEmbedCommand(t *testing.T) {
 	ctx := context.Background()
 	in := `{"id": 7, "text": "The cat sits outside"}` + "\n\n" + `{"id": "b", "text": "The dog plays in the garden"}` + "\n"
 	var out, errOut bytes.Buffer
-	if err := runEmbed(ctx, []string{"--model", dir, "--threads", "2"}, strings.NewReader(in), &out, &errOut); err != nil {
-		t.Fatal(err)
+	if code := run(ctx, []string{"embed", "--model", dir, "--threads", "2"}, strings.NewReader(in), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	var recs []struct {
 		ID        json.RawMessage `json:"id"`
@@ -55,8 +55,8 @@ func TestEmbedCommand(t *testing.T) {
 
 	// Binary: header then records with the same vectors.
 	out.Reset()
-	if err := runEmbed(ctx, []string{"--model", dir, "--format", "binary"}, strings.NewReader(in), &out, &errOut); err != nil {
-		t.Fatal(err)
+	if code := run(ctx, []string{"embed", "--model", dir, "--format", "binary"}, strings.NewReader(in), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	b := out.Bytes()
 	if string(b[:8]) != embedMagic || binary.LittleEndian.Uint32(b[8:]) != 384 || binary.LittleEndian.Uint32(b[12:]) != 1 {
@@ -76,12 +76,12 @@ func TestEmbedCommand(t *testing.T) {
 
 	// A bad line is named.
 	bad := `{"id": 1, "text": "ok"}` + "\n" + `{"id": 2, "txt": "typo"}` + "\n"
-	err = runEmbed(ctx, []string{"--model", dir}, strings.NewReader(bad), &out, &errOut)
-	if err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("missing text field: %v", err)
+	errOut.Reset()
+	if code := run(ctx, []string{"embed", "--model", dir}, strings.NewReader(bad), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "stdin:2") {
+		t.Errorf("missing text field: exit %d, %q", code, errOut.String())
 	}
-	err = runEmbed(ctx, []string{"--model", dir}, strings.NewReader("{oops\n"), &out, &errOut)
-	if err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Errorf("bad JSON: %v", err)
+	errOut.Reset()
+	if code := run(ctx, []string{"embed", "--model", dir}, strings.NewReader("{oops\n"), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "stdin:1") {
+		t.Errorf("bad JSON: exit %d, %q", code, errOut.String())
 	}
 }

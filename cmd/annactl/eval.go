@@ -3,93 +3,186 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/storage"
 )
 
-func init() {
-	register(command{name: "eval", summary: "evaluate retrieval on a BEIR folder (nDCG@10, Recall@100, MRR@10, MAP per mode)", run: runEval})
-}
-
-// evalModes maps the JSON keys of the report to engine modes, in print order.
-var evalModes = []struct {
+// evalMode is one row of the retrieval report.
+type evalMode struct {
 	key  string
 	mode engine.Mode
 	of   engine.Mode // the list a rerank mode rescores
-}{
-	{"bm25", engine.ModeLexical, ""},
+}
+
+// evalModes are the retrieval report's rows, in print order.
+var evalModes = []evalMode{
+	{"lexical", engine.ModeLexical, ""},
 	{"dense", engine.ModeDense, ""},
 	{"hybrid", engine.ModeHybrid, ""},
-	{"bm25+rerank", engine.ModeRerank, engine.ModeLexical},
+	{"lexical+rerank", engine.ModeRerank, engine.ModeLexical},
 	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid},
 }
 
-func runEval(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	split := fs.String("split", "test", "qrels split (qrels/SPLIT.tsv)")
-	dir := fs.String("index", "", "anna directory to index into and keep (default: a temporary one)")
-	model := fs.String("model", "", "model directory (default: the model recorded in --index, else the installed default)")
-	reranker := fs.String("reranker", "", "cross-encoder model directory: adds the hybrid+rerank mode")
-	rerankDepth := fs.Int("rerank-depth", 100, "fused candidates the cross-encoder rescores")
-	modes := fs.String("modes", "", "comma-separated subset of bm25,dense,hybrid,bm25+rerank,hybrid+rerank (default: all that apply)")
-	noCache := fs.Bool("no-cache", false, "do not use the embedding cache under $ANNA_HOME/cache")
-	asJSON := fs.Bool("json", false, "print one JSON object keyed by mode")
-	workers := fs.Int("workers", 2, "queries searched in parallel")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: annactl eval DATASET_DIR [flags]\n\nDATASET_DIR is a BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")
-		fs.PrintDefaults()
+type evalFlags struct {
+	task, split, dir, model, reranker, modes, runOut, rerankRun string
+	rerankDepth, workers                                        int
+	cache, asJSON, keepIdentical                                bool
+}
+
+func (a *app) evalCommand() *cobra.Command {
+	var fl evalFlags
+	cmd := &cobra.Command{
+		Use:   "eval DATASET [flags]",
+		Short: "evaluate retrieval on a BEIR folder (nDCG@10, Recall@100, MRR@10, MAP per mode), or similarity on STS pairs",
+		Long: `--task retrieval (the default): DATASET is a BEIR folder (corpus.jsonl,
+queries.jsonl, qrels/SPLIT.tsv). The corpus is indexed (into --index, else a
+temporary directory) and every judged query is searched in each mode; the report
+gives nDCG@10, Recall@100, MRR@10 and MAP per mode, computed as trec_eval does.
+As in BEIR and MTEB, a hit whose document ID equals the query's ID is dropped
+before scoring (collections whose queries are also documents would otherwise find
+the query itself); --keep-identical-ids turns that off.
+--run-out FILE writes each mode's ranking as a TREC run (with several modes, the
+mode goes before FILE's extension). --rerank-run FILE evaluates a given TREC run and
+its top --rerank-depth reranked by --reranker (BEIR's reranking protocol); nothing
+is indexed then.
+
+--task sts: DATASET is a folder of sentence pairs (SPLIT.jsonl with sentence1,
+sentence2, score: STS-B, SICK); the report is Spearman's correlation between the
+cosine of the two sentences' embeddings and the human scores, as MTEB computes it.`,
+		Example: `  annactl eval ../shared/datasets/scifact --split test
+  annactl eval ../shared/datasets/scifact --modes lexical,dense --run-out runs/scifact.trec
+  annactl eval ../shared/datasets/scifact --rerank-run runs/scifact.lexical.trec --reranker RERANKER_DIR
+  annactl eval ../shared/datasets/stsbenchmark --task sts`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want one DATASET folder, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := oneOf("task", fl.task, "retrieval", "sts"); err != nil {
+				return err
+			}
+			if err := atLeast("rerank-depth", fl.rerankDepth, 1); err != nil {
+				return err
+			}
+			if err := atLeast("workers", fl.workers, 1); err != nil {
+				return err
+			}
+			if fl.task == "sts" {
+				return a.evalSTS(cmd.Context(), args[0], fl)
+			}
+			if fl.rerankRun != "" {
+				return a.evalRerankRun(cmd.Context(), args[0], fl)
+			}
+			return a.evalRetrieval(cmd.Context(), args[0], fl)
+		},
 	}
-	var dataset string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		dataset, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if dataset == "" && fs.NArg() == 1 {
-		dataset = fs.Arg(0)
-	}
-	if dataset == "" {
-		fs.Usage()
-		return errUsage
-	}
-	ds, err := eval.LoadBEIR(dataset, *split)
-	if err != nil {
-		return err
-	}
-	if *model == "" && *dir != "" {
-		// An existing index (e.g. after `annactl reindex`) is evaluated
-		// with the model it was built with.
-		if *model, err = recordedModelDir(*dir); err != nil {
-			return err
+	f := cmd.Flags()
+	f.StringVar(&fl.task, "task", "retrieval", "retrieval (BEIR folder) or sts (sentence pairs)")
+	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts (default test, else test_annotated)")
+	indexFlag(cmd, &fl.dir, "anna directory `DIR` to index into and keep (default: a temporary one)")
+	f.StringVar(&fl.model, "model", "", "model directory `DIR` (default: the model recorded in --index, else the installed default)")
+	f.StringVar(&fl.reranker, "reranker", "", "cross-encoder model directory `DIR`: adds the rerank modes")
+	f.IntVar(&fl.rerankDepth, "rerank-depth", 100, "candidates the cross-encoder rescores")
+	f.StringVar(&fl.modes, "modes", "", "comma-separated subset of lexical,dense,hybrid,lexical+rerank,hybrid+rerank (default: all that apply)")
+	f.BoolVar(&fl.cache, "cache", true, "use the embedding cache under $ANNA_HOME/cache")
+	f.BoolVar(&fl.asJSON, "json", false, "print one JSON object keyed by mode")
+	f.IntVar(&fl.workers, "workers", 2, "queries searched in parallel")
+	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
+	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
+	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
+	return cmd
+}
+
+// selectModes parses --modes against the modes that apply.
+func selectModes(list string, haveReranker bool) ([]evalMode, error) {
+	var want []string
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			want = append(want, m)
 		}
 	}
-	enc, closeEnc, err := loadEncoder(ctx, *model, !*noCache)
+	if len(want) == 0 {
+		var out []evalMode
+		for _, m := range evalModes {
+			if m.mode != engine.ModeRerank || haveReranker {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+	var out []evalMode
+	for _, w := range want {
+		found := false
+		for _, m := range evalModes {
+			if m.key == w {
+				if m.mode == engine.ModeRerank && !haveReranker {
+					return nil, usageErrorf("--modes %s needs --reranker DIR", w)
+				}
+				out = append(out, m)
+				found = true
+			}
+		}
+		if !found {
+			keys := make([]string, len(evalModes))
+			for i, m := range evalModes {
+				keys[i] = m.key
+			}
+			return nil, usageErrorf("--modes: unknown mode %q (want %s)", w, strings.Join(keys, ", "))
+		}
+	}
+	return out, nil
+}
+
+// modeRow is one mode's result.
+type modeRow struct {
+	key    string
+	scores eval.Scores
+	took   time.Duration
+}
+
+func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) error {
+	split := fl.split
+	if split == "" {
+		split = "test"
+	}
+	modes, err := selectModes(fl.modes, fl.reranker != "")
 	if err != nil {
 		return err
 	}
-	defer closeEnc()
-	opts := engine.Options{Encoder: enc, Model: *model, Logf: logf}
-	if *reranker != "" {
-		rr, err := rerank.Load(ctx, *reranker, rerank.Options{})
+	ds, err := eval.LoadBEIR(dataset, split)
+	if err != nil {
+		return err
+	}
+	opts := engine.Options{Model: fl.model, Logf: a.logf}
+	if fl.cache {
+		opts.EmbeddingCache = home.EmbeddingCacheDir()
+	}
+	if fl.reranker != "" {
+		rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
 		if err != nil {
 			return err
 		}
 		defer rr.Close()
 		opts.Reranker = rr
 	}
-	idx := *dir
+	idx := fl.dir
 	if idx == "" {
 		if idx, err = os.MkdirTemp("", "anna-eval-"); err != nil {
 			return err
@@ -102,17 +195,129 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	defer eng.Close()
 	start := time.Now()
-	if err := addCorpus(ctx, eng, ds.Corpus); err != nil {
+	if err := a.addCorpus(ctx, eng, ds.Corpus); err != nil {
 		return err
 	}
 	indexTime := time.Since(start)
-
-	want := map[string]bool{}
-	for _, m := range strings.Split(*modes, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			want[m] = true
+	qids := judgedQueries(ds)
+	var rows []modeRow
+	for _, m := range modes {
+		t0 := time.Now()
+		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of}, fl.workers, m.key)
+		if err != nil {
+			return fmt.Errorf("mode %s: %w", m.key, err)
 		}
+		took := time.Since(t0)
+		if err := a.finishRun(run, m.key, len(modes) > 1, fl); err != nil {
+			return err
+		}
+		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
+	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
+	return a.printEval(header, rows, len(qids), fl.asJSON)
+}
+
+// finishRun applies BEIR's identical-ID rule and writes --run-out.
+func (a *app) finishRun(run eval.Run, key string, several bool, fl evalFlags) error {
+	if !fl.keepIdentical {
+		run.DropIdentical()
+	}
+	if fl.runOut == "" {
+		return nil
+	}
+	path := fl.runOut
+	if several {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "." + strings.ReplaceAll(key, "+", "-") + ext
+	}
+	return writeFileAtomic(path, func(f *os.File) error { return eval.WriteTREC(f, run, "anna-"+strings.ReplaceAll(key, "+", "-")) })
+}
+
+// evalRerankRun evaluates a given TREC run and its top-N reranked.
+func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) error {
+	if fl.reranker == "" {
+		return usageErrorf("--rerank-run needs --reranker DIR")
+	}
+	if fl.modes != "" || fl.dir != "" {
+		return usageErrorf("--rerank-run evaluates the given run: --modes and --index do not apply")
+	}
+	split := fl.split
+	if split == "" {
+		split = "test"
+	}
+	ds, err := eval.LoadBEIR(dataset, split)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(fl.rerankRun)
+	if err != nil {
+		return err
+	}
+	given, err := eval.ReadTREC(f, fl.rerankRun)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	texts := make(map[string]string, len(ds.Corpus))
+	for _, d := range ds.Corpus {
+		texts[d.ID] = engine.EmbedText(engine.Document(d))
+	}
+	qids := judgedQueries(ds)
+	base := eval.Run{}
+	for _, q := range qids {
+		base[q] = given[q]
+	}
+	t0 := time.Now()
+	reranked := eval.Run{}
+	p := a.progress("reranking", len(qids))
+	for i, q := range qids {
+		hits := base[q]
+		top := hits[:min(len(hits), fl.rerankDepth)]
+		docs := make([]string, len(top))
+		for j, h := range top {
+			t, ok := texts[h.ID]
+			if !ok {
+				p.done()
+				return fmt.Errorf("%s: query %s ranks document %q, which %s/corpus.jsonl does not hold", fl.rerankRun, q, h.ID, dataset)
+			}
+			docs[j] = t
+		}
+		scores, err := rr.Score(ctx, ds.Queries[q], docs)
+		if err != nil {
+			p.done()
+			return err
+		}
+		out := make([]eval.Hit, len(top))
+		for j, h := range top {
+			out[j] = eval.Hit{ID: h.ID, Score: float64(scores[j])}
+		}
+		sort.SliceStable(out, func(x, y int) bool { return out[x].Score > out[y].Score })
+		reranked[q] = append(out, hits[len(top):]...)
+		p.update(i+1, "queries")
+	}
+	p.done()
+	took := time.Since(t0)
+	var rows []modeRow
+	for _, r := range []struct {
+		key  string
+		run  eval.Run
+		took time.Duration
+	}{{"run", base, 0}, {"run+rerank", reranked, took}} {
+		if err := a.finishRun(r.run, r.key, true, fl); err != nil {
+			return err
+		}
+		rows = append(rows, modeRow{r.key, eval.Evaluate(r.run.IDs(), ds.Qrels), r.took})
+	}
+	header := fmt.Sprintf("%s (split %s): run %s, top %d reranked by %s", dataset, split, fl.rerankRun, fl.rerankDepth, fl.reranker)
+	return a.printEval(header, rows, len(qids), fl.asJSON)
+}
+
+func judgedQueries(ds *eval.Dataset) []string {
 	qids := make([]string, 0, len(ds.Qrels))
 	for q := range ds.Qrels {
 		if _, ok := ds.Queries[q]; ok {
@@ -120,48 +325,31 @@ func runEval(ctx context.Context, args []string) error {
 		}
 	}
 	sort.Strings(qids)
-	report := map[string]eval.Scores{}
-	var order []string
-	times := map[string]time.Duration{}
-	for _, m := range evalModes {
-		if len(want) > 0 && !want[m.key] {
-			continue
-		}
-		if m.mode == engine.ModeRerank && opts.Reranker == nil {
-			if want[m.key] {
-				return fmt.Errorf("mode %s needs --reranker", m.key)
-			}
-			continue
-		}
-		t0 := time.Now()
-		run, err := runQueries(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: *rerankDepth, RerankOf: m.of}, *workers, m.key)
-		if err != nil {
-			return fmt.Errorf("mode %s: %w", m.key, err)
-		}
-		times[m.key] = time.Since(t0)
-		report[m.key] = eval.Evaluate(run, ds.Qrels)
-		order = append(order, m.key)
-	}
-	if *asJSON {
+	return qids
+}
+
+func (a *app) printEval(header string, rows []modeRow, queries int, asJSON bool) error {
+	if asJSON {
 		out := map[string]map[string]any{}
-		for k, s := range report {
-			out[k] = map[string]any{"ndcg@10": s.NDCG10, "recall@100": s.Recall100, "mrr@10": s.MRR10, "map": s.MAP, "queries": s.Queries}
+		for _, r := range rows {
+			s := r.scores
+			out[r.key] = map[string]any{"ndcg@10": s.NDCG10, "recall@100": s.Recall100, "mrr@10": s.MRR10, "map": s.MAP, "queries": s.Queries}
 		}
-		return json.NewEncoder(os.Stdout).Encode(out)
+		return json.NewEncoder(a.stdout).Encode(out)
 	}
-	fmt.Printf("%s (split %s): %d documents, %d judged queries; indexed in %s\n", dataset, *split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(a.stdout, header)
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODE\tnDCG@10\tRecall@100\tMRR@10\tMAP\tms/query")
-	for _, k := range order {
-		s := report[k]
-		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\n", k, s.NDCG10, s.Recall100, s.MRR10, s.MAP, float64(times[k].Microseconds())/1000/float64(max(1, len(qids))))
+	for _, r := range rows {
+		s := r.scores
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\n", r.key, s.NDCG10, s.Recall100, s.MRR10, s.MAP, float64(r.took.Microseconds())/1000/float64(max(1, queries)))
 	}
 	return tw.Flush()
 }
 
 // addCorpus indexes docs in batches, with progress on a terminal.
-func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) error {
-	p := newProgress("indexing", len(docs))
+func (a *app) addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) error {
+	p := a.progress("indexing", len(docs))
 	defer p.done()
 	const batch = 512
 	kept := make([]engine.Document, 0, len(docs))
@@ -171,7 +359,7 @@ func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) erro
 		}
 	}
 	if n := len(docs) - len(kept); n > 0 {
-		fmt.Fprintf(os.Stderr, "skipping %d documents with empty title and text\n", n)
+		fmt.Fprintf(a.stderr, "skipping %d documents with empty title and text\n", n)
 	}
 	for i := 0; i < len(kept); i += batch {
 		if _, err := eng.Add(ctx, kept[i:min(i+batch, len(kept))]); err != nil {
@@ -182,14 +370,14 @@ func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) erro
 	return nil
 }
 
-// runQueries searches every query id with opts, workers at a time.
-func runQueries(ctx context.Context, eng *engine.Engine, queries map[string]string, qids []string, opts engine.SearchOptions, workers int, label string) (map[string][]string, error) {
-	run := make(map[string][]string, len(qids))
+// searchAll searches every query ID with opts, workers at a time.
+func (a *app) searchAll(ctx context.Context, eng *engine.Engine, queries map[string]string, qids []string, opts engine.SearchOptions, workers int, label string) (eval.Run, error) {
+	run := make(eval.Run, len(qids))
 	var mu sync.Mutex
 	var firstErr error
 	ch := make(chan string)
 	var wg sync.WaitGroup
-	p := newProgress(label, len(qids))
+	p := a.progress(label, len(qids))
 	defer p.done()
 	done := 0
 	for w := 0; w < max(1, workers); w++ {
@@ -202,11 +390,11 @@ func runQueries(ctx context.Context, eng *engine.Engine, queries map[string]stri
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("query %s: %w", q, err)
 				}
-				ids := make([]string, len(res))
+				hits := make([]eval.Hit, len(res))
 				for i, r := range res {
-					ids[i] = r.ID
+					hits[i] = eval.Hit{ID: r.ID, Score: r.Score}
 				}
-				run[q] = ids
+				run[q] = hits
 				done++
 				p.update(done, "queries")
 				mu.Unlock()
@@ -228,4 +416,98 @@ func runQueries(ctx context.Context, eng *engine.Engine, queries map[string]stri
 		firstErr = ctx.Err()
 	}
 	return run, firstErr
+}
+
+// evalSTS reports Spearman's correlation of embedding cosines with human
+// similarity scores.
+func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
+	if fl.dir != "" || fl.reranker != "" || fl.modes != "" || fl.runOut != "" {
+		return usageErrorf("--task sts embeds sentence pairs: --index, --reranker, --modes and --run-out do not apply")
+	}
+	split := fl.split
+	if split == "" {
+		split = "test"
+		if _, err := os.Stat(filepath.Join(dataset, "test.jsonl")); err != nil {
+			split = "test_annotated"
+		}
+	}
+	pairs, err := eval.ReadPairsFile(filepath.Join(dataset, split+".jsonl"))
+	if err != nil {
+		return err
+	}
+	var enc encoder.Encoder
+	var ort *encoder.ORTEncoder
+	if fl.model == "" {
+		ort, err = encoder.Default(ctx)
+	} else {
+		ort, err = encoder.Load(ctx, fl.model, encoder.Options{})
+	}
+	if err != nil {
+		return err
+	}
+	defer ort.Close()
+	enc = ort
+	if fl.cache {
+		if enc, err = encoder.NewCache(ort, home.EmbeddingCacheDir()); err != nil {
+			return err
+		}
+	}
+	// Each distinct sentence once, as documents (no instruction).
+	index := map[string]int{}
+	var texts []string
+	for _, p := range pairs {
+		for _, s := range []string{p.S1, p.S2} {
+			if _, ok := index[s]; !ok {
+				index[s] = len(texts)
+				texts = append(texts, s)
+			}
+		}
+	}
+	t0 := time.Now()
+	vecs, err := enc.EmbedDocuments(ctx, texts)
+	if err != nil {
+		return err
+	}
+	cos := make([]float64, len(pairs))
+	gold := make([]float64, len(pairs))
+	for i, p := range pairs {
+		cos[i] = eval.Cosine(vecs[index[p.S1]], vecs[index[p.S2]])
+		gold[i] = p.Score
+	}
+	rho := eval.Spearman(cos, gold)
+	if fl.asJSON {
+		return json.NewEncoder(a.stdout).Encode(map[string]any{"task": "sts", "dataset": dataset, "split": split, "pairs": len(pairs), "spearman": rho, "model": enc.Fingerprint()})
+	}
+	fmt.Fprintf(a.stdout, "%s (split %s): %d pairs, %d sentences embedded in %s\nSpearman (cosine vs. score): %.4f\n",
+		dataset, split, len(pairs), len(texts), time.Since(t0).Round(time.Millisecond), rho)
+	return nil
+}
+
+// writeFileAtomic writes path through a temporary file in the same folder,
+// renamed into place only when write succeeds: a failed run leaves no
+// partial output.
+func writeFileAtomic(path string, write func(*os.File) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

@@ -3,90 +3,118 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
-	"github.com/anna-search/anna/encoder"
+	"github.com/spf13/cobra"
+
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/storage"
 )
 
-func init() {
-	register(command{name: "index", summary: "add documents (BEIR corpus.jsonl or JSON lines) to an anna directory", run: runIndex})
-}
+func (a *app) indexCommand() *cobra.Command {
+	var (
+		dir, model, input string
+		batch             int
+		skipBad, cache    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "index --index DIR [--input] FILE",
+		Short: "add documents (BEIR corpus.jsonl or JSON lines) to an anna directory",
+		Long: `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
+works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is not
+a terminal, and adds them to the anna directory, creating it if needed.
 
-func runIndex(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("index", flag.ContinueOnError)
-	dir := fs.String("index", "", "anna directory (created if missing)")
-	model := fs.String("model", "", "model directory (default: the one recorded in the index, else the installed default)")
-	batch := fs.Int("batch", 256, "documents per committed batch")
-	skipBad := fs.Bool("skip-bad", false, "skip malformed lines (counted) instead of stopping")
-	cache := fs.Bool("cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (keyed by model fingerprint and text)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: annactl index --index DIR [flags] [FILE|-]\n\nReads JSON lines {\"_id\"|\"id\", \"title\", \"text\", \"metadata\"} (a BEIR corpus.jsonl works as is) from FILE or stdin.\nDocuments already stored unchanged are skipped, so an interrupted run is resumed by running it again.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *dir == "" || fs.NArg() > 1 {
-		fs.Usage()
-		return errUsage
-	}
-	in, name := io.Reader(os.Stdin), "stdin"
-	if fs.NArg() == 1 && fs.Arg(0) != "-" {
-		f, err := os.Open(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
-	}
-	opts := engine.Options{Model: *model, Logf: logf}
-	if *cache {
-		md := *model
-		if md == "" {
-			var err error
-			if md, err = recordedModelDir(*dir); err != nil {
+Documents already stored unchanged are skipped, so an interrupted run (Ctrl-C,
+or a crash) is resumed by running the same command again. A malformed line stops
+the run with FILE:LINE after committing the lines before it (--skip-bad skips and
+counts it); documents with neither title nor text are skipped and counted.`,
+		Example: `  annactl index --index my-index corpus.jsonl
+  cat docs.jsonl | annactl index --index my-index`,
+		Args: maxInputArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "index"); err != nil {
 				return err
 			}
-		}
-		enc, closeEnc, err := loadEncoder(ctx, md, true)
-		if err != nil {
-			return err
-		}
-		defer closeEnc()
-		opts.Encoder, opts.Model = enc, md
+			if err := atLeast("batch", batch, 1); err != nil {
+				return err
+			}
+			in, name, closeIn, err := a.openInput(input, args)
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			opts := engine.Options{Model: model, Logf: a.logf}
+			if cache {
+				opts.EmbeddingCache = home.EmbeddingCacheDir()
+			}
+			eng, err := engine.Open(cmd.Context(), dir, opts)
+			if err != nil {
+				return err
+			}
+			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad)
+			cerr := eng.Close()
+			fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
+				name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")
+			}
+			return errors.Join(err, cerr)
+		},
 	}
-	eng, err := engine.Open(ctx, *dir, opts)
+	f := cmd.Flags()
+	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
+	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
+	f.StringVar(&model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
+	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
+	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
+	f.BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
+	return cmd
+}
+
+// maxInputArgs allows the input file as the one optional argument.
+func maxInputArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageErrorf("one input file at most, got %d arguments: %q", len(args), args)
+	}
+	return nil
+}
+
+// openInput resolves --input or the FILE argument: a file, or stdin for "-"
+// or nothing (refused when stdin is a terminal: it would wait silently).
+func (a *app) openInput(flag string, args []string) (io.Reader, string, func(), error) {
+	path := flag
+	if len(args) == 1 {
+		if flag != "" {
+			return nil, "", nil, usageErrorf("the input is given twice (--input %s and %s)", flag, args[0])
+		}
+		path = args[0]
+	}
+	if path == "" || path == "-" {
+		if path == "" && isTerminal(a.stdin) {
+			return nil, "", nil, usageErrorf("no input: give FILE (or --input FILE), or pipe JSON lines into stdin")
+		}
+		return a.stdin, "stdin", func() {}, nil
+	}
+	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
-	st, err := indexStream(ctx, eng, in, name, *batch, *skipBad)
-	cerr := eng.Close()
-	fmt.Fprintf(os.Stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate ids in input (last kept), %d empty documents and %d bad lines skipped\n",
-		name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "interrupted: every batch reported above is committed; run the same command again to resume")
-		}
-		return err
-	}
-	return cerr
+	return f, path, func() { f.Close() }, nil
 }
 
 type indexStats struct{ lines, added, updated, unchanged, dups, bad, empty int }
 
 // indexStream reads documents and adds them in committed batches. On a
-// malformed line it commits what came before, then stops (or skips it).
-func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name string, batch int, skipBad bool) (indexStats, error) {
+// malformed line it commits what came before, then stops (or skips it). An
+// interrupt stops at the next line; the batch being read is not committed
+// (the next run reads it again).
+func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name string, batch int, skipBad bool) (indexStats, error) {
 	var st indexStats
-	p := newProgress("indexing "+name, 0)
+	p := a.progress("indexing "+name, 0)
 	defer p.done()
 	pending := make([]engine.Document, 0, batch)
 	seen := map[string]bool{}
@@ -95,25 +123,27 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 			return nil
 		}
 		res, err := eng.Add(ctx, pending)
-		if err != nil {
-			return err
+		if res.Committed || err == nil {
+			st.added += res.Added
+			st.updated += res.Updated
+			st.unchanged += res.Unchanged
 		}
-		st.added += res.Added
-		st.updated += res.Updated
-		st.unchanged += res.Unchanged
 		pending = pending[:0]
 		p.update(st.lines, fmt.Sprintf("docs (%d new, %d unchanged)", st.added, st.unchanged))
-		return nil
+		return err
 	}
 	var onBad func(int, error) error
 	if skipBad {
 		onBad = func(line int, err error) error {
 			st.bad++
-			fmt.Fprintf(os.Stderr, "skipping %v\n", err)
+			fmt.Fprintf(a.stderr, "skipping %v\n", err)
 			return nil
 		}
 	}
 	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		st.lines = line
 		if engine.IsEmpty(engine.Document(d)) {
 			st.empty++
@@ -127,45 +157,15 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 		if len(pending) >= batch {
 			return flush()
 		}
-		return ctx.Err()
+		return nil
 	})
-	if ferr := flush(); err == nil {
-		err = ferr
-	} else if ferr != nil {
-		err = errors.Join(err, ferr)
+	if err == nil || (!errors.Is(err, context.Canceled) && ctx.Err() == nil) {
+		// A bad line: commit what came before it.
+		if ferr := flush(); err == nil {
+			err = ferr
+		} else if ferr != nil {
+			err = errors.Join(err, ferr)
+		}
 	}
 	return st, err
-}
-
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-
-// loadEncoder loads model (the default model when "") and, with cache,
-// puts it behind the embedding cache under $ANNA_HOME/cache.
-func loadEncoder(ctx context.Context, model string, cache bool) (encoder.Encoder, func(), error) {
-	var base *encoder.ORTEncoder
-	var err error
-	if model != "" {
-		base, err = encoder.Load(ctx, model, encoder.Options{})
-	} else {
-		base, err = encoder.Default(ctx)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	closeBase := func() { base.Close() }
-	if !cache {
-		return base, closeBase, nil
-	}
-	c, err := encoder.NewCache(base, filepath.Join(home.CacheDir(), "embeddings"))
-	if err != nil {
-		base.Close()
-		return nil, nil, err
-	}
-	return c, closeBase, nil
-}
-
-// recordedModelDir is the model directory recorded in an anna directory.
-func recordedModelDir(dir string) (string, error) {
-	m, err := engine.RecordedModel(dir)
-	return m.Dir, err
 }

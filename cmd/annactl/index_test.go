@@ -2,21 +2,14 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/internal/home"
 )
-
-func needModel(t *testing.T) {
-	t.Helper()
-	if _, err := home.RequireDefaultModel(); err != nil {
-		t.Skipf("default model not installed (run make setup): %v", err)
-	}
-}
 
 func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 	needModel(t)
@@ -34,9 +27,9 @@ func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tmp, "idx")
-	err := runIndex(ctx, []string{"--index", dir, "--batch", "1", file})
-	if err == nil || !strings.Contains(err.Error(), "corpus.jsonl:4") {
-		t.Fatalf("want an error naming corpus.jsonl:4, got %v", err)
+	var stderr strings.Builder
+	if code := run(ctx, []string{"index", "--index", dir, "--batch", "1", file}, strings.NewReader(""), io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "corpus.jsonl:4") {
+		t.Fatalf("want exit 1 and an error naming corpus.jsonl:4, got %d: %s", code, stderr.String())
 	}
 	eng, err := engine.Open(ctx, dir, engine.Options{})
 	if err != nil {
@@ -50,8 +43,8 @@ func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 		t.Fatalf("after the bad line: %d docs (want a, b kept), a=%q", st.Documents, d.Text)
 	}
 	// --skip-bad goes on past it; unchanged docs are not re-embedded.
-	if err := runIndex(ctx, []string{"--index", dir, "--skip-bad", file}); err != nil {
-		t.Fatal(err)
+	if code := run(ctx, []string{"index", "--index", dir, "--skip-bad", file}, strings.NewReader(""), io.Discard, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 	eng, err = engine.Open(ctx, dir, engine.Options{})
 	if err != nil {

@@ -1,78 +1,185 @@
-// Command annactl is anna's command-line tool: embed, index, search, eval,
-// mine negatives, train and re-index, over one anna directory on disk.
+// Command annactl is anna's command-line tool: index, search, check and
+// evaluate an anna directory, embed texts, mine hard negatives, train and
+// re-index with the trained model.
+//
+// Conventions, the same for every command: flags may come before or after
+// arguments, in GNU --long form (a few have a one-letter form); -h/--help
+// prints help to stdout and exits 0; a usage error names what is wrong and
+// exits 2; an interrupted run exits 130 and says how to resume; any other
+// failure exits 1. One vocabulary: --index DIR (an anna directory), --input
+// and --output (data files), --model DIR, --mode lexical|dense|hybrid|rerank,
+// --batch (documents per batch), --cache (the embedding cache), --json.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"runtime/debug"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
-// command is one subcommand. run gets the arguments after the subcommand name.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-// commands is filled by each subcommand file's init. It lives in package main
-// only: the library packages keep no global state.
-var commands = map[string]command{}
-
-func register(c command) { commands[c.name] = c }
-
-// errUsage marks an error already explained by a flag set's usage output.
-var errUsage = errors.New("usage")
-
 func main() {
-	os.Exit(run())
+	ctx, stop := interruptContext()
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run() int {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		if len(os.Args) < 2 {
-			return 2
+// interruptContext is cancelled by the first Ctrl-C (or SIGTERM), so long
+// jobs stop cleanly at a batch boundary and can be resumed; a second one
+// kills the process as usual.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-ch:
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// app is what every command shares: the standard streams.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// logf reports what the engine does on its own (rebuilds, replays) on stderr.
+func (a *app) logf(format string, args ...any) { fmt.Fprintf(a.stderr, format+"\n", args...) }
+
+// run executes annactl with args and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return a.exit(cmd, err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "annactl",
+		Short: "anna: local hybrid search, and the tools that turn it into a teacher for better encoders",
+		Long: `annactl indexes documents into an anna directory (BM25 + HNSW over embeddings
+computed in-process), searches, checks and evaluates it, and mines hard
+negatives, trains and re-indexes with the trained model.
+
+Every command takes -h/--help.`,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(a.stderr)
+			cmd.Usage()
+			return usageErrorf("no command given")
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		a.indexCommand(), a.searchCommand(), a.statsCommand(), a.checkCommand(), a.reindexCommand(),
+		a.evalCommand(), a.embedCommand(), a.modelsCommand(),
+		a.mineCommand(), a.convertCommand(), a.trainCommand(),
+	)
+	return root
+}
+
+// version is the module version, or the VCS revision for a build from a
+// checkout.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if (v == "" || v == "(devel)") && rev != "" {
+		return "devel " + rev[:min(12, len(rev))] + dirty
+	}
+	if v == "" {
+		return "devel"
+	}
+	return v
+}
+
+// usageError is a mistake in the command line: exit 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitError ends a command with a code of its own (check: 1 when it finds
+// problems) after the command has said what it needs to.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// exit prints err (once, without repeating the command's name) and returns
+// the exit code.
+func (a *app) exit(cmd *cobra.Command, err error) int {
+	if err == nil {
 		return 0
 	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "annactl: unknown command %q\n\n", os.Args[1])
-		usage()
+	var ex exitError
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	name := "annactl"
+	if cmd != nil && cmd.HasParent() {
+		name = cmd.CommandPath()
+	}
+	msg := err.Error()
+	// Library errors name their package ("eval: ..."); when that is the
+	// command's own name, say it once.
+	if cmd != nil {
+		msg = strings.TrimPrefix(msg, cmd.Name()+": ")
+	}
+	var u usageError
+	switch {
+	case errors.As(err, &u):
+		fmt.Fprintf(a.stderr, "%s: %s\nRun '%s --help' for usage.\n", name, msg, name)
 		return 2
-	}
-	// The first Ctrl-C cancels the context so long jobs stop cleanly at a
-	// batch boundary (and can be resumed); a second one kills the process.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := c.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, errUsage) {
-			return 2
+	case errors.Is(err, context.Canceled):
+		if msg == context.Canceled.Error() {
+			fmt.Fprintf(a.stderr, "%s: interrupted\n", name)
+		} else {
+			fmt.Fprintf(a.stderr, "%s: interrupted: %s\n", name, msg)
 		}
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintf(os.Stderr, "annactl %s: interrupted\n", c.name)
-			return 130
-		}
-		fmt.Fprintf(os.Stderr, "annactl %s: %v\n", c.name, err)
-		return 1
+		return 130
 	}
-	return 0
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: annactl <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-16s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(os.Stderr, "\nRun 'annactl <command> -h' for a command's flags.")
+	fmt.Fprintf(a.stderr, "%s: %s\n", name, msg)
+	return 1
 }

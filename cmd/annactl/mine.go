@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,141 +18,151 @@ import (
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/storage"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(command{name: "mine-negatives", summary: "mine hard negatives with teacher scores (FlagEmbedding / sentence-transformers data)", run: runMine})
+type mineFlags struct {
+	dataset, split, input, index, output, model, mode, teacher, reranker string
+	sampling, format, instruction, examples, stats                       string
 }
 
-// nanFlag is a float flag that is unset (NaN) until given.
-type nanFlag struct{ v *float64 }
-
-func (f nanFlag) String() string {
-	if f.v == nil || math.IsNaN(*f.v) {
-		return "off"
-	}
-	return fmt.Sprint(*f.v)
-}
-func (f nanFlag) Set(s string) error {
-	if s == "off" {
-		*f.v = math.NaN()
-		return nil
-	}
-	_, err := fmt.Sscan(s, f.v)
-	return err
-}
-
-func runMine(ctx context.Context, args []string) error {
+func (a *app) mineCommand() *cobra.Command {
 	opt := mining.DefaultOptions()
-	fs := flag.NewFlagSet("mine-negatives", flag.ContinueOnError)
-	dataset := fs.String("dataset", "", "BEIR folder: its qrels split is the input, its corpus is indexed if needed")
-	split := fs.String("split", "train", "qrels split of --dataset")
-	input := fs.String("input", "", `JSON lines {"query", "pos": [...] | "pos_ids": [...], "prompt"} (instead of the qrels of --dataset)`)
-	index := fs.String("index", "", "anna directory holding the corpus (default with --dataset: one under $ANNA_HOME/cache/mining)")
-	output := fs.String("output", "", "output file (JSON lines)")
-	modelDir := fs.String("model", "", "embedding model directory (default: the index's, else the installed default)")
-	mode := fs.String("mode", "hybrid", "candidate pipeline: lexical | dense | hybrid")
-	teacherName := fs.String("teacher", "", "dense (cosine of the embedding model) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given, else dense")
-	rerankDir := fs.String("reranker", "", "cross-encoder model directory (the rerank stage) to use as teacher")
-	fs.IntVar(&opt.Negatives, "negatives", opt.Negatives, "hard negatives per example")
-	fs.IntVar(&opt.TopK, "top-k", opt.TopK, "candidates considered per query (after removing its positives)")
-	fs.Float64Var(&opt.Margin, "margin", opt.Margin, "relative margin: drop candidates above pos − (1−margin)·|pos| of the lowest positive (= margin·pos for pos ≥ 0); 0 = off")
-	fs.Var(nanFlag{&opt.AbsMargin}, "abs-margin", "absolute margin: drop candidates above pos − abs-margin (default off)")
-	fs.Var(nanFlag{&opt.MaxScore}, "max-score", "score ceiling: drop candidates scoring above (default off)")
-	fs.Var(nanFlag{&opt.MinScore}, "min-score", "score floor: drop candidates scoring below (default off)")
-	fs.IntVar(&opt.RangeMin, "range-min", 0, "skip the first range-min candidates (rank window, 0-based, positives removed)")
-	fs.IntVar(&opt.RangeMax, "range-max", 0, "consider candidates of rank < range-max (0 = top-k)")
-	sampling := fs.String("sampling", "random", "random (seeded) | top (highest teacher scores)")
-	fs.Uint64Var(&opt.Seed, "seed", 0, "sampling seed")
-	fs.IntVar(&opt.MinNegatives, "min-negatives", opt.MinNegatives, "do not write examples with fewer negatives (counted)")
-	format := fs.String("format", "flag", "flag (FlagEmbedding) | triplet | n-tuple | labeled-list (sentence-transformers)")
-	fs.BoolVar(&opt.Grouped, "grouped", false, "one example per query with all its positives (default: one per (query, positive))")
-	fs.StringVar(&opt.Type, "type", "normal", `FlagEmbedding "type" field`)
-	instruction := fs.String("instruction", "", `default task instruction for queries (a line's "prompt" overrides it)`)
-	examples := fs.String("examples", "", `few-shot examples for the query side: JSON lines {"query", "response"}`)
-	fs.IntVar(&opt.Workers, "workers", runtime.GOMAXPROCS(0), "queries processed in parallel (output does not depend on it)")
-	fs.BoolVar(&opt.Resume, "resume", false, "continue an interrupted run of the same command and output")
-	fs.BoolVar(&opt.SkipBad, "skip-bad", false, "skip bad input (counted) instead of stopping")
-	statsPath := fs.String("stats", "", "write the stats summary as JSON here (default OUTPUT.stats.json)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: annactl mine-negatives (--dataset BEIR_DIR [--split train] | --input PAIRS.jsonl --index ANNA_DIR) --output FILE [flags]
-
-Candidates come from the search pipeline (top-k, the query's positives and texts equal
-to the query or a positive removed), are scored by the teacher (positives too), filtered
-by the positive-aware margin, and sampled with a seed. Ctrl-C stops cleanly; --resume
-continues with no duplicates and no gaps.`)
-		fs.PrintDefaults()
+	var fl mineFlags
+	cmd := &cobra.Command{
+		Use:   "mine-negatives (--dataset BEIR_DIR | --input PAIRS.jsonl --index DIR) --output FILE",
+		Short: "mine hard negatives with teacher scores (FlagEmbedding / sentence-transformers data)",
+		Long: `Candidates come from the search pipeline (top-k, the query's positives and texts
+equal to the query or a positive removed), are scored by the teacher (positives too),
+filtered by the positive-aware margin, and sampled with a seed. Ctrl-C stops cleanly;
+--resume continues with no duplicates and no gaps, and the output is the same as an
+uninterrupted run's.`,
+		Example: `  annactl mine-negatives --dataset ../shared/datasets/scifact --split train --output mined.jsonl
+  annactl mine-negatives --input pairs.jsonl --index my-index --output mined.jsonl --resume`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "output"); err != nil {
+				return err
+			}
+			if fl.dataset == "" && fl.input == "" {
+				return usageErrorf("give --dataset BEIR_DIR, or --input PAIRS.jsonl with --index DIR")
+			}
+			if fl.input != "" && fl.dataset == "" && fl.index == "" {
+				return usageErrorf("--input needs --index DIR (the corpus to mine from), or --dataset for the corpus")
+			}
+			for name, v := range map[string]int{"negatives": opt.Negatives, "top-k": opt.TopK, "workers": opt.Workers} {
+				if err := atLeast(name, v, 1); err != nil {
+					return err
+				}
+			}
+			for name, v := range map[string]int{"range-min": opt.RangeMin, "range-max": opt.RangeMax, "min-negatives": opt.MinNegatives} {
+				if err := atLeast(name, v, 0); err != nil {
+					return err
+				}
+			}
+			if err := inRange("margin", opt.Margin, 0, 1); err != nil {
+				return err
+			}
+			if err := oneOf("sampling", fl.sampling, "random", "top"); err != nil {
+				return err
+			}
+			if err := oneOf("format", fl.format, "flag", "triplet", "n-tuple", "labeled-list"); err != nil {
+				return err
+			}
+			opt.Sampling = mining.Sampling(fl.sampling)
+			opt.Format = mining.Format(fl.format)
+			m, err := parseMode("mode", fl.mode)
+			if err != nil {
+				return err
+			}
+			if m == engine.ModeRerank {
+				return usageErrorf("--mode rerank: want lexical, dense or hybrid (give --reranker to make the cross-encoder the teacher)")
+			}
+			switch fl.teacher {
+			case "":
+				fl.teacher = "dense"
+				if fl.reranker != "" {
+					fl.teacher = "cross-encoder"
+				}
+			case "dense", "cross-encoder":
+			default:
+				return usageErrorf("--teacher %q: want dense or cross-encoder", fl.teacher)
+			}
+			if fl.teacher == "cross-encoder" && fl.reranker == "" {
+				return usageErrorf("--teacher cross-encoder needs --reranker DIR")
+			}
+			ctx := cmd.Context()
+			defaults := mining.PromptDefaults{Instruction: fl.instruction}
+			if fl.examples != "" {
+				if defaults.Examples, err = readShots(fl.examples); err != nil {
+					return err
+				}
+			}
+			// The model behind the on-disk embedding cache: the corpus is embedded
+			// once, and the teacher's query embedding is a cache hit after retrieval's.
+			enc, closeEnc, err := loadMiningEncoder(ctx, fl.model, fl.index)
+			if err != nil {
+				return err
+			}
+			defer closeEnc()
+			dir := fl.index
+			if dir == "" {
+				dir = defaultMiningIndex(fl.dataset, enc.Fingerprint())
+			}
+			var rr *rerank.ORTReranker
+			if fl.reranker != "" {
+				if rr, err = rerank.Load(ctx, fl.reranker, rerank.Options{}); err != nil {
+					return err
+				}
+				defer rr.Close()
+			}
+			eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, Model: fl.model, Logf: a.logf})
+			if err != nil {
+				return err
+			}
+			defer eng.Close()
+			if fl.dataset != "" {
+				if err := a.indexDataset(ctx, eng, fl.dataset); err != nil {
+					return err
+				}
+			}
+			return a.runMineWith(ctx, opt, eng, enc, rr, fl.teacher, m, fl.dataset, fl.split, fl.input, fl.output, fl.stats, defaults)
+		},
 	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fs.Usage()
-		}
-		return errUsage
-	}
-	opt.Sampling = mining.Sampling(*sampling)
-	opt.Format = mining.Format(*format)
-	if *output == "" || (*dataset == "" && *input == "") || (*input != "" && *dataset == "" && *index == "") {
-		fmt.Fprintln(fs.Output(), "need --output and either --dataset, or --input with --index (or --dataset for the corpus)")
-		fs.Usage()
-		return errUsage
-	}
-	m, err := engine.ParseMode(*mode)
-	if err != nil || m == engine.ModeRerank {
-		return fmt.Errorf("--mode %q: want lexical, dense or hybrid (use --reranker to make the cross-encoder the teacher)", *mode)
-	}
-	switch *teacherName {
-	case "":
-		*teacherName = "dense"
-		if *rerankDir != "" {
-			*teacherName = "cross-encoder"
-		}
-	case "dense", "cross-encoder":
-	default:
-		return fmt.Errorf("--teacher %q: want dense or cross-encoder", *teacherName)
-	}
-	if *teacherName == "cross-encoder" && *rerankDir == "" {
-		return errors.New("--teacher cross-encoder needs --reranker MODEL_DIR")
-	}
-	defaults := mining.PromptDefaults{Instruction: *instruction}
-	if *examples != "" {
-		if defaults.Examples, err = readShots(*examples); err != nil {
-			return err
-		}
-	}
-
-	// The model behind the on-disk embedding cache: the corpus is embedded
-	// once, and the teacher's query embedding is a cache hit after retrieval's.
-	enc, closeEnc, err := loadMiningEncoder(ctx, *modelDir, *index)
-	if err != nil {
-		return err
-	}
-	defer closeEnc()
-	dir := *index
-	if dir == "" {
-		dir = defaultMiningIndex(*dataset, enc.Fingerprint())
-	}
-	var rr *rerank.ORTReranker
-	if *rerankDir != "" {
-		if rr, err = rerank.Load(ctx, *rerankDir, rerank.Options{}); err != nil {
-			return err
-		}
-		defer rr.Close()
-	}
-	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, Model: *modelDir, Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	if *dataset != "" {
-		if err := indexDataset(ctx, eng, *dataset); err != nil {
-			return err
-		}
-	}
-
-	return runMineWith(ctx, opt, eng, enc, rr, *teacherName, m, *dataset, *split, *input, *output, *statsPath, defaults)
+	f := cmd.Flags()
+	f.StringVar(&fl.dataset, "dataset", "", "BEIR folder: its qrels split is the input, its corpus is indexed if needed")
+	f.StringVar(&fl.split, "split", "train", "qrels split of --dataset")
+	f.StringVar(&fl.input, "input", "", `JSON lines {"query", "pos": [...] | "pos_ids": [...], "prompt"} (instead of the qrels of --dataset)`)
+	indexFlag(cmd, &fl.index, "anna directory `DIR` holding the corpus (default with --dataset: one under $ANNA_HOME/cache/mining)")
+	f.StringVar(&fl.output, "output", "", "output `FILE` (JSON lines)")
+	f.StringVar(&fl.model, "model", "", "embedding model directory `DIR` (default: the index's, else the installed default)")
+	f.StringVar(&fl.mode, "mode", "hybrid", "candidate pipeline: lexical | dense | hybrid")
+	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given, else dense")
+	f.StringVar(&fl.reranker, "reranker", "", "cross-encoder model directory `DIR` (the rerank stage) to use as teacher")
+	f.IntVar(&opt.Negatives, "negatives", opt.Negatives, "hard negatives per example")
+	f.IntVar(&opt.TopK, "top-k", opt.TopK, "candidates considered per query (after removing its positives)")
+	f.Float64Var(&opt.Margin, "margin", opt.Margin, "relative margin: drop candidates above pos − (1−margin)·|pos| of the lowest positive (= margin·pos for pos ≥ 0); 0 = off")
+	f.Var(maybeFloat{&opt.AbsMargin}, "abs-margin", "absolute margin: drop candidates above pos − abs-margin (default off)")
+	f.Var(maybeFloat{&opt.MaxScore}, "max-score", "score ceiling: drop candidates scoring above (default off)")
+	f.Var(maybeFloat{&opt.MinScore}, "min-score", "score floor: drop candidates scoring below (default off)")
+	f.IntVar(&opt.RangeMin, "range-min", 0, "skip the first range-min candidates (rank window, 0-based, positives removed)")
+	f.IntVar(&opt.RangeMax, "range-max", 0, "consider candidates of rank < range-max (0 = top-k)")
+	f.StringVar(&fl.sampling, "sampling", "random", "random (seeded) | top (highest teacher scores)")
+	f.Uint64Var(&opt.Seed, "seed", 0, "sampling seed")
+	f.IntVar(&opt.MinNegatives, "min-negatives", opt.MinNegatives, "do not write examples with fewer negatives (counted)")
+	f.StringVar(&fl.format, "format", "flag", "flag (FlagEmbedding) | triplet | n-tuple | labeled-list (sentence-transformers)")
+	f.BoolVar(&opt.Grouped, "grouped", false, "one example per query with all its positives (default: one per (query, positive))")
+	f.StringVar(&opt.Type, "type", "normal", `FlagEmbedding "type" field`)
+	f.StringVar(&fl.instruction, "instruction", "", `default task instruction for queries (a line's "prompt" overrides it)`)
+	f.StringVar(&fl.examples, "examples", "", `few-shot examples for the query side: JSON lines {"query", "response"} in FILE`)
+	f.IntVar(&opt.Workers, "workers", runtime.GOMAXPROCS(0), "queries processed in parallel (the output does not depend on it)")
+	f.BoolVar(&opt.Resume, "resume", false, "continue an interrupted run of the same command and output")
+	f.BoolVar(&opt.SkipBad, "skip-bad", false, "skip bad input (counted) instead of stopping")
+	f.StringVar(&fl.stats, "stats", "", "write the stats summary as JSON to `FILE` (default OUTPUT.stats.json)")
+	return cmd
 }
 
-func runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, enc encoder.Encoder, rr *rerank.ORTReranker,
+func (a *app) runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, enc encoder.Encoder, rr *rerank.ORTReranker,
 	teacherName string, mode engine.Mode, dataset, split, input, output, statsPath string, defaults mining.PromptDefaults) error {
 	var teacher mining.Teacher
 	switch teacherName {
@@ -162,7 +170,7 @@ func runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, en
 		teacher = &mining.DenseTeacher{Enc: enc, Label: "dense:" + modelLabel(enc), Vectors: mining.StoredVectors(eng)}
 	case "cross-encoder":
 		if rr == nil {
-			return errors.New("--teacher cross-encoder needs --reranker MODEL_DIR")
+			return usageErrorf("--teacher cross-encoder needs --reranker DIR")
 		}
 		teacher = &mining.CrossEncoderTeacher{R: rr, Label: "cross-encoder:" + rr.Manifest().Name}
 	}
@@ -177,7 +185,7 @@ func runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, en
 		return err
 	}
 	defer src.Close()
-	p := newProgress("mining "+src.Name(), src.Len())
+	p := a.progress("mining "+src.Name(), src.Len())
 	opt.Progress = func(done, _ int) { p.update(done, "") }
 	miner, err := mining.New(&mining.EngineRetriever{E: eng, Mode: mode}, teacher, mining.EngineCorpus{E: eng}, opt)
 	if err != nil {
@@ -186,7 +194,7 @@ func runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, en
 	st, runErr := miner.Run(ctx, src, output)
 	p.done()
 	if st != nil {
-		st.Write(os.Stderr)
+		st.Write(a.stderr)
 		if statsPath == "" {
 			statsPath = output + ".stats.json"
 		}
@@ -197,7 +205,7 @@ func runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, en
 		}
 	}
 	if errors.Is(runErr, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "stopped: %s is complete up to its last checkpoint; run the same command with --resume to continue\n", output)
+		fmt.Fprintf(a.stderr, "stopped: %s is complete up to its last checkpoint; run the same command with --resume to continue\n", output)
 	}
 	return runErr
 }
@@ -234,10 +242,11 @@ func modelLabel(enc encoder.Encoder) string {
 // records, else the default) wrapped in the shared embedding cache.
 func loadMiningEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, func(), error) {
 	if modelDir == "" && index != "" {
-		var err error
-		if modelDir, err = recordedModelDir(index); err != nil {
+		m, err := engine.RecordedModel(index)
+		if err != nil {
 			return nil, nil, err
 		}
+		modelDir = m.Dir
 	}
 	var ort *encoder.ORTEncoder
 	var err error
@@ -284,7 +293,7 @@ func defaultMiningIndex(dataset, fp string) string {
 
 // indexDataset adds the BEIR corpus to eng; unchanged documents are skipped,
 // so this costs only a read when the index is already complete.
-func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
+func (a *app) indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 	st, err := eng.Stats()
 	if err != nil {
 		return err
@@ -306,7 +315,7 @@ func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 		batch = batch[:0]
 		return err
 	}
-	p := newProgress("indexing "+filepath.Base(dir), 0)
+	p := a.progress("indexing "+filepath.Base(dir), 0)
 	n := 0
 	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
 		batch = append(batch, engine.Document(d))
@@ -325,7 +334,7 @@ func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 		return fmt.Errorf("indexing %s: %w", path, err)
 	}
 	if added > 0 || st.Documents == 0 {
-		fmt.Fprintf(os.Stderr, "indexed %s: %d documents (%d new or changed) in %s\n", path, n, added, eng.Dir())
+		fmt.Fprintf(a.stderr, "indexed %s: %d documents (%d new or changed) in %s\n", path, n, added, eng.Dir())
 	}
 	return nil
 }

@@ -1,130 +1,149 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 )
 
-func init() {
-	register(command{
-		name:    "models",
-		summary: "import a Hugging Face BERT checkpoint to ONNX; list or show installed models",
-		run:     runModels,
-	})
+func (a *app) modelsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "models",
+		Short: "import a Hugging Face checkpoint to ONNX; list or show installed models",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown models command %q (want import, list or show)", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(a.stderr)
+			cmd.Usage()
+			return usageErrorf("no models command given (import, list or show)")
+		},
+	}
+	cmd.AddCommand(a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
+	return cmd
 }
 
-func runModels(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: annactl models import|list|show [flags]")
-		return errUsage
-	}
-	switch args[0] {
-	case "import":
-		return modelsImport(ctx, args[1:])
-	case "list":
-		return modelsList(args[1:])
-	case "show":
-		return modelsShow(args[1:])
-	default:
-		fmt.Fprintf(os.Stderr, "annactl models: unknown subcommand %q (want import, list or show)\n", args[0])
-		return errUsage
-	}
-}
-
-func modelsImport(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("models import", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: annactl models import [flags] SRC_DIR DEST_DIR\n\n"+
-			"Converts a Hugging Face BERT checkpoint (config.json, *.safetensors, tokenizer.json,\n"+
-			"optional sentence-transformers files) to DEST_DIR/{model.onnx,tokenizer.json,config.json,anna-model.json}.\n"+
-			"Flags override what the sentence-transformers files say.\n\nflags:")
-		fs.PrintDefaults()
-	}
+func (a *app) modelsImportCommand() *cobra.Command {
 	var s onnx.Settings
-	fs.StringVar(&s.Name, "name", "", "model name (default: DEST_DIR's base name)")
-	fs.StringVar(&s.Task, "task", model.TaskEmbed, "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, outputs logits)")
-	fs.StringVar(&s.Pooling, "pooling", "", "mean, cls or lasttoken (default: the checkpoint's Pooling module, else mean)")
-	fs.IntVar(&s.MaxLength, "max-length", 0, "maximum tokens per input (default: sentence_bert_config.json, else min(512, max_position_embeddings))")
-	normalize := fs.Bool("normalize", true, "L2-normalise embeddings (default: the checkpoint's Normalize module, else true)")
-	fs.StringVar(&s.QueryPrefix, "query-prefix", "", "text prepended to every query")
-	fs.StringVar(&s.DocumentPrefix, "document-prefix", "", "text prepended to every document")
-	fs.StringVar(&s.InstructionTemplate, "instruction-template", "", "query template with {task} and {query} (default "+fmt.Sprintf("%q", model.DefaultInstructionTemplate)+")")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	var normalize bool
+	cmd := &cobra.Command{
+		Use:   "import SRC_DIR DEST_DIR",
+		Short: "convert a Hugging Face BERT-family checkpoint to an anna model directory",
+		Long: `Converts a Hugging Face BERT checkpoint (config.json, *.safetensors, tokenizer.json,
+optional sentence-transformers files) to DEST_DIR/{model.onnx, tokenizer.json,
+config.json, anna-model.json}, in Go. Flags override what the sentence-transformers
+files say.`,
+		Example: "  annactl models import ~/checkpoints/my-bert ~/.cache/anna/models/my-bert",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErrorf("want SRC_DIR and DEST_DIR, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := oneOf("task", s.Task, model.TaskEmbed, model.TaskRerank); err != nil {
+				return err
+			}
+			if s.Pooling != "" {
+				if err := oneOf("pooling", s.Pooling, "mean", "cls", "lasttoken"); err != nil {
+					return err
+				}
+			}
+			if err := atLeast("max-length", s.MaxLength, 0); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("normalize") {
+				s.Normalize = &normalize
+			}
+			src, dest := args[0], args[1]
+			m, err := onnx.Import(cmd.Context(), src, dest, s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "imported %s → %s (task %s, dim %d, max length %d, pooling %q, normalize %t, fingerprint %s)\n",
+				src, dest, m.Task, m.Dim, m.MaxLength, m.Pooling, m.Normalize, m.ShortFingerprint())
+			return nil
+		},
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "normalize" {
-			s.Normalize = normalize
-		}
-	})
-	if fs.NArg() != 2 {
-		fs.Usage()
-		return errUsage
-	}
-	src, dest := fs.Arg(0), fs.Arg(1)
-	m, err := onnx.Import(ctx, src, dest, s)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "imported %s → %s (task %s, dim %d, max length %d, pooling %q, normalize %t, fingerprint %s)\n",
-		src, dest, m.Task, m.Dim, m.MaxLength, m.Pooling, m.Normalize, m.ShortFingerprint())
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&s.Name, "name", "", "model name (default: DEST_DIR's base name)")
+	f.StringVar(&s.Task, "task", model.TaskEmbed, "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, outputs logits)")
+	f.StringVar(&s.Pooling, "pooling", "", "mean, cls or lasttoken (default: the checkpoint's Pooling module, else mean)")
+	f.IntVar(&s.MaxLength, "max-length", 0, "maximum tokens per input (0: sentence_bert_config.json, else min(512, max_position_embeddings))")
+	f.BoolVar(&normalize, "normalize", true, "L2-normalise embeddings (default: the checkpoint's Normalize module, else true)")
+	f.StringVar(&s.QueryPrefix, "query-prefix", "", "text prepended to every query")
+	f.StringVar(&s.DocumentPrefix, "document-prefix", "", "text prepended to every document")
+	f.StringVar(&s.InstructionTemplate, "instruction-template", "", fmt.Sprintf("query template with {task} and {query} (default %q)", model.DefaultInstructionTemplate))
+	return cmd
 }
 
-func modelsList(args []string) error {
-	fs := flag.NewFlagSet("models list", flag.ContinueOnError)
-	dir := fs.String("dir", home.ModelsDir(), "models directory")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+func (a *app) modelsListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "list the models installed under $ANNA_HOME/models",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := home.ModelsDir()
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				return fmt.Errorf("listing models: %w", err)
+			}
+			var names []string
+			for _, e := range entries {
+				if e.IsDir() {
+					names = append(names, e.Name())
+				}
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				m, err := model.LoadManifest(filepath.Join(dir, n))
+				if err != nil {
+					fmt.Fprintf(a.stdout, "%-28s (not a converted model: %v)\n", n, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "%-28s %-6s dim %-5d max %-4d %-9s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+			}
+			return nil
+		},
 	}
-	entries, err := os.ReadDir(*dir)
-	if err != nil {
-		return fmt.Errorf("listing models: %w", err)
-	}
-	names := []string{}
-	for _, e := range entries {
-		if e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		m, err := model.LoadManifest(filepath.Join(*dir, n))
-		if err != nil {
-			fmt.Printf("%-28s (not a converted model: %v)\n", n, err)
-			continue
-		}
-		fmt.Printf("%-28s %-6s dim %-5d max %-4d %-9s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
-	}
-	return nil
 }
 
-func modelsShow(args []string) error {
-	fs := flag.NewFlagSet("models show", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+func (a *app) modelsShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show [NAME|DIR]",
+		Short: "print a model's manifest (default: the default model)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("one model at most, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := home.DefaultModel()
+			if len(args) == 1 {
+				dir = args[0]
+				if _, err := os.Stat(dir); err != nil && !filepath.IsAbs(dir) {
+					dir = filepath.Join(home.ModelsDir(), dir)
+				}
+			}
+			m, err := model.LoadManifest(dir)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(m)
+		},
 	}
-	dir := home.DefaultModel()
-	if fs.NArg() > 0 {
-		dir = fs.Arg(0)
-		if _, err := os.Stat(dir); err != nil && !filepath.IsAbs(dir) {
-			dir = filepath.Join(home.ModelsDir(), dir)
-		}
-	}
-	m, err := model.LoadManifest(dir)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(m)
 }

@@ -22,8 +22,15 @@ type progress struct {
 	on    bool
 }
 
-func newProgress(label string, total int) *progress {
-	return &progress{w: os.Stderr, label: label, total: total, start: time.Now(), on: term.IsTerminal(int(os.Stderr.Fd()))}
+// progress returns a progress line on a's stderr.
+func (a *app) progress(label string, total int) *progress {
+	return &progress{w: a.stderr, label: label, total: total, start: time.Now(), on: isTerminal(a.stderr)}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // update reports done units (and an optional suffix), at most ~10 times a second.

@@ -1,54 +1,60 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
 )
 
-func init() {
-	register(command{name: "reindex", summary: "re-encode every document with a new model and swap the dense index", run: runReindex})
-}
-
-func runReindex(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("reindex", flag.ContinueOnError)
-	dir := fs.String("index", "", "anna directory")
-	model := fs.String("model", "", "the new model directory (e.g. the output of `annactl train`)")
-	batch := fs.Int("batch", 256, "documents embedded per batch")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: annactl reindex --index DIR --model NEW_MODEL_DIR\n\nSearches keep working on the old model until the new graph is built; BM25 is untouched.\nInterrupted runs resume: vectors already computed for the new model are kept.")
-		fs.PrintDefaults()
+func (a *app) reindexCommand() *cobra.Command {
+	var (
+		dir, model string
+		batch      int
+	)
+	cmd := &cobra.Command{
+		Use:   "reindex --index DIR --model NEW_MODEL_DIR",
+		Short: "re-encode every document with a new model and swap the dense index",
+		Long: `Re-encodes every document of the anna directory with the new model (for example
+the output of annactl train), builds a new HNSW graph and switches to both at once.
+Searches keep working on the old model until then; the BM25 index is untouched.
+An interrupted run resumes: vectors already computed for the new model are kept.`,
+		Example: "  annactl reindex --index my-index --model ft/model",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "index", "model"); err != nil {
+				return err
+			}
+			if err := atLeast("batch", batch, 1); err != nil {
+				return err
+			}
+			abs, err := filepath.Abs(model)
+			if err != nil {
+				return err
+			}
+			eng, err := engine.Open(cmd.Context(), dir, engine.Options{Logf: a.logf})
+			if err != nil {
+				return err
+			}
+			defer eng.Close()
+			old := eng.Model().Fingerprint
+			p := a.progress("re-encoding", 0)
+			err = eng.Reindex(cmd.Context(), engine.ReindexOptions{Model: abs, BatchSize: batch, Progress: func(done, total int) {
+				p.total = total
+				p.update(done, "docs")
+			}})
+			p.done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s\n", dir, old, eng.Model().Fingerprint)
+			return nil
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *dir == "" || *model == "" {
-		fs.Usage()
-		return errUsage
-	}
-	abs, err := filepath.Abs(*model)
-	if err != nil {
-		return err
-	}
-	eng, err := openExisting(ctx, *dir, engine.Options{Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	old := eng.Model().Fingerprint
-	p := newProgress("re-encoding", 0)
-	err = eng.Reindex(ctx, engine.ReindexOptions{Model: abs, BatchSize: *batch, Progress: func(done, total int) {
-		p.total = total
-		p.update(done, "docs")
-	}})
-	p.done()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "reindexed %s: model %s -> %s\n", *dir, old, eng.Model().Fingerprint)
-	return nil
+	indexFlag(cmd, &dir, "anna directory `DIR`")
+	cmd.Flags().StringVar(&model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
+	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
+	return cmd
 }

@@ -1,50 +1,82 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
 )
 
-func init() {
-	register(command{name: "stats", summary: "show counts and model of an anna directory", run: runStats})
+func (a *app) statsCommand() *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats --index DIR",
+		Short: "show the counts and the model of an anna directory (read-only)",
+		Long: `Shows the counts and the model of an anna directory without changing it. When
+opening it found damage (a damaged bbolt meta page, an index ahead of the store or
+built from another one), stats says so and exits 1: run annactl check.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "index"); err != nil {
+				return err
+			}
+			eng, err := engine.Open(cmd.Context(), dir, engine.Options{ReadOnly: true, Logf: a.logf})
+			if err != nil {
+				return err
+			}
+			defer eng.Close()
+			st, err := eng.Stats()
+			if err != nil {
+				return err
+			}
+			if len(st.Warnings) > 0 {
+				defer fmt.Fprintf(a.stderr, "annactl stats: damage found (see the warnings): run `annactl check --index %s`\n", dir)
+				err = exitError{1}
+			}
+			if asJSON {
+				if jerr := json.NewEncoder(a.stdout).Encode(jsonStats{
+					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelDir: st.Model.Dir,
+					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
+					DenseVectors: st.DenseVectors, DenseSeq: st.DenseSeq, Warnings: st.Warnings,
+				}); jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			md := st.Model.Dir
+			if md == "" {
+				md = "(default)"
+			}
+			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense vectors  %d (applied seq %d)\n",
+				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseVectors, st.DenseSeq)
+			if st.LexicalStale != "" {
+				fmt.Fprintf(a.stdout, "BM25 index     %s\n", st.LexicalStale)
+			}
+			for _, w := range st.Warnings {
+				fmt.Fprintf(a.stdout, "warning        %s\n", w)
+			}
+			return err
+		},
+	}
+	indexFlag(cmd, &dir, "anna directory `DIR`")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
-func runStats(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	dir := fs.String("index", "", "anna directory")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *dir == "" {
-		fs.Usage()
-		return errUsage
-	}
-	eng, err := openExisting(ctx, *dir, engine.Options{Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	st, err := eng.Stats()
-	if err != nil {
-		return err
-	}
-	md := st.Model.Dir
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(struct {
-			engine.Stats
-			ModelDir string `json:"model_dir"`
-		}{st, md})
-	}
-	if md == "" {
-		md = "(default)"
-	}
-	fmt.Printf("directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d\ndense vectors  %d\n",
-		st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.DenseVectors)
-	return nil
+type jsonStats struct {
+	Dir          string   `json:"dir"`
+	Documents    int      `json:"documents"`
+	Seq          uint64   `json:"seq"`
+	Model        string   `json:"model_fingerprint"`
+	ModelDir     string   `json:"model_dir"`
+	Dim          int      `json:"dim"`
+	LexicalDocs  uint64   `json:"lexical_docs"`
+	LexicalSeq   uint64   `json:"lexical_seq"`
+	LexicalStale string   `json:"lexical_stale,omitempty"`
+	DenseVectors int      `json:"dense_vectors"`
+	DenseSeq     uint64   `json:"dense_seq"`
+	Warnings     []string `json:"warnings,omitempty"`
 }

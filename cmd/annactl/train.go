@@ -3,122 +3,159 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/anna-search/anna/train/cuda"
+	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train"
 )
 
-func init() {
-	register(command{name: "train", summary: "fine-tune a BERT model on mined negatives (InfoNCE + distillation, or a cross-encoder)", run: runTrain})
-}
-
-func runTrain(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	var c train.Config
-	var lora string
-	var loraAlpha float64
-	fs.StringVar(&c.ModelDir, "model", "", "Hugging Face BERT checkpoint dir (config.json, *.safetensors, tokenizer.json), or an anna model dir whose source is one (default: the default model's source)")
-	fs.StringVar(&c.Data, "data", "", "training data: FlagEmbedding JSON lines from `annactl mine` (required)")
-	fs.StringVar(&c.OutDir, "out", "", "output dir: checkpoint/, hf/ and model/ (required)")
-	fs.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")
-	fs.StringVar(&c.Pooling, "pooling", "mean", "bi-encoder pooling: mean, cls or lasttoken")
-	fs.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
-	fs.IntVar(&c.BatchSize, "batch", 16, "queries per micro-batch")
-	fs.IntVar(&c.GroupSize, "group", 8, "documents per query: 1 positive + group-1 negatives")
-	fs.IntVar(&c.Accum, "accum", 1, "micro-batches per optimizer step (gradient accumulation)")
-	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the training split")
-	fs.IntVar(&c.MaxSteps, "steps", 0, "optimizer steps (overrides -epochs when > 0)")
-	fs.Float64Var(&c.LR, "lr", 0, "peak learning rate (default 2e-5; 1e-4 with -lora)")
-	fs.Float64Var(&c.WeightDecay, "weight-decay", 0.01, "AdamW weight decay")
-	fs.Float64Var(&c.Warmup, "warmup", 0.1, "warm-up fraction of the steps")
-	fs.Float64Var(&c.ClipNorm, "clip", 1, "gradient norm clip (negative: off)")
-	fs.Float64Var(&c.Temperature, "temperature", 0.05, "InfoNCE temperature")
-	var noInBatch bool
-	fs.BoolVar(&noInBatch, "no-in-batch", false, "use only each query's own negatives")
-	fs.Float64Var(&c.DistillWeight, "distill", 0, "weight of the KL distillation term on the teacher's pos/neg scores (0: off; needs pos_scores/neg_scores)")
-	fs.Float64Var(&c.TeacherTemperature, "teacher-temperature", 1, "teacher softmax temperature")
-	fs.StringVar(&lora, "lora", "", "LoRA instead of full fine-tuning: rank[:targets], e.g. 8 or 8:query,value,intermediate.dense")
-	fs.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (default: 2×rank)")
-	var seed uint64
-	fs.Uint64Var(&seed, "seed", 42, "seed for sampling and initialisation (runs are reproducible)")
-	fs.IntVar(&c.Threads, "threads", 0, "goroutines per op (0: all cores)")
-	fs.Float64Var(&c.EvalFraction, "eval-fraction", 0.05, "held-out share of the examples (negative: none)")
-	fs.IntVar(&c.EvalEvery, "eval-every", 50, "steps between held-out evaluations")
-	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 50, "steps between checkpoints")
-	fs.BoolVar(&c.Resume, "resume", false, "continue from -out/checkpoint")
-	fs.StringVar(&c.Name, "name", "", "exported model name (default: -out's base name)")
-	device := fs.String("device", "cpu", "cpu, or cuda (CUDA driver, cuBLAS and NVRTC loaded at run time; see train/cuda)")
-	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: annactl train -data mined.jsonl -out DIR [flags]\n\nWrites DIR/checkpoint (resumable), DIR/hf (Hugging Face checkpoint) and DIR/model (anna model, new fingerprint).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func (a *app) trainCommand() *cobra.Command {
+	var (
+		c            train.Config
+		lora, device string
+		loraAlpha    float64
+		noInBatch    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "train --input MINED.jsonl --output DIR [flags]",
+		Short: "fine-tune a BERT model on mined negatives (InfoNCE + distillation, or a cross-encoder)",
+		Long: `Trains on FlagEmbedding JSON lines (annactl mine-negatives writes them) and writes
+DIR/checkpoint (resumable with --resume), DIR/hf (a Hugging Face checkpoint) and
+DIR/model (an anna model with a new fingerprint, for annactl reindex).`,
+		Example: "  annactl train --input mined.jsonl --output ft --steps 100 --batch-queries 8 --group 4",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "input", "output"); err != nil {
+				return err
+			}
+			if err := oneOf("objective", c.Objective, "contrastive", "bce", "listwise"); err != nil {
+				return err
+			}
+			if err := oneOf("pooling", c.Pooling, "mean", "cls", "lasttoken"); err != nil {
+				return err
+			}
+			if err := oneOf("device", device, "cpu", "cuda"); err != nil {
+				return err
+			}
+			for name, v := range map[string]int{"max-length": c.MaxLength, "batch-queries": c.BatchSize, "group": c.GroupSize, "accum": c.Accum, "epochs": c.Epochs} {
+				if err := atLeast(name, v, 1); err != nil {
+					return err
+				}
+			}
+			if c.GroupSize < 2 && c.Objective != "bce" {
+				return usageErrorf("--group must be at least 2 (a positive and a negative) for --objective %s (got %d)", c.Objective, c.GroupSize)
+			}
+			for name, v := range map[string]int{"steps": c.MaxSteps, "threads": c.Threads, "eval-every": c.EvalEvery, "checkpoint-every": c.CheckpointEvery} {
+				if err := atLeast(name, v, 0); err != nil {
+					return err
+				}
+			}
+			for _, r := range []struct {
+				name      string
+				v, lo, hi float64
+			}{{"lr", c.LR, 0, 1}, {"weight-decay", c.WeightDecay, 0, 1}, {"warmup", c.Warmup, 0, 1}, {"distill", c.DistillWeight, 0, 1e3},
+				{"eval-fraction", c.EvalFraction, -1, 0.9}, {"lora-alpha", loraAlpha, 0, 1e6}, {"clip", c.ClipNorm, -1, 1e6}} {
+				if err := inRange(r.name, r.v, r.lo, r.hi); err != nil {
+					return err
+				}
+			}
+			for _, r := range []struct {
+				name string
+				v    float64
+			}{{"temperature", c.Temperature}, {"teacher-temperature", c.TeacherTemperature}} {
+				if !(r.v > 0) || math.IsInf(r.v, 0) {
+					return usageErrorf("--%s must be positive (got %g)", r.name, r.v)
+				}
+			}
+			c.NoInBatch = noInBatch
+			ctx := cmd.Context()
+			if device == "cuda" {
+				if err := checkCUDA(ctx); err != nil {
+					return err
+				}
+			}
+			if c.ModelDir == "" {
+				c.ModelDir = home.DefaultModel()
+			}
+			if man, err := model.LoadManifest(c.ModelDir); err == nil && c.Objective == "contrastive" {
+				// Serve the fine-tuned encoder at the length its base was served at.
+				c.ExportMaxLength = man.MaxLength
+			}
+			c.ModelDir = checkpointDir(c.ModelDir)
+			if lora != "" {
+				lc, err := parseLoRA(lora, loraAlpha)
+				if err != nil {
+					return err
+				}
+				c.LoRA = lc
+			}
+			var lastEval string
+			c.Progress = func(p train.Progress) {
+				if p.Eval != nil {
+					lastEval = fmt.Sprintf("held-out loss %.4f, accuracy %.3f over %d queries", p.Eval.Loss, p.Eval.Accuracy, p.Eval.Queries)
+					fmt.Fprintf(a.stderr, "step %d/%d  eval: %s\n", p.Step, p.Steps, lastEval)
+					return
+				}
+				fmt.Fprintf(a.stderr, "step %d/%d  loss %.4f  lr %.3g  grad-norm %.3g  %.1f queries/s  ETA %s\n",
+					p.Step, p.Steps, p.Loss, p.LR, p.GradNorm, p.ExamplesPerS, p.ETA.Round(time.Second))
+			}
+			res, err := train.Run(ctx, c)
+			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					fmt.Fprintf(a.stderr, "stopped: run the same command with --resume to continue from %s/checkpoint\n", c.OutDir)
+				}
+				return err
+			}
+			fmt.Fprintf(a.stdout, "trained %d steps, final loss %.4f\n", res.Steps, res.FinalLoss)
+			if lastEval != "" {
+				fmt.Fprintln(a.stdout, lastEval)
+			}
+			fmt.Fprintf(a.stdout, "checkpoint: %s\nhugging face checkpoint: %s\n", res.Checkpoint, res.HFDir)
+			if man, err := model.LoadManifest(res.ModelDir); err == nil {
+				fmt.Fprintf(a.stdout, "model: %s (fingerprint %s)\n", res.ModelDir, man.ShortFingerprint())
+			}
 			return nil
-		}
-		return errUsage
+		},
 	}
-	c.Seed, c.NoInBatch = seed, noInBatch
-	switch *device {
-	case "cpu":
-	case "cuda":
-		if err := checkCUDA(ctx); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("--device %q: want cpu or cuda", *device)
-	}
-	if c.Data == "" || c.OutDir == "" {
-		fs.Usage()
-		return errUsage
-	}
-	if c.ModelDir == "" {
-		c.ModelDir = home.DefaultModel()
-	}
-	if man, err := model.LoadManifest(c.ModelDir); err == nil && c.Objective == "contrastive" {
-		// Serve the fine-tuned encoder at the length its base was served at.
-		c.ExportMaxLength = man.MaxLength
-	}
-	c.ModelDir = checkpointDir(c.ModelDir)
-	if lora != "" {
-		lc, err := parseLoRA(lora, loraAlpha)
-		if err != nil {
-			return err
-		}
-		c.LoRA = lc
-	}
-	var lastEval string
-	c.Progress = func(p train.Progress) {
-		if p.Eval != nil {
-			lastEval = fmt.Sprintf("held-out loss %.4f, accuracy %.3f over %d queries", p.Eval.Loss, p.Eval.Accuracy, p.Eval.Queries)
-			fmt.Fprintf(os.Stderr, "step %d/%d  eval: %s\n", p.Step, p.Steps, lastEval)
-			return
-		}
-		fmt.Fprintf(os.Stderr, "step %d/%d  loss %.4f  lr %.3g  grad-norm %.3g  %.1f queries/s  ETA %s\n",
-			p.Step, p.Steps, p.Loss, p.LR, p.GradNorm, p.ExamplesPerS, p.ETA.Round(time.Second))
-	}
-	res, err := train.Run(ctx, c)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("trained %d steps, final loss %.4f\n", res.Steps, res.FinalLoss)
-	if lastEval != "" {
-		fmt.Println(lastEval)
-	}
-	fmt.Printf("checkpoint: %s\nhugging face checkpoint: %s\n", res.Checkpoint, res.HFDir)
-	if man, err := model.LoadManifest(res.ModelDir); err == nil {
-		fmt.Printf("model: %s (fingerprint %s)\n", res.ModelDir, man.ShortFingerprint())
-	}
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&c.ModelDir, "model", "", "Hugging Face BERT checkpoint directory (config.json, *.safetensors, tokenizer.json), or an anna model directory whose source is one (default: the default model's source)")
+	f.StringVar(&c.Data, "input", "", "training data: FlagEmbedding JSON lines `FILE` from annactl mine-negatives")
+	f.StringVar(&c.OutDir, "output", "", "output directory `DIR`: checkpoint/, hf/ and model/")
+	f.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")
+	f.StringVar(&c.Pooling, "pooling", "mean", "bi-encoder pooling: mean, cls or lasttoken")
+	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
+	f.IntVar(&c.BatchSize, "batch-queries", 16, "queries per micro-batch")
+	f.IntVar(&c.GroupSize, "group", 8, "documents per query: 1 positive + group-1 negatives")
+	f.IntVar(&c.Accum, "accum", 1, "micro-batches per optimizer step (gradient accumulation)")
+	f.IntVar(&c.Epochs, "epochs", 1, "passes over the training split")
+	f.IntVar(&c.MaxSteps, "steps", 0, "optimizer steps (overrides --epochs when > 0)")
+	f.Float64Var(&c.LR, "lr", 0, "peak learning rate (0: 2e-5; 1e-4 with --lora)")
+	f.Float64Var(&c.WeightDecay, "weight-decay", 0.01, "AdamW weight decay")
+	f.Float64Var(&c.Warmup, "warmup", 0.1, "warm-up fraction of the steps")
+	f.Float64Var(&c.ClipNorm, "clip", 1, "gradient norm clip (negative: off)")
+	f.Float64Var(&c.Temperature, "temperature", 0.05, "InfoNCE temperature")
+	f.BoolVar(&noInBatch, "no-in-batch", false, "use only each query's own negatives")
+	f.Float64Var(&c.DistillWeight, "distill", 0, "weight of the KL distillation term on the teacher's pos/neg scores (0: off; needs pos_scores/neg_scores)")
+	f.Float64Var(&c.TeacherTemperature, "teacher-temperature", 1, "teacher softmax temperature")
+	f.StringVar(&lora, "lora", "", "LoRA instead of full fine-tuning: rank[:targets], e.g. 8 or 8:query,value,intermediate.dense")
+	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (0: 2×rank)")
+	f.Uint64Var(&c.Seed, "seed", 42, "seed for sampling and initialisation (runs are reproducible)")
+	f.IntVar(&c.Threads, "threads", 0, "goroutines per op (0: all cores)")
+	f.Float64Var(&c.EvalFraction, "eval-fraction", 0.05, "held-out share of the examples (negative: none)")
+	f.IntVar(&c.EvalEvery, "eval-every", 50, "steps between held-out evaluations")
+	f.IntVar(&c.CheckpointEvery, "checkpoint-every", 50, "steps between checkpoints")
+	f.BoolVar(&c.Resume, "resume", false, "continue from --output/checkpoint")
+	f.StringVar(&c.Name, "name", "", "exported model name (default: --output's base name)")
+	f.StringVar(&device, "device", "cpu", "cpu, or cuda (CUDA driver, cuBLAS and NVRTC loaded at run time; see train/cuda)")
+	return cmd
 }
 
 // checkpointDir maps an anna model dir (model.onnx, no weights) to the
@@ -137,7 +174,7 @@ func parseLoRA(s string, alpha float64) (*train.LoRAConfig, error) {
 	rank, targets, _ := strings.Cut(s, ":")
 	var r int
 	if _, err := fmt.Sscanf(rank, "%d", &r); err != nil || r <= 0 {
-		return nil, fmt.Errorf("-lora %q: rank must be a positive integer", s)
+		return nil, usageErrorf("--lora %q: the rank must be a positive integer", s)
 	}
 	lc := &train.LoRAConfig{Rank: r, Alpha: alpha}
 	if lc.Alpha <= 0 {

@@ -47,6 +47,10 @@ func SourceDir() string { return filepath.Join(Dir(), "src") }
 // CacheDir holds derived caches (embedding cache for tests, evals, benchmarks).
 func CacheDir() string { return filepath.Join(Dir(), "cache") }
 
+// EmbeddingCacheDir holds the embedding cache (encoder.Cache): one file per
+// model fingerprint.
+func EmbeddingCacheDir() string { return filepath.Join(CacheDir(), "embeddings") }
+
 // RequireDefaultModel returns the default model dir, or an error telling the
 // user to run `make setup` when it is not installed.
 func RequireDefaultModel() (string, error) {

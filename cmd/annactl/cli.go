@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/anna-search/anna/engine"
+)
+
+// requireFlags fails with a usage error naming the first of names not given.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		f := cmd.Flags().Lookup(n)
+		if f == nil || !f.Changed || f.Value.String() == "" {
+			placeholder, _ := pflag.UnquoteUsage(f)
+			if placeholder == "" {
+				placeholder = "VALUE"
+			}
+			return usageErrorf("--%s %s is required", n, placeholder)
+		}
+	}
+	return nil
+}
+
+// atLeast checks an integer flag's lower bound.
+func atLeast(name string, v, min int) error {
+	if v < min {
+		return usageErrorf("--%s must be at least %d (got %d)", name, min, v)
+	}
+	return nil
+}
+
+// inRange checks a float flag's bounds.
+func inRange(name string, v, lo, hi float64) error {
+	if math.IsNaN(v) || v < lo || v > hi {
+		return usageErrorf("--%s must be between %g and %g (got %g)", name, lo, hi, v)
+	}
+	return nil
+}
+
+// oneOf checks a string flag against its allowed values.
+func oneOf(name, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return usageErrorf("--%s %q: want %s", name, v, strings.Join(allowed, ", "))
+}
+
+// parseMode reads --mode (lexical, dense, hybrid, rerank).
+func parseMode(flag, s string) (engine.Mode, error) {
+	m, err := engine.ParseMode(s)
+	if err != nil {
+		return "", usageErrorf("--%s %q: want lexical, dense, hybrid or rerank", flag, s)
+	}
+	return m, nil
+}
+
+// maybeFloat is a float flag that is off until given ("off" turns it off
+// again); off reads as NaN.
+type maybeFloat struct{ v *float64 }
+
+func (f maybeFloat) String() string {
+	if f.v == nil || math.IsNaN(*f.v) {
+		return "off"
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f maybeFloat) Set(s string) error {
+	if s == "off" {
+		*f.v = math.NaN()
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("want a finite number or off")
+	}
+	*f.v = v
+	return nil
+}
+
+func (f maybeFloat) Type() string { return "float" }
+
+// indexFlag adds --index.
+func indexFlag(cmd *cobra.Command, dir *string, what string) {
+	cmd.Flags().StringVar(dir, "index", "", what)
+}
