@@ -442,6 +442,9 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 			}
 			act("salvaged anna.db: read %d pages, kept %d documents and %d vectors (%d stale vectors dropped, to be embedded again), %d deletions; the damaged file is kept as %s",
 				sv.Pages, sv.Docs, sv.Vectors, sv.Stale, sv.Deleted, filepath.Base(aside))
+			if sv.MissingPages > 0 {
+				act("%d of the %d pages anna.db had in use were missing (the file is truncated): a document stored only there is lost, and is named below only if an index still lists it", sv.MissingPages, sv.MissingPages+sv.Pages+2)
+			}
 			rep.Older, rep.Unconfirmed = sv.Older, sv.Unconfirmed
 		}
 	}
@@ -497,15 +500,16 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 }
 
 // indexedIDs lists the documents the derived indexes of dir hold, as far as
-// they can be read.
+// they can be read (a graph file that fails its checksum is still read for
+// its IDs: it is the only witness of what a damaged store held).
 func indexedIDs(ctx context.Context, dir string) map[string]bool {
 	out := map[string]bool{}
 	if lex, err := lexical.Open(filepath.Join(dir, lexicalDir), lexical.Options{ReadOnly: true}); err == nil {
 		lex.ForEachID(ctx, func(id string) error { out[id] = true; return nil })
 		lex.Close()
 	}
-	if ix, _, err := dense.Load(filepath.Join(dir, denseFile)); err == nil {
-		for _, id := range ix.IDs() {
+	if ids, err := dense.ReadIDs(filepath.Join(dir, denseFile)); err == nil {
+		for _, id := range ids {
 			out[id] = true
 		}
 	}

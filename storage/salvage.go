@@ -16,11 +16,14 @@ import (
 
 // SalvageReport tells what Salvage found and kept.
 type SalvageReport struct {
-	Pages   int      // pages read
-	Docs    int      // documents written to the new store
-	Vectors int      // vectors written (all models)
-	Deleted int      // IDs whose newest record is a delete (not restored)
-	Lost    []string // IDs whose newest change is a put but whose document record was not found whole
+	Pages int // pages read
+	// MissingPages counts pages the meta page says are in use but the file
+	// no longer holds (it was truncated).
+	MissingPages int
+	Docs         int      // documents written to the new store
+	Vectors      int      // vectors written (all models)
+	Deleted      int      // IDs whose newest record is a delete (not restored)
+	Lost         []string // IDs whose newest change is a put but whose document record was not found whole
 	// Older lists documents restored at an older version than their newest
 	// change (the record of the newer text was not found whole).
 	Older []string
@@ -64,7 +67,11 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 	}
 	pageSize := 4096
 	if info, err := readMetaInfo(src); err == nil && info.current() >= 0 {
-		pageSize = info.Pages[info.current()].PageSize
+		cur := info.Pages[info.current()]
+		pageSize = cur.PageSize
+		if have := uint64(fi.Size()) / uint64(pageSize); cur.Pgid > have {
+			rep.MissingPages = int(cur.Pgid - have)
+		}
 	}
 	sv := newSalvager()
 	// Pass 1 finds documents, the change log, state and the model
@@ -234,6 +241,11 @@ func (sv *salvager) entry(key, val []byte) {
 	if v, version, err := decodeState(string(key), val); err == nil {
 		if old, ok := sv.state[string(key)]; !ok || version > old.version {
 			sv.state[string(key)] = stateCopy{val: bytes.Clone(v), version: version}
+		}
+		// A short state value may name a model (the engine records its
+		// fingerprint there): a candidate whose vectors pass 2 can prove.
+		if len(v) > 0 && len(v) <= 256 {
+			sv.fps[string(v)] = true
 		}
 		return
 	}

@@ -135,7 +135,15 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: open %s: %w: not a bbolt file, or both of its meta pages are damaged (page 0: %s; page 1: %s)",
 			path, ErrCorrupt, info.Pages[0].Problem, info.Pages[1].Problem)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType, ReadOnly: opts.ReadOnly})
+	// bbolt would read past the end of a truncated file (a fault, or a
+	// panic on the zeros of a sparse one): refuse it first.
+	if fi, err := os.Stat(path); err == nil {
+		cur := info.Pages[info.current()]
+		if inUse := int64(cur.Pgid) * int64(cur.PageSize); fi.Size() < inUse {
+			return nil, fmt.Errorf("storage: open %s: %w: the file is truncated: %d bytes, its meta page says %d are in use", path, ErrCorrupt, fi.Size(), inUse)
+		}
+	}
+	db, err := openBolt(path, opts.ReadOnly)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("storage: open %s: %w (waited %v)", path, ErrLocked, lockTimeout)
@@ -150,6 +158,18 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// openBolt is bolt.Open with a panic or memory fault inside it (bbolt's
+// reaction to a damaged page) turned into ErrCorrupt.
+func openBolt(path string, readOnly bool) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: bbolt cannot open it: %v", ErrCorrupt, r)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType, ReadOnly: readOnly})
 }
 
 // checkOpen refuses a truncated file (bbolt would fault reading past its

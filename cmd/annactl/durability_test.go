@@ -329,3 +329,58 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestCheckRepairDamagedIndex damages an index three ways at once — anna.db
+// truncated, bytes of the graph file flipped, the BM25 folder deleted — and
+// expects check to report each problem and check --repair to restore a state
+// that passes check, naming the documents the truncated store lost.
+func TestCheckRepairDamagedIndex(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "idx")
+	corpus := writeCorpus(t, tmp, 300, 60, 5)
+	mustRun(t, "index", "--index", dir, "--batch", "50", "--cache", corpus)
+	mustRun(t, "check", "--index", dir)
+	// bbolt grows its file ahead of use: cut below the pages in use, which
+	// the meta pages name (the high-water mark, in pages of 4 KiB).
+	db := filepath.Join(dir, "anna.db")
+	head, _ := os.ReadFile(db)
+	pages := max(binary.LittleEndian.Uint64(head[16+40:]), binary.LittleEndian.Uint64(head[4096+16+40:]))
+	if err := os.Truncate(db, int64(pages)*4096*2/3); err != nil {
+		t.Fatal(err)
+	}
+	graph := filepath.Join(dir, "dense.hnsw")
+	raw, _ := os.ReadFile(graph)
+	for i := len(raw) / 3; i < len(raw)/3+8; i++ {
+		raw[i] ^= 0xff
+	}
+	os.WriteFile(graph, raw, 0o600)
+	os.RemoveAll(filepath.Join(dir, "lexical"))
+
+	c := annactl(t, "", "check", "--index", dir)
+	t.Logf("check of the damaged index:\n%s", c.stdout)
+	for _, want := range []string{"anna.db: cannot be opened", "truncated", "BM25: the index is missing", "HNSW: cannot be loaded", "checksum mismatch"} {
+		if !strings.Contains(c.stdout, want) {
+			t.Errorf("check does not report %q", want)
+		}
+	}
+	if c.code != 1 {
+		t.Errorf("check exit %d, want 1", c.code)
+	}
+	r := annactl(t, "", "check", "--index", dir, "--repair")
+	t.Logf("repair:\n%s", r.stdout)
+	if r.code != 0 {
+		t.Fatalf("repair: %s", r)
+	}
+	st, _ := statsOf(t, dir)
+	if st.Documents == 0 || uint64(st.Documents) != st.LexicalDocs || st.Documents != st.DenseVectors {
+		t.Fatalf("after the repair: %+v", st)
+	}
+	mustRun(t, "check", "--index", dir)
+	// Everything comes back by indexing the corpus again.
+	mustRun(t, "index", "--index", dir, "--cache", corpus)
+	if st, _ := statsOf(t, dir); st.Documents != 300 || st.DenseVectors != 300 || st.LexicalDocs != 300 {
+		t.Fatalf("after re-indexing: %+v", st)
+	}
+	mustRun(t, "check", "--index", dir)
+}

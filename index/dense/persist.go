@@ -221,3 +221,25 @@ func ReadMeta(path string) (Meta, error) {
 	}
 	return meta, nil
 }
+
+// ReadIDs reads the document IDs of a saved index without verifying its
+// checksum: for telling which documents a damaged file held (IDs read from
+// a damaged file may themselves be damaged). It fails when the graph
+// cannot be parsed at all.
+func ReadIDs(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dense: read ids: %w", err)
+	}
+	defer f.Close()
+	hr := &hashingReader{r: bufio.NewReaderSize(f, 1<<16), h: crc32.New(castagnoli)}
+	_, cfg, err := readHeader(hr)
+	if err != nil {
+		return nil, fmt.Errorf("dense: read ids of %s: %w", path, err)
+	}
+	ix := New(cfg)
+	if err := ix.g.Import(hr); err != nil {
+		return nil, fmt.Errorf("dense: read ids of %s: %w", path, err)
+	}
+	return ix.IDs(), nil
+}
