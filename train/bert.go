@@ -65,6 +65,8 @@ type Model struct {
 	// lastCorrect counts, after an Eval call, the queries whose positive
 	// outscored all of their own negatives.
 	lastCorrect int
+	// lastParts are, after a ContrastiveGrad call, its loss's terms.
+	lastParts lossParts
 }
 
 // Param returns the parameter with the given Hugging Face name, or nil.

@@ -21,6 +21,19 @@ type ContrastiveConfig struct {
 // gradients with respect to q and d. teacher (Q×G raw teacher scores) may be
 // nil when DistillWeight is 0.
 func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, dq, dd []float32, err error) {
+	loss, _, dq, dd, err = contrastiveLoss(q, d, Q, G, C, teacher, cfg)
+	return loss, dq, dd, err
+}
+
+// lossParts are the terms of a contrastive loss: InfoNCE and the weighted
+// distillation KL. Each is summed from the same values as the loss, so
+// infoNCE + distill equals the loss up to the order of the additions.
+type lossParts struct {
+	infoNCE, distill float64
+}
+
+// contrastiveLoss is ContrastiveLoss, also returning the loss's parts.
+func contrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, parts lossParts, dq, dd []float32, err error) {
 	tau := cfg.Temperature
 	if tau <= 0 {
 		tau = 0.05
@@ -30,7 +43,7 @@ func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 		tt = 1
 	}
 	if cfg.DistillWeight > 0 && len(teacher) != Q*G {
-		return 0, nil, nil, fmt.Errorf("train: distillation needs %d teacher scores, got %d", Q*G, len(teacher))
+		return 0, parts, nil, nil, fmt.Errorf("train: distillation needs %d teacher scores, got %d", Q*G, len(teacher))
 	}
 	D := Q * G
 	qn, qnorm := normalizeRows(q, Q, C)
@@ -54,7 +67,9 @@ func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 		row := s[i*D+lo : i*D+hi]
 		p := softmax64(row)
 		target := i*G - lo
-		loss += -math.Log(max(p[target], 1e-300)) / float64(Q)
+		nce := -math.Log(max(p[target], 1e-300)) / float64(Q)
+		loss += nce
+		parts.infoNCE += nce
 		for j := range p {
 			g := p[j]
 			if j == target {
@@ -77,7 +92,9 @@ func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 				}
 				ds[i*D+i*G+g] += cfg.DistillWeight * (ps[g] - pt[g]) / float64(Q)
 			}
-			loss += cfg.DistillWeight * kl / float64(Q)
+			dt := cfg.DistillWeight * kl / float64(Q)
+			loss += dt
+			parts.distill += dt
 		}
 	}
 	// Back through s = qn·dnᵀ/τ and the normalisations.
@@ -97,7 +114,7 @@ func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 	}
 	dq = normalizeBackward(dqn, qn, qnorm, Q, C)
 	dd = normalizeBackward(ddn, dn, dnorm, D, C)
-	return loss, dq, dd, nil
+	return loss, parts, dq, dd, nil
 }
 
 // normalizeRows returns x with unit rows (norm clamped at 1e-12, as torch's

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -19,7 +20,7 @@ import (
 type Config struct {
 	ModelDir string // Hugging Face checkpoint: config.json, *.safetensors, tokenizer.json
 	Data     string // FlagEmbedding JSON lines (annactl mine's output)
-	OutDir   string // checkpoint/, hf/ (the trained checkpoint) and model/ (the anna model) go here
+	OutDir   string // checkpoint/, hf/ (the trained checkpoint), model/ (the anna model), metrics.jsonl and report.html go here
 
 	Objective string // contrastive (default), bce or listwise
 	Pooling   string // bi-encoder pooling: mean (default), cls or lasttoken
@@ -162,6 +163,14 @@ type runState struct {
 // new fingerprint) in OutDir/model. Cancelling ctx stops at a step boundary
 // after writing a checkpoint that Resume continues exactly. A NaN or
 // infinite loss stops the run, keeping the last good checkpoint.
+//
+// Every optimizer step and held-out evaluation is recorded in
+// OutDir/metrics.jsonl (MetricsFile); a resumed run drops what the file
+// holds past its checkpoint's step and continues it, so each step is there
+// once. OutDir/report.html (ReportFile), drawn from it by package report,
+// is rewritten at every checkpoint, when the run stops and at the end.
+// The held-out set, when there is one, is evaluated before training, every
+// EvalEvery steps and at the end.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -231,15 +240,39 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	tr := &trainer{cfg: &cfg, m: m, tok: tok}
 	res := &Result{Checkpoint: ckptDir}
+	// The metrics file goes on from the checkpoint's step; its elapsed
+	// times go on from the last one recorded.
+	mlog, err := report.OpenMetricsLog(filepath.Join(cfg.OutDir, MetricsFile), start)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer mlog.Close()
+	kept := mlog.Metrics()
 	t0 := time.Now()
+	elapsed := func() float64 { return kept.ElapsedS() + time.Since(t0).Seconds() }
 	lastLoss := math.NaN()
-	if start == 0 && len(evalEx) > 0 && cfg.Progress != nil {
-		// The baseline the later evaluations compare with.
+	evaluate := func(step int) error {
 		ev, err := tr.evaluate(evalEx)
 		if err != nil {
+			return err
+		}
+		if err := mlog.AddEval(report.Eval{Step: step, Loss: ev.Loss, Accuracy: ev.Accuracy, Queries: ev.Queries, ElapsedS: elapsed()}); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(Progress{Step: step, Steps: steps, Eval: ev})
+		}
+		return nil
+	}
+	evalDue := func(step int) bool {
+		return len(evalEx) > 0 && (step == 0 || step%cfg.EvalEvery == 0 || step == steps)
+	}
+	// The baseline the later evaluations compare with (step 0), or one a
+	// stopped run saved the checkpoint for but did not record.
+	if evalDue(start) && (len(kept.Evals) == 0 || kept.Evals[len(kept.Evals)-1].Step != start) {
+		if err := evaluate(start); err != nil {
 			return nil, err
 		}
-		cfg.Progress(Progress{Step: 0, Steps: steps, Eval: ev})
 	}
 	for step := start; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -248,10 +281,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					return nil, err
 				}
 			}
+			if err := cfg.writeReport(steps, mlog.Metrics()); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("train: stopped at step %d of %d (checkpoint in %s; run again with resume): %w", step, steps, ckptDir, err)
 		}
+		t1 := time.Now()
 		m.ZeroGrad()
 		var loss float64
+		var parts lossParts
 		for micro := 0; micro < cfg.Accum; micro++ {
 			// Which examples this micro-batch uses depends only on the step.
 			global := (step*cfg.Accum + micro) * cfg.BatchSize
@@ -267,33 +305,50 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, fmt.Errorf("train: step %d: %w", step+1, err)
 			}
 			loss += l / float64(cfg.Accum)
+			parts.infoNCE += m.lastParts.infoNCE / float64(cfg.Accum)
+			parts.distill += m.lastParts.distill / float64(cfg.Accum)
 		}
 		norm := ClipGradNorm(m.Params, cfg.ClipNorm)
 		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-			return nil, fmt.Errorf("train: loss became %v (gradient norm %v) at step %d: stopped without updating; the last good checkpoint is %s (lower the learning rate or raise the temperature)", loss, norm, step+1, ckptDir)
+			err := fmt.Errorf("train: loss became %v (gradient norm %v) at step %d: stopped without updating; the last good checkpoint is %s (lower the learning rate or raise the temperature)", loss, norm, step+1, ckptDir)
+			return nil, errors.Join(err, cfg.writeReport(steps, mlog.Metrics()))
 		}
 		lr := LinearSchedule(step, warmup, steps, cfg.LR)
 		opt.Update(m.Params, lr)
 		lastLoss = loss
 		done := step + 1
+		rec := report.Step{Step: done, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: float64(perStep) / time.Since(t1).Seconds(), ElapsedS: elapsed()}
+		if !cross && cfg.DistillWeight > 0 {
+			rec.Contrastive, rec.Distillation = &parts.infoNCE, &parts.distill
+		}
+		if err := mlog.AddStep(rec); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
 		if cfg.Progress != nil {
 			el := time.Since(t0)
 			rate := float64((done-start)*perStep) / el.Seconds()
 			eta := time.Duration(float64(el) / float64(done-start) * float64(steps-done))
 			cfg.Progress(Progress{Step: done, Steps: steps, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: rate, ETA: eta})
 		}
-		if done%cfg.CheckpointEvery == 0 || done == steps {
+		saved := done%cfg.CheckpointEvery == 0 || done == steps
+		if saved {
 			if err := saveCheckpoint(ckptDir, m, opt, runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
 				return nil, err
 			}
 		}
-		if len(evalEx) > 0 && (done%cfg.EvalEvery == 0 || done == steps) && cfg.Progress != nil {
-			ev, err := tr.evaluate(evalEx)
-			if err != nil {
+		if evalDue(done) {
+			if err := evaluate(done); err != nil {
 				return nil, err
 			}
-			cfg.Progress(Progress{Step: done, Steps: steps, Eval: ev})
 		}
+		if saved && done < steps {
+			if err := cfg.writeReport(steps, mlog.Metrics()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := cfg.writeReport(steps, mlog.Metrics()); err != nil {
+		return nil, err
 	}
 	res.Steps, res.FinalLoss = steps, lastLoss
 	if cfg.NoExport {

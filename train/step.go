@@ -29,10 +29,11 @@ func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []fl
 		return 0, err
 	}
 	C := m.Cfg.HiddenSize
-	loss, dq, dd, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	loss, parts, dq, dd, err := contrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
 	if err != nil {
 		return 0, err
 	}
+	m.lastParts = parts
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, nil
 	}
