@@ -28,7 +28,8 @@ type ReindexOptions struct {
 //
 // It is resumable: vectors already stored for the new model (and no older
 // than their document) are kept, so an interrupted Reindex started again
-// only embeds what is missing. Until the swap the directory stays on the old
+// only embeds what is missing; run again once it has finished, it does
+// nothing. Until the swap the directory stays on the old
 // model; the swap (fingerprint, dimension and model directory) is one
 // transaction.
 func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
@@ -66,7 +67,10 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 	e.mu.RUnlock()
 	next := Model{Fingerprint: enc.Fingerprint(), Dir: opts.Model, Dim: enc.Dim()}
 	if next.Fingerprint == old.Fingerprint {
-		return fmt.Errorf("engine: reindex: the new model has the same fingerprint as the current one (%s)", old.Fingerprint)
+		// Already on it (a reindex run again after it finished, or after a
+		// crash past its switch): Open has already rebuilt what was not.
+		e.logf("reindex: the directory is already on model %s", old.Fingerprint)
+		return nil
 	}
 	if err := e.store.SetState(stateReindexTarget, []byte(next.Fingerprint)); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)

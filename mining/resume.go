@@ -69,14 +69,18 @@ func openOutput(out, cfg string, resume bool) (*checkpoint, *os.File, error) {
 			return nil, nil, fmt.Errorf("resume: %w", err)
 		}
 	}
-	if err := os.Remove(side); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("remove old progress file: %w", err)
+	// A fresh start records "nothing written yet" before it truncates the
+	// output, so that a crash at any point after leaves a progress file a
+	// --resume can start from (it used to remove the old one first, and a
+	// kill before the first checkpoint left an output without one).
+	ck := &checkpoint{Config: cfg}
+	if err := writeProgress(side, ck); err != nil {
+		return nil, nil, err
 	}
 	f, err := os.OpenFile(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create output: %w", err)
 	}
-	ck := &checkpoint{Config: cfg}
 	return ck, f, nil
 }
 
@@ -119,11 +123,21 @@ func (c *checkpointer) checkpoint() error {
 	}
 	c.ck.Stats.PosScores.trim()
 	c.ck.Stats.NegScores.trim()
-	b, err := json.Marshal(c.ck)
+	if err := writeProgress(progressPath(c.path), c.ck); err != nil {
+		return err
+	}
+	c.since = 0
+	c.last = time.Now()
+	return nil
+}
+
+// writeProgress replaces the sidecar atomically (write, fsync, rename,
+// directory fsync).
+func writeProgress(side string, ck *checkpoint) error {
+	b, err := json.Marshal(ck)
 	if err != nil {
 		return fmt.Errorf("encode progress: %w", err)
 	}
-	side := progressPath(c.path)
 	tmp := side + ".tmp"
 	if err := writeFileSync(tmp, b); err != nil {
 		return fmt.Errorf("write progress: %w", err)
@@ -135,8 +149,6 @@ func (c *checkpointer) checkpoint() error {
 		d.Sync() // make the rename durable; best effort where dirs can't sync
 		d.Close()
 	}
-	c.since = 0
-	c.last = time.Now()
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/storage"
 )
@@ -39,9 +40,9 @@ var evalModes = []evalMode{
 }
 
 type evalFlags struct {
-	task, split, dir, model, reranker, modes, runOut, rerankRun string
-	rerankDepth, workers                                        int
-	cache, asJSON, keepIdentical                                bool
+	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
+	rerankDepth, workers                                                int
+	cache, asJSON, keepIdentical                                        bool
 }
 
 func (a *app) evalCommand() *cobra.Command {
@@ -107,6 +108,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
+	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
 }
 
@@ -214,6 +216,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
+	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
+		return err
+	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
 }
 
@@ -314,6 +319,9 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{r.key, eval.Evaluate(r.run.IDs(), ds.Qrels), r.took})
 	}
 	header := fmt.Sprintf("%s (split %s): run %s, top %d reranked by %s", dataset, split, fl.rerankRun, fl.rerankDepth, fl.reranker)
+	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
+		return err
+	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
 }
 
@@ -421,8 +429,8 @@ func (a *app) searchAll(ctx context.Context, eng *engine.Engine, queries map[str
 // evalSTS reports Spearman's correlation of embedding cosines with human
 // similarity scores.
 func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
-	if fl.dir != "" || fl.reranker != "" || fl.modes != "" || fl.runOut != "" {
-		return usageErrorf("--task sts embeds sentence pairs: --index, --reranker, --modes and --run-out do not apply")
+	if fl.dir != "" || fl.reranker != "" || fl.modes != "" || fl.runOut != "" || fl.report != "" {
+		return usageErrorf("--task sts embeds sentence pairs: --index, --reranker, --modes, --run-out and --report do not apply")
 	}
 	split := fl.split
 	if split == "" {
@@ -481,6 +489,23 @@ func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
 	fmt.Fprintf(a.stdout, "%s (split %s): %d pairs, %d sentences embedded in %s\nSpearman (cosine vs. score): %.4f\n",
 		dataset, split, len(pairs), len(texts), time.Since(t0).Round(time.Millisecond), rho)
 	return nil
+}
+
+// writeEvalReport draws the modes side by side into path (nothing when
+// path is "").
+func writeEvalReport(path, dataset, split string, rows []modeRow, queries int) error {
+	if path == "" {
+		return nil
+	}
+	run := report.EvalRun{Dataset: fmt.Sprintf("%s (%s)", filepath.Base(filepath.Clean(dataset)), split), Queries: queries}
+	for _, r := range rows {
+		s := r.scores
+		run.Modes = append(run.Modes, report.ModeScores{Mode: r.key, NDCG10: s.NDCG10, Recall100: s.Recall100, MRR10: s.MRR10, MAP: s.MAP,
+			MsPerQuery: float64(r.took.Microseconds()) / 1000 / float64(max(1, queries))})
+	}
+	return writeFileAtomic(path, func(f *os.File) error {
+		return report.WriteEval(f, "anna eval: "+dataset, []report.EvalRun{run})
+	})
 }
 
 // writeFileAtomic writes path through a temporary file in the same folder,

@@ -263,9 +263,10 @@ func loadMiningEncoder(ctx context.Context, modelDir, index string) (encoder.Enc
 		ort.Close()
 		return nil, nil, err
 	}
-	// Documents through the disk cache; queries straight to the model, once
-	// per query for retrieval and teacher together.
-	memo, err := mining.NewQueryMemo(c, ort, 256)
+	// Documents and queries through the disk cache (a resumed or repeated
+	// run embeds nothing twice); each query once for retrieval and teacher
+	// together.
+	memo, err := mining.NewQueryMemo(c, nil, 256)
 	if err != nil {
 		ort.Close()
 		return nil, nil, err

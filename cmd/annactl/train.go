@@ -29,7 +29,9 @@ func (a *app) trainCommand() *cobra.Command {
 		Short: "fine-tune a BERT model on mined negatives (InfoNCE + distillation, or a cross-encoder)",
 		Long: `Trains on FlagEmbedding JSON lines (annactl mine-negatives writes them) and writes
 DIR/checkpoint (resumable with --resume), DIR/hf (a Hugging Face checkpoint) and
-DIR/model (an anna model with a new fingerprint, for annactl reindex).`,
+DIR/model (an anna model with a new fingerprint, for annactl reindex), and its
+metrics as JSON lines (DIR/metrics.jsonl: loss, learning rate, gradient norm and
+held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 		Example: "  annactl train --input mined.jsonl --output ft --steps 100 --batch-queries 8 --group 4",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -118,7 +120,8 @@ DIR/model (an anna model with a new fingerprint, for annactl reindex).`,
 			if lastEval != "" {
 				fmt.Fprintln(a.stdout, lastEval)
 			}
-			fmt.Fprintf(a.stdout, "checkpoint: %s\nhugging face checkpoint: %s\n", res.Checkpoint, res.HFDir)
+			fmt.Fprintf(a.stdout, "checkpoint: %s\nhugging face checkpoint: %s\nmetrics: %s\nreport: %s\n", res.Checkpoint, res.HFDir,
+				filepath.Join(c.OutDir, train.MetricsFile), filepath.Join(c.OutDir, train.ReportFile))
 			if man, err := model.LoadManifest(res.ModelDir); err == nil {
 				fmt.Fprintf(a.stdout, "model: %s (fingerprint %s)\n", res.ModelDir, man.ShortFingerprint())
 			}

@@ -78,6 +78,9 @@ func newGraph(cfg Config) *hnsw.Graph[string] {
 	// Vectors are normalised on the way in, so 1 - dot is the cosine
 	// distance at the price of one dot product.
 	g.Distance = hnsw.DotDistance
+	// Levels from the IDs: the same documents indexed the same way give
+	// the same graph, so evaluations and mining repeat exactly.
+	g.KeyLevels = true
 	g.M = cfg.M
 	g.EfSearch = cfg.EfSearch
 	g.EfConstruction = cfg.EfConstruction

@@ -3,6 +3,7 @@ package hnsw
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand"
 	"slices"
@@ -65,6 +66,12 @@ type Graph[K cmp.Ordered] struct {
 	// for reproducibility. Note that deterministic number generation can lead to
 	// degenerate graphs when exposed to adversarial inputs.
 	Rng *rand.Rand
+
+	// KeyLevels draws each node's level from a hash (FNV-1a) of its key
+	// instead of Rng: the same nodes added in the same order give the same
+	// graph in any process, and a re-added key keeps its level. anna's
+	// dense index uses it so that evaluations and mining are reproducible.
+	KeyLevels bool
 
 	// M is the maximum number of neighbors kept per node on the upper layers;
 	// the base layer keeps 2*M (as in the paper and hnswlib). Default 16.
@@ -184,9 +191,17 @@ func (g *Graph[K]) reset() {
 	g.maxLevel = -1
 }
 
-// randomLevel draws a level from the geometric distribution P(l) = p^l (1-p).
-func (g *Graph[K]) randomLevel() int {
-	u := g.Rng.Float64()
+// randomLevel draws a level from the geometric distribution P(l) = p^l (1-p),
+// from Rng or, with KeyLevels, from a hash of the key.
+func (g *Graph[K]) randomLevel(key K) int {
+	var u float64
+	if g.KeyLevels {
+		h := fnv.New64a()
+		h.Write(fmt.Append(nil, key))
+		u = float64(h.Sum64()>>11) / (1 << 53)
+	} else {
+		u = g.Rng.Float64()
+	}
 	if u <= 0 {
 		u = math.SmallestNonzeroFloat64
 	}
@@ -457,7 +472,7 @@ func (g *Graph[K]) insert(key K, vec []float32) {
 		g.nDeleted++
 	}
 	id := uint32(len(g.keys))
-	level := g.randomLevel()
+	level := g.randomLevel(key)
 	g.keys = append(g.keys, key)
 	g.vecs = append(g.vecs, vec...)
 	g.levels = append(g.levels, uint8(level))
