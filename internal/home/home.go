@@ -11,8 +11,9 @@ import (
 
 // Versions pinned by `make setup` (scripts/setup.sh). Keep in sync.
 const (
-	ORTVersion       = "1.24.1"
-	DefaultModelName = "all-MiniLM-L6-v2"
+	ORTVersion        = "1.24.1"
+	DefaultModelName  = "all-MiniLM-L6-v2"
+	TokenizersVersion = "v1.22.1" // github.com/daulet/tokenizers, built into libtokenizers.a
 )
 
 // Dir returns the anna home directory.
@@ -34,6 +35,10 @@ func ORTLibrary() string {
 	}
 	return filepath.Join(Dir(), "onnxruntime", ORTVersion, "libonnxruntime.so.1")
 }
+
+// TokenizersLibDir holds libtokenizers.a, which programs using anna link
+// (cgo: -L this directory).
+func TokenizersLibDir() string { return filepath.Join(Dir(), "lib", "tokenizers-"+TokenizersVersion) }
 
 // ModelsDir is where converted models live, one directory each.
 func ModelsDir() string { return filepath.Join(Dir(), "models") }
