@@ -6,12 +6,28 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/anna-search/anna/internal/bert/berttest"
 )
 
 // sessions is how many ONNX Runtime sessions e has created.
-func sessions(e *ORTEncoder) int64 { return e.m.Stats().Sessions }
+func sessions(e *ORTEncoder) int64 { return e.m.Sessions() }
+
+// docsAndQuery embeds texts as documents, then the first as a query.
+func docsAndQuery(t *testing.T, e Encoder, texts []string) [][]float32 {
+	t.Helper()
+	ctx := context.Background()
+	docs, err := e.EmbedDocuments(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.EmbedQueries(ctx, texts[:1], Prompt{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(docs, q[0])
+}
 
 // Opening a model to read its fingerprint and dim, embedding nothing and
 // serving every text from the cache create no session; Close works without
@@ -25,14 +41,7 @@ func TestLazySession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := warm.EmbedDocuments(ctx, texts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantQ, err := warm.EmbedQueries(ctx, texts[:1], Prompt{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := docsAndQuery(t, warm, texts)
 
 	enc, err := Load(ctx, testModel(t), Options{})
 	if err != nil {
@@ -48,24 +57,14 @@ func TestLazySession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.EmbedDocuments(ctx, texts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotQ, err := c.EmbedQueries(ctx, texts[:1], Prompt{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := docsAndQuery(t, c, texts)
 	if c.Hits() != 4 || c.Misses() != 0 {
 		t.Errorf("cache hits %d, misses %d; want 4 and 0", c.Hits(), c.Misses())
 	}
 	for i := range want {
 		if d := maxAbsDiff(got[i], want[i]); d != 0 {
-			t.Errorf("text %d: cached vector differs by %g", i, d)
+			t.Errorf("vector %d: cached vector differs by %g", i, d)
 		}
-	}
-	if d := maxAbsDiff(gotQ[0], wantQ[0]); d != 0 {
-		t.Errorf("cached query vector differs by %g", d)
 	}
 	if n := sessions(enc); n != 0 {
 		t.Errorf("%d sessions created without a text to embed", n)
@@ -141,38 +140,28 @@ func TestConcurrentFirstEmbed(t *testing.T) {
 	}
 	defer enc.Close()
 	const G = 6
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, G)
-	for g := range G {
-		wg.Go(func() {
-			<-start
-			text := []string{fmt.Sprintf("goroutine %d embeds %s", g, strings.Repeat("this ", g))}
-			var got [][]float32
-			var err error
-			if g%2 == 0 {
-				got, err = enc.EmbedDocuments(ctx, text)
-			} else {
-				got, err = enc.EmbedQueries(ctx, text, Prompt{})
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
-			ref, err := want.EmbedDocuments(ctx, text)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if d := maxAbsDiff(got[0], ref[0]); d != 0 {
-				errs <- fmt.Errorf("goroutine %d: vector differs by %g", g, d)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	errs := berttest.Concurrently(G, func(g int) error {
+		text := []string{fmt.Sprintf("goroutine %d embeds %s", g, strings.Repeat("this ", g))}
+		var got [][]float32
+		var err error
+		if g%2 == 0 {
+			got, err = enc.EmbedDocuments(ctx, text)
+		} else {
+			got, err = enc.EmbedQueries(ctx, text, Prompt{})
+		}
+		if err != nil {
+			return err
+		}
+		ref, err := want.EmbedDocuments(ctx, text)
+		if err != nil {
+			return err
+		}
+		if d := maxAbsDiff(got[0], ref[0]); d != 0 {
+			return fmt.Errorf("goroutine %d: vector differs by %g", g, d)
+		}
+		return nil
+	})
+	for _, err := range errs {
 		t.Error(err)
 	}
 	if n := sessions(enc); n != 1 {

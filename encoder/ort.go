@@ -158,13 +158,7 @@ type Stats struct {
 }
 
 // Stats returns the counters since Load.
-func (e *ORTEncoder) Stats() Stats {
-	s := e.m.Stats()
-	return Stats{
-		Texts: s.Inputs, Batches: s.Batches, Tokens: s.Tokens, PaddedTokens: s.PaddedTokens,
-		FLOPs: s.FLOPs, RunTime: s.RunTime, TotalTime: s.TotalTime, SessionTime: s.SessionTime,
-	}
-}
+func (e *ORTEncoder) Stats() Stats { return Stats(e.m.Stats()) }
 
 // embed runs texts through the model (tokenised, sorted by length so each
 // batch pads little, batched over the workers; see internal/bert) and

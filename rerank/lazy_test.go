@@ -3,25 +3,15 @@ package rerank
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 )
-
-// sinHead is a fixed, arbitrary one-label head.
-func sinHead(t *testing.T) (w, b []float32) {
-	w = make([]float32, minilm(t).cfg.HiddenSize)
-	for i := range w {
-		w[i] = float32(math.Sin(float64(i)))
-	}
-	return w, []float32{0.5}
-}
 
 // Loading creates no session, nor does scoring no documents; the first
 // Score with documents does, once; a damaged model.onnx is reported there.
@@ -32,7 +22,7 @@ func TestLazySession(t *testing.T) {
 	if s, err := r.Score(ctx, "q", nil); err != nil || len(s) != 0 {
 		t.Errorf("no docs: %v %v", s, err)
 	}
-	if n := r.m.Stats().Sessions; n != 0 {
+	if n := r.m.Sessions(); n != 0 {
 		t.Errorf("%d sessions before scoring a document", n)
 	}
 	for range 2 {
@@ -40,7 +30,7 @@ func TestLazySession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := r.m.Stats().Sessions; n != 1 {
+	if n := r.m.Sessions(); n != 1 {
 		t.Errorf("%d sessions after two calls, want 1", n)
 	}
 
@@ -90,37 +80,27 @@ func TestConcurrentFirstScore(t *testing.T) {
 	ctx := context.Background()
 	docs := []string{"ribosomes make proteins", "", "the market fell", "short", strings.Repeat("long text ", 30), "mitochondria"}
 	const G = 4
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, G)
-	for g := range G {
-		wg.Go(func() {
-			<-start
-			q := fmt.Sprintf("query %d", g)
-			got, err := r.Score(ctx, q, docs[g:])
-			if err != nil {
-				errs <- err
-				return
+	errs := berttest.Concurrently(G, func(g int) error {
+		q := fmt.Sprintf("query %d", g)
+		got, err := r.Score(ctx, q, docs[g:])
+		if err != nil {
+			return err
+		}
+		want, err := serial.Score(ctx, q, docs[g:])
+		if err != nil {
+			return err
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				return fmt.Errorf("goroutine %d doc %d: %v on 3 workers, %v on 1", g, i, got[i], want[i])
 			}
-			want, err := serial.Score(ctx, q, docs[g:])
-			if err != nil {
-				errs <- err
-				return
-			}
-			for i := range got {
-				if got[i] != want[i] {
-					errs <- fmt.Errorf("goroutine %d doc %d: %v on 3 workers, %v on 1", g, i, got[i], want[i])
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		}
+		return nil
+	})
+	for _, err := range errs {
 		t.Error(err)
 	}
-	if n := r.m.Stats().Sessions; n != 1 {
+	if n := r.m.Sessions(); n != 1 {
 		t.Errorf("%d concurrent first calls created %d sessions, want 1", G, n)
 	}
 }

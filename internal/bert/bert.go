@@ -364,31 +364,30 @@ func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, t
 	return append([]float32(nil), out.GetData()...), nil
 }
 
-// Stats are cumulative counters of a Model's work, for benchmarks.
+// Stats are cumulative counters of a Model's work, for benchmarks. The
+// layout is encoder.Stats', which is converted from it and documents the
+// fields; Texts counts inputs (texts or pairs) of successful Runs, and
+// TotalTime (time inside Runs) excludes SessionTime, the session's
+// creation.
 type Stats struct {
-	Inputs, Batches int64
-	Tokens          int64 // real tokens (mask 1), special tokens included
-	PaddedTokens    int64 // batch × padded length, summed over batches
-	// FLOPs of the BERT forward passes run (2 per multiply-add), counted
-	// on the padded shapes actually run.
-	FLOPs     float64
-	RunTime   time.Duration // wall time with at least one ONNX Runtime Run in flight
-	TotalTime time.Duration // inside Runs (tokenise, batch, run, done), session creation excluded
-	// Sessions is how many ONNX Runtime sessions were created (0 before
-	// the first Run with inputs, then 1) and SessionTime how long that took.
-	Sessions    int64
-	SessionTime time.Duration
+	Texts, Batches, Tokens, PaddedTokens int64
+	FLOPs                                float64
+	RunTime, TotalTime, SessionTime      time.Duration
 }
 
 // Stats returns the counters since Open.
 func (m *Model) Stats() Stats {
 	c := &m.stats
 	return Stats{
-		Inputs: c.inputs.Load(), Batches: c.batches.Load(), Tokens: c.tokens.Load(), PaddedTokens: c.padded.Load(),
+		Texts: c.inputs.Load(), Batches: c.batches.Load(), Tokens: c.tokens.Load(), PaddedTokens: c.padded.Load(),
 		FLOPs: float64(c.flops.Load()), RunTime: time.Duration(c.run.Load()), TotalTime: time.Duration(c.total.Load()),
-		Sessions: c.sessions.Load(), SessionTime: time.Duration(c.session.Load()),
+		SessionTime: time.Duration(c.session.Load()),
 	}
 }
+
+// Sessions is how many ONNX Runtime sessions m has created: 0 before the
+// first Run with an input, then 1.
+func (m *Model) Sessions() int64 { return m.stats.sessions.Load() }
 
 type counters struct {
 	inputs, batches, tokens, padded, flops, run, total, sessions, session atomic.Int64
