@@ -268,9 +268,6 @@ func TestLoadErrors(t *testing.T) {
 			b = []byte(strings.Replace(string(b), `"hidden_size": 384`, `"hidden_size": 768`, 1))
 			os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644)
 		}, []string{"config.json"}, "hidden_size 768"},
-		{"corrupt model.onnx", func(dir string) {
-			os.WriteFile(filepath.Join(dir, "model.onnx"), []byte("not a protobuf"), 0o644)
-		}, []string{"model.onnx"}, "model.onnx"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

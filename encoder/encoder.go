@@ -8,6 +8,17 @@
 // tokens alone ([CLS] [SEP]). Invalid UTF-8 is not an error: each bad byte
 // sequence becomes U+FFFD, as Python's bytes.decode(errors="replace") does,
 // so the vector equals that of the repaired text.
+//
+// ORTEncoder's invariants: Load checks the model directory and loads the
+// tokenizer but creates no ONNX Runtime session; the first embed call with
+// a text to embed creates it, exactly once however many goroutines call at
+// once, and returns its error if that fails (as every later call does). So
+// Dim, Fingerprint and a Cache that answers every text from disk cost no
+// session. A text's vector does not depend on Workers; the other texts of
+// a call (which batch it lands in, how far that is padded) change it by
+// rounding only (under 1e-5, TestBatchInvariance). Loading, the session,
+// the BERT run and the length-sorted batching are internal/bert's, shared
+// with package rerank.
 package encoder
 
 import (

@@ -61,8 +61,8 @@ var (
 	encErr  error
 )
 
-// testEncoder is one shared encoder (loading costs ~0.3 s); tests that
-// need other options load their own.
+// testEncoder is one shared encoder (its session, created by the first
+// embed, costs ~0.2 s); tests that need other options load their own.
 func testEncoder(t testing.TB) *ORTEncoder {
 	t.Helper()
 	dir := testModel(t)

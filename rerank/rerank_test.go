@@ -291,16 +291,12 @@ func TestProbeHead(t *testing.T) {
 	}
 }
 
-func TestScoreBehaviour(t *testing.T) {
-	H := minilm(t).cfg.HiddenSize
-	w := make([]float32, H)
-	for i := range w {
-		w[i] = float32(math.Sin(float64(i))) // a fixed, arbitrary head
-	}
-	r := export(t, w, []float32{0.5}, Options{IntraOpThreads: 2, BatchSize: 3})
-	ctx := context.Background()
-	q := "what do ribosomes do?"
-	docs := []string{
+// scoreQuery and scoreDocs are a query and documents of every kind:
+// relevant, empty, unrelated, long (truncated), short, invalid UTF-8.
+const scoreQuery = "what do ribosomes do?"
+
+func scoreDocs() []string {
+	return []string{
 		"Ribosomes synthesise proteins by translating messenger RNA.",
 		"",
 		"The stock market fell sharply on Monday.",
@@ -309,6 +305,22 @@ func TestScoreBehaviour(t *testing.T) {
 		"Mitochondria produce most of the cell's ATP.",
 		"caf\xe9",
 	}
+}
+
+// sinHead is a fixed, arbitrary one-label head.
+func sinHead(t *testing.T) (w, b []float32) {
+	w = make([]float32, minilm(t).cfg.HiddenSize)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i)))
+	}
+	return w, []float32{0.5}
+}
+
+func TestScoreBehaviour(t *testing.T) {
+	w, b := sinHead(t)
+	r := export(t, w, b, Options{IntraOpThreads: 2, BatchSize: 3})
+	ctx := context.Background()
+	q, docs := scoreQuery, scoreDocs()
 	all, err := r.Score(ctx, q, docs)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,419 @@
+// Package bert runs the converted BERT models of `annactl models import`
+// (a model.Dir: anna-model.json, config.json, model.onnx, tokenizer.json)
+// in ONNX Runtime. It is the one copy of what the encoder (task embed) and
+// rerank (task rerank) packages share: opening and checking a model
+// directory for a task, loading its tokenizer, the ONNX Runtime session,
+// the BERT run of one padded batch with its work counters, and the
+// length-sorted batching of a call's inputs over a few goroutines. What an
+// output means (pooling a text's hidden states, reading a pair's logits)
+// stays with the caller.
+//
+// Invariants:
+//
+//   - Open reads and checks the directory and loads the tokenizer but
+//     creates no ONNX Runtime session. The first Run with at least one input
+//     creates it, exactly once however many goroutines call Run at once; if
+//     that fails, that Run and every later one return the error.
+//   - Run batches its inputs by token length (a stable sort: equal lengths
+//     keep input order) within windows of Spec.Window inputs, BatchSize
+//     inputs a batch. For the same inputs and Options the batches, and so
+//     the outputs, are the same whatever Workers is: workers only choose
+//     which goroutine runs which batch.
+//   - Close waits for running calls, then frees the session (if one was
+//     created) and the tokenizer. Later Runs fail; a second Close does
+//     nothing.
+package bert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ortgo "github.com/yalue/onnxruntime_go"
+
+	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
+	"github.com/anna-search/anna/tokenizer"
+)
+
+// Options tune a Model. Zero (or negative) values take the Spec's
+// Defaults, and zero there the rule given per field.
+type Options struct {
+	// IntraOpThreads is ONNX Runtime's thread count inside one operator
+	// (0: one per core).
+	IntraOpThreads int
+	InterOpThreads int // across operators (0: 1)
+	// Workers is how many batches of one Run go through the model at once
+	// (0: the cores divided by IntraOpThreads, at least 1).
+	Workers   int
+	BatchSize int // inputs per ONNX Runtime call (0: 32)
+	// MaxLength is the token limit inputs are truncated to (0: the
+	// manifest's). A limit other than the manifest's must be at most the
+	// model's max_position_embeddings.
+	MaxLength int
+}
+
+// Spec says what a package serves from a model directory.
+type Spec struct {
+	Task string // model.TaskEmbed or model.TaskRerank
+	Name string // prefix of the errors returned ("encoder", "rerank")
+	// Want completes the error for a directory of another task:
+	// "DIR is a TASK model, not " + Want.
+	Want string
+	// Window is how many inputs are tokenised and length-sorted together
+	// (0: all of a Run's).
+	Window   int
+	Defaults Options
+}
+
+// ErrClosed is returned (wrapped) by Run after Close.
+var ErrClosed = errors.New("use of closed model")
+
+// Model is an opened model directory whose ONNX Runtime session is created
+// on first use. It is safe for concurrent use.
+type Model struct {
+	dir      *model.Dir
+	tok      *tokenizer.Tokenizer
+	spec     Spec
+	maxLen   int
+	batch    int
+	workers  int
+	output   string // the graph output of spec.Task
+	sessOpts ort.Options
+
+	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
+	closed  bool
+	once    sync.Once // creates sess
+	sess    *ortgo.DynamicAdvancedSession
+	sessErr error
+
+	stats counters
+}
+
+// Open opens the converted model in dir for spec.Task: it reads and checks
+// the manifest, config.json and model.onnx's presence (model.OpenDir),
+// refuses another task, applies o over spec.Defaults and loads the
+// tokenizer. The session waits for the first Run.
+func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	md, err := model.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	man, cfg := md.Manifest, md.Config
+	if man.Task != spec.Task {
+		return nil, fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want)
+	}
+	o = o.withDefaults(spec.Defaults)
+	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: o.BatchSize, workers: o.Workers,
+		output:   onnx.OutputHidden,
+		sessOpts: ort.Options{IntraOpThreads: o.IntraOpThreads, InterOpThreads: o.InterOpThreads}}
+	if spec.Task == model.TaskRerank {
+		m.output = onnx.OutputLogits
+	}
+	if o.MaxLength > 0 && o.MaxLength != man.MaxLength {
+		if o.MaxLength > cfg.MaxPositionEmbeddings {
+			return nil, fmt.Errorf("%s: max length %d exceeds the model's max_position_embeddings %d", spec.Name, o.MaxLength, cfg.MaxPositionEmbeddings)
+		}
+		m.maxLen = o.MaxLength
+	}
+	if m.tok, err = tokenizer.Load(filepath.Join(dir, onnx.TokenizerFile)); err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	return m, nil
+}
+
+// withDefaults fills o's unset fields from d, then from the per-field rules.
+func (o Options) withDefaults(d Options) Options {
+	for _, f := range []struct{ v, d *int }{
+		{&o.IntraOpThreads, &d.IntraOpThreads}, {&o.InterOpThreads, &d.InterOpThreads},
+		{&o.Workers, &d.Workers}, {&o.BatchSize, &d.BatchSize},
+	} {
+		if *f.v <= 0 {
+			*f.v = max(0, *f.d)
+		}
+	}
+	if o.Workers == 0 {
+		intra := o.IntraOpThreads
+		if intra == 0 {
+			intra = runtime.NumCPU()
+		}
+		o.Workers = max(1, runtime.NumCPU()/intra)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 32
+	}
+	return o
+}
+
+// Manifest is the model's manifest (do not modify it).
+func (m *Model) Manifest() *model.Manifest { return m.dir.Manifest }
+
+// Path is the model directory.
+func (m *Model) Path() string { return m.dir.Path }
+
+// MaxLength is the token limit inputs are truncated to.
+func (m *Model) MaxLength() int { return m.maxLen }
+
+// Close waits for running calls and frees the session, if one was created,
+// and the tokenizer.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	var err error
+	if m.sess != nil {
+		err = m.sess.Destroy()
+	}
+	return errors.Join(err, m.tok.Close())
+}
+
+// session creates the ONNX Runtime session on the first call; callers hold
+// m.mu for reading, so Close cannot run meanwhile.
+func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
+	m.once.Do(func() {
+		start := time.Now()
+		m.sess, m.sessErr = ort.NewSession(m.dir.ONNXPath,
+			[]string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{m.output}, m.sessOpts)
+		if m.sessErr != nil {
+			m.sessErr = fmt.Errorf("%s: %w", m.spec.Name, m.sessErr)
+			return
+		}
+		m.stats.sessions.Add(1)
+		m.stats.session.Store(int64(time.Since(start)))
+	})
+	return m.sess, m.sessErr
+}
+
+// Inputs are what a Run tokenises: Texts[i] alone, or the pair
+// (First(i), Texts[i]) when First is set ([CLS] first [SEP] text [SEP],
+// truncated longest-first).
+type Inputs struct {
+	Texts []string
+	First func(i int) string
+}
+
+// Batch is one padded batch as run. Rows are the indices of its inputs,
+// one per row, Seq its padded length and Mask its attention mask
+// [len(Rows) × Seq]. Out is the model's output, row-major: the hidden
+// states [len(Rows) × Seq × dim] for task embed, the logits
+// [len(Rows) × num_labels] for task rerank.
+type Batch struct {
+	Rows []int
+	Seq  int
+	Mask []int64
+	Out  []float32
+}
+
+// Run tokenises in, runs it through the model in batches sorted by token
+// length and calls done with each batch's output. Batches run on up to
+// Workers goroutines, so done is called concurrently, each time for other
+// rows. The first error stops the rest and is returned: ctx's error as it
+// is, others prefixed with the Spec's Name.
+func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return fmt.Errorf("%s: %w", m.spec.Name, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := len(in.Texts)
+	if n == 0 {
+		return nil
+	}
+	sess, err := m.session()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	defer func() { m.stats.total.Add(int64(time.Since(start))) }()
+	encode := func(lo, hi int) []tokenizer.Encoding {
+		if in.First == nil {
+			return m.tok.EncodeBatch(in.Texts[lo:hi], m.maxLen)
+		}
+		encs := make([]tokenizer.Encoding, hi-lo)
+		for i := range encs {
+			encs[i] = m.tok.EncodePair(in.First(lo+i), in.Texts[lo+i], m.maxLen)
+		}
+		return encs
+	}
+	err = forEachBatch(ctx, n, m.spec.Window, m.batch, m.workers, encode, func(rows []int, encs []tokenizer.Encoding) error {
+		out, mask, seq, err := m.runBatch(sess, encs)
+		if err != nil {
+			return err
+		}
+		return done(Batch{Rows: rows, Seq: seq, Mask: mask, Out: out})
+	})
+	if err != nil {
+		return err
+	}
+	m.stats.inputs.Add(int64(n))
+	return nil
+}
+
+// forEachBatch is Run's schedule, apart from the model: inputs [0, n) are
+// tokenised by encode a window at a time (window <= 0: all at once),
+// stably sorted by token count within the window and cut into batches of
+// size, which run (rows: input indices; encs: their encodings, in row
+// order) on up to workers goroutines. The first error stops the rest.
+func forEachBatch(ctx context.Context, n, window, size, workers int, encode func(lo, hi int) []tokenizer.Encoding, run func(rows []int, encs []tokenizer.Encoding) error) error {
+	if window <= 0 {
+		window = n
+	}
+	for lo := 0; lo < n; lo += window {
+		hi := min(lo+window, n)
+		encs := encode(lo, hi)
+		order := make([]int, len(encs))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
+		nb := (len(order) + size - 1) / size
+		err := parallel.Each(ctx, nb, workers, func(b int) error {
+			local := order[b*size : min((b+1)*size, len(order))]
+			rows := make([]int, len(local))
+			batch := make([]tokenizer.Encoding, len(local))
+			for j, i := range local {
+				rows[j], batch[j] = lo+i, encs[i]
+			}
+			return run(rows, batch)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runBatch pads encs, runs them and returns the output with the mask and
+// padded length it was run with.
+func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.Encoding) (out []float32, mask []int64, seq int, err error) {
+	ids, types, mask, seq := tokenizer.Pad(encs, m.tok.PadID())
+	b := int64(len(encs))
+	outShape := ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))
+	if m.output == onnx.OutputHidden {
+		outShape = ortgo.NewShape(b, int64(seq), int64(m.dir.Manifest.Dim))
+	}
+	out, err = runBERT(sess, ortgo.NewShape(b, int64(seq)), ids, mask, types, outShape, &m.stats)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%s: %s: %w", m.spec.Name, m.dir.Path, err)
+	}
+	m.stats.flops.Add(int64(m.dir.Config.ForwardFLOPs(len(encs), seq)))
+	return out, mask, seq, nil
+}
+
+// runBERT feeds one [batch, seq] batch (input ids, attention mask, token
+// type ids, row-major) to a BERT session and returns its single output,
+// whose shape the caller states. It counts the work in c when c is not nil.
+func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, types []int64, outShape ortgo.Shape, c *counters) ([]float32, error) {
+	tIDs, err := ortgo.NewTensor(shape, ids)
+	if err != nil {
+		return nil, fmt.Errorf("input_ids tensor: %w", err)
+	}
+	defer tIDs.Destroy()
+	tMask, err := ortgo.NewTensor(shape, mask)
+	if err != nil {
+		return nil, fmt.Errorf("attention_mask tensor: %w", err)
+	}
+	defer tMask.Destroy()
+	tTypes, err := ortgo.NewTensor(shape, types)
+	if err != nil {
+		return nil, fmt.Errorf("token_type_ids tensor: %w", err)
+	}
+	defer tTypes.Destroy()
+	out, err := ortgo.NewEmptyTensor[float32](outShape)
+	if err != nil {
+		return nil, fmt.Errorf("output tensor %v: %w", outShape, err)
+	}
+	defer out.Destroy()
+	if c != nil {
+		c.runStarted()
+	}
+	err = sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out})
+	if c != nil {
+		c.runEnded()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("running model on batch %v: %w", shape, err)
+	}
+	if c != nil {
+		c.batches.Add(1)
+		c.padded.Add(shape.FlattenedSize())
+		var real int64
+		for _, m := range mask {
+			real += m
+		}
+		c.tokens.Add(real)
+	}
+	// out's memory is freed by Destroy: copy what the caller keeps.
+	return append([]float32(nil), out.GetData()...), nil
+}
+
+// Stats are cumulative counters of a Model's work, for benchmarks. The
+// layout is encoder.Stats', which is converted from it and documents the
+// fields; Texts counts inputs (texts or pairs) of successful Runs, and
+// TotalTime (time inside Runs) excludes SessionTime, the session's
+// creation.
+type Stats struct {
+	Texts, Batches, Tokens, PaddedTokens int64
+	FLOPs                                float64
+	RunTime, TotalTime, SessionTime      time.Duration
+}
+
+// Stats returns the counters since Open.
+func (m *Model) Stats() Stats {
+	c := &m.stats
+	return Stats{
+		Texts: c.inputs.Load(), Batches: c.batches.Load(), Tokens: c.tokens.Load(), PaddedTokens: c.padded.Load(),
+		FLOPs: float64(c.flops.Load()), RunTime: time.Duration(c.run.Load()), TotalTime: time.Duration(c.total.Load()),
+		SessionTime: time.Duration(c.session.Load()),
+	}
+}
+
+// Sessions is how many ONNX Runtime sessions m has created: 0 before the
+// first Run with an input, then 1.
+func (m *Model) Sessions() int64 { return m.stats.sessions.Load() }
+
+type counters struct {
+	inputs, batches, tokens, padded, flops, run, total, sessions, session atomic.Int64
+
+	// busy tracks Runs in flight, so that run counts wall time once
+	// however many batches run in parallel.
+	busy struct {
+		sync.Mutex
+		n     int
+		since time.Time
+	}
+}
+
+func (c *counters) runStarted() {
+	c.busy.Lock()
+	if c.busy.n == 0 {
+		c.busy.since = time.Now()
+	}
+	c.busy.n++
+	c.busy.Unlock()
+}
+
+func (c *counters) runEnded() {
+	c.busy.Lock()
+	if c.busy.n--; c.busy.n == 0 {
+		c.run.Add(int64(time.Since(c.busy.since)))
+	}
+	c.busy.Unlock()
+}

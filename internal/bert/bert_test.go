@@ -1,0 +1,123 @@
+package bert
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/anna-search/anna/tokenizer"
+)
+
+// fakeEncs gives input i lens[i] tokens, all with id i.
+func fakeEncs(lens []int) func(lo, hi int) []tokenizer.Encoding {
+	return func(lo, hi int) []tokenizer.Encoding {
+		out := make([]tokenizer.Encoding, hi-lo)
+		for j := range out {
+			out[j].IDs = slices.Repeat([]int64{int64(lo + j)}, lens[lo+j])
+		}
+		return out
+	}
+}
+
+// schedule records the batches forEachBatch runs, in a canonical order.
+func schedule(t *testing.T, lens []int, window, size, workers int) [][]int {
+	t.Helper()
+	var mu sync.Mutex
+	var batches [][]int
+	err := forEachBatch(context.Background(), len(lens), window, size, workers, fakeEncs(lens), func(rows []int, encs []tokenizer.Encoding) error {
+		for j, i := range rows {
+			if len(encs[j].IDs) != lens[i] || (lens[i] > 0 && encs[j].IDs[0] != int64(i)) {
+				t.Errorf("row %d of a batch is input %d but carries another's encoding", j, i)
+			}
+		}
+		mu.Lock()
+		batches = append(batches, slices.Clone(rows))
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(batches, func(a, b []int) int { return slices.Compare(a, b) })
+	return batches
+}
+
+func TestForEachBatch(t *testing.T) {
+	lens := []int{5, 2, 7, 2, 1, 9, 2, 3, 5, 4}
+	// One window: sorted by length, ties in input order, batches of 3.
+	got := schedule(t, lens, 0, 3, 1)
+	want := [][]int{{4, 1, 3}, {6, 7, 9}, {0, 8, 2}, {5}}
+	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("one window: batches %v, want %v", got, want)
+	}
+	// Windows of 4 sort and batch separately: [0,4) [4,8) [8,10).
+	got = schedule(t, lens, 4, 3, 1)
+	want = [][]int{{1, 3, 0}, {2}, {4, 6, 7}, {5}, {9, 8}}
+	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("windows of 4: batches %v, want %v", got, want)
+	}
+	// Workers change which goroutine runs a batch, not the batches.
+	for _, w := range []int{2, 3, 8} {
+		if g := schedule(t, lens, 4, 3, w); !slices.EqualFunc(g, want, slices.Equal) {
+			t.Errorf("%d workers: batches %v, want %v", w, g, want)
+		}
+	}
+	if g := schedule(t, nil, 0, 3, 2); len(g) != 0 {
+		t.Errorf("no inputs: %v", g)
+	}
+}
+
+func TestForEachBatchStops(t *testing.T) {
+	lens := make([]int, 100)
+	boom := errors.New("boom")
+	var mu sync.Mutex
+	ran := 0
+	err := forEachBatch(context.Background(), len(lens), 10, 2, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ran++; ran == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || ran != 3 {
+		t.Errorf("error in batch 3: err %v after %d batches", err, ran)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran = 0
+	err = forEachBatch(ctx, len(lens), 10, 2, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
+		if ran++; ran == 2 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || ran != 2 {
+		t.Errorf("cancelled in batch 2: err %v after %d batches", err, ran)
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	cores := runtime.NumCPU()
+	enc := Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32}
+	if got := (Options{}).withDefaults(enc); got != (Options{IntraOpThreads: 1, InterOpThreads: 1, Workers: cores, BatchSize: 32}) {
+		t.Errorf("encoder defaults: %+v", got)
+	}
+	if got := (Options{IntraOpThreads: 2 * cores, BatchSize: -1}).withDefaults(enc); got.Workers != 1 || got.BatchSize != 32 {
+		t.Errorf("more threads than cores: %+v", got)
+	}
+	rr := Options{Workers: 1, BatchSize: 16}
+	if got := (Options{MaxLength: 64}).withDefaults(rr); got != (Options{Workers: 1, BatchSize: 16, MaxLength: 64}) {
+		t.Errorf("reranker defaults: %+v", got)
+	}
+	if got := (Options{IntraOpThreads: 1, Workers: 3}).withDefaults(rr); got.Workers != 3 || got.IntraOpThreads != 1 {
+		t.Errorf("explicit workers: %+v", got)
+	}
+	if got := (Options{}).withDefaults(Options{}); got.Workers != 1 || got.BatchSize != 32 || got.IntraOpThreads != 0 {
+		t.Errorf("no defaults (all cores per operator, so one worker): %+v", got)
+	}
+}
