@@ -71,7 +71,7 @@ func NewCache(enc Encoder, dir string) (*Cache, error) {
 		return nil, fmt.Errorf("encoder cache: encoder dim %d", enc.Dim())
 	}
 	if dir == "" {
-		dir = filepath.Join(home.CacheDir(), "embeddings")
+		dir = home.EmbeddingCacheDir()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("encoder cache: %w", err)

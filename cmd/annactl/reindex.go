@@ -6,13 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/home"
 )
 
 func (a *app) reindexCommand() *cobra.Command {
 	var (
 		dir, model string
 		batch      int
+		cache      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reindex --index DIR --model NEW_MODEL_DIR",
@@ -40,11 +43,23 @@ An interrupted run resumes: vectors already computed for the new model are kept.
 			}
 			defer eng.Close()
 			old := eng.Model().Fingerprint
+			ropts := engine.ReindexOptions{Model: abs, BatchSize: batch}
+			if cache {
+				enc, err := encoder.Load(cmd.Context(), abs, encoder.Options{})
+				if err != nil {
+					return err
+				}
+				defer enc.Close()
+				if ropts.Encoder, err = encoder.NewCache(enc, home.EmbeddingCacheDir()); err != nil {
+					return err
+				}
+			}
 			p := a.progress("re-encoding", 0)
-			err = eng.Reindex(cmd.Context(), engine.ReindexOptions{Model: abs, BatchSize: batch, Progress: func(done, total int) {
+			ropts.Progress = func(done, total int) {
 				p.total = total
 				p.update(done, "docs")
-			}})
+			}
+			err = eng.Reindex(cmd.Context(), ropts)
 			p.done()
 			if err != nil {
 				return err
@@ -56,5 +71,6 @@ An interrupted run resumes: vectors already computed for the new model are kept.
 	indexFlag(cmd, &dir, "anna directory `DIR`")
 	cmd.Flags().StringVar(&model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
+	cmd.Flags().BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
 	return cmd
 }
