@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/home"
+)
+
+// writeSelfRetrievalSet writes a BEIR set whose queries are corpus
+// documents (as in ArguAna or Quora): each query's text is its own
+// document's, and its relevant document shares most of its words. BM25
+// ranks the query's own document first and the relevant one second; the
+// other documents share no word with it.
+func writeSelfRetrievalSet(t *testing.T, dir string) {
+	t.Helper()
+	docs := []struct{ id, text string }{
+		{"a1", "alpha beta gamma delta"}, {"a2", "alpha beta gamma epsilon"},
+		{"b1", "kappa lambda mu nu"}, {"b2", "kappa lambda mu xi"},
+		{"c1", "rho sigma tau upsilon"}, {"c2", "rho sigma tau phi"},
+		{"z1", "unrelated words here"}, {"z2", "nothing shared at all"},
+	}
+	var corpus, queries strings.Builder
+	for _, d := range docs {
+		b, _ := json.Marshal(map[string]string{"_id": d.id, "text": d.text})
+		corpus.Write(b)
+		corpus.WriteByte('\n')
+		if strings.HasSuffix(d.id, "1") && d.id[0] != 'z' {
+			queries.Write(b)
+			queries.WriteByte('\n')
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
+	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(corpus.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "queries.jsonl"), []byte(queries.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "qrels", "test.tsv"), []byte("query-id\tcorpus-id\tscore\na1\ta2\t1\nb1\tb2\t1\nc1\tc2\t1\n"), 0o644)
+}
+
+// TestEvalDropsIdenticalIDs: on a set whose queries are corpus documents,
+// eval drops a query's own document from its ranking as BEIR does, and the
+// scores are the ones computed by hand — with the rule, each relevant
+// document is first (nDCG@10 = MRR@10 = MAP = 1); without it (the old
+// behaviour, --keep-identical-ids), second (nDCG@10 = 1/log2(3) = 0.6309,
+// MRR@10 = MAP = 0.5). pytrec_eval, run on the TREC runs eval writes, agrees.
+func TestEvalDropsIdenticalIDs(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	ds := filepath.Join(tmp, "selfset")
+	writeSelfRetrievalSet(t, ds)
+	for _, tc := range []struct {
+		flags           []string
+		ndcg, mrr, mapv float64
+	}{
+		{nil, 1, 1, 1},
+		{[]string{"--keep-identical-ids"}, 1 / math.Log2(3), 0.5, 0.5},
+	} {
+		runFile := filepath.Join(tmp, "run"+strings.Join(tc.flags, "")+".trec")
+		args := append([]string{"eval", ds, "--modes", "lexical", "--json", "--run-out", runFile, "--cache"}, tc.flags...)
+		r := mustRun(t, args...)
+		var got map[string]struct {
+			NDCG float64 `json:"ndcg@10"`
+			MRR  float64 `json:"mrr@10"`
+			MAP  float64 `json:"map"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatalf("%s: %v", r.stdout, err)
+		}
+		s := got["lexical"]
+		if math.Abs(s.NDCG-tc.ndcg) > 1e-9 || math.Abs(s.MRR-tc.mrr) > 1e-9 || math.Abs(s.MAP-tc.mapv) > 1e-9 {
+			t.Errorf("eval %v: nDCG@10 %.6f MRR@10 %.6f MAP %.6f, want %.6f %.6f %.6f", tc.flags, s.NDCG, s.MRR, s.MAP, tc.ndcg, tc.mrr, tc.mapv)
+		}
+		ref := pytrecMeans(t, filepath.Join(ds, "qrels", "test.tsv"), runFile)
+		if ref == nil {
+			continue
+		}
+		if math.Abs(ref["ndcg10"]-s.NDCG) > 1e-9 || math.Abs(ref["map"]-s.MAP) > 1e-9 || math.Abs(ref["mrr10"]-s.MRR) > 1e-9 {
+			t.Errorf("eval %v disagrees with pytrec_eval on its own run: %+v vs %+v", tc.flags, s, ref)
+		}
+	}
+}
+
+// pytrecMeans scores a TREC run with pytrec_eval (tools/pytrec_eval_ref.py)
+// and returns the metrics' means over the judged queries; nil when
+// pytrec_eval is not installed.
+func pytrecMeans(t *testing.T, qrelsPath, runPath string) map[string]float64 {
+	t.Helper()
+	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	if err := exec.Command(python, "-c", "import pytrec_eval").Run(); err != nil {
+		t.Logf("pytrec_eval not available (make pydeps): %v", err)
+		return nil
+	}
+	qf, err := os.Open(qrelsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qrels, err := eval.ReadQrels(qf, qrelsPath)
+	qf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := os.Open(runPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := eval.ReadTREC(rf, runPath)
+	rf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(map[string]any{"qrels": qrels, "run": run.IDs()})
+	cmd := exec.Command(python, filepath.Join("..", "..", "tools", "pytrec_eval_ref.py"))
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pytrec_eval_ref.py: %v", err)
+	}
+	var per map[string]map[string]float64
+	if err := json.Unmarshal(out, &per); err != nil {
+		t.Fatal(err)
+	}
+	means := map[string]float64{}
+	for q := range qrels {
+		for k, v := range per[q] {
+			means[k] += v / float64(len(qrels))
+		}
+	}
+	return means
+}
