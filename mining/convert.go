@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/anna-search/anna/format/flagembedding"
 )
 
 // PairRecord is a prepared (query, positive) example: the mining input form.
@@ -202,7 +204,7 @@ func ConvertNLI(ctx context.Context, r io.Reader, name string, w io.Writer, opt 
 	enc.SetEscapeHTML(false)
 	seen := map[uint64]string{}
 	var order []string
-	groups := map[string]*FlagRecord{}
+	groups := map[string]*flagembedding.Record{}
 	br := bufio.NewReaderSize(r, 1<<20)
 	for n := 1; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
@@ -256,7 +258,7 @@ func ConvertNLI(ctx context.Context, r io.Reader, name string, w io.Writer, opt 
 		}
 		g := groups[normText(a)]
 		if g == nil {
-			g = &FlagRecord{Query: a, Pos: []string{}, Neg: []string{}, PosScores: []float64{}, NegScores: []float64{}, Type: opt.Type, Teacher: "nli-label"}
+			g = &flagembedding.Record{Query: a, Pos: []string{}, Neg: []string{}, PosScores: []float64{}, NegScores: []float64{}, Type: opt.Type, Teacher: "nli-label"}
 			groups[normText(a)] = g
 			order = append(order, normText(a))
 		}

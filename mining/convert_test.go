@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anna-search/anna/format/flagembedding"
 )
 
 // nliCounts recounts a shared NLI file independently of ConvertNLI: label
@@ -103,7 +105,7 @@ func TestConvertNLIShared(t *testing.T) {
 	}
 	npos, nneg := 0, 0
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var r FlagRecord
+		var r flagembedding.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anna-search/anna/format/flagembedding"
 )
 
 // memCorpus is an in-memory corpus with a word-overlap retriever: enough to
@@ -133,18 +135,18 @@ func synthData(n, nq int, seed uint64) (*memCorpus, string) {
 	return c, b.String()
 }
 
-func readFlag(t testing.TB, path string) []FlagRecord {
+func readFlag(t testing.TB, path string) []flagembedding.Record {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []FlagRecord
+	var out []flagembedding.Record
 	for i, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		if l == "" {
 			continue
 		}
-		var r FlagRecord
+		var r flagembedding.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("%s:%d: %v", path, i+1, err)
 		}

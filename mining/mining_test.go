@@ -11,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/encoder/encodertest"
+	"github.com/anna-search/anna/format/flagembedding"
 )
 
 func TestThreshold(t *testing.T) {
@@ -386,7 +387,7 @@ func TestFormats(t *testing.T) {
 	}
 }
 
-// Our FlagRecord reads the published FlagEmbedding samples, field for field.
+// Our flagembedding.Record reads the published FlagEmbedding samples, field for field.
 func TestFlagEmbeddingSamples(t *testing.T) {
 	dir := sharedDir(t, "datasets/flagembedding-examples")
 	for _, name := range []string{"msmarco.jsonl", "nq.jsonl"} {
@@ -394,7 +395,7 @@ func TestFlagEmbeddingSamples(t *testing.T) {
 		for i, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			var generic map[string]any
 			json.Unmarshal([]byte(l), &generic)
-			var r FlagRecord
+			var r flagembedding.Record
 			if err := json.Unmarshal([]byte(l), &r); err != nil {
 				t.Fatal(err)
 			}

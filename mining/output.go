@@ -3,20 +3,9 @@ package mining
 import (
 	"encoding/json"
 	"fmt"
-)
 
-// FlagRecord is one FlagEmbedding fine-tuning example. Teacher names the
-// scorer of pos_scores/neg_scores; FlagEmbedding ignores extra fields.
-type FlagRecord struct {
-	Query     string    `json:"query"`
-	Pos       []string  `json:"pos"`
-	Neg       []string  `json:"neg"`
-	PosScores []float64 `json:"pos_scores"`
-	NegScores []float64 `json:"neg_scores"`
-	Prompt    string    `json:"prompt"`
-	Type      string    `json:"type"`
-	Teacher   string    `json:"teacher"`
-}
+	"github.com/anna-search/anna/format/flagembedding"
+)
 
 type tripletRecord struct {
 	Anchor   string `json:"anchor"`
@@ -34,7 +23,7 @@ type labeledListRecord struct {
 func (m *Miner) encode(enc *json.Encoder, q Query, pos []string, posScores []float64, negs []scored) (int, error) {
 	switch m.opt.Format {
 	case FormatFlag:
-		r := FlagRecord{Query: q.Text, Pos: pos, PosScores: posScores, Prompt: q.Instruction, Type: m.opt.Type, Teacher: m.teacher.Name(),
+		r := flagembedding.Record{Query: q.Text, Pos: pos, PosScores: posScores, Prompt: q.Instruction, Type: m.opt.Type, Teacher: m.teacher.Name(),
 			Neg: make([]string, len(negs)), NegScores: make([]float64, len(negs))}
 		for i, n := range negs {
 			r.Neg[i], r.NegScores[i] = n.Text, n.Teacher
