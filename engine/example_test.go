@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/anna-search/anna/engine"
 )
@@ -59,4 +61,76 @@ func ExampleEngine_Search_explain() {
 	// Output:
 	// a lexical rank 1
 	// a dense rank 1
+}
+
+// A read-only open writes nothing (several may run beside each other) and
+// refuses writes with ErrReadOnly.
+func ExampleOpen_readOnly() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng.Add(ctx, []engine.Document{{ID: "tides", Text: "Tides are caused mainly by the gravity of the Moon."}})
+	eng.Close()
+
+	ro, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ro.Close()
+	res, _ := ro.Search(ctx, "why does the sea rise", engine.SearchOptions{Mode: engine.ModeDense, K: 1})
+	fmt.Println(res[0].ID)
+	_, err = ro.Add(ctx, []engine.Document{{ID: "x", Text: "y"}})
+	fmt.Println(errors.Is(err, engine.ErrReadOnly))
+	// Output:
+	// tides
+	// true
+}
+
+// Check verifies a directory without changing it and reports every problem
+// with the documents involved; Repair rebuilds what is derived.
+func ExampleCheck() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng.Add(ctx, []engine.Document{{ID: "a", Text: "one"}, {ID: "b", Text: "two"}})
+	eng.Close()
+
+	os.RemoveAll(filepath.Join(dir, "lexical")) // lose the BM25 index
+	rep, _ := engine.Check(ctx, dir)
+	for _, p := range rep.Problems {
+		fmt.Println(p)
+	}
+	fixed, _ := engine.Repair(ctx, dir, engine.RepairOptions{})
+	fmt.Println(fixed.After.OK())
+	// Output:
+	// BM25: the index is missing (lexical/)
+	// true
+}
+
+// Errors are typed: an empty query, an option out of range.
+func ExampleEngine_Search_errors() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	_, err = eng.Search(ctx, " ", engine.SearchOptions{})
+	fmt.Println(errors.Is(err, engine.ErrEmptyQuery))
+	_, err = eng.Search(ctx, "cats", engine.SearchOptions{K: -1})
+	var oe *engine.OptionError
+	fmt.Println(errors.As(err, &oe), oe.Field)
+	// Output:
+	// true
+	// true SearchOptions.K
 }
