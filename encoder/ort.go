@@ -62,8 +62,11 @@ var spec = bert.Spec{
 // call are not all held at once.
 const sortWindow = 4096
 
-// Default loads the default model (home.DefaultModel(), installed by
-// `make setup`).
+// DefaultDir is the directory of the default model (all-MiniLM-L6-v2 under
+// $ANNA_HOME/models, installed by `make setup` or `anna-env setup`).
+func DefaultDir() string { return home.DefaultModel() }
+
+// Default loads the default model (DefaultDir).
 func Default(ctx context.Context) (*ORTEncoder, error) {
 	dir, err := home.RequireDefaultModel()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 )
 
@@ -133,4 +134,49 @@ func ExampleEngine_Search_errors() {
 	// Output:
 	// true
 	// true SearchOptions.K
+}
+
+// Reindex moves a directory to another model (here the default model served
+// at 128 tokens, which has its own fingerprint): it re-encodes every
+// document and switches model and graph at once; searches keep working
+// meanwhile.
+func ExampleEngine_Reindex() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	eng.Add(ctx, []engine.Document{{ID: "a", Text: "The cat sits outside"}, {ID: "b", Text: "A man is playing guitar"}})
+
+	short, err := encoder.Load(ctx, encoder.DefaultDir(), encoder.Options{MaxLength: 128})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer short.Close()
+	before := eng.Model().Fingerprint
+	if err := eng.Reindex(ctx, engine.ReindexOptions{Encoder: short}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(eng.Model().Fingerprint != before, eng.Model().Fingerprint == short.Fingerprint())
+	// Output: true true
+}
+
+// Delete removes documents by ID from the store and both indexes.
+func ExampleEngine_Delete() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	eng.Add(ctx, []engine.Document{{ID: "a", Text: "The cat sits outside"}, {ID: "b", Text: "A cat sleeps"}})
+	n, _ := eng.Delete(ctx, []string{"a", "unknown"})
+	res, _ := eng.Search(ctx, "cat", engine.SearchOptions{})
+	fmt.Println(n, len(res), res[0].ID)
+	// Output: 1 1 b
 }
