@@ -11,8 +11,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/anna-search/anna/beir"
 )
 
 // Doc is a document by corpus ID, by text, or both (a positive given as
@@ -304,18 +307,23 @@ type beirSource struct {
 }
 
 type beirQuery struct {
-	id   string
-	line int
-	pos  []string
+	id    string
+	where string // qrels file:line of its first judgment
+	pos   []string
 }
 
-// OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv.
+// OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv with
+// package beir's rules (a repeated judgment: the last grade wins). Each
+// judged query is one unit, its positives the documents whose grade is > 0
+// in the order the file first judges them. A judged query missing from
+// queries.jsonl, or one without a positive, is bad input of its unit, named
+// by the qrels line that first judges it.
 func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source, error) {
-	queries, err := ReadBEIRQueries(filepath.Join(dir, "queries.jsonl"))
+	queries, err := beir.ReadQueriesFile(beir.QueriesPath(dir))
 	if err != nil {
 		return nil, err
 	}
-	qrelsPath := filepath.Join(dir, "qrels", split+".tsv")
+	qrelsPath := beir.QrelsPath(dir, split)
 	f, err := os.Open(qrelsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open qrels for split %q: %w", split, err)
@@ -323,83 +331,31 @@ func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source,
 	defer f.Close()
 	s := &beirSource{queries: queries, defaults: d}
 	at := map[string]int{}
+	grades := beir.Qrels{}
 	h := fnv.New64a()
-	r := bufio.NewReader(io.TeeReader(f, h))
-	for n := 1; ; n++ {
-		b, err := readLine(r)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", qrelsPath, err)
-		}
-		fs := strings.Split(string(b), "\t")
-		if n == 1 && len(fs) > 0 && fs[0] == "query-id" {
-			continue
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		if len(fs) != 3 {
-			return nil, fmt.Errorf("%s:%d: want 3 tab-separated fields (query-id, corpus-id, score), got %d", qrelsPath, n, len(fs))
-		}
-		score, err := strconv.ParseFloat(strings.TrimSpace(fs[2]), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: score: %w", qrelsPath, n, err)
-		}
-		qid := fs[0]
-		i, ok := at[qid]
+	err = beir.ScanQrels(io.TeeReader(f, h), qrelsPath, func(line int, j beir.Judgment) error {
+		i, ok := at[j.QueryID]
 		if !ok {
 			i = len(s.order)
-			at[qid] = i
-			s.order = append(s.order, beirQuery{id: qid, line: n})
+			at[j.QueryID] = i
+			s.order = append(s.order, beirQuery{id: j.QueryID, where: fmt.Sprintf("%s:%d", qrelsPath, line)})
+			grades[j.QueryID] = map[string]int{}
 		}
-		if score > 0 && !containsString(s.order[i].pos, fs[1]) {
-			s.order[i].pos = append(s.order[i].pos, fs[1])
+		if _, seen := grades[j.QueryID][j.DocID]; !seen {
+			s.order[i].pos = append(s.order[i].pos, j.DocID)
 		}
+		grades[j.QueryID][j.DocID] = j.Grade
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range s.order {
+		q := &s.order[i]
+		q.pos = slices.DeleteFunc(q.pos, func(id string) bool { return grades[q.id][id] <= 0 })
 	}
 	s.name = fmt.Sprintf("beir:%s/%s@%016x", filepath.Base(dir), split, h.Sum64())
 	return s, nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// ReadBEIRQueries reads a BEIR queries.jsonl into id → text.
-func ReadBEIRQueries(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open queries: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for n := 1; ; n++ {
-		b, err := readLine(r)
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		var q struct {
-			ID   string `json:"_id"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(b, &q); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		out[q.ID] = q.Text
-	}
 }
 
 func (s *beirSource) Len() int     { return len(s.order) }
@@ -413,7 +369,7 @@ func (s *beirSource) Next(ctx context.Context) (Unit, error) {
 	i := s.next
 	s.next++
 	bq := s.order[i]
-	u := Unit{Index: i, Where: fmt.Sprintf("qrels line %d (query %s)", bq.line, bq.id), QueryID: bq.id}
+	u := Unit{Index: i, Where: fmt.Sprintf("%s (query %s)", bq.where, bq.id), QueryID: bq.id}
 	text, ok := s.queries[bq.id]
 	switch {
 	case !ok:

@@ -9,10 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anna-search/anna/beir"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/mining"
-	"github.com/anna-search/anna/storage"
 )
 
 func init() {
@@ -129,7 +128,7 @@ func loadCorpusMap(path string) (mapCorpus, error) {
 	}
 	defer f.Close()
 	m := mapCorpus{}
-	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
 		m[d.ID] = engine.EmbedText(engine.Document(d))
 		return nil
 	})

@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/anna-search/anna/beir"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/rerank"
-	"github.com/anna-search/anna/storage"
 )
 
 func init() {
@@ -64,7 +64,7 @@ func runEval(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	ds, err := eval.LoadBEIR(dataset, *split)
+	ds, err := beir.Load(dataset, *split)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func runEval(ctx context.Context, args []string) error {
 }
 
 // addCorpus indexes docs in batches, with progress on a terminal.
-func addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) error {
+func addCorpus(ctx context.Context, eng *engine.Engine, docs []beir.Doc) error {
 	p := newProgress("indexing", len(docs))
 	defer p.done()
 	const batch = 512

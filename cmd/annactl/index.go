@@ -9,11 +9,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anna-search/anna/beir"
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/storage"
 )
 
 func init() {
@@ -113,7 +112,7 @@ func indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name str
 			return nil
 		}
 	}
-	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
+	err := beir.ReadCorpusSkipping(in, name, onBad, func(line int, d beir.Doc) error {
 		st.lines = line
 		if engine.IsEmpty(engine.Document(d)) {
 			st.empty++

@@ -13,13 +13,12 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/anna-search/anna/beir"
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/rerank"
-	"github.com/anna-search/anna/storage"
 )
 
 func init() {
@@ -308,7 +307,7 @@ func indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
 	}
 	p := newProgress("indexing "+filepath.Base(dir), 0)
 	n := 0
-	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
 		batch = append(batch, engine.Document(d))
 		n++
 		if len(batch) == 512 {
