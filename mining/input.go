@@ -75,38 +75,49 @@ func hash64(parts ...string) uint64 {
 func keyID(id string) uint64     { return hash64("id", id) }
 func keyText(text string) uint64 { return hash64("text", normText(text)) }
 
-// pairLine is one JSON line of (query, positives) input.
-type pairLine struct {
-	Query  *string         `json:"query"`
-	Pos    json.RawMessage `json:"pos"`     // a string or a list of strings
-	PosIDs []string        `json:"pos_ids"` // positives by corpus ID
-	Prompt string          `json:"prompt"`
-}
-
+// parsePairLine reads one JSON line of (query, positives) input:
+// {"query": string, "pos": string or list of strings, "pos_ids": list of
+// corpus IDs, "prompt": string}; other fields are ignored. Keys match
+// exactly, as Python's json (encoding/json alone would also take "Query"
+// or "POS"), and the line must hold one JSON value and nothing after it.
 func parsePairLine(b []byte) (q string, pos []string, ids []string, prompt string, err error) {
-	var l pairLine
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&l); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
 		return "", nil, nil, "", fmt.Errorf("malformed JSON: %w", err)
 	}
-	if dec.More() {
-		return "", nil, nil, "", errors.New("malformed JSON: trailing data after the object")
+	if fields == nil {
+		return "", nil, nil, "", errors.New("malformed JSON: not an object")
 	}
-	if l.Query == nil {
+	present := func(key string) bool { v, ok := fields[key]; return ok && string(v) != "null" }
+	if !present("query") {
 		return "", nil, nil, "", errors.New(`missing field "query"`)
 	}
-	if strings.TrimSpace(*l.Query) == "" {
+	if err := json.Unmarshal(fields["query"], &q); err != nil {
+		return "", nil, nil, "", fmt.Errorf(`field "query" must be a string: %w`, err)
+	}
+	if strings.TrimSpace(q) == "" {
 		return "", nil, nil, "", errors.New(`empty "query"`)
 	}
-	if len(l.Pos) > 0 && string(l.Pos) != "null" {
-		if l.Pos[0] == '"' {
+	if present("pos") {
+		p := fields["pos"]
+		if p[0] == '"' {
 			var s string
-			if err := json.Unmarshal(l.Pos, &s); err != nil {
+			if err := json.Unmarshal(p, &s); err != nil {
 				return "", nil, nil, "", fmt.Errorf(`field "pos": %w`, err)
 			}
 			pos = []string{s}
-		} else if err := json.Unmarshal(l.Pos, &pos); err != nil {
+		} else if err := json.Unmarshal(p, &pos); err != nil {
 			return "", nil, nil, "", fmt.Errorf(`field "pos" must be a string or a list of strings: %w`, err)
+		}
+	}
+	if present("pos_ids") {
+		if err := json.Unmarshal(fields["pos_ids"], &ids); err != nil {
+			return "", nil, nil, "", fmt.Errorf(`field "pos_ids" must be a list of strings: %w`, err)
+		}
+	}
+	if present("prompt") {
+		if err := json.Unmarshal(fields["prompt"], &prompt); err != nil {
+			return "", nil, nil, "", fmt.Errorf(`field "prompt" must be a string: %w`, err)
 		}
 	}
 	var kept []string
@@ -115,15 +126,15 @@ func parsePairLine(b []byte) (q string, pos []string, ids []string, prompt strin
 			kept = append(kept, p)
 		}
 	}
-	for _, id := range l.PosIDs {
+	for _, id := range ids {
 		if id == "" {
 			return "", nil, nil, "", errors.New(`empty ID in "pos_ids"`)
 		}
 	}
-	if len(kept) == 0 && len(l.PosIDs) == 0 {
+	if len(kept) == 0 && len(ids) == 0 {
 		return "", nil, nil, "", errors.New(`no positive ("pos" and "pos_ids" empty or missing)`)
 	}
-	return *l.Query, kept, l.PosIDs, l.Prompt, nil
+	return q, kept, ids, prompt, nil
 }
 
 // pairsSource streams a JSON lines file of {"query", "pos": [...]} (or

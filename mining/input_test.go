@@ -60,3 +60,28 @@ func TestOpenBEIRRules(t *testing.T) {
 		t.Fatalf("half grade: %v", err)
 	}
 }
+
+// Found by FuzzPairs' seeds: encoding/json's Decoder accepted a line with
+// "]" or "}" after the object (its More() stops at a closing bracket), and
+// struct decoding matched keys case-insensitively, so {"Query": ...} was a
+// query and {"query":"a","Query":"b"} meant "b".
+func TestParsePairLineStrict(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"query":"q","pos":"p"}]`:           "malformed JSON",
+		`{"query":"q","pos":"p"}}`:           "malformed JSON",
+		`{"Query":"q","pos":"p"}`:            `missing field "query"`,
+		`{"query":"q","POS":"p"}`:            "no positive",
+		`{"query":5,"pos":"p"}`:              `field "query" must be a string`,
+		`{"query":"q","pos_ids":"d"}`:        `field "pos_ids" must be a list of strings`,
+		`{"query":"q","pos":"p","prompt":1}`: `field "prompt" must be a string`,
+		`null`:                               "malformed JSON",
+	} {
+		if _, _, _, _, err := parsePairLine([]byte(line)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", line, err, want)
+		}
+	}
+	q, pos, _, _, err := parsePairLine([]byte(`{"query":"a","Query":"b","pos":"p"}`))
+	if err != nil || q != "a" || !reflect.DeepEqual(pos, []string{"p"}) {
+		t.Errorf("got %q %v %v", q, pos, err)
+	}
+}
