@@ -187,7 +187,7 @@ const maxLine = 64 << 20
 // blank ones. A read error or an over-long line stops it with an error
 // naming name:line; an error from fn is returned as is.
 func eachLine(r io.Reader, name string, fn func(n int, line []byte) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		raw, err := readLine(br)
 		if err != nil && err != io.EOF {
