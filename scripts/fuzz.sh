@@ -34,22 +34,22 @@ for t in "${targets[@]}"; do
 	fi
 	echo "== $name ($pkg, $FUZZTIME)"
 	log=$(mktemp)
-	start=$(date +%s)
 	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	secs=$(($(date +%s) - start))
-	# The last progress line has the total execs.
-	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+	# The last progress line: "fuzz: elapsed: 20s, execs: 12345 (617/sec), ..."
+	last=$(grep -o 'elapsed: [0-9]*s, execs: [0-9]*' "$log" | tail -1)
 	rm -f "$log"
+	secs=$(sed -E 's/elapsed: ([0-9]*)s.*/\1/' <<<"$last")
+	execs=$(sed -E 's/.*execs: ([0-9]*)/\1/' <<<"$last")
 	rate=n/a
-	if [[ -n "$execs" && $secs -gt 0 ]]; then
+	if [[ -n "$execs" && -n "$secs" && $secs -gt 0 ]]; then
 		rate=$((execs / secs))
 	fi
 	if [[ $rc -ne 0 ]]; then
 		failed+=("$name")
 		summary+=("$name: FAILED ($pkg)")
 	else
-		summary+=("$name: ok, ${execs:-0} execs in ${secs}s (~${rate}/s)")
+		summary+=("$name: ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)")
 	fi
 done
 
