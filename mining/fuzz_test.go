@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -134,14 +135,14 @@ func checkPairUnit(t *testing.T, line []byte, u Unit) {
 	for _, p := range u.Positives {
 		switch {
 		case p.ID != "" && p.Text == "":
-			if !contains(ids, p.ID) {
+			if !slices.Contains(ids, p.ID) {
 				t.Fatalf("positive ID %q not in pos_ids %q", p.ID, ids)
 			}
 			if _, ok := u.Exclude[keyID(p.ID)]; !ok {
 				t.Fatalf("positive ID %q not excluded", p.ID)
 			}
 		case p.ID == "" && p.Text != "":
-			if !contains(texts, p.Text) {
+			if !slices.Contains(texts, p.Text) {
 				t.Fatalf("positive %q not in pos %q", p.Text, texts)
 			}
 			if _, ok := u.Exclude[keyText(p.Text)]; !ok {
@@ -151,13 +152,4 @@ func checkPairUnit(t *testing.T, line []byte, u Unit) {
 			t.Fatalf("positive %+v", p)
 		}
 	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -36,11 +36,14 @@ for t in "${targets[@]}"; do
 	log=$(mktemp)
 	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	# The last progress line: "fuzz: elapsed: 20s, execs: 12345 (617/sec), ..."
-	last=$(grep -o 'elapsed: [0-9]*s, execs: [0-9]*' "$log" | tail -1)
+	# The last progress line: "fuzz: elapsed: 1m30s, execs: 12345 (617/sec), ..."
+	last=$(grep -oE 'elapsed: ([0-9]+h)?([0-9]+m)?[0-9]+s, execs: [0-9]+' "$log" | tail -1)
 	rm -f "$log"
-	secs=$(sed -E 's/elapsed: ([0-9]*)s.*/\1/' <<<"$last")
-	execs=$(sed -E 's/.*execs: ([0-9]*)/\1/' <<<"$last")
+	secs= execs=
+	if [[ $last =~ elapsed:\ (([0-9]+)h)?(([0-9]+)m)?([0-9]+)s,\ execs:\ ([0-9]+) ]]; then
+		secs=$((${BASH_REMATCH[2]:-0} * 3600 + ${BASH_REMATCH[4]:-0} * 60 + ${BASH_REMATCH[5]}))
+		execs=${BASH_REMATCH[6]}
+	fi
 	rate=n/a
 	if [[ -n "$execs" && -n "$secs" && $secs -gt 0 ]]; then
 		rate=$((execs / secs))
