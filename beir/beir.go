@@ -113,9 +113,10 @@ type Dataset struct {
 }
 
 // CorpusPath, QueriesPath and QrelsPath name the files of the layout.
-func CorpusPath(dir string) string         { return filepath.Join(dir, "corpus.jsonl") }
-func QueriesPath(dir string) string        { return filepath.Join(dir, "queries.jsonl") }
-func QrelsPath(dir, split string) string   { return filepath.Join(dir, "qrels", split+".tsv") }
+func CorpusPath(dir string) string       { return filepath.Join(dir, "corpus.jsonl") }
+func QueriesPath(dir string) string      { return filepath.Join(dir, "queries.jsonl") }
+func QrelsPath(dir, split string) string { return filepath.Join(dir, "qrels", split+".tsv") }
+
 func errorf(format string, a ...any) error { return fmt.Errorf("beir: "+format, a...) }
 
 // Load reads dir/corpus.jsonl, dir/queries.jsonl and dir/qrels/<split>.tsv
@@ -257,11 +258,12 @@ func ReadCorpusSkipping(r io.Reader, name string, onBad func(line int, err error
 	})
 }
 
-// ReadQueries reads a queries.jsonl into query ID → text (the last line of
-// a repeated ID wins).
-func ReadQueries(r io.Reader, name string) (map[string]string, error) {
-	out := map[string]string{}
-	err := eachLine(r, name, func(n int, raw []byte) error {
+// ScanQueries streams a queries.jsonl from r, calling fn with the 1-based
+// line number and the Query of every non-blank line, by the package's
+// rules. A malformed line is an error naming name:line; an error from fn
+// stops the read and is returned as is.
+func ScanQueries(r io.Reader, name string, fn func(line int, q Query) error) error {
+	return eachLine(r, name, func(n int, raw []byte) error {
 		if blank(raw) {
 			return nil
 		}
@@ -269,7 +271,16 @@ func ReadQueries(r io.Reader, name string) (map[string]string, error) {
 		if err != nil {
 			return errorf("%s:%d: %w", name, n, err)
 		}
-		out[d.ID] = d.Text
+		return fn(n, Query{ID: d.ID, Text: d.Text})
+	})
+}
+
+// ReadQueries reads a queries.jsonl into query ID → text (the last line of
+// a repeated ID wins).
+func ReadQueries(r io.Reader, name string) (map[string]string, error) {
+	out := map[string]string{}
+	err := ScanQueries(r, name, func(_ int, q Query) error {
+		out[q.ID] = q.Text
 		return nil
 	})
 	if err != nil {
