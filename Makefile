@@ -44,6 +44,12 @@ closed-loop: build
 bench: setup pydeps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./benchmarks/...
 
+# Every fuzz target for FUZZTIME each (default 20s), one at a time
+# (scripts/fuzz.sh); fails when one does.
+.PHONY: fuzz
+fuzz: setup
+	@GO=$(GO) bash scripts/fuzz.sh
+
 # `eval $$(make -s env)` lets plain `go build/test/install` work in a shell.
 env:
 	@echo export ANNA_HOME=$(ANNA_HOME) CGO_LDFLAGS=$(CGO_LDFLAGS)

@@ -1,21 +1,20 @@
 package benchmarks
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -25,30 +24,14 @@ import (
 // the encoder to 256 tokens.
 func encSciFactTexts(b *testing.B) []string {
 	b.Helper()
-	dir, err := os.Getwd()
+	path := shareddata.Path(b, "datasets", "scifact", "corpus.jsonl")
+	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for filepath.Dir(dir) != dir {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	path := filepath.Join(filepath.Dir(dir), "shared", "datasets", "scifact", "corpus.jsonl")
-	f, err := os.Open(path)
-	if err != nil {
-		b.Skipf("SciFact corpus absent: %v", err)
-	}
 	defer f.Close()
 	var texts []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for line := 1; sc.Scan(); line++ {
-		var d struct{ Title, Text string }
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			b.Fatalf("%s line %d: %v", path, line, err)
-		}
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
 		switch {
 		case d.Title == "":
 			texts = append(texts, d.Text)
@@ -57,8 +40,9 @@ func encSciFactTexts(b *testing.B) []string {
 		default:
 			texts = append(texts, d.Title+" "+d.Text)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	return texts

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 // hybridCorpusEncoder gives documents precomputed vectors and encodes
@@ -58,7 +57,7 @@ func benchDocs() int {
 
 // judgedQueries returns the texts of ds's queries that have judgments,
 // sorted, so every run times the same queries in the same order.
-func judgedQueries(ds *eval.Dataset) []string {
+func judgedQueries(ds *beir.Dataset) []string {
 	var queries []string
 	for q := range ds.Qrels {
 		queries = append(queries, ds.Queries[q])
@@ -71,7 +70,7 @@ func judgedQueries(ds *eval.Dataset) []string {
 // ~n/5183 variants, each variant dropping 15% of the abstract's words at
 // random, so that BM25 sees n distinct documents with SciFact's vocabulary
 // and term statistics. src[i] is the index in ds.Corpus docs[i] came from.
-func sciFactVariants(ds *eval.Dataset, n int) (docs []engine.Document, src []int) {
+func sciFactVariants(ds *beir.Dataset, n int) (docs []engine.Document, src []int) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	docs = make([]engine.Document, 0, n)
 	src = make([]int, 0, n)
@@ -107,11 +106,7 @@ func sciFactVariants(ds *eval.Dataset, n int) (docs []engine.Document, src []int
 // clustered like real embeddings). Env ANNA_BENCH_DOCS overrides the size.
 func BenchmarkHybridLatency100k(b *testing.B) {
 	ctx := context.Background()
-	shared, err := eval.SharedDir()
-	if err != nil {
-		b.Skip(err)
-	}
-	ds, err := eval.LoadBEIR(filepath.Join(shared, "datasets", "scifact"), "test")
+	ds, err := beir.Load(shareddata.Path(b, "datasets", "scifact"), "test")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -227,7 +222,7 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 		100*(ms(pct(hybT, 0.5))-ms(pct(encT, 0.5)))/ms(pct(encT, 0.5)), 100*(ms(pct(hybT, 0.5))-ms(pct(enc2T, 0.5)))/ms(pct(enc2T, 0.5)))
 }
 
-func asDocuments(ds []storage.Doc) []engine.Document {
+func asDocuments(ds []beir.Doc) []engine.Document {
 	out := make([]engine.Document, len(ds))
 	for i, d := range ds {
 		out[i] = engine.Document(d)

@@ -13,22 +13,27 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
 
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/storage"
 )
 
-func lexSciFact(b *testing.B) *eval.Dataset {
+func lexSciFact(b *testing.B) *beir.Dataset {
 	b.Helper()
-	root, err := eval.SharedDir()
-	if err != nil {
-		b.Skip(err)
-	}
-	ds, err := eval.LoadBEIR(filepath.Join(root, "datasets", "scifact"), "test")
+	ds, err := beir.Load(shareddata.Path(b, "datasets", "scifact"), "test")
 	if err != nil {
 		b.Fatal(err)
 	}
 	return ds
+}
+
+func storageDocs(docs []beir.Doc) []storage.Doc {
+	out := make([]storage.Doc, len(docs))
+	for i, d := range docs {
+		out[i] = storage.Doc(d)
+	}
+	return out
 }
 
 func lexBuild(b *testing.B, docs []storage.Doc, batch int) (*lexical.Index, time.Duration) {
@@ -54,11 +59,12 @@ func lexBuild(b *testing.B, docs []storage.Doc, batch int) (*lexical.Index, time
 // run. Reports docs/s of each and the ratios.
 func BenchmarkLexicalIndexSciFact(b *testing.B) {
 	ds := lexSciFact(b)
+	corpus := storageDocs(ds.Corpus)
 	for i := 0; i < b.N; i++ {
-		_, batched := lexBuild(b, ds.Corpus, 1000)
-		_, single := lexBuild(b, ds.Corpus[:300], 1)
+		_, batched := lexBuild(b, corpus, 1000)
+		_, single := lexBuild(b, corpus[:300], 1)
 		start := time.Now()
-		ref := lexBleveRef(b, ds.Corpus)
+		ref := lexBleveRef(b, corpus)
 		plain := time.Since(start)
 		ref.Close()
 		batchedRate := float64(len(ds.Corpus)) / batched.Seconds()
@@ -104,9 +110,10 @@ func lexBleveRef(b *testing.B, docs []storage.Doc) bleve.Index {
 // the same docs built with Bleve's mapping, in the same run.
 func BenchmarkLexicalSearchSciFact(b *testing.B) {
 	ds := lexSciFact(b)
-	ix, _ := lexBuild(b, ds.Corpus, 1000)
+	corpus := storageDocs(ds.Corpus)
+	ix, _ := lexBuild(b, corpus, 1000)
 
-	ref := lexBleveRef(b, ds.Corpus)
+	ref := lexBleveRef(b, corpus)
 	defer ref.Close()
 	var queries []string
 	for _, q := range ds.Queries {

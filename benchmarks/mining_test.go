@@ -9,8 +9,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/mining"
 )
 
@@ -56,15 +57,11 @@ func (t *timedTeacher) Score(ctx context.Context, q mining.Query, docs []mining.
 //
 // Goal from the issue: overhead ≤ 20%.
 func BenchmarkMiningSciFactTrain(b *testing.B) {
-	root, err := eval.SharedDir()
-	if err != nil {
-		b.Skip(err)
-	}
+	dir := shareddata.Path(b, "datasets", "scifact")
 	if _, err := home.RequireDefaultModel(); err != nil {
 		b.Skip(err)
 	}
-	dir := filepath.Join(root, "datasets", "scifact")
-	ds, err := eval.LoadBEIR(dir, "train")
+	ds, err := beir.Load(dir, "train")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,14 +1,15 @@
 package benchmarks
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -16,36 +17,18 @@ import (
 // BEIR evaluations feed documents to sentence-transformers.
 func tokSciFactTexts(b *testing.B) (texts []string, corpusPath string) {
 	b.Helper()
-	dir, err := os.Getwd()
+	corpusPath = shareddata.Path(b, "datasets", "scifact", "corpus.jsonl")
+	f, err := os.Open(corpusPath)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			b.Fatal("go.mod not found above the benchmarks directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-	corpusPath = filepath.Join(dir, "..", "shared", "datasets", "scifact", "corpus.jsonl")
-	f, err := os.Open(corpusPath)
-	if err != nil {
-		b.Skipf("SciFact corpus not available (%v): the shared datasets live in ../shared next to the repository", err)
-	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		var d struct{ Title, Text string }
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			b.Fatalf("%s:%d: %v", corpusPath, line, err)
-		}
+	err = beir.ReadCorpus(f, corpusPath, func(_ int, d beir.Doc) error {
 		texts = append(texts, d.Title+" "+d.Text)
-	}
-	if err := sc.Err(); err != nil {
-		b.Fatalf("%s: %v", corpusPath, err)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	return texts, corpusPath
 }

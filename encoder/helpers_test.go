@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -73,25 +74,10 @@ func testEncoder(t testing.TB) *ORTEncoder {
 	return encVal
 }
 
-// sharedDir finds ../shared beside the repository root (the dir holding go.mod).
+// sharedDir finds ../shared beside the repository root, or skips.
 func sharedDir(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			s := filepath.Join(filepath.Dir(d), "shared")
-			if _, err := os.Stat(s); err != nil {
-				t.Skipf("shared data dir %s absent: %v", s, err)
-			}
-			return s
-		}
-		if filepath.Dir(d) == d {
-			t.Skip("no go.mod above the test directory; cannot find shared/")
-		}
-	}
+	return shareddata.Path(t)
 }
 
 func dot(a, b []float32) float64 {

@@ -1,3 +1,6 @@
+// Package eval computes the ranking metrics BEIR reports (nDCG@10,
+// Recall@100, MRR@10, MAP) with pytrec_eval's (trec_eval's) semantics.
+// Collections in the BEIR layout are read by package beir.
 package eval
 
 import (

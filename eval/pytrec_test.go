@@ -11,16 +11,16 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 // TestAgainstPytrecEval compares every metric, per query, with pytrec_eval
 // (trec_eval, what BEIR uses) on Cranfield's graded judgments (grades 1..5)
 // and seeded pseudo-random runs that mix judged and unjudged docs.
 func TestAgainstPytrecEval(t *testing.T) {
-	root, err := SharedDir()
-	if err != nil {
-		t.Skip(err)
-	}
+	dir := shareddata.Path(t, "datasets", "cranfield")
 	home := os.Getenv("ANNA_HOME")
 	if home == "" {
 		if c, err := os.UserCacheDir(); err == nil {
@@ -31,7 +31,7 @@ func TestAgainstPytrecEval(t *testing.T) {
 	if err := exec.Command(python, "-c", "import pytrec_eval").Run(); err != nil {
 		t.Skipf("pytrec_eval not available in %s (run `make pydeps`): %v", python, err)
 	}
-	ds, err := LoadBEIR(filepath.Join(root, "datasets", "cranfield"), "test")
+	ds, err := beir.Load(dir, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

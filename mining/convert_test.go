@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 // nliCounts recounts a shared NLI file independently of ConvertNLI: label
@@ -54,7 +55,7 @@ func nliCounts(t *testing.T, path string) (ent, con, neu int, pairs map[[2]strin
 }
 
 func TestConvertNLIShared(t *testing.T) {
-	dir := sharedDir(t, "datasets")
+	dir := shareddata.Path(t, "datasets")
 	for _, name := range []string{"snli/dev.jsonl", "sick/train.jsonl"} {
 		path := filepath.Join(dir, name)
 		ent, con, neu, labels := nliCounts(t, path)
@@ -189,7 +190,7 @@ func TestConvertBEIR(t *testing.T) {
 	}
 	var out bytes.Buffer
 	_, err = ConvertPairs(context.Background(), src, corpus, &out, false)
-	if err == nil || !strings.Contains(err.Error(), "qrels line 4 (query 2)") || !strings.Contains(err.Error(), `"missing" is not in the corpus`) {
+	if err == nil || !strings.Contains(err.Error(), "train.tsv:4 (query 2)") || !strings.Contains(err.Error(), `"missing" is not in the corpus`) {
 		t.Fatalf("got %v", err)
 	}
 	if out.String() != `{"query":"first","pos":["one"]}`+"\n"+`{"query":"first","pos":["two"]}`+"\n" {

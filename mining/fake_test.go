@@ -184,27 +184,3 @@ func mineWith(t testing.TB, r Retriever, c Corpus, teacher Teacher, pairs string
 	st, err := m.Run(context.Background(), src, out)
 	return out, st, err
 }
-
-// sharedDir finds ../shared/<rel> next to the repository root, or skips.
-func sharedDir(t testing.TB, rel string) string {
-	t.Helper()
-	d, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			t.Skip("go.mod not found above the test directory")
-		}
-		d = parent
-	}
-	p := filepath.Join(d, "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared data %s not present (%v): skipping", p, err)
-	}
-	return p
-}

@@ -11,8 +11,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/anna-search/anna/format/beir"
 )
 
 // Doc is a document by corpus ID, by text, or both (a positive given as
@@ -72,38 +75,49 @@ func hash64(parts ...string) uint64 {
 func keyID(id string) uint64     { return hash64("id", id) }
 func keyText(text string) uint64 { return hash64("text", normText(text)) }
 
-// pairLine is one JSON line of (query, positives) input.
-type pairLine struct {
-	Query  *string         `json:"query"`
-	Pos    json.RawMessage `json:"pos"`     // a string or a list of strings
-	PosIDs []string        `json:"pos_ids"` // positives by corpus ID
-	Prompt string          `json:"prompt"`
-}
-
+// parsePairLine reads one JSON line of (query, positives) input:
+// {"query": string, "pos": string or list of strings, "pos_ids": list of
+// corpus IDs, "prompt": string}; other fields are ignored. Keys match
+// exactly, as Python's json (encoding/json alone would also take "Query"
+// or "POS"), and the line must hold one JSON value and nothing after it.
 func parsePairLine(b []byte) (q string, pos []string, ids []string, prompt string, err error) {
-	var l pairLine
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&l); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
 		return "", nil, nil, "", fmt.Errorf("malformed JSON: %w", err)
 	}
-	if dec.More() {
-		return "", nil, nil, "", errors.New("malformed JSON: trailing data after the object")
+	if fields == nil {
+		return "", nil, nil, "", errors.New("malformed JSON: not an object")
 	}
-	if l.Query == nil {
+	present := func(key string) bool { v, ok := fields[key]; return ok && string(v) != "null" }
+	if !present("query") {
 		return "", nil, nil, "", errors.New(`missing field "query"`)
 	}
-	if strings.TrimSpace(*l.Query) == "" {
+	if err := json.Unmarshal(fields["query"], &q); err != nil {
+		return "", nil, nil, "", fmt.Errorf(`field "query" must be a string: %w`, err)
+	}
+	if strings.TrimSpace(q) == "" {
 		return "", nil, nil, "", errors.New(`empty "query"`)
 	}
-	if len(l.Pos) > 0 && string(l.Pos) != "null" {
-		if l.Pos[0] == '"' {
+	if present("pos") {
+		p := fields["pos"]
+		if p[0] == '"' {
 			var s string
-			if err := json.Unmarshal(l.Pos, &s); err != nil {
+			if err := json.Unmarshal(p, &s); err != nil {
 				return "", nil, nil, "", fmt.Errorf(`field "pos": %w`, err)
 			}
 			pos = []string{s}
-		} else if err := json.Unmarshal(l.Pos, &pos); err != nil {
+		} else if err := json.Unmarshal(p, &pos); err != nil {
 			return "", nil, nil, "", fmt.Errorf(`field "pos" must be a string or a list of strings: %w`, err)
+		}
+	}
+	if present("pos_ids") {
+		if err := json.Unmarshal(fields["pos_ids"], &ids); err != nil {
+			return "", nil, nil, "", fmt.Errorf(`field "pos_ids" must be a list of strings: %w`, err)
+		}
+	}
+	if present("prompt") {
+		if err := json.Unmarshal(fields["prompt"], &prompt); err != nil {
+			return "", nil, nil, "", fmt.Errorf(`field "prompt" must be a string: %w`, err)
 		}
 	}
 	var kept []string
@@ -112,15 +126,15 @@ func parsePairLine(b []byte) (q string, pos []string, ids []string, prompt strin
 			kept = append(kept, p)
 		}
 	}
-	for _, id := range l.PosIDs {
+	for _, id := range ids {
 		if id == "" {
 			return "", nil, nil, "", errors.New(`empty ID in "pos_ids"`)
 		}
 	}
-	if len(kept) == 0 && len(l.PosIDs) == 0 {
+	if len(kept) == 0 && len(ids) == 0 {
 		return "", nil, nil, "", errors.New(`no positive ("pos" and "pos_ids" empty or missing)`)
 	}
-	return *l.Query, kept, l.PosIDs, l.Prompt, nil
+	return q, kept, ids, prompt, nil
 }
 
 // pairsSource streams a JSON lines file of {"query", "pos": [...]} (or
@@ -304,18 +318,23 @@ type beirSource struct {
 }
 
 type beirQuery struct {
-	id   string
-	line int
-	pos  []string
+	id    string
+	where string // qrels file:line of its first judgment
+	pos   []string
 }
 
-// OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv.
+// OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv with
+// package beir's rules (a repeated judgment: the last grade wins). Each
+// judged query is one unit, its positives the documents whose grade is > 0
+// in the order the file first judges them. A judged query missing from
+// queries.jsonl, or one without a positive, is bad input of its unit, named
+// by the qrels line that first judges it.
 func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source, error) {
-	queries, err := ReadBEIRQueries(filepath.Join(dir, "queries.jsonl"))
+	queries, err := beir.ReadQueriesFile(beir.QueriesPath(dir))
 	if err != nil {
 		return nil, err
 	}
-	qrelsPath := filepath.Join(dir, "qrels", split+".tsv")
+	qrelsPath := beir.QrelsPath(dir, split)
 	f, err := os.Open(qrelsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open qrels for split %q: %w", split, err)
@@ -323,83 +342,31 @@ func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source,
 	defer f.Close()
 	s := &beirSource{queries: queries, defaults: d}
 	at := map[string]int{}
+	grades := beir.Qrels{}
 	h := fnv.New64a()
-	r := bufio.NewReader(io.TeeReader(f, h))
-	for n := 1; ; n++ {
-		b, err := readLine(r)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", qrelsPath, err)
-		}
-		fs := strings.Split(string(b), "\t")
-		if n == 1 && len(fs) > 0 && fs[0] == "query-id" {
-			continue
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		if len(fs) != 3 {
-			return nil, fmt.Errorf("%s:%d: want 3 tab-separated fields (query-id, corpus-id, score), got %d", qrelsPath, n, len(fs))
-		}
-		score, err := strconv.ParseFloat(strings.TrimSpace(fs[2]), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: score: %w", qrelsPath, n, err)
-		}
-		qid := fs[0]
-		i, ok := at[qid]
+	err = beir.ScanQrels(io.TeeReader(f, h), qrelsPath, func(line int, j beir.Judgment) error {
+		i, ok := at[j.QueryID]
 		if !ok {
 			i = len(s.order)
-			at[qid] = i
-			s.order = append(s.order, beirQuery{id: qid, line: n})
+			at[j.QueryID] = i
+			s.order = append(s.order, beirQuery{id: j.QueryID, where: fmt.Sprintf("%s:%d", qrelsPath, line)})
+			grades[j.QueryID] = map[string]int{}
 		}
-		if score > 0 && !containsString(s.order[i].pos, fs[1]) {
-			s.order[i].pos = append(s.order[i].pos, fs[1])
+		if _, seen := grades[j.QueryID][j.DocID]; !seen {
+			s.order[i].pos = append(s.order[i].pos, j.DocID)
 		}
+		grades[j.QueryID][j.DocID] = j.Grade
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range s.order {
+		q := &s.order[i]
+		q.pos = slices.DeleteFunc(q.pos, func(id string) bool { return grades[q.id][id] <= 0 })
 	}
 	s.name = fmt.Sprintf("beir:%s/%s@%016x", filepath.Base(dir), split, h.Sum64())
 	return s, nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// ReadBEIRQueries reads a BEIR queries.jsonl into id → text.
-func ReadBEIRQueries(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open queries: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for n := 1; ; n++ {
-		b, err := readLine(r)
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		var q struct {
-			ID   string `json:"_id"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(b, &q); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		out[q.ID] = q.Text
-	}
 }
 
 func (s *beirSource) Len() int     { return len(s.order) }
@@ -413,7 +380,7 @@ func (s *beirSource) Next(ctx context.Context) (Unit, error) {
 	i := s.next
 	s.next++
 	bq := s.order[i]
-	u := Unit{Index: i, Where: fmt.Sprintf("qrels line %d (query %s)", bq.line, bq.id), QueryID: bq.id}
+	u := Unit{Index: i, Where: fmt.Sprintf("%s (query %s)", bq.where, bq.id), QueryID: bq.id}
 	text, ok := s.queries[bq.id]
 	switch {
 	case !ok:

@@ -12,6 +12,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 func TestThreshold(t *testing.T) {
@@ -389,7 +390,7 @@ func TestFormats(t *testing.T) {
 
 // Our flagembedding.Record reads the published FlagEmbedding samples, field for field.
 func TestFlagEmbeddingSamples(t *testing.T) {
-	dir := sharedDir(t, "datasets/flagembedding-examples")
+	dir := shareddata.Path(t, "datasets", "flagembedding-examples")
 	for _, name := range []string{"msmarco.jsonl", "nq.jsonl"} {
 		b := mustRead(t, dir+"/"+name)
 		for i, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {

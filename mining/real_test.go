@@ -10,8 +10,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 // realSetup indexes a shared BEIR set in a fresh engine with the real
@@ -19,7 +20,7 @@ import (
 // embedded once per machine, not once per test run).
 type realSetup struct {
 	dir   string
-	ds    *eval.Dataset
+	ds    *beir.Dataset
 	eng   *engine.Engine
 	enc   encoder.Encoder
 	texts map[string]string // doc ID → EmbedText
@@ -27,12 +28,12 @@ type realSetup struct {
 
 func openReal(t testing.TB, name, split string) *realSetup {
 	t.Helper()
-	dir := sharedDir(t, filepath.Join("datasets", name))
+	dir := shareddata.Path(t, "datasets", name)
 	if _, err := home.RequireDefaultModel(); err != nil {
 		t.Skipf("real model not installed: %v", err)
 	}
 	ctx := context.Background()
-	ds, err := eval.LoadBEIR(dir, split)
+	ds, err := beir.Load(dir, split)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
@@ -100,17 +101,10 @@ type pair struct {
 
 func readSTS(t *testing.T, split string, n int) []pair {
 	t.Helper()
-	wd, _ := os.Getwd()
-	var path string
-	for d := wd; filepath.Dir(d) != d; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			path = filepath.Join(filepath.Dir(d), "shared", "datasets", "stsbenchmark", split+".jsonl")
-			break
-		}
-	}
+	path := shareddata.Path(t, "datasets", "stsbenchmark", split+".jsonl")
 	f, err := os.Open(path)
 	if err != nil {
-		t.Skipf("STS benchmark absent (shared/datasets): %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	var out []pair

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -292,24 +293,12 @@ func TestTrainingRealMiniLMLowersHeldOutLoss(t *testing.T) {
 	}
 }
 
-// sharedDir finds ../shared beside the repository root, or skips.
+// sharedDir finds ../shared beside the repository root, or skips when it
+// lacks the FlagEmbedding samples.
 func sharedDir(t *testing.T) string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-	s := filepath.Join(filepath.Dir(dir), "shared")
-	if _, err := os.Stat(filepath.Join(s, "datasets", "flagembedding-examples")); err != nil {
-		t.Skipf("skipping: shared datasets not found at %s", s)
-	}
-	return s
+	t.Helper()
+	shareddata.Path(t, "datasets", "flagembedding-examples")
+	return shareddata.Path(t)
 }
 
 // The published FlagEmbedding samples parse; sts.jsonl has no teacher

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/mining"
-	"github.com/anna-search/anna/storage"
 	"github.com/spf13/cobra"
 )
 
@@ -134,7 +133,7 @@ func loadCorpusMap(path string) (mapCorpus, error) {
 	}
 	defer f.Close()
 	m := mapCorpus{}
-	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
 		m[d.ID] = engine.EmbedText(engine.Document(d))
 		return nil
 	})

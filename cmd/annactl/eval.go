@@ -17,10 +17,10 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/rerank"
-	"github.com/anna-search/anna/storage"
 )
 
 // evalMode is one row of the retrieval report.
@@ -168,7 +168,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	if err != nil {
 		return err
 	}
-	ds, err := eval.LoadBEIR(dataset, split)
+	ds, err := beir.Load(dataset, split)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 	if split == "" {
 		split = "test"
 	}
-	ds, err := eval.LoadBEIR(dataset, split)
+	ds, err := beir.Load(dataset, split)
 	if err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 	return a.printEval(header, rows, len(qids), fl.asJSON)
 }
 
-func judgedQueries(ds *eval.Dataset) []string {
+func judgedQueries(ds *beir.Dataset) []string {
 	qids := make([]string, 0, len(ds.Qrels))
 	for q := range ds.Qrels {
 		if _, ok := ds.Queries[q]; ok {
@@ -356,7 +356,7 @@ func (a *app) printEval(header string, rows []modeRow, queries int, asJSON bool)
 }
 
 // addCorpus indexes docs in batches, with progress on a terminal.
-func (a *app) addCorpus(ctx context.Context, eng *engine.Engine, docs []storage.Doc) error {
+func (a *app) addCorpus(ctx context.Context, eng *engine.Engine, docs []beir.Doc) error {
 	p := a.progress("indexing", len(docs))
 	defer p.done()
 	const batch = 512

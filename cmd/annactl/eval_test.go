@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 )
 
@@ -100,7 +101,7 @@ func pytrecMeans(t *testing.T, qrelsPath, runPath string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qrels, err := eval.ReadQrels(qf, qrelsPath)
+	qrels, err := beir.ReadQrels(qf, qrelsPath)
 	qf.Close()
 	if err != nil {
 		t.Fatal(err)

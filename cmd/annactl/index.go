@@ -10,9 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/storage"
 )
 
 func (a *app) indexCommand() *cobra.Command {
@@ -140,7 +139,7 @@ func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader,
 			return nil
 		}
 	}
-	err := eval.ReadCorpusSkipping(in, name, onBad, func(line int, d storage.Doc) error {
+	err := beir.ReadCorpusSkipping(in, name, onBad, func(line int, d beir.Doc) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -13,11 +13,10 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/rerank"
-	"github.com/anna-search/anna/storage"
 	"github.com/spf13/cobra"
 )
 
@@ -318,7 +317,7 @@ func (a *app) indexDataset(ctx context.Context, eng *engine.Engine, dir string) 
 	}
 	p := a.progress("indexing "+filepath.Base(dir), 0)
 	n := 0
-	err = eval.ReadCorpus(f, path, func(_ int, d storage.Doc) error {
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
 		batch = append(batch, engine.Document(d))
 		n++
 		if len(batch) == 512 {

@@ -2,15 +2,16 @@ package dense_test
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
 )
 
 // TestSciFactRecall checks the index on real embeddings: the SciFact corpus
@@ -23,11 +24,7 @@ func TestSciFactRecall(t *testing.T) {
 	if _, err := home.RequireDefaultModel(); err != nil {
 		t.Skipf("needs the default MiniLM model: %v", err)
 	}
-	shared, err := eval.SharedDir()
-	if err != nil {
-		t.Skip(err)
-	}
-	ds, err := eval.LoadBEIR(filepath.Join(shared, "datasets", "scifact"), "test")
+	ds, err := beir.Load(shareddata.Path(t, "datasets", "scifact"), "test")
 	if err != nil {
 		t.Fatalf("loading SciFact: %v", err)
 	}

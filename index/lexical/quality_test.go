@@ -10,11 +10,13 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/storage"
 )
 
 // buildIndex indexes a corpus in batches of 1000, as the engine does.
-func buildIndex(t testing.TB, corpus []storage.Doc) *Index {
+func buildIndex(t testing.TB, corpus []beir.Doc) *Index {
 	t.Helper()
 	ix, err := Open(filepath.Join(t.TempDir(), "lexical"), Options{})
 	if err != nil {
@@ -24,27 +26,27 @@ func buildIndex(t testing.TB, corpus []storage.Doc) *Index {
 	ctx := context.Background()
 	for i := 0; i < len(corpus); i += 1000 {
 		end := min(i+1000, len(corpus))
-		if err := ix.Index(ctx, corpus[i:end], uint64(end)); err != nil {
+		batch := make([]storage.Doc, 0, end-i)
+		for _, d := range corpus[i:end] {
+			batch = append(batch, storage.Doc(d))
+		}
+		if err := ix.Index(ctx, batch, uint64(end)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return ix
 }
 
-func loadShared(t *testing.T, set string) *eval.Dataset {
+func loadShared(t *testing.T, set string) *beir.Dataset {
 	t.Helper()
-	root, err := eval.SharedDir()
-	if err != nil {
-		t.Skip(err)
-	}
-	ds, err := eval.LoadBEIR(filepath.Join(root, "datasets", set), "test")
+	ds, err := beir.Load(shareddata.Path(t, "datasets", set), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ds
 }
 
-func runQueries(t testing.TB, ds *eval.Dataset, search func(q string) []string) eval.Scores {
+func runQueries(t testing.TB, ds *beir.Dataset, search func(q string) []string) eval.Scores {
 	t.Helper()
 	run := make(map[string][]string, len(ds.Queries))
 	for qid, q := range ds.Queries {

@@ -82,6 +82,9 @@ func Read(r io.Reader, size int64) (map[string]*Tensor, error) {
 	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return nil, fmt.Errorf("parsing header JSON: %w", err)
 	}
+	if raw == nil {
+		return nil, fmt.Errorf("parsing header JSON: %s is not an object", hdr)
+	}
 	body := make([]byte, size-8-int64(n))
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, fmt.Errorf("reading tensor data: %w", err)
@@ -91,8 +94,8 @@ func Read(r io.Reader, size int64) (map[string]*Tensor, error) {
 		if name == "__metadata__" {
 			continue
 		}
-		var e headerEntry
-		if err := json.Unmarshal(msg, &e); err != nil {
+		e, err := parseEntry(msg)
+		if err != nil {
 			return nil, fmt.Errorf("tensor %q: bad header entry: %w", name, err)
 		}
 		t, err := decode(name, e, body)
@@ -104,9 +107,59 @@ func Read(r io.Reader, size int64) (map[string]*Tensor, error) {
 	return out, nil
 }
 
+// parseEntry reads one tensor's header entry: "dtype", "shape" and
+// "data_offsets" are all required (keys match exactly, as in the Rust
+// reference), dimensions are non-negative and offsets are two.
+func parseEntry(msg json.RawMessage) (headerEntry, error) {
+	var e headerEntry
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &fields); err != nil || fields == nil {
+		return e, fmt.Errorf("%s is not an object", msg)
+	}
+	for _, key := range []string{"dtype", "shape", "data_offsets"} {
+		if v, ok := fields[key]; !ok || string(v) == "null" {
+			return e, fmt.Errorf("no %q", key)
+		}
+	}
+	var offsets []int64
+	if err := json.Unmarshal(fields["dtype"], &e.DType); err != nil {
+		return e, fmt.Errorf("dtype: %w", err)
+	}
+	if err := json.Unmarshal(fields["shape"], &e.Shape); err != nil {
+		return e, fmt.Errorf("shape: %w", err)
+	}
+	if err := json.Unmarshal(fields["data_offsets"], &offsets); err != nil || len(offsets) != 2 {
+		return e, fmt.Errorf("data_offsets %s: want two integers", fields["data_offsets"])
+	}
+	copy(e.DataOffsets[:], offsets)
+	for _, d := range e.Shape {
+		if d < 0 {
+			return e, fmt.Errorf("shape %v has a negative dimension", e.Shape)
+		}
+	}
+	return e, nil
+}
+
+// elements is the product of shape's (non-negative) dimensions, or -1 when
+// it exceeds limit.
+func elements(shape []int, limit int) int {
+	for _, d := range shape {
+		if d == 0 {
+			return 0
+		}
+	}
+	n := 1
+	for _, d := range shape {
+		if n > limit/d {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
 func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 	t := &Tensor{Name: name, DType: e.DType, Shape: e.Shape}
-	n := t.Len()
 	var width int
 	switch e.DType {
 	case "F32":
@@ -120,8 +173,11 @@ func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 	default:
 		return nil, fmt.Errorf("tensor %q: dtype %s not supported (want F32, F16, BF16, I64 or I32)", name, e.DType)
 	}
+	// No tensor holds more elements than the data section has room for;
+	// bounding the product by that also rules out overflow.
+	n := elements(e.Shape, len(body)/width)
 	lo, hi := e.DataOffsets[0], e.DataOffsets[1]
-	if lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
+	if n < 0 || lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
 		return nil, fmt.Errorf("tensor %q: data offsets [%d,%d) do not fit shape %v of %s in %d bytes", name, lo, hi, e.Shape, e.DType, len(body))
 	}
 	b := body[lo:hi]

@@ -77,6 +77,14 @@ func TestBadFiles(t *testing.T) {
 		"parsing header JSON": file(`{"a":`, nil),
 		"not supported":       file(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, []byte{0}),
 		"do not fit":          file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)),
+		// Found by FuzzRead's seeds: shapes whose element count overflowed
+		// int were taken as 0 elements, or made Read panic in makeslice.
+		"offsets [0,0) do not fit": file(`{"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}`, nil),
+		"[0,0) do not fit shape":   file(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil),
+		"negative dimension":       file(`{"a":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}}`, make([]byte, 16)),
+		"null is not an object":    file(`null`, nil),
+		`no "shape"`:               file(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, make([]byte, 4)),
+		"want two integers":        file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, make([]byte, 4)),
 	}
 	for want, b := range cases {
 		_, err := Read(bytes.NewReader(b), int64(len(b)))

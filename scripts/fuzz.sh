@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a bounded time, one at a time (go test allows
+# one -fuzz target per invocation). Each target's committed seed corpus is
+# under <package>/testdata/fuzz/<Target>/; a failing input is written there
+# too, so `go test ./<package>` replays it from then on.
+#
+#   FUZZTIME          time per target (default 20s; any -fuzztime value)
+#   FUZZMINIMIZETIME  time spent minimising an input (default 5s: go's own
+#                     60s default can eat a short run's whole budget)
+#   FUZZ              only the targets whose name matches this regexp
+#
+# Exits non-zero when any target fails; prints each target's execs/s.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+FUZZTIME=${FUZZTIME:-20s}
+FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-5s}
+GO=${GO:-go}
+
+targets=(
+	"./format/beir FuzzReadCorpus"
+	"./format/beir FuzzReadQrels"
+	"./mining FuzzPairs"
+	"./model/safetensors FuzzRead"
+	"./tokenizer FuzzEncode"
+)
+
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+	read -r pkg name <<<"$t"
+	if [[ -n "${FUZZ:-}" && ! "$name" =~ $FUZZ ]]; then
+		continue
+	fi
+	echo "== $name ($pkg, $FUZZTIME)"
+	log=$(mktemp)
+	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	# The last progress line: "fuzz: elapsed: 1m30s, execs: 12345 (617/sec), ..."
+	last=$(grep -oE 'elapsed: ([0-9]+h)?([0-9]+m)?[0-9]+s, execs: [0-9]+' "$log" | tail -1)
+	rm -f "$log"
+	secs= execs=
+	if [[ $last =~ elapsed:\ (([0-9]+)h)?(([0-9]+)m)?([0-9]+)s,\ execs:\ ([0-9]+) ]]; then
+		secs=$((${BASH_REMATCH[2]:-0} * 3600 + ${BASH_REMATCH[4]:-0} * 60 + ${BASH_REMATCH[5]}))
+		execs=${BASH_REMATCH[6]}
+	fi
+	rate=n/a
+	if [[ -n "$execs" && -n "$secs" && $secs -gt 0 ]]; then
+		rate=$((execs / secs))
+	fi
+	if [[ $rc -ne 0 ]]; then
+		failed+=("$name")
+		summary+=("$name: FAILED ($pkg)")
+	else
+		summary+=("$name: ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)")
+	fi
+done
+
+echo
+echo "== fuzz summary ($FUZZTIME each)"
+printf '%s\n' "${summary[@]}"
+if [[ ${#failed[@]} -gt 0 ]]; then
+	echo "failed: ${failed[*]} (the failing inputs are under <package>/testdata/fuzz/<Target>/)" >&2
+	exit 1
+fi
