@@ -25,13 +25,16 @@ demo: build
 pydeps:
 	@bash scripts/pydeps.sh
 
-# test: vet, every Go test, the concurrency tests again under the race
-# detector (under a minute), then the closed loop (mine, train, reindex, eval).
+# test: vet, every Go test (the crash tests of index, reindex and
+# mine-negatives included), the concurrency tests again under the race
+# detector (under a minute), every fuzz target for 20 s, then the closed loop
+# (mine, train, reindex, eval).
 test: setup pydeps
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each' \
-		./engine ./encoder ./tokenizer ./index/... ./internal/parallel
+	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
+		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
+	GO=$(GO) bash scripts/fuzz.sh
 	$(MAKE) closed-loop
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test

@@ -49,6 +49,9 @@ type DamageError struct {
 
 func (e *DamageError) Error() string {
 	s := fmt.Sprintf("engine: %s: %s", e.Dir, e.What)
+	if e.Err != nil {
+		s += " (" + e.Err.Error() + ")"
+	}
 	if e.Fix != "" {
 		s += "; " + e.Fix
 	}

@@ -218,7 +218,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		want string
 	}{
 		{"no negatives", Config{ModelDir: src, Data: noNeg}, "noneg.jsonl:2: field \"neg\" has no negatives"},
-		{"no scores with distillation", Config{ModelDir: src, Data: noScores, DistillWeight: 1}, "noscores.jsonl:1: distillation needs teacher scores"},
+		{"no scores with distillation", Config{ModelDir: src, Data: noScores, DistillWeight: 1}, "noscores.jsonl:1: teacher scores needed"},
 		{"not BERT", Config{ModelDir: roberta, Data: noScores}, "not BERT-family"},
 	}
 	for _, c := range cases {

@@ -21,16 +21,24 @@ func requireFlags(cmd *cobra.Command, names ...string) error {
 			if placeholder == "" {
 				placeholder = "VALUE"
 			}
-			return usageErrorf("--%s %s is required", n, placeholder)
+			return usageErrorf("%s %s is required", dashed(n), placeholder)
 		}
 	}
 	return nil
 }
 
+// dashed writes a flag as typed: -k for one letter, --name otherwise.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
 // atLeast checks an integer flag's lower bound.
 func atLeast(name string, v, min int) error {
 	if v < min {
-		return usageErrorf("--%s must be at least %d (got %d)", name, min, v)
+		return usageErrorf("%s must be at least %d (got %d)", dashed(name), min, v)
 	}
 	return nil
 }
@@ -38,7 +46,7 @@ func atLeast(name string, v, min int) error {
 // inRange checks a float flag's bounds.
 func inRange(name string, v, lo, hi float64) error {
 	if math.IsNaN(v) || v < lo || v > hi {
-		return usageErrorf("--%s must be between %g and %g (got %g)", name, lo, hi, v)
+		return usageErrorf("%s must be between %g and %g (got %g)", dashed(name), lo, hi, v)
 	}
 	return nil
 }
@@ -50,14 +58,14 @@ func oneOf(name, v string, allowed ...string) error {
 			return nil
 		}
 	}
-	return usageErrorf("--%s %q: want %s", name, v, strings.Join(allowed, ", "))
+	return usageErrorf("%s %q: want %s", dashed(name), v, strings.Join(allowed, ", "))
 }
 
 // parseMode reads --mode (lexical, dense, hybrid, rerank).
 func parseMode(flag, s string) (engine.Mode, error) {
 	m, err := engine.ParseMode(s)
 	if err != nil {
-		return "", usageErrorf("--%s %q: want lexical, dense, hybrid or rerank", flag, s)
+		return "", usageErrorf("%s %q: want lexical, dense, hybrid or rerank", dashed(flag), s)
 	}
 	return m, nil
 }
