@@ -54,6 +54,22 @@ func (t crashTally) String() string {
 		t.rounds, t.killedMidway, t.finished, t.lost, t.checksFailed)
 }
 
+// kill runs one round's child, signalled after delay, and counts how it
+// ended; SIGINT must end it with 130 (interrupted) or 0 (it had finished).
+func (tally *crashTally) kill(t *testing.T, round int, sig syscall.Signal, delay time.Duration, args ...string) {
+	t.Helper()
+	code, stderr := killAt(t, sig, delay, args...)
+	tally.rounds++
+	if code == 0 {
+		tally.finished++
+		return
+	}
+	tally.killedMidway++
+	if sig == syscall.SIGINT && code != 130 {
+		t.Errorf("round %d: SIGINT gave exit %d: %s", round, code, stderr)
+	}
+}
+
 // timeChild runs an uninterrupted child and returns how long it took.
 func timeChild(t *testing.T, args ...string) time.Duration {
 	t.Helper()
@@ -178,16 +194,7 @@ func TestCrashIndex(t *testing.T) {
 		for round := 0; round < crashRounds(); round++ {
 			dir := filepath.Join(tmp, fmt.Sprintf("%s-%d", sig, round))
 			delay := time.Duration(rng.Int63n(int64(full)))
-			code, stderr := killAt(t, sig, delay, args(dir)...)
-			tally.rounds++
-			if code == 0 {
-				tally.finished++
-			} else {
-				tally.killedMidway++
-				if sig == syscall.SIGINT && code != 130 {
-					t.Errorf("round %d: SIGINT gave exit %d: %s", round, code, stderr)
-				}
-			}
+			tally.kill(t, round, sig, delay, args(dir)...)
 			// What the kill left: whole batches only, each as in the corpus.
 			got := storeDocs(t, dir)
 			if len(got)%batch != 0 && len(got) != len(want) {
@@ -240,16 +247,7 @@ func TestCrashReindex(t *testing.T) {
 		for round := 0; round < crashRounds(); round++ {
 			dir := copyDir(t, base, filepath.Join(tmp, fmt.Sprintf("%s-%d", sig, round)))
 			delay := time.Duration(rng.Int63n(int64(full)))
-			code, stderr := killAt(t, sig, delay, args(dir)...)
-			tally.rounds++
-			if code == 0 {
-				tally.finished++
-			} else {
-				tally.killedMidway++
-				if sig == syscall.SIGINT && code != 130 {
-					t.Errorf("round %d: SIGINT gave exit %d: %s", round, code, stderr)
-				}
-			}
+			tally.kill(t, round, sig, delay, args(dir)...)
 			if r := annactl(t, "", args(dir)...); r.code != 0 {
 				t.Fatalf("round %d: the re-run failed: %s", round, r)
 			}
@@ -296,16 +294,7 @@ func TestCrashMineResume(t *testing.T) {
 		for round := 0; round < crashRounds(); round++ {
 			out := filepath.Join(tmp, fmt.Sprintf("%s-%d.jsonl", sig, round))
 			delay := time.Duration(rng.Int63n(int64(full)))
-			code, stderr := killAt(t, sig, delay, args(out)...)
-			tally.rounds++
-			if code == 0 {
-				tally.finished++
-			} else {
-				tally.killedMidway++
-				if sig == syscall.SIGINT && code != 130 {
-					t.Errorf("round %d: SIGINT gave exit %d: %s", round, code, stderr)
-				}
-			}
+			tally.kill(t, round, sig, delay, args(out)...)
 			if r := annactl(t, "", args(out)...); r.code != 0 {
 				t.Fatalf("round %d: the resumed run failed: %s", round, r)
 			}
