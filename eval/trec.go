@@ -32,25 +32,32 @@ func (r Run) IDs() map[string][]string {
 	return out
 }
 
-// DropIdentical removes every hit whose document ID equals its query's ID,
-// as BEIR's EvaluateRetrieval.evaluate does by default (ignore_identical_ids)
-// and MTEB after it: on collections whose queries are also documents
-// (ArguAna, Quora, CQADupStack) a query would otherwise find itself. The
-// list is not refilled. It returns how many hits were removed.
-func (r Run) DropIdentical() int {
-	n := 0
+// DropIdentical removes, from each query's hits, the hit whose document ID
+// equals the query's ID when isQuery says that document is the query
+// itself — the rule BEIR's EvaluateRetrieval.evaluate applies by default
+// (ignore_identical_ids) and MTEB after it: on collections whose queries
+// are also documents (ArguAna, Quora, SCIDOCS) a query would otherwise find
+// itself. BEIR drops such hits on the ID alone; isQuery lets a caller keep
+// collections whose query and document IDs are independent numberings (a
+// query "5" and an unrelated document "5") from losing a relevant document.
+// The list is not refilled. It returns how many hits were dropped, and how
+// many were kept because isQuery said the document is another one.
+func (r Run) DropIdentical(isQuery func(qid string) bool) (dropped, kept int) {
 	for q, hits := range r {
-		kept := hits[:0]
+		out := hits[:0]
 		for _, h := range hits {
 			if h.ID == q {
-				n++
-				continue
+				if isQuery == nil || isQuery(q) {
+					dropped++
+					continue
+				}
+				kept++
 			}
-			kept = append(kept, h)
+			out = append(out, h)
 		}
-		r[q] = kept
+		r[q] = out
 	}
-	return n
+	return dropped, kept
 }
 
 // WriteTREC writes r in the TREC run format trec_eval and pytrec_eval read,

@@ -56,7 +56,10 @@ temporary directory) and every judged query is searched in each mode; the report
 gives nDCG@10, Recall@100, MRR@10 and MAP per mode, computed as trec_eval does.
 As in BEIR and MTEB, a hit whose document ID equals the query's ID is dropped
 before scoring (collections whose queries are also documents would otherwise find
-the query itself); --keep-identical-ids turns that off.
+the query itself) — when that document is the query: its text contains the query's.
+A hit that only shares the ID (sets whose queries and documents are numbered
+independently, like CISI) is kept, and eval says so; --keep-identical-ids turns the
+rule off.
 --run-out FILE writes each mode's ranking as a TREC run (with several modes, the
 mode goes before FILE's extension). --rerank-run FILE evaluates a given TREC run and
 its top --rerank-depth reranked by --reranker (BEIR's reranking protocol); nothing
@@ -202,6 +205,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	}
 	indexTime := time.Since(start)
 	qids := judgedQueries(ds)
+	isQuery, said := isQueryDoc(ds), false
 	var rows []modeRow
 	for _, m := range modes {
 		t0 := time.Now()
@@ -210,7 +214,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			return fmt.Errorf("mode %s: %w", m.key, err)
 		}
 		took := time.Since(t0)
-		if err := a.finishRun(run, m.key, len(modes) > 1, fl); err != nil {
+		if err := a.finishRun(run, m.key, len(modes) > 1, fl, isQuery, &said); err != nil {
 			return err
 		}
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
@@ -222,10 +226,15 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	return a.printEval(header, rows, len(qids), fl.asJSON)
 }
 
-// finishRun applies BEIR's identical-ID rule and writes --run-out.
-func (a *app) finishRun(run eval.Run, key string, several bool, fl evalFlags) error {
+// finishRun applies BEIR's identical-ID rule and writes --run-out. The
+// first time hits are kept that share their query's ID but are other
+// documents, it says so.
+func (a *app) finishRun(run eval.Run, key string, several bool, fl evalFlags, isQuery func(string) bool, said *bool) error {
 	if !fl.keepIdentical {
-		run.DropIdentical()
+		if _, kept := run.DropIdentical(isQuery); kept > 0 && !*said {
+			*said = true
+			a.logf("eval: %d hits (mode %s) share their query's ID but are other documents (their text does not contain the query's): kept, where BEIR would drop them on the ID alone", kept, key)
+		}
 	}
 	if fl.runOut == "" {
 		return nil
@@ -307,13 +316,14 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 	}
 	p.done()
 	took := time.Since(t0)
+	isQuery, said := isQueryDoc(ds), false
 	var rows []modeRow
 	for _, r := range []struct {
 		key  string
 		run  eval.Run
 		took time.Duration
 	}{{"run", base, 0}, {"run+rerank", reranked, took}} {
-		if err := a.finishRun(r.run, r.key, true, fl); err != nil {
+		if err := a.finishRun(r.run, r.key, true, fl, isQuery, &said); err != nil {
 			return err
 		}
 		rows = append(rows, modeRow{r.key, eval.Evaluate(r.run.IDs(), ds.Qrels), r.took})
@@ -323,6 +333,24 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
+}
+
+// isQueryDoc says whether the document with a query's ID is that query:
+// its text (title and text joined) contains the query's, whitespace and
+// case aside. On BEIR's sets whose queries are documents this holds (the
+// query is the document, or its title); on sets numbered independently it
+// does not, and a hit that only shares the query's ID is kept.
+func isQueryDoc(ds *beir.Dataset) func(qid string) bool {
+	docs := make(map[string]string, len(ds.Corpus))
+	for _, d := range ds.Corpus {
+		docs[d.ID] = engine.EmbedText(engine.Document(d))
+	}
+	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
+	return func(qid string) bool {
+		d, ok := docs[qid]
+		q := norm(ds.Queries[qid])
+		return ok && q != "" && strings.Contains(norm(d), q)
+	}
 }
 
 func judgedQueries(ds *beir.Dataset) []string {

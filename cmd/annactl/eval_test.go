@@ -27,6 +27,10 @@ func writeSelfRetrievalSet(t *testing.T, dir string) {
 		{"b1", "kappa lambda mu nu"}, {"b2", "kappa lambda mu xi"},
 		{"c1", "rho sigma tau upsilon"}, {"c2", "rho sigma tau phi"},
 		{"z1", "unrelated words here"}, {"z2", "nothing shared at all"},
+		// A query numbered like a document it is not (independent
+		// numberings): query "q7" shares "q7" with this document, whose
+		// text is not the query's; it is relevant, and must stay.
+		{"q7", "chi psi omega"},
 	}
 	var corpus, queries strings.Builder
 	for _, d := range docs {
@@ -38,18 +42,23 @@ func writeSelfRetrievalSet(t *testing.T, dir string) {
 			queries.WriteByte('\n')
 		}
 	}
+	queries.WriteString(`{"_id": "q7", "text": "omega chi"}` + "\n")
 	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
 	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(corpus.String()), 0o644)
 	os.WriteFile(filepath.Join(dir, "queries.jsonl"), []byte(queries.String()), 0o644)
-	os.WriteFile(filepath.Join(dir, "qrels", "test.tsv"), []byte("query-id\tcorpus-id\tscore\na1\ta2\t1\nb1\tb2\t1\nc1\tc2\t1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "qrels", "test.tsv"), []byte("query-id\tcorpus-id\tscore\na1\ta2\t1\nb1\tb2\t1\nc1\tc2\t1\nq7\tq7\t1\n"), 0o644)
 }
 
 // TestEvalDropsIdenticalIDs: on a set whose queries are corpus documents,
 // eval drops a query's own document from its ranking as BEIR does, and the
-// scores are the ones computed by hand — with the rule, each relevant
-// document is first (nDCG@10 = MRR@10 = MAP = 1); without it (the old
-// behaviour, --keep-identical-ids), second (nDCG@10 = 1/log2(3) = 0.6309,
-// MRR@10 = MAP = 0.5). pytrec_eval, run on the TREC runs eval writes, agrees.
+// scores are the ones computed by hand. Three queries find themselves first
+// and their relevant document second; a fourth (q7) is numbered like an
+// unrelated document that is its relevant one, found first. With the rule,
+// every relevant document is first (nDCG@10 = MRR@10 = MAP = 1: q7's hit
+// shares its ID but is not the query, and stays); without it
+// (--keep-identical-ids), three are second (nDCG@10 = (3/log2(3) + 1)/4,
+// MRR@10 = MAP = (3 × 0.5 + 1)/4). pytrec_eval, run on the TREC runs eval
+// writes, agrees.
 func TestEvalDropsIdenticalIDs(t *testing.T) {
 	needModel(t)
 	tmp := t.TempDir()
@@ -60,7 +69,7 @@ func TestEvalDropsIdenticalIDs(t *testing.T) {
 		ndcg, mrr, mapv float64
 	}{
 		{nil, 1, 1, 1},
-		{[]string{"--keep-identical-ids"}, 1 / math.Log2(3), 0.5, 0.5},
+		{[]string{"--keep-identical-ids"}, (3/math.Log2(3) + 1) / 4, 0.625, 0.625},
 	} {
 		runFile := filepath.Join(tmp, "run"+strings.Join(tc.flags, "")+".trec")
 		args := append([]string{"eval", ds, "--modes", "lexical", "--json", "--run-out", runFile, "--cache"}, tc.flags...)

@@ -132,6 +132,9 @@ func (ix *Index) Add(ctx context.Context, ids []string, vecs [][]float32) error 
 		nodes[i] = hnsw.MakeNode(id, v)
 	}
 	ix.cfg.Dim = dim
+	// Every live vector is reachable again when Add returns, also when it
+	// stops early (hnsw.Graph.Reconnect).
+	defer ix.g.Reconnect()
 	for len(nodes) > 0 {
 		n := min(len(nodes), addChunk)
 		ix.g.Add(nodes[:n]...)

@@ -34,6 +34,7 @@ func TestCheckSoundGraphs(t *testing.T) {
 					g.Add(nodes[:k]...)
 					nodes = nodes[k:]
 				}
+				g.Reconnect()
 			}
 			var nodes []Node[int]
 			for i, v := range vecs {

@@ -198,7 +198,13 @@ func (g *Graph[K]) randomLevel(key K) int {
 	if g.KeyLevels {
 		h := fnv.New64a()
 		h.Write(fmt.Append(nil, key))
-		u = float64(h.Sum64()>>11) / (1 << 53)
+		// FNV's high bits are uneven for short, similar keys: mix them
+		// (splitmix64's finalizer) before taking a uniform draw.
+		x := h.Sum64()
+		x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+		x = (x ^ x>>27) * 0x94d049bb133111eb
+		x ^= x >> 31
+		u = float64(x>>11) / (1 << 53)
 	} else {
 		u = g.Rng.Float64()
 	}
@@ -421,9 +427,9 @@ func (g *Graph[K]) Dims() int {
 
 // Add inserts nodes into the graph.
 // If another node with the same key exists, it is replaced (upstream
-// panicked with "node not added"). The vectors are copied. After a call of
-// 32 nodes or more every live node is reachable (see reconnect); smaller
-// calls repair reachability once per len/32 nodes added.
+// panicked with "node not added"). The vectors are copied. Reachability
+// is repaired once per len/32 nodes added (see reconnect); call Reconnect
+// after a batch of Adds to have every live node reachable at once.
 // It panics if a vector's dimension differs from the graph's, before
 // inserting any of nodes.
 func (g *Graph[K]) Add(nodes ...Node[K]) {
@@ -452,11 +458,12 @@ func (g *Graph[K]) Add(nodes ...Node[K]) {
 		g.insert(n.Key, n.Value)
 	}
 	compacted := g.maybeCompact()
-	// Repair reachability (see reconnect) after every call of a batch's
-	// size, and otherwise once per len/reconnectEvery inserted nodes, so
-	// that adding nodes one at a time stays linear.
+	// Repair reachability (see reconnect) after a compaction, and otherwise
+	// once per len/reconnectEvery inserted nodes, so that its walk of the
+	// graph costs a constant share of the inserts. Reconnect repairs it at
+	// once (index/dense calls it at the end of each of its Adds).
 	g.sinceReconnect += len(nodes)
-	if compacted || len(nodes) >= reconnectEvery || g.sinceReconnect*reconnectEvery >= len(g.keys) {
+	if compacted || g.sinceReconnect*reconnectEvery >= len(g.keys) {
 		g.reconnect()
 		g.sinceReconnect = 0
 	}
@@ -464,6 +471,17 @@ func (g *Graph[K]) Add(nodes ...Node[K]) {
 
 // reconnectEvery: see Add.
 const reconnectEvery = 32
+
+// Reconnect makes every live node reachable from the entry point on the
+// base layer (see reconnect); Add does it only now and then.
+func (g *Graph[K]) Reconnect() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.ids) > 0 && g.sinceReconnect > 0 {
+		g.reconnect()
+		g.sinceReconnect = 0
+	}
+}
 
 func (g *Graph[K]) insert(key K, vec []float32) {
 	dist := g.distance()
