@@ -46,6 +46,7 @@ func (p Problem) String() string {
 // Report is what Check found.
 type Report struct {
 	Dir       string
+	Readable  bool   // the store could be opened
 	Documents int    // in the store (0 when it could not be read)
 	Seq       uint64 // the store's last change
 	Model     string // the recorded model fingerprint ("" when none)
@@ -169,6 +170,7 @@ func (c *checker) checkStore(ctx context.Context) error {
 		return nil
 	}
 	c.st = st
+	c.rep.Readable = true
 	m, err := recordedModel(st)
 	if err != nil {
 		c.ps.add(PartStore, "the recorded model cannot be read: %v", err)

@@ -93,7 +93,11 @@ func (a *app) printReport(rep *engine.Report) {
 		fmt.Fprintf(a.stdout, "%s: ok (%d documents, change seq %d, model %s)\n", rep.Dir, rep.Documents, rep.Seq, rep.Model)
 		return
 	}
-	fmt.Fprintf(a.stdout, "%s: %d problem(s) (%d documents in anna.db, change seq %d)\n", rep.Dir, len(rep.Problems), rep.Documents, rep.Seq)
+	if rep.Readable {
+		fmt.Fprintf(a.stdout, "%s: %d problem(s) (%d documents in anna.db, change seq %d)\n", rep.Dir, len(rep.Problems), rep.Documents, rep.Seq)
+	} else {
+		fmt.Fprintf(a.stdout, "%s: %d problem(s) (anna.db cannot be read)\n", rep.Dir, len(rep.Problems))
+	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stdout, "  %s\n", p)
 	}
