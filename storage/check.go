@@ -270,13 +270,13 @@ func checkDocs(ctx context.Context, tx *bolt.Tx, fp string, ps *Problems) error 
 				}
 				continue
 			}
-			v, vseq, err := decodeVector(f, id, w.v)
+			e, vseq, err := decodeVector(f, id, w.v)
 			switch {
 			case err != nil:
 				ps.AddID(fmt.Sprintf("vector record of model %s damaged", f), id)
 			case !live:
 				ps.AddID(fmt.Sprintf("vector of model %s for a document that does not exist", f), id)
-			case len(v) != dims[f]:
+			case e.Dim() != dims[f]:
 				ps.AddID(fmt.Sprintf("vector of model %s has the wrong dimension (recorded %d)", f, dims[f]), id)
 			case f == fp && docOK && vseq < textSeq:
 				ps.AddID(fmt.Sprintf("vector of the current model %s is older than the document's text", fp), id)

@@ -39,7 +39,7 @@ func fill(t *testing.T, s *Store) map[string]Doc {
 			vecs = append(vecs, vec(n, 8))
 			live[d.ID] = d
 		}
-		if _, err := s.Put(docs, "model-a", vecs, map[string][]byte{"model": []byte("model-a")}); err != nil {
+		if _, err := s.Put(docs, "model-a", one(vecs), map[string][]byte{"model": []byte("model-a")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func fill(t *testing.T, s *Store) map[string]Doc {
 		upv = append(upv, vec(n+1000, 8))
 		live[d.ID] = d
 	}
-	if _, err := s.Put(up, "model-a", upv, nil); err != nil {
+	if _, err := s.Put(up, "model-a", one(upv), nil); err != nil {
 		t.Fatal(err)
 	}
 	var gone []string
@@ -66,7 +66,7 @@ func fill(t *testing.T, s *Store) map[string]Doc {
 		t.Fatal(err)
 	}
 	readd := Doc{ID: "doc-0003", Text: "back again"}
-	if _, err := s.Put([]Doc{readd}, "model-a", [][]float32{vec(3, 8)}, nil); err != nil {
+	if _, err := s.Put([]Doc{readd}, "model-a", one([][]float32{vec(3, 8)}), nil); err != nil {
 		t.Fatal(err)
 	}
 	live[readd.ID] = readd
@@ -77,7 +77,7 @@ func fill(t *testing.T, s *Store) map[string]Doc {
 		ids = append(ids, id)
 		vb = append(vb, vec(len(ids), 4))
 	}
-	if _, err := s.PutVectors("model-b", ids, vb); err != nil {
+	if _, err := s.PutVectors("model-b", ids, one(vb)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetStates(map[string][]byte{"model": []byte("model-b"), "pending": nil}); err != nil {
@@ -181,7 +181,7 @@ func TestReadOnlyWritesNothing(t *testing.T) {
 		"put":    func() error { _, err := ro.Put([]Doc{{ID: "x"}}, "", nil, nil); return err },
 		"delete": func() error { _, err := ro.Delete([]string{"doc-0001"}); return err },
 		"state":  func() error { return ro.SetState("k", []byte("v")) },
-		"vecs":   func() error { _, err := ro.PutVectors("m", []string{"doc-0001"}, [][]float32{{1}}); return err },
+		"vecs":   func() error { _, err := ro.PutVectors("m", []string{"doc-0001"}, one([][]float32{{1}})); return err },
 		"drop":   func() error { return ro.DeleteVectors("model-a") },
 	} {
 		if err := fn(); !errors.Is(err, ErrReadOnly) {
@@ -285,7 +285,7 @@ func snapshot(t *testing.T, s *Store) (docs map[string]Doc, vecs map[string]map[
 	fps, _ := s.Fingerprints()
 	for _, fp := range fps {
 		vecs[fp] = map[string][]float32{}
-		if err := s.ForEachVector(ctx, fp, func(id string, v []float32) error { vecs[fp][id] = v; return nil }); err != nil {
+		if err := s.ForEachVector(ctx, fp, func(id string, e Embedding) error { vecs[fp][id] = e.Vectors[0]; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -124,30 +124,67 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 	return d, seq, nil
 }
 
-// encodeVector writes the seq of the change that stored the vector, then
-// the components as little-endian float32, sealed with fp and the doc ID.
-func encodeVector(fp, id string, seq uint64, v []float32) []byte {
-	body := make([]byte, 8+4*len(v))
+// encodeVector writes the seq of the change that stored the embedding, the
+// number of passages and each passage's span (uvarints), then every
+// passage's components as little-endian float32, sealed with fp and the
+// doc ID. All vectors of an embedding have the same dimension.
+func encodeVector(fp, id string, seq uint64, e Embedding) []byte {
+	dim := 0
+	if len(e.Vectors) > 0 {
+		dim = len(e.Vectors[0])
+	}
+	body := make([]byte, 8, 8+binary.MaxVarintLen64*(1+2*len(e.Spans))+4*dim*len(e.Vectors))
 	binary.LittleEndian.PutUint64(body, seq)
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(body[8+4*i:], math.Float32bits(f))
+	body = binary.AppendUvarint(body, uint64(len(e.Vectors)))
+	for _, sp := range e.Spans {
+		body = binary.AppendUvarint(body, uint64(sp.Start))
+		body = binary.AppendUvarint(body, uint64(sp.End))
+	}
+	for _, v := range e.Vectors {
+		for _, f := range v {
+			body = binary.LittleEndian.AppendUint32(body, math.Float32bits(f))
+		}
 	}
 	return sealed(tagVector, fp, []byte(id), body)
 }
 
-func decodeVector(fp, id string, raw []byte) ([]float32, uint64, error) {
+func decodeVector(fp, id string, raw []byte) (Embedding, uint64, error) {
 	body, err := unsealed(tagVector, fp, []byte(id), raw)
 	if err != nil {
-		return nil, 0, err
+		return Embedding{}, 0, err
 	}
-	if len(body) < 8 || (len(body)-8)%4 != 0 {
-		return nil, 0, fmt.Errorf("%w: vector record of %d bytes", ErrCorrupt, len(body))
+	bad := func(what string) (Embedding, uint64, error) {
+		return Embedding{}, 0, fmt.Errorf("%w: vector record of %d bytes: %s", ErrCorrupt, len(body), what)
 	}
-	v := make([]float32, (len(body)-8)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(body[8+4*i:]))
+	if len(body) < 9 {
+		return bad("too short")
 	}
-	return v, binary.LittleEndian.Uint64(body), nil
+	seq := binary.LittleEndian.Uint64(body)
+	r := reader{buf: body[8:]}
+	n := r.uvarint()
+	if r.err != nil || n == 0 || n > uint64(len(body)) {
+		return bad("passage count")
+	}
+	e := Embedding{Spans: make([]Span, n), Vectors: make([][]float32, n)}
+	for i := range e.Spans {
+		start, end := r.uvarint(), r.uvarint()
+		if r.err != nil || start > end || end > 1<<40 {
+			return bad("passage span")
+		}
+		e.Spans[i] = Span{int(start), int(end)}
+	}
+	if len(r.buf)%(4*int(n)) != 0 || len(r.buf) == 0 {
+		return bad("vector length")
+	}
+	dim := len(r.buf) / 4 / int(n)
+	flat := make([]float32, dim*int(n))
+	for i := range flat {
+		flat[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.buf[4*i:]))
+	}
+	for i := range e.Vectors {
+		e.Vectors[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	return e, seq, nil
 }
 
 // encodeChange writes op, the seq of the doc's last text change (for

@@ -207,7 +207,7 @@ func isAnnaBucket(name []byte) bool {
 func (sv *salvager) entry(key, val []byte) {
 	if sv.pass == 2 {
 		for fp := range sv.fps {
-			v, seq, err := decodeVector(fp, string(key), val)
+			e, seq, err := decodeVector(fp, string(key), val)
 			if err != nil {
 				continue
 			}
@@ -217,7 +217,7 @@ func (sv *salvager) entry(key, val []byte) {
 				sv.vecs[fp] = m
 			}
 			if old, ok := m[string(key)]; !ok || seq > old.seq {
-				m[string(key)] = vecCopy{rec: bytes.Clone(val), seq: seq, dim: len(v)}
+				m[string(key)] = vecCopy{rec: bytes.Clone(val), seq: seq, dim: e.Dim()}
 			}
 			return
 		}

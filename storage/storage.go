@@ -24,6 +24,26 @@ type Doc struct {
 	Meta            map[string]string
 }
 
+// Span is a byte range [Start, End) of a document's text.
+type Span struct{ Start, End int }
+
+// Embedding is a document's vectors for one model: one per passage — a
+// window of the document as the model embeds it; a document that fits the
+// model is one passage — with each passage's span in the document's text.
+// Every vector of an embedding has the model's dimension.
+type Embedding struct {
+	Vectors [][]float32
+	Spans   []Span // len(Spans) == len(Vectors)
+}
+
+// Dim is the dimension of e's vectors (0 when it has none).
+func (e Embedding) Dim() int {
+	if len(e.Vectors) == 0 {
+		return 0
+	}
+	return len(e.Vectors[0])
+}
+
 // Op is the kind of a change-log entry.
 type Op byte
 
@@ -306,19 +326,20 @@ func (s *Store) ReadOnly() bool { return s.readOnly }
 func (s *Store) Warning() string { return s.warning }
 
 // Put upserts docs in one transaction and appends one change entry per doc.
-// When fp is not empty, vecs[i] is stored as the vector of docs[i] for model
-// fingerprint fp (len(vecs) must equal len(docs)); when fp is empty vecs must
-// be empty. Upserting a doc without vectors keeps its old vectors: callers
-// that change a doc's text must pass fresh vectors or PutVectors them.
+// When fp is not empty, embs[i] is stored as the embedding of docs[i] for
+// model fingerprint fp (len(embs) must equal len(docs)); when fp is empty
+// embs must be empty. Upserting a doc without an embedding keeps its old
+// ones: callers that change a doc's text must pass fresh embeddings or
+// PutVectors them.
 // state entries are written in the same transaction (nil values delete).
 // It returns the seq of the last entry written (the current Seq if docs is
 // empty). If the same ID appears twice, the later doc wins.
-func (s *Store) Put(docs []Doc, fp string, vecs [][]float32, state map[string][]byte) (uint64, error) {
-	if fp == "" && len(vecs) != 0 {
-		return 0, fmt.Errorf("storage: put: %d vectors given without a model fingerprint", len(vecs))
+func (s *Store) Put(docs []Doc, fp string, embs []Embedding, state map[string][]byte) (uint64, error) {
+	if fp == "" && len(embs) != 0 {
+		return 0, fmt.Errorf("storage: put: %d embeddings given without a model fingerprint", len(embs))
 	}
-	if fp != "" && len(vecs) != len(docs) {
-		return 0, fmt.Errorf("storage: put: %d docs but %d vectors for fingerprint %q", len(docs), len(vecs), fp)
+	if fp != "" && len(embs) != len(docs) {
+		return 0, fmt.Errorf("storage: put: %d docs but %d embeddings for fingerprint %q", len(docs), len(embs), fp)
 	}
 	for i, d := range docs {
 		if d.ID == "" {
@@ -329,16 +350,16 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32, state map[string][]
 		return 0, fmt.Errorf("storage: put: %w", err)
 	}
 	if fp != "" {
-		if err := checkVectors(vecs); err != nil {
+		if err := checkEmbeddings(embs); err != nil {
 			return 0, fmt.Errorf("storage: put: %w", err)
 		}
 	}
 	var seq uint64
 	err := s.update(func(tx *bolt.Tx) error {
 		var vb *bolt.Bucket
-		if fp != "" && len(vecs) > 0 {
+		if fp != "" && len(embs) > 0 {
 			var err error
-			if vb, err = vectorBucket(tx, fp, len(vecs[0])); err != nil {
+			if vb, err = vectorBucket(tx, fp, embs[0].Dim()); err != nil {
 				return err
 			}
 		}
@@ -356,7 +377,7 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32, state map[string][]
 				return fmt.Errorf("doc %q: %w", d.ID, err)
 			}
 			if vb != nil {
-				if err := vb.Put([]byte(d.ID), encodeVector(fp, d.ID, seq, vecs[i])); err != nil {
+				if err := vb.Put([]byte(d.ID), encodeVector(fp, d.ID, seq, embs[i])); err != nil {
 					return fmt.Errorf("vector of doc %q: %w", d.ID, err)
 				}
 			}
@@ -375,21 +396,21 @@ func (s *Store) Put(docs []Doc, fp string, vecs [][]float32, state map[string][]
 	return seq, nil
 }
 
-// PutVectors stores vectors for existing docs under model fingerprint fp (a
-// reindex with a new model) and appends one OpVectors change entry per ID,
-// so an index catching up through ChangesSince sees them. Every ID must
+// PutVectors stores embeddings for existing docs under model fingerprint fp
+// (a reindex with a new model) and appends one OpVectors change entry per
+// ID, so an index catching up through ChangesSince sees them. Every ID must
 // exist.
-func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, error) {
+func (s *Store) PutVectors(fp string, ids []string, embs []Embedding) (uint64, error) {
 	if fp == "" {
 		return 0, errors.New("storage: put vectors: empty model fingerprint")
 	}
-	if len(ids) != len(vecs) {
-		return 0, fmt.Errorf("storage: put vectors: %d ids but %d vectors", len(ids), len(vecs))
+	if len(ids) != len(embs) {
+		return 0, fmt.Errorf("storage: put vectors: %d ids but %d embeddings", len(ids), len(embs))
 	}
 	if err := checkIDs(ids); err != nil {
 		return 0, fmt.Errorf("storage: put vectors: %w", err)
 	}
-	if err := checkVectors(vecs); err != nil {
+	if err := checkEmbeddings(embs); err != nil {
 		return 0, fmt.Errorf("storage: put vectors: %w", err)
 	}
 	var seq uint64
@@ -398,7 +419,7 @@ func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, e
 		if len(ids) == 0 {
 			return nil
 		}
-		vb, err := vectorBucket(tx, fp, len(vecs[0]))
+		vb, err := vectorBucket(tx, fp, embs[0].Dim())
 		if err != nil {
 			return err
 		}
@@ -415,7 +436,7 @@ func (s *Store) PutVectors(fp string, ids []string, vecs [][]float32) (uint64, e
 			if seq, err = logChange(tx, OpVectors, id, textSeq); err != nil {
 				return err
 			}
-			if err := vb.Put([]byte(id), encodeVector(fp, id, seq, vecs[i])); err != nil {
+			if err := vb.Put([]byte(id), encodeVector(fp, id, seq, embs[i])); err != nil {
 				return fmt.Errorf("vector of doc %q: %w", id, err)
 			}
 		}
@@ -515,8 +536,8 @@ func (s *Store) GetMany(ids []string) ([]Doc, error) {
 	return out, nil
 }
 
-// Vector returns the vector of doc id for fingerprint fp.
-func (s *Store) Vector(fp, id string) (v []float32, ok bool, err error) {
+// Vector returns the embedding of doc id for fingerprint fp.
+func (s *Store) Vector(fp, id string) (e Embedding, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		vb := tx.Bucket(bucketVectors).Bucket([]byte(fp))
 		if vb == nil {
@@ -527,19 +548,19 @@ func (s *Store) Vector(fp, id string) (v []float32, ok bool, err error) {
 			return nil
 		}
 		ok = true
-		v, _, err = decodeVector(fp, id, raw)
+		e, _, err = decodeVector(fp, id, raw)
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("storage: vector %q of doc %q: %w", fp, id, err)
+		return Embedding{}, false, fmt.Errorf("storage: vector %q of doc %q: %w", fp, id, err)
 	}
-	return v, ok, nil
+	return e, ok, nil
 }
 
-// Vectors returns the vectors of fingerprint fp for ids, in the order given;
-// a nil entry for an id without one.
-func (s *Store) Vectors(fp string, ids []string) ([][]float32, error) {
-	out := make([][]float32, len(ids))
+// Vectors returns the embeddings of fingerprint fp for ids, in the order
+// given; an empty Embedding for an id without one.
+func (s *Store) Vectors(fp string, ids []string) ([]Embedding, error) {
+	out := make([]Embedding, len(ids))
 	err := s.view(func(tx *bolt.Tx) error {
 		vb := tx.Bucket(bucketVectors).Bucket([]byte(fp))
 		if vb == nil {
@@ -547,11 +568,11 @@ func (s *Store) Vectors(fp string, ids []string) ([][]float32, error) {
 		}
 		for i, id := range ids {
 			if raw := vb.Get([]byte(id)); raw != nil {
-				v, _, err := decodeVector(fp, id, raw)
+				e, _, err := decodeVector(fp, id, raw)
 				if err != nil {
 					return fmt.Errorf("vector of doc %q: %w", id, err)
 				}
-				out[i] = v
+				out[i] = e
 			}
 		}
 		return nil
@@ -662,16 +683,17 @@ func (s *Store) ForEachID(ctx context.Context, fn func(id string) error) error {
 	})
 }
 
-// ForEachVector calls fn for every vector of fingerprint fp in ID byte order,
-// with the same chunked semantics as ForEachDoc. An unknown fp visits nothing.
-func (s *Store) ForEachVector(ctx context.Context, fp string, fn func(id string, v []float32) error) error {
+// ForEachVector calls fn for every embedding of fingerprint fp in ID byte
+// order, with the same chunked semantics as ForEachDoc. An unknown fp
+// visits nothing.
+func (s *Store) ForEachVector(ctx context.Context, fp string, fn func(id string, e Embedding) error) error {
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketVectors).Bucket([]byte(fp)) }, func(k, raw []byte) (func() error, error) {
 		id := string(k)
-		v, _, err := decodeVector(fp, id, raw)
+		e, _, err := decodeVector(fp, id, raw)
 		if err != nil {
 			return nil, fmt.Errorf("vector of doc %q: %w", k, err)
 		}
-		return func() error { return fn(id, v) }, nil
+		return func() error { return fn(id, e) }, nil
 	})
 }
 
@@ -946,17 +968,30 @@ func checkIDs(ids []string) error {
 	return nil
 }
 
-func checkVectors(vecs [][]float32) error {
-	if len(vecs) == 0 {
+// checkEmbeddings refuses an embedding without vectors, spans that do not
+// match the vectors, and vectors of different dimensions.
+func checkEmbeddings(embs []Embedding) error {
+	if len(embs) == 0 {
 		return nil
 	}
-	dim := len(vecs[0])
+	dim := embs[0].Dim()
 	if dim == 0 {
-		return errors.New("vector 0 is empty")
+		return errors.New("embedding 0 has no vector, or an empty one")
 	}
-	for i, v := range vecs {
-		if len(v) != dim {
-			return fmt.Errorf("vector %d has %d dims, vector 0 has %d", i, len(v), dim)
+	for i, e := range embs {
+		if len(e.Vectors) == 0 {
+			return fmt.Errorf("embedding %d has no vector", i)
+		}
+		if len(e.Spans) != len(e.Vectors) {
+			return fmt.Errorf("embedding %d has %d vectors but %d spans", i, len(e.Vectors), len(e.Spans))
+		}
+		for j, v := range e.Vectors {
+			if len(v) != dim {
+				return fmt.Errorf("embedding %d vector %d has %d dims, embedding 0 has %d", i, j, len(v), dim)
+			}
+			if sp := e.Spans[j]; sp.Start < 0 || sp.End < sp.Start {
+				return fmt.Errorf("embedding %d passage %d: span [%d, %d)", i, j, sp.Start, sp.End)
+			}
 		}
 	}
 	return nil

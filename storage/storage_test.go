@@ -48,7 +48,7 @@ func TestRoundTrip(t *testing.T) {
 		{ID: "ünï\x00code", Title: "bad utf8 \xff\xfe kept", Text: ""},
 	}
 	vecs := [][]float32{{1, 0, -0.5}, {0, 1, 3.25}, {-1e-30, 1e30, 0}}
-	seq, err := s.Put(docs, "fp1", vecs, nil)
+	seq, err := s.Put(docs, "fp1", one(vecs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("get %q = %#v, want %#v", want.ID, got, want)
 		}
 		v, ok, err := s.Vector("fp1", want.ID)
-		if err != nil || !ok || !reflect.DeepEqual(v, vecs[i]) {
+		if err != nil || !ok || !reflect.DeepEqual(v.Vectors[0], vecs[i]) {
 			t.Fatalf("vector %q = %v ok=%v err=%v, want %v", want.ID, v, ok, err, vecs[i])
 		}
 	}
@@ -89,8 +89,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Vectors are the seq (uint64) then little-endian float32s, then the
 	// checksum: check the raw bytes of one.
-	raw := encodeVector("fp", "id", 7, []float32{1})
-	if !reflect.DeepEqual(raw[:12], []byte{7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f}) || len(raw) != 16 {
+	raw := encodeVector("fp", "id", 7, Embedding{Vectors: [][]float32{{1}}, Spans: []Span{{0, 3}}})
+	if !reflect.DeepEqual(raw[:15], []byte{7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 3, 0, 0, 0x80, 0x3f}) || len(raw) != 19 {
 		t.Fatalf("encoding of 1.0 = %x", raw)
 	}
 }
@@ -169,26 +169,26 @@ func TestUpsertDeleteAndChanges(t *testing.T) {
 func TestVectors(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
-	if _, err := s.Put([]Doc{{ID: "x"}, {ID: "y"}}, "m1", [][]float32{{1, 2}, {3, 4}}, nil); err != nil {
+	if _, err := s.Put([]Doc{{ID: "x"}, {ID: "y"}}, "m1", one([][]float32{{1, 2}, {3, 4}}), nil); err != nil {
 		t.Fatal(err)
 	}
-	seq, err := s.PutVectors("m2", []string{"x", "y"}, [][]float32{{5, 6, 7}, {8, 9, 10}})
+	seq, err := s.PutVectors("m2", []string{"x", "y"}, one([][]float32{{5, 6, 7}, {8, 9, 10}}))
 	if err != nil || seq != 4 {
 		t.Fatalf("PutVectors: seq=%d err=%v", seq, err)
 	}
-	if _, err := s.PutVectors("m2", []string{"x", "ghost"}, [][]float32{{1, 1, 1}, {1, 1, 1}}); err == nil || !strings.Contains(err.Error(), `"ghost"`) {
+	if _, err := s.PutVectors("m2", []string{"x", "ghost"}, one([][]float32{{1, 1, 1}, {1, 1, 1}})); err == nil || !strings.Contains(err.Error(), `"ghost"`) {
 		t.Fatalf("PutVectors for a missing doc: %v", err)
 	}
-	if v, _, _ := s.Vector("m2", "x"); !reflect.DeepEqual(v, []float32{5, 6, 7}) {
+	if v, _, _ := s.Vector("m2", "x"); !reflect.DeepEqual(v.Vectors[0], []float32{5, 6, 7}) {
 		t.Fatalf("the failed PutVectors was not rolled back: %v", v)
 	}
-	if _, err := s.PutVectors("m2", []string{"x"}, [][]float32{{1, 2}}); err == nil || !strings.Contains(err.Error(), "3-dim") {
+	if _, err := s.PutVectors("m2", []string{"x"}, one([][]float32{{1, 2}})); err == nil || !strings.Contains(err.Error(), "3-dim") {
 		t.Fatalf("dimension change accepted: %v", err)
 	}
-	if _, err := s.Put([]Doc{{ID: "z"}}, "m1", [][]float32{{1, 2}, {3, 4}}, nil); err == nil {
+	if _, err := s.Put([]Doc{{ID: "z"}}, "m1", one([][]float32{{1, 2}, {3, 4}}), nil); err == nil {
 		t.Fatal("docs/vectors length mismatch accepted")
 	}
-	if _, err := s.Put([]Doc{{ID: "z"}}, "", [][]float32{{1, 2}}, nil); err == nil {
+	if _, err := s.Put([]Doc{{ID: "z"}}, "", one([][]float32{{1, 2}}), nil); err == nil {
 		t.Fatal("vectors without fingerprint accepted")
 	}
 	// Upsert without vectors keeps the old ones.
@@ -200,13 +200,13 @@ func TestVectors(t *testing.T) {
 	}
 
 	got := map[string][]float32{}
-	if err := s.ForEachVector(ctx, "m2", func(id string, v []float32) error { got[id] = v; return nil }); err != nil {
+	if err := s.ForEachVector(ctx, "m2", func(id string, e Embedding) error { got[id] = e.Vectors[0]; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || !reflect.DeepEqual(got["y"], []float32{8, 9, 10}) {
 		t.Fatalf("ForEachVector = %v", got)
 	}
-	if err := s.ForEachVector(ctx, "unknown", func(string, []float32) error { t.Fatal("visited"); return nil }); err != nil {
+	if err := s.ForEachVector(ctx, "unknown", func(string, Embedding) error { t.Fatal("visited"); return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -227,7 +227,7 @@ func TestVectors(t *testing.T) {
 	if d, _ := s.VectorDim("m1"); d != 0 {
 		t.Fatal("DeleteVectors left the dimension")
 	}
-	if _, err := s.Put([]Doc{{ID: "x"}}, "m1", [][]float32{{1, 2, 3, 4}}, nil); err != nil {
+	if _, err := s.Put([]Doc{{ID: "x"}}, "m1", one([][]float32{{1, 2, 3, 4}}), nil); err != nil {
 		t.Fatalf("a dropped fingerprint should accept a new dimension: %v", err)
 	}
 	if _, ok, _ := s.Vector("m2", "x"); !ok {
@@ -239,11 +239,11 @@ func TestBadInput(t *testing.T) {
 	s, _ := openTemp(t)
 	for name, fn := range map[string]func() error{
 		"put":         func() error { _, err := s.Put([]Doc{{ID: "ok"}, {ID: "", Title: "T"}}, "", nil, nil); return err },
-		"putvectors":  func() error { _, err := s.PutVectors("fp", []string{""}, [][]float32{{1}}); return err },
+		"putvectors":  func() error { _, err := s.PutVectors("fp", []string{""}, one([][]float32{{1}})); return err },
 		"delete":      func() error { _, err := s.Delete([]string{"a", ""}); return err },
-		"emptyvector": func() error { _, err := s.Put([]Doc{{ID: "a"}}, "fp", [][]float32{{}}, nil); return err },
+		"emptyvector": func() error { _, err := s.Put([]Doc{{ID: "a"}}, "fp", one([][]float32{{}}), nil); return err },
 		"ragged": func() error {
-			_, err := s.Put([]Doc{{ID: "a"}, {ID: "b"}}, "fp", [][]float32{{1}, {1, 2}}, nil)
+			_, err := s.Put([]Doc{{ID: "a"}, {ID: "b"}}, "fp", one([][]float32{{1}, {1, 2}}), nil)
 			return err
 		},
 		"state": func() error { return s.SetState("", []byte("x")) },
@@ -265,7 +265,7 @@ func TestBadInput(t *testing.T) {
 
 func TestReopenAndLock(t *testing.T) {
 	s, path := openTemp(t)
-	if _, err := s.Put([]Doc{{ID: "a", Text: "kept"}}, "fp", [][]float32{{0.25}}, nil); err != nil {
+	if _, err := s.Put([]Doc{{ID: "a", Text: "kept"}}, "fp", one([][]float32{{0.25}}), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetState("lexical", []byte("v1")); err != nil {
@@ -287,7 +287,7 @@ func TestReopenAndLock(t *testing.T) {
 	if d, ok, _ := s2.Get("a"); !ok || d.Text != "kept" {
 		t.Fatalf("after reopen: %+v %v", d, ok)
 	}
-	if v, _, _ := s2.Vector("fp", "a"); !reflect.DeepEqual(v, []float32{0.25}) {
+	if v, _, _ := s2.Vector("fp", "a"); !reflect.DeepEqual(v.Vectors[0], []float32{0.25}) {
 		t.Fatalf("vector after reopen: %v", v)
 	}
 	if seq, _ := s2.Seq(); seq != 1 {
@@ -359,5 +359,56 @@ func TestLargeAndChunked(t *testing.T) {
 	cancel()
 	if err := s.ForEachDoc(cctx, func(Doc) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled scan: %v", err)
+	}
+}
+
+// one makes single-passage embeddings of vecs.
+func one(vecs [][]float32) []Embedding {
+	out := make([]Embedding, len(vecs))
+	for i, v := range vecs {
+		out[i] = Embedding{Vectors: [][]float32{v}, Spans: []Span{{0, 0}}}
+	}
+	return out
+}
+
+// TestPassages: an embedding of several passages round-trips with its
+// spans; upserting with fewer passages replaces them all; check and
+// salvage handle them.
+func TestPassages(t *testing.T) {
+	s, path := openTemp(t)
+	three := Embedding{Vectors: [][]float32{{1, 2}, {3, 4}, {5, 6}}, Spans: []Span{{0, 10}, {5, 20}, {15, 30}}}
+	if _, err := s.Put([]Doc{{ID: "long", Text: strings.Repeat("x", 30)}, {ID: "short", Text: "y"}}, "m", []Embedding{three, one([][]float32{{7, 8}})[0]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Vector("m", "long")
+	if err != nil || !ok || !reflect.DeepEqual(got, three) {
+		t.Fatalf("long: %+v %v %v", got, ok, err)
+	}
+	if _, err := s.Put([]Doc{{ID: "x"}}, "m", []Embedding{{Vectors: [][]float32{{1, 2}, {3}}, Spans: []Span{{0, 1}, {1, 2}}}}, nil); err == nil {
+		t.Fatal("passages of different dimensions accepted")
+	}
+	if _, err := s.Put([]Doc{{ID: "x"}}, "m", []Embedding{{Vectors: [][]float32{{1, 2}}}}, nil); err == nil {
+		t.Fatal("an embedding without spans accepted")
+	}
+	shorter := Embedding{Vectors: [][]float32{{9, 9}}, Spans: []Span{{0, 30}}}
+	if _, err := s.Put([]Doc{{ID: "long", Text: strings.Repeat("z", 30)}}, "m", []Embedding{shorter}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Vector("m", "long"); !reflect.DeepEqual(got, shorter) {
+		t.Fatalf("after the upsert: %+v", got)
+	}
+	mustCheckClean(t, s, "m")
+	s.Close()
+	dst := filepath.Join(t.TempDir(), "salvaged.db")
+	if _, err := Salvage(context.Background(), path, dst); err != nil {
+		t.Fatal(err)
+	}
+	sv, err := Open(dst, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Close()
+	if got, _, _ := sv.Vector("m", "long"); !reflect.DeepEqual(got, shorter) {
+		t.Fatalf("salvaged: %+v (a stale copy of three passages?)", got)
 	}
 }

@@ -72,3 +72,44 @@ func (h *Hashing) embed(text string) []float32 {
 	}
 	return v
 }
+
+var _ encoder.Splitter = (*Hashing)(nil)
+
+// Split implements encoder.Splitter on white-space-separated words, each
+// one token, the prefix's words included in every window (no special
+// tokens), so that engine tests can exercise long documents without a
+// model.
+func (h *Hashing) Split(prefix, text string, window, stride int) []encoder.Passage {
+	type span struct{ s, e int }
+	var words []span
+	for i := 0; i < len(text); {
+		for i < len(text) && unicode.IsSpace(rune(text[i])) {
+			i++
+		}
+		j := i
+		for j < len(text) && !unicode.IsSpace(rune(text[j])) {
+			j++
+		}
+		if j > i {
+			words = append(words, span{i, j})
+		}
+		i = j
+	}
+	if len(words) == 0 {
+		return nil
+	}
+	room := max(1, window-len(strings.Fields(prefix)))
+	stride = min(max(stride, 1), room)
+	if len(words) <= room {
+		return []encoder.Passage{{Text: prefix + text, Start: 0, End: len(text)}}
+	}
+	var out []encoder.Passage
+	for start := 0; ; start += stride {
+		end := min(start+room, len(words))
+		s, e := words[start].s, words[end-1].e
+		out = append(out, encoder.Passage{Text: prefix + text[s:e], Start: s, End: e})
+		if end == len(words) {
+			return out
+		}
+	}
+}

@@ -159,6 +159,10 @@ func (o Options) withDefaults(d Options) Options {
 // Manifest is the model's manifest (do not modify it).
 func (m *Model) Manifest() *model.Manifest { return m.dir.Manifest }
 
+// Tokenizer is the model's tokenizer (for splitting texts into windows;
+// Run tokenises by itself).
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
 // Path is the model directory.
 func (m *Model) Path() string { return m.dir.Path }
 
