@@ -333,7 +333,7 @@ func (c *checker) checkHNSW(ctx context.Context) error {
 		}
 		for i, id := range batch {
 			got, _ := ix.Vector(id)
-			if stored[i] != nil && !sameDirection(got, stored[i]) {
+			if len(stored[i].Vectors) > 0 && !sameDirection(got, stored[i].Vectors[0]) {
 				c.ps.addID(PartHNSW, "the graph's vector differs from the stored one", id)
 			}
 		}
@@ -553,16 +553,15 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		texts := make([]string, len(docs))
 		got := make([]string, len(docs))
 		for i, d := range docs {
-			texts[i], got[i] = EmbedText(Document(d)), d.ID
+			got[i] = d.ID
 		}
-		vecs, err := e.enc.EmbedDocuments(ctx, texts)
+		embs, err := e.embedDocs(ctx, e.enc, docs)
 		if err != nil {
 			return 0, err
 		}
-		if _, err := e.store.PutVectors(e.model.Fingerprint, got, vecs); err != nil {
+		if _, err := e.store.PutVectors(e.model.Fingerprint, got, embs); err != nil {
 			return 0, err
 		}
 	}

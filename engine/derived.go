@@ -276,21 +276,31 @@ func (e *Engine) catchUpDense(ctx context.Context) error {
 	return nil
 }
 
-// addStoredVectors adds the stored vectors of docs to ix.
+// addStoredVectors adds the stored embeddings of docs to ix.
 func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp string, docs []storage.Doc) error {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
-	vecs, err := e.store.Vectors(fp, ids)
+	embs, err := e.store.Vectors(fp, ids)
 	if err != nil {
 		return err
 	}
-	for i, v := range vecs {
-		if v == nil {
+	for i, emb := range embs {
+		if len(emb.Vectors) == 0 {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
 				Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
 		}
+	}
+	return addDense(ctx, ix, docs, embs)
+}
+
+// addDense adds documents with their embeddings to the graph.
+func addDense(ctx context.Context, ix *dense.Index, docs []storage.Doc, embs []storage.Embedding) error {
+	ids := make([]string, len(docs))
+	vecs := make([][]float32, len(docs))
+	for i, d := range docs {
+		ids[i], vecs[i] = d.ID, embs[i].Vectors[0]
 	}
 	return ix.Add(ctx, ids, vecs)
 }
@@ -315,9 +325,9 @@ func (e *Engine) buildDense(ctx context.Context, m Model) (*dense.Index, uint64,
 		ids, vecs = ids[:0], vecs[:0]
 		return err
 	}
-	err = e.store.ForEachVector(ctx, m.Fingerprint, func(id string, v []float32) error {
+	err = e.store.ForEachVector(ctx, m.Fingerprint, func(id string, emb storage.Embedding) error {
 		ids = append(ids, id)
-		vecs = append(vecs, v)
+		vecs = append(vecs, emb.Vectors[0])
 		if len(ids) >= replayBatch {
 			return flush()
 		}

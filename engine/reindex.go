@@ -98,16 +98,15 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 			if err != nil {
 				return fmt.Errorf("engine: reindex: %w", err)
 			}
-			texts := make([]string, len(docs))
 			got := make([]string, len(docs))
 			for i, d := range docs {
-				texts[i], got[i] = EmbedText(Document(d)), d.ID
+				got[i] = d.ID
 			}
-			vecs, err := enc.EmbedDocuments(ctx, texts)
+			embs, err := e.embedDocs(ctx, enc, docs)
 			if err != nil {
-				return fmt.Errorf("engine: reindex: embedding: %w", err)
+				return fmt.Errorf("engine: reindex: %w", err)
 			}
-			if _, err := e.store.PutVectors(next.Fingerprint, got, vecs); err != nil {
+			if _, err := e.store.PutVectors(next.Fingerprint, got, embs); err != nil {
 				return fmt.Errorf("engine: reindex: storing vectors: %w", err)
 			}
 		}

@@ -99,13 +99,9 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	e.mu.RLock()
 	enc, m, bound := e.enc, e.model, e.bound
 	e.mu.RUnlock()
-	texts := make([]string, len(changed))
-	for i, d := range changed {
-		texts[i] = EmbedText(Document(d))
-	}
-	vecs, err := enc.EmbedDocuments(ctx, texts)
+	embs, err := e.embedDocs(ctx, enc, changed)
 	if err != nil {
-		return AddResult{}, fmt.Errorf("engine: embedding %d documents: %w", len(texts), err)
+		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
 	var state map[string][]byte
 	if !bound {
@@ -115,7 +111,7 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
-	seq, err := e.store.Put(changed, m.Fingerprint, vecs, state)
+	seq, err := e.store.Put(changed, m.Fingerprint, embs, state)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: storing documents: %w", err)
 	}
@@ -137,7 +133,7 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	if err != nil {
 		return res, fmt.Errorf("engine: documents stored; updating the BM25 index failed (the next write or open repairs it): %w", err)
 	}
-	if err := e.applyDense(ictx, prev, seq, changed, vecs, nil); err != nil {
+	if err := e.applyDense(ictx, prev, seq, changed, embs, nil); err != nil {
 		return res, fmt.Errorf("engine: documents stored; updating the dense graph failed (the next write or open repairs it): %w", err)
 	}
 	return res, nil
@@ -147,7 +143,7 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 // graph, or replays everything the graph missed when an earlier update
 // failed. denseApplied moves only once the batch is wholly in the graph, so
 // a graph saved after a failure replays the batch on the next Open.
-func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, vecs [][]float32, deletes []string) error {
+func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
 	e.mu.RLock()
 	ix, applied := e.dense, e.denseApplied
 	e.mu.RUnlock()
@@ -161,11 +157,7 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 		return err
 	}
 	if len(upserts) > 0 {
-		ids := make([]string, len(upserts))
-		for i, d := range upserts {
-			ids[i] = d.ID
-		}
-		if err := ix.Add(ctx, ids, vecs); err != nil {
+		if err := addDense(ctx, ix, upserts, embs); err != nil {
 			return err
 		}
 	}
@@ -248,8 +240,9 @@ func (e *Engine) Get(ids ...string) ([]Document, error) {
 	return out, nil
 }
 
-// Vector returns the stored vector of document id for the engine's model.
-func (e *Engine) Vector(id string) ([]float32, bool, error) {
+// Vectors returns the stored vectors of document id for the engine's model:
+// one per passage (one for a document that fits the model).
+func (e *Engine) Vectors(id string) ([][]float32, bool, error) {
 	if err := e.enter(); err != nil {
 		return nil, false, err
 	}
@@ -257,11 +250,11 @@ func (e *Engine) Vector(id string) ([]float32, bool, error) {
 	e.mu.RLock()
 	fp := e.model.Fingerprint
 	e.mu.RUnlock()
-	v, ok, err := e.store.Vector(fp, id)
+	emb, ok, err := e.store.Vector(fp, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("engine: %w", err)
 	}
-	return v, ok, nil
+	return emb.Vectors, ok, nil
 }
 
 // IsEmpty reports whether d has no title and no text (whitespace only):

@@ -63,8 +63,8 @@ func (c EngineCorpus) Text(ctx context.Context, id string) (string, bool, error)
 // StoredVectors looks document vectors up in the engine's store, for a
 // DenseTeacher using the engine's own model.
 func StoredVectors(e *engine.Engine) VectorLookup {
-	return func(ctx context.Context, id string) ([]float32, bool, error) {
-		v, ok, err := e.Vector(id)
+	return func(ctx context.Context, id string) ([][]float32, bool, error) {
+		v, ok, err := e.Vectors(id)
 		if err != nil {
 			return nil, false, fmt.Errorf("read vector: %w", err)
 		}

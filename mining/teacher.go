@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/anna-search/anna/encoder"
@@ -11,7 +12,7 @@ import (
 
 // VectorLookup returns a stored document vector by ID (the engine keeps one
 // per document for its model), so indexed documents are not embedded again.
-type VectorLookup func(ctx context.Context, id string) (vec []float32, ok bool, err error)
+type VectorLookup func(ctx context.Context, id string) (passages [][]float32, ok bool, err error)
 
 // DenseTeacher scores by the cosine of query and document embeddings: the
 // dot product, since the encoder's vectors are L2-normalised. Positives are
@@ -50,7 +51,9 @@ func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 	if err != nil {
 		return nil, fmt.Errorf("embed query: %w", err)
 	}
-	vecs := make([][]float32, len(docs))
+	// Each document's passages (one unless the engine split it): its score
+	// is its best passage's, as retrieval ranks it (max-passage).
+	vecs := make([][][]float32, len(docs))
 	var missing []string
 	var at []int
 	for i, d := range docs {
@@ -59,7 +62,7 @@ func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 			if err != nil {
 				return nil, fmt.Errorf("stored vector of %q: %w", d.ID, err)
 			}
-			if ok {
+			if ok && len(v) > 0 {
 				vecs[i] = v
 				continue
 			}
@@ -73,19 +76,23 @@ func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 			return nil, fmt.Errorf("embed documents: %w", err)
 		}
 		for j, v := range vs {
-			vecs[at[j]] = v
+			vecs[at[j]] = [][]float32{v}
 		}
 	}
 	out := make([]float64, len(docs))
-	for i, v := range vecs {
-		if len(v) != len(qv[0]) {
-			return nil, fmt.Errorf("document %d: vector of %d dims, query has %d", i, len(v), len(qv[0]))
+	for i, passages := range vecs {
+		best := math.Inf(-1)
+		for _, v := range passages {
+			if len(v) != len(qv[0]) {
+				return nil, fmt.Errorf("document %d: vector of %d dims, query has %d", i, len(v), len(qv[0]))
+			}
+			var s float64
+			for j := range v {
+				s += float64(v[j]) * float64(qv[0][j])
+			}
+			best = max(best, s)
 		}
-		var s float64
-		for j := range v {
-			s += float64(v[j]) * float64(qv[0][j])
-		}
-		out[i] = s
+		out[i] = best
 	}
 	return out, nil
 }
