@@ -84,6 +84,9 @@ func NewCache(enc Encoder, dir string) (*Cache, error) {
 	return &Cache{enc: enc, path: filepath.Join(dir, name+".bolt")}, nil
 }
 
+// Unwrap returns the encoder the cache wraps.
+func (c *Cache) Unwrap() Encoder { return c.enc }
+
 // Path is the cache file.
 func (c *Cache) Path() string { return c.path }
 

@@ -16,6 +16,8 @@ type Passage struct {
 // does). An encoder that does not implement it truncates a document to
 // what it reads.
 type Splitter interface {
+	// MaxLength is how many tokens the model reads (the default window).
+	MaxLength() int
 	// Split cuts text into passages of at most window model tokens each,
 	// the special tokens and prefix included, every next window starting
 	// stride tokens of text further (stride < window overlaps them). A
@@ -43,4 +45,21 @@ func (e *ORTEncoder) Split(prefix, text string, window, stride int) []Passage {
 		out[i] = Passage{Text: prefix + clean[w.Start:w.End], Start: w.Start, End: w.End}
 	}
 	return out
+}
+
+// SplitterOf returns the Splitter behind enc, looking through wrappers (an
+// encoder wrapping another has an Unwrap() Encoder method, as Cache does),
+// and false when there is none.
+func SplitterOf(enc Encoder) (Splitter, bool) {
+	for enc != nil {
+		if s, ok := enc.(Splitter); ok {
+			return s, true
+		}
+		u, ok := enc.(interface{ Unwrap() Encoder })
+		if !ok {
+			return nil, false
+		}
+		enc = u.Unwrap()
+	}
+	return nil, false
 }

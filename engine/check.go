@@ -120,6 +120,7 @@ type checker struct {
 	rep     *Report
 	ps      problems
 	st      *storage.Store
+	vecKey  string          // where the recorded model's vectors are kept
 	ids     map[string]bool // the store's documents (nil when unreadable)
 	deleted map[string]bool // IDs whose last change is a delete
 }
@@ -176,13 +177,25 @@ func (c *checker) checkStore(ctx context.Context) error {
 		c.ps.add(PartStore, "the recorded model cannot be read: %v", err)
 	}
 	c.rep.Model = m.Fingerprint
+	c.vecKey = m.Fingerprint
+	if m.Fingerprint != "" {
+		ch := Chunking{Off: true}
+		if raw, err := st.State(stateChunking); err != nil {
+			c.ps.add(PartStore, "the recorded chunking cannot be read: %v", err)
+		} else if raw != nil {
+			if ch, err = parseChunking(string(raw)); err != nil {
+				c.ps.add(PartStore, "%v", err)
+			}
+		}
+		c.vecKey = vectorKey(m.Fingerprint, ch)
+	}
 	if c.rep.Documents, err = st.Count(); err != nil {
 		c.ps.add(PartStore, "the document count cannot be read: %v", err)
 	}
 	if c.rep.Seq, err = st.Seq(); err != nil {
 		c.ps.add(PartStore, "the change seq cannot be read: %v", err)
 	}
-	sps, err := st.Check(ctx, storage.CheckOptions{Fingerprint: m.Fingerprint})
+	sps, err := st.Check(ctx, storage.CheckOptions{Fingerprint: c.vecKey})
 	if err != nil {
 		return fmt.Errorf("engine: check: %w", err)
 	}
@@ -306,8 +319,8 @@ func (c *checker) checkHNSW(ctx context.Context) error {
 	}
 	reason, _ := staleness(c.st.ID(), c.rep.Seq, meta.StoreID, meta.AppliedSeq)
 	switch {
-	case meta.Fingerprint != c.rep.Model && c.rep.Model != "":
-		c.ps.add(PartHNSW, "the graph holds vectors of model %s, the directory's model is %s", meta.Fingerprint, c.rep.Model)
+	case meta.Fingerprint != c.vecKey && c.vecKey != "":
+		c.ps.add(PartHNSW, "the graph holds vectors of model %s, the directory's model is %s", meta.Fingerprint, c.vecKey)
 		return nil
 	case reason != "":
 		c.ps.add(PartHNSW, "the graph %s", reason)
@@ -538,12 +551,12 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if len(ids) > 0 && !e.bound {
-		if err := e.store.SetStates(e.modelState(e.model)); err != nil {
+		if err := e.store.SetStates(e.modelState(e.model, e.chunking)); err != nil {
 			return 0, err
 		}
 		e.bound = true
 	}
-	need, err := e.store.NeedVectors(e.model.Fingerprint, ids)
+	need, err := e.store.NeedVectors(e.vecKey(), ids)
 	if err != nil {
 		return 0, err
 	}
@@ -557,11 +570,11 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 		for i, d := range docs {
 			got[i] = d.ID
 		}
-		embs, err := e.embedDocs(ctx, e.enc, docs)
+		embs, err := e.embedDocs(ctx, e.enc, e.chunking, docs)
 		if err != nil {
 			return 0, err
 		}
-		if _, err := e.store.PutVectors(e.model.Fingerprint, got, embs); err != nil {
+		if _, err := e.store.PutVectors(e.vecKey(), got, embs); err != nil {
 			return 0, err
 		}
 	}

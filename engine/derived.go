@@ -229,8 +229,8 @@ func (e *Engine) openDense(ctx context.Context) error {
 		}
 	case err != nil:
 		e.warn("the dense graph cannot be read (%v): rebuilding it from anna.db", err)
-	case meta.Fingerprint != e.model.Fingerprint:
-		e.logf("the dense graph was built for model %s, the engine uses %s: rebuilding it", meta.Fingerprint, e.model.Fingerprint)
+	case meta.Fingerprint != e.vecKey():
+		e.logf("the dense graph was built for model %s, the engine uses %s: rebuilding it", meta.Fingerprint, e.vecKey())
 	default:
 		reason, behind := staleness(e.store.ID(), seq, meta.StoreID, meta.AppliedSeq)
 		if reason == "" || behind {
@@ -239,7 +239,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 		}
 		e.warn("the dense graph %s: rebuilding it from anna.db", reason)
 	}
-	ix, applied, err := e.buildDense(ctx, e.model)
+	ix, applied, err := e.buildDense(ctx, e.model, e.chunking)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 // Callers hold writeMu (or are Open).
 func (e *Engine) catchUpDense(ctx context.Context) error {
 	e.mu.RLock()
-	ix, fp := e.dense, e.model.Fingerprint
+	ix, fp := e.dense, vectorKey(e.model.Fingerprint, e.chunking)
 	e.mu.RUnlock()
 	n := 0
 	err := e.replay(ctx, e.denseApplied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
@@ -305,10 +305,11 @@ func addDense(ctx context.Context, ix *dense.Index, docs []storage.Doc, embs []s
 	return ix.Add(ctx, ids, vecs)
 }
 
-// buildDense builds a graph from every stored vector of model m, and
-// returns it with the store seq it reflects (taken before the scan; a
-// writer would wait for the caller).
-func (e *Engine) buildDense(ctx context.Context, m Model) (*dense.Index, uint64, error) {
+// buildDense builds a graph from every stored vector of model m embedded
+// with chunking ch, and returns it with the store seq it reflects (taken
+// before the scan; a writer would wait for the caller).
+func (e *Engine) buildDense(ctx context.Context, m Model, ch Chunking) (*dense.Index, uint64, error) {
+	key := vectorKey(m.Fingerprint, ch)
 	seq, err := e.store.Seq()
 	if err != nil {
 		return nil, 0, fmt.Errorf("engine: %w", err)
@@ -325,7 +326,7 @@ func (e *Engine) buildDense(ctx context.Context, m Model) (*dense.Index, uint64,
 		ids, vecs = ids[:0], vecs[:0]
 		return err
 	}
-	err = e.store.ForEachVector(ctx, m.Fingerprint, func(id string, emb storage.Embedding) error {
+	err = e.store.ForEachVector(ctx, key, func(id string, emb storage.Embedding) error {
 		ids = append(ids, id)
 		vecs = append(vecs, emb.Vectors[0])
 		if len(ids) >= replayBatch {

@@ -32,6 +32,7 @@ const (
 	stateDim           = "model.dim"
 	stateModelDir      = "model.dir"
 	stateReindexTarget = "reindex.target" // fingerprint a running Reindex writes vectors for
+	stateChunking      = "model.chunking" // how long documents are split (Chunking.String)
 )
 
 // Options configure Open. The zero value is usable: it opens the directory
@@ -56,6 +57,12 @@ type Options struct {
 	ReadOnly bool
 	// HNSW shapes the dense graph; zero fields take the defaults.
 	HNSW HNSW
+	// Chunking says how documents longer than the model's window are
+	// embedded (the zero value: windows of the model's max length,
+	// overlapping by half). It is recorded with the first documents; a
+	// directory keeps its chunking (Reindex changes it), and opening it
+	// with another non-zero Chunking is refused.
+	Chunking Chunking
 	// Logf, when set, receives what the engine does on its own: indexes
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
@@ -108,6 +115,7 @@ type Engine struct {
 	mu           sync.RWMutex // guards the model snapshot below (swapped by Reindex)
 	enc          encoder.Encoder
 	model        Model
+	chunking     Chunking
 	bound        bool // model recorded in the store (it holds or held documents)
 	dense        *dense.Index
 	denseApplied uint64 // last store seq the graph reflects
@@ -127,6 +135,9 @@ type Engine struct {
 // lexical searches fail with a RecoveryError.
 func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err := opts.HNSW.validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Chunking.validate(); err != nil {
 		return nil, err
 	}
 	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
@@ -251,16 +262,48 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
 		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, Model: e.model.Fingerprint}
 	}
+	e.chunking = opts.Chunking
+	if e.bound {
+		raw, err := e.store.State(stateChunking)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		recordedCh := Chunking{Off: true} // directories indexed before documents were split
+		if raw != nil {
+			if recordedCh, err = parseChunking(string(raw)); err != nil {
+				return fmt.Errorf("engine: %s: %w", e.dir, err)
+			}
+		}
+		if opts.Chunking != (Chunking{}) && opts.Chunking != recordedCh {
+			return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, recordedCh))
+		}
+		e.chunking = recordedCh
+	}
 	return nil
 }
 
 // modelState is what binds the store to the engine's model.
-func (e *Engine) modelState(m Model) map[string][]byte {
+func (e *Engine) modelState(m Model, ch Chunking) map[string][]byte {
 	return map[string][]byte{
 		stateFingerprint: []byte(m.Fingerprint),
 		stateDim:         []byte(strconv.Itoa(m.Dim)),
 		stateModelDir:    []byte(m.Dir),
+		stateChunking:    []byte(ch.String()),
 	}
+}
+
+// vecKey is the store key of the current model's vectors.
+func (e *Engine) vecKey() string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return vectorKey(e.model.Fingerprint, e.chunking)
+}
+
+// Chunking is how the engine embeds long documents.
+func (e *Engine) Chunking() Chunking {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.chunking
 }
 
 func recordedModel(st *storage.Store) (Model, error) {
@@ -310,7 +353,7 @@ func (e *Engine) dropRetiredVectors() error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	for _, fp := range fps {
-		if fp == e.model.Fingerprint || fp == string(target) || !e.bound {
+		if fp == vectorKey(e.model.Fingerprint, e.chunking) || fp == string(target) || !e.bound {
 			continue
 		}
 		e.logf("dropping the vectors of model %s, retired by a reindex", fp)
@@ -362,7 +405,7 @@ func (e *Engine) flushLocked() error {
 		return nil
 	}
 	e.mu.RLock()
-	ix, fp, applied, dirty := e.dense, e.model.Fingerprint, e.denseApplied, e.dirty
+	ix, fp, applied, dirty := e.dense, vectorKey(e.model.Fingerprint, e.chunking), e.denseApplied, e.dirty
 	e.mu.RUnlock()
 	if !dirty || ix == nil {
 		return nil

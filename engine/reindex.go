@@ -17,6 +17,9 @@ type ReindexOptions struct {
 	Encoder encoder.Encoder
 	// BatchSize is the number of documents embedded per batch (0: 256).
 	BatchSize int
+	// Chunking, when set, is the chunking to embed with from now on
+	// (default: the directory's).
+	Chunking *Chunking
 	// Progress, when set, is called after each batch.
 	Progress func(done, total int)
 }
@@ -42,6 +45,11 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 	if opts.Encoder == nil && opts.Model == "" {
 		return optErr("ReindexOptions.Model", `""`, "a model directory (or an Encoder) is required")
 	}
+	if opts.Chunking != nil {
+		if err := opts.Chunking.validate(); err != nil {
+			return err
+		}
+	}
 	if err := e.enter(); err != nil {
 		return err
 	}
@@ -63,16 +71,20 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	e.mu.RLock()
-	old := e.model
+	old, ch := e.model, e.chunking
 	e.mu.RUnlock()
+	if opts.Chunking != nil {
+		ch = *opts.Chunking
+	}
 	next := Model{Fingerprint: enc.Fingerprint(), Dir: opts.Model, Dim: enc.Dim()}
-	if next.Fingerprint == old.Fingerprint {
+	oldKey, nextKey := vectorKey(old.Fingerprint, e.Chunking()), vectorKey(next.Fingerprint, ch)
+	if nextKey == oldKey {
 		// Already on it (a reindex run again after it finished, or after a
 		// crash past its switch): Open has already rebuilt what was not.
 		e.logf("reindex: the directory is already on model %s", old.Fingerprint)
 		return nil
 	}
-	if err := e.store.SetState(stateReindexTarget, []byte(next.Fingerprint)); err != nil {
+	if err := e.store.SetState(stateReindexTarget, []byte(nextKey)); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)
 	}
 	// Collect IDs first: a bbolt read transaction must not stay open while
@@ -89,7 +101,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 			return fmt.Errorf("engine: reindex interrupted after %d of %d documents (run it again to resume): %w", start, len(ids), err)
 		}
 		batch := ids[start:min(start+opts.BatchSize, len(ids))]
-		todo, err := e.store.NeedVectors(next.Fingerprint, batch)
+		todo, err := e.store.NeedVectors(nextKey, batch)
 		if err != nil {
 			return fmt.Errorf("engine: reindex: %w", err)
 		}
@@ -102,11 +114,11 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 			for i, d := range docs {
 				got[i] = d.ID
 			}
-			embs, err := e.embedDocs(ctx, enc, docs)
+			embs, err := e.embedDocs(ctx, enc, ch, docs)
 			if err != nil {
 				return fmt.Errorf("engine: reindex: %w", err)
 			}
-			if _, err := e.store.PutVectors(next.Fingerprint, got, embs); err != nil {
+			if _, err := e.store.PutVectors(nextKey, got, embs); err != nil {
 				return fmt.Errorf("engine: reindex: storing vectors: %w", err)
 			}
 		}
@@ -119,24 +131,24 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 	if err := e.catchUpLexical(ctx); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)
 	}
-	ix, applied, err := e.buildDense(ctx, next)
+	ix, applied, err := e.buildDense(ctx, next, ch)
 	if err != nil {
 		return err
 	}
 	// The switch is one transaction: model fingerprint, dimension and
 	// directory, and the end of the reindex.
-	state := e.modelState(next)
+	state := e.modelState(next, ch)
 	state[stateReindexTarget] = nil
 	if err := e.store.SetStates(state); err != nil {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.dense, e.denseApplied, e.dirty, e.bound = enc, next, ix, applied, true, true
+	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.dirty, e.bound = enc, next, ch, ix, applied, true, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err
 	}
-	if err := e.store.DeleteVectors(old.Fingerprint); err != nil {
+	if err := e.store.DeleteVectors(oldKey); err != nil {
 		return fmt.Errorf("engine: reindex: dropping the old model's vectors (the next open retries): %w", err)
 	}
 	return nil

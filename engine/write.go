@@ -97,21 +97,21 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 		return res, nil
 	}
 	e.mu.RLock()
-	enc, m, bound := e.enc, e.model, e.bound
+	enc, m, bound, ch := e.enc, e.model, e.bound, e.chunking
 	e.mu.RUnlock()
-	embs, err := e.embedDocs(ctx, enc, changed)
+	embs, err := e.embedDocs(ctx, enc, ch, changed)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
 	var state map[string][]byte
 	if !bound {
-		state = e.modelState(m) // the first documents bind the directory to the model
+		state = e.modelState(m, ch) // the first documents bind the directory to the model
 	}
 	prev, err := e.store.Seq()
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
-	seq, err := e.store.Put(changed, m.Fingerprint, embs, state)
+	seq, err := e.store.Put(changed, vectorKey(m.Fingerprint, ch), embs, state)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: storing documents: %w", err)
 	}
@@ -247,10 +247,7 @@ func (e *Engine) Vectors(id string) ([][]float32, bool, error) {
 		return nil, false, err
 	}
 	defer e.leave()
-	e.mu.RLock()
-	fp := e.model.Fingerprint
-	e.mu.RUnlock()
-	emb, ok, err := e.store.Vector(fp, id)
+	emb, ok, err := e.store.Vector(e.vecKey(), id)
 	if err != nil {
 		return nil, false, fmt.Errorf("engine: %w", err)
 	}

@@ -163,6 +163,9 @@ func NewQueryMemo(enc, queries encoder.Encoder, n int) (*QueryMemo, error) {
 	return &QueryMemo{Encoder: enc, queries: queries, n: max(n, 1), m: map[string][]float32{}}, nil
 }
 
+// Unwrap returns the encoder the memo wraps.
+func (c *QueryMemo) Unwrap() encoder.Encoder { return c.Encoder }
+
 func memoKey(q string, p encoder.Prompt) string {
 	b, _ := json.Marshal(p)
 	return string(b) + "\x00" + q

@@ -16,8 +16,17 @@ import (
 // Hashing embeds a text as the L2-normalised sum of one random ±1 vector per
 // lowercased word (feature hashing), so texts sharing words are close.
 type Hashing struct {
-	D  int    // dimensions
-	FP string // fingerprint; tests change it to simulate another model
+	D      int    // dimensions
+	FP     string // fingerprint; tests change it to simulate another model
+	MaxLen int    // words per window when splitting (0: 256)
+}
+
+// MaxLength is the default window of Split, in words.
+func (h *Hashing) MaxLength() int {
+	if h.MaxLen > 0 {
+		return h.MaxLen
+	}
+	return 256
 }
 
 var _ encoder.Encoder = (*Hashing)(nil)
