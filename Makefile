@@ -8,6 +8,8 @@ export ANNA_HOME
 export CGO_LDFLAGS := -L$(ANNA_HOME)/lib/tokenizers-$(TOK_VERSION)
 GO ?= go
 TEST_TIMEOUT ?= 75m
+# The shared datasets beside the checkout (../shared), as CI lays them out.
+SHARED ?= $(abspath ../shared)
 
 .PHONY: setup build demo test pydeps bench env clean closed-loop
 
@@ -31,6 +33,9 @@ pydeps:
 # (mine, train, reindex, eval).
 test: setup pydeps
 	$(GO) vet ./...
+	@# SciFact's embeddings into the cache once, before packages that read
+	@# them run side by side (each would embed it again on a cold cache).
+	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --cache >/dev/null; fi
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
