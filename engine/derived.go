@@ -286,13 +286,15 @@ func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp strin
 	if err != nil {
 		return err
 	}
+	dd := make([]dense.Doc, len(docs))
 	for i, v := range vecs {
 		if v == nil {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
 				Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
 		}
+		dd[i] = dense.Doc{ID: ids[i], Vectors: [][]float32{v}, Meta: docs[i].Meta}
 	}
-	return ix.Add(ctx, ids, vecs)
+	return ix.Add(ctx, dd)
 }
 
 // buildDense builds a graph from every stored vector of model m, and
@@ -305,20 +307,18 @@ func (e *Engine) buildDense(ctx context.Context, m Model) (*dense.Index, uint64,
 	}
 	ix := dense.New(e.hnsw.config(m.Dim))
 	start := time.Now()
-	var ids []string
-	var vecs [][]float32
+	var docs []dense.Doc
 	flush := func() error {
-		if len(ids) == 0 {
+		if len(docs) == 0 {
 			return nil
 		}
-		err := ix.Add(ctx, ids, vecs)
-		ids, vecs = ids[:0], vecs[:0]
+		err := ix.Add(ctx, docs)
+		docs = docs[:0]
 		return err
 	}
 	err = e.store.ForEachVector(ctx, m.Fingerprint, func(id string, v []float32) error {
-		ids = append(ids, id)
-		vecs = append(vecs, v)
-		if len(ids) >= replayBatch {
+		docs = append(docs, dense.Doc{ID: id, Vectors: [][]float32{v}})
+		if len(docs) >= replayBatch {
 			return flush()
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -161,11 +162,11 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 		return err
 	}
 	if len(upserts) > 0 {
-		ids := make([]string, len(upserts))
+		docs := make([]dense.Doc, len(upserts))
 		for i, d := range upserts {
-			ids[i] = d.ID
+			docs[i] = dense.Doc{ID: d.ID, Vectors: [][]float32{vecs[i]}, Meta: d.Meta}
 		}
-		if err := ix.Add(ctx, ids, vecs); err != nil {
+		if err := ix.Add(ctx, docs); err != nil {
 			return err
 		}
 	}

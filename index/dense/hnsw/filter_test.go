@@ -9,6 +9,17 @@ import (
 	"testing"
 )
 
+// filledGraph returns a test graph of vecs keyed by index, and vecs by key.
+func filledGraph(seed int64, vecs [][]float32) (*Graph[int], map[int][]float32) {
+	g := newTestGraph(seed)
+	ref := map[int][]float32{}
+	for i, v := range vecs {
+		g.Add(MakeNode(i, v))
+		ref[i] = v
+	}
+	return g, ref
+}
+
 // filteredRef returns the vectors of ref whose key is in set.
 func filteredRef(ref map[int][]float32, set map[int]bool) map[int][]float32 {
 	out := map[int][]float32{}
@@ -30,12 +41,7 @@ func TestSearchFilterAgainstExact(t *testing.T) {
 	const n, dim, nq, k, ef = 3000, 32, 40, 10, 32
 	rng := rand.New(rand.NewSource(11))
 	data := clustered(rng, n+nq, dim, 40, 1.2)
-	g := newTestGraph(11)
-	ref := map[int][]float32{}
-	for i := 0; i < n; i++ {
-		g.Add(MakeNode(i, data[i]))
-		ref[i] = data[i]
-	}
+	g, ref := filledGraph(11, data[:n])
 	// Tombstones that stay (fewer than a quarter of the slots).
 	for i := 0; i < n; i += 7 {
 		g.Delete(i)
@@ -95,12 +101,7 @@ func TestSearchFilterFewAndNone(t *testing.T) {
 	const n, dim = 2000, 16
 	rng := rand.New(rand.NewSource(3))
 	data := clustered(rng, n+1, dim, 10, 0.5)
-	g := newTestGraph(3)
-	ref := map[int][]float32{}
-	for i := 0; i < n; i++ {
-		g.Add(MakeNode(i, data[i]))
-		ref[i] = data[i]
-	}
+	g, ref := filledGraph(3, data[:n])
 	q := data[n]
 	few := map[int]bool{17: true, 512: true, 1999: true, 1000: true}
 	g.Delete(1000) // admitted but deleted
@@ -129,12 +130,7 @@ func TestScanKeys(t *testing.T) {
 	const n, dim = 500, 8
 	rng := rand.New(rand.NewSource(5))
 	data := clustered(rng, n+1, dim, 5, 0.5)
-	g := newTestGraph(5)
-	ref := map[int][]float32{}
-	for i := 0; i < n; i++ {
-		g.Add(MakeNode(i, data[i]))
-		ref[i] = data[i]
-	}
+	g, ref := filledGraph(5, data[:n])
 	g.Delete(3)
 	delete(ref, 3)
 	keys := []int{3, 9, 9, 40, 41, 42, 100, 7777, 250, 251, 252, 499}
