@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
 

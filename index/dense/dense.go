@@ -67,6 +67,7 @@ import (
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
@@ -231,9 +232,10 @@ type prepared struct {
 // copied and L2-normalised, so Score stays a cosine even if a caller passes
 // unnormalised vectors; metadata is copied. Within one call a repeated ID
 // keeps its last document. Bad input (empty ID, no vectors, wrong
-// dimension, zero/NaN/Inf vector, empty metadata key) is rejected before
-// anything is inserted. If ctx is cancelled midway the documents of the
-// chunks already inserted stay in, each whole.
+// dimension, zero/NaN/Inf vector, empty metadata key, an ID, key or value
+// over 1 MiB) is rejected before anything is inserted. If ctx is
+// cancelled midway the documents of the chunks already inserted stay in,
+// each whole.
 func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 	if len(docs) == 0 {
 		return nil
@@ -259,9 +261,6 @@ func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 		if len(d.Vectors) == 0 || len(d.Vectors) > maxPassages {
 			return fmt.Errorf("dense: add: document %d (id %q) has %d vectors, want 1 to %d", i, d.ID, len(d.Vectors), maxPassages)
 		}
-		if last[d.ID] != i {
-			continue
-		}
 		p := prepared{id: d.ID, vecs: make([][]float32, len(d.Vectors))}
 		for j, v := range d.Vectors {
 			nv, err := normalized(v, dim)
@@ -270,13 +269,20 @@ func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 			}
 			p.vecs[j] = nv
 		}
-		if _, ok := d.Meta[""]; ok {
-			return fmt.Errorf("dense: add: document %d (id %q): empty metadata key", i, d.ID)
+		if len(d.ID) > maxString {
+			return fmt.Errorf("dense: add: document %d: id of %d bytes (at most %d)", i, len(d.ID), maxString)
+		}
+		for k, v := range d.Meta {
+			if k == "" || len(k) > maxString || len(v) > maxString {
+				return fmt.Errorf("dense: add: document %d (id %q): metadata key %q: empty, or key or value longer than %d bytes", i, d.ID, k, maxString)
+			}
 		}
 		if len(d.Meta) > 0 {
 			p.meta = maps.Clone(d.Meta)
 		}
-		batch = append(batch, p)
+		if last[d.ID] == i {
+			batch = append(batch, p)
+		}
 	}
 	ix.cfg.Dim = dim
 	// Every live passage is reachable again when Add returns, also when it

@@ -254,6 +254,12 @@ func TestFilterFewerThanK(t *testing.T) {
 			}
 		}
 	}
+	// A filter matching every document is an unfiltered search.
+	var st SearchStats
+	all := search(t, ix, q, 10, SearchOptions{Filter: prefix{"bucket", ""}, Stats: &st})
+	if st.Strategy != StrategyGraph || st.Matched != 3000 || !slices.Equal(all, search(t, ix, q, 10, SearchOptions{})) {
+		t.Fatalf("filter matching all: %v, %+v", all, st)
+	}
 	// A filter returning documents that are not live gets them dropped.
 	ix.Delete([]string{docs[17].ID})
 	stale := FilterFunc(func(Postings) *roaring.Bitmap { return roaring.BitmapOf(17, 1234, 99999) })

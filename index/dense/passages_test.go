@@ -75,7 +75,17 @@ func TestPassagesUpsertAndDelete(t *testing.T) {
 	if _, ok := ix.Vectors("a"); ok {
 		t.Fatal("deleted document still has vectors")
 	}
-	ix.Delete([]string{"b"})
+	// Within one Add a repeated ID keeps its last document.
+	mustAddDocs(t, ix, Doc{ID: "c", Vectors: [][]float32{{1, 0}, {0, 1}}, Meta: map[string]string{"n": "1"}},
+		Doc{ID: "c", Vectors: [][]float32{{-1, -1}}, Meta: map[string]string{"n": "2"}})
+	mustCheck(t, ix, "after a repeated ID")
+	if v, _ := ix.Vectors("c"); len(v) != 1 || v[0][0] >= 0 {
+		t.Fatalf("repeated ID: Vectors(c) = %v", v)
+	}
+	if m, _ := ix.Meta("c"); m["n"] != "2" {
+		t.Fatalf("repeated ID: Meta(c) = %v", m)
+	}
+	ix.Delete([]string{"b", "c"})
 	mustCheck(t, ix, "after deleting all")
 	if ix.Len() != 0 || ix.g.Len() != 0 || len(ix.docs) != 0 {
 		t.Fatalf("after deleting all: Len %d graph %d table %d", ix.Len(), ix.g.Len(), len(ix.docs))

@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
@@ -278,7 +279,8 @@ func (ix *Index) importByID(r io.Reader) error {
 // writeTables writes the document table and the metadata index (see the
 // file layout).
 func (ix *Index) writeTables(w *bufio.Writer) error {
-	putUvarint := func(x uint64) { w.Write(binary.AppendUvarint(nil, x)) }
+	var scratch [binary.MaxVarintLen64]byte
+	putUvarint := func(x uint64) { w.Write(binary.AppendUvarint(scratch[:0], x)) }
 	putString := func(s string) {
 		putUvarint(uint64(len(s)))
 		w.WriteString(s)

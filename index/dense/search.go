@@ -61,7 +61,7 @@ type SearchOptions struct {
 
 // SearchStats says how a search went.
 type SearchStats struct {
-	Strategy Strategy // the one used
+	Strategy Strategy // the one used (StrategyAuto when there was nothing to search)
 	Matched  int      // documents the filter matched (all live ones without a filter)
 	Fetches  int      // graph searches or scans run: 1 unless passages of the same documents crowded the list
 }
@@ -148,8 +148,12 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, opts SearchOpti
 		if docs == 0 {
 			return nil, nil
 		}
-		// Matching passages, estimated from the average per document.
-		passages = int(int64(docs) * int64(ix.nPassages) / int64(len(ix.byID)))
+		if docs == len(ix.byID) {
+			match = nil // every document matches: an unfiltered search
+		} else {
+			// Matching passages, estimated from the average per document.
+			passages = int(int64(docs) * int64(ix.nPassages) / int64(len(ix.byID)))
+		}
 	}
 	stats.Matched = docs
 	strategy := opts.Strategy
