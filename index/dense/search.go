@@ -80,17 +80,18 @@ type SearchStats struct {
 // vector is 24 cache lines).
 //
 // Measured (BenchmarkDenseFilter100k, 384-d clustered vectors, ef 64, one
-// passage per document, p50 per query on the shared 2-core machine): on
-// 100,000 documents the scan took 2.5 ms at 10 % and 4.9 ms at 20 %, the
-// traversal 3.3 ms and 1.5 ms, so scan ≈ 24.7 ms·s and traversal ≈
-// 0.31 ms/s cross at s ≈ 11 %, c' ≈ 19.5; on 20,000 documents they cross
-// at s ≈ 25 %, c' ≈ 19.4. scanFactor is set a little above, at 24
-// (switch at 12.4 % of 100,000 passages, 27.7 % of 20,000, 3.9 % of a
-// million), because the two sides' risks differ: the scan is exact and
-// its cost does not depend on where the matches lie, while the traversal
-// near the crossing lost recall on this data (0.92-0.96 at 10 % where the
-// scan has 1.0) and slows down further when the matches lie away from the
-// query.
+// passage per document, p50 per query on the shared 2-core machine), in two
+// runs on 100,000 documents: the scan took 2.5 and 1.5 ms at 10 % of them,
+// 4.9 and 4.2 ms at 20 %; the traversal 3.3 and 2.6 ms at 10 %, 1.5 and
+// 1.7 ms at 20 %. Fitting scan = a·s and traversal = b/s, they cross at
+// s ≈ 11 % and 13 %: c' ≈ 20 and 26. On 20,000 documents they crossed at
+// s ≈ 25 % (c' ≈ 19). scanFactor is 24 (switching at 12.4 % of 100,000
+// passages, 27.7 % of 20,000, 3.9 % of a million), at the upper side of
+// the measured range because the two sides' risks differ: the scan is
+// exact and its cost does not depend on where the matches lie, while the
+// traversal near the crossing lost recall on this data (0.96 at 10 %
+// where the scan has 1.0) and slows down further when the matches lie
+// away from the query.
 const scanFactor = 24
 
 // chooseScan reports whether scanning m matching passages out of p is
