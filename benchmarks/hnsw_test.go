@@ -73,7 +73,11 @@ func BenchmarkHNSW(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ix := dense.New(dense.Config{Dim: dim, M: m, EfConstruction: efc})
 		start := time.Now()
-		if err := ix.Add(context.Background(), ids, base); err != nil {
+		docs := make([]dense.Doc, n)
+		for i, id := range ids {
+			docs[i] = dense.Doc{ID: id, Vectors: [][]float32{base[i]}}
+		}
+		if err := ix.Add(context.Background(), docs); err != nil {
 			b.Fatal(err)
 		}
 		ourBuild := time.Since(start).Seconds()
@@ -84,7 +88,7 @@ func BenchmarkHNSW(b *testing.B) {
 			for rep := 0; rep < 3; rep++ {
 				start := time.Now()
 				for qi, q := range queries {
-					hits, err := ix.SearchEf(context.Background(), q, k, ef)
+					hits, err := ix.Search(context.Background(), q, k, dense.SearchOptions{Ef: ef})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -345,13 +345,27 @@ func (c *checker) checkHNSW(ctx context.Context) error {
 			return nil
 		}
 		for i, id := range batch {
-			got, _ := ix.Vector(id)
-			if len(stored[i].Vectors) > 0 && !sameDirection(got, stored[i].Vectors[0]) {
+			got, _ := ix.Vectors(id)
+			if !samePassages(got, stored[i].Vectors) {
 				c.ps.addID(PartHNSW, "the graph's vector differs from the stored one", id)
 			}
 		}
 	}
 	return nil
+}
+
+// samePassages reports whether the graph's passages of a document are the
+// stored ones, normalised, one for one.
+func samePassages(got, stored [][]float32) bool {
+	if len(got) != len(stored) {
+		return false
+	}
+	for i := range got {
+		if !sameDirection(got[i], stored[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameDirection reports whether a (unit length) is b normalised, to float32

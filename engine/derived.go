@@ -297,12 +297,11 @@ func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp strin
 
 // addDense adds documents with their embeddings to the graph.
 func addDense(ctx context.Context, ix *dense.Index, docs []storage.Doc, embs []storage.Embedding) error {
-	ids := make([]string, len(docs))
-	vecs := make([][]float32, len(docs))
+	dd := make([]dense.Doc, len(docs))
 	for i, d := range docs {
-		ids[i], vecs[i] = d.ID, embs[i].Vectors[0]
+		dd[i] = dense.Doc{ID: d.ID, Vectors: embs[i].Vectors, Meta: d.Meta}
 	}
-	return ix.Add(ctx, ids, vecs)
+	return ix.Add(ctx, dd)
 }
 
 // buildDense builds a graph from every stored vector of model m embedded
@@ -316,20 +315,32 @@ func (e *Engine) buildDense(ctx context.Context, m Model, ch Chunking) (*dense.I
 	}
 	ix := dense.New(e.hnsw.config(m.Dim))
 	start := time.Now()
+	var docs []dense.Doc
 	var ids []string
-	var vecs [][]float32
 	flush := func() error {
-		if len(ids) == 0 {
+		if len(docs) == 0 {
 			return nil
 		}
-		err := ix.Add(ctx, ids, vecs)
-		ids, vecs = ids[:0], vecs[:0]
+		// The documents' metadata, for the graph's filter postings.
+		stored, err := e.store.GetMany(ids)
+		if err != nil {
+			return err
+		}
+		meta := make(map[string]map[string]string, len(stored))
+		for _, d := range stored {
+			meta[d.ID] = d.Meta
+		}
+		for i := range docs {
+			docs[i].Meta = meta[docs[i].ID]
+		}
+		err = ix.Add(ctx, docs)
+		docs, ids = docs[:0], ids[:0]
 		return err
 	}
 	err = e.store.ForEachVector(ctx, key, func(id string, emb storage.Embedding) error {
+		docs = append(docs, dense.Doc{ID: id, Vectors: emb.Vectors})
 		ids = append(ids, id)
-		vecs = append(vecs, emb.Vectors[0])
-		if len(ids) >= replayBatch {
+		if len(docs) >= replayBatch {
 			return flush()
 		}
 		return nil
@@ -341,7 +352,7 @@ func (e *Engine) buildDense(ctx context.Context, m Model, ch Chunking) (*dense.I
 		return nil, 0, fmt.Errorf("engine: building the dense graph: %w", err)
 	}
 	if ix.Len() > 0 {
-		e.logf("dense graph: built from %d vectors in %s", ix.Len(), time.Since(start).Round(time.Millisecond))
+		e.logf("dense graph: built from %d documents (%d passages) in %s", ix.Len(), ix.Passages(), time.Since(start).Round(time.Millisecond))
 	}
 	return ix, seq, nil
 }

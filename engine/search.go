@@ -271,12 +271,7 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	if err != nil {
 		return fusion.List{}, fmt.Errorf("engine: embedding the query: %w", err)
 	}
-	var hits []dense.Hit
-	if opts.EfSearch > 0 {
-		hits, err = ix.SearchEf(ctx, qv[0], k, opts.EfSearch)
-	} else {
-		hits, err = ix.Search(ctx, qv[0], k)
-	}
+	hits, err := ix.Search(ctx, qv[0], k, dense.SearchOptions{Ef: opts.EfSearch})
 	if err != nil {
 		return fusion.List{}, fmt.Errorf("engine: dense search: %w", err)
 	}

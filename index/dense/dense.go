@@ -1,20 +1,72 @@
 // Package dense is anna's dense-vector index: an HNSW graph (our fork of
-// github.com/coder/hnsw in third_party/hnsw) over L2-normalised embeddings,
-// scored by cosine similarity.
+// github.com/coder/hnsw, in index/dense/hnsw) over L2-normalised
+// embeddings, scored by cosine similarity, with metadata filters.
+//
+// # Documents and passages
+//
+// The index holds documents (Doc), each with one vector per passage and a
+// metadata map. The engine cuts a long text into overlapping token windows
+// and embeds each; a document ranks by its best passage ("max-passage", as
+// in the BEIR and MS MARCO document-ranking literature), and a Hit names
+// that passage. Each passage is a graph node keyed by the document's number
+// (a stable uint32 per document, given at its first Add, reused after its
+// Delete, smallest first; the graph's compaction renumbers its own nodes,
+// never these) in the high 32 bits and the passage in the low 32: a
+// document of one passage is one node, as before passages existed. Levels
+// are drawn from a hash of the document ID (and the passage number beyond
+// the first), so the same documents added the same way give the same graph.
+// Search asks the graph for passages and collapses them to documents,
+// asking again for twice as many when the passages returned hold fewer than
+// k documents (see Search).
+//
+// # Filters
+//
+// Metadata is indexed, not checked one document at a time: a roaring
+// bitmap of document numbers per key=value, kept in step by Add (an upsert
+// replaces the document's terms), Delete and Load, and for each key its
+// values in a sorted list, so that a prefix query is a binary search and a
+// walk over the values that share the prefix (the list is merged lazily:
+// writes cost nothing until the next prefix query). A Filter is evaluated
+// over these postings (the Postings interface) into the bitmap of matching
+// documents; then one of two strategies finds the nearest:
+//
+//   - a filtered traversal of the graph (hnsw.Graph.SearchFilter): the
+//     upper layers are descended as usual, and on the base layer every
+//     node is walked through but only passages of matching documents are
+//     collected (membership is a bitmap lookup of the node key's high
+//     bits, no allocation), until ef of them are found or the graph is
+//     exhausted; its cost grows as 1/selectivity;
+//   - an exact scan of the matching passages (hnsw.Graph.ScanKeys), which
+//     costs one distance per matching passage.
+//
+// The scan is chosen when m² <= scanFactor·ef·P (m matching passages, P
+// all passages, ef the candidate list): the break-even point of the two
+// costs, measured (see scanFactor). Either way k documents come back
+// whenever k documents match.
+//
+// # Persistence
 //
 // The index is derived data. The engine keeps vectors in storage (bbolt) and
 // rebuilds the graph from there when the saved graph is missing or stale
 // (Meta.AppliedSeq behind storage); Save and Load only make restarts fast.
+// The file (format version 3) holds the document table (IDs, passage
+// counts, metadata) and the posting lists beside the graph, all under one
+// checksum; Load verifies that they agree with each other and with the
+// graph. Files of version 2 load as documents of one passage without
+// metadata.
 package dense
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
@@ -51,40 +103,106 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Hit is one search result. Score is the cosine similarity to the query
-// (higher is better).
-type Hit struct {
-	ID    string
-	Score float32
+// Doc is one document: one vector per passage (at least one; the engine
+// cuts a long text into overlapping windows and embeds each), and its
+// metadata, which filters select on.
+type Doc struct {
+	ID      string
+	Vectors [][]float32
+	Meta    map[string]string
 }
 
-// Index is an HNSW index over string ids. It is safe for concurrent readers
-// with one writer: Search/Len/Save share a read lock, Add/Delete take the
-// write lock, so a search sees an Add batch either entirely or not at all.
+// Hit is one search result: a document, its best passage (0-based) and
+// that passage's cosine similarity to the query (higher is better).
+type Hit struct {
+	ID      string
+	Passage int
+	Score   float32
+}
+
+// docEntry is a document number's slot in the document table.
+type docEntry struct {
+	id       string // "" for a free number
+	passages uint32
+	meta     map[string]string // nil when the document has none
+}
+
+// Index is an HNSW index of documents made of passages. It is safe for
+// concurrent readers with one writer: Search/Len/Save share a read lock,
+// Add/Delete take the write lock, so a search sees an Add batch either
+// entirely or not at all.
 type Index struct {
 	mu  sync.RWMutex
 	cfg Config
-	g   *hnsw.Graph[string]
+	g   *hnsw.Graph[uint64] // keyed by nodeKey(document number, passage)
+
+	docs      []docEntry        // by document number
+	byID      map[string]uint32 // live documents
+	free      *roaring.Bitmap   // free document numbers; the smallest is reused first
+	nPassages int               // live passages (graph nodes)
+	meta      metaIndex
+
+	keyBuf sync.Pool // *[]uint64 scratch for exact scans
 }
 
 // New returns an empty index.
 func New(cfg Config) *Index {
 	cfg = cfg.withDefaults()
-	return &Index{cfg: cfg, g: newGraph(cfg)}
+	ix := &Index{cfg: cfg, byID: map[string]uint32{}, free: roaring.New(), meta: newMetaIndex()}
+	ix.g = hnsw.NewGraph[uint64]()
+	ix.setupGraph(ix.g)
+	return ix
 }
 
-func newGraph(cfg Config) *hnsw.Graph[string] {
-	g := hnsw.NewGraph[string]()
+// setupGraph sets the graph's parameters (those a loaded graph carries are
+// overwritten by its own).
+func (ix *Index) setupGraph(g *hnsw.Graph[uint64]) {
 	// Vectors are normalised on the way in, so 1 - dot is the cosine
 	// distance at the price of one dot product.
 	g.Distance = hnsw.DotDistance
-	// Levels from the IDs: the same documents indexed the same way give
-	// the same graph, so evaluations and mining repeat exactly.
+	// Levels from the document IDs (keyHash): the same documents indexed
+	// the same way give the same graph, so evaluations and mining repeat
+	// exactly; a document's number plays no part.
 	g.KeyLevels = true
-	g.M = cfg.M
-	g.EfSearch = cfg.EfSearch
-	g.EfConstruction = cfg.EfConstruction
-	return g
+	g.KeyHash = ix.keyHash
+	g.M = ix.cfg.M
+	g.EfSearch = ix.cfg.EfSearch
+	g.EfConstruction = ix.cfg.EfConstruction
+}
+
+// nodeKey is the graph key of a passage: the document number in the high
+// 32 bits, the passage in the low ones. A document with one passage is one
+// node, as before passages existed.
+func nodeKey(doc, passage uint32) uint64 { return uint64(doc)<<32 | uint64(passage) }
+
+func splitKey(key uint64) (doc, passage uint32) { return uint32(key >> 32), uint32(key) }
+
+// keyHash is the hash the graph draws a passage's level from: FNV-1a of
+// the document ID for passage 0 (what the graph keyed by ID drew from, so
+// single-passage documents get the levels they always had), and of
+// ID + "#" + the passage number for the others. The graph calls it during
+// Add, under Index's write lock.
+func (ix *Index) keyHash(key uint64) uint64 {
+	doc, p := splitKey(key)
+	h := fnvString(fnvOffset, ix.docs[doc].id)
+	if p > 0 {
+		h = fnvString(h, "#"+strconv.FormatUint(uint64(p), 10))
+	}
+	return h
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvString continues the 64-bit FNV-1a hash h over s (as hash/fnv).
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // Config returns the index's configuration (defaults filled in; Dim is set
@@ -95,20 +213,31 @@ func (ix *Index) Config() Config {
 	return ix.cfg
 }
 
-// addChunk is how many vectors Add inserts between context checks.
+// addChunk is how many passages Add inserts between context checks.
 const addChunk = 256
 
-// Add inserts vectors, replacing the vector of an id already present
-// (upsert). Vectors are copied and L2-normalised, so Score stays a cosine
-// even if a caller passes unnormalised vectors. Within one call a repeated id
-// keeps its last vector. Bad input (length mismatch, wrong dimension, empty
-// id, zero/NaN/Inf vector) is rejected before anything is inserted. If ctx is
-// cancelled midway the vectors of the chunks already inserted stay in.
-func (ix *Index) Add(ctx context.Context, ids []string, vecs [][]float32) error {
-	if len(ids) != len(vecs) {
-		return fmt.Errorf("dense: add: %d ids but %d vectors", len(ids), len(vecs))
-	}
-	if len(ids) == 0 {
+// maxPassages bounds a document's passages (and what Load accepts).
+const maxPassages = 1 << 20
+
+// prepared is a validated document of an Add: normalised copies of its
+// vectors and metadata.
+type prepared struct {
+	id   string
+	vecs [][]float32
+	meta map[string]string
+}
+
+// Add inserts documents, replacing every passage and the metadata of an ID
+// already present (upsert; a document keeps its number). Vectors are
+// copied and L2-normalised, so Score stays a cosine even if a caller passes
+// unnormalised vectors; metadata is copied. Within one call a repeated ID
+// keeps its last document. Bad input (empty ID, no vectors, wrong
+// dimension, zero/NaN/Inf vector, empty metadata key, an ID, key or value
+// over 1 MiB) is rejected before anything is inserted. If ctx is
+// cancelled midway the documents of the chunks already inserted stay in,
+// each whole.
+func (ix *Index) Add(ctx context.Context, docs []Doc) error {
+	if len(docs) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -117,35 +246,97 @@ func (ix *Index) Add(ctx context.Context, ids []string, vecs [][]float32) error 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	dim := ix.cfg.Dim
-	if dim == 0 {
-		dim = len(vecs[0])
+	if dim == 0 && len(docs[0].Vectors) > 0 {
+		dim = len(docs[0].Vectors[0])
 	}
-	nodes := make([]hnsw.Node[string], len(ids))
-	for i, id := range ids {
-		if id == "" {
+	last := make(map[string]int, len(docs))
+	for i, d := range docs {
+		last[d.ID] = i
+	}
+	batch := make([]prepared, 0, len(last))
+	for i, d := range docs {
+		if d.ID == "" {
 			return fmt.Errorf("dense: add: empty id at index %d", i)
 		}
-		v, err := normalized(vecs[i], dim)
-		if err != nil {
-			return fmt.Errorf("dense: add: vector %d (id %q): %w", i, id, err)
+		if len(d.Vectors) == 0 || len(d.Vectors) > maxPassages {
+			return fmt.Errorf("dense: add: document %d (id %q) has %d vectors, want 1 to %d", i, d.ID, len(d.Vectors), maxPassages)
 		}
-		nodes[i] = hnsw.MakeNode(id, v)
+		p := prepared{id: d.ID, vecs: make([][]float32, len(d.Vectors))}
+		for j, v := range d.Vectors {
+			nv, err := normalized(v, dim)
+			if err != nil {
+				return fmt.Errorf("dense: add: document %d (id %q) vector %d: %w", i, d.ID, j, err)
+			}
+			p.vecs[j] = nv
+		}
+		if len(d.ID) > maxString {
+			return fmt.Errorf("dense: add: document %d: id of %d bytes (at most %d)", i, len(d.ID), maxString)
+		}
+		for k, v := range d.Meta {
+			if k == "" || len(k) > maxString || len(v) > maxString {
+				return fmt.Errorf("dense: add: document %d (id %q): metadata key %q: empty, or key or value longer than %d bytes", i, d.ID, k, maxString)
+			}
+		}
+		if len(d.Meta) > 0 {
+			p.meta = maps.Clone(d.Meta)
+		}
+		if last[d.ID] == i {
+			batch = append(batch, p)
+		}
 	}
 	ix.cfg.Dim = dim
-	// Every live vector is reachable again when Add returns, also when it
+	// Every live passage is reachable again when Add returns, also when it
 	// stops early (hnsw.Graph.Reconnect).
 	defer ix.g.Reconnect()
-	for len(nodes) > 0 {
-		n := min(len(nodes), addChunk)
-		ix.g.Add(nodes[:n]...)
-		nodes = nodes[n:]
-		if len(nodes) > 0 {
+	var nodes []hnsw.Node[uint64]
+	for len(batch) > 0 {
+		nodes = nodes[:0]
+		for len(batch) > 0 && len(nodes) < addChunk {
+			nodes = ix.upsert(batch[0], nodes)
+			batch = batch[1:]
+		}
+		ix.g.Add(nodes...)
+		if len(batch) > 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("dense: add interrupted: %w", err)
 			}
 		}
 	}
 	return nil
+}
+
+// upsert records d in the document table and the metadata index, deletes
+// the passages an older version had beyond d's, and appends d's passages
+// to nodes for the caller to insert (replacing the older version's).
+func (ix *Index) upsert(d prepared, nodes []hnsw.Node[uint64]) []hnsw.Node[uint64] {
+	num, ok := ix.byID[d.id]
+	if ok {
+		e := &ix.docs[num]
+		for p := uint32(len(d.vecs)); p < e.passages; p++ {
+			ix.g.Delete(nodeKey(num, p))
+		}
+		ix.nPassages -= int(e.passages)
+		if !maps.Equal(e.meta, d.meta) {
+			ix.meta.remove(num, e.meta)
+			ix.meta.add(num, d.meta)
+		}
+	} else {
+		if !ix.free.IsEmpty() {
+			num = ix.free.Minimum()
+			ix.free.Remove(num)
+		} else {
+			num = uint32(len(ix.docs))
+			ix.docs = append(ix.docs, docEntry{})
+		}
+		ix.byID[d.id] = num
+		ix.meta.add(num, d.meta)
+	}
+	ix.docs[num] = docEntry{id: d.id, passages: uint32(len(d.vecs)), meta: d.meta}
+	ix.nPassages += len(d.vecs)
+	for p, v := range d.vecs {
+		nodes = append(nodes, hnsw.MakeNode(nodeKey(num, uint32(p)), v))
+	}
+	return nodes
 }
 
 // normalized returns a unit-length copy of v after checking its length and
@@ -172,165 +363,82 @@ func normalized(v []float32, dim int) ([]float32, error) {
 	return out, nil
 }
 
-// Delete removes ids; ids not in the index are ignored.
+// Delete removes documents, every passage of each; IDs not in the index
+// are ignored.
 func (ix *Index) Delete(ids []string) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, id := range ids {
-		ix.g.Delete(id)
+		num, ok := ix.byID[id]
+		if !ok {
+			continue
+		}
+		e := ix.docs[num]
+		for p := uint32(0); p < e.passages; p++ {
+			ix.g.Delete(nodeKey(num, p))
+		}
+		ix.meta.remove(num, e.meta)
+		ix.nPassages -= int(e.passages)
+		delete(ix.byID, id)
+		ix.docs[num] = docEntry{}
+		ix.free.Add(num)
+	}
+	if len(ix.byID) == 0 {
+		// The graph has dropped every node (tombstones too): start the
+		// numbering afresh.
+		ix.docs = nil
+		ix.free.Clear()
 	}
 	return nil
 }
 
-// Search returns the k nearest vectors to q, best first, using the
-// configured EfSearch. k larger than Len gives Len hits; an empty index
-// gives none.
-func (ix *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
-	return ix.SearchEf(ctx, q, k, 0)
-}
-
-// SearchEf is Search with an explicit candidate list size (ef <= 0: the
-// configured EfSearch; max(ef, k) is used). Larger ef trades speed for
-// recall.
-func (ix *Index) SearchEf(ctx context.Context, q []float32, k, ef int) ([]Hit, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("dense: search: %w", err)
-	}
-	if k < 0 {
-		return nil, fmt.Errorf("dense: search: negative k %d", k)
-	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if k == 0 || ix.g.Len() == 0 {
-		return nil, nil
-	}
-	qn, err := normalized(q, ix.cfg.Dim)
-	if err != nil {
-		return nil, fmt.Errorf("dense: search: query: %w", err)
-	}
-	if ef <= 0 {
-		ef = ix.cfg.EfSearch
-	}
-	res := ix.g.SearchEf(qn, k, ef)
-	hits := make([]Hit, len(res))
-	for i, r := range res {
-		hits[i] = Hit{ID: r.Key, Score: 1 - r.Distance}
-	}
-	return hits, nil
-}
-
-// Len returns the number of vectors in the index.
+// Len returns the number of documents in the index.
 func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.g.Len()
+	return len(ix.byID)
 }
 
-// Vector returns a copy of the (normalised) vector stored for id.
-func (ix *Index) Vector(id string) ([]float32, bool) {
+// Passages returns the number of passages (graph nodes) in the index.
+func (ix *Index) Passages() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.g.Lookup(id)
+	return ix.nPassages
 }
 
-// Exact returns the k vectors of vecs most cosine-similar to q by brute
-// force, best first (ties by id). It is the reference for tests and is fine
-// for tiny indexes. Zero or wrong-length vectors are skipped.
-func Exact(vecs map[string][]float32, q []float32, k int) []Hit {
-	if k <= 0 {
-		return nil
-	}
-	qn, err := normalized(q, len(q))
-	if err != nil {
-		return nil
-	}
-	// worse orders hits worst first: a min-heap on it keeps the best k.
-	worse := func(a, b Hit) bool {
-		if a.Score != b.Score {
-			return a.Score < b.Score
-		}
-		return a.ID > b.ID
-	}
-	top := make([]Hit, 0, min(k, len(vecs))+1)
-	for id, v := range vecs {
-		if len(v) != len(qn) {
-			continue
-		}
-		nv := hnsw.Dot(v, v)
-		if nv == 0 {
-			continue
-		}
-		h := Hit{ID: id, Score: hnsw.Dot(qn, v) / float32(math.Sqrt(float64(nv)))}
-		if len(top) == k {
-			if !worse(top[0], h) {
-				continue
-			}
-			top[0] = h
-			siftDown(top, worse)
-			continue
-		}
-		top = append(top, h)
-		for i := len(top) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !worse(top[i], top[p]) {
-				break
-			}
-			top[i], top[p] = top[p], top[i]
-			i = p
-		}
-	}
-	slices.SortFunc(top, func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	return top
-}
-
-func siftDown(h []Hit, less func(a, b Hit) bool) {
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && less(h[r], h[l]) {
-			m = r
-		}
-		if !less(h[m], h[i]) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
-// Issue is one violated invariant of the graph, with the documents involved
-// (at most 20 listed, N in all).
-type Issue struct {
-	What string
-	IDs  []string
-	N    int
-}
-
-// Check verifies the graph's invariants (see hnsw.Graph.Check): bounded,
-// non-dangling neighbour lists, consistent tombstones and key map, a sound
-// entry point, finite vectors, and every live document reachable from the
-// entry point. Searches may run meanwhile.
-func (ix *Index) Check() []Issue {
+// Vectors returns copies of the (normalised) passage vectors stored for
+// id, in passage order.
+func (ix *Index) Vectors(id string) ([][]float32, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var out []Issue
-	for _, is := range ix.g.Check() {
-		out = append(out, Issue{What: is.What, IDs: is.Keys, N: is.N})
+	num, ok := ix.byID[id]
+	if !ok {
+		return nil, false
 	}
-	return out
+	out := make([][]float32, ix.docs[num].passages)
+	for p := range out {
+		if out[p], ok = ix.g.Lookup(nodeKey(num, uint32(p))); !ok {
+			return nil, false // Check reports it
+		}
+	}
+	return out, true
 }
 
-// IDs returns the IDs of every vector in the index, in no particular order.
+// Meta returns a copy of the metadata stored for id.
+func (ix *Index) Meta(id string) (map[string]string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	num, ok := ix.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return maps.Clone(ix.docs[num].meta), true
+}
+
+// IDs returns the IDs of every document in the index, in no particular
+// order.
 func (ix *Index) IDs() []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.g.Keys()
+	return slices.Collect(maps.Keys(ix.byID))
 }

@@ -1,6 +1,8 @@
 package dense
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +22,21 @@ var bg = context.Background()
 
 func mustAdd(t *testing.T, ix *Index, ids []string, vecs [][]float32) {
 	t.Helper()
-	if err := ix.Add(bg, ids, vecs); err != nil {
+	if err := ix.Add(bg, singles(ids, vecs)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// singles makes one single-passage document without metadata per ID.
+func singles(ids []string, vecs [][]float32) []Doc {
+	docs := make([]Doc, len(ids))
+	for i, id := range ids {
+		docs[i] = Doc{ID: id}
+		if i < len(vecs) {
+			docs[i].Vectors = [][]float32{vecs[i]}
+		}
+	}
+	return docs
 }
 
 func hitIDs(hs []Hit) []string {
@@ -35,7 +49,7 @@ func hitIDs(hs []Hit) []string {
 
 func TestEmptyIndex(t *testing.T) {
 	ix := New(Config{Dim: 4})
-	hits, err := ix.Search(bg, []float32{1, 0, 0, 0}, 10)
+	hits, err := ix.Search(bg, []float32{1, 0, 0, 0}, 10, SearchOptions{})
 	if err != nil || len(hits) != 0 {
 		t.Fatalf("Search on empty index = %v, %v", hits, err)
 	}
@@ -53,7 +67,7 @@ func TestEmptyIndex(t *testing.T) {
 func TestSearchBasics(t *testing.T) {
 	ix := New(Config{Dim: 3})
 	mustAdd(t, ix, []string{"x", "y", "z"}, [][]float32{{1, 0, 0}, {0, 2, 0}, {1, 1, 0}})
-	hits, err := ix.Search(bg, []float32{3, 0, 0}, 10)
+	hits, err := ix.Search(bg, []float32{3, 0, 0}, 10, SearchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +84,11 @@ func TestSearchBasics(t *testing.T) {
 			t.Errorf("hit %d %s score %v, want %v", i, h.ID, h.Score, want[i])
 		}
 	}
-	if hits, _ := ix.Search(bg, []float32{0, 1, 0}, 0); len(hits) != 0 {
+	if hits, _ := ix.Search(bg, []float32{0, 1, 0}, 0, SearchOptions{}); len(hits) != 0 {
 		t.Fatalf("k=0 gave %v", hits)
 	}
-	if v, ok := ix.Vector("y"); !ok || !slices.Equal(v, []float32{0, 1, 0}) {
-		t.Fatalf("Vector(y) = %v %v", v, ok)
+	if v, ok := ix.Vectors("y"); !ok || len(v) != 1 || !slices.Equal(v[0], []float32{0, 1, 0}) {
+		t.Fatalf("Vectors(y) = %v %v", v, ok)
 	}
 }
 
@@ -94,25 +108,25 @@ func TestBadInput(t *testing.T) {
 		{"Inf", []string{"b"}, [][]float32{{float32(math.Inf(1)), 1}}},
 	}
 	for _, c := range cases {
-		if err := ix.Add(bg, c.ids, c.vecs); err == nil {
+		if err := ix.Add(bg, singles(c.ids, c.vecs)); err == nil {
 			t.Errorf("%s: Add accepted it", c.name)
 		}
 	}
 	if ix.Len() != 1 {
 		t.Fatalf("rejected batches inserted something: Len %d", ix.Len())
 	}
-	if _, err := ix.Search(bg, []float32{1, 0, 0}, 1); err == nil {
+	if _, err := ix.Search(bg, []float32{1, 0, 0}, 1, SearchOptions{}); err == nil {
 		t.Error("query of wrong dimension accepted")
 	}
-	if _, err := ix.Search(bg, []float32{1, 0}, -1); err == nil {
+	if _, err := ix.Search(bg, []float32{1, 0}, -1, SearchOptions{}); err == nil {
 		t.Error("negative k accepted")
 	}
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if _, err := ix.Search(ctx, []float32{1, 0}, 1); !errors.Is(err, context.Canceled) {
+	if _, err := ix.Search(ctx, []float32{1, 0}, 1, SearchOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Search: %v", err)
 	}
-	if err := ix.Add(ctx, []string{"b"}, [][]float32{{0, 1}}); !errors.Is(err, context.Canceled) {
+	if err := ix.Add(ctx, singles([]string{"b"}, [][]float32{{0, 1}})); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Add: %v", err)
 	}
 }
@@ -124,7 +138,7 @@ func TestUpsertReplacesVector(t *testing.T) {
 	if ix.Len() != 2 {
 		t.Fatalf("Len = %d after upsert, want 2", ix.Len())
 	}
-	hits, _ := ix.Search(bg, []float32{1, 0}, 2)
+	hits, _ := ix.Search(bg, []float32{1, 0}, 2, SearchOptions{})
 	for _, h := range hits {
 		if h.Score > 0.5 {
 			t.Fatalf("old vector of a still found: %+v", hits)
@@ -175,12 +189,12 @@ func TestRandomOps(t *testing.T) {
 					t.Fatal(err)
 				}
 				clear(ref)
-				if got, err := ix.Search(bg, pool[0], 5); err != nil || len(got) != 0 {
+				if got, err := ix.Search(bg, pool[0], 5, SearchOptions{}); err != nil || len(got) != 0 {
 					t.Fatalf("search after deleting all: %v %v", got, err)
 				}
 			default:
 				q := pool[rng.Intn(len(pool))]
-				got, err := ix.SearchEf(bg, q, 10, 40)
+				got, err := ix.Search(bg, q, 10, SearchOptions{Ef: 40})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +232,7 @@ func TestConcurrentSearchDuringAdd(t *testing.T) {
 	const dim = 16
 	data := densetest.Clustered(3, 1500, dim, 10, 1.0)
 	ix := New(Config{Dim: dim, M: 8, EfConstruction: 32})
-	mustAdd(t, ix, []string{"seed"}, data[:1])
+	mustAddDocs(t, ix, Doc{ID: "seed", Vectors: data[:1], Meta: map[string]string{"v": "x0"}})
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	for r := 0; r < 3; r++ {
@@ -231,7 +245,17 @@ func TestConcurrentSearchDuringAdd(t *testing.T) {
 					return
 				default:
 				}
-				hits, err := ix.Search(bg, data[(i*13+r)%len(data)], 5)
+				// Unfiltered, and filtered on the "seed" document's
+				// metadata by both strategies (prefix queries merge the
+				// sorted value lists lazily, under their own lock).
+				opts := SearchOptions{}
+				switch i % 3 {
+				case 1:
+					opts = SearchOptions{Filter: prefix{"v", "x"}, Strategy: StrategyTraverse}
+				case 2:
+					opts = SearchOptions{Filter: or{eq{"v", "x0"}, prefix{"v", "x"}}, Strategy: StrategyScan}
+				}
+				hits, err := ix.Search(bg, data[(i*13+r)%len(data)], 5, opts)
 				if err != nil || len(hits) == 0 {
 					t.Errorf("concurrent search: %v %v", hits, err)
 					return
@@ -245,7 +269,11 @@ func TestConcurrentSearchDuringAdd(t *testing.T) {
 		for j := i; j < min(i+10, len(data)); j++ {
 			ids = append(ids, fmt.Sprint(j))
 		}
-		mustAdd(t, ix, ids, data[i:i+len(ids)])
+		docs := singles(ids, data[i:i+len(ids)])
+		for j := range docs {
+			docs[j].Meta = map[string]string{"v": fmt.Sprint("x", i%40)}
+		}
+		mustAddDocs(t, ix, docs...)
 		if i%50 == 1 {
 			ix.Delete(ids[:2])
 		}
@@ -267,6 +295,10 @@ func TestSaveLoad(t *testing.T) {
 	}
 	mustAdd(t, ix, ids, data)
 	ix.Delete(ids[:50])
+	// Passages and metadata, so that damage to their tables is caught too.
+	for i := 60; i < 600; i += 3 {
+		mustAddDocs(t, ix, Doc{ID: ids[i], Vectors: data[i-2 : i+1], Meta: map[string]string{"k": fmt.Sprint(i % 7), "id": ids[i]}})
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "dense.idx")
 	meta := Meta{Fingerprint: "minilm-abc123", AppliedSeq: 42}
@@ -284,8 +316,8 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatalf("loaded Len %d cfg %+v, want %d %+v", got.Len(), got.Config(), ix.Len(), ix.Config())
 	}
 	for _, q := range data[:40] {
-		a, _ := ix.Search(bg, q, 10)
-		b, _ := got.Search(bg, q, 10)
+		a, _ := ix.Search(bg, q, 10, SearchOptions{})
+		b, _ := got.Search(bg, q, 10, SearchOptions{})
 		if !slices.Equal(a, b) {
 			t.Fatalf("loaded index answers differently:\n%v\n%v", a, b)
 		}
@@ -330,9 +362,22 @@ func TestSaveLoad(t *testing.T) {
 	}
 	check("trailing bytes", append(slices.Clone(raw), 0))
 	rng := rand.New(rand.NewSource(1))
-	for i := 0; i < 30; i++ {
+	// The document table and posting lists follow the header.
+	var tables bytes.Buffer
+	bw := bufio.NewWriter(&tables)
+	ix.writeTables(bw)
+	bw.Flush()
+	hdr := 8 + 4 + 4 + len(meta.Fingerprint) + 8 + 16 + 4 + len(meta.StoreID)
+	if !bytes.Equal(raw[hdr:hdr+tables.Len()], tables.Bytes()) {
+		t.Fatal("the tables are not where the test expects them")
+	}
+	for i := 0; i < 100; i++ {
 		flipped := slices.Clone(raw)
-		flipped[rng.Intn(len(flipped))] ^= byte(1 + rng.Intn(255))
+		at := rng.Intn(len(flipped))
+		if i%2 == 0 {
+			at = hdr + rng.Intn(tables.Len())
+		}
+		flipped[at] ^= byte(1 + rng.Intn(255))
 		check("flipped byte", flipped) // the checksum catches what structure checks miss
 	}
 }

@@ -9,7 +9,12 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
+	"math"
 	"os"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
@@ -23,13 +28,23 @@ type Meta struct {
 	AppliedSeq  uint64
 }
 
-// File layout (little-endian):
+// File layout (little-endian; uvarint is encoding/binary's, a string is a
+// uvarint length and its bytes):
 //
 //	magic "ANNADNS\x00" | u32 format version
 //	u32 len + fingerprint | u64 applied seq
 //	u32 Dim, M, EfSearch, EfConstruction
 //	u32 len + store id (version 2; version 1 files load with StoreID "")
-//	hnsw graph (hnsw.Graph.Export, format 2)
+//	version 3: the document table and the metadata index:
+//	  uvarint slots; per document number: string ID ("" for a free
+//	    number, and nothing follows), uvarint passages, uvarint metadata
+//	    pairs, then string key, string value per pair, keys increasing
+//	  uvarint metadata keys; per key, increasing: string key, uvarint
+//	    values; per value, increasing: string value, uvarint length and a
+//	    roaring bitmap of document numbers (its portable format)
+//	hnsw graph (hnsw.Graph.Export, format 2): keyed by document ID in
+//	  versions 1 and 2 (one passage per document, no metadata), by
+//	  document number << 32 | passage in version 3
 //	trailer: u32 CRC-32C of everything above, magic "ANNADEND"
 var (
 	fileMagic    = [8]byte{'A', 'N', 'N', 'A', 'D', 'N', 'S', 0}
@@ -38,8 +53,13 @@ var (
 )
 
 const (
-	fileVersion    = 2 // 1 had no store id: it loads with StoreID ""
+	// fileVersion 3 added passages and metadata; 2 had no document table
+	// (its files load as single-passage documents without metadata); 1
+	// had no store id either (it loads with StoreID "").
+	fileVersion    = 3
 	maxFingerprint = 4096
+	maxString      = 1 << 20 // an ID, a metadata key or value
+	maxBitmap      = 1 << 30 // a posting list's bytes
 )
 
 // ErrCorrupt is wrapped by Load's error when the file is not a valid index
@@ -70,6 +90,13 @@ func (ix *Index) Save(path string, meta Meta) error {
 		hdr.Write(le.AppendUint32(nil, uint32(len(meta.StoreID))))
 		hdr.WriteString(meta.StoreID)
 		if _, err := mw.Write(hdr.Bytes()); err != nil {
+			return err
+		}
+		bw := bufio.NewWriterSize(mw, 1<<16)
+		if err := ix.writeTables(bw); err != nil {
+			return fmt.Errorf("write the document table: %w", err)
+		}
+		if err := bw.Flush(); err != nil {
 			return err
 		}
 		if err := ix.g.Export(mw); err != nil {
@@ -127,42 +154,43 @@ func Load(path string) (*Index, Meta, error) {
 	return ix, meta, nil
 }
 
-// readHeader reads everything before the graph.
-func readHeader(hr *hashingReader) (Meta, Config, error) {
+// readHeader reads everything before the document table, and the format
+// version.
+func readHeader(hr *hashingReader) (Meta, Config, uint32, error) {
 	le := binary.LittleEndian
 	var fixed [16]byte
 	if _, err := io.ReadFull(hr, fixed[:]); err != nil {
-		return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+		return Meta{}, Config{}, 0, fmt.Errorf("read header: %w", err)
 	}
 	if !bytes.Equal(fixed[:8], fileMagic[:]) {
-		return Meta{}, Config{}, errors.New("not a dense index file (bad magic)")
+		return Meta{}, Config{}, 0, errors.New("not a dense index file (bad magic)")
 	}
 	version := le.Uint32(fixed[8:12])
-	if version != 1 && version != fileVersion {
-		return Meta{}, Config{}, fmt.Errorf("unsupported format version %d (want %d)", version, fileVersion)
+	if version < 1 || version > fileVersion {
+		return Meta{}, Config{}, 0, fmt.Errorf("unsupported format version %d (want %d)", version, fileVersion)
 	}
 	fpLen := le.Uint32(fixed[12:16])
 	if fpLen > maxFingerprint {
-		return Meta{}, Config{}, fmt.Errorf("fingerprint length %d out of range", fpLen)
+		return Meta{}, Config{}, 0, fmt.Errorf("fingerprint length %d out of range", fpLen)
 	}
 	rest := make([]byte, int(fpLen)+8+16)
 	if _, err := io.ReadFull(hr, rest); err != nil {
-		return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+		return Meta{}, Config{}, 0, fmt.Errorf("read header: %w", err)
 	}
 	meta := Meta{Fingerprint: string(rest[:fpLen]), AppliedSeq: le.Uint64(rest[fpLen:])}
 	p := rest[fpLen+8:]
 	if version >= 2 {
 		var n [4]byte
 		if _, err := io.ReadFull(hr, n[:]); err != nil {
-			return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+			return Meta{}, Config{}, 0, fmt.Errorf("read header: %w", err)
 		}
 		idLen := le.Uint32(n[:])
 		if idLen > maxFingerprint {
-			return Meta{}, Config{}, fmt.Errorf("store id length %d out of range", idLen)
+			return Meta{}, Config{}, 0, fmt.Errorf("store id length %d out of range", idLen)
 		}
 		id := make([]byte, idLen)
 		if _, err := io.ReadFull(hr, id); err != nil {
-			return Meta{}, Config{}, fmt.Errorf("read header: %w", err)
+			return Meta{}, Config{}, 0, fmt.Errorf("read header: %w", err)
 		}
 		meta.StoreID = string(id)
 	}
@@ -170,21 +198,28 @@ func readHeader(hr *hashingReader) (Meta, Config, error) {
 	for i, dst := range []*int{&cfg.Dim, &cfg.M, &cfg.EfSearch, &cfg.EfConstruction} {
 		v := le.Uint32(p[4*i:])
 		if v > 1<<20 {
-			return Meta{}, Config{}, fmt.Errorf("config field %d = %d out of range", i, v)
+			return Meta{}, Config{}, 0, fmt.Errorf("config field %d = %d out of range", i, v)
 		}
 		*dst = int(v)
 	}
-	return meta, cfg, nil
+	return meta, cfg, version, nil
 }
 
 func load(hr *hashingReader) (*Index, Meta, error) {
-	meta, cfg, err := readHeader(hr)
+	meta, cfg, version, err := readHeader(hr)
 	if err != nil {
 		return nil, Meta{}, err
 	}
 	ix := New(cfg)
-	if err := ix.g.Import(hr); err != nil {
-		return nil, Meta{}, fmt.Errorf("import graph: %w", err)
+	if version >= 3 {
+		if err := ix.readTables(hr, false); err != nil {
+			return nil, Meta{}, err
+		}
+		if err := ix.g.Import(hr); err != nil {
+			return nil, Meta{}, fmt.Errorf("import graph: %w", err)
+		}
+	} else if err := ix.importByID(hr); err != nil {
+		return nil, Meta{}, err
 	}
 	sum := hr.h.Sum32()
 	var tr [12]byte
@@ -203,7 +238,250 @@ func load(hr *hashingReader) (*Index, Meta, error) {
 	if d := ix.g.Dims(); d != 0 && d != cfg.Dim {
 		return nil, Meta{}, fmt.Errorf("graph dimension %d but header says %d", d, cfg.Dim)
 	}
+	// The document table and the graph must agree on every passage.
+	var is issues
+	ix.checkTable(&is)
+	ix.checkPassages(&is)
+	if list := is.List(); len(list) > 0 {
+		return nil, Meta{}, fmt.Errorf("document table and graph disagree: %s %q", list[0].What, list[0].Keys)
+	}
 	return ix, meta, nil
+}
+
+// importByID reads a version 1 or 2 graph, keyed by document ID, and
+// rekeys it to passage 0 of document numbers given in slot order.
+func (ix *Index) importByID(r io.Reader) error {
+	old := hnsw.NewGraph[string]()
+	if err := old.Import(r); err != nil {
+		return fmt.Errorf("import graph: %w", err)
+	}
+	const tombstone = math.MaxUint32
+	g, err := hnsw.Rekey(old, func(id string, live bool) uint64 {
+		if !live {
+			return nodeKey(tombstone, 0)
+		}
+		num := uint32(len(ix.docs))
+		ix.docs = append(ix.docs, docEntry{id: id, passages: 1})
+		ix.byID[id] = num
+		ix.meta.add(num, nil)
+		ix.nPassages++
+		return nodeKey(num, 0)
+	})
+	if err != nil {
+		return fmt.Errorf("import graph: %w", err)
+	}
+	ix.setupGraph(g)
+	g.EfSearch, g.EfConstruction = old.EfSearch, old.EfConstruction
+	ix.g = g
+	return nil
+}
+
+// writeTables writes the document table and the metadata index (see the
+// file layout).
+func (ix *Index) writeTables(w *bufio.Writer) error {
+	var scratch [binary.MaxVarintLen64]byte
+	putUvarint := func(x uint64) { w.Write(binary.AppendUvarint(scratch[:0], x)) }
+	putString := func(s string) {
+		putUvarint(uint64(len(s)))
+		w.WriteString(s)
+	}
+	putUvarint(uint64(len(ix.docs)))
+	for _, e := range ix.docs {
+		putString(e.id)
+		if e.id == "" {
+			continue
+		}
+		putUvarint(uint64(e.passages))
+		putUvarint(uint64(len(e.meta)))
+		for _, k := range slices.Sorted(maps.Keys(e.meta)) {
+			putString(k)
+			putString(e.meta[k])
+		}
+	}
+	keys := ix.meta.sortedKeys()
+	putUvarint(uint64(len(keys)))
+	var buf bytes.Buffer
+	for _, k := range keys {
+		tl := ix.meta.keys[k]
+		vals := tl.values()
+		putString(k)
+		putUvarint(uint64(len(vals)))
+		for _, v := range vals {
+			putString(v)
+			buf.Reset()
+			if _, err := tl.post[v].WriteTo(&buf); err != nil {
+				return fmt.Errorf("posting list %s=%s: %w", k, v, err)
+			}
+			putUvarint(uint64(buf.Len()))
+			w.Write(buf.Bytes())
+		}
+	}
+	return nil
+}
+
+// tableReader reads the parts of the document table.
+type tableReader struct {
+	r interface {
+		io.Reader
+		io.ByteReader
+	}
+	err error
+}
+
+func (tr *tableReader) uvarint(what string, limit uint64) uint64 {
+	if tr.err != nil {
+		return 0
+	}
+	x, err := binary.ReadUvarint(tr.r)
+	if err != nil {
+		tr.err = fmt.Errorf("read %s: %w", what, err)
+		return 0
+	}
+	if x > limit {
+		tr.err = fmt.Errorf("%s %d out of range (at most %d)", what, x, limit)
+		return 0
+	}
+	return x
+}
+
+func (tr *tableReader) bytes(what string, limit uint64) []byte {
+	n := tr.uvarint(what+" length", limit)
+	if tr.err != nil {
+		return nil
+	}
+	// Grown as the data arrives: a damaged length fails at the end of the
+	// file instead of allocating first.
+	var b bytes.Buffer
+	if _, err := io.CopyN(&b, tr.r, int64(n)); err != nil {
+		tr.err = fmt.Errorf("read %s: %w", what, err)
+	}
+	return b.Bytes()
+}
+
+func (tr *tableReader) string(what string) string { return string(tr.bytes(what, maxString)) }
+
+// readTables reads what writeTables wrote, checking it as it goes: IDs
+// unique, passage counts in range, keys and values in increasing order,
+// posting lists valid, not empty and holding exactly the documents whose
+// metadata has their key=value. With idsOnly it stops after the document
+// table.
+func (ix *Index) readTables(r interface {
+	io.Reader
+	io.ByteReader
+}, idsOnly bool) error {
+	tr := &tableReader{r: r}
+	slots := tr.uvarint("document slots", math.MaxUint32)
+	pairs := 0
+	for num := uint32(0); tr.err == nil && uint64(num) < slots; num++ {
+		e := docEntry{id: tr.string("document ID")}
+		if e.id == "" {
+			ix.docs = append(ix.docs, e)
+			continue
+		}
+		if _, dup := ix.byID[e.id]; dup {
+			return fmt.Errorf("document %q is in the table twice", e.id)
+		}
+		e.passages = uint32(tr.uvarint("passage count", maxPassages))
+		if tr.err == nil && e.passages == 0 {
+			return fmt.Errorf("document %q has no passage", e.id)
+		}
+		nm := tr.uvarint("metadata pairs", maxString)
+		prev := ""
+		for i := uint64(0); tr.err == nil && i < nm; i++ {
+			k, v := tr.string("metadata key"), tr.string("metadata value")
+			if tr.err == nil && (k <= prev) {
+				return fmt.Errorf("document %q: metadata keys not in increasing order", e.id)
+			}
+			if e.meta == nil {
+				e.meta = map[string]string{}
+			}
+			e.meta[k], prev = v, k
+			pairs++
+		}
+		ix.docs = append(ix.docs, e)
+		ix.byID[e.id] = num
+		ix.nPassages += int(e.passages)
+		ix.meta.live.Add(num)
+	}
+	if tr.err != nil {
+		return tr.err
+	}
+	for num, e := range ix.docs {
+		if e.id == "" {
+			ix.free.Add(uint32(num))
+		}
+	}
+	if idsOnly {
+		return nil
+	}
+	nk := tr.uvarint("metadata keys", math.MaxUint32)
+	prevKey, postings := "", 0
+	for i := uint64(0); tr.err == nil && i < nk; i++ {
+		k := tr.string("metadata key")
+		nv := tr.uvarint("values", math.MaxUint32)
+		if tr.err == nil && (k <= prevKey || nv == 0) {
+			return fmt.Errorf("metadata key %q out of order or without values", k)
+		}
+		prevKey = k
+		tl := &termList{post: map[string]*roaring.Bitmap{}}
+		for j := uint64(0); tr.err == nil && j < nv; j++ {
+			v := tr.string("metadata value")
+			raw := tr.bytes("posting list", maxBitmap)
+			if tr.err != nil {
+				break
+			}
+			if len(tl.sorted) > 0 && v <= tl.sorted[len(tl.sorted)-1] {
+				return fmt.Errorf("metadata key %q: values out of order", k)
+			}
+			bm, err := decodeBitmap(raw)
+			if err != nil {
+				return fmt.Errorf("posting list %s=%s: %w", k, v, err)
+			}
+			ok := !bm.IsEmpty()
+			bm.Iterate(func(doc uint32) bool {
+				if int(doc) >= len(ix.docs) || ix.docs[doc].id == "" {
+					ok = false
+				} else if mv, has := ix.docs[doc].meta[k]; !has || mv != v {
+					ok = false
+				}
+				return ok
+			})
+			if !ok {
+				return fmt.Errorf("posting list %s=%s is empty or names a document without that metadata", k, v)
+			}
+			postings += int(bm.GetCardinality())
+			tl.post[v] = bm
+			tl.sorted = append(tl.sorted, v)
+		}
+		ix.meta.keys[k] = tl
+	}
+	if tr.err != nil {
+		return tr.err
+	}
+	// Every posting names a document with that pair: with as many
+	// postings as pairs, every pair is posted.
+	if postings != pairs {
+		return fmt.Errorf("the posting lists hold %d documents' pairs, the documents have %d", postings, pairs)
+	}
+	return nil
+}
+
+// decodeBitmap decodes a roaring bitmap, turning the library's panics on
+// malformed input into errors.
+func decodeBitmap(raw []byte) (bm *roaring.Bitmap, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			bm, err = nil, fmt.Errorf("malformed roaring bitmap: %v", r)
+		}
+	}()
+	bm = roaring.New()
+	if err := bm.UnmarshalBinary(raw); err != nil {
+		return nil, err
+	}
+	if err := bm.Validate(); err != nil {
+		return nil, err
+	}
+	return bm, nil
 }
 
 // ReadMeta reads the Meta of a saved index without loading its graph (and
@@ -215,7 +493,7 @@ func ReadMeta(path string) (Meta, error) {
 	}
 	defer f.Close()
 	hr := &hashingReader{r: bufio.NewReaderSize(f, 4096), h: crc32.New(castagnoli)}
-	meta, _, err := readHeader(hr)
+	meta, _, _, err := readHeader(hr)
 	if err != nil {
 		return Meta{}, fmt.Errorf("dense: read meta of %s: %w: %w", path, ErrCorrupt, err)
 	}
@@ -224,8 +502,8 @@ func ReadMeta(path string) (Meta, error) {
 
 // ReadIDs reads the document IDs of a saved index without verifying its
 // checksum: for telling which documents a damaged file held (IDs read from
-// a damaged file may themselves be damaged). It fails when the graph
-// cannot be parsed at all.
+// a damaged file may themselves be damaged). It fails when the document
+// table (the graph, in files of version 1 and 2) cannot be parsed at all.
 func ReadIDs(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -233,12 +511,17 @@ func ReadIDs(path string) ([]string, error) {
 	}
 	defer f.Close()
 	hr := &hashingReader{r: bufio.NewReaderSize(f, 1<<16), h: crc32.New(castagnoli)}
-	_, cfg, err := readHeader(hr)
+	_, cfg, version, err := readHeader(hr)
 	if err != nil {
 		return nil, fmt.Errorf("dense: read ids of %s: %w", path, err)
 	}
 	ix := New(cfg)
-	if err := ix.g.Import(hr); err != nil {
+	if version >= 3 {
+		err = ix.readTables(hr, true)
+	} else {
+		err = ix.importByID(hr)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("dense: read ids of %s: %w", path, err)
 	}
 	return ix.IDs(), nil

@@ -17,7 +17,7 @@ func recallAt(t testing.TB, ix *Index, queries [][]float32, truth []map[string]b
 	t.Helper()
 	hits := 0
 	for i, q := range queries {
-		got, err := ix.SearchEf(context.Background(), q, k, ef)
+		got, err := ix.Search(context.Background(), q, k, SearchOptions{Ef: ef})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestRecall100k(t *testing.T) {
 	}
 	ix := New(Config{Dim: dim})
 	start := time.Now()
-	if err := ix.Add(context.Background(), ids, data[:n]); err != nil {
+	if err := ix.Add(context.Background(), singles(ids, data[:n])); err != nil {
 		t.Fatal(err)
 	}
 	cfg := ix.Config()
@@ -81,8 +81,8 @@ func TestRecall100k(t *testing.T) {
 		t.Fatalf("reloaded meta %+v Len %d", meta, loaded.Len())
 	}
 	for _, q := range queries[:20] {
-		a, _ := ix.Search(context.Background(), q, k)
-		b, _ := loaded.Search(context.Background(), q, k)
+		a, _ := ix.Search(context.Background(), q, k, SearchOptions{})
+		b, _ := loaded.Search(context.Background(), q, k, SearchOptions{})
 		if !slices.Equal(a, b) {
 			t.Fatalf("reloaded index answers differently")
 		}

@@ -77,7 +77,11 @@ func TestSciFactRecall(t *testing.T) {
 
 	ix := dense.New(dense.Config{Dim: cache.Dim()})
 	start = time.Now()
-	if err := ix.Add(ctx, ids, vecs); err != nil {
+	docs := make([]dense.Doc, len(ids))
+	for i, id := range ids {
+		docs[i] = dense.Doc{ID: id, Vectors: [][]float32{vecs[i]}}
+	}
+	if err := ix.Add(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("built %d x %d in %v", ix.Len(), cache.Dim(), time.Since(start).Round(time.Millisecond))
@@ -90,7 +94,7 @@ func TestSciFactRecall(t *testing.T) {
 	hits := 0
 	var ndcgHNSW, ndcgExact float64
 	for i, q := range qvecs {
-		got, err := ix.Search(ctx, q, k)
+		got, err := ix.Search(ctx, q, k, dense.SearchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

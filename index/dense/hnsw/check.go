@@ -16,6 +16,37 @@ type Issue[K any] struct {
 
 const maxIssueKeys = 20
 
+// Issues collects Issues, one per distinct What, each listing at most 20
+// keys and counting them all. The zero value is ready to use.
+type Issues[K any] struct {
+	list  []Issue[K]
+	index map[string]int
+}
+
+// Add records the issue what, of the node with key (nil: of no node in
+// particular).
+func (is *Issues[K]) Add(what string, key *K) {
+	i, ok := is.index[what]
+	if !ok {
+		if is.index == nil {
+			is.index = map[string]int{}
+		}
+		i = len(is.list)
+		is.index[what] = i
+		is.list = append(is.list, Issue[K]{What: what})
+	}
+	if key != nil {
+		e := &is.list[i]
+		e.N++
+		if len(e.Keys) < maxIssueKeys {
+			e.Keys = append(e.Keys, *key)
+		}
+	}
+}
+
+// List returns the issues recorded, in the order first seen.
+func (is *Issues[K]) List() []Issue[K] { return is.list }
+
 // Check verifies the graph's invariants, as bbolt's tx.Check does for its
 // pages, and returns every violation found (none for a sound graph):
 //
@@ -33,34 +64,19 @@ const maxIssueKeys = 20
 func (g *Graph[K]) Check() []Issue[K] {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	var issues []Issue[K]
-	index := map[string]int{}
-	add := func(what string, key *K) {
-		i, ok := index[what]
-		if !ok {
-			i = len(issues)
-			index[what] = i
-			issues = append(issues, Issue[K]{What: what})
-		}
-		if key != nil {
-			is := &issues[i]
-			is.N++
-			if len(is.Keys) < maxIssueKeys {
-				is.Keys = append(is.Keys, *key)
-			}
-		}
-	}
+	var is Issues[K]
+	add := is.Add
 	n := len(g.keys)
 	if n == 0 {
 		if len(g.ids) != 0 {
 			add(fmt.Sprintf("no slots but %d keys in the key map", len(g.ids)), nil)
 		}
-		return issues
+		return is.List()
 	}
 	if len(g.levels) != n || len(g.deleted) != n || len(g.upper) != n || len(g.vecs) != n*g.dim || len(g.links0) != n*(g.m0+1) {
 		add(fmt.Sprintf("per-node arrays disagree: %d keys, %d levels, %d flags, %d upper lists, %d vector floats (dim %d), %d base-layer slots (m0 %d)",
 			n, len(g.levels), len(g.deleted), len(g.upper), len(g.vecs), g.dim, len(g.links0), g.m0), nil)
-		return issues // the walks below would index out of range
+		return is.List() // the walks below would index out of range
 	}
 	dead := 0
 	for id := range g.keys {
@@ -90,7 +106,7 @@ func (g *Graph[K]) Check() []Issue[K] {
 	}
 	if int(g.entry) >= n {
 		add(fmt.Sprintf("entry point %d is past the last slot %d", g.entry, n-1), nil)
-		return issues
+		return is.List()
 	}
 	if int(g.levels[g.entry]) != g.maxLevel || top != g.maxLevel {
 		add(fmt.Sprintf("entry point on level %d, graph top level %d, highest node level %d", g.levels[g.entry], g.maxLevel, top), nil)
@@ -137,8 +153,8 @@ func (g *Graph[K]) Check() []Issue[K] {
 			}
 		}
 	}
-	if len(issues) > 0 {
-		return issues // reachability needs sound links
+	if len(is.List()) > 0 {
+		return is.List() // reachability needs sound links
 	}
 	seen := make([]bool, n)
 	queue := []uint32{g.entry}
@@ -159,5 +175,5 @@ func (g *Graph[K]) Check() []Issue[K] {
 			add("live node unreachable from the entry point on the base layer", &key)
 		}
 	}
-	return issues
+	return is.List()
 }

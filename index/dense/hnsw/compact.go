@@ -88,7 +88,7 @@ func (g *Graph[K]) compact() {
 				}
 				vs.reset(n)
 				vs.visit(id)
-				for _, c := range g.searchLayer(q, ep, efc, level, true, dist, vs) {
+				for _, c := range g.searchLayer(q, ep, efc, level, true, nil, dist, vs) {
 					if c.id != id && !slices.ContainsFunc(cs, func(o cand) bool { return o.id == c.id }) {
 						cs = append(cs, c)
 					}

@@ -73,6 +73,13 @@ type Graph[K cmp.Ordered] struct {
 	// dense index uses it so that evaluations and mining are reproducible.
 	KeyLevels bool
 
+	// KeyHash, when set, is the hash KeyLevels draws a node's level from in
+	// place of FNV-1a of the key's text. anna's dense index keys nodes by
+	// numbers and hashes the document ID behind them, so that a level does
+	// not depend on the number a document happened to get. It is called
+	// under the graph's write lock, during Add.
+	KeyHash func(K) uint64
+
 	// M is the maximum number of neighbors kept per node on the upper layers;
 	// the base layer keeps 2*M (as in the paper and hnswlib). Default 16.
 	// It is fixed by the first Add.
@@ -196,11 +203,16 @@ func (g *Graph[K]) reset() {
 func (g *Graph[K]) randomLevel(key K) int {
 	var u float64
 	if g.KeyLevels {
-		h := fnv.New64a()
-		h.Write(fmt.Append(nil, key))
+		var x uint64
+		if g.KeyHash != nil {
+			x = g.KeyHash(key)
+		} else {
+			h := fnv.New64a()
+			h.Write(fmt.Append(nil, key))
+			x = h.Sum64()
+		}
 		// FNV's high bits are uneven for short, similar keys: mix them
 		// (splitmix64's finalizer) before taking a uniform draw.
-		x := h.Sum64()
 		x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 		x = (x ^ x>>27) * 0x94d049bb133111eb
 		x ^= x >> 31
@@ -306,16 +318,24 @@ func (g *Graph[K]) greedy(q []float32, ep cand, level int, dist DistanceFunc) ca
 // graph connected until compaction) but with liveOnly they never enter the
 // results. The result is sorted by increasing distance.
 //
+// With accept (which needs liveOnly), every node is still traversed but
+// only the live ones whose key accept admits enter the results: the
+// filtered search of SearchFilter. The stopping rule is unchanged and
+// keeps working when few nodes are accepted: while fewer than ef results
+// have been found every neighbour reached is a candidate, so the search
+// expands until it holds ef accepted nodes or has run out of reachable
+// ones.
+//
 // Upstream's version stopped as soon as one expansion did not improve the
 // single best distance and truncated the candidate heap by removing its
 // last array element (not its worst element), which is where its recall
 // went.
-func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly bool, dist DistanceFunc, vs *visitedSet) []cand {
+func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly bool, accept func(K) bool, dist DistanceFunc, vs *visitedSet) []cand {
 	cands := make(minHeap, 0, ef*2)
 	res := make(maxHeap, 0, ef+1)
 	vs.visit(ep.id)
 	cands.push(ep)
-	if !liveOnly || !g.deleted[ep.id] {
+	if g.admits(ep.id, liveOnly, accept) {
 		res.push(ep)
 	}
 	for len(cands) > 0 {
@@ -340,7 +360,7 @@ func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly boo
 			d := dist(q, g.vec(nb))
 			if len(res) < ef || d < res[0].dist {
 				cands.push(cand{nb, d})
-				if !liveOnly || !g.deleted[nb] {
+				if g.admits(nb, liveOnly, accept) {
 					res.push(cand{nb, d})
 					if len(res) > ef {
 						res.pop()
@@ -349,9 +369,15 @@ func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly boo
 			}
 		}
 	}
-	out := []cand(res)
-	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
-	return out
+	return res.sorted()
+}
+
+// admits reports whether searchLayer may return node id.
+func (g *Graph[K]) admits(id uint32, liveOnly bool, accept func(K) bool) bool {
+	if liveOnly && g.deleted[id] {
+		return false
+	}
+	return accept == nil || accept(g.keys[id])
 }
 
 // selectNeighbors is the paper's heuristic (Algorithm 4, as in hnswlib):
@@ -521,7 +547,7 @@ func (g *Graph[K]) insert(key K, vec []float32) {
 		}
 		// Tombstones may be linked to: they keep the graph connected and
 		// compaction relinks around them.
-		w := g.searchLayer(q, ep, efc, l, false, dist, vs)
+		w := g.searchLayer(q, ep, efc, l, false, nil, dist, vs)
 		nb := g.selectNeighbors(w, g.m, dist)
 		g.setLinks(id, l, nb)
 		for _, c := range nb {
@@ -541,7 +567,7 @@ func (g *Graph[K]) insert(key K, vec []float32) {
 func (g *Graph[K]) Search(near Vector, k int) []Node[K] {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	res := g.search(near, k, g.efSearch())
+	res := g.search(near, k, g.efSearch(), nil)
 	out := make([]Node[K], len(res))
 	for i, r := range res {
 		out[i] = Node[K]{Key: g.keys[r.id], Value: slices.Clone(g.vec(r.id))}
@@ -553,12 +579,61 @@ func (g *Graph[K]) Search(near Vector, k int) []Node[K] {
 // max(ef, k) (ef <= 0: the graph's EfSearch), closest first, with their
 // distances.
 func (g *Graph[K]) SearchEf(near Vector, k, ef int) []SearchResult[K] {
+	return g.SearchFilter(near, k, ef, nil)
+}
+
+// SearchFilter is SearchEf restricted to the live nodes whose key accept
+// admits (nil: all of them). The upper layers are descended as usual; on
+// the base layer the search walks through every node, admitted or not,
+// but collects only admitted ones, and keeps expanding until it holds
+// max(ef, k) of them or has reached every node. So it returns k results
+// whenever k live nodes are admitted, and exactly the admitted nodes when
+// there are fewer than k.
+//
+// Cost: when a fraction s of the nodes is admitted, independently of
+// where they lie, the max(ef, k) admitted results found are about the
+// max(ef, k)/s nearest nodes of all, and the search expands about as many
+// nodes as an unfiltered search with a candidate list of max(ef, k)/s: the
+// cost of an unfiltered search times 1/s, up to a walk of the whole graph
+// (every live node's distance computed once) when max(ef, k)/s reaches Len.
+// An exact scan of the admitted nodes (ScanKeys) costs s·Len distances, so
+// it is the cheaper one below s ≈ sqrt(c·ef/Len), c being the distances an
+// unfiltered search computes per unit of ef (index/dense measures where).
+//
+// accept is called at most once per live node reached, under the graph's
+// read lock: it must be cheap and must not call the graph.
+func (g *Graph[K]) SearchFilter(near Vector, k, ef int, accept func(K) bool) []SearchResult[K] {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	if ef <= 0 {
 		ef = g.efSearch()
 	}
-	res := g.search(near, k, ef)
+	return g.results(g.search(near, k, ef, accept))
+}
+
+// ScanKeys returns the k nodes among keys nearest to near by exact search,
+// closest first, with their distances. Keys that are not live nodes are
+// skipped, a repeated key counts once. No vector is copied.
+func (g *Graph[K]) ScanKeys(near Vector, keys []K, k int) []SearchResult[K] {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if k <= 0 || len(g.ids) == 0 {
+		return nil
+	}
+	g.assertDims(near)
+	dist := g.distance()
+	vs := g.getVisited()
+	defer g.visitedPool.Put(vs)
+	res := make(maxHeap, 0, min(k, len(keys))+1)
+	for _, key := range keys {
+		if id, ok := g.ids[key]; ok && !vs.visit(id) {
+			res.keepBest(cand{id, dist(near, g.vec(id))}, k)
+		}
+	}
+	return g.results(res.sorted())
+}
+
+func (g *Graph[K]) results(res []cand) []SearchResult[K] {
 	out := make([]SearchResult[K], len(res))
 	for i, r := range res {
 		out[i] = SearchResult[K]{Key: g.keys[r.id], Distance: r.dist}
@@ -566,7 +641,7 @@ func (g *Graph[K]) SearchEf(near Vector, k, ef int) []SearchResult[K] {
 	return out
 }
 
-func (g *Graph[K]) search(q []float32, k, ef int) []cand {
+func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 	if k <= 0 || len(g.ids) == 0 {
 		return nil
 	}
@@ -576,7 +651,7 @@ func (g *Graph[K]) search(q []float32, k, ef int) []cand {
 		// The search would visit about every node anyway; scanning them is
 		// as fast, exact, and returns every live node when k >= Len even
 		// if pruning left one without in-links.
-		return g.scan(q, k, dist)
+		return g.scan(q, k, dist, accept)
 	}
 	ep := cand{g.entry, dist(q, g.vec(g.entry))}
 	for l := g.maxLevel; l > 0; l-- {
@@ -584,31 +659,22 @@ func (g *Graph[K]) search(q []float32, k, ef int) []cand {
 	}
 	vs := g.getVisited()
 	defer g.visitedPool.Put(vs)
-	res := g.searchLayer(q, ep, max(ef, k), 0, true, dist, vs)
+	res := g.searchLayer(q, ep, max(ef, k), 0, true, accept, dist, vs)
 	if len(res) > k {
 		res = res[:k]
 	}
 	return res
 }
 
-// scan is exact search over the live nodes.
-func (g *Graph[K]) scan(q []float32, k int, dist DistanceFunc) []cand {
+// scan is exact search over the live nodes that accept admits (nil: all).
+func (g *Graph[K]) scan(q []float32, k int, dist DistanceFunc, accept func(K) bool) []cand {
 	res := make(maxHeap, 0, k+1)
 	for i := range g.keys {
-		if g.deleted[i] {
-			continue
-		}
-		d := dist(q, g.vec(uint32(i)))
-		if len(res) < k || d < res[0].dist {
-			res.push(cand{uint32(i), d})
-			if len(res) > k {
-				res.pop()
-			}
+		if g.admits(uint32(i), true, accept) {
+			res.keepBest(cand{uint32(i), dist(q, g.vec(uint32(i)))}, k)
 		}
 	}
-	out := []cand(res)
-	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
-	return out
+	return res.sorted()
 }
 
 // Len returns the number of nodes in the graph.

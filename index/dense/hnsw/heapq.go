@@ -1,5 +1,10 @@
 package hnsw
 
+import (
+	"cmp"
+	"slices"
+)
+
 // cand is a graph node (internal id) with its distance to the query.
 type cand struct {
 	id   uint32
@@ -91,6 +96,24 @@ func (h *maxHeap) pop() cand {
 	}
 	*h = s
 	return top
+}
+
+// keepBest adds c to h, which holds the k nearest candidates seen.
+func (h *maxHeap) keepBest(c cand, k int) {
+	if len(*h) < k || c.dist < (*h)[0].dist {
+		h.push(c)
+		if len(*h) > k {
+			h.pop()
+		}
+	}
+}
+
+// sorted returns the heap's candidates by increasing distance (reusing
+// its storage).
+func (h maxHeap) sorted() []cand {
+	out := []cand(h)
+	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+	return out
 }
 
 // visitedSet marks nodes seen during one search. Marks are epoch-stamped so

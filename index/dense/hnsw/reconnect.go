@@ -91,7 +91,7 @@ func (g *Graph[K]) attach(u uint32, reached []bool, dist DistanceFunc, vs *visit
 		}
 	}
 	vs.reset(len(g.keys))
-	found := g.searchLayer(q, ep, g.efConstruction(), 0, false, dist, vs)
+	found := g.searchLayer(q, ep, g.efConstruction(), 0, false, nil, dist, vs)
 	var nearest *cand
 	for i := range found {
 		c := &found[i]
