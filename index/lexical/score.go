@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	bindex "github.com/blevesearch/bleve_index_api"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
@@ -148,7 +149,8 @@ type termField struct {
 	w      float64 // qtf * idf * (K1+1)
 	kb, kl float64 // BM25's denominator is tf + kb + kl*dl
 	ub     float64 // strict upper bound of the term's score in any document
-	df     uint64
+	df     uint64  // live documents holding the term (for idf)
+	n      uint64  // postings to score: df less those filtered out
 	pls    []segment.PostingsList
 }
 
@@ -174,7 +176,17 @@ func (t *termField) score(p segment.Posting) float64 {
 // the scoring and accumulating, not the decoding). A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
 // dl >= tf, and best_fields grows by at most the sum of what its fields
 // gain, so the bounds are safe.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, scores *candidates, k int) error {
+//
+// excl, when not nil, restricts scoring to the documents a filter matches:
+// excl[i] is what segment i's postings must skip (nil: only its deleted
+// documents). A term's df, and so its idf and bound, stay those of the
+// whole index; its postings are read with excl[i] as the exception list,
+// so a filtered-out document is never scored and never becomes a
+// candidate. Every candidate, every threshold and every remaining bound is
+// then one of the filtered search, and the pruning stays exact: the bounds
+// are still upper bounds, and the k-th best score among filtered
+// candidates is still a lower bound of the filtered top k's.
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, excl []*roaring.Bitmap, scores *candidates, k int) error {
 	if snap.live == 0 {
 		return nil
 	}
@@ -200,11 +212,19 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 				if err != nil {
 					return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
 				}
+				n := pl.Count()
+				t.df += n
+				if excl != nil && excl[i] != nil {
+					if pl, err = dicts[i].PostingsList([]byte(qt.term), excl[i], nil); err != nil {
+						return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
+					}
+					n = pl.Count()
+				}
 				t.pls[i] = pl
-				t.df += pl.Count()
+				t.n += n
 			}
-			if t.df == 0 {
-				continue
+			if t.n == 0 {
+				continue // no document to score holds it
 			}
 			df := float64(t.df)
 			t.w = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
@@ -219,7 +239,7 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 	postings := make([]uint64, len(tfs)+1)
 	for j := len(tfs) - 1; j >= 0; j-- {
 		rest[j] = rest[j+1] + tfs[j].ub
-		postings[j] = postings[j+1] + tfs[j].df
+		postings[j] = postings[j+1] + tfs[j].n
 	}
 	pruned := false
 	var it segment.PostingsIterator
