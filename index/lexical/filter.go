@@ -193,25 +193,38 @@ func (s *snapshot) matching(ctx context.Context, f filter.Filter) ([]*roaring.Bi
 	return out, nil
 }
 
-// exclusions returns what scoring must skip in each segment for filter f:
+// docSet is a set of one segment's documents by local number, as a
+// bitset: testing a posting against it costs a shift and a mask, where a
+// roaring bitmap's Contains costs a search. A nil docSet is no
+// restriction; an empty non-nil one holds no document.
+type docSet []uint64
+
+func (s docSet) has(d uint64) bool {
+	i := d >> 6
+	return i < uint64(len(s)) && s[i]&(1<<(d&63)) != 0
+}
+
+// allowed returns what scoring may visit in each segment under filter f:
 // nil where f keeps every live document (the deleted ones are skipped
-// anyway), else every document f does not match, deleted ones included;
-// and how many live documents f matches in all.
-func (s *snapshot) exclusions(ctx context.Context, f filter.Filter) ([]*roaring.Bitmap, uint64, error) {
-	allow, err := s.matching(ctx, f)
+// anyway), else the documents f matches; and how many live documents f
+// matches in all.
+func (s *snapshot) allowed(ctx context.Context, f filter.Filter) ([]docSet, uint64, error) {
+	bms, err := s.matching(ctx, f)
 	if err != nil {
 		return nil, 0, err
 	}
-	excl := make([]*roaring.Bitmap, len(s.segs))
+	allow := make([]docSet, len(s.segs))
 	var n uint64
 	for i, ss := range s.segs {
-		c := allow[i].GetCardinality()
+		c := bms[i].GetCardinality()
 		n += c
 		if c < ss.Count() {
-			excl[i] = roaring.Flip(allow[i], 0, ss.Segment().Count())
+			if allow[i] = docSet(bms[i].ToDense()); allow[i] == nil {
+				allow[i] = docSet{} // none
+			}
 		}
 	}
-	return excl, n, nil
+	return allow, n, nil
 }
 
 // openSnapshot opens a reader on the index as it is now, and the snapshot

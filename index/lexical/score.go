@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	bindex "github.com/blevesearch/bleve_index_api"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
@@ -149,8 +148,7 @@ type termField struct {
 	w      float64 // qtf * idf * (K1+1)
 	kb, kl float64 // BM25's denominator is tf + kb + kl*dl
 	ub     float64 // strict upper bound of the term's score in any document
-	df     uint64  // live documents holding the term (for idf)
-	n      uint64  // postings to score: df less those filtered out
+	df     uint64
 	pls    []segment.PostingsList
 }
 
@@ -177,16 +175,15 @@ func (t *termField) score(p segment.Posting) float64 {
 // dl >= tf, and best_fields grows by at most the sum of what its fields
 // gain, so the bounds are safe.
 //
-// excl, when not nil, restricts scoring to the documents a filter matches:
-// excl[i] is what segment i's postings must skip (nil: only its deleted
-// documents). A term's df, and so its idf and bound, stay those of the
-// whole index; its postings are read with excl[i] as the exception list,
-// so a filtered-out document is never scored and never becomes a
-// candidate. Every candidate, every threshold and every remaining bound is
-// then one of the filtered search, and the pruning stays exact: the bounds
-// are still upper bounds, and the k-th best score among filtered
-// candidates is still a lower bound of the filtered top k's.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, excl []*roaring.Bitmap, scores *candidates, k int) error {
+// allow, when not nil, restricts scoring to the documents a filter matches
+// (see docSet): a posting of a document outside allow[i] is stepped over,
+// never scored, so the document never becomes a candidate. A term's df,
+// and so its idf and bound, stay those of the whole index. Every
+// candidate, and so every threshold, is then one of the filtered search,
+// and the pruning stays exact: the bounds are still upper bounds of any
+// document's score, and the k-th best score among filtered candidates is
+// a lower bound of the filtered top k's.
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, scores *candidates, k int) error {
 	if snap.live == 0 {
 		return nil
 	}
@@ -212,19 +209,11 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 				if err != nil {
 					return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
 				}
-				n := pl.Count()
-				t.df += n
-				if excl != nil && excl[i] != nil {
-					if pl, err = dicts[i].PostingsList([]byte(qt.term), excl[i], nil); err != nil {
-						return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
-					}
-					n = pl.Count()
-				}
 				t.pls[i] = pl
-				t.n += n
+				t.df += pl.Count()
 			}
-			if t.n == 0 {
-				continue // no document to score holds it
+			if t.df == 0 {
+				continue
 			}
 			df := float64(t.df)
 			t.w = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
@@ -239,7 +228,7 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 	postings := make([]uint64, len(tfs)+1)
 	for j := len(tfs) - 1; j >= 0; j-- {
 		rest[j] = rest[j+1] + tfs[j].ub
-		postings[j] = postings[j+1] + tfs[j].n
+		postings[j] = postings[j+1] + tfs[j].df
 	}
 	pruned := false
 	var it segment.PostingsIterator
@@ -263,11 +252,20 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			}
 		}
 		for i := range snap.segs {
+			var a docSet
+			if allow != nil {
+				if a = allow[i]; a != nil && len(a) == 0 {
+					continue // nothing to score in this segment
+				}
+			}
 			it = t.pls[i].Iterator(true, true, false, it)
 			var err error
-			if pruned {
+			switch {
+			case pruned: // the live candidates are all allowed
 				err = t.addTo(scores, it, snap.offsets[i], snap.segEnd(i))
-			} else {
+			case a != nil:
+				err = t.scoreAllowed(scores, it, snap.offsets[i], a)
+			default:
 				err = t.scoreAll(scores, it, snap.offsets[i])
 			}
 			if err != nil {
@@ -296,6 +294,19 @@ func (t *termField) scoreAll(scores *candidates, it segment.PostingsIterator, of
 			return err
 		}
 		scores.add(off+p.Number(), t.f, t.score(p))
+	}
+}
+
+// scoreAllowed is scoreAll for the documents of a only.
+func (t *termField) scoreAllowed(scores *candidates, it segment.PostingsIterator, off uint64, a docSet) error {
+	for {
+		p, err := it.Next()
+		if err != nil || p == nil {
+			return err
+		}
+		if d := p.Number(); a.has(d) {
+			scores.add(off+d, t.f, t.score(p))
+		}
 	}
 }
 
