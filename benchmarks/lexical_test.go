@@ -173,16 +173,7 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // scores with its bm25 model), in the same run: per-query p50 and p99 of
 // each, and the ratio of their p50s.
 func BenchmarkLexicalSearch100k(b *testing.B) {
-	ds := lexSciFact(b)
-	variants, _ := sciFactVariants(ds, benchDocs())
-	docs := make([]storage.Doc, len(variants))
-	for i, d := range variants {
-		docs[i] = storage.Doc(d)
-	}
-	ix, took := lexBuild(b, docs, 5000)
-	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
-	waitIdle(b)
-	queries := judgedQueries(ds)
+	ix, queries := lexVariants(b, nil)
 	ctx := context.Background()
 	bi := ix.Bleve()
 	ours := func(q string, k int) {
@@ -230,6 +221,27 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 	b.ReportMetric(p50t.Seconds()/p50o.Seconds(), "x_vs_bleve_p50")
 }
 
+// lexVariants indexes the sciFactVariants corpus (benchDocs documents) in
+// batches of 5000, document i with metadata meta(i) when meta is not nil,
+// waits until Bleve's background work is done, and returns the index and
+// SciFact's judged queries.
+func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, []string) {
+	b.Helper()
+	ds := lexSciFact(b)
+	variants, _ := sciFactVariants(ds, benchDocs())
+	docs := make([]storage.Doc, len(variants))
+	for i, d := range variants {
+		docs[i] = storage.Doc(d)
+		if meta != nil {
+			docs[i].Meta = meta(i)
+		}
+	}
+	ix, took := lexBuild(b, docs, 5000)
+	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
+	waitIdle(b)
+	return ix, judgedQueries(ds)
+}
+
 // percentile returns the p-quantile (nearest rank) of ds.
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
@@ -248,17 +260,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // (not bucket prefix "3") of the documents, each query run in every
 // configuration in turn so that drift hits all alike.
 func BenchmarkLexicalSearchFilter100k(b *testing.B) {
-	ds := lexSciFact(b)
-	variants, _ := sciFactVariants(ds, benchDocs())
-	docs := make([]storage.Doc, len(variants))
-	for i, d := range variants {
-		docs[i] = storage.Doc(d)
-		docs[i].Meta = map[string]string{"bucket": fmt.Sprintf("%02d", i%100), "parity": [2]string{"even", "odd"}[i%2]}
-	}
-	ix, took := lexBuild(b, docs, 5000)
-	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
-	waitIdle(b)
-	queries := judgedQueries(ds)
+	ix, queries := lexVariants(b, func(i int) map[string]string {
+		return map[string]string{"bucket": fmt.Sprintf("%02d", i%100), "parity": [2]string{"even", "odd"}[i%2]}
+	})
 	ctx := context.Background()
 	configs := []struct {
 		name string
