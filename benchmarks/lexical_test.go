@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/internal/shareddata"
@@ -171,16 +173,7 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // scores with its bm25 model), in the same run: per-query p50 and p99 of
 // each, and the ratio of their p50s.
 func BenchmarkLexicalSearch100k(b *testing.B) {
-	ds := lexSciFact(b)
-	variants, _ := sciFactVariants(ds, benchDocs())
-	docs := make([]storage.Doc, len(variants))
-	for i, d := range variants {
-		docs[i] = storage.Doc(d)
-	}
-	ix, took := lexBuild(b, docs, 5000)
-	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
-	waitIdle(b)
-	queries := judgedQueries(ds)
+	ix, queries := lexVariants(b, nil)
 	ctx := context.Background()
 	bi := ix.Bleve()
 	ours := func(q string, k int) {
@@ -228,6 +221,27 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 	b.ReportMetric(p50t.Seconds()/p50o.Seconds(), "x_vs_bleve_p50")
 }
 
+// lexVariants indexes the sciFactVariants corpus (benchDocs documents) in
+// batches of 5000, document i with metadata meta(i) when meta is not nil,
+// waits until Bleve's background work is done, and returns the index and
+// SciFact's judged queries.
+func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, []string) {
+	b.Helper()
+	ds := lexSciFact(b)
+	variants, _ := sciFactVariants(ds, benchDocs())
+	docs := make([]storage.Doc, len(variants))
+	for i, d := range variants {
+		docs[i] = storage.Doc(d)
+		if meta != nil {
+			docs[i].Meta = meta(i)
+		}
+	}
+	ix, took := lexBuild(b, docs, 5000)
+	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
+	waitIdle(b)
+	return ix, judgedQueries(ds)
+}
+
 // percentile returns the p-quantile (nearest rank) of ds.
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
@@ -236,3 +250,73 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkLexicalSearchFilter100k: SciFact's judged queries, top 100 and
+// top 10, over the corpus of BenchmarkLexicalSearch100k (ANNA_BENCH_DOCS
+// overrides its size) with metadata on every document, {"bucket": i%100 as
+// two digits, "parity": "even" or "odd"}: per-query p50 and p99 of Search
+// and of SearchFilter with the zero filter and with filters matching 1%
+// (bucket = "07"), 10% (bucket prefix "3"), 50% (parity = "even") and 90%
+// (not bucket prefix "3") of the documents, each query run in every
+// configuration in turn so that drift hits all alike.
+func BenchmarkLexicalSearchFilter100k(b *testing.B) {
+	ix, queries := lexVariants(b, func(i int) map[string]string {
+		return map[string]string{"bucket": fmt.Sprintf("%02d", i%100), "parity": [2]string{"even", "odd"}[i%2]}
+	})
+	ctx := context.Background()
+	configs := []struct {
+		name string
+		f    *filter.Filter // nil: Search
+	}{
+		{"search", nil},
+		{"zero", &filter.Filter{}},
+		{"1pct", ptr(filter.Eq("bucket", "07"))},
+		{"10pct", ptr(filter.Prefix("bucket", "3"))},
+		{"50pct", ptr(filter.Eq("parity", "even"))},
+		{"90pct", ptr(filter.Not(filter.Prefix("bucket", "3")))},
+	}
+	for _, c := range configs[1:] {
+		n, err := ix.CountMatching(ctx, *c.f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%-6s %-28s matches %d documents", c.name, c.f, n)
+	}
+	run := func(q string, k int, f *filter.Filter) time.Duration {
+		start := time.Now()
+		var err error
+		if f == nil {
+			_, err = ix.Search(ctx, q, k)
+		} else {
+			_, err = ix.SearchFilter(ctx, q, k, *f)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for _, q := range queries[:20] {
+		for _, c := range configs {
+			run(q, 100, c.f)
+		}
+	}
+	times := make([][2][]time.Duration, len(configs)) // per config, k = 100 and 10
+	b.ResetTimer()
+	for range b.N {
+		for _, q := range queries {
+			for j, k := range []int{100, 10} {
+				for i, c := range configs {
+					times[i][j] = append(times[i][j], run(q, k, c.f))
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	for i, c := range configs {
+		b.ReportMetric(ms(percentile(times[i][0], 0.5)), c.name+"_p50_ms")
+		b.ReportMetric(ms(percentile(times[i][0], 0.99)), c.name+"_p99_ms")
+		b.ReportMetric(ms(percentile(times[i][1], 0.5)), c.name+"_top10_p50_ms")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

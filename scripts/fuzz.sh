@@ -20,6 +20,7 @@ GO=${GO:-go}
 targets=(
 	"./format/beir FuzzReadCorpus"
 	"./format/beir FuzzReadQrels"
+	"./filter FuzzParse"
 	"./mining FuzzPairs"
 	"./model/safetensors FuzzRead"
 	"./tokenizer FuzzEncode"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/filter/filtertest"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -18,6 +20,7 @@ import (
 type bruteBM25 struct {
 	ix   *Index
 	docs map[string][len(fields)][]string // id -> analysed tokens per field
+	meta map[string]map[string]string     // id -> metadata
 }
 
 func (b *bruteBM25) tokens(text string) []string {
@@ -30,6 +33,44 @@ func (b *bruteBM25) tokens(text string) []string {
 
 func (b *bruteBM25) put(d storage.Doc) {
 	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title), b.tokens(d.Text)}
+	b.meta[d.ID] = d.Meta
+}
+
+func (b *bruteBM25) delete(id string) {
+	delete(b.docs, id)
+	delete(b.meta, id)
+}
+
+// matching returns the hits whose document f matches, in order.
+func (b *bruteBM25) matching(hits []Hit, f filter.Filter) []Hit {
+	var out []Hit
+	for _, h := range hits {
+		if f.Match(b.meta[h.ID]) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// checkHits fails unless got is the top k of want (all hits, best first),
+// rank by rank: the same scores, each returned ID really having its rank's
+// score (ties may order differently only within 1e-9).
+func checkHits(t *testing.T, what string, k int, got, want []Hit) {
+	t.Helper()
+	if len(got) != min(k, len(want)) {
+		t.Fatalf("%s k=%d: %d hits, want %d", what, k, len(got), min(k, len(want)))
+	}
+	score := map[string]float64{}
+	for _, h := range want {
+		score[h.ID] = h.Score
+	}
+	for i, h := range got {
+		s, ok := score[h.ID]
+		if !ok || math.Abs(h.Score-want[i].Score) > 1e-9 || math.Abs(s-want[i].Score) > 1e-9 {
+			t.Fatalf("%s k=%d rank %d: got %s %.12f (brute force gives it %.12f, listed %v), want %s %.12f",
+				what, k, i+1, h.ID, h.Score, s, ok, want[i].ID, want[i].Score)
+		}
+	}
 }
 
 func (b *bruteBM25) search(q string) []Hit {
@@ -86,11 +127,17 @@ func (b *bruteBM25) search(q string) []Hit {
 }
 
 // TestScoresMatchBruteForce indexes random documents over a small Zipf-like
-// vocabulary in many small batches (many segments), with upserts and
-// deletes between them, and checks every search against brute-force BM25:
-// the same scores rank by rank, and each returned ID really has its rank's
-// score (ties may order differently only within 1e-9). Top-1 and top-10
-// searches mostly take the MaxScore path, top-100 the full one.
+// vocabulary, with random metadata, in many small batches (many segments),
+// with upserts (which change the metadata too) and deletes between them,
+// and checks every search against brute-force BM25: the same scores rank
+// by rank, and each returned ID really has its rank's score (ties may
+// order differently only within 1e-9). Top-1 and top-10 searches mostly
+// take the MaxScore path, top-100 the full one. Each query also runs with
+// random filters: the filtered top k must be brute-force BM25 (over the
+// whole index) restricted to the live documents the filter matches, which
+// for a filter matching fewer than k of the documents holding a query term
+// is exactly those; and CountMatching and ForEachMatching must agree with
+// filter.Match over the live documents' metadata.
 func TestScoresMatchBruteForce(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{})
@@ -111,16 +158,17 @@ func TestScoresMatchBruteForce(t *testing.T) {
 		}
 		return strings.Join(w, " ")
 	}
-	bf := &bruteBM25{ix: ix, docs: map[string][len(fields)][]string{}}
+	bf := &bruteBM25{ix: ix, docs: map[string][len(fields)][]string{}, meta: map[string]map[string]string{}}
 	seq := uint64(0)
 	searches, prunedSearches := 0, 0
+	filtered, prunedFiltered, fewer, empty := 0, 0, 0, 0
 	queries := func() {
 		t.Helper()
 		for range 25 {
 			q := text(1 + rng.IntN(8))
 			want := bf.search(q)
 			for _, k := range []int{1, 10, 100} {
-				got, advanced, err := ix.search(ctx, q, k)
+				got, advanced, err := ix.search(ctx, q, k, filter.Filter{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,26 +176,59 @@ func TestScoresMatchBruteForce(t *testing.T) {
 				if advanced > 0 {
 					prunedSearches++
 				}
-				if len(got) != min(k, len(want)) {
-					t.Fatalf("%q k=%d: %d hits, want %d", q, k, len(got), min(k, len(want)))
-				}
-				score := map[string]float64{}
-				for _, h := range want {
-					score[h.ID] = h.Score
-				}
-				for i, h := range got {
-					if math.Abs(h.Score-want[i].Score) > 1e-9 || math.Abs(score[h.ID]-want[i].Score) > 1e-9 {
-						t.Fatalf("%q k=%d rank %d: got %s %.12f (brute force gives it %.12f), want %s %.12f",
-							q, k, i+1, h.ID, h.Score, score[h.ID], want[i].ID, want[i].Score)
+				checkHits(t, fmt.Sprintf("%q", q), k, got, want)
+			}
+			for range 3 {
+				f := filtertest.Random(rng, rng.IntN(4))
+				wantF := bf.matching(want, f)
+				for _, k := range []int{1, 10, 100} {
+					got, advanced, err := ix.search(ctx, q, k, f)
+					if err != nil {
+						t.Fatal(err)
 					}
+					filtered++
+					if advanced > 0 {
+						prunedFiltered++
+					}
+					switch {
+					case len(wantF) == 0:
+						empty++
+					case len(wantF) < k:
+						fewer++
+					}
+					checkHits(t, fmt.Sprintf("%q filter %s", q, f), k, got, wantF)
 				}
+			}
+		}
+		for range 10 {
+			f := filtertest.Random(rng, rng.IntN(4))
+			want := map[string]bool{}
+			for id, m := range bf.meta {
+				if f.Match(m) {
+					want[id] = true
+				}
+			}
+			n, err := ix.CountMatching(ctx, f)
+			if err != nil || n != uint64(len(want)) {
+				t.Fatalf("CountMatching(%s) = %d, %v; want %d", f, n, err, len(want))
+			}
+			got := map[string]bool{}
+			err = ix.ForEachMatching(ctx, f, func(id string) error {
+				if got[id] || !want[id] {
+					return fmt.Errorf("%s: unexpected or repeated", id)
+				}
+				got[id] = true
+				return nil
+			})
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("ForEachMatching(%s): %v, %d of %d documents", f, err, len(got), len(want))
 			}
 		}
 	}
 	for round := range 12 {
 		var batch []storage.Doc
 		for range 40 + rng.IntN(80) {
-			d := storage.Doc{ID: fmt.Sprintf("d%d", rng.IntN(600)), Text: text(1 + rng.IntN(40))}
+			d := storage.Doc{ID: fmt.Sprintf("d%d", rng.IntN(600)), Text: text(1 + rng.IntN(40)), Meta: filtertest.Meta(rng)}
 			if rng.IntN(3) > 0 {
 				d.Title = text(1 + rng.IntN(5))
 			}
@@ -172,14 +253,19 @@ func TestScoresMatchBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, id := range del {
-				delete(bf.docs, id)
+				bf.delete(id)
 			}
 		}
 		queries()
 	}
 	// Both paths must have been checked: full scoring and MaxScore pruning.
-	t.Logf("%d of %d searches pruned", prunedSearches, searches)
+	t.Logf("%d of %d searches pruned; filtered: %d of %d pruned, %d matching fewer than k documents with a query term, %d none",
+		prunedSearches, searches, prunedFiltered, filtered, fewer, empty)
 	if prunedSearches < searches/10 || prunedSearches == searches {
 		t.Fatalf("%d of %d searches pruned: the test no longer covers both paths", prunedSearches, searches)
+	}
+	if prunedFiltered < filtered/10 || prunedFiltered == filtered || fewer < filtered/10 || empty == filtered {
+		t.Fatalf("filtered searches: %d of %d pruned, %d fewer than k, %d empty: the test no longer covers every case",
+			prunedFiltered, filtered, fewer, empty)
 	}
 }

@@ -3,46 +3,14 @@ package lexical
 import (
 	"context"
 	"fmt"
+
+	"github.com/anna-search/anna/filter"
 )
 
 // ForEachID calls fn with the ID of every indexed document, in no
 // particular order, from one snapshot of the index.
 func (ix *Index) ForEachID(ctx context.Context, fn func(id string) error) error {
-	r, err := ix.bi.Advanced()
-	if err != nil {
-		return fmt.Errorf("lexical: ids: %w", err)
-	}
-	reader, err := r.Reader()
-	if err != nil {
-		return fmt.Errorf("lexical: ids: %w", err)
-	}
-	defer reader.Close()
-	all, err := reader.DocIDReaderAll()
-	if err != nil {
-		return fmt.Errorf("lexical: ids: %w", err)
-	}
-	defer all.Close()
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		internal, err := all.Next()
-		if err != nil {
-			return fmt.Errorf("lexical: ids: %w", err)
-		}
-		if internal == nil {
-			return nil
-		}
-		id, err := reader.ExternalID(internal)
-		if err != nil {
-			return fmt.Errorf("lexical: ids: %w", err)
-		}
-		if err := fn(id); err != nil {
-			return err
-		}
-	}
+	return ix.ForEachMatching(ctx, filter.Filter{}, fn)
 }
 
 // Check verifies what the index keeps beside Bleve's postings: the field

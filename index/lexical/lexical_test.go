@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/blevesearch/bleve/v2/mapping"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -229,15 +231,15 @@ func TestTiesByID(t *testing.T) {
 	}
 }
 
-// TestConcurrentSearchWhileIndexing runs searches while batches are applied
-// (run with -race to check the locking).
+// TestConcurrentSearchWhileIndexing runs searches, filtered or not, while
+// batches are applied (run with -race to check the locking).
 func TestConcurrentSearchWhileIndexing(t *testing.T) {
 	ix, _ := openTiny(t)
 	ctx := context.Background()
 	done := make(chan error)
 	go func() {
 		for i := 0; i < 20; i++ {
-			d := storage.Doc{ID: "n" + strings.Repeat("x", i), Text: "dog fish " + strings.Repeat("eel ", i)}
+			d := storage.Doc{ID: "n" + strings.Repeat("x", i), Text: "dog fish " + strings.Repeat("eel ", i), Meta: map[string]string{"n": strconv.Itoa(i)}}
 			if err := ix.Index(ctx, []storage.Doc{d}, uint64(10+i)); err != nil {
 				done <- err
 				return
@@ -249,6 +251,9 @@ func TestConcurrentSearchWhileIndexing(t *testing.T) {
 		if _, err := ix.Search(ctx, "dog eel", 5); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := ix.SearchFilter(ctx, "dog eel", 5, filter.Prefix("n", "1")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -258,5 +263,8 @@ func TestConcurrentSearchWhileIndexing(t *testing.T) {
 	}
 	if s, _ := ix.AppliedSeq(); s != 99 {
 		t.Fatalf("applied seq = %d", s)
+	}
+	if n, _ := ix.CountMatching(ctx, filter.Prefix("n", "1")); n != 11 { // 1, 10-19
+		t.Fatalf("count matching = %d, want 11", n)
 	}
 }

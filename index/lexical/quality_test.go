@@ -126,25 +126,17 @@ func TestClassicCollections(t *testing.T) {
 
 // rankWith ranks all candidates with another field combination.
 func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores) float64) []string {
-	r, err := ix.bi.Advanced()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader, err := r.Reader()
+	snap, reader, err := ix.openSnapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	snap, err := newSnapshot(reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := readStats(reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scores := new(candidates)
-	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), scores, 0); err != nil {
+	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, scores, 0); err != nil {
 		t.Fatal(err)
 	}
 	type sc struct {

@@ -174,7 +174,16 @@ func (t *termField) score(p segment.Posting) float64 {
 // the scoring and accumulating, not the decoding). A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
 // dl >= tf, and best_fields grows by at most the sum of what its fields
 // gain, so the bounds are safe.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, scores *candidates, k int) error {
+//
+// allow, when not nil, restricts scoring to the documents a filter matches
+// (see docSet): a posting of a document outside allow[i] is stepped over,
+// never scored, so the document never becomes a candidate. A term's df,
+// and so its idf and bound, stay those of the whole index. Every
+// candidate, and so every threshold, is then one of the filtered search,
+// and the pruning stays exact: the bounds are still upper bounds of any
+// document's score, and the k-th best score among filtered candidates is
+// a lower bound of the filtered top k's.
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, scores *candidates, k int) error {
 	if snap.live == 0 {
 		return nil
 	}
@@ -243,11 +252,20 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			}
 		}
 		for i := range snap.segs {
+			var a docSet
+			if allow != nil {
+				if a = allow[i]; a != nil && len(a) == 0 {
+					continue // nothing to score in this segment
+				}
+			}
 			it = t.pls[i].Iterator(true, true, false, it)
 			var err error
-			if pruned {
+			switch {
+			case pruned: // the live candidates are all allowed
 				err = t.addTo(scores, it, snap.offsets[i], snap.segEnd(i))
-			} else {
+			case a != nil:
+				err = t.scoreAllowed(scores, it, snap.offsets[i], a)
+			default:
 				err = t.scoreAll(scores, it, snap.offsets[i])
 			}
 			if err != nil {
@@ -276,6 +294,19 @@ func (t *termField) scoreAll(scores *candidates, it segment.PostingsIterator, of
 			return err
 		}
 		scores.add(off+p.Number(), t.f, t.score(p))
+	}
+}
+
+// scoreAllowed is scoreAll for the documents of a only.
+func (t *termField) scoreAllowed(scores *candidates, it segment.PostingsIterator, off uint64, a docSet) error {
+	for {
+		p, err := it.Next()
+		if err != nil || p == nil {
+			return err
+		}
+		if d := p.Number(); a.has(d) {
+			scores.add(off+d, t.f, t.score(p))
+		}
 	}
 }
 
