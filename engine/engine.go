@@ -13,6 +13,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -120,6 +121,10 @@ type Engine struct {
 	dense        *dense.Index
 	denseApplied uint64 // last store seq the graph reflects
 	dirty        bool   // graph changed since the last save
+
+	hlOnce sync.Once // makes hl for snippets on first use
+	hl     *snippet.Highlighter
+	hlErr  error
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)

@@ -180,3 +180,38 @@ func ExampleEngine_Delete() {
 	fmt.Println(n, len(res), res[0].ID)
 	// Output: 1 1 b
 }
+
+// A filter restricts a search to the documents whose metadata match it;
+// snippets show the part of each hit that matched, with the query's terms
+// marked.
+func ExampleEngine_Search_filterAndSnippets() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	eng.Add(ctx, []engine.Document{
+		{ID: "en", Text: "The tides are caused mainly by the gravity of the Moon, and a little by the Sun.", Meta: map[string]string{"lang": "en", "kind": "physics"}},
+		{ID: "fr", Text: "Les marées sont causées par la gravité de la Lune.", Meta: map[string]string{"lang": "fr", "kind": "physics"}},
+		{ID: "bread", Text: "Sourdough rises slowly.", Meta: map[string]string{"lang": "en", "kind": "food"}},
+	})
+	where := engine.And(engine.Eq("kind", "physics"), engine.Not(engine.Eq("lang", "fr")))
+	res, err := eng.Search(ctx, "gravity of the moon", engine.SearchOptions{K: 5, Filter: where, Snippets: true, SnippetSize: 40})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res {
+		s := r.Snippet
+		fmt.Printf("%s %s: %q\n", r.ID, s.Source, s.Text)
+		for _, h := range s.Highlights {
+			fmt.Printf("  %q at %d\n", r.Text[h.Start:h.End], h.Start)
+		}
+	}
+	// Output:
+	// en lexical: "mainly by the gravity of the Moon, and a little"
+	//   "gravity" at 35
+	//   "Moon" at 50
+}

@@ -61,6 +61,16 @@ type SearchOptions struct {
 	// Weights optionally weight the fused lists by name ("lexical",
 	// "dense"); a weight must be finite and not negative.
 	Weights map[string]float64
+	// Filter restricts the results to the documents whose Meta it matches
+	// (the zero Filter: every document). Each list applies it before
+	// ranking, so K results come back whenever K matching documents are
+	// found. An invalid Filter (an empty key, In with no values) is an
+	// OptionError.
+	Filter Filter
+	// Snippets attaches to each result the part of its text that matched
+	// the query (Result.Snippet), of about SnippetSize bytes (default 200).
+	Snippets    bool
+	SnippetSize int
 }
 
 // Prompt instructs an embedding model how to read a query (documents never
@@ -93,7 +103,29 @@ type Result struct {
 	Text    string
 	Meta    map[string]string
 	Explain []Contribution
+	Snippet *Snippet // with SearchOptions.Snippets
 }
+
+// Snippet is the part of a result's Text to show beside it, and the query's
+// words in it. Offsets are bytes of Result.Text, on UTF-8 boundaries.
+//
+// The fragment comes from the list that ranked the result best: for BM25,
+// the fragment holding the most distinct query terms (as BM25 reads them:
+// stemmed, stop words dropped); for the dense list, the best-scoring
+// passage of a document long enough to be split (see Chunking), where its
+// query terms are highlighted the same way.
+type Snippet struct {
+	Text       string // Result.Text[Start:End]
+	Start, End int
+	Highlights []Span // the query's terms within [Start, End)
+	// Source says where the fragment was found: "lexical" (around the
+	// query's terms), "passage" (in the passage the dense list matched) or
+	// "lead" (the text's beginning: no query term in the text).
+	Source string
+}
+
+// Span is a byte range [Start, End) of a result's Text.
+type Span struct{ Start, End int }
 
 // Contribution explains one list's part in a result.
 type Contribution struct {
@@ -121,6 +153,12 @@ func (o *SearchOptions) validate() error {
 		if o.RerankOf, err = ParseMode(string(o.RerankOf)); err != nil || o.RerankOf == ModeRerank {
 			return optErr("SearchOptions.RerankOf", fmt.Sprintf("%q", o.RerankOf), "must be lexical, dense or hybrid")
 		}
+	}
+	if o.SnippetSize < 0 {
+		return optErr("SearchOptions.SnippetSize", o.SnippetSize, "must be 0 (the default) or positive")
+	}
+	if err := o.Filter.Validate(); err != nil {
+		return optErr("SearchOptions.Filter", o.Filter, err.Error())
 	}
 	for name, w := range o.Weights {
 		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
@@ -157,39 +195,44 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if opts.Mode == ModeRerank && e.rr == nil {
 		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker)")
 	}
+	base := opts
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
-		base := opts
 		base.Mode, base.K = opts.RerankOf, max(opts.K, opts.RerankDepth)
 		base.Depth = max(base.Depth, base.K)
-		cands, err := e.search(ctx, query, base)
-		if err != nil {
-			return nil, err
-		}
-		return e.finish(ctx, query, cands, opts)
 	}
-	fused, err := e.search(ctx, query, opts)
+	r, err := e.search(ctx, query, base)
 	if err != nil {
 		return nil, err
 	}
-	return e.finish(ctx, query, fused, opts)
+	return e.finish(ctx, query, r, opts)
+}
+
+// retrieved is what search found: the fused list, and the best passage of
+// each document the dense list returned (for snippets).
+type retrieved struct {
+	fused   []fusion.Result
+	passage map[string]int
 }
 
 // search retrieves and fuses (no reranking, no cut to K beyond the lists').
-func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) ([]fusion.Result, error) {
-	var lists []fusion.List
+func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (retrieved, error) {
+	var (
+		lists   []fusion.List
+		passage map[string]int
+	)
 	switch opts.Mode {
 	case ModeLexical:
-		l, err := e.lexicalList(ctx, query, opts.K)
+		l, err := e.lexicalList(ctx, query, opts.K, opts.Filter)
 		if err != nil {
-			return nil, err
+			return retrieved{}, err
 		}
 		lists = []fusion.List{l}
 	case ModeDense:
-		l, err := e.denseList(ctx, query, opts.K, opts)
+		l, ps, err := e.denseList(ctx, query, opts.K, opts)
 		if err != nil {
-			return nil, err
+			return retrieved{}, err
 		}
-		lists = []fusion.List{l}
+		lists, passage = []fusion.List{l}, ps
 	default: // hybrid, and rerank of hybrid
 		// The two retrievals are independent: run the lexical one while the
 		// query is being encoded.
@@ -199,18 +242,18 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 		}
 		ch := make(chan res, 1)
 		go func() {
-			l, err := e.lexicalList(ctx, query, opts.Depth)
+			l, err := e.lexicalList(ctx, query, opts.Depth, opts.Filter)
 			ch <- res{l, err}
 		}()
-		dl, derr := e.denseList(ctx, query, opts.Depth, opts)
+		dl, ps, derr := e.denseList(ctx, query, opts.Depth, opts)
 		lr := <-ch
 		if lr.err != nil {
-			return nil, lr.err
+			return retrieved{}, lr.err
 		}
 		if derr != nil {
-			return nil, derr
+			return retrieved{}, derr
 		}
-		lists = []fusion.List{lr.l, dl}
+		lists, passage = []fusion.List{lr.l, dl}, ps
 	}
 	for i := range lists {
 		if w, ok := opts.Weights[lists[i].Name]; ok {
@@ -219,13 +262,14 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 	}
 	if len(lists) == 1 {
 		// A single list keeps its own scores: RRF would only rename them.
-		return single(lists[0]), nil
+		return retrieved{fused: single(lists[0]), passage: passage}, nil
 	}
-	return fusion.RRF(lists, opts.RRFK), nil
+	return retrieved{fused: fusion.RRF(lists, opts.RRFK), passage: passage}, nil
 }
 
 // finish reranks (in ModeRerank), cuts to K and attaches the documents.
-func (e *Engine) finish(ctx context.Context, query string, fused []fusion.Result, opts SearchOptions) ([]Result, error) {
+func (e *Engine) finish(ctx context.Context, query string, r retrieved, opts SearchOptions) ([]Result, error) {
+	fused := r.fused
 	if opts.Mode == ModeRerank {
 		var err error
 		if fused, err = e.rerank(ctx, query, fused, opts.RerankDepth); err != nil {
@@ -235,7 +279,14 @@ func (e *Engine) finish(ctx context.Context, query string, fused []fusion.Result
 	if len(fused) > opts.K {
 		fused = fused[:opts.K]
 	}
-	return e.hydrate(fused)
+	out, err := e.hydrate(fused)
+	if err != nil || !opts.Snippets {
+		return out, err
+	}
+	if err := e.snippets(query, out, r.passage, opts.SnippetSize); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func single(l fusion.List) []fusion.Result {
@@ -246,11 +297,11 @@ func single(l fusion.List) []fusion.Result {
 	return out
 }
 
-func (e *Engine) lexicalList(ctx context.Context, query string, k int) (fusion.List, error) {
+func (e *Engine) lexicalList(ctx context.Context, query string, k int, f Filter) (fusion.List, error) {
 	if e.lexStale != "" {
 		return fusion.List{}, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
 	}
-	hits, err := e.lex.Search(ctx, query, k)
+	hits, err := e.lex.SearchFilter(ctx, query, k, f)
 	if err != nil {
 		return fusion.List{}, fmt.Errorf("engine: lexical search: %w", err)
 	}
@@ -261,7 +312,8 @@ func (e *Engine) lexicalList(ctx context.Context, query string, k int) (fusion.L
 	return l, nil
 }
 
-func (e *Engine) denseList(ctx context.Context, query string, k int, opts SearchOptions) (fusion.List, error) {
+// denseList also returns each hit's best passage.
+func (e *Engine) denseList(ctx context.Context, query string, k int, opts SearchOptions) (fusion.List, map[string]int, error) {
 	// One consistent (model, graph) snapshot: during a Reindex a search sees
 	// either the old pair or the new one, never a mix.
 	e.mu.RLock()
@@ -269,17 +321,23 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	e.mu.RUnlock()
 	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt.encoder())
 	if err != nil {
-		return fusion.List{}, fmt.Errorf("engine: embedding the query: %w", err)
+		return fusion.List{}, nil, fmt.Errorf("engine: embedding the query: %w", err)
 	}
-	hits, err := ix.Search(ctx, qv[0], k, dense.SearchOptions{Ef: opts.EfSearch})
+	dopts := dense.SearchOptions{Ef: opts.EfSearch}
+	if !opts.Filter.IsZero() {
+		dopts.Filter = opts.Filter
+	}
+	hits, err := ix.Search(ctx, qv[0], k, dopts)
 	if err != nil {
-		return fusion.List{}, fmt.Errorf("engine: dense search: %w", err)
+		return fusion.List{}, nil, fmt.Errorf("engine: dense search: %w", err)
 	}
 	l := fusion.List{Name: "dense", Hits: make([]fusion.Hit, len(hits))}
+	passage := make(map[string]int, len(hits))
 	for i, h := range hits {
 		l.Hits[i] = fusion.Hit{ID: h.ID, Score: float64(h.Score)}
+		passage[h.ID] = h.Passage
 	}
-	return l, nil
+	return l, passage, nil
 }
 
 // rerank rescores the first depth results with the cross-encoder and sorts

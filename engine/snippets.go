@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/anna-search/anna/snippet"
+)
+
+// snippets attaches a Snippet to each result (see Snippet for the choice
+// of fragment). passage holds the dense list's best passage per document.
+func (e *Engine) snippets(query string, rs []Result, passage map[string]int, size int) error {
+	hl, err := e.highlighter()
+	if err != nil {
+		return err
+	}
+	key := e.vecKey()
+	for i := range rs {
+		r := &rs[i]
+		var s snippet.Snippet
+		source := ""
+		if p, ok := passage[r.ID]; ok && denseFirst(r.Explain) {
+			emb, found, err := e.store.Vector(key, r.ID)
+			if err != nil {
+				return fmt.Errorf("engine: snippet of %q: %w", r.ID, err)
+			}
+			// A document of one passage is the whole text: the lexical
+			// fragment below is the same search over it.
+			if found && len(emb.Spans) > 1 && p < len(emb.Spans) {
+				sp := emb.Spans[p]
+				s, source = hl.Passage(r.Text, sp.Start, sp.End, query, size), "passage"
+			}
+		}
+		if source == "" {
+			var ok bool
+			if s, ok = hl.Lexical(r.Text, query, size); ok {
+				source = "lexical"
+			} else {
+				s, source = hl.Passage(r.Text, 0, len(r.Text), query, size), "lead"
+			}
+		}
+		out := &Snippet{Text: r.Text[s.Start:s.End], Start: s.Start, End: s.End, Source: source}
+		for _, h := range s.Highlights {
+			out.Highlights = append(out.Highlights, Span{Start: h.Start, End: h.End})
+		}
+		r.Snippet = out
+	}
+	return nil
+}
+
+// denseFirst reports whether the dense list ranked a result at least as
+// well as the lexical list (or the lexical list did not return it).
+func denseFirst(ex []Contribution) bool {
+	lex, dense := 0, 0
+	for _, c := range ex {
+		switch c.List {
+		case "lexical":
+			lex = c.Rank
+		case "dense":
+			dense = c.Rank
+		}
+	}
+	return dense > 0 && (lex == 0 || dense <= lex)
+}
+
+// highlighter is made on first use (most searches show no snippets).
+func (e *Engine) highlighter() (*snippet.Highlighter, error) {
+	e.hlOnce.Do(func() { e.hl, e.hlErr = snippet.New() })
+	if e.hlErr != nil {
+		return nil, fmt.Errorf("engine: snippets: %w", e.hlErr)
+	}
+	return e.hl, nil
+}
