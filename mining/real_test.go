@@ -161,15 +161,39 @@ func (r *realSetup) checkMined(t *testing.T, path string, st *Stats, margin floa
 	if short+st.DroppedExamples != st.ShortExamples || nneg != st.Negatives {
 		t.Errorf("file has %d short examples (+%d unwritten) / %d negatives; stats say %d / %d", short, st.DroppedExamples, nneg, st.ShortExamples, st.Negatives)
 	}
-	// The scores are the teacher's: recompute a few lines from scratch.
+	// The scores are the teacher's: recompute a few lines with a new
+	// teacher, the query embedded again and each document found by its text
+	// (a long document's score is its best passage's, so its stored passage
+	// vectors are needed; the engine's tests check those against the model).
 	ctx := context.Background()
+	idOf := map[string]string{}
+	for id, text := range r.texts {
+		idOf[text] = id
+	}
+	doc := func(text string) Doc {
+		id, ok := idOf[text]
+		if !ok {
+			t.Fatalf("mined text is no corpus document's: %.80q", text)
+		}
+		return Doc{ID: id, Text: text}
+	}
 	for i := 0; i < len(recs); i += max(1, len(recs)/8) {
 		rec := recs[i]
-		docs := []Doc{{Text: rec.Pos[0]}}
+		docs := []Doc{doc(rec.Pos[0])}
 		for _, n := range rec.Neg {
-			docs = append(docs, Doc{Text: n})
+			docs = append(docs, doc(n))
 		}
-		s, err := (&DenseTeacher{Enc: r.enc}).Score(ctx, Query{Text: rec.Query, Instruction: rec.Prompt}, docs)
+		s, err := (&DenseTeacher{Enc: r.enc, Vectors: StoredVectors(r.eng)}).Score(ctx, Query{Text: rec.Query, Instruction: rec.Prompt}, docs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// From scratch, text only: the same score for every document the
+		// engine embedded whole (one passage).
+		texts := make([]Doc, len(docs))
+		for j, d := range docs {
+			texts[j] = Doc{Text: d.Text}
+		}
+		fresh, err := (&DenseTeacher{Enc: r.enc}).Score(ctx, Query{Text: rec.Query, Instruction: rec.Prompt}, texts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,6 +201,13 @@ func (r *realSetup) checkMined(t *testing.T, path string, st *Stats, margin floa
 		for j := range s {
 			if math.Abs(s[j]-want[j]) > 1e-5 {
 				t.Errorf("line %d: score %d is %v, teacher recomputes %v", i+1, j, want[j], s[j])
+			}
+			v, _, err := r.eng.Vectors(docs[j].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v) == 1 && math.Abs(fresh[j]-want[j]) > 1e-5 {
+				t.Errorf("line %d: score %d is %v, embedding the text again gives %v", i+1, j, want[j], fresh[j])
 			}
 		}
 	}
