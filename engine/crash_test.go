@@ -128,7 +128,7 @@ func checkCrashState(t *testing.T, dir string, committed int) {
 	if st.Documents%crashBatch != 0 || st.Documents < (committed+1)*crashBatch || st.Documents > (committed+2)*crashBatch {
 		t.Fatalf("after kill with %d batches reported: %d documents stored", committed+1, st.Documents)
 	}
-	if st.LexicalDocs != uint64(st.Documents) || st.DenseVectors != st.Documents {
+	if st.LexicalDocs != uint64(st.Documents) || st.DenseDocs != st.Documents {
 		t.Fatalf("indexes disagree with storage after reopen: %+v", st)
 	}
 	// Every reported batch searchable both ways (sample a few docs per batch).

@@ -164,7 +164,7 @@ func TestStoreBehindIndexes(t *testing.T) {
 		t.Errorf("warnings: %s", w)
 	}
 	st, _ := e.Stats()
-	if st.Documents != 10 || st.LexicalDocs != 10 || st.DenseVectors != 10 {
+	if st.Documents != 10 || st.LexicalDocs != 10 || st.DenseDocs != 10 {
 		t.Errorf("after the rebuild: %+v", st)
 	}
 	e.Close()

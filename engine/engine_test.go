@@ -103,7 +103,7 @@ func TestAddSearchDeleteReAdd(t *testing.T) {
 		t.Fatalf("re-added id appears %d times", seen)
 	}
 	st, err := e.Stats()
-	if err != nil || st.Documents != 50 || st.LexicalDocs != 50 || st.DenseVectors != 50 {
+	if err != nil || st.Documents != 50 || st.LexicalDocs != 50 || st.DenseDocs != 50 {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
 }
@@ -222,7 +222,7 @@ func TestSearchDuringIngest(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	st, _ := e.Stats()
-	if st.Documents != 200 || st.DenseVectors != 200 || st.LexicalDocs != 200 {
+	if st.Documents != 200 || st.DenseDocs != 200 || st.LexicalDocs != 200 {
 		t.Fatalf("after churn: %+v", st)
 	}
 }
@@ -263,7 +263,7 @@ func TestReindexSwapsModel(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	st, _ := e.Stats()
-	if st.Model.Fingerprint != "fp-b" || st.Model.Dim != 32 || st.DenseVectors != 100 || st.LexicalDocs != 100 {
+	if st.Model.Fingerprint != "fp-b" || st.Model.Dim != 32 || st.DenseDocs != 100 || st.LexicalDocs != 100 {
 		t.Fatalf("after reindex: %+v", st)
 	}
 	if m := e.Model(); m.Dir != "/models/b" {

@@ -4,18 +4,20 @@ import "fmt"
 
 // Stats describe an open engine directory.
 type Stats struct {
-	Dir          string
-	ReadOnly     bool
-	Documents    int    // in the store
-	Seq          uint64 // the store's last change
-	Model        Model
-	LexicalDocs  uint64 // documents in the BM25 index (0 when it cannot be read)
-	LexicalSeq   uint64 // the store change the BM25 index has applied
-	LexicalStale string // why the BM25 index cannot answer (read-only), "" when it can
-	DenseVectors int    // vectors in the HNSW graph
-	DenseSeq     uint64 // the store change the graph reflects
-	Reranker     bool
-	Warnings     []string // see Engine.Warnings
+	Dir           string
+	ReadOnly      bool
+	Documents     int    // in the store
+	Seq           uint64 // the store's last change
+	Model         Model
+	LexicalDocs   uint64 // documents in the BM25 index (0 when it cannot be read)
+	LexicalSeq    uint64 // the store change the BM25 index has applied
+	LexicalStale  string // why the BM25 index cannot answer (read-only), "" when it can
+	DenseDocs     int    // documents in the dense index
+	DensePassages int    // their passages: the HNSW graph's nodes (see Chunking)
+	Chunking      Chunking
+	DenseSeq      uint64 // the store change the graph reflects
+	Reranker      bool
+	Warnings      []string // see Engine.Warnings
 }
 
 // Stats reports counts from the store and both indexes.
@@ -43,6 +45,7 @@ func (e *Engine) Stats() (Stats, error) {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st.Model, st.DenseVectors, st.DenseSeq = e.model, e.dense.Len(), e.denseApplied
+	st.Model, st.Chunking, st.DenseSeq = e.model, e.chunking, e.denseApplied
+	st.DenseDocs, st.DensePassages = e.dense.Len(), e.dense.Passages()
 	return st, nil
 }

@@ -100,3 +100,34 @@ func (f maybeFloat) Type() string { return "float" }
 func indexFlag(cmd *cobra.Command, dir *string, what string) {
 	cmd.Flags().StringVar(dir, "index", "", what)
 }
+
+// chunkFlags are the flags that say how long documents are split.
+type chunkFlags struct {
+	tokens, stride int
+	off            bool
+}
+
+func (c *chunkFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&c.tokens, "chunk-tokens", 0, "split documents longer than the model into windows of `N` tokens (0: the model's max length)")
+	f.IntVar(&c.stride, "chunk-stride", 0, "each window starts `N` tokens after the previous one (0: half a window)")
+	f.BoolVar(&c.off, "no-chunking", false, "embed each document once, truncated to the model's max length")
+}
+
+// chunking is what the flags ask for, nil when none was given.
+func (c *chunkFlags) chunking(cmd *cobra.Command) (*engine.Chunking, error) {
+	f := cmd.Flags()
+	if !f.Changed("chunk-tokens") && !f.Changed("chunk-stride") && !f.Changed("no-chunking") {
+		return nil, nil
+	}
+	if c.off && (f.Changed("chunk-tokens") || f.Changed("chunk-stride")) {
+		return nil, usageErrorf("--no-chunking cannot be combined with --chunk-tokens or --chunk-stride")
+	}
+	if err := atLeast("chunk-tokens", c.tokens, 0); err != nil {
+		return nil, err
+	}
+	if err := atLeast("chunk-stride", c.stride, 0); err != nil {
+		return nil, err
+	}
+	return &engine.Chunking{Off: c.off, Tokens: c.tokens, Stride: c.stride}, nil
+}

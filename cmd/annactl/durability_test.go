@@ -16,11 +16,11 @@ import (
 // The five reproductions of issue #10, each a test that failed on the code
 // before it.
 
-// TestInterruptKeepsDenseVectors: Ctrl-C during `annactl index`, then the
+// TestInterruptKeepsDenseDocs: Ctrl-C during `annactl index`, then the
 // same command again. The interrupted batch used to be in anna.db and BM25
-// but never reach the graph (stats: documents 50, dense_vectors 45), and the
+// but never reach the graph (stats: documents 50, dense_docs 45), and the
 // summary printed at the interrupt miscounted.
-func TestInterruptKeepsDenseVectors(t *testing.T) {
+func TestInterruptKeepsDenseDocs(t *testing.T) {
 	needModel(t)
 	tmp := t.TempDir()
 	corpus := writeCorpus(t, tmp, 50, 220, 1)
@@ -47,7 +47,7 @@ func TestInterruptKeepsDenseVectors(t *testing.T) {
 		}
 		r := mustRun(t, "index", "--index", dir, "--batch", "5", corpus)
 		st, sr := statsOf(t, dir)
-		if sr.code != 0 || st.Documents != 50 || st.LexicalDocs != 50 || st.DenseVectors != 50 {
+		if sr.code != 0 || st.Documents != 50 || st.LexicalDocs != 50 || st.DenseDocs != 50 {
 			t.Fatalf("after the re-run: %+v\n%s\n%s", st, sr, r)
 		}
 		if c := annactl(t, "", "check", "--index", dir); c.code != 0 {
@@ -139,7 +139,7 @@ func TestStoreDamageDetected(t *testing.T) {
 	if rep.code != 0 || !strings.Contains(rep.stdout, "salvaged anna.db") {
 		t.Fatalf("repair: %s", rep)
 	}
-	if st, _ := statsOf(t, dir); st.Documents != 50 || st.DenseVectors != 50 || st.LexicalDocs != 50 {
+	if st, _ := statsOf(t, dir); st.Documents != 50 || st.DenseDocs != 50 || st.LexicalDocs != 50 {
 		t.Fatalf("after the repair: %+v (the salvage should find the transaction bbolt dropped)", st)
 	}
 
@@ -254,7 +254,7 @@ func TestFlagsValidated(t *testing.T) {
 		{[]string{"search", "--index", dir}, "no query"},
 		{[]string{"search", "--index", dir, "--k", "x", "q"}, "invalid argument"},
 		{[]string{"search", "q", "--nope"}, "unknown flag: --nope"},
-		{[]string{"reindex", "--index", dir}, "--model DIR is required"},
+		{[]string{"reindex", "--index", dir}, "give --model NEW_MODEL_DIR, or a chunking flag"},
 		{[]string{"reindex", "--index", dir, "--model", "m", "--batch", "-3"}, "--batch must be at least 1"},
 		{[]string{"eval", "d", "--modes", "lexical,foo"}, `unknown mode "foo"`},
 		{[]string{"eval", "d", "--workers", "0"}, "--workers must be at least 1"},
@@ -373,13 +373,13 @@ func TestCheckRepairDamagedIndex(t *testing.T) {
 		t.Fatalf("repair: %s", r)
 	}
 	st, _ := statsOf(t, dir)
-	if st.Documents == 0 || uint64(st.Documents) != st.LexicalDocs || st.Documents != st.DenseVectors {
+	if st.Documents == 0 || uint64(st.Documents) != st.LexicalDocs || st.Documents != st.DenseDocs {
 		t.Fatalf("after the repair: %+v", st)
 	}
 	mustRun(t, "check", "--index", dir)
 	// Everything comes back by indexing the corpus again.
 	mustRun(t, "index", "--index", dir, "--cache", corpus)
-	if st, _ := statsOf(t, dir); st.Documents != 300 || st.DenseVectors != 300 || st.LexicalDocs != 300 {
+	if st, _ := statsOf(t, dir); st.Documents != 300 || st.DenseDocs != 300 || st.LexicalDocs != 300 {
 		t.Fatalf("after re-indexing: %+v", st)
 	}
 	mustRun(t, "check", "--index", dir)

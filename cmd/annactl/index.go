@@ -19,6 +19,7 @@ func (a *app) indexCommand() *cobra.Command {
 		dir, model, input string
 		batch             int
 		skipBad, cache    bool
+		chunks            chunkFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "index --index DIR [--input] FILE",
@@ -30,7 +31,13 @@ a terminal, and adds them to the anna directory, creating it if needed.
 Documents already stored unchanged are skipped, so an interrupted run (Ctrl-C,
 or a crash) is resumed by running the same command again. A malformed line stops
 the run with FILE:LINE after committing the lines before it (--skip-bad skips and
-counts it); documents with neither title nor text are skipped and counted.`,
+counts it); documents with neither title nor text are skipped and counted.
+
+A document longer than the model's window (256 tokens for the default model) is
+embedded as overlapping windows, each with the title in front, and the dense
+list ranks it by its best window; --chunk-tokens and --chunk-stride shape the
+windows, --no-chunking embeds it once, truncated. The choice is recorded with
+the first documents; reindex changes it.`,
 		Example: `  annactl index --index my-index corpus.jsonl
   cat docs.jsonl | annactl index --index my-index`,
 		Args: maxInputArgs,
@@ -47,6 +54,13 @@ counts it); documents with neither title nor text are skipped and counted.`,
 			}
 			defer closeIn()
 			opts := engine.Options{Model: model, Logf: a.logf}
+			ch, err := chunks.chunking(cmd)
+			if err != nil {
+				return err
+			}
+			if ch != nil {
+				opts.Chunking = *ch
+			}
 			if cache {
 				opts.EmbeddingCache = home.EmbeddingCacheDir()
 			}
@@ -71,6 +85,7 @@ counts it); documents with neither title nor text are skipped and counted.`,
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
 	f.BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
+	chunks.register(cmd)
 	return cmd
 }
 

@@ -16,25 +16,34 @@ func (a *app) reindexCommand() *cobra.Command {
 		dir, model string
 		batch      int
 		cache      bool
+		chunks     chunkFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "reindex --index DIR --model NEW_MODEL_DIR",
+		Use:   "reindex --index DIR [--model NEW_MODEL_DIR] [--chunk-tokens N | --no-chunking]",
 		Short: "re-encode every document with a new model and swap the dense index",
 		Long: `Re-encodes every document of the anna directory with the new model (for example
 the output of annactl train), builds a new HNSW graph and switches to both at once.
 Searches keep working on the old model until then; the BM25 index is untouched.
-An interrupted run resumes: vectors already computed for the new model are kept.`,
-		Example: "  annactl reindex --index my-index --model ft/model",
-		Args:    cobra.NoArgs,
+An interrupted run resumes: vectors already computed for the new model are kept.
+
+With --chunk-tokens, --chunk-stride or --no-chunking it also changes how long
+documents are split (see annactl index -h); without --model it then re-encodes
+with the directory's own model.`,
+		Example: `  annactl reindex --index my-index --model ft/model
+  annactl reindex --index my-index --chunk-tokens 128 --chunk-stride 64`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "index", "model"); err != nil {
+			if err := requireFlags(cmd, "index"); err != nil {
 				return err
+			}
+			ch, err := chunks.chunking(cmd)
+			if err != nil {
+				return err
+			}
+			if model == "" && ch == nil {
+				return usageErrorf("give --model NEW_MODEL_DIR, or a chunking flag to re-split with the current model")
 			}
 			if err := atLeast("batch", batch, 1); err != nil {
-				return err
-			}
-			abs, err := filepath.Abs(model)
-			if err != nil {
 				return err
 			}
 			eng, err := engine.Open(cmd.Context(), dir, engine.Options{Logf: a.logf})
@@ -42,8 +51,17 @@ An interrupted run resumes: vectors already computed for the new model are kept.
 				return err
 			}
 			defer eng.Close()
-			old := eng.Model().Fingerprint
-			ropts := engine.ReindexOptions{Model: abs, BatchSize: batch}
+			if model == "" {
+				if model = eng.Model().Dir; model == "" {
+					model = encoder.DefaultDir()
+				}
+			}
+			abs, err := filepath.Abs(model)
+			if err != nil {
+				return err
+			}
+			old, oldCh := eng.Model().Fingerprint, eng.Chunking()
+			ropts := engine.ReindexOptions{Model: abs, BatchSize: batch, Chunking: ch}
 			if cache {
 				enc, err := encoder.Load(cmd.Context(), abs, encoder.Options{})
 				if err != nil {
@@ -64,7 +82,7 @@ An interrupted run resumes: vectors already computed for the new model are kept.
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s\n", dir, old, eng.Model().Fingerprint)
+			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s, chunking %s -> %s\n", dir, old, eng.Model().Fingerprint, oldCh, eng.Chunking())
 			return nil
 		},
 	}
@@ -72,5 +90,6 @@ An interrupted run resumes: vectors already computed for the new model are kept.
 	cmd.Flags().StringVar(&model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
 	cmd.Flags().BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
+	chunks.register(cmd)
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -15,17 +16,37 @@ import (
 
 func (a *app) searchCommand() *cobra.Command {
 	var (
-		dir, mode, rerankOf, reranker, instruction string
-		k, depth, rerankDepth, ef                  int
-		asJSON, explain                            bool
+		dir, mode, rerankOf, reranker, instruction, filterJSON string
+		where                                                  []string
+		k, depth, rerankDepth, ef, snippetSize                 int
+		asJSON, explain, snippets                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "search --index DIR [flags] QUERY...",
 		Short: "search an anna directory (lexical, dense, hybrid, rerank)",
 		Long: `Searches the anna directory for QUERY (the arguments joined by spaces; put
-"--" before a query that starts with "-"). It opens the directory read-only.`,
+"--" before a query that starts with "-"). It opens the directory read-only.
+
+Filters restrict the results to documents whose metadata ("meta" in the
+input) match, before ranking: -k results come back whenever -k matching
+documents are found. --where takes KEY=VALUE, KEY!=VALUE (the key absent
+or another value) or KEY^=PREFIX; repeated, its conditions are all required,
+except that several KEY=VALUE on one key accept any of the values.
+--where-json takes the JSON filter language (or @FILE holding it):
+  {"lang": "en", "year": "2024"}      {"in": {"lang": ["en", "de"]}}
+  {"prefix": {"path": "docs/"}}       {"or": [F, ...]}  {"and": [F, ...]}  {"not": F}
+Both together are combined with "and".
+
+Each hit shows the fragment of its text that matched (--snippets, on in the
+table): around the query's terms as BM25 reads them, or the passage of a
+long document that the dense list matched, the terms in bold on a terminal.
+With --json, --snippets adds "snippet": {text, start, end, highlights,
+source}, byte offsets into "text".`,
 		Example: `  annactl search --index my-index "nearest neighbour graphs"
-  annactl search --index my-index --mode lexical -k 5 --json hnsw recall`,
+  annactl search --index my-index --mode lexical -k 5 --json hnsw recall
+  annactl search --index my-index --where lang=en --where year=2024 "tides"
+  annactl search --index my-index --where-json '{"or": [{"lang": "en"}, {"prefix": {"path": "docs/"}}]}' tides
+  annactl search --index my-index --json --snippets "gravity of the moon"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(strings.Join(args, " ")) == "" {
 				return usageErrorf("no query given")
@@ -41,6 +62,19 @@ func (a *app) searchCommand() *cobra.Command {
 				return err
 			}
 			opts := engine.SearchOptions{Mode: m, K: k, Depth: depth, RerankDepth: rerankDepth, EfSearch: ef, Prompt: engine.Prompt{Instruction: instruction}}
+			if opts.Filter, err = parseWhere(where, filterJSON); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("snippets") {
+				snippets = !asJSON
+			}
+			opts.Snippets, opts.SnippetSize = snippets, snippetSize
+			if !asJSON && snippetSize == 0 {
+				opts.SnippetSize = tableSnippet
+			}
+			if err := atLeast("snippet-size", snippetSize, 0); err != nil {
+				return err
+			}
 			if err := atLeast("k", k, 1); err != nil {
 				return err
 			}
@@ -80,7 +114,7 @@ func (a *app) searchCommand() *cobra.Command {
 			if asJSON {
 				return a.printResultsJSON(res, explain)
 			}
-			return a.printResults(res, explain)
+			return a.printResults(res, explain, isTerminal(a.stdout) && os.Getenv("NO_COLOR") == "")
 		},
 	}
 	f := cmd.Flags()
@@ -93,6 +127,10 @@ func (a *app) searchCommand() *cobra.Command {
 	f.IntVar(&ef, "ef", 0, "HNSW search beam (0: the index's setting)")
 	f.StringVar(&reranker, "reranker", "", "cross-encoder model directory `DIR` (enables --mode rerank)")
 	f.StringVar(&instruction, "instruction", "", "task instruction for instruction-tuned models (query side)")
+	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE or KEY^=PREFIX (repeatable)")
+	f.StringVar(&filterJSON, "where-json", "", "metadata filter in JSON, or @FILE holding it")
+	f.BoolVar(&snippets, "snippets", false, "show the fragment of each hit that matched (default: on in the table, off with --json)")
+	f.IntVar(&snippetSize, "snippet-size", 0, "snippet length in bytes (0: 200, or the table's width)")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
 	f.BoolVar(&explain, "explain", false, "show each hit's rank and score in every list")
 	return cmd
@@ -107,6 +145,16 @@ type jsonResult struct {
 	Text    string            `json:"text"`
 	Meta    map[string]string `json:"meta,omitempty"`
 	Explain []jsonContrib     `json:"explain,omitempty"`
+	Snippet *jsonSnippet      `json:"snippet,omitempty"`
+}
+
+// jsonSnippet is a hit's snippet; offsets are bytes of the hit's text.
+type jsonSnippet struct {
+	Text       string   `json:"text"`
+	Start      int      `json:"start"`
+	End        int      `json:"end"`
+	Highlights [][2]int `json:"highlights"`
+	Source     string   `json:"source"`
 }
 
 type jsonContrib struct {
@@ -124,6 +172,12 @@ func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
 				jr.Explain = append(jr.Explain, jsonContrib{List: c.List, Rank: c.Rank, Score: c.Score})
 			}
 		}
+		if s := r.Snippet; s != nil {
+			jr.Snippet = &jsonSnippet{Text: s.Text, Start: s.Start, End: s.End, Highlights: [][2]int{}, Source: s.Source}
+			for _, h := range s.Highlights {
+				jr.Snippet.Highlights = append(jr.Snippet.Highlights, [2]int{h.Start, h.End})
+			}
+		}
 		if err := enc.Encode(jr); err != nil {
 			return err
 		}
@@ -131,11 +185,18 @@ func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
 	return nil
 }
 
-func (a *app) printResults(res []engine.Result, explain bool) error {
+// tableSnippet is the snippet length the table asks for, in bytes.
+const tableSnippet = 120
+
+func (a *app) printResults(res []engine.Result, explain, color bool) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tSCORE\tID\tTITLE / TEXT")
 	for i, r := range res {
-		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, snippet(r.Title, r.Text, 90))
+		line := oneLine(r.Title, r.Text, 90)
+		if r.Snippet != nil {
+			line = snippetLine(r, color)
+		}
+		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, line)
 		if explain {
 			for _, c := range r.Explain {
 				fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f\n", c.List, c.Rank, c.Score)
@@ -145,8 +206,8 @@ func (a *app) printResults(res []engine.Result, explain bool) error {
 	return tw.Flush()
 }
 
-// snippet joins title and text on one line, cut to n runes.
-func snippet(title, text string, n int) string {
+// oneLine joins title and text on one line, cut to n runes.
+func oneLine(title, text string, n int) string {
 	s := strings.Join(strings.Fields(strings.TrimSpace(title+" — "+text)), " ")
 	if title == "" {
 		s = strings.Join(strings.Fields(text), " ")
@@ -156,4 +217,93 @@ func snippet(title, text string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// snippetLine is a hit's title and snippet on one line, "…" where the
+// text goes on, the query's terms in bold when color is set.
+func snippetLine(r engine.Result, color bool) string {
+	s := r.Snippet
+	var b strings.Builder
+	if r.Title != "" {
+		b.WriteString(r.Title + " — ")
+	}
+	if s.Start > 0 {
+		b.WriteString("…")
+	}
+	at := s.Start
+	for _, h := range s.Highlights {
+		b.WriteString(r.Text[at:h.Start])
+		if color {
+			b.WriteString("\x1b[1m" + r.Text[h.Start:h.End] + "\x1b[0m")
+		} else {
+			b.WriteString(r.Text[h.Start:h.End])
+		}
+		at = h.End
+	}
+	b.WriteString(r.Text[at:s.End])
+	if s.End < len(r.Text) {
+		b.WriteString("…")
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// parseWhere builds the search filter from --where conditions and a
+// --where-json JSON (or @FILE), all of them required.
+func parseWhere(where []string, filterJSON string) (engine.Filter, error) {
+	var all []engine.Filter
+	eq := map[string][]string{} // KEY=VALUE conditions by key: any of the values
+	var keys []string
+	for _, w := range where {
+		var f engine.Filter
+		switch {
+		case strings.Contains(w, "!="):
+			k, v, _ := strings.Cut(w, "!=")
+			f = engine.Not(engine.Eq(k, v))
+		case strings.Contains(w, "^="):
+			k, v, _ := strings.Cut(w, "^=")
+			f = engine.Prefix(k, v)
+		case strings.Contains(w, "="):
+			k, v, _ := strings.Cut(w, "=")
+			if k == "" {
+				return engine.Filter{}, usageErrorf("--where %q: empty key", w)
+			}
+			if _, seen := eq[k]; !seen {
+				keys = append(keys, k)
+			}
+			eq[k] = append(eq[k], v)
+			continue
+		default:
+			return engine.Filter{}, usageErrorf("--where %q: want KEY=VALUE, KEY!=VALUE or KEY^=PREFIX", w)
+		}
+		if err := f.Validate(); err != nil {
+			return engine.Filter{}, usageErrorf("--where %q: %v", w, err)
+		}
+		all = append(all, f)
+	}
+	for _, k := range keys {
+		if vs := eq[k]; len(vs) == 1 {
+			all = append(all, engine.Eq(k, vs[0]))
+		} else {
+			all = append(all, engine.In(k, vs...))
+		}
+	}
+	if filterJSON != "" {
+		src, data := "--where-json", []byte(filterJSON)
+		if path, ok := strings.CutPrefix(filterJSON, "@"); ok {
+			var err error
+			if data, err = os.ReadFile(path); err != nil {
+				return engine.Filter{}, fmt.Errorf("--where-json: %w", err)
+			}
+			src = path
+		}
+		f, err := engine.ParseFilter(data)
+		if err != nil {
+			return engine.Filter{}, usageErrorf("%s: %v", src, err)
+		}
+		if err := f.Validate(); err != nil {
+			return engine.Filter{}, usageErrorf("%s: %v", src, err)
+		}
+		all = append(all, f)
+	}
+	return engine.And(all...), nil
 }

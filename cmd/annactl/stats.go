@@ -40,7 +40,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 				if jerr := json.NewEncoder(a.stdout).Encode(jsonStats{
 					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelDir: st.Model.Dir,
 					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
-					DenseVectors: st.DenseVectors, DenseSeq: st.DenseSeq, Warnings: st.Warnings,
+					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Warnings: st.Warnings,
 				}); jerr != nil {
 					return jerr
 				}
@@ -50,8 +50,8 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			if md == "" {
 				md = "(default)"
 			}
-			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense vectors  %d (applied seq %d)\n",
-				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseVectors, st.DenseSeq)
+			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
+				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
 			if st.LexicalStale != "" {
 				fmt.Fprintf(a.stdout, "BM25 index     %s\n", st.LexicalStale)
 			}
@@ -67,16 +67,18 @@ built from another one), stats says so and exits 1: run annactl check.`,
 }
 
 type jsonStats struct {
-	Dir          string   `json:"dir"`
-	Documents    int      `json:"documents"`
-	Seq          uint64   `json:"seq"`
-	Model        string   `json:"model_fingerprint"`
-	ModelDir     string   `json:"model_dir"`
-	Dim          int      `json:"dim"`
-	LexicalDocs  uint64   `json:"lexical_docs"`
-	LexicalSeq   uint64   `json:"lexical_seq"`
-	LexicalStale string   `json:"lexical_stale,omitempty"`
-	DenseVectors int      `json:"dense_vectors"`
-	DenseSeq     uint64   `json:"dense_seq"`
-	Warnings     []string `json:"warnings,omitempty"`
+	Dir           string   `json:"dir"`
+	Documents     int      `json:"documents"`
+	Seq           uint64   `json:"seq"`
+	Model         string   `json:"model_fingerprint"`
+	ModelDir      string   `json:"model_dir"`
+	Dim           int      `json:"dim"`
+	LexicalDocs   uint64   `json:"lexical_docs"`
+	LexicalSeq    uint64   `json:"lexical_seq"`
+	LexicalStale  string   `json:"lexical_stale,omitempty"`
+	DenseDocs     int      `json:"dense_docs"`
+	DensePassages int      `json:"dense_passages"`
+	Chunking      string   `json:"chunking"`
+	DenseSeq      uint64   `json:"dense_seq"`
+	Warnings      []string `json:"warnings,omitempty"`
 }
