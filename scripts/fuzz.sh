@@ -35,8 +35,23 @@ for t in "${targets[@]}"; do
 	fi
 	echo "== $name ($pkg, $FUZZTIME)"
 	log=$(mktemp)
+	corpus="${pkg#./}/testdata/fuzz/$name"
+	before=$(ls "$corpus" 2>/dev/null | wc -l)
 	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
+	# Go's fuzz coordinator can fail a target with a bare "context deadline
+	# exceeded" at the -fuzztime boundary when a worker is mid-call (a race
+	# in internal/fuzz, golang/go#75804, fixed in Go 1.27; more likely on a
+	# loaded 2-core machine). That is no failing input: none is written. A
+	# failure that wrote an input, or printed anything else, still fails.
+	flake=
+	after=$(ls "$corpus" 2>/dev/null | wc -l)
+	# What the failure says: the lines between "--- FAIL:" and "FAIL".
+	said=$(awk '/^--- FAIL:/{on=1; next} /^FAIL$/{on=0} on' "$log")
+	if [[ $rc -ne 0 && $after -eq $before && "$said" == "    context deadline exceeded" ]]; then
+		rc=0
+		flake=" (the fuzz coordinator's deadline race at the end, golang/go#75804: no failing input)"
+	fi
 	# The last progress line: "fuzz: elapsed: 1m30s, execs: 12345 (617/sec), ..."
 	last=$(grep -oE 'elapsed: ([0-9]+h)?([0-9]+m)?[0-9]+s, execs: [0-9]+' "$log" | tail -1)
 	rm -f "$log"
@@ -53,7 +68,7 @@ for t in "${targets[@]}"; do
 		failed+=("$name")
 		summary+=("$name: FAILED ($pkg)")
 	else
-		summary+=("$name: ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)")
+		summary+=("$name: ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)$flake")
 	fi
 done
 

@@ -43,6 +43,8 @@ type evalFlags struct {
 	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
 	rerankDepth, workers                                                int
 	cache, asJSON, keepIdentical                                        bool
+	chunks                                                              chunkFlags
+	chunking                                                            *engine.Chunking
 }
 
 func (a *app) evalCommand() *cobra.Command {
@@ -88,6 +90,10 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 			if err := atLeast("workers", fl.workers, 1); err != nil {
 				return err
 			}
+			var err error
+			if fl.chunking, err = fl.chunks.chunking(cmd); err != nil {
+				return err
+			}
 			if fl.task == "sts" {
 				return a.evalSTS(cmd.Context(), args[0], fl)
 			}
@@ -111,6 +117,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
+	fl.chunks.register(cmd)
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
 }
@@ -176,6 +183,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	opts := engine.Options{Model: fl.model, Logf: a.logf}
+	if fl.chunking != nil {
+		opts.Chunking = *fl.chunking
+	}
 	if fl.cache {
 		opts.EmbeddingCache = home.EmbeddingCacheDir()
 	}
