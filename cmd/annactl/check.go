@@ -83,7 +83,7 @@ indexes held that the store lost, and checks again.`,
 	}
 	indexFlag(cmd, &dir, "anna directory `DIR`")
 	cmd.Flags().BoolVar(&repair, "repair", false, "salvage the store and rebuild the derived indexes, then check again")
-	cmd.Flags().StringVar(&model, "model", "", "with --repair: model directory `DIR` to embed with when the store records none")
+	modelVar(cmd.Flags(), &model, "model", "", "with --repair: model directory `DIR` to embed with when the store records none")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }

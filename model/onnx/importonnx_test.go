@@ -1,0 +1,124 @@
+package onnx
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+)
+
+// exported lays tiny BERT weights out as torch.onnx does: module-named
+// initializers for embeddings, biases and LayerNorms; each linear weight
+// transposed under an anonymous name, read by a MatMul node named after the
+// module, with the attention's reshape constants.
+func exported(cfg *model.Config) (*ReadModel, map[string][]float32) {
+	ts := tinyTensors(cfg, "", 3)
+	m := &ReadModel{Initializers: map[string]*Tensor{}}
+	want := map[string][]float32{}
+	n := 0
+	for name, t := range ts {
+		if strings.HasPrefix(name, "classifier") || strings.HasPrefix(name, "pooler") {
+			continue
+		}
+		want[name] = t.Data
+		mod, isLinear := strings.CutSuffix(name, ".weight")
+		if isLinear && len(t.Shape) == 2 && !strings.HasPrefix(name, "embeddings.") {
+			r, c := t.Shape[0], t.Shape[1]
+			tr := make([]float32, len(t.Data))
+			for i := 0; i < r; i++ {
+				for j := 0; j < c; j++ {
+					tr[j*r+i] = t.Data[i*c+j]
+				}
+			}
+			anon := fmt.Sprintf("onnx::MatMul_%d", 1000+n)
+			n++
+			m.Initializers[anon] = &Tensor{Name: anon, Shape: []int{c, r}, DataType: Float, Float: tr}
+			m.Nodes = append(m.Nodes, Node{Name: "/" + strings.ReplaceAll(mod, ".", "/") + "/MatMul", OpType: "MatMul",
+				Inputs: []string{"x", anon}, Outputs: []string{mod + "_out"}})
+			continue
+		}
+		m.Initializers[name] = &Tensor{Name: name, Shape: t.Shape, DataType: Float, Float: t.Data}
+	}
+	hd := cfg.HiddenSize / cfg.NumAttentionHeads
+	m.Nodes = append(m.Nodes,
+		Node{Name: "/encoder/layer.0/attention/self/Constant_2", OpType: "Constant", Outputs: []string{"h"}, Attrs: map[string]Attribute{"value": {T: &Tensor{DataType: Int64, Shape: []int{1}, Int64: []int64{int64(cfg.NumAttentionHeads)}}}}},
+		Node{Name: "/encoder/layer.0/attention/self/Constant_3", OpType: "Constant", Outputs: []string{"d"}, Attrs: map[string]Attribute{"value": {T: &Tensor{DataType: Int64, Shape: []int{1}, Int64: []int64{int64(hd)}}}}},
+		Node{Name: "/encoder/layer.0/attention/self/Concat", OpType: "Concat", Inputs: []string{"b", "s", "h", "d"}, Outputs: []string{"shape"}})
+	return m, want
+}
+
+// TestBERTFromONNX: the weights and the config come back exactly.
+func TestBERTFromONNX(t *testing.T) {
+	cfg := tinyConfig("gelu")
+	m, want := exported(cfg)
+	got, gcfg, err := BERTFromONNX(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d tensors, want %d", len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if !slices.Equal(g.Data, w) {
+			t.Errorf("%s differs", name)
+		}
+	}
+	c := *cfg
+	c.NumLabelsField, c.PositionEmbeddingType = 0, ""
+	if fmt.Sprintf("%+v", *gcfg) != fmt.Sprintf("%+v", c) {
+		t.Errorf("config %+v, want %+v", *gcfg, c)
+	}
+	if err := agree(cfg, gcfg); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestImportONNXRefuses: not an ONNX file, a graph that is not BERT, a
+// config that disagrees with the weights — each named.
+func TestImportONNXRefuses(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.onnx")
+	os.WriteFile(junk, []byte("this is not protobuf \xff\xff\xff"), 0o644)
+	if _, err := ImportONNX(context.Background(), junk, filepath.Join(dir, "tok.json"), nil, filepath.Join(dir, "out"), Settings{}); err == nil || !strings.Contains(err.Error(), junk) {
+		t.Errorf("junk file: %v, want an error naming it", err)
+	}
+
+	cfg := tinyConfig("gelu")
+	m, _ := exported(cfg)
+	delete(m.Initializers, "embeddings.word_embeddings.weight")
+	if _, _, err := BERTFromONNX(m); err == nil || !strings.Contains(err.Error(), "embeddings.word_embeddings.weight") {
+		t.Errorf("no word embeddings: %v", err)
+	}
+	m, _ = exported(cfg)
+	m.Initializers["onnx::MatMul_1000"].DataType = 10 // float16
+	if _, _, err := BERTFromONNX(m); err == nil || !strings.Contains(err.Error(), "onnx::MatMul_1000") {
+		t.Errorf("fp16 weight: %v", err)
+	}
+	m, _ = exported(cfg)
+	m.Nodes = append(m.Nodes, Node{Name: "mystery", OpType: "MatMul", Inputs: []string{"x", "onnx::MatMul_1001"}})
+	if _, _, err := BERTFromONNX(m); err == nil || !strings.Contains(err.Error(), "mystery") {
+		t.Errorf("unnamed MatMul: %v", err)
+	}
+
+	m, _ = exported(cfg)
+	_, got, err := BERTFromONNX(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *cfg
+	bad.IntermediateSize, bad.NumAttentionHeads = 32, 2
+	err = agree(&bad, got)
+	if err == nil || !strings.Contains(err.Error(), "intermediate_size is 32, the weights say 24") || !strings.Contains(err.Error(), "num_attention_heads is 2, the weights say 4") {
+		t.Errorf("disagreeing config: %v", err)
+	}
+}

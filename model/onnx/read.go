@@ -1,0 +1,366 @@
+package onnx
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// A ReadModel is what Read keeps of an ONNX file: the graph's nodes (with
+// the attributes importers look at) and its initializers, decoded to
+// float32 or int64. Enough to recover a model's weights, not to run it.
+type ReadModel struct {
+	Nodes        []Node
+	Initializers map[string]*Tensor
+	Inputs       []string
+	Outputs      []string
+}
+
+// Node is one NodeProto.
+type Node struct {
+	Name, OpType string
+	Inputs       []string
+	Outputs      []string
+	Attrs        map[string]Attribute
+}
+
+// Attribute is one AttributeProto of the kinds importers read.
+type Attribute struct {
+	F    float32
+	I    int64
+	Ints []int64
+	T    *Tensor
+}
+
+// Tensor is a decoded TensorProto: Float holds FLOAT data, Int64 INT64 (and
+// INT32) data; Shape is its dims.
+type Tensor struct {
+	Name     string
+	Shape    []int
+	DataType int
+	Float    []float32
+	Int64    []int64
+}
+
+// Element types beyond Float and Int64 that Read decodes.
+const (
+	int32Type  = 6
+	doubleType = 11
+)
+
+// ReadFile reads an ONNX model file.
+func ReadFile(path string) (*ReadModel, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Read(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Read decodes an ONNX ModelProto. Tensors stored outside the file
+// (external data) and element types other than float, double, int32 and
+// int64 are refused, naming the tensor.
+func Read(b []byte) (*ReadModel, error) {
+	var graph []byte
+	if err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num == modelGraph && typ == protowire.BytesType {
+			graph = v
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("not an ONNX model: %w", err)
+	}
+	if graph == nil {
+		return nil, fmt.Errorf("not an ONNX model: no graph")
+	}
+	m := &ReadModel{Initializers: map[string]*Tensor{}}
+	err := fields(graph, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case graphNode:
+			n, err := readNode(v)
+			if err != nil {
+				return err
+			}
+			m.Nodes = append(m.Nodes, n)
+		case graphInitializer:
+			t, err := readTensor(v)
+			if err != nil {
+				return err
+			}
+			m.Initializers[t.Name] = t
+		case graphInput, graphOutput:
+			var name string
+			fields(v, func(n protowire.Number, t protowire.Type, s []byte, _ uint64) error {
+				if n == valueName && t == protowire.BytesType {
+					name = string(s)
+				}
+				return nil
+			})
+			if num == graphInput {
+				m.Inputs = append(m.Inputs, name)
+			} else {
+				m.Outputs = append(m.Outputs, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	return m, nil
+}
+
+// fields calls fn for each field of a protobuf message: v is the payload of
+// a bytes field, x the value of a varint or fixed one.
+func fields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		var x uint64
+		switch typ {
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed32Type:
+			var y uint32
+			y, n = protowire.ConsumeFixed32(b)
+			x = uint64(y)
+		case protowire.Fixed64Type:
+			x, n = protowire.ConsumeFixed64(b)
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if err := fn(num, typ, v, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readNode(b []byte) (Node, error) {
+	n := Node{Attrs: map[string]Attribute{}}
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case nodeInput:
+			n.Inputs = append(n.Inputs, string(v))
+		case nodeOutput:
+			n.Outputs = append(n.Outputs, string(v))
+		case nodeName:
+			n.Name = string(v)
+		case nodeOpType:
+			n.OpType = string(v)
+		case nodeAttribute:
+			name, a, err := readAttr(v)
+			if err != nil {
+				return err
+			}
+			n.Attrs[name] = a
+		}
+		return nil
+	})
+	if err != nil {
+		return Node{}, fmt.Errorf("node %q: %w", n.Name, err)
+	}
+	return n, nil
+}
+
+// AttributeProto fields read here (attrName, attrF, attrI, attrInts are
+// shared with the writer).
+const attrT = 5
+
+func readAttr(b []byte) (string, Attribute, error) {
+	var name string
+	var a Attribute
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		switch {
+		case num == attrName && typ == protowire.BytesType:
+			name = string(v)
+		case num == attrF && typ == protowire.Fixed32Type:
+			a.F = math.Float32frombits(uint32(x))
+		case num == attrI && typ == protowire.VarintType:
+			a.I = int64(x)
+		case num == attrInts && typ == protowire.VarintType:
+			a.Ints = append(a.Ints, int64(x))
+		case num == attrInts && typ == protowire.BytesType:
+			for len(v) > 0 {
+				y, n := protowire.ConsumeVarint(v)
+				if n < 0 {
+					return protowire.ParseError(n)
+				}
+				a.Ints = append(a.Ints, int64(y))
+				v = v[n:]
+			}
+		case num == attrT && typ == protowire.BytesType:
+			t, err := readTensor(v)
+			if err != nil {
+				return err
+			}
+			a.T = t
+		}
+		return nil
+	})
+	return name, a, err
+}
+
+// TensorProto fields beyond the writer's.
+const (
+	tensorFloatData    = 4
+	tensorInt32Data    = 5
+	tensorInt64Data    = 7
+	tensorDoubleData   = 10
+	tensorDataLocation = 14
+)
+
+func readTensor(b []byte) (*Tensor, error) {
+	t := &Tensor{}
+	var raw []byte
+	var external bool
+	var packed [][]byte
+	var ints []int64
+	var floats []float32
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		switch num {
+		case tensorDims:
+			if typ == protowire.VarintType {
+				t.Shape = append(t.Shape, int(int64(x)))
+			} else if typ == protowire.BytesType {
+				for len(v) > 0 {
+					y, n := protowire.ConsumeVarint(v)
+					if n < 0 {
+						return protowire.ParseError(n)
+					}
+					t.Shape = append(t.Shape, int(int64(y)))
+					v = v[n:]
+				}
+			}
+		case tensorDataType:
+			t.DataType = int(x)
+		case tensorName:
+			t.Name = string(v)
+		case tensorRawData:
+			raw = v
+		case tensorDataLocation:
+			external = x == 1
+		case tensorFloatData:
+			if typ == protowire.Fixed32Type {
+				floats = append(floats, math.Float32frombits(uint32(x)))
+			} else {
+				packed = append(packed, v)
+			}
+		case tensorInt64Data, tensorInt32Data:
+			if typ == protowire.VarintType {
+				ints = append(ints, int64(x))
+			} else {
+				for len(v) > 0 {
+					y, n := protowire.ConsumeVarint(v)
+					if n < 0 {
+						return protowire.ParseError(n)
+					}
+					ints = append(ints, int64(y))
+					v = v[n:]
+				}
+			}
+		case tensorDoubleData:
+			if typ == protowire.Fixed64Type {
+				floats = append(floats, float32(math.Float64frombits(x)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	if external {
+		return nil, fmt.Errorf("tensor %q: stored as external data (a separate file), which is not read", t.Name)
+	}
+	for _, p := range packed {
+		for i := 0; i+4 <= len(p); i += 4 {
+			floats = append(floats, math.Float32frombits(binary.LittleEndian.Uint32(p[i:])))
+		}
+	}
+	n := 1
+	for _, d := range t.Shape {
+		if d < 0 {
+			return nil, fmt.Errorf("tensor %q: negative dimension in %v", t.Name, t.Shape)
+		}
+		n *= d
+	}
+	switch t.DataType {
+	case Float:
+		switch {
+		case raw != nil:
+			if len(raw) != 4*n {
+				return nil, fmt.Errorf("tensor %q: %d bytes of data for shape %v (want %d)", t.Name, len(raw), t.Shape, 4*n)
+			}
+			t.Float = make([]float32, n)
+			for i := range t.Float {
+				t.Float[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		default:
+			t.Float = floats
+		}
+		if len(t.Float) != n {
+			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Float), t.Shape)
+		}
+	case doubleType:
+		if raw != nil {
+			if len(raw) != 8*n {
+				return nil, fmt.Errorf("tensor %q: %d bytes of data for shape %v (want %d)", t.Name, len(raw), t.Shape, 8*n)
+			}
+			for i := 0; i < n; i++ {
+				floats = append(floats, float32(math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))))
+			}
+		}
+		t.Float, t.DataType = floats, Float
+		if len(t.Float) != n {
+			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Float), t.Shape)
+		}
+	case Int64, int32Type:
+		size := 8
+		if t.DataType == int32Type {
+			size = 4
+		}
+		if raw != nil {
+			if len(raw) != size*n {
+				return nil, fmt.Errorf("tensor %q: %d bytes of data for shape %v (want %d)", t.Name, len(raw), t.Shape, size*n)
+			}
+			for i := 0; i < n; i++ {
+				if size == 8 {
+					ints = append(ints, int64(binary.LittleEndian.Uint64(raw[8*i:])))
+				} else {
+					ints = append(ints, int64(int32(binary.LittleEndian.Uint32(raw[4*i:]))))
+				}
+			}
+		}
+		t.Int64, t.DataType = ints, Int64
+		if len(t.Int64) != n {
+			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Int64), t.Shape)
+		}
+	default:
+		// Other types (bool, uint8, float16, ...) are kept shape-only: a
+		// weight of such a type is refused where it is needed.
+	}
+	return t, nil
+}
