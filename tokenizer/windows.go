@@ -72,7 +72,9 @@ func (t *Tokenizer) Windows(text string, size, stride int) (string, []Window) {
 	}
 }
 
-func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) }
+func wordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+}
 
 // Count is the number of tokens of text, special tokens not counted.
 func (t *Tokenizer) Count(text string) int { return len(t.raw(text)) }
