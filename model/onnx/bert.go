@@ -207,20 +207,25 @@ func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int)
 		dims[i] = int64(d)
 	}
 	if transpose {
-		rows, cols := shape[0], shape[1]
-		tr := make([]float32, len(data))
-		for r := 0; r < rows; r++ {
-			for c := 0; c < cols; c++ {
-				tr[c*rows+r] = data[r*cols+c]
-			}
-		}
-		data = tr
+		data = transposed(data, shape[0], shape[1])
 		dims[0], dims[1] = dims[1], dims[0]
 	}
 	if w.bad != nil || len(w.missing) > 0 {
 		return "" // the export fails anyway; do not spend memory encoding
 	}
 	return g.Floats(sanitize(name), dims, data)
+}
+
+// transposed returns the [cols, rows] transpose of a row-major [rows, cols]
+// matrix: a Linear weight [out, in] as MatMul's [in, out], and back.
+func transposed(d []float32, rows, cols int) []float32 {
+	t := make([]float32, len(d))
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			t[c*rows+r] = d[r*cols+c]
+		}
+	}
+	return t
 }
 
 // whichDim names the first disagreeing dimension, e.g. ": its hidden size

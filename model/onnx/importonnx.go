@@ -42,14 +42,7 @@ func BERTFromONNX(m *ReadModel) (map[string]*safetensors.Tensor, *model.Config, 
 			if len(t.Shape) != 2 {
 				return fmt.Errorf("initializer %q (%s): shape %v, want a matrix", t.Name, name, t.Shape)
 			}
-			r, c := t.Shape[0], t.Shape[1]
-			d := make([]float32, len(t.Float))
-			for i := 0; i < r; i++ {
-				for j := 0; j < c; j++ {
-					d[j*r+i] = t.Float[i*c+j]
-				}
-			}
-			st.Shape, st.Data = []int{c, r}, d
+			st.Shape, st.Data = []int{t.Shape[1], t.Shape[0]}, transposed(t.Float, t.Shape[0], t.Shape[1])
 		}
 		out[name] = st
 		return nil

@@ -29,7 +29,7 @@ func exported(cfg *model.Config) (*ReadModel, map[string][]float32) {
 		mod, isLinear := strings.CutSuffix(name, ".weight")
 		if isLinear && len(t.Shape) == 2 && !strings.HasPrefix(name, "embeddings.") {
 			r, c := t.Shape[0], t.Shape[1]
-			tr := make([]float32, len(t.Data))
+			tr := make([]float32, len(t.Data)) // by hand, not by the code under test
 			for i := 0; i < r; i++ {
 				for j := 0; j < c; j++ {
 					tr[j*r+i] = t.Data[i*c+j]
