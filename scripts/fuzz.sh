@@ -23,6 +23,7 @@ targets=(
 	"./filter FuzzParse"
 	"./mining FuzzPairs"
 	"./model/safetensors FuzzRead"
+	"./model/gguf FuzzOpen"
 	"./tokenizer FuzzEncode"
 )
 

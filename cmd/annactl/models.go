@@ -24,17 +24,17 @@ func (a *app) modelsCommand() *cobra.Command {
 		Short: "install a model from the catalogue, import a checkpoint, list or show models",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown models command %q (want install, import, list or show)", args[0])
+				return usageErrorf("unknown models command %q (want install, download, import, list or show)", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(a.stderr)
 			cmd.Usage()
-			return usageErrorf("no models command given (install, import, list or show)")
+			return usageErrorf("no models command given (install, download, import, list or show)")
 		},
 	}
-	cmd.AddCommand(a.modelsInstallCommand(), a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
+	cmd.AddCommand(a.modelsInstallCommand(), a.modelsDownloadCommand(), a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
 	return cmd
 }
 
@@ -129,6 +129,36 @@ catalogue. Afterwards --model NAME works in every command.`,
 	}
 }
 
+func (a *app) modelsDownloadCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "download NAME",
+		Short: "download a model's pinned archive of the catalogue into $ANNA_HOME/downloads, checked by sha256, without importing it",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want one model NAME (see annactl models list), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := catalog.Lookup(args[0])
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			p := a.progress("downloading "+e.Name+" (MB)", int(e.Size>>20))
+			path, err := catalog.Download(cmd.Context(), e, catalog.Options{
+				DownloadsDir: home.DownloadsDir(),
+				Progress:     func(done, total int64) { p.update(int(done>>20), "") },
+			})
+			p.done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, path)
+			return nil
+		},
+	}
+}
+
 func (a *app) modelsListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -164,8 +194,11 @@ func (a *app) modelsListCommand() *cobra.Command {
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {
 				state := "installable"
-				if installed[e.Name] {
+				switch {
+				case installed[e.Name]:
 					state = "installed"
+				case !e.Installable():
+					state = "download"
 				}
 				fmt.Fprintf(a.stdout, "  %-26s %-11s %s\n  %-26s %-11s from %s, %s\n", e.Name, state, e.Description, "", "", e.Registry, e.License)
 			}
