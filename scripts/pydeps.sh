@@ -11,7 +11,9 @@ stamp=$VENV/.requirements.sha256
 # torch is installed without its nvidia-* dependencies (CPU only; see
 # tools/requirements.txt and tools/torch_cpu_stubs.py).
 TORCH=torch==2.15.0
-want=$(cat "$REQ" "$ROOT/tools/torch_cpu_stubs.py" <(echo "$TORCH") | sha256sum | cut -d' ' -f1)
+# accelerate depends on torch, so it too goes in --no-deps.
+ACCELERATE=accelerate==1.1.1
+want=$(cat "$REQ" "$ROOT/tools/torch_cpu_stubs.py" <(echo "$TORCH $ACCELERATE") | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
@@ -19,7 +21,7 @@ command -v python3 >/dev/null || { echo "pydeps: python3 is needed for the refer
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 echo "pydeps: installing Python reference tools into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$TORCH"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$TORCH" "$ACCELERATE"
 "$VENV/bin/python" "$ROOT/tools/torch_cpu_stubs.py" >&2
 "$VENV/bin/python" -c 'import torch, safetensors.torch' || { echo "pydeps: torch does not import" >&2; exit 1; }
 echo "$want" >"$stamp"

@@ -178,6 +178,14 @@ func (t *Tokenizer) raw(text string) []int64 {
 	return out
 }
 
+// IDs tokenises text without special tokens or truncation.
+func (t *Tokenizer) IDs(text string) []int64 { return t.raw(text) }
+
+// Clean is text as the tokenizer reads it: invalid UTF-8 replaced by
+// U+FFFD (as Python's errors='replace' does), NUL bytes dropped (the Rust
+// tokenizer's C boundary cannot take them).
+func Clean(text string) string { return cleanText(text) }
+
 // Encode tokenises text with special tokens, truncated from the right so the
 // total length is at most maxLen (maxLen <= 0: no limit). A maxLen smaller
 // than the special tokens keeps only the special tokens (Hugging Face would

