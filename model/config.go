@@ -11,7 +11,10 @@ import (
 	"strconv"
 )
 
-// Config is the part of a Hugging Face config.json that the BERT graph needs.
+// Config is the part of a Hugging Face config.json that anna's graphs
+// need: BERT encoders (model_type "bert") and Llama-family decoders
+// ("llama", "mistral": RMSNorm, rotary positions, grouped-query attention,
+// SwiGLU, causal attention), under Hugging Face's field names.
 type Config struct {
 	ModelType             string            `json:"model_type"`
 	Architectures         []string          `json:"architectures,omitempty"`
@@ -30,6 +33,27 @@ type Config struct {
 	// NumLabelsField is config.json's explicit num_labels, when present;
 	// use NumLabels(), which falls back to id2label.
 	NumLabelsField int `json:"num_labels,omitempty"`
+
+	// Decoders.
+	NumKeyValueHeads  int     `json:"num_key_value_heads,omitempty"`
+	RMSNormEps        float64 `json:"rms_norm_eps,omitempty"`
+	RopeTheta         float64 `json:"rope_theta,omitempty"`
+	TieWordEmbeddings bool    `json:"tie_word_embeddings,omitempty"`
+	BOSTokenID        int     `json:"bos_token_id,omitempty"`
+	EOSTokenID        int     `json:"eos_token_id,omitempty"`
+}
+
+// IsDecoder reports whether the architecture is a causal decoder (Llama
+// family) rather than a BERT encoder.
+func (c *Config) IsDecoder() bool { return c.ModelType == "llama" || c.ModelType == "mistral" }
+
+// KVHeads is the number of key/value heads (grouped-query attention):
+// num_key_value_heads, else num_attention_heads.
+func (c *Config) KVHeads() int {
+	if c.NumKeyValueHeads > 0 {
+		return c.NumKeyValueHeads
+	}
+	return c.NumAttentionHeads
 }
 
 // NumLabels is the classifier width of a sequence-classification head:
@@ -69,6 +93,18 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("parsing JSON: %w", err)
 	}
+	if c.IsDecoder() {
+		if c.HiddenAct == "" {
+			c.HiddenAct = "silu"
+		}
+		if c.RMSNormEps == 0 {
+			c.RMSNormEps = 1e-6
+		}
+		if c.RopeTheta == 0 {
+			c.RopeTheta = 10000
+		}
+		return c, c.Validate()
+	}
 	if c.HiddenAct == "" {
 		c.HiddenAct = "gelu"
 	}
@@ -89,13 +125,15 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch c.ModelType {
 	case "bert":
+	case "llama", "mistral":
+		return c.validateDecoder()
 	case "":
-		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\")")
+		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"llama\" and \"mistral\")")
 	default:
 		// RoBERTa/XLM-R offset position ids by padding_idx+1 and DistilBERT
 		// has no token types and other tensor names: their graphs differ,
 		// so converting them as BERT would silently give wrong vectors.
-		return fmt.Errorf("model_type %q is not BERT-family/supported (anna converts model_type \"bert\" only)", c.ModelType)
+		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"llama\" and \"mistral\")", c.ModelType)
 	}
 	pos := []struct {
 		name string
@@ -132,6 +170,43 @@ func (c *Config) Validate() error {
 		if _, err := strconv.Atoi(k); err != nil {
 			return fmt.Errorf("id2label key %q is not an integer", k)
 		}
+	}
+	return nil
+}
+
+func (c *Config) validateDecoder() error {
+	for _, p := range []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", c.VocabSize},
+		{"hidden_size", c.HiddenSize},
+		{"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads},
+		{"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings},
+	} {
+		if p.v <= 0 {
+			return fmt.Errorf("field %s must be positive, got %d", p.name, p.v)
+		}
+	}
+	if c.NumKeyValueHeads < 0 {
+		return fmt.Errorf("field num_key_value_heads must not be negative, got %d", c.NumKeyValueHeads)
+	}
+	if c.HiddenSize%c.NumAttentionHeads != 0 {
+		return fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	if c.NumAttentionHeads%c.KVHeads() != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())
+	}
+	if c.HeadDim()%2 != 0 {
+		return fmt.Errorf("head size %d (hidden_size / num_attention_heads) must be even for rotary positions", c.HeadDim())
+	}
+	if c.HiddenAct != "silu" {
+		return fmt.Errorf("hidden_act %q not supported for %s (want silu)", c.HiddenAct, c.ModelType)
+	}
+	if !(c.RMSNormEps > 0) || !(c.RopeTheta > 0) {
+		return fmt.Errorf("rms_norm_eps (%g) and rope_theta (%g) must be positive", c.RMSNormEps, c.RopeTheta)
 	}
 	return nil
 }

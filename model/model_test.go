@@ -21,14 +21,14 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("id2label: %v %v", c2, err)
 	}
 	bad := map[string]string{
-		`"roberta" is not BERT-family/supported`: strings.Replace(ok, `"bert"`, `"roberta"`, 1),
-		`"distilbert" is not BERT-family`:        strings.Replace(ok, `"bert"`, `"distilbert"`, 1),
-		"model_type is missing":                  strings.Replace(ok, `"model_type":"bert",`, ``, 1),
-		"not divisible":                          strings.Replace(ok, `"num_attention_heads":2`, `"num_attention_heads":3`, 1),
-		"hidden_act":                             strings.Replace(ok, `}`, `,"hidden_act":"swish"}`, 1),
-		"position_embedding_type":                strings.Replace(ok, `}`, `,"position_embedding_type":"relative_key"}`, 1),
-		"vocab_size must be positive":            strings.Replace(ok, `"vocab_size":10`, `"vocab_size":0`, 1),
-		"parsing JSON":                           `{"model_type":`,
+		`"roberta" is not supported`:    strings.Replace(ok, `"bert"`, `"roberta"`, 1),
+		`"distilbert" is not supported`: strings.Replace(ok, `"bert"`, `"distilbert"`, 1),
+		"model_type is missing":         strings.Replace(ok, `"model_type":"bert",`, ``, 1),
+		"not divisible":                 strings.Replace(ok, `"num_attention_heads":2`, `"num_attention_heads":3`, 1),
+		"hidden_act":                    strings.Replace(ok, `}`, `,"hidden_act":"swish"}`, 1),
+		"position_embedding_type":       strings.Replace(ok, `}`, `,"position_embedding_type":"relative_key"}`, 1),
+		"vocab_size must be positive":   strings.Replace(ok, `"vocab_size":10`, `"vocab_size":0`, 1),
+		"parsing JSON":                  `{"model_type":`,
 	}
 	for want, in := range bad {
 		if _, err := ParseConfig([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {

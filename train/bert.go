@@ -91,6 +91,9 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("train: config: %w", err)
 	}
+	if cfg.ModelType != "bert" {
+		return nil, fmt.Errorf("train: config: model_type %q: the trainer trains BERT encoders only so far", cfg.ModelType)
+	}
 	m := &Model{Cfg: *cfg, byName: map[string]*Param{}}
 	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {
 		m.prefix = "bert."

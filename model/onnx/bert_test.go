@@ -296,7 +296,7 @@ func TestExportErrors(t *testing.T) {
 	}
 	bad := *cfg
 	bad.ModelType = "roberta"
-	if _, err := ExportBERTBytes(&bad, tinyTensors(cfg, "", 1), model.TaskEmbed); err == nil || !strings.Contains(err.Error(), `"roberta" is not BERT-family/supported`) {
+	if _, err := ExportBERTBytes(&bad, tinyTensors(cfg, "", 1), model.TaskEmbed); err == nil || !strings.Contains(err.Error(), `"roberta" is not supported`) {
 		t.Errorf("roberta: %v", err)
 	}
 }

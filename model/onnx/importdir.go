@@ -138,7 +138,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	if err != nil {
 		return nil, err
 	}
-	g, err := BuildBERT(cfg, tensors, m.Task)
+	g, err := Build(cfg, tensors, m.Task)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,162 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// Build builds the graph of cfg's architecture: BERT (BuildBERT) or a
+// Llama-family decoder (BuildLlama).
+func Build(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
+	if cfg.IsDecoder() {
+		return BuildLlama(cfg, tensors, task)
+	}
+	return BuildBERT(cfg, tensors, task)
+}
+
+// maskedScore is added to the attention score of a key a query must not
+// see (a later token, or padding): exp underflows to exactly 0.
+const maskedScore = -1e9
+
+// BuildLlama builds the ONNX graph of a Llama-family decoder (LlamaModel,
+// MistralModel: tensors named as in Hugging Face, with or without the
+// "model." prefix) for embedding: last_hidden_state [batch, seq, hidden]
+// after the final RMSNorm. The inputs are the BERT graph's (input_ids,
+// attention_mask, token_type_ids, the last unused), so one runner serves
+// both. Sequences are right-padded: positions are 0..seq-1 as transformers
+// gives them; attention is causal, and padding is never attended to.
+//
+// Per layer, as transformers' LlamaDecoderLayer: x += o(attn(rope(q),
+// rope(k), v)) over RMSNorm(x), then x += down(silu(gate(h)) * up(h)) over
+// RMSNorm(x). Grouped-query attention runs each key/value head against
+// its group of query heads by folding the group into the query rows (no
+// copies of K and V).
+func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("onnx: config: %w", err)
+	}
+	if task != model.TaskEmbed {
+		return nil, fmt.Errorf("onnx: task %q is not supported for %s models yet (want %s)", task, cfg.ModelType, model.TaskEmbed)
+	}
+	w := &weights{t: tensors, cfg: cfg}
+	if _, ok := tensors["model.embed_tokens.weight"]; ok {
+		w.prefix = "model."
+	}
+	H, V, I, P := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.MaxPositionEmbeddings
+	nh, nkv, hd := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.HeadDim()
+	rep := nh / nkv
+
+	g := NewGraph(cfg.ModelType)
+	g.Metadata("anna.task", task)
+	g.Metadata("anna.hidden_size", fmt.Sprint(H))
+	batch, seq := Dim{Param: "batch"}, Dim{Param: "sequence"}
+	ids := g.Input(InputIDs, Int64, batch, seq)
+	mask := g.Input(InputMask, Int64, batch, seq)
+	g.Input(InputTypeIDs, Int64, batch, seq) // unused: the runner feeds every graph the same inputs
+
+	x := g.Op("Gather", []string{w.tensor(g, "embed_tokens.weight", false, V, H), ids})
+
+	// Positions 0..seq-1 and their rotary tables [seq, hd].
+	one64 := g.Int64s("", nil, []int64{1})
+	seqLen := g.Op("Gather", []string{g.Op("Shape", []string{ids}), one64})
+	pos := g.Op("Range", []string{g.Int64s("", nil, []int64{0}), seqLen, one64})
+	cosT, sinT := ropeTables(P, hd, cfg.RopeTheta)
+	cos := g.Op("Gather", []string{g.Floats("rope_cos", []int64{int64(P), int64(hd)}, cosT), pos})
+	sin := g.Op("Gather", []string{g.Floats("rope_sin", []int64{int64(P), int64(hd)}, sinT), pos})
+
+	// Additive mask [batch, 1, rep*seq, seq]: a later key or a padded key
+	// gets maskedScore. Rows repeat per query head of a group (see above).
+	col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
+	row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
+	future := g.Op("Cast", []string{g.Op("Less", []string{col, row})}, AttrInt("to", Float)) // [seq, seq]
+	pad := g.Op("Sub", []string{g.Scalar(1), g.Op("Cast", []string{mask}, AttrInt("to", Float))})
+	pad = g.Op("Unsqueeze", []string{pad, g.Int64s("", []int64{2}, []int64{1, 2})}) // [b, 1, 1, seq]
+	ext := g.Op("Mul", []string{g.Op("Add", []string{future, pad}), g.Scalar(maskedScore)})
+	if rep > 1 {
+		ext = g.Op("Tile", []string{ext, g.Int64s("", []int64{4}, []int64{1, 1, int64(rep), 1})})
+	}
+
+	half := int64(hd / 2)
+	axis3 := g.Int64s("", []int64{1}, []int64{3})
+	lo := []string{g.Int64s("", []int64{1}, []int64{0}), g.Int64s("", []int64{1}, []int64{half}), axis3}
+	hi := []string{g.Int64s("", []int64{1}, []int64{half}), g.Int64s("", []int64{1}, []int64{int64(hd)}), axis3}
+	rope := func(t string) string {
+		x1 := g.Op("Slice", append([]string{t}, lo...))
+		x2 := g.Op("Slice", append([]string{t}, hi...))
+		rot := g.Op("Concat", []string{g.Op("Neg", []string{x2}), x1}, AttrInt("axis", 3))
+		return g.Op("Add", []string{g.Op("Mul", []string{t, cos}), g.Op("Mul", []string{rot, sin})})
+	}
+	eps := g.Scalar(float32(cfg.RMSNormEps))
+	two := g.Scalar(2)
+	rms := func(t, name string) string {
+		gamma := w.tensor(g, name+".weight", false, H)
+		if gamma == "" {
+			return t
+		}
+		v := g.Op("ReduceMean", []string{g.Op("Pow", []string{t, two})}, AttrInts("axes", -1), AttrInt("keepdims", 1))
+		inv := g.Op("Reciprocal", []string{g.Op("Sqrt", []string{g.Op("Add", []string{v, eps})})})
+		return g.Op("Mul", []string{gamma, g.Op("Mul", []string{t, inv})})
+	}
+	proj := func(t, name string, in, out int) string {
+		wt := w.tensor(g, name+".weight", true, out, in)
+		if wt == "" {
+			return t
+		}
+		return g.Op("MatMul", []string{t, wt})
+	}
+	heads := func(t string, n int) string { // [b, s, n*hd] -> [b, n, s, hd]
+		r := g.Op("Reshape", []string{t, g.Int64s("", []int64{4}, []int64{0, 0, int64(n), int64(hd)})})
+		return g.Op("Transpose", []string{r}, AttrInts("perm", 0, 2, 1, 3))
+	}
+	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
+	grouped := g.Int64s("", []int64{4}, []int64{0, int64(nkv), -1, int64(hd)})
+	ungrouped := g.Int64s("", []int64{4}, []int64{0, int64(nh), -1, int64(hd)})
+	hidden := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
+	for l := 0; l < cfg.NumHiddenLayers; l++ {
+		p := fmt.Sprintf("layers.%d.", l)
+		h := rms(x, p+"input_layernorm")
+		q := rope(heads(proj(h, p+"self_attn.q_proj", H, nh*hd), nh))
+		k := rope(heads(proj(h, p+"self_attn.k_proj", H, nkv*hd), nkv))
+		v := heads(proj(h, p+"self_attn.v_proj", H, nkv*hd), nkv)
+		qg := g.Op("Reshape", []string{q, grouped}) // [b, nkv, rep*s, hd]
+		kt := g.Op("Transpose", []string{k}, AttrInts("perm", 0, 1, 3, 2))
+		s := g.Op("Add", []string{g.Op("Div", []string{g.Op("MatMul", []string{qg, kt}), scale}), ext})
+		c := g.Op("MatMul", []string{g.Op("Softmax", []string{s}, AttrInt("axis", -1)), v})
+		c = g.Op("Transpose", []string{g.Op("Reshape", []string{c, ungrouped})}, AttrInts("perm", 0, 2, 1, 3))
+		x = g.Op("Add", []string{x, proj(g.Op("Reshape", []string{c, hidden}), p+"self_attn.o_proj", nh*hd, H)})
+		h = rms(x, p+"post_attention_layernorm")
+		gate := proj(h, p+"mlp.gate_proj", H, I)
+		act := g.Op("Mul", []string{gate, g.Op("Sigmoid", []string{gate})})
+		up := proj(h, p+"mlp.up_proj", H, I)
+		x = g.Op("Add", []string{x, proj(g.Op("Mul", []string{act, up}), p+"mlp.down_proj", I, H)})
+	}
+	x = rms(x, "norm")
+	g.OpNamed("Identity", OutputHidden, []string{x})
+	g.Output(OutputHidden, Float, batch, seq, Dim{Value: int64(H)})
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ropeTables are the rotary embedding's cos and sin for positions
+// 0..n-1, [n, hd], each row the n/2 frequencies twice over (transformers'
+// rotate_half layout): inv_freq_i = theta^(-2i/hd).
+func ropeTables(n, hd int, theta float64) (cos, sin []float32) {
+	cos = make([]float32, n*hd)
+	sin = make([]float32, n*hd)
+	for i := 0; i < hd/2; i++ {
+		// As transformers computes it: in float32.
+		inv := float32(1 / math.Pow(theta, float64(float32(2*i)/float32(hd))))
+		for p := 0; p < n; p++ {
+			a := float64(float32(p) * inv)
+			c, s := float32(math.Cos(a)), float32(math.Sin(a))
+			cos[p*hd+i], cos[p*hd+i+hd/2] = c, c
+			sin[p*hd+i], sin[p*hd+i+hd/2] = s, s
+		}
+	}
+	return cos, sin
+}
