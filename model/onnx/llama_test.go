@@ -2,9 +2,9 @@ package onnx
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
