@@ -86,8 +86,14 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 
 // Validate checks the fields the encoder and reranker rely on.
 func (m *Manifest) Validate() error {
-	if m.Architecture != "bert" {
-		return fmt.Errorf("field architecture: %q not supported (want bert)", m.Architecture)
+	switch m.Architecture {
+	case "bert":
+	case "llama", "mistral":
+		if m.Task != TaskEmbed {
+			return fmt.Errorf("field task: %q not supported for architecture %s (want embed)", m.Task, m.Architecture)
+		}
+	default:
+		return fmt.Errorf("field architecture: %q not supported (want bert, llama or mistral)", m.Architecture)
 	}
 	switch m.Task {
 	case TaskEmbed:

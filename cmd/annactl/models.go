@@ -42,16 +42,21 @@ func (a *app) modelsImportCommand() *cobra.Command {
 	var s onnx.Settings
 	var normalize bool
 	cmd := &cobra.Command{
-		Use:   "import SRC_DIR DEST_DIR",
-		Short: "convert a Hugging Face BERT-family checkpoint to an anna model directory",
-		Long: `Converts a Hugging Face BERT checkpoint (config.json, *.safetensors, tokenizer.json,
-optional sentence-transformers files) to DEST_DIR/{model.onnx, tokenizer.json,
-config.json, anna-model.json}, in Go. Flags override what the sentence-transformers
-files say.`,
-		Example: "  annactl models import ~/checkpoints/my-bert ~/.cache/anna/models/my-bert",
+		Use:   "import SRC DEST_DIR",
+		Short: "convert a checkpoint (Hugging Face safetensors, a BERT ONNX file, or a llama GGUF file) to an anna model directory",
+		Long: `Converts SRC to DEST_DIR/{model.onnx, tokenizer.json, config.json, anna-model.json},
+in Go, with anna's own graph for the architecture. SRC is one of:
+  a Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json,
+    optional sentence-transformers files): BERT, Llama, Mistral;
+  FILE.onnx: a torch-exported BERT graph, its weights read back; tokenizer.json
+    (and config.json, if any) beside it;
+  FILE.gguf: a llama GGUF file (dequantized; the tokenizer is built from its
+    vocabulary, EOS appended; last-token pooling unless --pooling says otherwise).
+Flags override what the sentence-transformers files say.`,
+		Example: "  annactl models import ~/checkpoints/my-bert ~/.cache/anna/models/my-bert\n  annactl models import --pooling mean smollm2.gguf ~/.cache/anna/models/smollm2-mean",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErrorf("want SRC_DIR and DEST_DIR, got %d arguments", len(args))
+				return usageErrorf("want SRC and DEST_DIR, got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -71,7 +76,20 @@ files say.`,
 				s.Normalize = &normalize
 			}
 			src, dest := args[0], args[1]
-			m, err := onnx.Import(cmd.Context(), src, dest, s)
+			var m *model.Manifest
+			var err error
+			switch strings.ToLower(filepath.Ext(src)) {
+			case ".gguf":
+				m, err = onnx.ImportGGUF(cmd.Context(), src, dest, s)
+			case ".onnx":
+				var cfg []byte
+				if b, rerr := os.ReadFile(filepath.Join(filepath.Dir(src), onnx.ConfigFile)); rerr == nil {
+					cfg = b
+				}
+				m, err = onnx.ImportONNX(cmd.Context(), src, filepath.Join(filepath.Dir(src), onnx.TokenizerFile), cfg, dest, s)
+			default:
+				m, err = onnx.Import(cmd.Context(), src, dest, s)
+			}
 			if err != nil {
 				return err
 			}
@@ -194,11 +212,8 @@ func (a *app) modelsListCommand() *cobra.Command {
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {
 				state := "installable"
-				switch {
-				case installed[e.Name]:
+				if installed[e.Name] {
 					state = "installed"
-				case !e.Installable():
-					state = "download"
 				}
 				fmt.Fprintf(a.stdout, "  %-26s %-11s %s\n  %-26s %-11s from %s, %s\n", e.Name, state, e.Description, "", "", e.Registry, e.License)
 			}

