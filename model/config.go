@@ -13,8 +13,9 @@ import (
 
 // Config is the part of a Hugging Face config.json that anna's graphs
 // need: BERT encoders (model_type "bert") and Llama-family decoders
-// ("llama", "mistral": RMSNorm, rotary positions, grouped-query attention,
-// SwiGLU, causal attention), under Hugging Face's field names.
+// ("llama", "mistral", and "qwen2" with its query/key/value biases:
+// RMSNorm, rotary positions, grouped-query attention, SwiGLU, causal
+// attention), under Hugging Face's field names.
 type Config struct {
 	ModelType             string            `json:"model_type"`
 	Architectures         []string          `json:"architectures,omitempty"`
@@ -45,7 +46,9 @@ type Config struct {
 
 // IsDecoder reports whether the architecture is a causal decoder (Llama
 // family) rather than a BERT encoder.
-func (c *Config) IsDecoder() bool { return c.ModelType == "llama" || c.ModelType == "mistral" }
+func (c *Config) IsDecoder() bool {
+	return c.ModelType == "llama" || c.ModelType == "mistral" || c.ModelType == "qwen2"
+}
 
 // KVHeads is the number of key/value heads (grouped-query attention):
 // num_key_value_heads, else num_attention_heads.
@@ -125,15 +128,15 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch c.ModelType {
 	case "bert":
-	case "llama", "mistral":
+	case "llama", "mistral", "qwen2":
 		return c.validateDecoder()
 	case "":
-		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"llama\" and \"mistral\")")
+		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"llama\", \"mistral\" and \"qwen2\")")
 	default:
 		// RoBERTa/XLM-R offset position ids by padding_idx+1 and DistilBERT
 		// has no token types and other tensor names: their graphs differ,
 		// so converting them as BERT would silently give wrong vectors.
-		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"llama\" and \"mistral\")", c.ModelType)
+		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"llama\", \"mistral\" and \"qwen2\")", c.ModelType)
 	}
 	pos := []struct {
 		name string

@@ -88,12 +88,12 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 func (m *Manifest) Validate() error {
 	switch m.Architecture {
 	case "bert":
-	case "llama", "mistral":
+	case "llama", "mistral", "qwen2":
 		if m.Task != TaskEmbed {
 			return fmt.Errorf("field task: %q not supported for architecture %s (want embed)", m.Task, m.Architecture)
 		}
 	default:
-		return fmt.Errorf("field architecture: %q not supported (want bert, llama or mistral)", m.Architecture)
+		return fmt.Errorf("field architecture: %q not supported (want bert, llama, mistral or qwen2)", m.Architecture)
 	}
 	switch m.Task {
 	case TaskEmbed:

@@ -2,7 +2,7 @@
 """Decoder references from transformers for model/onnx's decoder tests.
 
   decoder_reference.py tiny ARCH SEED DIR
-      Builds a tiny random ARCH model (llama, mistral) with transformers,
+      Builds a tiny random ARCH model (llama, mistral, qwen2) with transformers,
       saves DIR/config.json and DIR/model.safetensors, and runs it on a
       right-padded batch (DIR/ids.json: {"ids": [[...]], "mask": [[...]]}),
       writing DIR/hidden.f32: last_hidden_state, float32 little-endian.
@@ -22,7 +22,8 @@ import torch
 
 def tiny(arch, seed, d):
     from safetensors.torch import save_file
-    from transformers import LlamaConfig, LlamaModel, MistralConfig, MistralModel
+    from transformers import (LlamaConfig, LlamaModel, MistralConfig, MistralModel,
+                              Qwen2Config, Qwen2Model)
 
     torch.manual_seed(seed)
     common = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -32,13 +33,15 @@ def tiny(arch, seed, d):
         cfg, cls = LlamaConfig(**common), LlamaModel
     elif arch == "mistral":
         cfg, cls = MistralConfig(sliding_window=None, **common), MistralModel
+    elif arch == "qwen2":
+        cfg, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2Model
     else:
         sys.exit(f"unknown arch {arch}")
     cfg._attn_implementation = "eager"
     m = cls(cfg).eval()
     with torch.no_grad():  # norms away from 1, so that they matter
         for n, p in m.named_parameters():
-            if n.endswith("norm.weight"):
+            if n.endswith("norm.weight") or n.endswith(".bias"):
                 p.add_(torch.randn_like(p) * 0.2)
     cfg.save_pretrained(d)
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, os.path.join(d, "model.safetensors"))

@@ -22,8 +22,8 @@ func Build(cfg *model.Config, tensors map[string]*safetensors.Tensor, task strin
 const maskedScore = -1e9
 
 // BuildLlama builds the ONNX graph of a Llama-family decoder (LlamaModel,
-// MistralModel: tensors named as in Hugging Face, with or without the
-// "model." prefix) for embedding: last_hidden_state [batch, seq, hidden]
+// MistralModel, Qwen2Model: tensors named as in Hugging Face, with or
+// without the "model." prefix) for embedding: last_hidden_state [batch, seq, hidden]
 // after the final RMSNorm. The inputs are the BERT graph's (input_ids,
 // attention_mask, token_type_ids, the last unused), so one runner serves
 // both. Sequences are right-padded: positions are 0..seq-1 as transformers
@@ -107,6 +107,18 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		}
 		return g.Op("MatMul", []string{t, wt})
 	}
+	// Qwen2 adds a bias to the query, key and value projections.
+	qkv := func(t, name string, in, out int) string {
+		y := proj(t, name, in, out)
+		if cfg.ModelType != "qwen2" {
+			return y
+		}
+		b := w.tensor(g, name+".bias", false, out)
+		if b == "" {
+			return y
+		}
+		return g.Op("Add", []string{y, b})
+	}
 	heads := func(t string, n int) string { // [b, s, n*hd] -> [b, n, s, hd]
 		r := g.Op("Reshape", []string{t, g.Int64s("", []int64{4}, []int64{0, 0, int64(n), int64(hd)})})
 		return g.Op("Transpose", []string{r}, AttrInts("perm", 0, 2, 1, 3))
@@ -118,9 +130,9 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("layers.%d.", l)
 		h := rms(x, p+"input_layernorm")
-		q := rope(heads(proj(h, p+"self_attn.q_proj", H, nh*hd), nh))
-		k := rope(heads(proj(h, p+"self_attn.k_proj", H, nkv*hd), nkv))
-		v := heads(proj(h, p+"self_attn.v_proj", H, nkv*hd), nkv)
+		q := rope(heads(qkv(h, p+"self_attn.q_proj", H, nh*hd), nh))
+		k := rope(heads(qkv(h, p+"self_attn.k_proj", H, nkv*hd), nkv))
+		v := heads(qkv(h, p+"self_attn.v_proj", H, nkv*hd), nkv)
 		qg := g.Op("Reshape", []string{q, grouped}) // [b, nkv, rep*s, hd]
 		kt := g.Op("Transpose", []string{k}, AttrInts("perm", 0, 1, 3, 2))
 		s := g.Op("Add", []string{g.Op("Div", []string{g.Op("MatMul", []string{qg, kt}), scale}), ext})

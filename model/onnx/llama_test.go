@@ -50,7 +50,7 @@ func readF32(t *testing.T, path string) []float32 {
 	return out
 }
 
-// TestDecodersMatchTransformers: tiny random Llama and Mistral models made
+// TestDecodersMatchTransformers: tiny random Llama, Mistral and Qwen2 models made
 // by transformers (tools/decoder_reference.py), imported from their
 // safetensors and run by ONNX Runtime through anna's graph, give
 // transformers' last hidden states (<= 1e-4) on every real token of a
@@ -58,7 +58,7 @@ func readF32(t *testing.T, path string) []float32 {
 func TestDecodersMatchTransformers(t *testing.T) {
 	needORT(t)
 	python, tools := refPython(t, "torch", "transformers")
-	for i, arch := range []string{"llama", "mistral"} {
+	for i, arch := range []string{"llama", "mistral", "qwen2"} {
 		t.Run(arch, func(t *testing.T) {
 			dir := t.TempDir()
 			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}}
