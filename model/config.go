@@ -50,6 +50,10 @@ func (c *Config) IsDecoder() bool {
 	return c.ModelType == "llama" || c.ModelType == "mistral" || c.ModelType == "qwen2"
 }
 
+// IsRoBERTa reports whether the architecture is RoBERTa or XLM-RoBERTa: a
+// BERT encoder whose positions start after the pad id.
+func (c *Config) IsRoBERTa() bool { return c.ModelType == "roberta" || c.ModelType == "xlm-roberta" }
+
 // KVHeads is the number of key/value heads (grouped-query attention):
 // num_key_value_heads, else num_attention_heads.
 func (c *Config) KVHeads() int {
@@ -127,16 +131,15 @@ func ParseConfig(b []byte) (*Config, error) {
 // not implement, naming the field.
 func (c *Config) Validate() error {
 	switch c.ModelType {
-	case "bert":
+	case "bert", "roberta", "xlm-roberta":
 	case "llama", "mistral", "qwen2":
 		return c.validateDecoder()
 	case "":
-		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"llama\", \"mistral\" and \"qwen2\")")
+		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\" and \"qwen2\")")
 	default:
-		// RoBERTa/XLM-R offset position ids by padding_idx+1 and DistilBERT
-		// has no token types and other tensor names: their graphs differ,
-		// so converting them as BERT would silently give wrong vectors.
-		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"llama\", \"mistral\" and \"qwen2\")", c.ModelType)
+		// DistilBERT has no token types and other tensor names: its graph
+		// differs, so converting it as BERT would silently give wrong vectors.
+		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\" and \"qwen2\")", c.ModelType)
 	}
 	pos := []struct {
 		name string

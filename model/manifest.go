@@ -87,13 +87,13 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 // Validate checks the fields the encoder and reranker rely on.
 func (m *Manifest) Validate() error {
 	switch m.Architecture {
-	case "bert":
+	case "bert", "roberta", "xlm-roberta":
 	case "llama", "mistral", "qwen2":
 		if m.Task != TaskEmbed {
 			return fmt.Errorf("field task: %q not supported for architecture %s (want embed)", m.Task, m.Architecture)
 		}
 	default:
-		return fmt.Errorf("field architecture: %q not supported (want bert, llama, mistral or qwen2)", m.Architecture)
+		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral or qwen2)", m.Architecture)
 	}
 	switch m.Task {
 	case TaskEmbed:

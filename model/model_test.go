@@ -21,7 +21,7 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("id2label: %v %v", c2, err)
 	}
 	bad := map[string]string{
-		`"roberta" is not supported`:    strings.Replace(ok, `"bert"`, `"roberta"`, 1),
+		`"gpt2" is not supported`:       strings.Replace(ok, `"bert"`, `"gpt2"`, 1),
 		`"distilbert" is not supported`: strings.Replace(ok, `"bert"`, `"distilbert"`, 1),
 		"model_type is missing":         strings.Replace(ok, `"model_type":"bert",`, ``, 1),
 		"not divisible":                 strings.Replace(ok, `"num_attention_heads":2`, `"num_attention_heads":3`, 1),

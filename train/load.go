@@ -9,12 +9,15 @@ import (
 )
 
 // LoadCheckpoint reads a Hugging Face BERT checkpoint directory: config.json
-// and every *.safetensors file in it. A config that is not BERT-family is
-// refused with the reason.
+// and every *.safetensors file in it. A config that is not BERT is refused
+// with the reason.
 func LoadCheckpoint(dir string) (*model.Config, map[string]*safetensors.Tensor, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %s is not a usable BERT checkpoint: %w", dir, err)
+	}
+	if cfg.ModelType != "bert" {
+		return nil, nil, fmt.Errorf("train: %s: model_type %q: the trainer trains BERT encoders only so far", dir, cfg.ModelType)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if err != nil {

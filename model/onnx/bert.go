@@ -36,14 +36,17 @@ func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 		return nil, fmt.Errorf("onnx: task %q not supported (want %s or %s)", task, model.TaskEmbed, model.TaskRerank)
 	}
 	w := &weights{t: tensors, cfg: cfg}
-	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {
-		w.prefix = "bert."
+	for _, p := range []string{"bert.", "roberta."} {
+		if _, ok := tensors[p+"embeddings.word_embeddings.weight"]; ok {
+			w.prefix = p
+		}
 	}
+	roberta := cfg.IsRoBERTa()
 	H, V, P, T, I := cfg.HiddenSize, cfg.VocabSize, cfg.MaxPositionEmbeddings, cfg.TypeVocabSize, cfg.IntermediateSize
 	nh, hd := cfg.NumAttentionHeads, cfg.HeadDim()
 	eps := AttrFloat("epsilon", float32(cfg.LayerNormEps))
 
-	g := NewGraph("bert")
+	g := NewGraph(cfg.ModelType)
 	g.Metadata("anna.task", task)
 	g.Metadata("anna.hidden_size", fmt.Sprint(H))
 	batch, seq := Dim{Param: "batch"}, Dim{Param: "sequence"}
@@ -58,6 +61,14 @@ func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	one64 := g.Int64s("", nil, []int64{1})
 	seqLen := g.Op("Gather", []string{g.Op("Shape", []string{ids}), one64})
 	posIDs := g.Op("Range", []string{g.Int64s("", nil, []int64{0}), seqLen, one64})
+	if roberta {
+		// RoBERTa and XLM-R number real tokens from pad+1 and give padding
+		// the pad position (transformers' create_position_ids_from_input_ids).
+		padID := g.Int64s("", nil, []int64{int64(cfg.PadTokenID)})
+		real := g.Op("Cast", []string{g.Op("Not", []string{g.Op("Equal", []string{ids, padID})})}, AttrInt("to", Int64))
+		inc := g.Op("Mul", []string{g.Op("CumSum", []string{real, one64}), real})
+		posIDs = g.Op("Add", []string{inc, padID})
+	}
 	x := g.Op("Add", []string{g.Op("Gather", []string{word, ids}), g.Op("Gather", []string{pos, posIDs})})
 	x = g.Op("Add", []string{x, g.Op("Gather", []string{typ, types})})
 	x = w.layerNorm(g, x, "embeddings.LayerNorm", eps)
@@ -98,6 +109,16 @@ func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	} else {
 		L := cfg.NumLabels()
 		cls := g.Op("Gather", []string{x, g.Int64s("", nil, []int64{0})}, AttrInt("axis", 1)) // [b, H]
+		if roberta {
+			// RobertaClassificationHead: dense + tanh, then out_proj.
+			h := g.Op("Tanh", []string{w.linearAbs(g, cls, "classifier.dense", H, H)})
+			g.OpNamed("Identity", OutputLogits, []string{w.linearAbs(g, h, "classifier.out_proj", H, L)})
+			g.Output(OutputLogits, Float, batch, Dim{Value: int64(L)})
+			if err := w.err(); err != nil {
+				return nil, err
+			}
+			return g, nil
+		}
 		pooled := g.Op("Tanh", []string{w.linear(g, cls, "pooler.dense", H, H)})
 		// The classifier sits outside the "bert." prefix in
 		// BertForSequenceClassification.
@@ -262,6 +283,16 @@ func (w *weights) linear(g *Graph, x, name string, in, out int) string {
 	b := w.tensor(g, name+".bias", false, out)
 	if wt == "" || b == "" {
 		return x // keep building so every missing tensor gets reported
+	}
+	return g.Op("Add", []string{g.Op("MatMul", []string{x, wt}), b})
+}
+
+// linearAbs is linear for a module outside the model prefix (a task head).
+func (w *weights) linearAbs(g *Graph, x, name string, in, out int) string {
+	wt := w.tensorAbs(g, name+".weight", true, out, in)
+	b := w.tensorAbs(g, name+".bias", false, out)
+	if wt == "" || b == "" {
+		return x
 	}
 	return g.Op("Add", []string{g.Op("MatMul", []string{x, wt}), b})
 }

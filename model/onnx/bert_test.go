@@ -295,9 +295,9 @@ func TestExportErrors(t *testing.T) {
 		t.Errorf("rerank export without classifier: %v", err)
 	}
 	bad := *cfg
-	bad.ModelType = "roberta"
-	if _, err := ExportBERTBytes(&bad, tinyTensors(cfg, "", 1), model.TaskEmbed); err == nil || !strings.Contains(err.Error(), `"roberta" is not supported`) {
-		t.Errorf("roberta: %v", err)
+	bad.ModelType = "distilbert"
+	if _, err := ExportBERTBytes(&bad, tinyTensors(cfg, "", 1), model.TaskEmbed); err == nil || !strings.Contains(err.Error(), `"distilbert" is not supported`) {
+		t.Errorf("distilbert: %v", err)
 	}
 }
 

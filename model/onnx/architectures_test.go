@@ -51,7 +51,7 @@ func readF32(t *testing.T, path string) []float32 {
 }
 
 // TestDecodersMatchTransformers: tiny random Llama, Mistral and Qwen2 models made
-// by transformers (tools/decoder_reference.py), imported from their
+// by transformers (tools/transformers_reference.py), imported from their
 // safetensors and run by ONNX Runtime through anna's graph, give
 // transformers' last hidden states (<= 1e-4) on every real token of a
 // right-padded batch.
@@ -65,8 +65,8 @@ func TestDecodersMatchTransformers(t *testing.T) {
 			mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}
 			b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
 			os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
-			if out, err := exec.Command(python, filepath.Join(tools, "decoder_reference.py"), "tiny", arch, fmt.Sprint(70+i), dir).CombinedOutput(); err != nil {
-				t.Fatalf("decoder_reference.py: %v\n%s", err, out)
+			if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", arch, fmt.Sprint(70+i), dir).CombinedOutput(); err != nil {
+				t.Fatalf("transformers_reference.py: %v\n%s", err, out)
 			}
 			cfg, err := model.LoadConfig(dir)
 			if err != nil {
@@ -166,8 +166,8 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	}
 	b, _ := json.Marshal(map[string]any{"ids": ids})
 	os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
-	if out, err := exec.Command(python, filepath.Join(tools, "decoder_reference.py"), "gguf", path, dir).CombinedOutput(); err != nil {
-		t.Fatalf("decoder_reference.py: %v\n%s", err, out)
+	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "gguf", path, dir).CombinedOutput(); err != nil {
+		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
 	}
 	want := readF32(t, filepath.Join(dir, "hidden.f32"))
 	onnxBytes, err := os.ReadFile(filepath.Join(mdir, ModelFile))
@@ -230,4 +230,64 @@ func unzipMember(t *testing.T, zipPath, member, dst string) {
 		return
 	}
 	t.Fatalf("%s has no %s", zipPath, member)
+}
+
+// TestXLMRobertaMatchesTransformers: a tiny random XLM-RoBERTa cross-encoder
+// (XLMRobertaForSequenceClassification) from transformers, imported from
+// its safetensors, gives transformers' hidden states on every real token of
+// a right-padded batch (positions counted from the pad id) as an embedder,
+// and its logits as a reranker (<= 1e-4).
+func TestXLMRobertaMatchesTransformers(t *testing.T) {
+	needORT(t)
+	python, tools := refPython(t, "torch", "transformers")
+	dir := t.TempDir()
+	// Pad id 1 fills the second row, as the tokenizer pads.
+	ids := [][]int64{{0, 17, 3, 60, 22, 9, 41, 2}, {0, 33, 12, 2, 1, 1, 1, 1}}
+	mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}
+	b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
+	os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
+	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", "xlm-roberta", "5", dir).CombinedOutput(); err != nil {
+		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
+	}
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors, err := ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flat, fm []int64
+	for r := range ids {
+		flat = append(flat, ids[r]...)
+		fm = append(fm, mask[r]...)
+	}
+	B, S, H := len(ids), len(ids[0]), cfg.HiddenSize
+	types := make([]int64, len(flat))
+	for _, task := range []string{model.TaskEmbed, model.TaskRerank} {
+		g, err := Build(cfg, tensors, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		if task == model.TaskEmbed {
+			got := runModel(t, graphBytes(t, g), OutputHidden, flat, types, fm, B, S, ortgo.NewShape(int64(B), int64(S), int64(H)))
+			want := readF32(t, filepath.Join(dir, "hidden.f32"))
+			for k := range got {
+				if fm[k/H] == 1 {
+					worst = math.Max(worst, math.Abs(float64(got[k]-want[k])))
+				}
+			}
+		} else {
+			got := runModel(t, graphBytes(t, g), OutputLogits, flat, types, fm, B, S, ortgo.NewShape(int64(B), 1))
+			want := readF32(t, filepath.Join(dir, "logits.f32"))
+			for k := range got {
+				worst = math.Max(worst, math.Abs(float64(got[k]-want[k])))
+			}
+		}
+		t.Logf("xlm-roberta %s: max abs difference %.2g", task, worst)
+		if worst > 1e-4 {
+			t.Errorf("xlm-roberta %s: differs from transformers by %g", task, worst)
+		}
+	}
 }
