@@ -350,3 +350,26 @@ func unpack(archive string, members map[string]string, dir string) error {
 	}
 	return nil
 }
+
+// CopyWithGraph writes dest: a copy of the model directory dir with its
+// model.onnx replaced by member of archive (the graph the model was
+// imported from), so that the two can be run side by side by the same
+// runner, for exactness tests and benchmarks.
+func CopyWithGraph(dir, archive, member, dest string) error {
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if err := unpack(archive, map[string]string{member: onnx.ModelFile}, dest); err != nil {
+		return fmt.Errorf("catalog: %s: %w", archive, err)
+	}
+	for _, f := range []string{onnx.TokenizerFile, onnx.ConfigFile, model.ManifestFile} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dest, f), b, 0o644); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	return nil
+}

@@ -132,16 +132,8 @@ func TestBGESmallMatchesItsONNXFile(t *testing.T) {
 	ours := filepath.Join(dir, e.Name)
 	// The original graph in a copy of the model directory.
 	orig := filepath.Join(dir, "original")
-	os.MkdirAll(orig, 0o755)
-	if err := unpack(archive, map[string]string{"bge-small-en-v1.5.onnx": "model.onnx"}, orig); err != nil {
+	if err := CopyWithGraph(ours, archive, "bge-small-en-v1.5.onnx", orig); err != nil {
 		t.Fatal(err)
-	}
-	for _, f := range []string{"tokenizer.json", "config.json", model.ManifestFile} {
-		b, err := os.ReadFile(filepath.Join(ours, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(orig, f), b, 0o644)
 	}
 	texts := []string{"", "a", "What is the capital of France?", "Represent this sentence for searching relevant passages: tides",
 		strings.Repeat("long text about proteins and cells ", 120), "Ünïcödé ½ — “quotes” and emoji 🙂", "numbers 3.14159 and 2e-5 and 1,000,000"}
