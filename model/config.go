@@ -141,25 +141,11 @@ func (c *Config) Validate() error {
 		// differs, so converting it as BERT would silently give wrong vectors.
 		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\" and \"qwen2\")", c.ModelType)
 	}
-	pos := []struct {
-		name string
-		v    int
-	}{
-		{"vocab_size", c.VocabSize},
-		{"hidden_size", c.HiddenSize},
-		{"num_hidden_layers", c.NumHiddenLayers},
-		{"num_attention_heads", c.NumAttentionHeads},
-		{"intermediate_size", c.IntermediateSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings},
-		{"type_vocab_size", c.TypeVocabSize},
+	if err := c.validateSizes(); err != nil {
+		return err
 	}
-	for _, p := range pos {
-		if p.v <= 0 {
-			return fmt.Errorf("field %s must be positive, got %d", p.name, p.v)
-		}
-	}
-	if c.HiddenSize%c.NumAttentionHeads != 0 {
-		return fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	if c.TypeVocabSize <= 0 {
+		return fmt.Errorf("field type_vocab_size must be positive, got %d", c.TypeVocabSize)
 	}
 	switch c.HiddenAct {
 	case "gelu", "gelu_new", "gelu_pytorch_tanh", "relu":
@@ -180,7 +166,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func (c *Config) validateDecoder() error {
+// validateSizes checks the sizes every architecture has.
+func (c *Config) validateSizes() error {
 	for _, p := range []struct {
 		name string
 		v    int
@@ -196,11 +183,18 @@ func (c *Config) validateDecoder() error {
 			return fmt.Errorf("field %s must be positive, got %d", p.name, p.v)
 		}
 	}
-	if c.NumKeyValueHeads < 0 {
-		return fmt.Errorf("field num_key_value_heads must not be negative, got %d", c.NumKeyValueHeads)
-	}
 	if c.HiddenSize%c.NumAttentionHeads != 0 {
 		return fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	return nil
+}
+
+func (c *Config) validateDecoder() error {
+	if err := c.validateSizes(); err != nil {
+		return err
+	}
+	if c.NumKeyValueHeads < 0 {
+		return fmt.Errorf("field num_key_value_heads must not be negative, got %d", c.NumKeyValueHeads)
 	}
 	if c.NumAttentionHeads%c.KVHeads() != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())

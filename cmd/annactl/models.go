@@ -126,17 +126,12 @@ catalogue. Afterwards --model NAME works in every command.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := catalog.Lookup(args[0])
+			e, opts, done, err := a.catalogEntry(args[0])
 			if err != nil {
-				return usageErrorf("%v", err)
+				return err
 			}
-			p := a.progress("downloading "+e.Name+" (MB)", int(e.Size>>20))
-			m, err := catalog.Install(cmd.Context(), e, catalog.Options{
-				ModelsDir:    home.ModelsDir(),
-				DownloadsDir: home.DownloadsDir(),
-				Progress:     func(done, total int64) { p.update(int(done>>20), "") },
-			})
-			p.done()
+			m, err := catalog.Install(cmd.Context(), e, opts)
+			done()
 			if err != nil {
 				return err
 			}
@@ -145,6 +140,23 @@ catalogue. Afterwards --model NAME works in every command.`,
 			return nil
 		},
 	}
+}
+
+// catalogEntry looks NAME up (a usage error when the catalogue lacks it)
+// and gives the install options with a download progress line, which done
+// ends.
+func (a *app) catalogEntry(name string) (catalog.Entry, catalog.Options, func(), error) {
+	e, err := catalog.Lookup(name)
+	if err != nil {
+		return catalog.Entry{}, catalog.Options{}, nil, usageErrorf("%v", err)
+	}
+	p := a.progress("downloading "+e.Name+" (MB)", int(e.Size>>20))
+	opts := catalog.Options{
+		ModelsDir:    home.ModelsDir(),
+		DownloadsDir: home.DownloadsDir(),
+		Progress:     func(done, total int64) { p.update(int(done>>20), "") },
+	}
+	return e, opts, p.done, nil
 }
 
 func (a *app) modelsDownloadCommand() *cobra.Command {
@@ -158,16 +170,12 @@ func (a *app) modelsDownloadCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := catalog.Lookup(args[0])
+			e, opts, done, err := a.catalogEntry(args[0])
 			if err != nil {
-				return usageErrorf("%v", err)
+				return err
 			}
-			p := a.progress("downloading "+e.Name+" (MB)", int(e.Size>>20))
-			path, err := catalog.Download(cmd.Context(), e, catalog.Options{
-				DownloadsDir: home.DownloadsDir(),
-				Progress:     func(done, total int64) { p.update(int(done>>20), "") },
-			})
-			p.done()
+			path, err := catalog.Download(cmd.Context(), e, opts)
+			done()
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/anna-search/anna/model/safetensors"
 )
 
 // Type is a tensor's element type (ggml_type).
@@ -408,32 +410,8 @@ func Dequantize(t Type, data []byte) ([]float32, error) {
 	return out, nil
 }
 
-// half converts IEEE binary16 to float32 exactly (numpy's astype).
-func half(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN (payload kept, quieted as numpy does)
-		if man == 0 {
-			return math.Float32frombits(sign | 0x7f800000)
-		}
-		return math.Float32frombits(sign | 0x7fc00000 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		// Subnormal: value man * 2^-24, exact in float32.
-		f := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
-
-func f16(b []byte) float32 { return half(binary.LittleEndian.Uint16(b)) }
+// f16 reads an IEEE binary16 value, exactly as numpy's astype(float32).
+func f16(b []byte) float32 { return safetensors.HalfToFloat(binary.LittleEndian.Uint16(b)) }
 
 // The products and sums below are written with explicit float32
 // conversions: Go may otherwise fuse a*b+c into one rounding (FMA), and
