@@ -41,6 +41,7 @@ var evalModes = []evalMode{
 
 type evalFlags struct {
 	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
+	instruction                                                         string
 	rerankDepth, workers                                                int
 	cache, asJSON, keepIdentical                                        bool
 	chunks                                                              chunkFlags
@@ -118,6 +119,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
 	fl.chunks.register(cmd)
+	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders)")
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
 }
@@ -219,7 +221,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	var rows []modeRow
 	for _, m := range modes {
 		t0 := time.Now()
-		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of}, fl.workers, m.key)
+		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of, Prompt: engine.Prompt{Instruction: fl.instruction}}, fl.workers, m.key)
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", m.key, err)
 		}
