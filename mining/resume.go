@@ -39,9 +39,17 @@ func openOutput(out, cfg string, resume bool) (*checkpoint, *os.File, error) {
 			if ck.Config != cfg {
 				return nil, nil, fmt.Errorf("resume: %s was written with other settings or input (%s), not (%s); start afresh without --resume", out, ck.Config, cfg)
 			}
-			f, err := os.OpenFile(out, os.O_RDWR, 0o644)
+			// A kill between the progress file's "nothing written yet"
+			// and the output's creation leaves no output: nothing is lost,
+			// so it is created. Missing after something was written, it is
+			// an error.
+			flags := os.O_RDWR
+			if ck.Bytes == 0 {
+				flags |= os.O_CREATE
+			}
+			f, err := os.OpenFile(out, flags, 0o644)
 			if err != nil {
-				return nil, nil, fmt.Errorf("resume: open output: %w", err)
+				return nil, nil, fmt.Errorf("resume: open output (its progress file says %d bytes were written): %w", ck.Bytes, err)
 			}
 			fi, err := f.Stat()
 			if err != nil {

@@ -236,3 +236,28 @@ func TestResumeAfterCancel(t *testing.T) {
 		t.Errorf("resume with another seed: %v", err)
 	}
 }
+
+// TestResumeWithoutOutput: a kill after the fresh start's progress file but
+// before the output exists (TestCrashMineResume hit it) resumes from
+// nothing; an output missing after bytes were written is an error.
+func TestResumeWithoutOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mined.jsonl")
+	if err := writeProgress(progressPath(out), &checkpoint{Config: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	ck, f, err := openOutput(out, "c", true)
+	if err != nil {
+		t.Fatalf("resume with nothing written and no output: %v", err)
+	}
+	f.Close()
+	if ck.Bytes != 0 || ck.Units != 0 {
+		t.Errorf("checkpoint %+v, want nothing written", ck)
+	}
+	os.Remove(out)
+	if err := writeProgress(progressPath(out), &checkpoint{Config: "c", Bytes: 10, Units: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openOutput(out, "c", true); err == nil || !strings.Contains(err.Error(), "10 bytes were written") {
+		t.Errorf("output lost after writing: %v", err)
+	}
+}
