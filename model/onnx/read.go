@@ -15,8 +15,6 @@ import (
 type ReadModel struct {
 	Nodes        []Node
 	Initializers map[string]*Tensor
-	Inputs       []string
-	Outputs      []string
 }
 
 // Node is one NodeProto.
@@ -98,19 +96,6 @@ func Read(b []byte) (*ReadModel, error) {
 				return err
 			}
 			m.Initializers[t.Name] = t
-		case graphInput, graphOutput:
-			var name string
-			fields(v, func(n protowire.Number, t protowire.Type, s []byte, _ uint64) error {
-				if n == valueName && t == protowire.BytesType {
-					name = string(s)
-				}
-				return nil
-			})
-			if num == graphInput {
-				m.Inputs = append(m.Inputs, name)
-			} else {
-				m.Outputs = append(m.Outputs, name)
-			}
 		}
 		return nil
 	})
