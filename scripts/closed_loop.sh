@@ -3,7 +3,7 @@
 # (test split), mine hard negatives on the train split with the engine as
 # teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
 # the index with the new model (annactl reindex), evaluate again.
-# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP bound the budget)
+# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -18,6 +18,7 @@ fi
 STEPS=${STEPS:-100}
 BATCH=${BATCH:-8}
 GROUP=${GROUP:-4}
+EVAL_EVERY=${EVAL_EVERY:-25}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "closed loop: skipped, no SciFact at $DATA (it ships in ../shared beside the repository)"
 	exit 0
@@ -34,7 +35,7 @@ step "mine hard negatives on the train split (dense teacher, margin 0.95, 7 nega
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
 "$A" train --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
-	--distill 0.5 --eval-every 25 --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
+	--distill 0.5 --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"
 step "evaluate the fine-tuned model (test split)"
