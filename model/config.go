@@ -13,9 +13,10 @@ import (
 
 // Config is the part of a Hugging Face config.json that anna's graphs
 // need: BERT encoders (model_type "bert") and Llama-family decoders
-// ("llama", "mistral", and "qwen2" with its query/key/value biases:
-// RMSNorm, rotary positions, grouped-query attention, SwiGLU, causal
-// attention), under Hugging Face's field names.
+// ("llama", "mistral", "qwen2" with its query/key/value biases, and "qwen3"
+// with its head_dim and per-head RMSNorm of queries and keys: RMSNorm,
+// rotary positions, grouped-query attention, SwiGLU, causal attention),
+// under Hugging Face's field names.
 type Config struct {
 	ModelType             string            `json:"model_type"`
 	Architectures         []string          `json:"architectures,omitempty"`
@@ -42,13 +43,25 @@ type Config struct {
 	TieWordEmbeddings bool    `json:"tie_word_embeddings,omitempty"`
 	BOSTokenID        int     `json:"bos_token_id,omitempty"`
 	EOSTokenID        int     `json:"eos_token_id,omitempty"`
+	// HeadDimField is config.json's head_dim (Qwen3, where it need not be
+	// hidden_size / num_attention_heads); use HeadDim().
+	HeadDimField int `json:"head_dim,omitempty"`
 }
 
 // IsDecoder reports whether the architecture is a causal decoder (Llama
 // family) rather than a BERT encoder.
 func (c *Config) IsDecoder() bool {
-	return c.ModelType == "llama" || c.ModelType == "mistral" || c.ModelType == "qwen2"
+	return c.ModelType == "llama" || c.ModelType == "mistral" || c.ModelType == "qwen2" || c.ModelType == "qwen3"
 }
+
+// QKVBias reports whether the decoder's query, key and value projections
+// carry biases (Qwen2).
+func (c *Config) QKVBias() bool { return c.ModelType == "qwen2" }
+
+// QKNorm reports whether the decoder applies an RMSNorm over each head of
+// the queries and keys before the rotary positions (Qwen3's q_norm and
+// k_norm). Anna's ONNX decoder graph does not implement it.
+func (c *Config) QKNorm() bool { return c.ModelType == "qwen3" }
 
 // IsRoBERTa reports whether the architecture is RoBERTa or XLM-RoBERTa: a
 // BERT encoder whose positions start after the pad id.
@@ -76,8 +89,14 @@ func (c *Config) NumLabels() int {
 	return 1
 }
 
-// HeadDim is the width of one attention head.
-func (c *Config) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
+// HeadDim is the width of one attention head: head_dim when the config
+// gives it, else hidden_size / num_attention_heads.
+func (c *Config) HeadDim() int {
+	if c.HeadDimField > 0 {
+		return c.HeadDimField
+	}
+	return c.HiddenSize / c.NumAttentionHeads
+}
 
 // LoadConfig reads and validates dir/config.json.
 func LoadConfig(dir string) (*Config, error) {
@@ -132,17 +151,20 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch c.ModelType {
 	case "bert", "roberta", "xlm-roberta":
-	case "llama", "mistral", "qwen2":
+	case "llama", "mistral", "qwen2", "qwen3":
 		return c.validateDecoder()
 	case "":
-		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\" and \"qwen2\")")
+		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")")
 	default:
 		// DistilBERT has no token types and other tensor names: its graph
 		// differs, so converting it as BERT would silently give wrong vectors.
-		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\" and \"qwen2\")", c.ModelType)
+		return fmt.Errorf("model_type %q is not supported (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")", c.ModelType)
 	}
 	if err := c.validateSizes(); err != nil {
 		return err
+	}
+	if c.HeadDimField != 0 {
+		return fmt.Errorf("field head_dim is for decoders (qwen3), not %s", c.ModelType)
 	}
 	if c.TypeVocabSize <= 0 {
 		return fmt.Errorf("field type_vocab_size must be positive, got %d", c.TypeVocabSize)
@@ -183,7 +205,7 @@ func (c *Config) validateSizes() error {
 			return fmt.Errorf("field %s must be positive, got %d", p.name, p.v)
 		}
 	}
-	if c.HiddenSize%c.NumAttentionHeads != 0 {
+	if c.HeadDimField == 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
 		return fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
 	}
 	return nil
@@ -193,6 +215,13 @@ func (c *Config) validateDecoder() error {
 	if err := c.validateSizes(); err != nil {
 		return err
 	}
+	if c.HeadDimField < 0 {
+		return fmt.Errorf("field head_dim must not be negative, got %d", c.HeadDimField)
+	}
+	if c.HeadDimField != 0 && c.ModelType != "qwen3" && c.HeadDimField != c.HiddenSize/c.NumAttentionHeads {
+		// Only Qwen3 is implemented (and checked) with a head width of its own.
+		return fmt.Errorf("field head_dim %d differs from hidden_size / num_attention_heads = %d: supported for qwen3 only, not %s", c.HeadDimField, c.HiddenSize/c.NumAttentionHeads, c.ModelType)
+	}
 	if c.NumKeyValueHeads < 0 {
 		return fmt.Errorf("field num_key_value_heads must not be negative, got %d", c.NumKeyValueHeads)
 	}
@@ -200,7 +229,7 @@ func (c *Config) validateDecoder() error {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())
 	}
 	if c.HeadDim()%2 != 0 {
-		return fmt.Errorf("head size %d (hidden_size / num_attention_heads) must be even for rotary positions", c.HeadDim())
+		return fmt.Errorf("head size %d (head_dim, else hidden_size / num_attention_heads) must be even for rotary positions", c.HeadDim())
 	}
 	if c.HiddenAct != "silu" {
 		return fmt.Errorf("hidden_act %q not supported for %s (want silu)", c.HiddenAct, c.ModelType)
