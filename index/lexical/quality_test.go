@@ -77,6 +77,19 @@ func TestSciFactBM25(t *testing.T) {
 		t.Fatalf("count = %d, want %d", n, len(ds.Corpus))
 	}
 	s := runQueries(t, ds, func(q string) []string { return ix.ids(t, q, 100) })
+	// ScoreTexts (mining's teacher) gives the indexed documents the
+	// scores Search gives them.
+	fields := make(map[string]Fields, len(ds.Corpus))
+	for _, d := range ds.Corpus {
+		fields[d.ID] = Fields{d.Title, d.Text}
+	}
+	var queries []string
+	for _, q := range ds.Queries {
+		if queries = append(queries, q); len(queries) == 50 {
+			break
+		}
+	}
+	t.Logf("ScoreTexts equals Search on %d (query, document) pairs", checkScoreTexts(t, ix, fields, queries, 100))
 	t.Logf("scifact BM25 best_fields(tie %.1f): nDCG@10 %.4f  Recall@100 %.4f  MRR@10 %.4f  MAP %.4f  (%d queries)",
 		TieBreaker, s.NDCG10, s.Recall100, s.MRR10, s.MAP, s.Queries)
 	if s.NDCG10 < 0.64 {
