@@ -21,20 +21,13 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/ops"
 )
 
-// Param is one trainable tensor, its gradient and optimizer flags.
-type Param struct {
-	Name  string // Hugging Face name (with "bert." for classification checkpoints)
-	Shape []int
-	W, G  []float32
-	// Frozen params get no gradient and are not updated (LoRA base weights,
-	// the unused pooler of a bi-encoder).
-	Frozen bool
-	// NoDecay params (biases, LayerNorm) are excluded from weight decay,
-	// as in the Hugging Face trainers.
-	NoDecay bool
-}
+// Param is one trainable tensor, its gradient and optimizer flags (the
+// decoder trainer's too). BERT names are Hugging Face's, with "bert." for
+// classification checkpoints.
+type Param = ops.Param
 
 type layer struct {
 	q, qb, k, kb, v, vb, ao, aob *Param

@@ -1,0 +1,113 @@
+package ops
+
+import (
+	"math"
+
+	"github.com/anna-search/anna/train/tensor"
+)
+
+// Attention is the shape of a grouped-query attention: N sequences of T
+// positions, H query heads and KV key/value heads (H a multiple of KV;
+// query head h reads key/value head h/(H/KV)), each D wide. Causal lets
+// position i see keys 0..i; otherwise every query sees every real key.
+type Attention struct {
+	N, T, H, KV, D int
+	Causal         bool
+}
+
+// AttSize is the length of the probability workspace: N·H·T·T.
+func (s Attention) AttSize() int { return s.N * s.H * s.T * s.T }
+
+// Forward computes, for each sequence n over its first lens[n] positions
+// (right padding) and each query head h: P = softmax(Q_h·K_gᵀ/√D + mask),
+// out_h = P·V_g. q and out are N·T rows of H·D, k and v N·T rows of KV·D.
+// The probabilities of (n, h) go to att[(n·H+h)·T·T:] as a lens[n]² block
+// (kept for the backward). Keys at or past lens[n] (and, when causal, after
+// the query) get probability exactly 0, as transformers' additive minimum
+// gives after exp underflows. Padded query rows of out are zero.
+func (s Attention) Forward(out, att, q, k, v []float32, lens []int, th int) {
+	N, T, H, KV, D := s.N, s.T, s.H, s.KV, s.D
+	rep := H / KV
+	qs, ks := H*D, KV*D
+	scale := float32(1 / math.Sqrt(float64(D)))
+	ParallelFor(N*KV, th, func(lo, hi int) {
+		var sc tensor.Scratch
+		for task := lo; task < hi; task++ {
+			n, g := task/KV, task%KV
+			L := lens[n]
+			kb := n*T*ks + g*D
+			for h := g * rep; h < (g+1)*rep; h++ {
+				qb := n*T*qs + h*D
+				p := att[(n*H+h)*T*T:]
+				tensor.GemmSerial(&sc, false, true, L, L, D, scale, q[qb:], qs, k[kb:], ks, 0, p, L)
+				for i := 0; i < L; i++ {
+					row := p[i*L : i*L+L]
+					seen := L
+					if s.Causal {
+						seen = i + 1
+					}
+					mx := float32(math.Inf(-1))
+					for _, x := range row[:seen] {
+						mx = max(mx, x)
+					}
+					var sum float32
+					for j := range row[:seen] {
+						e := float32(math.Exp(float64(row[j] - mx)))
+						row[j] = e
+						sum += e
+					}
+					inv := 1 / sum
+					for j := range row[:seen] {
+						row[j] *= inv
+					}
+					clear(row[seen:])
+				}
+				tensor.GemmSerial(&sc, false, false, L, D, L, 1, p, L, v[kb:], ks, 0, out[qb:], qs)
+				for t := L; t < T; t++ {
+					clear(out[n*T*qs+t*qs+h*D : n*T*qs+t*qs+h*D+D])
+				}
+			}
+		}
+	})
+}
+
+// Backward adds to dq, dk and dv the gradient given dout, from Forward's
+// att and inputs. Tasks are (sequence, key/value head), so a group's
+// query heads add into their shared dk, dv rows in a fixed order.
+func (s Attention) Backward(dq, dk, dv, dout, att, q, k, v []float32, lens []int, th int) {
+	N, T, H, KV, D := s.N, s.T, s.H, s.KV, s.D
+	rep := H / KV
+	qs, ks := H*D, KV*D
+	scale := float32(1 / math.Sqrt(float64(D)))
+	ParallelFor(N*KV, th, func(lo, hi int) {
+		dp := make([]float32, T*T)
+		var sc tensor.Scratch
+		for task := lo; task < hi; task++ {
+			n, g := task/KV, task%KV
+			L := lens[n]
+			kb := n*T*ks + g*D
+			for h := g * rep; h < (g+1)*rep; h++ {
+				qb := n*T*qs + h*D
+				p := att[(n*H+h)*T*T : (n*H+h)*T*T+L*L]
+				d := dp[:L*L]
+				// dP = dout·Vᵀ; dV += Pᵀ·dout
+				tensor.GemmSerial(&sc, false, true, L, L, D, 1, dout[qb:], qs, v[kb:], ks, 0, d, L)
+				tensor.GemmSerial(&sc, true, false, L, D, L, 1, p, L, dout[qb:], qs, 1, dv[kb:], ks)
+				// softmax: dS = P ⊙ (dP − Σ_j P⊙dP); masked entries have P = 0.
+				for i := 0; i < L; i++ {
+					pr, dr := p[i*L:i*L+L], d[i*L:i*L+L]
+					var dot float32
+					for j := range pr {
+						dot += pr[j] * dr[j]
+					}
+					for j := range pr {
+						dr[j] = pr[j] * (dr[j] - dot)
+					}
+				}
+				// S = scale·Q·Kᵀ: dQ += scale·dS·K; dK += scale·dSᵀ·Q
+				tensor.GemmSerial(&sc, false, false, L, D, L, scale, d, L, k[kb:], ks, 1, dq[qb:], qs)
+				tensor.GemmSerial(&sc, true, false, L, D, L, scale, d, L, q[qb:], qs, 1, dk[kb:], ks)
+			}
+		}
+	})
+}

@@ -1,0 +1,77 @@
+// Package ops holds the trainer's decoder building blocks, llm.c style: each
+// op is one plain float32 forward and one hand-written backward over
+// row-major arrays — RMSNorm (also per head, Qwen3's q/k norm), rotary
+// position embeddings (Hugging Face's rotate_half layout), grouped-query
+// attention (causal or bidirectional, right padding given as lengths per
+// sequence), SwiGLU, and linear layers with optional biases and LoRA
+// factors, the matrix products through train/tensor's GEMM.
+//
+// Invariants: every forward writes (overwrites) its outputs; every backward
+// adds (accumulates) into its input gradients and into the gradients of the
+// parameters it is given, and a nil gradient slice (a frozen parameter) is
+// skipped. Work is split over rows in contiguous chunks, one goroutine per
+// chunk, and every reduction runs in a fixed order, so results do not
+// depend on the number of goroutines. Sizes are the caller's contract: the
+// ops do not check slice lengths beyond what indexing does, so a short
+// slice panics with an index out of range (a programming error, not bad
+// input).
+package ops
+
+import (
+	"sync"
+)
+
+// Param is one trainable tensor, its gradient and optimizer flags.
+type Param struct {
+	Name  string // the checkpoint's (Hugging Face) name
+	Shape []int
+	W, G  []float32
+	// Frozen params get no gradient and are not updated (LoRA base weights,
+	// the unused pooler of a bi-encoder).
+	Frozen bool
+	// NoDecay params (biases, norms) are excluded from weight decay, as in
+	// the Hugging Face trainers.
+	NoDecay bool
+}
+
+// Grad is p's gradient, or nil when p is nil or frozen (ops skip it).
+func (p *Param) Grad() []float32 {
+	if p == nil || p.Frozen {
+		return nil
+	}
+	return p.G
+}
+
+// ParallelFor runs f over [0,n) split into contiguous chunks, one goroutine
+// per chunk. Each index is handled by exactly one call, so per-row results
+// do not depend on the number of goroutines.
+func ParallelFor(n, threads int, f func(lo, hi int)) {
+	if threads > n {
+		threads = n
+	}
+	if threads <= 1 {
+		if n > 0 {
+			f(0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + threads - 1) / threads
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(n, lo+chunk)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// elementwise runs f over [0,n) in chunks of 4096.
+func elementwise(n, th int, f func(lo, hi int)) {
+	const chunk = 4096
+	ParallelFor((n+chunk-1)/chunk, th, func(lo, hi int) {
+		f(lo*chunk, min(hi*chunk, n))
+	})
+}

@@ -1,0 +1,30 @@
+package ops
+
+import "math"
+
+func sigmoid32(x float32) float32 {
+	return float32(1 / (1 + math.Exp(-float64(x))))
+}
+
+// SwiGLUForward: out = silu(gate) ⊙ up, silu(x) = x·σ(x).
+func SwiGLUForward(out, gate, up []float32, th int) {
+	elementwise(len(out), th, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g := gate[i]
+			out[i] = g * sigmoid32(g) * up[i]
+		}
+	})
+}
+
+// SwiGLUBackward adds to dgate and dup the gradient given dout:
+// dup = d·silu(g), dgate = d·up·σ(g)·(1 + g·(1−σ(g))).
+func SwiGLUBackward(dgate, dup, dout, gate, up []float32, th int) {
+	elementwise(len(dout), th, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g, d := gate[i], dout[i]
+			s := sigmoid32(g)
+			dup[i] += d * g * s
+			dgate[i] += d * up[i] * s * (1 + g*(1-s))
+		}
+	})
+}
