@@ -1,0 +1,227 @@
+// Package objective holds the trainer's losses, shared by every
+// architecture (BERT encoders in package train, decoders in train/decoder):
+// InfoNCE over cosine similarities with in-batch negatives and a soft-label
+// KL distillation term for bi-encoders, binary cross-entropy and listwise
+// softmax for cross-encoders. Each returns the loss and its gradient with
+// respect to its inputs, computed in float64; a loss never panics on well
+// formed sizes (Q, G, C matching the slices) and reports a missing teacher
+// as an error.
+package objective
+
+import (
+	"fmt"
+	"math"
+)
+
+// ContrastiveConfig sets the bi-encoder objective: InfoNCE over cosine
+// similarity / Temperature, plus DistillWeight × KL(teacher ‖ student) over
+// each query's own [positive, negatives] when teacher scores are given.
+type ContrastiveConfig struct {
+	Temperature float64 // student temperature τ (default 0.05)
+	// InBatch adds every other query's positive and negatives as negatives.
+	InBatch            bool
+	DistillWeight      float64 // weight of the KL term (0: none)
+	TeacherTemperature float64 // τ_t for the teacher's softmax (default 1)
+}
+
+// ContrastiveLoss computes the loss for Q queries (q, Q×C) each with a group
+// of G documents (d, Q·G×C, the positive first then G−1 negatives), and the
+// gradients with respect to q and d. teacher (Q×G raw teacher scores) may be
+// nil when DistillWeight is 0.
+func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, dq, dd []float32, err error) {
+	loss, _, dq, dd, err = ContrastiveLossParts(q, d, Q, G, C, teacher, cfg)
+	return loss, dq, dd, err
+}
+
+// Parts are the terms of a contrastive loss: InfoNCE and the weighted
+// distillation KL. Each is summed from the same values as the loss, so
+// InfoNCE + Distill equals the loss up to the order of the additions.
+type Parts struct {
+	InfoNCE, Distill float64
+}
+
+// ContrastiveLossParts is ContrastiveLoss, also returning the loss's parts.
+func ContrastiveLossParts(q, d []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, parts Parts, dq, dd []float32, err error) {
+	tau := cfg.Temperature
+	if tau <= 0 {
+		tau = 0.05
+	}
+	tt := cfg.TeacherTemperature
+	if tt <= 0 {
+		tt = 1
+	}
+	if cfg.DistillWeight > 0 && len(teacher) != Q*G {
+		return 0, parts, nil, nil, fmt.Errorf("objective: distillation needs %d teacher scores, got %d", Q*G, len(teacher))
+	}
+	D := Q * G
+	qn, qnorm := NormalizeRows(q, Q, C)
+	dn, dnorm := NormalizeRows(d, D, C)
+	// s[i][j] = cos(q_i, d_j)/τ over the candidates of query i.
+	s := make([]float64, Q*D)
+	for i := 0; i < Q; i++ {
+		for j := 0; j < D; j++ {
+			if !cfg.InBatch && j/G != i {
+				continue
+			}
+			s[i*D+j] = Dot(qn[i*C:i*C+C], dn[j*C:j*C+C]) / tau
+		}
+	}
+	ds := make([]float64, Q*D) // ∂loss/∂s
+	for i := 0; i < Q; i++ {
+		lo, hi := 0, D
+		if !cfg.InBatch {
+			lo, hi = i*G, i*G+G
+		}
+		row := s[i*D+lo : i*D+hi]
+		p := softmax64(row)
+		target := i*G - lo
+		nce := -math.Log(max(p[target], 1e-300)) / float64(Q)
+		loss += nce
+		parts.InfoNCE += nce
+		for j := range p {
+			g := p[j]
+			if j == target {
+				g--
+			}
+			ds[i*D+lo+j] += g / float64(Q)
+		}
+		if cfg.DistillWeight > 0 {
+			own := s[i*D+i*G : i*D+i*G+G]
+			ps := softmax64(own)
+			t := make([]float64, G)
+			for g := range t {
+				t[g] = float64(teacher[i*G+g]) / tt
+			}
+			pt := softmax64(t)
+			var kl float64
+			for g := range pt {
+				if pt[g] > 0 {
+					kl += pt[g] * (math.Log(pt[g]) - math.Log(max(ps[g], 1e-300)))
+				}
+				ds[i*D+i*G+g] += cfg.DistillWeight * (ps[g] - pt[g]) / float64(Q)
+			}
+			dt := cfg.DistillWeight * kl / float64(Q)
+			loss += dt
+			parts.Distill += dt
+		}
+	}
+	// Back through s = qn·dnᵀ/τ and the normalisations.
+	dqn := make([]float64, Q*C)
+	ddn := make([]float64, D*C)
+	for i := 0; i < Q; i++ {
+		for j := 0; j < D; j++ {
+			g := ds[i*D+j] / tau
+			if g == 0 {
+				continue
+			}
+			for c := 0; c < C; c++ {
+				dqn[i*C+c] += g * float64(dn[j*C+c])
+				ddn[j*C+c] += g * float64(qn[i*C+c])
+			}
+		}
+	}
+	dq = normalizeBackward(dqn, qn, qnorm, Q, C)
+	dd = normalizeBackward(ddn, dn, dnorm, D, C)
+	return loss, parts, dq, dd, nil
+}
+
+// NormalizeRows returns x with unit rows (norm clamped at 1e-12, as torch's
+// F.normalize) and the norms.
+func NormalizeRows(x []float32, rows, C int) ([]float32, []float64) {
+	out := make([]float32, len(x))
+	norms := make([]float64, rows)
+	for r := 0; r < rows; r++ {
+		v := x[r*C : r*C+C]
+		n := math.Max(math.Sqrt(Dot(v, v)), 1e-12)
+		norms[r] = n
+		for c := range v {
+			out[r*C+c] = float32(float64(v[c]) / n)
+		}
+	}
+	return out, norms
+}
+
+// normalizeBackward maps ∂/∂(x/|x|) to ∂/∂x: (g − (g·x̂)x̂)/|x|.
+func normalizeBackward(g []float64, xn []float32, norms []float64, rows, C int) []float32 {
+	out := make([]float32, rows*C)
+	for r := 0; r < rows; r++ {
+		var proj float64
+		for c := 0; c < C; c++ {
+			proj += g[r*C+c] * float64(xn[r*C+c])
+		}
+		for c := 0; c < C; c++ {
+			out[r*C+c] = float32((g[r*C+c] - proj*float64(xn[r*C+c])) / norms[r])
+		}
+	}
+	return out
+}
+
+// BCELoss is binary cross-entropy on logits (one per pair) against labels
+// in [0,1], averaged over pairs.
+func BCELoss(logits, labels []float32) (loss float64, dlogits []float32) {
+	n := float64(len(logits))
+	dlogits = make([]float32, len(logits))
+	for i, z := range logits {
+		x, y := float64(z), float64(labels[i])
+		// log(1+e^x) − y·x, written stably.
+		loss += (math.Max(x, 0) - x*y + math.Log1p(math.Exp(-math.Abs(x)))) / n
+		dlogits[i] = float32((sigmoid(x) - y) / n)
+	}
+	return loss, dlogits
+}
+
+// ListwiseLoss is softmax cross-entropy over each query's G candidates
+// (logits Q×G, the positive first), averaged over queries.
+func ListwiseLoss(logits []float32, Q, G int) (loss float64, dlogits []float32) {
+	dlogits = make([]float32, Q*G)
+	for i := 0; i < Q; i++ {
+		row := make([]float64, G)
+		for g := range row {
+			row[g] = float64(logits[i*G+g])
+		}
+		p := softmax64(row)
+		loss += -math.Log(max(p[0], 1e-300)) / float64(Q)
+		for g := range p {
+			v := p[g]
+			if g == 0 {
+				v--
+			}
+			dlogits[i*G+g] = float32(v / float64(Q))
+		}
+	}
+	return loss, dlogits
+}
+
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+func softmax64(x []float64) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = math.Max(mx, v)
+	}
+	out := make([]float64, len(x))
+	var s float64
+	for i, v := range x {
+		out[i] = math.Exp(v - mx)
+		s += out[i]
+	}
+	for i := range out {
+		out[i] /= s
+	}
+	return out
+}
+
+// Dot is the float64 dot product of two float32 vectors.
+func Dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
