@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""PyTorch reference for anna's decoder trainer (package train/decoder).
+
+For each DIR given, reads the tiny decoder the Go test wrote (config.json as
+anna's model.Config marshals it, model.safetensors named as transformers'
+LlamaModel state dict, LoRA factors as peft names them) and the batch and
+objective in DIR/batch.json, runs them with autograd in float64 and writes
+DIR/grads.safetensors: "loss" (shape [1]) and the gradient of every
+trainable tensor under its own name. One process serves every DIR, so
+transformers is imported once.
+
+Llama and Qwen2 run in transformers' own LlamaModel / Qwen2Model (4.46.3,
+eager attention) through torch.func.functional_call, with each LoRA-adapted
+weight replaced by W + alpha/r · B·A. Causal attention gets the usual 2-D
+padding mask (transformers builds the causal mask); bidirectional attention
+gets a full 4-D additive mask (0 for every real key, the dtype's minimum for
+padding), which transformers uses as given.
+
+transformers 4.46.3 has no Qwen3, so Qwen3 (per-head RMSNorm of queries and
+keys after the projections and before the rotary positions, head_dim of its
+own, no biases) is written out here by hand from transformers' pieces
+(LlamaRotaryEmbedding, apply_rotary_pos_emb, repeat_kv, LlamaRMSNorm's
+arithmetic, eager softmax in float32 as transformers does). The hand-written
+model is checked on every run against transformers' LlamaModel on the same
+weights with the q/k norms switched off (LlamaModel honours head_dim in
+4.46.3; Qwen2Model does not, and adds biases Qwen3 lacks): the script fails
+if they differ by more than 1e-9.
+
+Usage: tools/decoder_torch_ref.py DIR [DIR...]
+"""
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch.func import functional_call
+from transformers import LlamaConfig, LlamaModel, Qwen2Config, Qwen2Model
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb, repeat_kv
+
+DT = torch.float64
+
+
+def hf_config(cfg, cls):
+    kw = dict(
+        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
+        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
+        num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
+        rope_theta=cfg["rope_theta"], hidden_act="silu", tie_word_embeddings=False,
+        attn_implementation="eager")
+    if cls is LlamaConfig and cfg.get("head_dim"):
+        kw["head_dim"] = cfg["head_dim"]
+    if cls is Qwen2Config:
+        kw["use_sliding_window"] = False
+    return cls(**kw)
+
+
+def rms(x, w, eps):
+    """LlamaRMSNorm's arithmetic (float32 inside, as transformers)."""
+    dt = x.dtype
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(dt)
+
+
+def manual_decoder(cfg, w, ids, mask4, qk_norm=True):
+    """Qwen3's forward written out; qk_norm=False makes it a Llama."""
+    N, T = ids.shape
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    D = cfg.get("head_dim") or C // H
+    eps = cfg["rms_norm_eps"]
+    rot = LlamaRotaryEmbedding(config=hf_config(cfg, LlamaConfig))
+    x = w["embed_tokens.weight"][ids]
+    cos, sin = rot(x, torch.arange(T)[None].expand(N, T))
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"layers.{l}."
+        h = rms(x, w[p + "input_layernorm.weight"], eps)
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(N, T, H, D)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(N, T, KV, D)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(N, T, KV, D)
+        if qk_norm:
+            q = rms(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms(k, w[p + "self_attn.k_norm.weight"], eps)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)
+        s = q @ k.transpose(2, 3) / math.sqrt(D) + mask4
+        a = F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+        ctx = (a @ v).transpose(1, 2).reshape(N, T, H * D)
+        x = x + ctx @ w[p + "self_attn.o_proj.weight"].T
+        h = rms(x, w[p + "post_attention_layernorm.weight"], eps)
+        g = h @ w[p + "mlp.gate_proj.weight"].T
+        u = h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (F.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
+    return rms(x, w["norm.weight"], eps)
+
+
+def additive_mask(mask, causal):
+    """[N,1,T,T]: 0 where query i may see key j, the dtype's minimum elsewhere."""
+    N, T = mask.shape
+    ok = mask[:, None, None, :].bool().expand(N, 1, T, T)
+    if causal:
+        ok = ok & torch.tril(torch.ones(T, T, dtype=torch.bool))
+    return torch.zeros(N, 1, T, T, dtype=DT).masked_fill(~ok, torch.finfo(DT).min)
+
+
+def effective(w, lora):
+    """Weights with every LoRA pair merged into its base (W + s·B·A)."""
+    out = {k: v for k, v in w.items() if ".lora_" not in k}
+    if lora:
+        s = lora["alpha"] / lora["rank"]
+        for k in w:
+            if k.endswith(".lora_A.weight"):
+                base = k[: -len(".lora_A.weight")]
+                out[base + ".weight"] = w[base + ".weight"] + s * (w[base + ".lora_B.weight"] @ w[k])
+    return out
+
+
+def run(d):
+    cfg = json.load(open(f"{d}/config.json"))
+    job = json.load(open(f"{d}/batch.json"))
+    w = {k: v.to(DT) for k, v in load_file(f"{d}/model.safetensors").items()}
+    trainable = set(job["trainable"])
+    for k, v in w.items():
+        v.requires_grad_(k in trainable)
+    ids = torch.tensor(job["ids"], dtype=torch.long)
+    mask = torch.tensor(job["mask"], dtype=DT)
+    N, T = ids.shape
+    causal = job["causal"]
+    eff = effective(w, job.get("lora"))
+    mt = cfg["model_type"]
+    if mt == "qwen3":
+        with torch.no_grad():  # the hand-written model against transformers, norms off
+            plain = {k: v.detach() for k, v in eff.items() if ".q_norm." not in k and ".k_norm." not in k}
+            ref = LlamaModel(hf_config(cfg, LlamaConfig)).to(DT).eval()
+            want = functional_call(ref, plain, args=(), kwargs={"input_ids": ids, "attention_mask": additive_mask(mask, causal)}).last_hidden_state
+            got = manual_decoder(cfg, plain, ids, additive_mask(mask, causal), qk_norm=False)
+            real = mask.bool()
+            diff = (want - got)[real].abs().max().item()
+            if diff > 1e-9:
+                sys.exit(f"{d}: hand-written Qwen3 without q/k norms differs from transformers' LlamaModel by {diff:g}")
+        x = manual_decoder(cfg, eff, ids, additive_mask(mask, causal))
+    else:
+        cls, ccls = (Qwen2Model, Qwen2Config) if mt == "qwen2" else (LlamaModel, LlamaConfig)
+        net = cls(hf_config(cfg, ccls)).to(DT).eval()
+        am = mask.long() if causal else additive_mask(mask, causal)
+        x = functional_call(net, eff, args=(), kwargs={"input_ids": ids, "attention_mask": am}).last_hidden_state
+
+    if job["pooling"] == "mean":
+        e = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    else:
+        e = x[torch.arange(N), mask.sum(1).long() - 1]
+    Q, G = job["Q"], job["G"]
+    qe, de = F.normalize(e[:Q], dim=-1), F.normalize(e[Q:], dim=-1)
+    s = qe @ de.T / job["temperature"]
+    loss = F.cross_entropy(s, torch.arange(Q) * G)  # in-batch negatives
+    if job.get("distill_weight", 0) > 0:
+        own = s.view(Q, Q, G)[torch.arange(Q), torch.arange(Q)]
+        t = torch.tensor(job["teacher"], dtype=DT).view(Q, G) / job["teacher_temperature"]
+        kl = F.kl_div(own.log_softmax(-1), t.log_softmax(-1), log_target=True, reduction="batchmean")
+        loss = loss + job["distill_weight"] * kl
+    loss.backward()
+    out = {"loss": loss.detach().reshape(1).float()}
+    for k in sorted(trainable):
+        g = w[k].grad
+        out[k] = (g if g is not None else torch.zeros_like(w[k])).float().contiguous()
+    save_file(out, f"{d}/grads.safetensors")
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    for d in sys.argv[1:]:
+        run(d)

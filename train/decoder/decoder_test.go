@@ -1,0 +1,92 @@
+package decoder
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+)
+
+// Merging LoRA into the weights (what export writes) leaves the forward
+// pass unchanged, and the LoRA factors did move it.
+func TestLoRAMergeKeepsForward(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		cfg := tinyConfig(arch)
+		r := rand.New(rand.NewPCG(4, 4))
+		m, err := New(cfg, RandomTensors(cfg, 0.1, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.EnableLoRA(LoRAConfig{Rank: 3, Alpha: 6}, 4); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m.Params {
+			if isLoRAName(p.Name) {
+				for i := range p.W {
+					p.W[i] = float32(0.1 * r.NormFloat64())
+				}
+			}
+		}
+		b := randomBatch(r, 4, 9, cfg.VocabSize)
+		a, err := m.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), a.Hidden...)
+		merged, err := New(cfg, m.Tensors())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2, _ := merged.Forward(b)
+		base, _ := New(cfg, RandomTensors(cfg, 0.1, 4))
+		a3, _ := base.Forward(b)
+		var maxDiff, moved float64
+		for i, v := range want {
+			if b.Mask[i/cfg.HiddenSize] == 0 {
+				continue
+			}
+			maxDiff = math.Max(maxDiff, math.Abs(float64(a2.Hidden[i]-v)))
+			moved = math.Max(moved, math.Abs(float64(a3.Hidden[i]-v)))
+		}
+		if maxDiff > 1e-4 || moved < 1e-2 {
+			t.Fatalf("%s: merged forward differs by %.3g (want ≤ 1e-4); LoRA moved the output by %.3g (want a visible change)", arch, maxDiff, moved)
+		}
+	}
+}
+
+func TestBadInputRefused(t *testing.T) {
+	cfg := tinyConfig("qwen3")
+	ts := RandomTensors(cfg, 0.1, 1)
+	delete(ts, "layers.1.self_attn.k_norm.weight")
+	if _, err := New(cfg, ts); err == nil || !strings.Contains(err.Error(), "layers.1.self_attn.k_norm.weight (missing)") {
+		t.Fatalf("missing k_norm: got %v", err)
+	}
+	bert := &model.Config{ModelType: "bert", VocabSize: 10, HiddenSize: 8, NumHiddenLayers: 1, NumAttentionHeads: 2,
+		IntermediateSize: 8, MaxPositionEmbeddings: 8, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12, PositionEmbeddingType: "absolute"}
+	if _, err := New(bert, nil); err == nil || !strings.Contains(err.Error(), "not a decoder") {
+		t.Fatalf("bert config: got %v", err)
+	}
+	m, err := New(tinyConfig("llama"), RandomTensors(tinyConfig("llama"), 0.1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := &Batch{N: 1, T: 3, IDs: []int32{1, 2, 3}, Mask: []float32{0, 1, 1}}
+	if _, err := m.Forward(left); err == nil || !strings.Contains(err.Error(), "right padding only") {
+		t.Fatalf("left padding: got %v", err)
+	}
+	oov := &Batch{N: 1, T: 2, IDs: []int32{1, 64}, Mask: []float32{1, 1}}
+	if _, err := m.Forward(oov); err == nil || !strings.Contains(err.Error(), "position 1 outside the vocabulary") {
+		t.Fatalf("id outside the vocabulary: got %v", err)
+	}
+	if err := m.EnableLoRA(LoRAConfig{Targets: []string{"query"}}, 1); err == nil {
+		t.Fatal("unknown LoRA target accepted")
+	}
+	if err := m.EnableLoRA(LoRAConfig{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if a := m.Param("layers.0.mlp.down_proj.lora_A.weight"); a == nil || a.Shape[0] != 64 || m.layers[0].down().LoRA.Scale != 0.5 {
+		t.Fatal("default LoRA is not rank 64, alpha 32 on every projection")
+	}
+}

@@ -1,0 +1,362 @@
+package decoder
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/objective"
+	"github.com/anna-search/anna/train/ops"
+)
+
+// Batch is a right-padded batch of N token sequences of length T.
+type Batch struct {
+	N, T int
+	IDs  []int32   // N×T token ids (padding ids must be in the vocabulary too)
+	Mask []float32 // N×T: ones for the real tokens, then zeros
+}
+
+// lengths checks the batch and returns each sequence's number of real
+// tokens.
+func (b *Batch) lengths(cfg *model.Config) ([]int, error) {
+	if b.N <= 0 || b.T <= 0 || len(b.IDs) != b.N*b.T || len(b.Mask) != b.N*b.T {
+		return nil, fmt.Errorf("decoder: batch shape N=%d T=%d does not match its %d ids, %d mask values", b.N, b.T, len(b.IDs), len(b.Mask))
+	}
+	if b.T > cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("decoder: sequence length %d exceeds max_position_embeddings %d", b.T, cfg.MaxPositionEmbeddings)
+	}
+	lens := make([]int, b.N)
+	for n := 0; n < b.N; n++ {
+		L := 0
+		for t := 0; t < b.T; t++ {
+			switch mk := b.Mask[n*b.T+t]; {
+			case mk == 1 && L == t:
+				L++
+			case mk == 0:
+			default:
+				return nil, fmt.Errorf("decoder: sequence %d, position %d: mask %g (want ones then zeros: right padding only)", n, t, mk)
+			}
+		}
+		if L == 0 {
+			return nil, fmt.Errorf("decoder: sequence %d has no tokens", n)
+		}
+		lens[n] = L
+	}
+	for i, id := range b.IDs {
+		if id < 0 || int(id) >= cfg.VocabSize {
+			return nil, fmt.Errorf("decoder: token id %d at sequence %d, position %d outside the vocabulary of %d", id, i/b.T, i%b.T, cfg.VocabSize)
+		}
+	}
+	return lens, nil
+}
+
+// layerActs is what one layer's backward needs from its forward.
+type layerActs struct {
+	x, xn1       []float32 // layer input (residual stream) and its RMSNorm, rows×C
+	rstd1        []float32
+	qraw, kraw   []float32 // projections before the q/k norm (Qwen3)
+	qrstd, krstd []float32
+	q, k, v      []float32 // after norm and rotation: rows×H·D, rows×KV·D
+	att          []float32
+	ctx          []float32 // rows×H·D
+	h, xn2       []float32 // x + attention, and its RMSNorm
+	rstd2        []float32
+	g, u, act    []float32 // rows×F: gate, up, silu(gate)·up
+	xa           [7][]float32
+}
+
+// Acts holds one forward pass's activations. It belongs to the Model that
+// made it and is overwritten by the next Forward.
+type Acts struct {
+	N, T   int
+	ids    []int32
+	lens   []int
+	layers []layerActs
+	last   []float32 // the last layer's output, before the final norm
+	rstdF  []float32
+	// Hidden is the final hidden state (last_hidden_state), N×T×C.
+	Hidden []float32
+}
+
+// Lens are the sequence lengths of the batch.
+func (a *Acts) Lens() []int { return a.lens }
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]float32, n)
+}
+
+func (m *Model) attention(N, T int) ops.Attention {
+	return ops.Attention{N: N, T: T, H: m.Cfg.NumAttentionHeads, KV: m.Cfg.KVHeads(), D: m.Cfg.HeadDim(), Causal: m.Causal}
+}
+
+func (m *Model) acts(b *Batch, lens []int) *Acts {
+	a := m.ws
+	if a == nil {
+		a = &Acts{}
+		m.ws = a
+	}
+	cfg := &m.Cfg
+	rows := b.N * b.T
+	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
+	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	a.N, a.T, a.ids, a.lens = b.N, b.T, b.IDs, lens
+	if len(a.layers) != len(m.layers) {
+		a.layers = make([]layerActs, len(m.layers))
+	}
+	for l := range a.layers {
+		la := &a.layers[l]
+		la.x, la.xn1, la.rstd1 = grow(la.x, rows*C), grow(la.xn1, rows*C), grow(la.rstd1, rows)
+		if cfg.QKNorm() {
+			la.qraw, la.kraw = grow(la.qraw, rows*H*D), grow(la.kraw, rows*KV*D)
+			la.qrstd, la.krstd = grow(la.qrstd, rows*H), grow(la.krstd, rows*KV)
+		}
+		la.q, la.k, la.v = grow(la.q, rows*H*D), grow(la.k, rows*KV*D), grow(la.v, rows*KV*D)
+		la.att = grow(la.att, m.attention(b.N, b.T).AttSize())
+		la.ctx = grow(la.ctx, rows*H*D)
+		la.h, la.xn2, la.rstd2 = grow(la.h, rows*C), grow(la.xn2, rows*C), grow(la.rstd2, rows)
+		la.g, la.u, la.act = grow(la.g, rows*F), grow(la.u, rows*F), grow(la.act, rows*F)
+		for i, lin := range m.layers[l].proj {
+			if lin.LoRA != nil {
+				la.xa[i] = grow(la.xa[i], rows*lin.LoRA.Rank)
+			}
+		}
+	}
+	a.last, a.rstdF, a.Hidden = grow(a.last, rows*C), grow(a.rstdF, rows), grow(a.Hidden, rows*C)
+	if m.rope == nil || m.rope.T != b.T {
+		m.rope = ops.NewRope(b.T, D, cfg.RopeTheta)
+	}
+	return a
+}
+
+// Forward runs the decoder over a batch and returns its activations;
+// a.Hidden is the final hidden state at every position (padded positions
+// hold values nothing depends on).
+func (m *Model) Forward(b *Batch) (*Acts, error) {
+	lens, err := b.lengths(&m.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := m.acts(b, lens)
+	cfg := &m.Cfg
+	rows, C, D := b.N*b.T, cfg.HiddenSize, cfg.HeadDim()
+	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	eps := float32(cfg.RMSNormEps)
+	th := m.threads()
+	att := m.attention(b.N, b.T)
+
+	x := a.layers[0].x
+	if len(m.layers) == 0 {
+		x = a.last
+	}
+	for r, id := range b.IDs {
+		copy(x[r*C:r*C+C], m.embed.W[int(id)*C:int(id)*C+C])
+	}
+	for l := range m.layers {
+		ly, la := &m.layers[l], &a.layers[l]
+		ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.ln1.W, rows, C, eps, th)
+		if cfg.QKNorm() {
+			ly.q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
+			ly.k().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
+			ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.qn.W, rows*H, D, eps, th)
+			ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.kn.W, rows*KV, D, eps, th)
+		} else {
+			ly.q().Forward(la.q, la.xn1, la.xa[0], rows, th)
+			ly.k().Forward(la.k, la.xn1, la.xa[1], rows, th)
+		}
+		ly.v().Forward(la.v, la.xn1, la.xa[2], rows, th)
+		m.rope.Forward(la.q, rows, H, th)
+		m.rope.Forward(la.k, rows, KV, th)
+		att.Forward(la.ctx, la.att, la.q, la.k, la.v, lens, th)
+		ly.o().Forward(la.h, la.ctx, la.xa[3], rows, th)
+		addInPlace(la.h, la.x, th)
+		ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.ln2.W, rows, C, eps, th)
+		ly.gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
+		ly.up().Forward(la.u, la.xn2, la.xa[5], rows, th)
+		ops.SwiGLUForward(la.act, la.g, la.u, th)
+		next := a.last
+		if l+1 < len(m.layers) {
+			next = a.layers[l+1].x
+		}
+		ly.down().Forward(next, la.act, la.xa[6], rows, th)
+		addInPlace(next, la.h, th)
+	}
+	ops.RMSNormForward(a.Hidden, a.rstdF, a.last, m.norm.W, rows, C, eps, th)
+	return a, nil
+}
+
+// Backward accumulates into every unfrozen parameter's G the gradient of
+// the loss given dHidden = ∂loss/∂Hidden (N×T×C, zero at padded
+// positions). a must be the latest Forward of this model.
+func (m *Model) Backward(a *Acts, dHidden []float32) {
+	cfg := &m.Cfg
+	rows, C, F, D := a.N*a.T, cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
+	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	th := m.threads()
+	att := m.attention(a.N, a.T)
+
+	dx := make([]float32, rows*C) // ∂/∂ the residual stream
+	dh := make([]float32, rows*C)
+	dn := make([]float32, rows*C) // ∂/∂ a norm's output
+	dact, dg, du := make([]float32, rows*F), make([]float32, rows*F), make([]float32, rows*F)
+	dctx, dq := make([]float32, rows*H*D), make([]float32, rows*H*D)
+	dk, dv := make([]float32, rows*KV*D), make([]float32, rows*KV*D)
+	var dqraw, dkraw []float32
+	if cfg.QKNorm() {
+		dqraw, dkraw = make([]float32, rows*H*D), make([]float32, rows*KV*D)
+	}
+	ops.RMSNormBackward(dx, m.norm.Grad(), dHidden, a.last, m.norm.W, a.rstdF, rows, C, th)
+	for l := len(m.layers) - 1; l >= 0; l-- {
+		ly, la := &m.layers[l], &a.layers[l]
+		// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
+		copy(dh, dx)
+		clear(dact)
+		ly.down().Backward(dact, dx, la.act, la.xa[6], rows, th)
+		clear(dg)
+		clear(du)
+		ops.SwiGLUBackward(dg, du, dact, la.g, la.u, th)
+		clear(dn)
+		ly.gate().Backward(dn, dg, la.xn2, la.xa[4], rows, th)
+		ly.up().Backward(dn, du, la.xn2, la.xa[5], rows, th)
+		ops.RMSNormBackward(dh, ly.ln2.Grad(), dn, la.h, ly.ln2.W, la.rstd2, rows, C, th)
+		// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
+		copy(dx, dh)
+		clear(dctx)
+		ly.o().Backward(dctx, dh, la.ctx, la.xa[3], rows, th)
+		clear(dq)
+		clear(dk)
+		clear(dv)
+		att.Backward(dq, dk, dv, dctx, la.att, la.q, la.k, la.v, a.lens, th)
+		m.rope.Backward(dq, rows, H, th)
+		m.rope.Backward(dk, rows, KV, th)
+		clear(dn)
+		if cfg.QKNorm() {
+			clear(dqraw)
+			clear(dkraw)
+			ops.RMSNormBackward(dqraw, ly.qn.Grad(), dq, la.qraw, ly.qn.W, la.qrstd, rows*H, D, th)
+			ops.RMSNormBackward(dkraw, ly.kn.Grad(), dk, la.kraw, ly.kn.W, la.krstd, rows*KV, D, th)
+			ly.q().Backward(dn, dqraw, la.xn1, la.xa[0], rows, th)
+			ly.k().Backward(dn, dkraw, la.xn1, la.xa[1], rows, th)
+		} else {
+			ly.q().Backward(dn, dq, la.xn1, la.xa[0], rows, th)
+			ly.k().Backward(dn, dk, la.xn1, la.xa[1], rows, th)
+		}
+		ly.v().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
+		ops.RMSNormBackward(dx, ly.ln1.Grad(), dn, la.x, ly.ln1.W, la.rstd1, rows, C, th)
+	}
+	// Embedding rows share table rows: one goroutine, a fixed order.
+	if g := m.embed.Grad(); g != nil {
+		for r, id := range a.ids {
+			if a.lens[r/a.T] <= r%a.T {
+				continue
+			}
+			w := g[int(id)*C : int(id)*C+C]
+			for c, v := range dx[r*C : r*C+C] {
+				w[c] += v
+			}
+		}
+	}
+}
+
+func addInPlace(dst, src []float32, th int) {
+	const chunk = 4096
+	n := len(dst)
+	ops.ParallelFor((n+chunk-1)/chunk, th, func(lo, hi int) {
+		d, s := dst[lo*chunk:min(hi*chunk, n)], src[lo*chunk:min(hi*chunk, n)]
+		for i, v := range s {
+			d[i] += v
+		}
+	})
+}
+
+// Pooling modes (the manifest's names).
+const (
+	PoolMean = model.PoolingMean
+	PoolLast = model.PoolingLastToken
+)
+
+// Pool turns the hidden states into one vector per sequence (N×C): the
+// last real token's (the EOS the tokenizer appended) or the mean over the
+// real tokens.
+func (m *Model) Pool(a *Acts, mode string) ([]float32, error) {
+	C, T := m.Cfg.HiddenSize, a.T
+	out := make([]float32, a.N*C)
+	for n := 0; n < a.N; n++ {
+		o, L := out[n*C:n*C+C], a.lens[n]
+		switch mode {
+		case PoolMean:
+			for t := 0; t < L; t++ {
+				for c, v := range a.Hidden[(n*T+t)*C : (n*T+t)*C+C] {
+					o[c] += v
+				}
+			}
+			for c := range o {
+				o[c] /= float32(L)
+			}
+		case PoolLast:
+			copy(o, a.Hidden[(n*T+L-1)*C:(n*T+L)*C])
+		default:
+			return nil, fmt.Errorf("decoder: pooling %q not supported (want %s or %s)", mode, PoolMean, PoolLast)
+		}
+	}
+	return out, nil
+}
+
+// PoolBackward adds to dHidden (N×T×C) the gradient given dPooled (N×C).
+func (m *Model) PoolBackward(a *Acts, mode string, dPooled, dHidden []float32) {
+	C, T := m.Cfg.HiddenSize, a.T
+	for n := 0; n < a.N; n++ {
+		d, L := dPooled[n*C:n*C+C], a.lens[n]
+		switch mode {
+		case PoolMean:
+			for t := 0; t < L; t++ {
+				dh := dHidden[(n*T+t)*C : (n*T+t)*C+C]
+				for c, v := range d {
+					dh[c] += v / float32(L)
+				}
+			}
+		case PoolLast:
+			dh := dHidden[(n*T+L-1)*C : (n*T+L)*C]
+			for c, v := range d {
+				dh[c] += v
+			}
+		}
+	}
+}
+
+// ContrastiveGrad runs forward and backward for one bi-encoder batch whose
+// first Q sequences are queries and the next Q·G their groups (positive
+// first), with objective.ContrastiveLoss. Gradients of scale·loss are
+// added to the params; the unscaled loss is returned.
+func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cfg objective.ContrastiveConfig, scale float32) (float64, error) {
+	if b.N != Q+Q*G {
+		return 0, fmt.Errorf("decoder: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
+	}
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, err
+	}
+	e, err := m.Pool(a, pooling)
+	if err != nil {
+		return 0, err
+	}
+	C := m.Cfg.HiddenSize
+	loss, parts, dq, dd, err := objective.ContrastiveLossParts(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	if err != nil {
+		return 0, err
+	}
+	m.lastParts = lossParts{parts.InfoNCE, parts.Distill}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, nil
+	}
+	de := append(dq, dd...)
+	for i := range de {
+		de[i] *= scale
+	}
+	dh := make([]float32, len(a.Hidden))
+	m.PoolBackward(a, pooling, de, dh)
+	m.Backward(a, dh)
+	return loss, nil
+}

@@ -1,0 +1,253 @@
+package decoder
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/objective"
+)
+
+// tinyConfig is a 2-layer decoder with grouped-query attention (4 query
+// heads over 2 key/value heads); Qwen3's head width (12) is not
+// hidden/heads (8), as in the released Qwen3 models.
+func tinyConfig(modelType string) *model.Config {
+	c := &model.Config{ModelType: modelType, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
+		RopeTheta: 10000}
+	if modelType == "qwen3" {
+		c.HeadDimField, c.RopeTheta = 12, 1e6
+	}
+	return c
+}
+
+// randomBatch makes n right-padded sequences of length T with random
+// lengths in [2,T] (the first one full).
+func randomBatch(r *rand.Rand, n, T, vocab int) *Batch {
+	b := &Batch{N: n, T: T, IDs: make([]int32, n*T), Mask: make([]float32, n*T)}
+	for i := 0; i < n; i++ {
+		L := 2 + r.IntN(T-1)
+		if i == 0 {
+			L = T
+		}
+		for t := 0; t < T; t++ {
+			b.IDs[i*T+t] = int32(r.IntN(vocab)) // padding ids are arbitrary too
+			if t < L {
+				b.Mask[i*T+t] = 1
+			}
+		}
+	}
+	return b
+}
+
+// refPython returns the venv's python if torch and transformers import
+// there, else skips, and the reference script's path.
+func refPython(t *testing.T) (python, script string) {
+	t.Helper()
+	python = filepath.Join(home.Dir(), "venv", "bin", "python")
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("skipping PyTorch comparison: %s not found (run `make pydeps`)", python)
+	}
+	if out, err := exec.Command(python, "-c", "import torch, safetensors.torch, transformers").CombinedOutput(); err != nil {
+		t.Skipf("skipping PyTorch comparison: torch or transformers is not importable in %s (run `make pydeps`): %v\n%s", python, err, out)
+	}
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+	return python, filepath.Join(dir, "tools", "decoder_torch_ref.py")
+}
+
+type refCase struct {
+	arch, pooling string
+	causal, lora  bool
+}
+
+func (c refCase) name() string {
+	att, tr := "bidirectional", "full"
+	if c.causal {
+		att = "causal"
+	}
+	if c.lora {
+		tr = "lora"
+	}
+	return fmt.Sprintf("%s_%s_%s_%s", c.arch, c.pooling, att, tr)
+}
+
+// prepared is one case's Go side: the model after its gradient step and
+// the trainable names, with the reference's inputs written to dir.
+type prepared struct {
+	c         refCase
+	m         *Model
+	loss      float64
+	trainable []string
+	dir       string
+}
+
+// TestLlamaGradientsMatchPyTorch compares the loss (InfoNCE with in-batch
+// negatives plus a soft-label KL term) and every trainable gradient of tiny
+// random Llama, Qwen2 and Qwen3 models, under last-token and mean pooling,
+// causal and bidirectional attention, full fine-tuning and LoRA on all
+// seven projections, with PyTorch autograd in float64
+// (tools/decoder_torch_ref.py: transformers' LlamaModel and Qwen2Model, a
+// hand-written Qwen3). One Python process serves every case.
+func TestLlamaGradientsMatchPyTorch(t *testing.T) {
+	python, script := refPython(t)
+	var cases []refCase
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		cases = append(cases,
+			refCase{arch, PoolLast, true, false},
+			refCase{arch, PoolMean, false, true},
+			refCase{arch, PoolLast, false, true},
+			refCase{arch, PoolMean, true, false})
+	}
+	var preps []*prepared
+	var dirs []string
+	for i, c := range cases {
+		p := prepare(t, c, uint64(i+1))
+		preps = append(preps, p)
+		dirs = append(dirs, p.dir)
+	}
+	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("decoder_torch_ref.py: %v\n%s", err, out)
+	}
+	for _, p := range preps {
+		t.Run(p.c.name(), func(t *testing.T) { compare(t, p) })
+	}
+}
+
+func prepare(t *testing.T, c refCase, seed uint64) *prepared {
+	t.Helper()
+	cfg := tinyConfig(c.arch)
+	r := rand.New(rand.NewPCG(seed, 99))
+	m, err := New(cfg, RandomTensors(cfg, 0.1, seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Threads, m.Causal = 2, c.causal
+	job := map[string]any{"Q": 2, "G": 3, "pooling": c.pooling, "causal": c.causal, "temperature": 0.05}
+	if c.lora {
+		lc := LoRAConfig{Rank: 4, Alpha: 8}
+		if err := m.EnableLoRA(lc, seed); err != nil {
+			t.Fatal(err)
+		}
+		// B starts at zero, which would make A's gradient zero: give B
+		// values so both factors' gradients are checked.
+		for _, p := range m.Params {
+			if !p.Frozen {
+				for i := range p.W {
+					p.W[i] = float32(0.05 * r.NormFloat64())
+				}
+			}
+		}
+		job["lora"] = map[string]any{"rank": lc.Rank, "alpha": lc.Alpha}
+	}
+	const Q, G, T = 2, 3, 10
+	b := randomBatch(r, Q+Q*G, T, cfg.VocabSize)
+	teacher := make([]float32, Q*G)
+	for i := range teacher {
+		teacher[i] = float32(3 * r.NormFloat64())
+	}
+	job["distill_weight"], job["teacher_temperature"], job["teacher"] = 0.5, 2.0, teacher
+	cc := objective.ContrastiveConfig{Temperature: 0.05, InBatch: true, DistillWeight: 0.5, TeacherTemperature: 2}
+	loss, err := m.ContrastiveGrad(b, Q, G, c.pooling, teacher, cc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
+	for n := 0; n < b.N; n++ {
+		ids[n], mask[n] = b.IDs[n*T:n*T+T], b.Mask[n*T:n*T+T]
+	}
+	job["ids"], job["mask"] = ids, mask
+	p := &prepared{c: c, m: m, loss: loss, dir: t.TempDir()}
+	raw := map[string]*safetensors.Tensor{}
+	for _, q := range m.Params {
+		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
+		if !q.Frozen {
+			p.trainable = append(p.trainable, q.Name)
+		}
+	}
+	job["trainable"] = p.trainable
+	if err := safetensors.WriteFile(filepath.Join(p.dir, "model.safetensors"), raw, nil); err != nil {
+		t.Fatal(err)
+	}
+	cj, _ := json.Marshal(cfg)
+	jb, _ := json.Marshal(job)
+	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "batch.json"), jb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func compare(t *testing.T, p *prepared) {
+	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refLoss := float64(ref["loss"].Data[0])
+	if rel := math.Abs(p.loss-refLoss) / math.Max(math.Abs(refLoss), 1e-6); rel > 1e-4 {
+		t.Errorf("loss %.7g, PyTorch %.7g (relative error %.2g)", p.loss, refLoss, rel)
+	}
+	// Relative error per tensor in the L2 norm. Gradients that are zero in
+	// exact arithmetic (a key bias: softmax ignores a shift of all of a
+	// query's scores) are rounding noise in both, so the denominator has a
+	// floor of 1e-3 of the largest tensor gradient.
+	norm := func(x []float64) float64 {
+		var s float64
+		for _, v := range x {
+			s += v * v
+		}
+		return math.Sqrt(s)
+	}
+	refNorm := map[string]float64{}
+	var largest float64
+	for _, name := range p.trainable {
+		rg, ok := ref[name]
+		if !ok {
+			t.Fatalf("PyTorch returned no gradient for %s", name)
+		}
+		v := make([]float64, len(rg.Data))
+		for i, x := range rg.Data {
+			v[i] = float64(x)
+		}
+		refNorm[name] = norm(v)
+		largest = math.Max(largest, refNorm[name])
+	}
+	if largest == 0 {
+		t.Fatal("every reference gradient is zero")
+	}
+	worst, worstName := 0.0, ""
+	for _, name := range p.trainable {
+		rg, g := ref[name].Data, p.m.Param(name).G
+		diff := make([]float64, len(g))
+		for i := range g {
+			diff[i] = float64(g[i]) - float64(rg[i])
+		}
+		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
+		if rel > worst {
+			worst, worstName = rel, name
+		}
+		if rel > 1e-4 {
+			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
+		}
+	}
+	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", p.loss, refLoss, len(p.trainable), worst, worstName)
+}
