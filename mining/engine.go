@@ -71,3 +71,39 @@ func StoredVectors(e *engine.Engine) VectorLookup {
 		return v, ok, nil
 	}
 }
+
+// EngineLexical is a teacher signal: the engine's BM25 score of any
+// (query, document) pair (engine.LexicalScores). A document with an ID the
+// engine holds is scored with its stored title and text; any other as text
+// alone. The query is scored without its instruction.
+type EngineLexical struct{ E *engine.Engine }
+
+func (EngineLexical) Name() string { return "bm25" }
+
+func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	var ids []string
+	for _, d := range docs {
+		if d.ID != "" {
+			ids = append(ids, d.ID)
+		}
+	}
+	stored := map[string]engine.Document{}
+	if len(ids) > 0 {
+		got, err := t.E.Get(ids...)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range got {
+			stored[d.ID] = d
+		}
+	}
+	in := make([]engine.Document, len(docs))
+	for i, d := range docs {
+		if s, ok := stored[d.ID]; ok && d.ID != "" {
+			in[i] = engine.Document{Title: s.Title, Text: s.Text}
+		} else {
+			in[i] = engine.Document{Text: d.Text}
+		}
+	}
+	return t.E.LexicalScores(ctx, q.Text, in)
+}

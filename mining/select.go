@@ -136,6 +136,7 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		}
 	}
 	p.posScores = scores[:len(p.posTexts)]
+	st.Quality.observe(p.posScores, scores[len(p.posTexts):])
 	// The lowest positive anchors the margins: a candidate close to any
 	// positive's score is too likely an unlabelled positive.
 	anchor := slices.Min(p.posScores)

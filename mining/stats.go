@@ -32,6 +32,58 @@ type Stats struct {
 	Negatives        int     `json:"negatives"`        // negatives written
 	PosScores        Summary `json:"pos_scores"`
 	NegScores        Summary `json:"neg_scores"` // of the negatives written
+	Quality          Quality `json:"teacher_quality"`
+}
+
+// Quality is how well the teacher ranks each unit's positives among the
+// candidates it labels (the top-k after removing the positives): the
+// teacher's own quality on the input's labels, so that teachers can be
+// compared on the data they teach. Ties count against the positives.
+type Quality struct {
+	Units     int     `json:"units"`      // units with a positive and a candidate scored
+	NDCG10Sum float64 `json:"ndcg10_sum"` // binary-gain nDCG@10 over positives + candidates, summed
+	Top1      int     `json:"top1"`       // units whose best-scored document is a positive
+}
+
+// NDCG10 is the mean nDCG@10 (NaN with no unit).
+func (q Quality) NDCG10() float64 { return q.NDCG10Sum / float64(q.Units) }
+
+// Top1Rate is the share of units whose best-scored document is a positive.
+func (q Quality) Top1Rate() float64 { return float64(q.Top1) / float64(q.Units) }
+
+// observe adds one unit: the teacher's scores of its positives and of its
+// candidates.
+func (q *Quality) observe(pos, cand []float64) {
+	if len(pos) == 0 || len(cand) == 0 {
+		return
+	}
+	type item struct {
+		s   float64
+		rel bool
+	}
+	all := make([]item, 0, len(pos)+len(cand))
+	for _, s := range cand {
+		all = append(all, item{s, false})
+	}
+	for _, s := range pos {
+		all = append(all, item{s, true})
+	}
+	// Candidates first, and a stable sort: a tie puts the candidate ahead.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].s > all[j].s })
+	var dcg, idcg float64
+	for i := 0; i < 10 && i < len(all); i++ {
+		if all[i].rel {
+			dcg += 1 / math.Log2(float64(i+2))
+		}
+		if i < len(pos) {
+			idcg += 1 / math.Log2(float64(i+2))
+		}
+	}
+	q.Units++
+	q.NDCG10Sum += dcg / idcg
+	if all[0].rel {
+		q.Top1++
+	}
 }
 
 func (s *Stats) add(d *Stats) {
@@ -54,6 +106,9 @@ func (s *Stats) add(d *Stats) {
 	s.Negatives += d.Negatives
 	s.PosScores.merge(&d.PosScores)
 	s.NegScores.merge(&d.NegScores)
+	s.Quality.Units += d.Quality.Units
+	s.Quality.NDCG10Sum += d.Quality.NDCG10Sum
+	s.Quality.Top1 += d.Quality.Top1
 }
 
 // sketchSize bounds the sample kept for quantiles.
@@ -176,5 +231,9 @@ func (s *Stats) Write(w io.Writer) {
 	fmt.Fprintf(&b, "queries short of negs:   %d (%d examples short, %d examples not written)\n", s.ShortUnits, s.ShortExamples, s.DroppedExamples)
 	fmt.Fprintf(&b, "positive scores:         %s\n", s.PosScores.String())
 	fmt.Fprintf(&b, "kept negative scores:    %s\n", s.NegScores.String())
+	if q := s.Quality; q.Units > 0 {
+		fmt.Fprintf(&b, "teacher quality:         nDCG@10 %.4f, a positive on top in %.1f%% of %d queries (positives among each query's top-k candidates)\n",
+			q.NDCG10(), 100*q.Top1Rate(), q.Units)
+	}
 	io.WriteString(w, b.String())
 }

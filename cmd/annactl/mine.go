@@ -23,6 +23,8 @@ import (
 type mineFlags struct {
 	dataset, split, input, index, output, model, mode, teacher, reranker string
 	sampling, format, instruction, examples, stats                       string
+	teacherModels, teacherIndexes                                        []string
+	calibrate                                                            int
 }
 
 func (a *app) mineCommand() *cobra.Command {
@@ -35,9 +37,19 @@ func (a *app) mineCommand() *cobra.Command {
 equal to the query or a positive removed), are scored by the teacher (positives too),
 filtered by the positive-aware margin, and sampled with a seed. Ctrl-C stops cleanly;
 --resume continues with no duplicates and no gaps, and the output is the same as an
-uninterrupted run's.`,
+uninterrupted run's.
+
+The pipeline as teacher (--teacher fusion): --teacher-model adds another embedding
+model (its own index of the corpus, built once under the cache with --dataset) and
+--teacher-index an existing index of the same corpus; their dense lists join the
+candidates by reciprocal rank fusion, and the soft labels come from a logistic fusion
+of BM25 and every model's cosine, calibrated on the first --calibrate queries' labels
+(saved in OUTPUT.teacher.json, reused by --resume). The stats report each teacher's
+own quality on the input's labels (nDCG@10 of the positives among the candidates).`,
 		Example: `  annactl mine-negatives --dataset ../shared/datasets/scifact --split train --output mined.jsonl
-  annactl mine-negatives --input pairs.jsonl --index my-index --output mined.jsonl --resume`,
+  annactl mine-negatives --input pairs.jsonl --index my-index --output mined.jsonl --resume
+  annactl mine-negatives --dataset ../shared/datasets/scifact --split train --output mined.jsonl \
+      --teacher fusion --teacher-model bge-small-en-v1.5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags(cmd, "output"); err != nil {
@@ -83,9 +95,15 @@ uninterrupted run's.`,
 				if fl.reranker != "" {
 					fl.teacher = "cross-encoder"
 				}
-			case "dense", "cross-encoder":
+			case "dense", "cross-encoder", "fusion":
 			default:
-				return usageErrorf("--teacher %q: want dense or cross-encoder", fl.teacher)
+				return usageErrorf("--teacher %q: want dense, fusion or cross-encoder", fl.teacher)
+			}
+			if len(fl.teacherModels) > 0 && fl.dataset == "" {
+				return usageErrorf("--teacher-model needs --dataset (its corpus is indexed with the model); give --teacher-index DIR for an index you built")
+			}
+			if err := atLeast("calibrate", fl.calibrate, 1); err != nil {
+				return err
 			}
 			if fl.teacher == "cross-encoder" && fl.reranker == "" {
 				return usageErrorf("--teacher cross-encoder needs --reranker DIR")
@@ -125,7 +143,30 @@ uninterrupted run's.`,
 					return err
 				}
 			}
-			return a.runMineWith(ctx, opt, eng, enc, rr, fl.teacher, m, fl.dataset, fl.split, fl.input, fl.output, fl.stats, defaults)
+			// The other models of the pipeline: one engine (index of the same
+			// corpus) each.
+			var others []teacherEngine
+			defer func() {
+				for _, o := range others {
+					o.close()
+				}
+			}()
+			for _, name := range fl.teacherModels {
+				o, err := a.openTeacherEngine(ctx, resolveModelDir(name), "", fl.dataset)
+				if err != nil {
+					return fmt.Errorf("--teacher-model %s: %w", name, err)
+				}
+				others = append(others, o)
+			}
+			for _, dir := range fl.teacherIndexes {
+				o, err := a.openTeacherEngine(ctx, "", dir, "")
+				if err != nil {
+					return fmt.Errorf("--teacher-index %s: %w", dir, err)
+				}
+				others = append(others, o)
+			}
+			return a.runMineWith(ctx, mineRun{opt: opt, eng: eng, enc: enc, rr: rr, teacher: fl.teacher, mode: m, others: others,
+				calibrate: fl.calibrate, dataset: fl.dataset, split: fl.split, input: fl.input, output: fl.output, stats: fl.stats, defaults: defaults})
 		},
 	}
 	f := cmd.Flags()
@@ -136,7 +177,10 @@ uninterrupted run's.`,
 	f.StringVar(&fl.output, "output", "", "output `FILE` (JSON lines)")
 	modelVar(f, &fl.model, "model", "", "embedding model directory `DIR` (default: the index's, else the installed default)")
 	f.StringVar(&fl.mode, "mode", "hybrid", "candidate pipeline: lexical | dense | hybrid")
-	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given, else dense")
+	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | fusion (calibrated fusion of BM25 and every model's cosine) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given, else dense")
+	f.StringArrayVar(&fl.teacherModels, "teacher-model", nil, "another embedding model `NAME|DIR` for the candidates (RRF) and the fusion teacher; needs --dataset (repeatable)")
+	f.StringArrayVar(&fl.teacherIndexes, "teacher-index", nil, "an index `DIR` of the same corpus with another model, for the candidates (RRF) and the fusion teacher (repeatable)")
+	f.IntVar(&fl.calibrate, "calibrate", 256, "queries whose labels calibrate the fusion teacher")
 	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR` (the rerank stage) to use as teacher")
 	f.IntVar(&opt.Negatives, "negatives", opt.Negatives, "hard negatives per example")
 	f.IntVar(&opt.TopK, "top-k", opt.TopK, "candidates considered per query (after removing its positives)")
@@ -161,35 +205,126 @@ uninterrupted run's.`,
 	return cmd
 }
 
-func (a *app) runMineWith(ctx context.Context, opt mining.Options, eng *engine.Engine, enc encoder.Encoder, rr *rerank.ORTReranker,
-	teacherName string, mode engine.Mode, dataset, split, input, output, statsPath string, defaults mining.PromptDefaults) error {
+// mineRun is one mine-negatives run, wired.
+type mineRun struct {
+	opt                                  mining.Options
+	eng                                  *engine.Engine
+	enc                                  encoder.Encoder
+	rr                                   *rerank.ORTReranker
+	teacher                              string
+	mode                                 engine.Mode
+	others                               []teacherEngine
+	calibrate                            int
+	dataset, split, input, output, stats string
+	defaults                             mining.PromptDefaults
+}
+
+// teacherEngine is another model's index of the same corpus.
+type teacherEngine struct {
+	eng   *engine.Engine
+	enc   encoder.Encoder
+	close func()
+}
+
+// openTeacherEngine opens an index of the corpus for another model: an
+// existing one (index), or, with dataset, the cache's index for that model,
+// built or completed from the dataset's corpus.
+func (a *app) openTeacherEngine(ctx context.Context, modelDir, index, dataset string) (teacherEngine, error) {
+	enc, closeEnc, err := loadMiningEncoder(ctx, modelDir, index)
+	if err != nil {
+		return teacherEngine{}, err
+	}
+	if index == "" {
+		index = defaultMiningIndex(dataset, enc.Fingerprint())
+	}
+	eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf})
+	if err != nil {
+		closeEnc()
+		return teacherEngine{}, err
+	}
+	te := teacherEngine{eng: eng, enc: enc, close: func() { eng.Close(); closeEnc() }}
+	if dataset != "" {
+		if err := a.indexDataset(ctx, eng, dataset); err != nil {
+			te.close()
+			return teacherEngine{}, err
+		}
+	}
+	return te, nil
+}
+
+// pipeline returns the candidates' retriever: the engine's search in the
+// run's mode alone, or, with other models, the RRF of the engine's lists
+// and each other model's dense list.
+func (r *mineRun) pipeline() mining.Retriever {
+	if len(r.others) == 0 {
+		return &mining.EngineRetriever{E: r.eng, Mode: r.mode}
+	}
+	var lists []mining.Retriever
+	if r.mode != engine.ModeDense {
+		lists = append(lists, &mining.EngineRetriever{E: r.eng, Mode: engine.ModeLexical})
+	}
+	if r.mode != engine.ModeLexical {
+		lists = append(lists, &mining.EngineRetriever{E: r.eng, Mode: engine.ModeDense})
+	}
+	for _, o := range r.others {
+		lists = append(lists, &mining.EngineRetriever{E: o.eng, Mode: engine.ModeDense})
+	}
+	return &mining.FusedRetriever{Lists: lists}
+}
+
+func (r *mineRun) openSource(ctx context.Context) (mining.Source, error) {
+	if r.input != "" {
+		return mining.OpenPairs(ctx, r.input, r.defaults)
+	}
+	return mining.OpenBEIR(ctx, r.dataset, r.split, r.defaults)
+}
+
+// calibrationPath is where the fusion teacher's calibration is kept.
+func calibrationPath(output string) string { return output + ".teacher.json" }
+
+func (a *app) runMineWith(ctx context.Context, r mineRun) error {
+	opt, eng, enc, rr, output, statsPath := r.opt, r.eng, r.enc, r.rr, r.output, r.stats
 	var teacher mining.Teacher
-	switch teacherName {
+	var fusion *mining.FusionTeacher
+	switch r.teacher {
 	case "dense":
 		teacher = &mining.DenseTeacher{Enc: enc, Label: "dense:" + modelLabel(enc), Vectors: mining.StoredVectors(eng)}
+	case "fusion":
+		fusion = &mining.FusionTeacher{Signals: []mining.Teacher{
+			mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
+			&mining.DenseTeacher{Enc: enc, Label: "dense:" + modelLabel(enc), Vectors: mining.StoredVectors(eng)},
+		}}
+		for _, o := range r.others {
+			fusion.Signals = append(fusion.Signals, &mining.DenseTeacher{Enc: o.enc, Label: "dense:" + modelLabel(o.enc), Vectors: mining.StoredVectors(o.eng)})
+		}
+		teacher = fusion
 	case "cross-encoder":
 		if rr == nil {
 			return usageErrorf("--teacher cross-encoder needs --reranker DIR")
 		}
 		teacher = &mining.CrossEncoderTeacher{R: rr, Label: "cross-encoder:" + rr.Manifest().Name}
 	}
-	var src mining.Source
-	var err error
-	if input != "" {
-		src, err = mining.OpenPairs(ctx, input, defaults)
-	} else {
-		src, err = mining.OpenBEIR(ctx, dataset, split, defaults)
+	var p *progress // the run's, once its source is open
+	opt.Progress = func(done, _ int) {
+		if p != nil {
+			p.update(done, "")
+		}
 	}
+	miner, err := mining.New(r.pipeline(), teacher, mining.EngineCorpus{E: eng}, opt)
+	if err != nil {
+		return err
+	}
+	if fusion != nil {
+		if err := a.calibrateFusion(ctx, &r, miner, fusion); err != nil {
+			return err
+		}
+	}
+	src, err := r.openSource(ctx)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	p := a.progress("mining "+src.Name(), src.Len())
-	opt.Progress = func(done, _ int) { p.update(done, "") }
-	miner, err := mining.New(&mining.EngineRetriever{E: eng, Mode: mode}, teacher, mining.EngineCorpus{E: eng}, opt)
-	if err != nil {
-		return err
-	}
+	p = a.progress("mining "+src.Name(), src.Len())
 	st, runErr := miner.Run(ctx, src, output)
 	p.done()
 	if st != nil {
@@ -209,6 +344,55 @@ func (a *app) runMineWith(ctx context.Context, opt mining.Options, eng *engine.E
 	return runErr
 }
 
+// calibrateFusion gives the fusion teacher its calibration: the one saved
+// beside the output by the run being resumed, else a fit on the first
+// queries of the input, saved for a later --resume.
+func (a *app) calibrateFusion(ctx context.Context, r *mineRun, miner *mining.Miner, t *mining.FusionTeacher) error {
+	path := calibrationPath(r.output)
+	if r.opt.Resume {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			var c mining.Calibration
+			if err := json.Unmarshal(b, &c); err != nil {
+				return fmt.Errorf("%s: %w (delete it and the output to start over)", path, err)
+			}
+			t.Cal = &c
+			return nil
+		case !errors.Is(err, os.ErrNotExist):
+			return err
+		}
+	}
+	src, err := r.openSource(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	fmt.Fprintf(a.stderr, "calibrating the fusion teacher on the first %d queries...\n", r.calibrate)
+	c, err := miner.Calibrate(ctx, src, r.calibrate, t)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "fusion teacher: %s\n  on %d queries (%d positives, %d candidates): AUC %.4f (signals alone %s), weights %s\n",
+		t.Name(), c.Units, c.Positives, c.Negatives, c.AUC, floats(c.SignalAUC), floats(c.Weights))
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, func(f *os.File) error {
+		_, err := f.Write(append(b, '\n'))
+		return err
+	})
+}
+
+func floats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.4f", x)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
 // statsJSON is the stats file: the counters plus readable score summaries
 // (the raw quantile sample stays in the progress file only).
 func statsJSON(st *mining.Stats) any {
@@ -225,7 +409,9 @@ func statsJSON(st *mining.Stats) any {
 		mining.Stats
 		PosScores map[string]float64 `json:"pos_scores"`
 		NegScores map[string]float64 `json:"neg_scores"`
-	}{c, sum(&st.PosScores), sum(&st.NegScores)}
+		Quality   map[string]float64 `json:"teacher_quality"`
+	}{c, sum(&st.PosScores), sum(&st.NegScores), map[string]float64{
+		"queries": float64(st.Quality.Units), "ndcg@10": st.Quality.NDCG10(), "top1_positive": st.Quality.Top1Rate()}}
 }
 
 func modelLabel(enc encoder.Encoder) string {

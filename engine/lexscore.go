@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anna-search/anna/index/lexical"
+)
+
+// LexicalScores returns the BM25 score of query against each document:
+// the score the lexical list gives an indexed document with that title and
+// text, computed with the index's statistics for any document, indexed or
+// not (0 when no query term occurs in it). Mining's teacher uses it to
+// score positives that retrieval did not find.
+func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if e.lexStale != "" {
+		return nil, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
+	}
+	fs := make([]lexical.Fields, len(docs))
+	for i, d := range docs {
+		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text}
+	}
+	s, err := e.lex.ScoreTexts(ctx, query, fs)
+	if err != nil {
+		return nil, fmt.Errorf("engine: lexical scores: %w", err)
+	}
+	return s, nil
+}
