@@ -113,7 +113,7 @@ func TestFitLogisticOptimal(t *testing.T) {
 	var y []float64
 	for range 2000 {
 		a, b := rng.NormFloat64(), 10+3*rng.NormFloat64() // different scales
-		c := a // an exact copy of the first signal
+		c := a                                            // an exact copy of the first signal
 		p := sigmoid(-2 + 1.5*a + 0.4*(b-10))
 		x = append(x, []float64{a, b, c + 1e-3*rng.NormFloat64()})
 		y = append(y, b2f(rng.Float64() < p))
