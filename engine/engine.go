@@ -64,6 +64,10 @@ type Options struct {
 	// directory keeps its chunking (Reindex changes it), and opening it
 	// with another non-zero Chunking is refused.
 	Chunking Chunking
+	// Weaviate, when set, makes a Weaviate collection the retrieval
+	// backend instead of the directory's BM25 index and HNSW graph (see
+	// Weaviate). HNSW is then unused.
+	Weaviate *Weaviate
 	// Logf, when set, receives what the engine does on its own: indexes
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
@@ -107,6 +111,8 @@ type Engine struct {
 	// Close waits for running calls and later calls get ErrClosed.
 	life   sync.RWMutex
 	closed bool
+
+	be backend // where the lists come from: local{e} or a *remote
 
 	writeMu    sync.Mutex // one writer at a time
 	lex        *lexical.Index
@@ -169,6 +175,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	if opts.Weaviate != nil {
+		if err := e.openRemote(ctx, *opts.Weaviate); err != nil {
+			return nil, err
+		}
+		ok = true
+		return e, nil
+	}
+	e.be = local{e}
 	if err := e.openLexical(ctx); err != nil {
 		return nil, err
 	}

@@ -126,6 +126,9 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 			opts.Progress(start+len(batch), len(ids))
 		}
 	}
+	if r, ok := e.be.(*remote); ok {
+		return e.reindexRemote(ctx, r, enc, next, ch, oldKey, nextKey)
+	}
 	// The vectors' change entries touch no text: the BM25 index records
 	// them as applied without reindexing anything.
 	if err := e.catchUpLexical(ctx); err != nil {
@@ -147,6 +150,35 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err
+	}
+	if err := e.store.DeleteVectors(oldKey); err != nil {
+		return fmt.Errorf("engine: reindex: dropping the old model's vectors (the next open retries): %w", err)
+	}
+	return nil
+}
+
+// reindexRemote ends a Reindex on the Weaviate backend: a new collection
+// filled with the new vectors, the store's switch, then the engine's
+// snapshot and the alias moved to it. Killed before the switch, the
+// directory stays on the old model (the half-filled collection is dropped
+// by a later build); killed after it, the next Open adopts the new
+// collection and moves the alias.
+func (e *Engine) reindexRemote(ctx context.Context, r *remote, enc encoder.Encoder, next Model, ch Chunking, oldKey, nextKey string) error {
+	g, applied, err := r.build(ctx, nextKey)
+	if err != nil {
+		return fmt.Errorf("engine: reindex: %w", err)
+	}
+	state := e.modelState(next, ch)
+	state[stateReindexTarget] = nil
+	if err := e.store.SetStates(state); err != nil {
+		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
+	}
+	e.mu.Lock()
+	e.enc, e.model, e.chunking, e.bound = enc, next, ch, true
+	r.swap(g, applied)
+	e.mu.Unlock()
+	if err := r.pointAndPrune(ctx, g); err != nil {
+		return fmt.Errorf("engine: reindexed into Weaviate collection %s; moving alias %s to it failed (the next open moves it): %w", g.Name(), r.cl.Alias(), backendErr(err))
 	}
 	if err := e.store.DeleteVectors(oldKey); err != nil {
 		return fmt.Errorf("engine: reindex: dropping the old model's vectors (the next open retries): %w", err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
-	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -298,46 +297,29 @@ func single(l fusion.List) []fusion.Result {
 }
 
 func (e *Engine) lexicalList(ctx context.Context, query string, k int, f Filter) (fusion.List, error) {
-	if e.lexStale != "" {
-		return fusion.List{}, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
-	}
-	hits, err := e.lex.SearchFilter(ctx, query, k, f)
+	hits, err := e.be.lexical(ctx, query, k, f)
 	if err != nil {
-		return fusion.List{}, fmt.Errorf("engine: lexical search: %w", err)
+		return fusion.List{}, err
 	}
-	l := fusion.List{Name: "lexical", Hits: make([]fusion.Hit, len(hits))}
-	for i, h := range hits {
-		l.Hits[i] = fusion.Hit{ID: h.ID, Score: h.Score}
-	}
-	return l, nil
+	return fusion.List{Name: "lexical", Hits: hits}, nil
 }
 
 // denseList also returns each hit's best passage.
 func (e *Engine) denseList(ctx context.Context, query string, k int, opts SearchOptions) (fusion.List, map[string]int, error) {
-	// One consistent (model, graph) snapshot: during a Reindex a search sees
-	// either the old pair or the new one, never a mix.
+	// One consistent (model, index) snapshot: during a Reindex a search
+	// sees either the old pair or the new one, never a mix.
 	e.mu.RLock()
-	enc, ix := e.enc, e.dense
+	enc, search := e.enc, e.be.denseSearch()
 	e.mu.RUnlock()
 	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt.encoder())
 	if err != nil {
 		return fusion.List{}, nil, fmt.Errorf("engine: embedding the query: %w", err)
 	}
-	dopts := dense.SearchOptions{Ef: opts.EfSearch}
-	if !opts.Filter.IsZero() {
-		dopts.Filter = opts.Filter
-	}
-	hits, err := ix.Search(ctx, qv[0], k, dopts)
+	hits, passage, err := search(ctx, qv[0], k, opts)
 	if err != nil {
-		return fusion.List{}, nil, fmt.Errorf("engine: dense search: %w", err)
+		return fusion.List{}, nil, err
 	}
-	l := fusion.List{Name: "dense", Hits: make([]fusion.Hit, len(hits))}
-	passage := make(map[string]int, len(hits))
-	for i, h := range hits {
-		l.Hits[i] = fusion.Hit{ID: h.ID, Score: float64(h.Score)}
-		passage[h.ID] = h.Passage
-	}
-	return l, passage, nil
+	return fusion.List{Name: "dense", Hits: hits}, passage, nil
 }
 
 // rerank rescores the first depth results with the cross-encoder and sorts

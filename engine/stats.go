@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Stats describe an open engine directory.
 type Stats struct {
@@ -17,6 +20,7 @@ type Stats struct {
 	Chunking      Chunking
 	DenseSeq      uint64 // the store change the graph reflects
 	Reranker      bool
+	Backend       string   // "local", or "weaviate ALIAS (COLLECTION)": where the lists come from
 	Warnings      []string // see Engine.Warnings
 }
 
@@ -34,18 +38,12 @@ func (e *Engine) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("engine: %w", err)
 	}
-	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, LexicalStale: e.lexStale, Reranker: e.rr != nil, Warnings: e.Warnings()}
-	if e.lex != nil {
-		if st.LexicalDocs, err = e.lex.Count(); err != nil {
-			return Stats{}, fmt.Errorf("engine: %w", err)
-		}
-		if st.LexicalSeq, err = e.lex.AppliedSeq(); err != nil {
-			return Stats{}, fmt.Errorf("engine: %w", err)
-		}
+	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, LexicalStale: e.lexStale, Reranker: e.rr != nil, Warnings: e.Warnings(), Backend: "local"}
+	if err := e.be.stats(context.Background(), &st); err != nil {
+		return Stats{}, err
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st.Model, st.Chunking, st.DenseSeq = e.model, e.chunking, e.denseApplied
-	st.DenseDocs, st.DensePassages = e.dense.Len(), e.dense.Passages()
+	st.Model, st.Chunking = e.model, e.chunking
 	return st, nil
 }

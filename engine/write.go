@@ -121,20 +121,8 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	e.mu.Unlock()
 	// From here the batch is committed: finish the indexes whatever ctx
 	// says, so an interrupt leaves them in step.
-	ictx := context.WithoutCancel(ctx)
-	if e.lexApplied == prev {
-		err = e.lex.Index(ictx, changed, seq)
-		if err == nil {
-			e.lexApplied = seq
-		}
-	} else {
-		err = e.catchUpLexical(ictx)
-	}
-	if err != nil {
-		return res, fmt.Errorf("engine: documents stored; updating the BM25 index failed (the next write or open repairs it): %w", err)
-	}
-	if err := e.applyDense(ictx, prev, seq, changed, embs, nil); err != nil {
-		return res, fmt.Errorf("engine: documents stored; updating the dense graph failed (the next write or open repairs it): %w", err)
+	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, changed, embs, nil); err != nil {
+		return res, fmt.Errorf("engine: documents stored; %w", err)
 	}
 	return res, nil
 }
@@ -204,20 +192,8 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: deleting: %w", err)
 	}
-	ictx := context.WithoutCancel(ctx)
-	if e.lexApplied == prev {
-		err = e.lex.Delete(ictx, gone, seq)
-		if err == nil {
-			e.lexApplied = seq
-		}
-	} else {
-		err = e.catchUpLexical(ictx)
-	}
-	if err != nil {
-		return len(gone), fmt.Errorf("engine: deleted from the store; updating the BM25 index failed (the next write or open repairs it): %w", err)
-	}
-	if err := e.applyDense(ictx, prev, seq, nil, nil, gone); err != nil {
-		return len(gone), fmt.Errorf("engine: deleted from the store; updating the dense graph failed (the next write or open repairs it): %w", err)
+	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, nil, nil, gone); err != nil {
+		return len(gone), fmt.Errorf("engine: deleted from the store; %w", err)
 	}
 	return len(gone), nil
 }

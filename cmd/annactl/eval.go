@@ -46,6 +46,7 @@ type evalFlags struct {
 	cache, asJSON, keepIdentical                                        bool
 	chunks                                                              chunkFlags
 	chunking                                                            *engine.Chunking
+	backend                                                             backendFlags
 }
 
 func (a *app) evalCommand() *cobra.Command {
@@ -119,6 +120,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
 	fl.chunks.register(cmd)
+	fl.backend.register(cmd)
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders)")
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
@@ -185,6 +187,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	opts := engine.Options{Model: fl.model, Logf: a.logf}
+	if err := fl.backend.apply(&opts); err != nil {
+		return err
+	}
 	if fl.chunking != nil {
 		opts.Chunking = *fl.chunking
 	}

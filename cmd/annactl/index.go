@@ -20,6 +20,7 @@ func (a *app) indexCommand() *cobra.Command {
 		batch             int
 		skipBad, cache    bool
 		chunks            chunkFlags
+		be                backendFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "index --index DIR [--input] FILE",
@@ -64,6 +65,9 @@ the first documents; reindex changes it.`,
 			if cache {
 				opts.EmbeddingCache = home.EmbeddingCacheDir()
 			}
+			if err := be.apply(&opts); err != nil {
+				return err
+			}
 			eng, err := engine.Open(cmd.Context(), dir, opts)
 			if err != nil {
 				return err
@@ -86,6 +90,7 @@ the first documents; reindex changes it.`,
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
 	f.BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
 	chunks.register(cmd)
+	be.register(cmd)
 	return cmd
 }
 

@@ -17,6 +17,7 @@ func (a *app) reindexCommand() *cobra.Command {
 		batch      int
 		cache      bool
 		chunks     chunkFlags
+		be         backendFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "reindex --index DIR [--model NEW_MODEL_DIR] [--chunk-tokens N | --no-chunking]",
@@ -46,7 +47,11 @@ with the directory's own model.`,
 			if err := atLeast("batch", batch, 1); err != nil {
 				return err
 			}
-			eng, err := engine.Open(cmd.Context(), dir, engine.Options{Logf: a.logf})
+			eopts := engine.Options{Logf: a.logf}
+			if err := be.apply(&eopts); err != nil {
+				return err
+			}
+			eng, err := engine.Open(cmd.Context(), dir, eopts)
 			if err != nil {
 				return err
 			}
@@ -91,5 +96,6 @@ with the directory's own model.`,
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
 	cmd.Flags().BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
 	chunks.register(cmd)
+	be.register(cmd)
 	return cmd
 }

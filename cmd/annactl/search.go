@@ -20,6 +20,7 @@ func (a *app) searchCommand() *cobra.Command {
 		where                                                  []string
 		k, depth, rerankDepth, ef, snippetSize                 int
 		asJSON, explain, snippets                              bool
+		be                                                     backendFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "search --index DIR [flags] QUERY...",
@@ -92,6 +93,9 @@ source}, byte offsets into "text".`,
 				}
 			}
 			eopts := engine.Options{ReadOnly: true, Logf: a.logf}
+			if err := be.apply(&eopts); err != nil {
+				return err
+			}
 			if reranker != "" {
 				rr, err := rerank.Load(cmd.Context(), reranker, rerank.Options{})
 				if err != nil {
@@ -133,6 +137,7 @@ source}, byte offsets into "text".`,
 	f.IntVar(&snippetSize, "snippet-size", 0, "snippet length in bytes (0: 200, or the table's width)")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
 	f.BoolVar(&explain, "explain", false, "show each hit's rank and score in every list")
+	be.register(cmd)
 	return cmd
 }
 

@@ -1,0 +1,351 @@
+package weaviate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/anna-search/anna/filter"
+)
+
+// Hit is one document found by a search: its best passage's score (and,
+// for a dense search, which passage that is).
+type Hit struct {
+	ID      string
+	Score   float64
+	Passage int
+}
+
+// where is Weaviate's filter, written as JSON for REST and as an input
+// object for GraphQL.
+type where struct {
+	Operator       string   `json:"operator"`
+	Path           []string `json:"path,omitempty"`
+	Operands       []where  `json:"operands,omitempty"`
+	ValueText      *string  `json:"valueText,omitempty"`
+	ValueTextArray []string `json:"valueTextArray,omitempty"`
+	ValueInt       *int     `json:"valueInt,omitempty"`
+}
+
+func (w where) graphQL(b *strings.Builder) {
+	fmt.Fprintf(b, "{operator: %s", w.Operator)
+	if len(w.Path) > 0 {
+		b.WriteString(", path: ")
+		b.WriteString(gqlString(w.Path))
+	}
+	if w.ValueText != nil {
+		b.WriteString(", valueText: ")
+		b.WriteString(gqlString(*w.ValueText))
+	}
+	if w.ValueTextArray != nil { // GraphQL's valueText takes a list too
+		b.WriteString(", valueText: ")
+		b.WriteString(gqlString(w.ValueTextArray))
+	}
+	if w.ValueInt != nil {
+		fmt.Fprintf(b, ", valueInt: %d", *w.ValueInt)
+	}
+	if len(w.Operands) > 0 {
+		b.WriteString(", operands: [")
+		for i, o := range w.Operands {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			o.graphQL(b)
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}")
+}
+
+// gqlString writes a string or a list of strings as a GraphQL literal
+// (JSON's escapes are GraphQL's).
+func gqlString(v any) string {
+	raw, _ := marshal(v)
+	return string(raw)
+}
+
+// fromFilter translates one of anna's filters to a Weaviate where clause
+// on the meta property, through its JSON form (package filter's
+// documented language). The zero Filter gives ok false: no clause.
+func fromFilter(f filter.Filter) (w where, ok bool, err error) {
+	if f.IsZero() {
+		return where{}, false, nil
+	}
+	raw, err := f.MarshalJSON()
+	if err != nil {
+		return where{}, false, err
+	}
+	var node map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &node); err != nil {
+		return where{}, false, err
+	}
+	w, err = fromNode(node, "$")
+	return w, err == nil, err
+}
+
+func fromNode(node map[string]json.RawMessage, path string) (where, error) {
+	var parts []where
+	for key, val := range node {
+		switch key {
+		case "and", "or":
+			var subs []map[string]json.RawMessage
+			if err := json.Unmarshal(val, &subs); err != nil {
+				return where{}, fmt.Errorf("filter %s.%s: %w", path, key, err)
+			}
+			w := where{Operator: map[string]string{"and": "And", "or": "Or"}[key]}
+			for i, s := range subs {
+				sw, err := fromNode(s, fmt.Sprintf("%s.%s[%d]", path, key, i))
+				if err != nil {
+					return where{}, err
+				}
+				w.Operands = append(w.Operands, sw)
+			}
+			if len(w.Operands) == 1 {
+				w = w.Operands[0]
+			} else if len(w.Operands) == 0 { // And() matches every document
+				w = where{Operator: "GreaterThanEqual", Path: []string{"passage"}, ValueInt: new(int)}
+			}
+			parts = append(parts, w)
+		case "not":
+			var sub map[string]json.RawMessage
+			if err := json.Unmarshal(val, &sub); err != nil {
+				return where{}, fmt.Errorf("filter %s.not: %w", path, err)
+			}
+			sw, err := fromNode(sub, path+".not")
+			if err != nil {
+				return where{}, err
+			}
+			parts = append(parts, where{Operator: "Not", Operands: []where{sw}})
+		case "in":
+			var m map[string][]string
+			if err := json.Unmarshal(val, &m); err != nil {
+				return where{}, fmt.Errorf("filter %s.in: %w", path, err)
+			}
+			for k, vs := range m {
+				if err := checkMetaKey(k, path+".in"); err != nil {
+					return where{}, err
+				}
+				terms := make([]string, len(vs))
+				for i, v := range vs {
+					terms[i] = k + MetaSeparator + v
+				}
+				parts = append(parts, where{Operator: "ContainsAny", Path: []string{"meta"}, ValueTextArray: terms})
+			}
+		case "eq":
+			var m map[string]string
+			if err := json.Unmarshal(val, &m); err != nil {
+				return where{}, fmt.Errorf("filter %s.eq: %w", path, err)
+			}
+			for k, v := range m {
+				if err := checkMetaKey(k, path+".eq"); err != nil {
+					return where{}, err
+				}
+				term := k + MetaSeparator + v
+				parts = append(parts, where{Operator: "Equal", Path: []string{"meta"}, ValueText: &term})
+			}
+		case "prefix":
+			var m map[string]string
+			if err := json.Unmarshal(val, &m); err != nil {
+				return where{}, fmt.Errorf("filter %s.prefix: %w", path, err)
+			}
+			for k, v := range m {
+				if err := checkMetaKey(k, path+".prefix"); err != nil {
+					return where{}, err
+				}
+				if strings.ContainsAny(v, "*?") {
+					return where{}, fmt.Errorf("filter %s.prefix.%s: %q holds * or ?, which Weaviate's Like reads as wildcards: not supported by the Weaviate backend", path, k, v)
+				}
+				pat := k + MetaSeparator + v + "*"
+				parts = append(parts, where{Operator: "Like", Path: []string{"meta"}, ValueText: &pat})
+			}
+		default: // {"key": "value"}: Eq
+			var v string
+			if err := json.Unmarshal(val, &v); err != nil {
+				return where{}, fmt.Errorf("filter %s.%s: %w", path, key, err)
+			}
+			if err := checkMetaKey(key, path); err != nil {
+				return where{}, err
+			}
+			term := key + MetaSeparator + v
+			parts = append(parts, where{Operator: "Equal", Path: []string{"meta"}, ValueText: &term})
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return where{Operator: "GreaterThanEqual", Path: []string{"passage"}, ValueInt: new(int)}, nil
+	case 1:
+		return parts[0], nil
+	}
+	return and(parts...), nil
+}
+
+func checkMetaKey(k, path string) error {
+	if strings.Contains(k, MetaSeparator) {
+		return fmt.Errorf("filter %s: key %q holds \\x1f, which the Weaviate backend uses to join keys and values", path, k)
+	}
+	return nil
+}
+
+// graphQL runs a GraphQL query and decodes data.Get.<collection> into out.
+func (co *Collection) graphQL(ctx context.Context, op, query string, out any) error {
+	var res struct {
+		Data   map[string]map[string]json.RawMessage `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := co.c.do(ctx, op, co.name, http.MethodPost, "/v1/graphql", map[string]string{"query": query}, &res); err != nil {
+		return err
+	}
+	if len(res.Errors) > 0 {
+		msgs := make([]string, len(res.Errors))
+		for i, e := range res.Errors {
+			msgs[i] = e.Message
+		}
+		return &Error{URL: co.c.cfg.URLs[0] + "/v1/graphql", Collection: co.name, Op: op, Msg: strings.Join(msgs, "; "), Err: errGraphQL}
+	}
+	for _, byClass := range res.Data {
+		if raw, ok := byClass[co.name]; ok {
+			return json.Unmarshal(raw, out)
+		}
+	}
+	return &Error{URL: co.c.cfg.URLs[0] + "/v1/graphql", Collection: co.name, Op: op, Msg: "no result for the collection", Err: errGraphQL}
+}
+
+var errGraphQL = fmt.Errorf("GraphQL error")
+
+type gqlHit struct {
+	DocID      string `json:"docId"`
+	Passage    int    `json:"passage"`
+	Additional struct {
+		Score    string   `json:"score"`
+		Distance *float64 `json:"distance"`
+	} `json:"_additional"`
+}
+
+func (co *Collection) args(f filter.Filter) (string, error) {
+	w, ok, err := fromFilter(f)
+	if err != nil {
+		return "", err
+	}
+	s := ""
+	if co.c.cfg.Replication > 1 {
+		// GraphQL takes the argument only on replicated collections.
+		s = ", consistencyLevel: " + co.c.cfg.ReadConsistency
+	}
+	if ok {
+		var b strings.Builder
+		w.graphQL(&b)
+		s += ", where: " + b.String()
+	}
+	return s, nil
+}
+
+// Lexical returns the k best documents for query by Weaviate's BM25 over
+// title and text, restricted to those f matches.
+func (co *Collection) Lexical(ctx context.Context, query string, k int, f filter.Filter) ([]Hit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	args, err := co.args(f)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`{Get{%s(bm25: {query: %s, properties: ["title", "text"]}, limit: %d%s){docId passage _additional{score}}}}`,
+		co.name, gqlString(query), k, args)
+	var hits []gqlHit
+	if err := co.graphQL(ctx, "bm25 search", q, &hits); err != nil {
+		return nil, err
+	}
+	out := make([]Hit, 0, len(hits))
+	for _, h := range hits {
+		s, err := strconv.ParseFloat(h.Additional.Score, 64)
+		if err != nil {
+			return nil, fmt.Errorf("weaviate: bm25 search on %s: score %q: %w", co.name, h.Additional.Score, err)
+		}
+		out = append(out, Hit{ID: h.DocID, Score: s})
+	}
+	return out, nil
+}
+
+// Dense returns the k documents whose best passage is nearest to vec
+// (cosine), restricted to those f matches. It asks for more passages
+// while documents repeat and the collection has more.
+func (co *Collection) Dense(ctx context.Context, vec []float32, k int, f filter.Filter) ([]Hit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	args, err := co.args(f)
+	if err != nil {
+		return nil, err
+	}
+	var vb strings.Builder
+	vb.WriteByte('[')
+	for i, x := range vec {
+		if i > 0 {
+			vb.WriteByte(',')
+		}
+		vb.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
+	}
+	vb.WriteByte(']')
+	limit := k + k/4 + 4
+	for {
+		q := fmt.Sprintf(`{Get{%s(nearVector: {vector: %s}, limit: %d%s){docId passage _additional{distance}}}}`,
+			co.name, vb.String(), limit, args)
+		var hits []gqlHit
+		if err := co.graphQL(ctx, "near-vector search", q, &hits); err != nil {
+			return nil, err
+		}
+		seen := make(map[string]bool, len(hits))
+		out := make([]Hit, 0, k)
+		for _, h := range hits {
+			if seen[h.DocID] {
+				continue
+			}
+			seen[h.DocID] = true
+			if h.Additional.Distance == nil {
+				return nil, fmt.Errorf("weaviate: near-vector search on %s: no distance for %q", co.name, h.DocID)
+			}
+			out = append(out, Hit{ID: h.DocID, Score: 1 - *h.Additional.Distance, Passage: h.Passage})
+			if len(out) == k {
+				return out, nil
+			}
+		}
+		if len(hits) < limit {
+			return out, nil // the collection has no more
+		}
+		limit *= 2
+	}
+}
+
+// Count returns the number of documents and of passages in the collection.
+func (co *Collection) Count(ctx context.Context) (docs, passages int, err error) {
+	count := func(w where) (int, error) {
+		var b strings.Builder
+		w.graphQL(&b)
+		q := fmt.Sprintf(`{Aggregate{%s(where: %s){meta{count}}}}`, co.name, b.String())
+		var res []struct {
+			Meta struct {
+				Count int `json:"count"`
+			} `json:"meta"`
+		}
+		if err := co.graphQL(ctx, "counting objects", q, &res); err != nil {
+			return 0, err
+		}
+		if len(res) != 1 {
+			return 0, fmt.Errorf("weaviate: counting objects of %s: %d results", co.name, len(res))
+		}
+		return res[0].Meta.Count, nil
+	}
+	zero := 0
+	if docs, err = count(where{Operator: "Equal", Path: []string{"passage"}, ValueInt: &zero}); err != nil {
+		return 0, 0, err
+	}
+	if passages, err = count(where{Operator: "GreaterThanEqual", Path: []string{"passage"}, ValueInt: &zero}); err != nil {
+		return 0, 0, err
+	}
+	return docs, passages, nil
+}
