@@ -1,8 +1,10 @@
 // Package train fine-tunes BERT-family encoders in Go, in fp32 on the CPU:
 // the forward pass and every op's backward written out by hand (in the
-// manner of llm.c), contrastive and cross-encoder losses, AdamW, LoRA,
-// checkpoints that resume exactly, and export back to a Hugging Face
-// checkpoint and an anna model directory.
+// manner of llm.c), contrastive and cross-encoder losses (train/objective),
+// AdamW, LoRA, checkpoints that resume exactly, and export back to a
+// Hugging Face checkpoint and an anna model directory. Run trains
+// Llama-family decoders (train/decoder, built on train/ops) as bi-encoders
+// through the same loop.
 //
 // The backward pass is checked against PyTorch autograd
 // (TestGradientsMatchPyTorch, tools/torch_ref.py) and the forward pass
@@ -85,7 +87,7 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 		return nil, fmt.Errorf("train: config: %w", err)
 	}
 	if cfg.ModelType != "bert" {
-		return nil, fmt.Errorf("train: config: model_type %q: the trainer trains BERT encoders only so far", cfg.ModelType)
+		return nil, fmt.Errorf("train: config: model_type %q: NewModel builds BERT encoders (decoders: train/decoder)", cfg.ModelType)
 	}
 	m := &Model{Cfg: *cfg, byName: map[string]*Param{}}
 	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/decoder"
 )
 
 // ExportSettings name the exported model.
@@ -27,18 +28,6 @@ type ExportSettings struct {
 // converts it through the import path (model/onnx) into the anna model
 // directory outDir/model, whose manifest carries the new fingerprint.
 func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
-	hfDir, modelDir = filepath.Join(outDir, "hf"), filepath.Join(outDir, "model")
-	if err := os.RemoveAll(hfDir); err != nil {
-		return "", "", fmt.Errorf("train: export: %w", err)
-	}
-	if err := os.MkdirAll(hfDir, 0o755); err != nil {
-		return "", "", fmt.Errorf("train: export: %w", err)
-	}
-	// Side files: tokenizer, sentence-transformers modules; never weights,
-	// ONNX graphs or anna's manifest (the import writes a new one).
-	if err := copySideFiles(srcDir, hfDir); err != nil {
-		return "", "", fmt.Errorf("train: export: %w", err)
-	}
 	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
 	if err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
@@ -56,10 +45,46 @@ func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettin
 			return "", "", fmt.Errorf("train: export: %w", err)
 		}
 	}
+	return writeExport(ctx, srcDir, outDir, cfgJSON, m.Tensors(), task, s)
+}
+
+// ExportDecoder is Export for a decoder (LoRA merged): srcDir gives the
+// tokenizer (with the EOS the encoder pools) and config.json; pooling
+// defaults to the last token. anna's ONNX decoder graph is causal and has
+// no q/k norms, so a bidirectional or Qwen3 model is refused.
+func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
+	if !m.Causal || m.Cfg.QKNorm() {
+		return "", "", fmt.Errorf("train: export: anna's ONNX decoder graph is causal without q/k norms: it cannot serve this %s model (causal %v)", m.Cfg.ModelType, m.Causal)
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	if s.Pooling == "" {
+		s.Pooling = model.PoolingLastToken
+	}
+	return writeExport(ctx, srcDir, outDir, cfgJSON, m.Tensors(), model.TaskEmbed, s)
+}
+
+// writeExport writes outDir/hf (srcDir's side files, config.json, the
+// weights) and converts it through the import path into outDir/model.
+func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, tensors map[string]*safetensors.Tensor, task string, s ExportSettings) (hfDir, modelDir string, err error) {
+	hfDir, modelDir = filepath.Join(outDir, "hf"), filepath.Join(outDir, "model")
+	if err := os.RemoveAll(hfDir); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	if err := os.MkdirAll(hfDir, 0o755); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	// Side files: tokenizer, sentence-transformers modules; never weights,
+	// ONNX graphs or anna's manifest (the import writes a new one).
+	if err := copySideFiles(srcDir, hfDir); err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
 	if err := os.WriteFile(filepath.Join(hfDir, "config.json"), cfgJSON, 0o644); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}
-	if err := safetensors.WriteFile(filepath.Join(hfDir, "model.safetensors"), m.Tensors(), map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(hfDir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}
 	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength}

@@ -17,7 +17,7 @@ func LoadCheckpoint(dir string) (*model.Config, map[string]*safetensors.Tensor, 
 		return nil, nil, fmt.Errorf("train: %s is not a usable BERT checkpoint: %w", dir, err)
 	}
 	if cfg.ModelType != "bert" {
-		return nil, nil, fmt.Errorf("train: %s: model_type %q: the trainer trains BERT encoders only so far", dir, cfg.ModelType)
+		return nil, nil, fmt.Errorf("train: %s: model_type %q: the trainer trains BERT encoders and llama, mistral, qwen2 and qwen3 decoders (train/decoder)", dir, cfg.ModelType)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if err != nil {

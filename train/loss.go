@@ -31,9 +31,3 @@ func contrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 	loss, p, dq, dd, err := objective.ContrastiveLossParts(q, d, Q, G, C, teacher, cfg)
 	return loss, lossParts{infoNCE: p.InfoNCE, distill: p.Distill}, dq, dd, err
 }
-
-func normalizeRows(x []float32, rows, C int) ([]float32, []float64) {
-	return objective.NormalizeRows(x, rows, C)
-}
-
-func dot32(a, b []float32) float64 { return objective.Dot(a, b) }

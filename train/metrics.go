@@ -59,6 +59,9 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 	} else {
 		add("gradient clip norm", "off")
 	}
+	if c.Bidirectional {
+		add("attention", "bidirectional")
+	}
 	if c.LoRA != nil {
 		add("LoRA", fmt.Sprintf("rank %d, alpha %g, targets %s", c.LoRA.Rank, c.LoRA.Alpha, strings.Join(c.LoRA.Targets, ", ")))
 	} else {

@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/tokenizer"
@@ -18,12 +20,15 @@ import (
 
 // Config is one training run. Zero values pick the defaults noted.
 type Config struct {
-	ModelDir string // Hugging Face checkpoint: config.json, *.safetensors, tokenizer.json
+	// ModelDir is a Hugging Face checkpoint (config.json, *.safetensors,
+	// tokenizer.json) of a BERT encoder or a Llama-family decoder, or a
+	// llama GGUF file (train/decoder).
+	ModelDir string
 	Data     string // FlagEmbedding JSON lines (annactl mine's output)
 	OutDir   string // checkpoint/, hf/ (the trained checkpoint), model/ (the anna model), metrics.jsonl and report.html go here
 
 	Objective string // contrastive (default), bce or listwise
-	Pooling   string // bi-encoder pooling: mean (default), cls or lasttoken
+	Pooling   string // bi-encoder pooling: mean (BERT's default), cls or lasttoken (decoders' default)
 	MaxLength int    // tokens per text (per pair for cross-encoders); default 128
 
 	BatchSize int // queries per micro-batch (default 16)
@@ -42,7 +47,15 @@ type Config struct {
 	DistillWeight      float64 // weight of the KL distillation term (0: off)
 	TeacherTemperature float64 // default 1
 
-	LoRA *LoRAConfig // nil: full fine-tuning
+	// LoRA, nil for full fine-tuning. Alpha ≤ 0 means 2×rank for BERT and
+	// rank/2 for decoders (paper 003's rank 64, alpha 32); no targets means
+	// query and value for BERT, every projection for decoders (q_proj,
+	// k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj).
+	LoRA *LoRAConfig
+	// Bidirectional lets a decoder's tokens attend to the whole sequence
+	// instead of the tokens before them. anna's ONNX decoder graph is
+	// causal, so such a run needs NoExport.
+	Bidirectional bool
 
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
@@ -106,6 +119,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Pooling == "" {
 		c.Pooling = PoolMean
+		if c.isDecoder() {
+			c.Pooling = PoolLast
+		}
 	}
 	switch c.Pooling {
 	case PoolMean, PoolCLS, PoolLast:
@@ -148,6 +164,16 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// isDecoder reports whether ModelDir is a GGUF file or a decoder
+// checkpoint (an unreadable config is loadSource's error to report).
+func (c *Config) isDecoder() bool {
+	if strings.HasSuffix(strings.ToLower(c.ModelDir), ".gguf") {
+		return true
+	}
+	mc, err := model.LoadConfig(c.ModelDir)
+	return err == nil && mc.IsDecoder()
+}
+
 // state.json in a checkpoint.
 type runState struct {
 	Step     int     `json:"step"`
@@ -180,18 +206,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := LoadModel(cfg.ModelDir, cross, cfg.Seed)
+	if cfg.LoRA != nil {
+		lc := *cfg.LoRA // the caller's config stays as it was
+		cfg.LoRA = &lc
+	}
+	src, err := loadSource(&cfg, cross)
 	if err != nil {
 		return nil, err
 	}
-	m.Threads = cfg.Threads
-	if cfg.LoRA != nil {
-		if err := m.EnableLoRA(*cfg.LoRA, cfg.Seed); err != nil {
-			return nil, err
-		}
-	}
-	tokPath := filepath.Join(cfg.ModelDir, "tokenizer.json")
-	tok, err := tokenizer.Load(tokPath)
+	m := src.net
+	tok, err := tokenizer.Load(src.tokPath)
 	if err != nil {
 		return nil, fmt.Errorf("train: the model dir needs tokenizer.json: %w", err)
 	}
@@ -223,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	ckptDir := filepath.Join(cfg.OutDir, "checkpoint")
 	start := 0
 	if cfg.Resume {
-		st, err := loadCheckpoint(ckptDir, m, opt)
+		st, err := loadCheckpoint(ckptDir, m.params(), opt)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
@@ -238,7 +262,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	tr := &trainer{cfg: &cfg, m: m, tok: tok}
+	tr := &trainer{cfg: &cfg, m: m, bert: src.bert, tok: tok}
 	res := &Result{Checkpoint: ckptDir}
 	// The metrics file goes on from the checkpoint's step; its elapsed
 	// times go on from the last one recorded.
@@ -277,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for step := start; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
 			if step > start {
-				if err := saveCheckpoint(ckptDir, m, opt, runState{Step: step, Steps: steps, Loss: lastLoss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+				if err := saveCheckpoint(ckptDir, m.params(), opt, runState{Step: step, Steps: steps, Loss: lastLoss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
 					return nil, err
 				}
 			}
@@ -287,7 +311,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("train: stopped at step %d of %d (checkpoint in %s; run again with resume): %w", step, steps, ckptDir, err)
 		}
 		t1 := time.Now()
-		m.ZeroGrad()
+		m.zeroGrad()
 		var loss float64
 		var parts lossParts
 		for micro := 0; micro < cfg.Accum; micro++ {
@@ -305,16 +329,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, fmt.Errorf("train: step %d: %w", step+1, err)
 			}
 			loss += l / float64(cfg.Accum)
-			parts.infoNCE += m.lastParts.infoNCE / float64(cfg.Accum)
-			parts.distill += m.lastParts.distill / float64(cfg.Accum)
+			parts.infoNCE += tr.parts.infoNCE / float64(cfg.Accum)
+			parts.distill += tr.parts.distill / float64(cfg.Accum)
 		}
-		norm := ClipGradNorm(m.Params, cfg.ClipNorm)
+		norm := ClipGradNorm(m.params(), cfg.ClipNorm)
 		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 			err := fmt.Errorf("train: loss became %v (gradient norm %v) at step %d: stopped without updating; the last good checkpoint is %s (lower the learning rate or raise the temperature)", loss, norm, step+1, ckptDir)
 			return nil, errors.Join(err, cfg.writeReport(steps, mlog.Metrics()))
 		}
 		lr := LinearSchedule(step, warmup, steps, cfg.LR)
-		opt.Update(m.Params, lr)
+		opt.Update(m.params(), lr)
 		lastLoss = loss
 		done := step + 1
 		rec := report.Step{Step: done, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: float64(perStep) / time.Since(t1).Seconds(), ElapsedS: elapsed()}
@@ -332,7 +356,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		saved := done%cfg.CheckpointEvery == 0 || done == steps
 		if saved {
-			if err := saveCheckpoint(ckptDir, m, opt, runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+			if err := saveCheckpoint(ckptDir, m.params(), opt, runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
 				return nil, err
 			}
 		}
@@ -354,7 +378,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.NoExport {
 		return res, nil
 	}
-	hf, dir, err := Export(ctx, m, cfg.ModelDir, cfg.OutDir, ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling, MaxLength: cfg.exportMaxLength(m.Cfg.MaxPositionEmbeddings)})
+	es := ExportSettings{Name: cfg.Name, Pooling: cfg.Pooling, MaxLength: cfg.exportMaxLength(m.positions())}
+	var hf, dir string
+	if src.dec != nil {
+		hf, dir, err = ExportDecoder(ctx, src.dec, src.dir, cfg.OutDir, es)
+	} else {
+		hf, dir, err = Export(ctx, src.bert, src.dir, cfg.OutDir, es)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -364,9 +394,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // trainer turns groups into batches and runs the objective.
 type trainer struct {
-	cfg *Config
-	m   *Model
-	tok *tokenizer.Tokenizer
+	cfg  *Config
+	m    net
+	bert *Model // the cross-encoder objectives' model (BERT only)
+	tok  *tokenizer.Tokenizer
+	// After grad: a contrastive loss's terms (backward), or how many
+	// queries ranked their positive first (evaluation).
+	parts   lossParts
+	correct int
 }
 
 func (tr *trainer) batch(encs []tokenizer.Encoding) *Batch {
@@ -396,9 +431,13 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 		b := tr.batch(tr.tok.EncodeBatch(texts, cfg.MaxLength))
 		cc := ContrastiveConfig{Temperature: cfg.Temperature, InBatch: !cfg.NoInBatch, DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 		if !backward {
-			return tr.m.EvalContrastive(b, Q, G, cfg.Pooling, teacher, cc)
+			l, correct, err := tr.m.evalContrastive(b, Q, G, cfg.Pooling, teacher, cc)
+			tr.correct = correct
+			return l, err
 		}
-		return tr.m.ContrastiveGrad(b, Q, G, cfg.Pooling, teacher, cc, scale)
+		l, parts, err := tr.m.contrastiveGrad(b, Q, G, cfg.Pooling, teacher, cc, scale)
+		tr.parts = parts
+		return l, err
 	}
 	var encs []tokenizer.Encoding
 	var labels []float32
@@ -410,9 +449,11 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 	}
 	b := tr.batch(encs)
 	if !backward {
-		return tr.m.EvalCrossEncoder(b, cfg.Objective, labels, Q, G)
+		l, err := tr.bert.EvalCrossEncoder(b, cfg.Objective, labels, Q, G)
+		tr.correct = tr.bert.lastCorrect
+		return l, err
 	}
-	return tr.m.CrossEncoderGrad(b, cfg.Objective, labels, Q, G, scale)
+	return tr.bert.CrossEncoderGrad(b, cfg.Objective, labels, Q, G, scale)
 }
 
 func b2f(b bool) float64 {
@@ -438,7 +479,7 @@ func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
 			return nil, fmt.Errorf("train: evaluation: %w", err)
 		}
 		ev.Loss += l * float64(hi-lo)
-		correct += tr.m.lastCorrect
+		correct += tr.correct
 	}
 	ev.Queries = len(ex)
 	ev.Loss /= float64(len(ex))
@@ -448,14 +489,14 @@ func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
 
 // saveCheckpoint writes the params, the optimizer moments and the state to
 // dir atomically (a temporary directory renamed over the old one).
-func saveCheckpoint(dir string, m *Model, opt *AdamW, st runState) error {
+func saveCheckpoint(dir string, ps []*Param, opt *AdamW, st runState) error {
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
 	params, moments := map[string]*safetensors.Tensor{}, map[string]*safetensors.Tensor{}
-	for _, p := range m.Params {
+	for _, p := range ps {
 		params[p.Name] = &safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: p.W}
 		if mm, ok := opt.m[p]; ok {
 			moments["m."+p.Name] = &safetensors.Tensor{Name: "m." + p.Name, Shape: p.Shape, Data: mm}
@@ -492,7 +533,7 @@ func saveCheckpoint(dir string, m *Model, opt *AdamW, st runState) error {
 }
 
 // loadCheckpoint restores params and optimizer state saved by saveCheckpoint.
-func loadCheckpoint(dir string, m *Model, opt *AdamW) (runState, error) {
+func loadCheckpoint(dir string, ps []*Param, opt *AdamW) (runState, error) {
 	var st struct {
 		runState
 		OptimizerStep int `json:"optimizer_step"`
@@ -514,7 +555,7 @@ func loadCheckpoint(dir string, m *Model, opt *AdamW) (runState, error) {
 			return st.runState, fmt.Errorf("train: checkpoint: %w", err)
 		}
 	}
-	for _, p := range m.Params {
+	for _, p := range ps {
 		t, ok := params[p.Name]
 		if !ok || len(t.Data) != len(p.W) {
 			return st.runState, fmt.Errorf("train: checkpoint %s does not match the model: tensor %s missing or misshapen (was it made with other LoRA settings?)", dir, p.Name)

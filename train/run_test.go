@@ -219,7 +219,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}{
 		{"no negatives", Config{ModelDir: src, Data: noNeg}, "noneg.jsonl:2: field \"neg\" has no negatives"},
 		{"no scores with distillation", Config{ModelDir: src, Data: noScores, DistillWeight: 1}, "noscores.jsonl:1: teacher scores needed"},
-		{"not BERT", Config{ModelDir: roberta, Data: noScores}, `model_type "roberta": the trainer trains BERT encoders only so far`},
+		{"not BERT", Config{ModelDir: roberta, Data: noScores}, `model_type "roberta": the trainer trains BERT encoders and llama, mistral, qwen2 and qwen3 decoders`},
 	}
 	for _, c := range cases {
 		c.cfg.OutDir = t.TempDir()

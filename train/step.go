@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"math"
+
+	"github.com/anna-search/anna/train/objective"
 )
 
 // Objectives.
@@ -102,21 +104,7 @@ func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []fl
 	}
 	C := m.Cfg.HiddenSize
 	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
-	qn, _ := normalizeRows(e[:Q*C], Q, C)
-	dn, _ := normalizeRows(e[Q*C:], Q*G, C)
-	m.lastCorrect = 0
-	for i := 0; i < Q; i++ {
-		pos := dot32(qn[i*C:i*C+C], dn[i*G*C:i*G*C+C])
-		best := true
-		for g := 1; g < G; g++ {
-			if dot32(qn[i*C:i*C+C], dn[(i*G+g)*C:(i*G+g)*C+C]) >= pos {
-				best = false
-			}
-		}
-		if best {
-			m.lastCorrect++
-		}
-	}
+	m.lastCorrect = objective.Correct(e[:Q*C], e[Q*C:], Q, G, C)
 	return loss, err
 }
 

@@ -26,7 +26,7 @@ func (a *app) trainCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "train --input MINED.jsonl --output DIR [flags]",
-		Short: "fine-tune a BERT model on mined negatives (InfoNCE + distillation, or a cross-encoder)",
+		Short: "fine-tune a BERT or decoder (Llama-family) model on mined negatives (InfoNCE + distillation, or a cross-encoder)",
 		Long: `Trains on FlagEmbedding JSON lines (annactl mine-negatives writes them) and writes
 DIR/checkpoint (resumable with --resume), DIR/hf (a Hugging Face checkpoint) and
 DIR/model (an anna model with a new fingerprint, for annactl reindex), and its
@@ -41,8 +41,10 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			if err := oneOf("objective", c.Objective, "contrastive", "bce", "listwise"); err != nil {
 				return err
 			}
-			if err := oneOf("pooling", c.Pooling, "mean", "cls", "lasttoken"); err != nil {
-				return err
+			if c.Pooling != "" {
+				if err := oneOf("pooling", c.Pooling, "mean", "cls", "lasttoken"); err != nil {
+					return err
+				}
 			}
 			if err := oneOf("device", device, "cpu", "cuda"); err != nil {
 				return err
@@ -129,11 +131,13 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 		},
 	}
 	f := cmd.Flags()
-	modelVar(f, &c.ModelDir, "model", "", "Hugging Face BERT checkpoint directory (config.json, *.safetensors, tokenizer.json), or an anna model directory whose source is one (default: the default model's source)")
+	modelVar(f, &c.ModelDir, "model", "", "Hugging Face BERT or Llama-family decoder checkpoint directory (config.json, *.safetensors, tokenizer.json), a llama GGUF file, or an anna model directory whose source is one (default: the default model's source)")
 	f.StringVar(&c.Data, "input", "", "training data: FlagEmbedding JSON lines `FILE` from annactl mine-negatives")
 	f.StringVar(&c.OutDir, "output", "", "output directory `DIR`: checkpoint/, hf/ and model/")
 	f.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")
-	f.StringVar(&c.Pooling, "pooling", "mean", "bi-encoder pooling: mean, cls or lasttoken")
+	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: mean for BERT, lasttoken for decoders)")
+	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (the ONNX graph is causal: needs --no-export)")
+	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
 	f.IntVar(&c.BatchSize, "batch-queries", 16, "queries per micro-batch")
 	f.IntVar(&c.GroupSize, "group", 8, "documents per query: 1 positive + group-1 negatives")
@@ -148,8 +152,8 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.BoolVar(&noInBatch, "no-in-batch", false, "use only each query's own negatives")
 	f.Float64Var(&c.DistillWeight, "distill", 0, "weight of the KL distillation term on the teacher's pos/neg scores (0: off; needs pos_scores/neg_scores)")
 	f.Float64Var(&c.TeacherTemperature, "teacher-temperature", 1, "teacher softmax temperature")
-	f.StringVar(&lora, "lora", "", "LoRA instead of full fine-tuning: rank[:targets], e.g. 8 or 8:query,value,intermediate.dense")
-	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (0: 2×rank)")
+	f.StringVar(&lora, "lora", "", "LoRA instead of full fine-tuning: rank[:targets], e.g. 8 or 8:query,value,intermediate.dense (BERT; default query,value), 64 or 64:q_proj,v_proj (decoders; default all seven projections)")
+	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (0: 2×rank for BERT, rank/2 for decoders)")
 	f.Uint64Var(&c.Seed, "seed", 42, "seed for sampling and initialisation (runs are reproducible)")
 	f.IntVar(&c.Threads, "threads", 0, "goroutines per op (0: all cores)")
 	f.Float64Var(&c.EvalFraction, "eval-fraction", 0.05, "held-out share of the examples (negative: none)")
@@ -179,10 +183,7 @@ func parseLoRA(s string, alpha float64) (*train.LoRAConfig, error) {
 	if _, err := fmt.Sscanf(rank, "%d", &r); err != nil || r <= 0 {
 		return nil, usageErrorf("--lora %q: the rank must be a positive integer", s)
 	}
-	lc := &train.LoRAConfig{Rank: r, Alpha: alpha}
-	if lc.Alpha <= 0 {
-		lc.Alpha = float64(2 * r)
-	}
+	lc := &train.LoRAConfig{Rank: r, Alpha: alpha} // alpha 0: the trainer's default for the architecture
 	if targets != "" {
 		lc.Targets = strings.Split(targets, ",")
 	}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/ops"
 )
 
@@ -101,10 +102,11 @@ type Model struct {
 	rope *ops.Rope // tables for the last sequence length
 	ws   *Acts
 	// lastParts are, after a ContrastiveGrad call, its loss's terms.
-	lastParts lossParts
+	lastParts objective.Parts
 }
 
-type lossParts struct{ infoNCE, distill float64 }
+// LossParts are the terms of the last ContrastiveGrad's loss.
+func (m *Model) LossParts() objective.Parts { return m.lastParts }
 
 // Param returns the parameter with the given name, or nil.
 func (m *Model) Param(name string) *ops.Param { return m.byName[name] }

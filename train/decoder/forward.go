@@ -347,7 +347,7 @@ func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []fl
 	if err != nil {
 		return 0, err
 	}
-	m.lastParts = lossParts{parts.InfoNCE, parts.Distill}
+	m.lastParts = parts
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, nil
 	}
@@ -359,4 +359,23 @@ func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []fl
 	m.PoolBackward(a, pooling, de, dh)
 	m.Backward(a, dh)
 	return loss, nil
+}
+
+// EvalContrastive is ContrastiveGrad's forward only: the loss, and how many
+// queries rank their positive above all of their own negatives.
+func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cfg objective.ContrastiveConfig) (loss float64, correct int, err error) {
+	if b.N != Q+Q*G {
+		return 0, 0, fmt.Errorf("decoder: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
+	}
+	a, err := m.Forward(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := m.Pool(a, pooling)
+	if err != nil {
+		return 0, 0, err
+	}
+	C := m.Cfg.HiddenSize
+	loss, _, _, err = objective.ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
 }

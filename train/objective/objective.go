@@ -225,3 +225,26 @@ func Dot(a, b []float32) float64 {
 	}
 	return s
 }
+
+// Correct counts the queries (q, Q×C) whose positive — the first of their
+// own G documents in d (Q·G×C) — has a higher cosine similarity than every
+// one of their own negatives.
+func Correct(q, d []float32, Q, G, C int) int {
+	qn, _ := NormalizeRows(q, Q, C)
+	dn, _ := NormalizeRows(d, Q*G, C)
+	n := 0
+	for i := 0; i < Q; i++ {
+		qi := qn[i*C : i*C+C]
+		pos := Dot(qi, dn[i*G*C:i*G*C+C])
+		best := true
+		for g := 1; g < G; g++ {
+			if Dot(qi, dn[(i*G+g)*C:(i*G+g)*C+C]) >= pos {
+				best = false
+			}
+		}
+		if best {
+			n++
+		}
+	}
+	return n
+}

