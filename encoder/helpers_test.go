@@ -23,8 +23,10 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tmpRoot != "" {
-		os.RemoveAll(tmpRoot)
+	for _, d := range []string{tmpRoot, quantTmp} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

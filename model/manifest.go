@@ -27,6 +27,22 @@ const (
 	TaskRerank = "rerank" // model.onnx outputs logits (cross-encoder)
 )
 
+// QuantizeInt8 is the one quantization anna writes (Manifest.Quantization):
+// every MatMul weight of the encoder layers is int8, symmetric, with one
+// scale per output column; activations are quantized to uint8 per tensor
+// on every call (ONNX Runtime's DynamicQuantizeMatMul and QAttention).
+// Embeddings, LayerNorms, biases and task heads stay float32.
+const QuantizeInt8 = "int8"
+
+// CheckQuantization accepts the quantizations anna writes: "" (float32
+// weights) or QuantizeInt8.
+func CheckQuantization(q string) error {
+	if q != "" && q != QuantizeInt8 {
+		return fmt.Errorf("quantization %q not supported (want %s, or none for float32)", q, QuantizeInt8)
+	}
+	return nil
+}
+
 // DefaultInstructionTemplate formats an instructed query; {task} is the
 // instruction and {query} the query (the E5/GTE convention).
 const DefaultInstructionTemplate = "Instruct: {task}\nQuery: {query}"
@@ -51,6 +67,12 @@ type Manifest struct {
 	DocumentPrefix string `json:"document_prefix,omitempty"`
 	// InstructionTemplate formats queries given an instruction.
 	InstructionTemplate string `json:"instruction_template,omitempty"`
+	// Quantization is "" for float32 weights, or QuantizeInt8. It is
+	// written into model.onnx (so a quantized model's fingerprint always
+	// differs from the float32 one's: their vectors and caches never mix).
+	// The encoder runs whichever graph model.onnx holds; this field says
+	// which it is, for people and for `annactl models list`.
+	Quantization string `json:"quantization,omitempty"`
 	// Fingerprint is hex sha256 over model.onnx's bytes and the settings
 	// that change vectors (pooling, normalize, max_length).
 	Fingerprint string `json:"fingerprint"`
@@ -114,6 +136,9 @@ func (m *Manifest) Validate() error {
 	}
 	if m.MaxLength <= 0 {
 		return fmt.Errorf("field max_length must be positive, got %d", m.MaxLength)
+	}
+	if err := CheckQuantization(m.Quantization); err != nil {
+		return fmt.Errorf("field %w", err)
 	}
 	if len(m.Fingerprint) != 64 {
 		return fmt.Errorf("field fingerprint: want 64 hex digits, got %q", m.Fingerprint)

@@ -59,6 +59,10 @@ type Options struct {
 	// processes (parallel test packages, the indexer) need, so it is off
 	// unless asked for.
 	Spin bool
+	// OptimizedModelPath, when set, makes ONNX Runtime write the graph it
+	// runs (after its optimisations and fusions) to this file when the
+	// session is created; tests read it to check which operators ran.
+	OptimizedModelPath string
 }
 
 // NewSessionOptions initialises ONNX Runtime if needed and returns session
@@ -95,6 +99,12 @@ func NewSessionOptions(o Options) (*ortgo.SessionOptions, error) {
 			return errors.Join(so.AddSessionConfigEntry("session.intra_op.allow_spinning", v),
 				so.AddSessionConfigEntry("session.inter_op.allow_spinning", v))
 		}},
+	}
+	if o.OptimizedModelPath != "" {
+		steps = append(steps, struct {
+			what string
+			fn   func() error
+		}{"optimized model path", func() error { return so.SetOptimizedModelFilePath(o.OptimizedModelPath) }})
 	}
 	for _, s := range steps {
 		if err := s.fn(); err != nil {

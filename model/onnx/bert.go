@@ -28,7 +28,14 @@ const (
 // model.TaskRerank adds BertForSequenceClassification's head (pooler
 // dense+tanh on [CLS], then classifier) and outputs logits. The tensors may
 // come from a file or from the trainer's memory; they are not modified.
+//
+// The graph is the fused one (see fuse.go); BuildWith writes the other
+// forms.
 func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
+	return buildBERT(cfg, tensors, task, BuildOptions{})
+}
+
+func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string, o BuildOptions) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("onnx: config: %w", err)
 	}
@@ -42,13 +49,15 @@ func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 		}
 	}
 	roberta := cfg.IsRoBERTa()
-	H, V, P, T, I := cfg.HiddenSize, cfg.VocabSize, cfg.MaxPositionEmbeddings, cfg.TypeVocabSize, cfg.IntermediateSize
-	nh, hd := cfg.NumAttentionHeads, cfg.HeadDim()
+	H, V, P, T := cfg.HiddenSize, cfg.VocabSize, cfg.MaxPositionEmbeddings, cfg.TypeVocabSize
 	eps := AttrFloat("epsilon", float32(cfg.LayerNormEps))
 
 	g := NewGraph(cfg.ModelType)
 	g.Metadata("anna.task", task)
 	g.Metadata("anna.hidden_size", fmt.Sprint(H))
+	if o.Quantize != "" {
+		g.Metadata("anna.quantization", o.Quantize)
+	}
 	batch, seq := Dim{Param: "batch"}, Dim{Param: "sequence"}
 	ids := g.Input(InputIDs, Int64, batch, seq)
 	mask := g.Input(InputMask, Int64, batch, seq)
@@ -73,34 +82,14 @@ func BuildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	x = g.Op("Add", []string{x, g.Op("Gather", []string{typ, types})})
 	x = w.layerNorm(g, x, "embeddings.LayerNorm", eps)
 
-	// Additive mask [batch, 1, 1, seq]: 0 for tokens, -10000 for padding.
-	m := g.Op("Cast", []string{g.Op("Unsqueeze", []string{mask, g.Int64s("", []int64{2}, []int64{1, 2})})}, AttrInt("to", Float))
-	ext := g.Op("Mul", []string{g.Op("Sub", []string{g.Scalar(1), m}), g.Scalar(maskedAttention)})
-
-	headShape := g.Int64s("", []int64{4}, []int64{0, 0, int64(nh), int64(hd)})
-	hiddenShape := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
-	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
-	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
-		heads := func(name string, perm ...int64) string {
-			y := w.linear(g, x, p+"attention.self."+name, H, H)
-			return g.Op("Transpose", []string{g.Op("Reshape", []string{y, headShape})}, AttrInts("perm", perm...))
+	if o.Unfused {
+		x = w.unfusedLayers(g, x, mask, eps)
+	} else {
+		// Attention's raw mask: [batch, seq] int32, 1 for tokens.
+		maskIdx := g.Op("Cast", []string{mask}, AttrInt("to", Int32))
+		for l := 0; l < cfg.NumHiddenLayers; l++ {
+			x = w.fusedLayer(g, x, fmt.Sprintf("encoder.layer.%d.", l), maskIdx, eps, o.Quantize)
 		}
-		q := heads("query", 0, 2, 1, 3) // [b, nh, s, hd]
-		k := heads("key", 0, 2, 3, 1)   // [b, nh, hd, s]
-		v := heads("value", 0, 2, 1, 3) // [b, nh, s, hd]
-		s := g.Op("Div", []string{g.Op("MatMul", []string{q, k}), scale})
-		s = g.Op("Add", []string{s, ext})
-		probs := g.Op("Softmax", []string{s}, AttrInt("axis", -1))
-		c := g.Op("MatMul", []string{probs, v})
-		c = g.Op("Transpose", []string{c}, AttrInts("perm", 0, 2, 1, 3))
-		c = g.Op("Reshape", []string{c, hiddenShape})
-		a := w.linear(g, c, p+"attention.output.dense", H, H)
-		x = w.layerNorm(g, g.Op("Add", []string{a, x}), p+"attention.output.LayerNorm", eps)
-		f := w.linear(g, x, p+"intermediate.dense", H, I)
-		f = activation(g, f, cfg.HiddenAct)
-		f = w.linear(g, f, p+"output.dense", I, H)
-		x = w.layerNorm(g, g.Op("Add", []string{f, x}), p+"output.LayerNorm", eps)
 	}
 
 	if task == model.TaskEmbed {
@@ -151,6 +140,44 @@ func ExportBERTBytes(cfg *model.Config, tensors map[string]*safetensors.Tensor, 
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// unfusedLayers appends the encoder layers in standard ONNX operators
+// (BuildOptions.Unfused) and returns the last one's output.
+func (w *weights) unfusedLayers(g *Graph, x, mask string, eps Attr) string {
+	cfg := w.cfg
+	H, I := cfg.HiddenSize, cfg.IntermediateSize
+	nh, hd := cfg.NumAttentionHeads, cfg.HeadDim()
+	// Additive mask [batch, 1, 1, seq]: 0 for tokens, -10000 for padding.
+	m := g.Op("Cast", []string{g.Op("Unsqueeze", []string{mask, g.Int64s("", []int64{2}, []int64{1, 2})})}, AttrInt("to", Float))
+	ext := g.Op("Mul", []string{g.Op("Sub", []string{g.Scalar(1), m}), g.Scalar(maskedAttention)})
+
+	headShape := g.Int64s("", []int64{4}, []int64{0, 0, int64(nh), int64(hd)})
+	hiddenShape := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
+	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
+	for l := 0; l < cfg.NumHiddenLayers; l++ {
+		p := fmt.Sprintf("encoder.layer.%d.", l)
+		heads := func(name string, perm ...int64) string {
+			y := w.linear(g, x, p+"attention.self."+name, H, H)
+			return g.Op("Transpose", []string{g.Op("Reshape", []string{y, headShape})}, AttrInts("perm", perm...))
+		}
+		q := heads("query", 0, 2, 1, 3) // [b, nh, s, hd]
+		k := heads("key", 0, 2, 3, 1)   // [b, nh, hd, s]
+		v := heads("value", 0, 2, 1, 3) // [b, nh, s, hd]
+		s := g.Op("Div", []string{g.Op("MatMul", []string{q, k}), scale})
+		s = g.Op("Add", []string{s, ext})
+		probs := g.Op("Softmax", []string{s}, AttrInt("axis", -1))
+		c := g.Op("MatMul", []string{probs, v})
+		c = g.Op("Transpose", []string{c}, AttrInts("perm", 0, 2, 1, 3))
+		c = g.Op("Reshape", []string{c, hiddenShape})
+		a := w.linear(g, c, p+"attention.output.dense", H, H)
+		x = w.layerNorm(g, g.Op("Add", []string{a, x}), p+"attention.output.LayerNorm", eps)
+		f := w.linear(g, x, p+"intermediate.dense", H, I)
+		f = activation(g, f, cfg.HiddenAct)
+		f = w.linear(g, f, p+"output.dense", I, H)
+		x = w.layerNorm(g, g.Op("Add", []string{f, x}), p+"output.LayerNorm", eps)
+	}
+	return x
 }
 
 func activation(g *Graph, x, act string) string {
@@ -204,23 +231,38 @@ func (w *weights) tensor(g *Graph, name string, transpose bool, shape ...int) st
 }
 
 func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int) string {
+	data, dims := w.data(name, transpose, shape...)
+	if data == nil {
+		return ""
+	}
+	return g.Floats(sanitize(name), dims, data)
+}
+
+// data checks and returns tensor name (a Linear weight transposed to
+// MatMul's [in, out] when transpose is set) and its dims, or nil after
+// recording what is wrong; it is also nil once anything is wrong, as the
+// export fails anyway and need not spend memory.
+func (w *weights) data(name string, transpose bool, shape ...int) ([]float32, []int64) {
 	t, ok := w.t[name]
 	if !ok {
 		w.missing = append(w.missing, name)
-		return ""
+		return nil, nil
 	}
 	if !sameShape(t.Shape, shape) {
 		if w.bad == nil {
 			w.bad = fmt.Errorf("onnx: tensor %q has shape %v but config.json implies %v%s",
 				name, t.Shape, shape, w.whichDim(t.Shape, shape))
 		}
-		return ""
+		return nil, nil
 	}
 	if len(t.Data) != t.Len() {
 		if w.bad == nil {
 			w.bad = fmt.Errorf("onnx: tensor %q: shape %v holds %d values but data has %d", name, t.Shape, t.Len(), len(t.Data))
 		}
-		return ""
+		return nil, nil
+	}
+	if w.bad != nil || len(w.missing) > 0 {
+		return nil, nil
 	}
 	data := t.Data
 	dims := make([]int64, len(shape))
@@ -231,10 +273,7 @@ func (w *weights) tensorAbs(g *Graph, name string, transpose bool, shape ...int)
 		data = transposed(data, shape[0], shape[1])
 		dims[0], dims[1] = dims[1], dims[0]
 	}
-	if w.bad != nil || len(w.missing) > 0 {
-		return "" // the export fails anyway; do not spend memory encoding
-	}
-	return g.Floats(sanitize(name), dims, data)
+	return data, dims
 }
 
 // transposed returns the [cols, rows] transpose of a row-major [rows, cols]

@@ -19,6 +19,9 @@ type Graph struct {
 	names    map[string]bool
 	counter  int
 	metadata map[string]string
+	// ms is set once a com.microsoft op is added, so the model imports
+	// that operator set.
+	ms bool
 	// err is the first construction mistake (a value defined twice or read
 	// before it exists); WriteTo reports it, so builders need not check
 	// every call.
@@ -74,6 +77,17 @@ func (g *Graph) Floats(name string, dims []int64, v []float32) string {
 	return name
 }
 
+// Int8s adds an int8 initializer (quantized weights) with the given shape.
+func (g *Graph) Int8s(name string, dims []int64, v []int8) string {
+	if name == "" {
+		name = g.fresh("const")
+	} else {
+		g.claim(name)
+	}
+	g.inits = append(g.inits, encodeTensor(name, Int8, dims, int8sRaw(v)))
+	return name
+}
+
 // Int64s adds an int64 initializer with the given shape (nil dims: scalar).
 func (g *Graph) Int64s(name string, dims []int64, v []int64) string {
 	if name == "" {
@@ -96,8 +110,17 @@ func (g *Graph) Op(op string, inputs []string, attrs ...Attr) string {
 // OpNamed is Op with a chosen output name (for graph outputs).
 func (g *Graph) OpNamed(op, output string, inputs []string, attrs ...Attr) string {
 	g.claim(output)
-	g.node(op, inputs, []string{output}, attrs)
+	g.node("", op, inputs, []string{output}, attrs)
 	return output
+}
+
+// MS appends a com.microsoft contrib op (see MSDomain) with one output;
+// an empty input name is an omitted optional input.
+func (g *Graph) MS(op string, inputs []string, attrs ...Attr) string {
+	out := g.fresh(op)
+	g.ms = true
+	g.node(MSDomain, op, inputs, []string{out}, attrs)
+	return out
 }
 
 // OpN appends a node with n outputs.
@@ -106,11 +129,11 @@ func (g *Graph) OpN(op string, inputs []string, n int, attrs ...Attr) []string {
 	for i := range outs {
 		outs[i] = g.fresh(op)
 	}
-	g.node(op, inputs, outs, attrs)
+	g.node("", op, inputs, outs, attrs)
 	return outs
 }
 
-func (g *Graph) node(op string, inputs, outputs []string, attrs []Attr) {
+func (g *Graph) node(domain, op string, inputs, outputs []string, attrs []Attr) {
 	for _, in := range inputs {
 		if in != "" && !g.names[in] && g.err == nil {
 			g.err = fmt.Errorf("onnx: %s node reads undefined value %q", op, in)
@@ -127,6 +150,9 @@ func (g *Graph) node(op string, inputs, outputs []string, attrs []Attr) {
 	b = appendString(b, nodeOpType, op)
 	for _, a := range attrs {
 		b = appendBytes(b, nodeAttribute, a)
+	}
+	if domain != "" {
+		b = appendString(b, nodeDomain, domain)
 	}
 	g.nodes = append(g.nodes, b)
 }
@@ -175,6 +201,11 @@ func (g *Graph) WriteTo(w io.Writer) (int64, error) {
 	opset := appendString(nil, opsetDomain, "")
 	opset = appendInt(opset, opsetVersion, Opset)
 	head = appendBytes(head, modelOpsetImport, opset)
+	if g.ms {
+		ms := appendString(nil, opsetDomain, MSDomain)
+		ms = appendInt(ms, opsetVersion, 1)
+		head = appendBytes(head, modelOpsetImport, ms)
+	}
 	keys := make([]string, 0, len(g.metadata))
 	for k := range g.metadata {
 		keys = append(keys, k)

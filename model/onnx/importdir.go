@@ -41,6 +41,11 @@ type Settings struct {
 	DocumentPrefix      string
 	InstructionTemplate string // default model.DefaultInstructionTemplate
 	Source              string
+	// Quantize is "" (float32 weights) or model.QuantizeInt8, and
+	// Unfused asks for the standard-operator graph (see BuildOptions);
+	// the manifest records the quantization.
+	Quantize string
+	Unfused  bool
 }
 
 // Import converts a Hugging Face checkpoint directory (config.json, one or
@@ -138,7 +143,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	if err != nil {
 		return nil, err
 	}
-	g, err := Build(cfg, tensors, m.Task)
+	g, err := BuildWith(cfg, tensors, m.Task, BuildOptions{Quantize: s.Quantize, Unfused: s.Unfused})
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +220,7 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 		DocumentPrefix:      s.DocumentPrefix,
 		InstructionTemplate: s.InstructionTemplate,
 		Source:              s.Source,
+		Quantization:        s.Quantize,
 	}
 	if m.Name == "" {
 		m.Name = filepath.Base(filepath.Clean(dest))

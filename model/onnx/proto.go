@@ -2,6 +2,17 @@
 // protobuf is encoded by hand with protowire (field numbers from onnx.proto,
 // no generated code), and exporters for BERT encoders and cross-encoders
 // built from safetensors weights.
+//
+// BERT-family graphs are written fused by default: each layer is ONNX
+// Runtime's com.microsoft Attention, SkipLayerNormalization and
+// BiasGelu/FastGelu kernels (fuse.go), which its optimizer does not find
+// in the standard-operator form; they run in ONNX Runtime only.
+// BuildOptions.Unfused writes the standard-operator form (the graph of
+// before the fusion), which computes the same function (TestFusedGraph:
+// ≤ 1e-6 apart). BuildOptions.Quantize writes the int8 form (quantize.go),
+// an approximation: MiniLM's vectors keep cosine ≥ 0.99 to float32 ones
+// on real text (encoder's TestQuantizedMiniLM). Decoders (llama.go) have
+// one standard-operator float32 graph.
 package onnx
 
 import (
@@ -21,8 +32,17 @@ const (
 // Element types (TensorProto.DataType).
 const (
 	Float = 1
+	Uint8 = 2
+	Int8  = 3
+	Int32 = 6
 	Int64 = 7
 )
+
+// MSDomain is ONNX Runtime's contrib operator set, com.microsoft (version
+// 1): the fused kernels its CPU provider has, such as Attention,
+// SkipLayerNormalization, BiasGelu and DynamicQuantizeMatMul. A model that
+// uses them runs in ONNX Runtime only.
+const MSDomain = "com.microsoft"
 
 // Field numbers from onnx.proto.
 const (
@@ -48,6 +68,7 @@ const (
 	nodeName      = 3
 	nodeOpType    = 4
 	nodeAttribute = 5
+	nodeDomain    = 7
 
 	attrName  = 1
 	attrF     = 2
@@ -137,6 +158,14 @@ func floatsRaw(v []float32) []byte {
 	raw := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	return raw
+}
+
+func int8sRaw(v []int8) []byte {
+	raw := make([]byte, len(v))
+	for i, x := range v {
+		raw[i] = byte(x)
 	}
 	return raw
 }

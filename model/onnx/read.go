@@ -20,6 +20,7 @@ type ReadModel struct {
 // Node is one NodeProto.
 type Node struct {
 	Name, OpType string
+	Domain       string // "" for the ONNX standard operators
 	Inputs       []string
 	Outputs      []string
 	Attrs        map[string]Attribute
@@ -33,8 +34,9 @@ type Attribute struct {
 	T    *Tensor
 }
 
-// Tensor is a decoded TensorProto: Float holds FLOAT data, Int64 INT64 (and
-// INT32) data; Shape is its dims.
+// Tensor is a decoded TensorProto: Float holds FLOAT (and DOUBLE) data,
+// Int64 INT64, INT32 and INT8 data (DataType stays Int8 for the last, the
+// others read as Float and Int64); Shape is its dims.
 type Tensor struct {
 	Name     string
 	Shape    []int
@@ -43,11 +45,8 @@ type Tensor struct {
 	Int64    []int64
 }
 
-// Element types beyond Float and Int64 that Read decodes.
-const (
-	int32Type  = 6
-	doubleType = 11
-)
+// doubleType is TensorProto's DOUBLE, which Read decodes to float32.
+const doubleType = 11
 
 // ReadFile reads an ONNX model file.
 func ReadFile(path string) (*ReadModel, error) {
@@ -156,6 +155,8 @@ func readNode(b []byte) (Node, error) {
 			n.Name = string(v)
 		case nodeOpType:
 			n.OpType = string(v)
+		case nodeDomain:
+			n.Domain = string(v)
 		case nodeAttribute:
 			name, a, err := readAttr(v)
 			if err != nil {
@@ -322,9 +323,9 @@ func readTensor(b []byte) (*Tensor, error) {
 		if len(t.Float) != n {
 			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Float), t.Shape)
 		}
-	case Int64, int32Type:
+	case Int64, Int32:
 		size := 8
-		if t.DataType == int32Type {
+		if t.DataType == Int32 {
 			size = 4
 		}
 		if raw != nil {
@@ -342,6 +343,14 @@ func readTensor(b []byte) (*Tensor, error) {
 		t.Int64, t.DataType = ints, Int64
 		if len(t.Int64) != n {
 			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Int64), t.Shape)
+		}
+	case Int8:
+		if len(raw) != n {
+			return nil, fmt.Errorf("tensor %q: %d bytes of int8 data for shape %v (want %d)", t.Name, len(raw), t.Shape, n)
+		}
+		t.Int64 = make([]int64, n)
+		for i, b := range raw {
+			t.Int64[i] = int64(int8(b))
 		}
 	default:
 		// Other types (bool, uint8, float16, ...) are kept shape-only: a

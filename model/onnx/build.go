@@ -1,0 +1,45 @@
+package onnx
+
+import (
+	"fmt"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+)
+
+// BuildOptions choose the form of the graph a builder writes. The zero
+// value is anna's default: the fused float32 graph.
+type BuildOptions struct {
+	// Quantize is "" (float32 weights) or model.QuantizeInt8: the encoder
+	// layers' MatMul weights stored as int8 with a scale per output
+	// column, activations quantized per call (see quantize.go). BERT-family
+	// encoders only.
+	Quantize string
+	// Unfused writes a BERT encoder with standard ONNX operators only
+	// (MatMul, Softmax, LayerNormalization, the erf GELU), the graph anna
+	// wrote before its fused one: for benchmarks that measure the fusion,
+	// and for runtimes without ONNX Runtime's contrib operators. It cannot
+	// be quantized.
+	Unfused bool
+}
+
+// BuildWith builds the graph for cfg's architecture (see BuildBERT and
+// BuildLlama) in the form o asks for.
+func BuildWith(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string, o BuildOptions) (*Graph, error) {
+	if err := model.CheckQuantization(o.Quantize); err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	if cfg.IsDecoder() {
+		if o.Quantize != "" {
+			return nil, fmt.Errorf("onnx: quantization %s is not supported for %s decoders yet (BERT-family encoders only)", o.Quantize, cfg.ModelType)
+		}
+		if o.Unfused {
+			return nil, fmt.Errorf("onnx: the unfused form is a BERT encoder option; %s decoders have one graph", cfg.ModelType)
+		}
+		return BuildLlama(cfg, tensors, task)
+	}
+	if o.Unfused && o.Quantize != "" {
+		return nil, fmt.Errorf("onnx: a quantized graph is always fused (quantization %s with the unfused form)", o.Quantize)
+	}
+	return buildBERT(cfg, tensors, task, o)
+}

@@ -1,0 +1,121 @@
+package onnx
+
+// The fused BERT layer: what ONNX Runtime's CPU provider runs as single
+// kernels, written as its com.microsoft contrib operators rather than left
+// to its optimizer, whose attention fusion does not recognise anna's
+// standard-operator graph (it fuses only the GELU and the score scaling
+// there; TestFusedGraph checks what the optimized graph holds).
+//
+// Per layer, for x [batch, seq, hidden]:
+//
+//	a = Attention(x, Wqkv, bqkv, mask)          Q, K and V in one [H, 3H] MatMul
+//	x = SkipLayerNormalization(a·Wo, x, γ, β, bo)
+//	f = BiasGelu(x·W1, b1)                       FastGelu for gelu_new; Relu(x·W1 + b1) for relu
+//	x = SkipLayerNormalization(f·W2, x, γ, β, b2)
+//
+// Attention takes the raw [batch, seq] int32 mask and adds
+// mask_filter_value (-10000, the unfused graph's maskedAttention) to the
+// scores of padding keys, so both forms compute the same function.
+//
+// Quantized (BuildOptions.Quantize), the input of each layer's attention
+// is quantized once (DynamicQuantizeLinear) for QAttention, and every other
+// MatMul is a DynamicQuantizeMatMul, which quantizes its input per call.
+
+// fusedLayer appends BERT layer p (e.g. "encoder.layer.3.") in the fused
+// form and returns its output.
+func (w *weights) fusedLayer(g *Graph, x, p, maskIdx string, eps Attr, quant string) string {
+	H, I, nh := w.cfg.HiddenSize, w.cfg.IntermediateSize, int64(w.cfg.NumAttentionHeads)
+	heads := AttrInt("num_heads", nh)
+	mfv := AttrFloat("mask_filter_value", maskedAttention)
+	a := x // if a weight is missing: keep going so every missing tensor is reported
+	switch wqkv, bqkv := w.packedQKV(p + "attention.self."); {
+	case wqkv == nil:
+	case quant == "":
+		wt := g.Floats(sanitize(p+"attention.self.qkv.weight"), []int64{int64(H), int64(3 * H)}, wqkv)
+		bias := g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
+		a = g.MS("Attention", []string{x, wt, bias, maskIdx}, heads, mfv)
+	default:
+		q, scale := quantizeColumns(wqkv, H, 3*H)
+		wt := g.Int8s(sanitize(p+"attention.self.qkv.weight_int8"), []int64{int64(H), int64(3 * H)}, q)
+		sc := g.Floats(sanitize(p+"attention.self.qkv.weight_scale"), []int64{int64(3 * H)}, scale)
+		bias := g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
+		xq := g.OpN("DynamicQuantizeLinear", []string{x}, 3) // uint8 x, its scale, its zero point
+		a = g.MS("QAttention", []string{xq[0], wt, bias, xq[1], sc, maskIdx, xq[2]}, heads, mfv)
+	}
+	x = w.skipLayerNorm(g, w.matmul(g, a, p+"attention.output.dense", H, H, quant), x, p+"attention.output", eps)
+
+	f := w.matmul(g, x, p+"intermediate.dense", H, I, quant)
+	b1 := w.tensor(g, p+"intermediate.dense.bias", false, I)
+	switch w.cfg.HiddenAct {
+	case "relu":
+		f = g.Op("Relu", []string{g.Op("Add", []string{f, b1})})
+	case "gelu_new", "gelu_pytorch_tanh":
+		f = g.MS("FastGelu", []string{f, b1})
+	default:
+		f = g.MS("BiasGelu", []string{f, b1})
+	}
+	return w.skipLayerNorm(g, w.matmul(g, f, p+"output.dense", I, H, quant), x, p+"output", eps)
+}
+
+// packedQKV is the layer's query, key and value weights as the one
+// [H, 3H] matrix Attention multiplies by (row i: Wq[:, i], Wk[:, i],
+// Wv[:, i], each Linear weight being [out, in]) and their biases
+// concatenated; nil when a tensor is missing or malformed.
+func (w *weights) packedQKV(prefix string) ([]float32, []float32) {
+	H := w.cfg.HiddenSize
+	var ws, bs [3][]float32
+	for i, n := range []string{"query", "key", "value"} {
+		ws[i], _ = w.data(w.prefix+prefix+n+".weight", false, H, H)
+		bs[i], _ = w.data(w.prefix+prefix+n+".bias", false, H)
+	}
+	for i := range ws {
+		if ws[i] == nil || bs[i] == nil {
+			return nil, nil
+		}
+	}
+	packed := make([]float32, H*3*H)
+	for i := 0; i < H; i++ { // input feature
+		row := packed[i*3*H : (i+1)*3*H]
+		for k, m := range ws {
+			for o := 0; o < H; o++ { // output feature
+				row[k*H+o] = m[o*H+i]
+			}
+		}
+	}
+	return packed, append(append(append(make([]float32, 0, 3*H), bs[0]...), bs[1]...), bs[2]...)
+}
+
+// matmul is x·Wᵀ for the Linear module name's weight (no bias): a MatMul
+// with the float32 weight, or with quant set a DynamicQuantizeMatMul with
+// the int8 one.
+func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) string {
+	if quant == "" {
+		wt := w.tensor(g, name+".weight", true, out, in)
+		if wt == "" {
+			return x
+		}
+		return g.Op("MatMul", []string{x, wt})
+	}
+	data, _ := w.data(w.prefix+name+".weight", true, out, in)
+	if data == nil {
+		return x
+	}
+	q, scale := quantizeColumns(data, in, out)
+	wt := g.Int8s(sanitize(w.prefix+name+".weight_int8"), []int64{int64(in), int64(out)}, q)
+	sc := g.Floats(sanitize(w.prefix+name+".weight_scale"), []int64{int64(out)}, scale)
+	return g.MS("DynamicQuantizeMatMul", []string{x, wt, sc})
+}
+
+// skipLayerNorm is LayerNorm(y + x + bias) for the dense module
+// prefix+".dense" (its bias) and prefix+".LayerNorm" (γ, β), one
+// SkipLayerNormalization.
+func (w *weights) skipLayerNorm(g *Graph, y, x, prefix string, eps Attr) string {
+	H := w.cfg.HiddenSize
+	b := w.tensor(g, prefix+".dense.bias", false, H)
+	gamma := w.tensor(g, prefix+".LayerNorm.weight", false, H)
+	beta := w.tensor(g, prefix+".LayerNorm.bias", false, H)
+	if b == "" || gamma == "" || beta == "" {
+		return x
+	}
+	return g.MS("SkipLayerNormalization", []string{y, x, gamma, beta, b}, eps)
+}
