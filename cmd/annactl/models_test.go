@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQuantizeFlag: a --quantize other than int8 is a usage error naming
+// the flag and the value, exit 2, for import and install, before anything
+// is read, downloaded or written.
+func TestQuantizeFlag(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "out")
+	for _, args := range [][]string{
+		{"models", "import", "--quantize", "int4", "no-such-src", dest},
+		{"models", "import", "--quantize", "INT8", "no-such-src", dest},
+		{"models", "install", "all-MiniLM-L6-v2", "--quantize", "fp16"},
+	} {
+		r := annactl(t, "", args...)
+		value := ""
+		for i, a := range args {
+			if a == "--quantize" {
+				value = args[i+1]
+			}
+		}
+		if r.code != 2 || !strings.Contains(r.stderr, `--quantize "`+value+`"`) || !strings.Contains(r.stderr, "want int8") {
+			t.Errorf("annactl %s: want exit 2 naming --quantize and int8, got %s", strings.Join(args, " "), r)
+		}
+	}
+	if _, err := os.Stat(dest); err == nil {
+		t.Error("a refused import created its destination")
+	}
+}
