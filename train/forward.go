@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/ops"
 	"github.com/anna-search/anna/train/tensor"
 )
 
@@ -387,7 +388,7 @@ func activationForward(act string, out, inp []float32, th int) {
 		switch act {
 		case "gelu":
 			for i, v := range x {
-				o[i] = 0.5 * v * (1 + erf32(v*invSqrt2))
+				o[i] = 0.5 * v * (1 + ops.Erf32(v*invSqrt2))
 			}
 		case "gelu_new", "gelu_pytorch_tanh":
 			for i, v := range x {
@@ -411,8 +412,8 @@ func activationBackward(act string, d, inp []float32, th int) {
 		switch act {
 		case "gelu":
 			for i, v := range x {
-				cdf := 0.5 * (1 + erf32(v*invSqrt2))
-				pdf := invSqrt2Pi * exp32(-0.5*v*v)
+				cdf := 0.5 * (1 + ops.Erf32(v*invSqrt2))
+				pdf := invSqrt2Pi * ops.Exp32(-0.5*v*v)
 				g[i] *= cdf + v*pdf
 			}
 		case "gelu_new", "gelu_pytorch_tanh":
@@ -462,7 +463,7 @@ func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H,
 						row[j] = 0
 						continue
 					}
-					e := exp32(s - mx)
+					e := ops.Exp32(s - mx)
 					row[j] = e
 					sum += e
 				}

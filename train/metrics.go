@@ -62,6 +62,9 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 	if c.Bidirectional {
 		add("attention", "bidirectional")
 	}
+	if c.Recompute {
+		add("recompute layers in the backward", true)
+	}
 	if c.LoRA != nil {
 		add("LoRA", fmt.Sprintf("rank %d, alpha %g, targets %s", c.LoRA.Rank, c.LoRA.Alpha, strings.Join(c.LoRA.Targets, ", ")))
 	} else {

@@ -82,8 +82,8 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		mc = c
 	}
 	if !isGGUF && !mc.IsDecoder() {
-		if cfg.Bidirectional {
-			return nil, fmt.Errorf("train: bidirectional attention is a decoder option; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
+		if cfg.Bidirectional || cfg.Recompute {
+			return nil, fmt.Errorf("train: bidirectional attention and recomputation are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
 		}
 		if cfg.LoRA != nil && cfg.LoRA.Alpha <= 0 {
 			cfg.LoRA.Alpha = float64(2 * cfg.LoRA.Rank)
@@ -121,7 +121,7 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 			return nil, fmt.Errorf("train: %s: anna's ONNX decoder graph has no %s q/k norms yet, so the model could not be served; train with NoExport", cfg.ModelDir, d.Cfg.ModelType)
 		}
 	}
-	d.Causal, d.Threads = !cfg.Bidirectional, cfg.Threads
+	d.Causal, d.Threads, d.Recompute = !cfg.Bidirectional, cfg.Threads, cfg.Recompute
 	if cfg.LoRA != nil {
 		lc := decoder.LoRAConfig{Rank: cfg.LoRA.Rank, Alpha: cfg.LoRA.Alpha, Targets: cfg.LoRA.Targets}
 		if lc.Alpha <= 0 {

@@ -56,6 +56,11 @@ type Config struct {
 	// instead of the tokens before them. anna's ONNX decoder graph is
 	// causal, so such a run needs NoExport.
 	Bidirectional bool
+	// Recompute is gradient checkpointing for decoders: each layer's
+	// activations are recomputed in the backward instead of kept (one
+	// layer's memory instead of all of them, for about a third more
+	// compute), with bit-for-bit the same gradients.
+	Recompute bool
 
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)

@@ -138,6 +138,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: mean for BERT, lasttoken for decoders)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (the ONNX graph is causal: needs --no-export)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
+	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
 	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
 	f.IntVar(&c.BatchSize, "batch-queries", 16, "queries per micro-batch")
 	f.IntVar(&c.GroupSize, "group", 8, "documents per query: 1 positive + group-1 negatives")

@@ -98,6 +98,12 @@ type Model struct {
 	Causal bool
 	// Threads bounds the goroutines used by every op (≤ 0: GOMAXPROCS).
 	Threads int
+	// Recompute (gradient checkpointing) keeps only each layer's input
+	// from the forward and recomputes the layer's activations in the
+	// backward: memory for one layer's activations instead of every
+	// layer's, for one more forward of all but the last layer. Gradients
+	// are bit-for-bit those without it. Set it before the first Forward.
+	Recompute bool
 
 	rope *ops.Rope // tables for the last sequence length
 	ws   *Acts

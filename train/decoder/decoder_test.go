@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/objective"
 )
 
 // Merging LoRA into the weights (what export writes) leaves the forward
@@ -88,5 +89,54 @@ func TestBadInputRefused(t *testing.T) {
 	}
 	if a := m.Param("layers.0.mlp.down_proj.lora_A.weight"); a == nil || a.Shape[0] != 64 || m.layers[0].down().LoRA.Scale != 0.5 {
 		t.Fatal("default LoRA is not rank 64, alpha 32 on every projection")
+	}
+}
+
+// Recomputing each layer in the backward (gradient checkpointing) gives
+// bit-for-bit the gradients of keeping every layer's activations.
+func TestRecomputeSameGradients(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen3"} {
+		for _, lora := range []bool{false, true} {
+			grads := make([]map[string][]float32, 2)
+			for i, recompute := range []bool{false, true} {
+				cfg := tinyConfig(arch)
+				cfg.NumHiddenLayers = 3
+				m, err := New(cfg, RandomTensors(cfg, 0.1, 9))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Recompute, m.Threads = recompute, 2
+				r := rand.New(rand.NewPCG(9, 9))
+				if lora {
+					if err := m.EnableLoRA(LoRAConfig{Rank: 3, Alpha: 6}, 9); err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range m.Params {
+						if !p.Frozen {
+							for j := range p.W {
+								p.W[j] = float32(0.05 * r.NormFloat64())
+							}
+						}
+					}
+				}
+				b := randomBatch(r, 2+2*3, 9, cfg.VocabSize)
+				if _, err := m.ContrastiveGrad(b, 2, 3, PoolLast, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
+					t.Fatal(err)
+				}
+				grads[i] = map[string][]float32{}
+				for _, p := range m.Params {
+					if !p.Frozen {
+						grads[i][p.Name] = p.G
+					}
+				}
+			}
+			for name, g := range grads[0] {
+				for j := range g {
+					if math.Float32bits(g[j]) != math.Float32bits(grads[1][name][j]) {
+						t.Fatalf("%s lora=%v: %s[%d]: %g kept, %g recomputed", arch, lora, name, j, g[j], grads[1][name][j])
+					}
+				}
+			}
+		}
 	}
 }

@@ -52,7 +52,7 @@ func (b *Batch) lengths(cfg *model.Config) ([]int, error) {
 
 // layerActs is what one layer's backward needs from its forward.
 type layerActs struct {
-	x, xn1       []float32 // layer input (residual stream) and its RMSNorm, rows×C
+	x, xn1       []float32 // layer input (residual stream, Acts.xs[l]) and its RMSNorm, rows×C
 	rstd1        []float32
 	qraw, kraw   []float32 // projections before the q/k norm (Qwen3)
 	qrstd, krstd []float32
@@ -68,10 +68,14 @@ type layerActs struct {
 // Acts holds one forward pass's activations. It belongs to the Model that
 // made it and is overwritten by the next Forward.
 type Acts struct {
-	N, T   int
-	ids    []int32
-	lens   []int
+	N, T int
+	ids  []int32
+	lens []int
+	xs   [][]float32 // each layer's input, rows×C
+	// layers holds every layer's activations, or with Model.Recompute one
+	// workspace that the backward refills layer by layer.
 	layers []layerActs
+	tmp    []float32 // a recomputed layer's (unused) output
 	last   []float32 // the last layer's output, before the final norm
 	rstdF  []float32
 	// Hidden is the final hidden state (last_hidden_state), N×T×C.
@@ -103,12 +107,23 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
 	a.N, a.T, a.ids, a.lens = b.N, b.T, b.IDs, lens
-	if len(a.layers) != len(m.layers) {
-		a.layers = make([]layerActs, len(m.layers))
+	if len(a.xs) != len(m.layers) {
+		a.xs = make([][]float32, len(m.layers))
+	}
+	for l := range a.xs {
+		a.xs[l] = grow(a.xs[l], rows*C)
+	}
+	nla := len(m.layers)
+	if m.Recompute {
+		nla = min(nla, 1)
+		a.tmp = grow(a.tmp, rows*C)
+	}
+	if len(a.layers) != nla {
+		a.layers = make([]layerActs, nla)
 	}
 	for l := range a.layers {
 		la := &a.layers[l]
-		la.x, la.xn1, la.rstd1 = grow(la.x, rows*C), grow(la.xn1, rows*C), grow(la.rstd1, rows)
+		la.xn1, la.rstd1 = grow(la.xn1, rows*C), grow(la.rstd1, rows)
 		if cfg.QKNorm() {
 			la.qraw, la.kraw = grow(la.qraw, rows*H*D), grow(la.kraw, rows*KV*D)
 			la.qrstd, la.krstd = grow(la.qrstd, rows*H), grow(la.krstd, rows*KV)
@@ -118,7 +133,7 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 		la.ctx = grow(la.ctx, rows*H*D)
 		la.h, la.xn2, la.rstd2 = grow(la.h, rows*C), grow(la.xn2, rows*C), grow(la.rstd2, rows)
 		la.g, la.u, la.act = grow(la.g, rows*F), grow(la.u, rows*F), grow(la.act, rows*F)
-		for i, lin := range m.layers[l].proj {
+		for i, lin := range m.layers[l].proj { // every layer has the same LoRA targets
 			if lin.LoRA != nil {
 				la.xa[i] = grow(la.xa[i], rows*lin.LoRA.Rank)
 			}
@@ -140,51 +155,69 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 		return nil, err
 	}
 	a := m.acts(b, lens)
-	cfg := &m.Cfg
-	rows, C, D := b.N*b.T, cfg.HiddenSize, cfg.HeadDim()
-	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
-	eps := float32(cfg.RMSNormEps)
+	rows, C := b.N*b.T, m.Cfg.HiddenSize
+	eps := float32(m.Cfg.RMSNormEps)
 	th := m.threads()
-	att := m.attention(b.N, b.T)
 
-	x := a.layers[0].x
-	if len(m.layers) == 0 {
-		x = a.last
+	x := a.last
+	if len(m.layers) > 0 {
+		x = a.xs[0]
 	}
 	for r, id := range b.IDs {
 		copy(x[r*C:r*C+C], m.embed.W[int(id)*C:int(id)*C+C])
 	}
 	for l := range m.layers {
-		ly, la := &m.layers[l], &a.layers[l]
-		ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.ln1.W, rows, C, eps, th)
-		if cfg.QKNorm() {
-			ly.q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
-			ly.k().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
-			ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.qn.W, rows*H, D, eps, th)
-			ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.kn.W, rows*KV, D, eps, th)
-		} else {
-			ly.q().Forward(la.q, la.xn1, la.xa[0], rows, th)
-			ly.k().Forward(la.k, la.xn1, la.xa[1], rows, th)
-		}
-		ly.v().Forward(la.v, la.xn1, la.xa[2], rows, th)
-		m.rope.Forward(la.q, rows, H, th)
-		m.rope.Forward(la.k, rows, KV, th)
-		att.Forward(la.ctx, la.att, la.q, la.k, la.v, lens, th)
-		ly.o().Forward(la.h, la.ctx, la.xa[3], rows, th)
-		addInPlace(la.h, la.x, th)
-		ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.ln2.W, rows, C, eps, th)
-		ly.gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
-		ly.up().Forward(la.u, la.xn2, la.xa[5], rows, th)
-		ops.SwiGLUForward(la.act, la.g, la.u, th)
 		next := a.last
 		if l+1 < len(m.layers) {
-			next = a.layers[l+1].x
+			next = a.xs[l+1]
 		}
-		ly.down().Forward(next, la.act, la.xa[6], rows, th)
-		addInPlace(next, la.h, th)
+		m.layerForward(l, a, next)
 	}
 	ops.RMSNormForward(a.Hidden, a.rstdF, a.last, m.norm.W, rows, C, eps, th)
 	return a, nil
+}
+
+// layerActs returns the activations of layer l: its own, or with
+// Recompute the shared workspace.
+func (a *Acts) layerActs(l int) *layerActs {
+	if len(a.layers) == 1 {
+		return &a.layers[0]
+	}
+	return &a.layers[l]
+}
+
+// layerForward runs layer l on a.xs[l], keeping its activations in
+// a.layerActs(l), and writes its output to out.
+func (m *Model) layerForward(l int, a *Acts, out []float32) {
+	cfg := &m.Cfg
+	rows, C, D := a.N*a.T, cfg.HiddenSize, cfg.HeadDim()
+	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	eps := float32(cfg.RMSNormEps)
+	th := m.threads()
+	ly, la := &m.layers[l], a.layerActs(l)
+	la.x = a.xs[l]
+	ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.ln1.W, rows, C, eps, th)
+	if cfg.QKNorm() {
+		ly.q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
+		ly.k().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
+		ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.qn.W, rows*H, D, eps, th)
+		ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.kn.W, rows*KV, D, eps, th)
+	} else {
+		ly.q().Forward(la.q, la.xn1, la.xa[0], rows, th)
+		ly.k().Forward(la.k, la.xn1, la.xa[1], rows, th)
+	}
+	ly.v().Forward(la.v, la.xn1, la.xa[2], rows, th)
+	m.rope.Forward(la.q, rows, H, th)
+	m.rope.Forward(la.k, rows, KV, th)
+	m.attention(a.N, a.T).Forward(la.ctx, la.att, la.q, la.k, la.v, a.lens, th)
+	ly.o().Forward(la.h, la.ctx, la.xa[3], rows, th)
+	addInPlace(la.h, la.x, th)
+	ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.ln2.W, rows, C, eps, th)
+	ly.gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
+	ly.up().Forward(la.u, la.xn2, la.xa[5], rows, th)
+	ops.SwiGLUForward(la.act, la.g, la.u, th)
+	ly.down().Forward(out, la.act, la.xa[6], rows, th)
+	addInPlace(out, la.h, th)
 }
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
@@ -209,7 +242,10 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	}
 	ops.RMSNormBackward(dx, m.norm.Grad(), dHidden, a.last, m.norm.W, a.rstdF, rows, C, th)
 	for l := len(m.layers) - 1; l >= 0; l-- {
-		ly, la := &m.layers[l], &a.layers[l]
+		if len(a.layers) == 1 && l < len(m.layers)-1 {
+			m.layerForward(l, a, a.tmp) // Recompute: the workspace holds layer l+1
+		}
+		ly, la := &m.layers[l], a.layerActs(l)
 		// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 		copy(dh, dx)
 		clear(dact)

@@ -52,7 +52,7 @@ func (s Attention) Forward(out, att, q, k, v []float32, lens []int, th int) {
 					}
 					var sum float32
 					for j := range row[:seen] {
-						e := float32(math.Exp(float64(row[j] - mx)))
+						e := Exp32(row[j] - mx)
 						row[j] = e
 						sum += e
 					}

@@ -1,11 +1,11 @@
-package train
+package ops
 
 import "math"
 
-// erf32 is erf in float32 as a rational minimax approximation on [-4, 4]
+// Erf32 is erf in float32 as a rational minimax approximation on [-4, 4]
 // (Eigen's float erf; beyond ±4 erf is ±1 in float32). Absolute error is
 // below 1e-6; math.Erf in float64 was a quarter of a training step.
-func erf32(x float32) float32 {
+func Erf32(x float32) float32 {
 	x = max(-4, min(4, x))
 	x2 := x * x
 	p := x2*-2.72614225801306e-10 + 2.77068142495902e-08
@@ -22,10 +22,10 @@ func erf32(x float32) float32 {
 	return p / q
 }
 
-// exp32 is e^x in float32: x = k·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6
+// Exp32 is e^x in float32: x = k·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6
 // polynomial, 2^k by building the exponent bits. Relative error is below
 // 3e-7; inputs below −87 give 0 (as softmax and the GELU density need).
-func exp32(x float32) float32 {
+func Exp32(x float32) float32 {
 	if x < -87 {
 		return 0
 	}

@@ -1,9 +1,9 @@
 package ops
 
-import "math"
-
+// sigmoid32 is 1/(1+e^−x) with Exp32 (e^−x overflows to +Inf for
+// x < −88, giving exactly 0).
 func sigmoid32(x float32) float32 {
-	return float32(1 / (1 + math.Exp(-float64(x))))
+	return 1 / (1 + Exp32(-x))
 }
 
 // SwiGLUForward: out = silu(gate) ⊙ up, silu(x) = x·σ(x).
