@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -119,7 +120,10 @@ func (c *Client) Create(ctx context.Context) (*Collection, error) {
 		},
 	}
 	if c.cfg.Replication > 0 {
-		class["replicationConfig"] = map[string]any{"factor": c.cfg.Replication}
+		// Asynchronous replication brings a replica that was down up to
+		// date with the writes it missed (Weaviate resolves a write's
+		// consistency level over the replicas that are up).
+		class["replicationConfig"] = map[string]any{"factor": c.cfg.Replication, "asyncEnabled": c.cfg.Replication > 1}
 	}
 	if err := c.do(ctx, "creating collection", name, http.MethodPost, "/v1/schema", class, nil); err != nil {
 		return nil, err
@@ -311,8 +315,12 @@ func (co *Collection) Upsert(ctx context.Context, docs []storage.Doc, embs []sto
 	if len(docs) != len(embs) {
 		return fmt.Errorf("weaviate: upsert into %s: %d documents, %d embeddings", co.name, len(docs), len(embs))
 	}
+	had, err := co.extraPassages(ctx, docs)
+	if err != nil {
+		return err
+	}
 	var objs []object
-	byCount := map[int][]string{} // passage count -> documents
+	byCount := map[int][]string{} // passage count -> documents that had more passages
 	for i, d := range docs {
 		if len(embs[i].Vectors) == 0 {
 			return fmt.Errorf("weaviate: upsert into %s: document %q has no vector", co.name, d.ID)
@@ -325,7 +333,9 @@ func (co *Collection) Upsert(ctx context.Context, docs []storage.Doc, embs []sto
 			}
 			objs = append(objs, object{Class: co.name, ID: objectID(d.ID, p), Properties: props, Vector: v})
 		}
-		byCount[len(embs[i].Vectors)] = append(byCount[len(embs[i].Vectors)], d.ID)
+		if n := len(embs[i].Vectors); had[d.ID] >= n {
+			byCount[n] = append(byCount[n], d.ID)
+		}
 	}
 	if err := co.batch(ctx, "batch upsert", objs); err != nil {
 		return err
@@ -337,6 +347,40 @@ func (co *Collection) Upsert(ctx context.Context, docs []storage.Doc, embs []sto
 		}
 	}
 	return nil
+}
+
+// extraPassages returns, for each of docs that the collection holds with
+// more than one passage, its last passage number. Only those can lose
+// passages in an upsert, so a fresh ingest deletes nothing (Weaviate 1.35
+// refuses a batch delete across shards while one replica is down).
+func (co *Collection) extraPassages(ctx context.Context, docs []storage.Doc) (map[string]int, error) {
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	one := 1
+	w := and(docIn(ids), where{Operator: "GreaterThanEqual", Path: []string{"passage"}, ValueInt: &one})
+	args, err := co.args(w)
+	if err != nil {
+		return nil, err
+	}
+	const limit = 10000
+	q := fmt.Sprintf(`{Get{%s(limit: %d%s){docId passage}}}`, co.name, limit, args)
+	var hits []gqlHit
+	if err := co.graphQL(ctx, "reading the documents' passages", q, &hits); err != nil {
+		return nil, err
+	}
+	out := make(map[string]int)
+	if len(hits) == limit { // too many to trust the list: clean every document
+		for _, id := range ids {
+			out[id] = math.MaxInt
+		}
+		return out, nil
+	}
+	for _, h := range hits {
+		out[h.DocID] = max(out[h.DocID], h.Passage)
+	}
+	return out, nil
 }
 
 // Delete removes every passage of the documents ids.

@@ -226,10 +226,19 @@ type gqlHit struct {
 	} `json:"_additional"`
 }
 
-func (co *Collection) args(f filter.Filter) (string, error) {
-	w, ok, err := fromFilter(f)
-	if err != nil {
-		return "", err
+// args are the GraphQL arguments every Get sends: the read consistency
+// and the where clause (a filter.Filter, or a where).
+func (co *Collection) args(f any) (string, error) {
+	var w where
+	ok := true
+	switch f := f.(type) {
+	case filter.Filter:
+		var err error
+		if w, ok, err = fromFilter(f); err != nil {
+			return "", err
+		}
+	case where:
+		w = f
 	}
 	s := ""
 	if co.c.cfg.Replication > 1 {
