@@ -60,6 +60,20 @@ TEST_CLOSED_LOOP_STEPS ?= 60
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 
+# test-cluster: the Weaviate backend's tests (index/weaviate, engine) against
+# a real cluster: scripts/weaviate.sh builds weaviate-server v1.35.2 from the
+# Go module proxy into $(ANNA_HOME)/weaviate (once, minutes) and runs them
+# against 3 nodes on 127.0.0.1 (replication 2, API keys on), in a network
+# namespace of their own where unshare works; without the cluster they skip.
+WEAVIATE_TEST_DIR ?= $(ANNA_HOME)/weaviate/test-cluster
+.PHONY: test-cluster
+test-cluster: setup
+	bash scripts/weaviate.sh build
+	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --cache >/dev/null; fi
+	rm -rf $(WEAVIATE_TEST_DIR)
+	GOPROXY=off GO=$(GO) bash scripts/weaviate.sh run $(WEAVIATE_TEST_DIR) \
+		$(GO) test -count=1 -timeout 30m -run 'Cluster|Weaviate' ./index/weaviate ./engine ./cmd/annactl
+
 bench: setup pydeps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./benchmarks/...
 
