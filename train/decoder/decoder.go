@@ -295,7 +295,7 @@ func (m *Model) EnableLoRA(cfg LoRAConfig, seed uint64) error {
 		want[t] = true
 	}
 	for _, p := range m.Params {
-		p.Frozen = true
+		p.Frozen, p.G = true, nil // a frozen weight needs no gradient buffer
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x10a))
 	for l := range m.layers {
@@ -351,9 +351,11 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 	return out
 }
 
-// ZeroGrad clears every gradient.
+// ZeroGrad clears every trainable parameter's gradient.
 func (m *Model) ZeroGrad() {
 	for _, p := range m.Params {
-		clear(p.G)
+		if !p.Frozen {
+			clear(p.G)
+		}
 	}
 }

@@ -1,0 +1,129 @@
+package decoder_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/gguf/gguftest"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
+)
+
+// stepFLOPs counts the matrix products of one LoRA training step of a
+// decoder over N sequences of T tokens: the forward (projections, causal
+// attention scores and mixing, counted in full as computed), and the
+// backward's input gradients (the same again; frozen weights get no
+// weight gradient) — the LoRA factors' own products are left out (a few
+// percent at rank 64).
+func stepFLOPs(c *model.Config, N, T int) float64 {
+	n, t := float64(N), float64(T)
+	C, F, D := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.HeadDim())
+	Hq, Hk := float64(c.NumAttentionHeads)*D, float64(c.KVHeads())*D
+	proj := 2 * n * t * (C*Hq + 2*C*Hk + Hq*C + 3*C*F)
+	att := 2 * 2 * n * t * t * Hq
+	return float64(c.NumHiddenLayers) * (2*proj + 3*att)
+}
+
+// BenchmarkSmolLM2LoRAStep times one LoRA step (rank 64, alpha 32, every
+// projection) of SmolLM2-135M from its GGUF file — forward, last-token
+// pooling, InfoNCE, backward, clipping, AdamW — over Q×(1+G) sequences of
+// T tokens (BENCH_Q, BENCH_G, BENCH_T; default 4, 4, 128; the issue's size is
+// 8, 8, 128), against the same step in PyTorch CPU
+// (tools/decoder_step_bench.py) in the same run (BENCH_NO_TORCH skips it;
+// BENCH_RECOMPUTE times the step with recomputation). Run it with
+// -benchtime=1x: every b.N round runs the PyTorch step again.
+func BenchmarkSmolLM2LoRAStep(b *testing.B) {
+	env := func(k string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+			return v
+		}
+		return def
+	}
+	Q, G, T := env("BENCH_Q", 4), env("BENCH_G", 4), env("BENCH_T", 128)
+	dir := b.TempDir()
+	m, err := decoder.Load(gguftest.SmolLM2(b, dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Recompute = os.Getenv("BENCH_RECOMPUTE") != ""
+	src := filepath.Join(dir, "hf")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	cj, _ := json.Marshal(m.Cfg)
+	if err := os.WriteFile(filepath.Join(src, "config.json"), cj, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := safetensors.WriteFile(filepath.Join(src, "model.safetensors"), m.Tensors(), nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 64, Alpha: 32}, 1); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, p := range m.Params {
+		if !p.Frozen && p.Shape[1] == 64 {
+			for i := range p.W {
+				p.W[i] = float32(0.01 * r.NormFloat64())
+			}
+		}
+	}
+	N := Q + Q*G
+	batch := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
+	for i := range batch.IDs {
+		batch.IDs[i], batch.Mask[i] = int32(1000+r.IntN(m.Cfg.VocabSize-1000)), 1
+	}
+	opt := train.NewAdamW(0.01)
+	step := func() time.Duration {
+		t0 := time.Now()
+		m.ZeroGrad()
+		if _, err := m.ContrastiveGrad(batch, Q, G, decoder.PoolLast, nil, objective.ContrastiveConfig{Temperature: 0.05, InBatch: true}, 1); err != nil {
+			b.Fatal(err)
+		}
+		train.ClipGradNorm(m.Params, 1)
+		opt.Update(m.Params, 1e-4)
+		return time.Since(t0)
+	}
+	step() // warm: the workspace is allocated once
+	b.ResetTimer()
+	best := time.Duration(1 << 62)
+	for i := 0; i < b.N; i++ {
+		best = min(best, step())
+	}
+	b.StopTimer()
+	goSec := best.Seconds()
+	flops := stepFLOPs(&m.Cfg, N, T)
+	b.ReportMetric(goSec, "go-s/step")
+	b.ReportMetric(flops/goSec/1e9, "go-GFLOP/s")
+	if os.Getenv("BENCH_NO_TORCH") != "" {
+		return
+	}
+	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	script, _ := filepath.Abs(filepath.Join("..", "..", "tools", "decoder_step_bench.py"))
+	out, err := exec.Command(python, script, src, strconv.Itoa(Q), strconv.Itoa(G), strconv.Itoa(T), "64", "32", "2").Output()
+	if err != nil {
+		b.Logf("PyTorch reference skipped: decoder_step_bench.py: %v", err)
+		return
+	}
+	var ref struct {
+		Seconds float64 `json:"seconds"`
+		Threads int     `json:"threads"`
+	}
+	if err := json.Unmarshal(out, &ref); err != nil {
+		b.Fatalf("decoder_step_bench.py output %q: %v", out, err)
+	}
+	b.ReportMetric(ref.Seconds, "torch-s/step")
+	b.ReportMetric(goSec/ref.Seconds, "go/torch")
+	b.Logf("SmolLM2 LoRA r64 step, %d×%d tokens (%.2f TFLOP): Go %.2fs (%.1f GFLOP/s, recompute %v), PyTorch %.2fs on %d threads (%.1f GFLOP/s): ratio %.2f (goal ≤ 1.0)",
+		N, T, flops/1e12, goSec, flops/goSec/1e9, m.Recompute, ref.Seconds, ref.Threads, flops/ref.Seconds/1e9, goSec/ref.Seconds)
+}
