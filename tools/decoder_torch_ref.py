@@ -26,6 +26,10 @@ weights with the q/k norms switched off (LlamaModel honours head_dim in
 4.46.3; Qwen2Model does not, and adds biases Qwen3 lacks): the script fails
 if they differ by more than 1e-9.
 
+The trainable pooling heads (last-layer "latent" and paper 002's
+"multilayer") are written out here too (head()), over transformers'
+last_hidden_state and hidden_states[1:].
+
 Usage: tools/decoder_torch_ref.py DIR [DIR...]
 """
 import json
@@ -66,7 +70,9 @@ def rms(x, w, eps):
 
 
 def manual_decoder(cfg, w, ids, mask4, qk_norm=True):
-    """Qwen3's forward written out; qk_norm=False makes it a Llama."""
+    """Qwen3's forward written out; qk_norm=False makes it a Llama. Returns
+    the last hidden state and, as transformers' hidden_states[1:], every
+    layer's output (the last one after the final norm)."""
     N, T = ids.shape
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
@@ -75,7 +81,10 @@ def manual_decoder(cfg, w, ids, mask4, qk_norm=True):
     rot = LlamaRotaryEmbedding(config=hf_config(cfg, LlamaConfig))
     x = w["embed_tokens.weight"][ids]
     cos, sin = rot(x, torch.arange(T)[None].expand(N, T))
+    states = []
     for l in range(cfg["num_hidden_layers"]):
+        if l > 0:
+            states.append(x)
         p = f"layers.{l}."
         h = rms(x, w[p + "input_layernorm.weight"], eps)
         q = (h @ w[p + "self_attn.q_proj.weight"].T).view(N, T, H, D)
@@ -95,7 +104,8 @@ def manual_decoder(cfg, w, ids, mask4, qk_norm=True):
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T
         x = x + (F.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
-    return rms(x, w["norm.weight"], eps)
+    x = rms(x, w["norm.weight"], eps)
+    return x, states + [x]
 
 
 def additive_mask(mask, causal):
@@ -107,9 +117,26 @@ def additive_mask(mask, causal):
     return torch.zeros(N, 1, T, T, dtype=DT).masked_fill(~ok, torch.finfo(DT).min)
 
 
+def head(w, X, H):
+    """The trainable pooling head over rows X (n×C): latent queries attend
+    to K = X·Wkᵀ, V = X·Wvᵀ (H heads); Z = (P·V)·Woᵀ; Y = Z + fc2(GELU(fc1(Z)));
+    the mean of Y's rows."""
+    lat = w["pooling.latents"]
+    r, C = lat.shape
+    D = C // H
+    k = (X @ w["pooling.k_proj.weight"].T).view(-1, H, D).transpose(0, 1)
+    v = (X @ w["pooling.v_proj.weight"].T).view(-1, H, D).transpose(0, 1)
+    q = lat.view(r, H, D).transpose(0, 1)
+    p = (q @ k.transpose(1, 2) / math.sqrt(D)).softmax(-1)
+    z = (p @ v).transpose(0, 1).reshape(r, C) @ w["pooling.o_proj.weight"].T
+    u = z @ w["pooling.mlp.fc1.weight"].T + w["pooling.mlp.fc1.bias"]
+    y = z + F.gelu(u) @ w["pooling.mlp.fc2.weight"].T + w["pooling.mlp.fc2.bias"]
+    return y.mean(0)
+
+
 def effective(w, lora):
     """Weights with every LoRA pair merged into its base (W + s·B·A)."""
-    out = {k: v for k, v in w.items() if ".lora_" not in k}
+    out = {k: v for k, v in w.items() if ".lora_" not in k and not k.startswith("pooling.")}
     if lora:
         s = lora["alpha"] / lora["rank"]
         for k in w:
@@ -137,22 +164,33 @@ def run(d):
             plain = {k: v.detach() for k, v in eff.items() if ".q_norm." not in k and ".k_norm." not in k}
             ref = LlamaModel(hf_config(cfg, LlamaConfig)).to(DT).eval()
             want = functional_call(ref, plain, args=(), kwargs={"input_ids": ids, "attention_mask": additive_mask(mask, causal)}).last_hidden_state
-            got = manual_decoder(cfg, plain, ids, additive_mask(mask, causal), qk_norm=False)
+            got, _ = manual_decoder(cfg, plain, ids, additive_mask(mask, causal), qk_norm=False)
             real = mask.bool()
             diff = (want - got)[real].abs().max().item()
             if diff > 1e-9:
                 sys.exit(f"{d}: hand-written Qwen3 without q/k norms differs from transformers' LlamaModel by {diff:g}")
-        x = manual_decoder(cfg, eff, ids, additive_mask(mask, causal))
+        x, states = manual_decoder(cfg, eff, ids, additive_mask(mask, causal))
     else:
         cls, ccls = (Qwen2Model, Qwen2Config) if mt == "qwen2" else (LlamaModel, LlamaConfig)
         net = cls(hf_config(cfg, ccls)).to(DT).eval()
         am = mask.long() if causal else additive_mask(mask, causal)
-        x = functional_call(net, eff, args=(), kwargs={"input_ids": ids, "attention_mask": am}).last_hidden_state
+        out = functional_call(net, eff, args=(), kwargs={"input_ids": ids, "attention_mask": am, "output_hidden_states": True})
+        x, states = out.last_hidden_state, list(out.hidden_states[1:])
 
-    if job["pooling"] == "mean":
+    lens = mask.sum(1).long()
+    pool = job["pooling"]
+    if pool == "mean":
         e = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    elif pool == "lasttoken":
+        e = x[torch.arange(N), lens - 1]
     else:
-        e = x[torch.arange(N), mask.sum(1).long() - 1]
+        rows = []
+        for i in range(N):
+            if pool == "latent":
+                rows.append(x[i, : lens[i]])
+            else:  # multilayer: each layer's last-token state + the layer weights
+                rows.append(torch.stack([h[i, lens[i] - 1] for h in states]) + w["pooling.layer_weights"])
+        e = torch.stack([head(w, r, job["head"]["heads"]) for r in rows])
     Q, G = job["Q"], job["G"]
     qe, de = F.normalize(e[:Q], dim=-1), F.normalize(e[Q:], dim=-1)
     s = qe @ de.T / job["temperature"]

@@ -5,9 +5,11 @@
 // grouped-query heads, RMSNorm, SwiGLU MLP, each with a residual → final
 // RMSNorm), and the backward is each op's hand-written backward in reverse.
 // Pooling is the last token (the EOS the tokenizer appends, as the import
-// path's tokenizer does; the model appends nothing) or the mean over real
-// tokens; attention is causal (as pretrained) or bidirectional, chosen per
-// model. LoRA adapts any of q, k, v, o, gate, up and down projections
+// path's tokenizer does; the model appends nothing), the mean over real
+// tokens, or a trainable head (EnableHead: latent cross-attention over the
+// last layer, or paper 002's Multi-Layers Trainable Pooling over every
+// layer's last-token state); attention is causal (as pretrained) or
+// bidirectional, chosen per model. LoRA adapts any of q, k, v, o, gate, up and down projections
 // (rank 64, alpha 32 by default) with the base frozen; without LoRA every
 // weight trains. The losses are train/objective's.
 //
@@ -105,6 +107,7 @@ type Model struct {
 	// are bit-for-bit those without it. Set it before the first Forward.
 	Recompute bool
 
+	head *head     // trainable pooling head, or nil
 	rope *ops.Rope // tables for the last sequence length
 	ws   *Acts
 	// lastParts are, after a ContrastiveGrad call, its loss's terms.
@@ -295,7 +298,9 @@ func (m *Model) EnableLoRA(cfg LoRAConfig, seed uint64) error {
 		want[t] = true
 	}
 	for _, p := range m.Params {
-		p.Frozen, p.G = true, nil // a frozen weight needs no gradient buffer
+		if !isHeadName(p.Name) { // a pooling head keeps training
+			p.Frozen, p.G = true, nil // a frozen weight needs no gradient buffer
+		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x10a))
 	for l := range m.layers {
@@ -327,7 +332,8 @@ func isLoRAName(n string) bool {
 }
 
 // Tensors returns the model's weights as a checkpoint, LoRA merged in
-// (W + alpha/r · B·A), under the names it was loaded with.
+// (W + alpha/r · B·A), under the names it was loaded with; a pooling
+// head's parameters are not part of it.
 func (m *Model) Tensors() map[string]*safetensors.Tensor {
 	merge := map[*ops.Param]*ops.Linear{}
 	for l := range m.layers {
@@ -339,7 +345,7 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 	}
 	out := map[string]*safetensors.Tensor{}
 	for _, p := range m.Params {
-		if isLoRAName(p.Name) {
+		if isLoRAName(p.Name) || isHeadName(p.Name) {
 			continue
 		}
 		w := append([]float32(nil), p.W...)

@@ -107,7 +107,12 @@ func TestRecomputeSameGradients(t *testing.T) {
 				}
 				m.Recompute, m.Threads = recompute, 2
 				r := rand.New(rand.NewPCG(9, 9))
-				if lora {
+				pool := PoolLast
+				if lora { // and a multilayer head, which reads every layer
+					pool = PoolMultiLayer
+					if err := m.EnableHead(HeadConfig{Mode: pool, Latents: 3, Heads: 4}, 9); err != nil {
+						t.Fatal(err)
+					}
 					if err := m.EnableLoRA(LoRAConfig{Rank: 3, Alpha: 6}, 9); err != nil {
 						t.Fatal(err)
 					}
@@ -120,7 +125,7 @@ func TestRecomputeSameGradients(t *testing.T) {
 					}
 				}
 				b := randomBatch(r, 2+2*3, 9, cfg.VocabSize)
-				if _, err := m.ContrastiveGrad(b, 2, 3, PoolLast, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
+				if _, err := m.ContrastiveGrad(b, 2, 3, pool, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
 					t.Fatal(err)
 				}
 				grads[i] = map[string][]float32{}

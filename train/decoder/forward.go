@@ -76,8 +76,12 @@ type Acts struct {
 	// workspace that the backward refills layer by layer.
 	layers []layerActs
 	tmp    []float32 // a recomputed layer's (unused) output
-	last   []float32 // the last layer's output, before the final norm
-	rstdF  []float32
+	// dEOS, set by a multilayer head's PoolBackward for the next Backward:
+	// per layer l < L−1, the gradient of layer l's output at each
+	// sequence's last token (N×C).
+	dEOS  [][]float32
+	last  []float32 // the last layer's output, before the final norm
+	rstdF []float32
 	// Hidden is the final hidden state (last_hidden_state), N×T×C.
 	Hidden []float32
 }
@@ -245,6 +249,14 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		if len(a.layers) == 1 && l < len(m.layers)-1 {
 			m.layerForward(l, a, a.tmp) // Recompute: the workspace holds layer l+1
 		}
+		if l < len(a.dEOS) { // a multilayer head read layer l's output
+			for n := 0; n < a.N; n++ {
+				eos := n*a.T + a.lens[n] - 1
+				for c, v := range a.dEOS[l][n*C : n*C+C] {
+					dx[eos*C+c] += v
+				}
+			}
+		}
 		ly, la := &m.layers[l], a.layerActs(l)
 		// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 		copy(dh, dx)
@@ -282,6 +294,7 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		ly.v().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
 		ops.RMSNormBackward(dx, ly.ln1.Grad(), dn, la.x, ly.ln1.W, la.rstd1, rows, C, th)
 	}
+	a.dEOS = a.dEOS[:0] // consumed
 	// Embedding rows share table rows: one goroutine, a fixed order.
 	if g := m.embed.Grad(); g != nil {
 		for r, id := range a.ids {
@@ -333,16 +346,27 @@ func (m *Model) Pool(a *Acts, mode string) ([]float32, error) {
 			}
 		case PoolLast:
 			copy(o, a.Hidden[(n*T+L-1)*C:(n*T+L)*C])
+		case PoolLatent, PoolMultiLayer:
+			if m.head == nil || m.head.mode != mode {
+				return nil, fmt.Errorf("decoder: pooling %q needs that trainable head (EnableHead)", mode)
+			}
+			return m.headForward(a), nil
 		default:
-			return nil, fmt.Errorf("decoder: pooling %q not supported (want %s or %s)", mode, PoolMean, PoolLast)
+			return nil, fmt.Errorf("decoder: pooling %q not supported (want %s, %s, %s or %s)", mode, PoolMean, PoolLast, PoolLatent, PoolMultiLayer)
 		}
 	}
 	return out, nil
 }
 
-// PoolBackward adds to dHidden (N×T×C) the gradient given dPooled (N×C).
+// PoolBackward adds to dHidden (N×T×C) the gradient given dPooled (N×C)
+// (and a head's parameter gradients; a multilayer head's gradients of the
+// inner layers' outputs wait in a for Backward).
 func (m *Model) PoolBackward(a *Acts, mode string, dPooled, dHidden []float32) {
 	C, T := m.Cfg.HiddenSize, a.T
+	if mode == PoolLatent || mode == PoolMultiLayer {
+		m.headBackward(a, dPooled, dHidden)
+		return
+	}
 	for n := 0; n < a.N; n++ {
 		d, L := dPooled[n*C:n*C+C], a.lens[n]
 		switch mode {

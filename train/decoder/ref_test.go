@@ -116,6 +116,13 @@ func TestLlamaGradientsMatchPyTorch(t *testing.T) {
 			refCase{arch, PoolLast, false, true},
 			refCase{arch, PoolMean, true, false})
 	}
+	// The trainable pooling heads, with and without LoRA on the decoder.
+	cases = append(cases,
+		refCase{"llama", PoolLatent, true, true},
+		refCase{"llama", PoolMultiLayer, true, false},
+		refCase{"qwen2", PoolMultiLayer, false, true},
+		refCase{"qwen3", PoolLatent, false, false},
+		refCase{"qwen3", PoolMultiLayer, true, true})
 	var preps []*prepared
 	var dirs []string
 	for i, c := range cases {
@@ -141,6 +148,19 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	}
 	m.Threads, m.Causal = 2, c.causal
 	job := map[string]any{"Q": 2, "G": 3, "pooling": c.pooling, "causal": c.causal, "temperature": 0.05}
+	if c.pooling == PoolLatent || c.pooling == PoolMultiLayer {
+		// Before LoRA, which must leave the head trainable. Its zero
+		// biases and layer weights get values so their paths are checked.
+		if err := m.EnableHead(HeadConfig{Mode: c.pooling, Latents: 4, Heads: 4}, seed); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m.head.params {
+			for i := range p.W {
+				p.W[i] += float32(0.1 * r.NormFloat64())
+			}
+		}
+		job["head"] = map[string]any{"heads": 4}
+	}
 	if c.lora {
 		lc := LoRAConfig{Rank: 4, Alpha: 8}
 		if err := m.EnableLoRA(lc, seed); err != nil {

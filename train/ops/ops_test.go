@@ -203,3 +203,25 @@ func TestAttentionMatchesNaiveAndGrad(t *testing.T) {
 		checkGrad(t, "attention", r, [][]float32{q, k, v}, [][]float32{dq, dk, dv}, f, R)
 	}
 }
+
+func TestGELUGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	n := 60
+	x := randn(r, n, 2)
+	out := make([]float32, n)
+	f := func() []float32 { GELUForward(out, x, 2); return out }
+	R := randn(r, n, 1)
+	dx := make([]float32, n)
+	GELUBackward(dx, R, x, 2)
+	checkGrad(t, "gelu", r, [][]float32{x}, [][]float32{dx}, f, R)
+	f()
+	if want := 1.5 * 0.5 * (1 + math.Erf(1.5/math.Sqrt2)); math.Abs(float64(geluOne(1.5))-want) > 1e-6 {
+		t.Fatalf("gelu(1.5) = %g, want %g", geluOne(1.5), want)
+	}
+}
+
+func geluOne(v float32) float32 {
+	o := make([]float32, 1)
+	GELUForward(o, []float32{v}, 1)
+	return o[0]
+}

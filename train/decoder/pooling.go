@@ -1,0 +1,304 @@
+package decoder
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/anna-search/anna/train/ops"
+	"github.com/anna-search/anna/train/tensor"
+)
+
+// Trainable pooling modes.
+const (
+	// PoolLatent is the last-layer trainable pooling of NV-Embed as paper
+	// 002 describes it: cross-attention from trainable latent queries to
+	// keys and values projected from the last hidden state's real tokens,
+	// then an MLP, averaged over the latents.
+	PoolLatent = "latent"
+	// PoolMultiLayer is paper 002's Multi-Layers Trainable Pooling: the
+	// same head over one row per layer — each layer's hidden state at the
+	// last token (EOS; the last layer's after the final norm, as
+	// transformers' hidden_states[1:]) plus a trainable layer-weight row.
+	PoolMultiLayer = "multilayer"
+)
+
+// HeadConfig shapes a trainable pooling head.
+type HeadConfig struct {
+	Mode    string // PoolLatent or PoolMultiLayer
+	Latents int    // trainable queries (default 16)
+	Heads   int    // attention heads (default 8); they split the hidden size
+}
+
+// head is a trainable pooling head: for each sequence, rows X (n×C), keys
+// K = X·Wkᵀ and values V = X·Wvᵀ; per attention head, P = softmax(Q·Kᵀ/√d)
+// with Q the trainable latents (r×C); Z = (P·V)·Woᵀ; Y = Z + fc2(GELU(fc1(Z)));
+// the embedding is the mean of Y's r rows.
+type head struct {
+	mode         string
+	r, h         int
+	latents      *ops.Param // r×C
+	layerW       *ops.Param // L×C (multilayer)
+	k, v, o      *ops.Linear
+	fc1, fc2     *ops.Linear
+	params       []*ops.Param
+	x, kx, vx    []float32 // the head's input rows, keys, values
+	gather       []float32 // multilayer: the input rows' storage
+	att          []float32 // N×h×r×n probabilities
+	ctx, z, u, g []float32 // N·r×C
+	rows         []int     // per sequence: first input row
+	n            []int     // per sequence: number of input rows
+}
+
+// EnableHead adds a trainable pooling head, initialised as transformers
+// initialises linear layers (normal(0, 0.02), zero biases) with zero layer
+// weights. Its parameters (named "pooling.…") train whether or not LoRA
+// freezes the decoder, and Pool and PoolBackward accept its mode.
+func (m *Model) EnableHead(cfg HeadConfig, seed uint64) error {
+	if m.head != nil {
+		return fmt.Errorf("decoder: a pooling head is already enabled")
+	}
+	if cfg.Mode != PoolLatent && cfg.Mode != PoolMultiLayer {
+		return fmt.Errorf("decoder: pooling head mode %q unknown (want %s or %s)", cfg.Mode, PoolLatent, PoolMultiLayer)
+	}
+	if cfg.Latents == 0 {
+		cfg.Latents = 16
+	}
+	if cfg.Heads == 0 {
+		cfg.Heads = 8
+	}
+	C := m.Cfg.HiddenSize
+	if cfg.Latents < 0 || cfg.Heads <= 0 || C%cfg.Heads != 0 {
+		return fmt.Errorf("decoder: pooling head with %d latents and %d heads over hidden size %d (want heads dividing it)", cfg.Latents, cfg.Heads, C)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x9001))
+	hd := &head{mode: cfg.Mode, r: cfg.Latents, h: cfg.Heads}
+	param := func(name string, std float64, noDecay bool, shape ...int) *ops.Param {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		p := &ops.Param{Name: "pooling." + name, Shape: shape, W: make([]float32, n), G: make([]float32, n), NoDecay: noDecay}
+		for i := range p.W {
+			p.W[i] = float32(std * rng.NormFloat64())
+		}
+		hd.params = append(hd.params, p)
+		return p
+	}
+	lin := func(name string, bias bool) *ops.Linear {
+		l := &ops.Linear{In: C, Out: C, W: param(name+".weight", 0.02, false, C, C)}
+		if bias {
+			l.Bias = param(name+".bias", 0, true, C)
+		}
+		return l
+	}
+	hd.latents = param("latents", 0.02, false, cfg.Latents, C)
+	if cfg.Mode == PoolMultiLayer {
+		hd.layerW = param("layer_weights", 0, true, m.Cfg.NumHiddenLayers, C)
+	}
+	hd.k, hd.v, hd.o = lin("k_proj", false), lin("v_proj", false), lin("o_proj", false)
+	hd.fc1, hd.fc2 = lin("mlp.fc1", true), lin("mlp.fc2", true)
+	for _, p := range hd.params {
+		m.Params = append(m.Params, p)
+		m.byName[p.Name] = p
+	}
+	m.head = hd
+	return nil
+}
+
+func isHeadName(n string) bool { return strings.HasPrefix(n, "pooling.") }
+
+// headForward computes the head's embeddings (N×C) from a's activations.
+func (m *Model) headForward(a *Acts) []float32 {
+	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.layers)
+	th := m.threads()
+	N, r, H := a.N, hd.r, hd.h
+	D := C / H
+	hd.rows, hd.n = make([]int, N), make([]int, N)
+	var X []float32
+	switch hd.mode {
+	case PoolLatent: // every position; padded rows are never attended to
+		X = a.Hidden
+		for n := 0; n < N; n++ {
+			hd.rows[n], hd.n[n] = n*T, a.lens[n]
+		}
+	case PoolMultiLayer:
+		hd.gather = grow(hd.gather, N*L*C)
+		X = hd.gather
+		for n := 0; n < N; n++ {
+			hd.rows[n], hd.n[n] = n*L, L
+			eos := n*T + a.lens[n] - 1
+			for l := 0; l < L; l++ {
+				src := a.Hidden
+				if l < L-1 {
+					src = a.xs[l+1]
+				}
+				row := X[(n*L+l)*C : (n*L+l+1)*C]
+				for c, v := range src[eos*C : eos*C+C] {
+					row[c] = v + hd.layerW.W[l*C+c]
+				}
+			}
+		}
+	}
+	hd.x = X
+	rowsX := len(X) / C
+	hd.kx, hd.vx = grow(hd.kx, rowsX*C), grow(hd.vx, rowsX*C)
+	hd.k.Forward(hd.kx, X, nil, rowsX, th)
+	hd.v.Forward(hd.vx, X, nil, rowsX, th)
+	maxN := 0
+	for _, n := range hd.n {
+		maxN = max(maxN, n)
+	}
+	hd.att = grow(hd.att, N*H*r*maxN)
+	hd.ctx = grow(hd.ctx, N*r*C)
+	scale := float32(1 / math.Sqrt(float64(D)))
+	ops.ParallelFor(N, th, func(lo, hi int) {
+		var sc tensor.Scratch
+		for n := lo; n < hi; n++ {
+			rows, cnt := hd.rows[n], hd.n[n]
+			for h := 0; h < H; h++ {
+				p := hd.att[(n*H+h)*r*maxN : (n*H+h)*r*maxN+r*cnt]
+				tensor.GemmSerial(&sc, false, true, r, cnt, D, scale, hd.latents.W[h*D:], C, hd.kx[rows*C+h*D:], C, 0, p, cnt)
+				for i := 0; i < r; i++ {
+					softmaxRow(p[i*cnt : i*cnt+cnt])
+				}
+				tensor.GemmSerial(&sc, false, false, r, D, cnt, 1, p, cnt, hd.vx[rows*C+h*D:], C, 0, hd.ctx[n*r*C+h*D:], C)
+			}
+		}
+	})
+	R := N * r
+	hd.z, hd.u, hd.g = grow(hd.z, R*C), grow(hd.u, R*C), grow(hd.g, R*C)
+	hd.o.Forward(hd.z, hd.ctx, nil, R, th)
+	hd.fc1.Forward(hd.u, hd.z, nil, R, th)
+	ops.GELUForward(hd.g, hd.u, th)
+	y := make([]float32, R*C)
+	hd.fc2.Forward(y, hd.g, nil, R, th)
+	out := make([]float32, N*C)
+	inv := 1 / float32(r)
+	for n := 0; n < N; n++ {
+		o := out[n*C : n*C+C]
+		for i := 0; i < r; i++ {
+			yr, zr := y[(n*r+i)*C:(n*r+i+1)*C], hd.z[(n*r+i)*C:(n*r+i+1)*C]
+			for c := range o {
+				o[c] += (zr[c] + yr[c]) * inv
+			}
+		}
+	}
+	return out
+}
+
+func softmaxRow(row []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		mx = max(mx, v)
+	}
+	var sum float32
+	for j, v := range row {
+		e := ops.Exp32(v - mx)
+		row[j] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for j := range row {
+		row[j] *= inv
+	}
+}
+
+// headBackward adds the head's parameter gradients given dPooled (N×C),
+// and the gradients of its inputs to dHidden (N×T×C) and, multilayer, to
+// a.dEOS (per layer l < L−1, N×C: the gradient of layer l's output at each
+// sequence's last token, which Backward adds in).
+func (m *Model) headBackward(a *Acts, dPooled, dHidden []float32) {
+	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.layers)
+	th := m.threads()
+	N, r, H := a.N, hd.r, hd.h
+	D, R := C/H, N*hd.r
+	// e = mean_i (z_i + fc2(gelu(fc1(z_i))))
+	dy := make([]float32, R*C)
+	inv := 1 / float32(r)
+	for n := 0; n < N; n++ {
+		for i := 0; i < r; i++ {
+			d := dy[(n*r+i)*C : (n*r+i+1)*C]
+			for c, v := range dPooled[n*C : n*C+C] {
+				d[c] = v * inv
+			}
+		}
+	}
+	dz := append([]float32(nil), dy...) // the residual
+	dg := make([]float32, R*C)
+	hd.fc2.Backward(dg, dy, hd.g, nil, R, th)
+	du := make([]float32, R*C)
+	ops.GELUBackward(du, dg, hd.u, th)
+	hd.fc1.Backward(dz, du, hd.z, nil, R, th)
+	dctx := make([]float32, R*C)
+	hd.o.Backward(dctx, dz, hd.ctx, nil, R, th)
+	rowsX := len(hd.x) / C
+	dk, dv := make([]float32, rowsX*C), make([]float32, rowsX*C)
+	maxN := 0
+	for _, n := range hd.n {
+		maxN = max(maxN, n)
+	}
+	scale := float32(1 / math.Sqrt(float64(D)))
+	dlat := hd.latents.Grad()
+	// Sequences share the latents: one goroutine, a fixed order.
+	var sc tensor.Scratch
+	dp := make([]float32, r*maxN)
+	for n := 0; n < N; n++ {
+		rows, cnt := hd.rows[n], hd.n[n]
+		for h := 0; h < H; h++ {
+			p := hd.att[(n*H+h)*r*maxN : (n*H+h)*r*maxN+r*cnt]
+			d := dp[:r*cnt]
+			tensor.GemmSerial(&sc, false, true, r, cnt, D, 1, dctx[n*r*C+h*D:], C, hd.vx[rows*C+h*D:], C, 0, d, cnt)
+			tensor.GemmSerial(&sc, true, false, cnt, D, r, 1, p, cnt, dctx[n*r*C+h*D:], C, 1, dv[rows*C+h*D:], C)
+			for i := 0; i < r; i++ {
+				pr, dr := p[i*cnt:i*cnt+cnt], d[i*cnt:i*cnt+cnt]
+				var dot float32
+				for j := range pr {
+					dot += pr[j] * dr[j]
+				}
+				for j := range pr {
+					dr[j] = pr[j] * (dr[j] - dot)
+				}
+			}
+			if dlat != nil {
+				tensor.GemmSerial(&sc, false, false, r, D, cnt, scale, d, cnt, hd.kx[rows*C+h*D:], C, 1, dlat[h*D:], C)
+			}
+			tensor.GemmSerial(&sc, true, false, cnt, D, r, scale, d, cnt, hd.latents.W[h*D:], C, 1, dk[rows*C+h*D:], C)
+		}
+	}
+	dx := make([]float32, rowsX*C)
+	hd.k.Backward(dx, dk, hd.x, nil, rowsX, th)
+	hd.v.Backward(dx, dv, hd.x, nil, rowsX, th)
+	switch hd.mode {
+	case PoolLatent:
+		for i, v := range dx {
+			dHidden[i] += v
+		}
+	case PoolMultiLayer:
+		if len(a.dEOS) != L-1 {
+			a.dEOS = make([][]float32, L-1)
+		}
+		for l := range a.dEOS {
+			a.dEOS[l] = grow(a.dEOS[l], N*C)
+			clear(a.dEOS[l])
+		}
+		dlw := hd.layerW.Grad()
+		for n := 0; n < N; n++ {
+			eos := n*T + a.lens[n] - 1
+			for l := 0; l < L; l++ {
+				d := dx[(n*L+l)*C : (n*L+l+1)*C]
+				dst := dHidden[eos*C : eos*C+C]
+				if l < L-1 {
+					dst = a.dEOS[l][n*C : n*C+C]
+				}
+				for c, v := range d {
+					dst[c] += v
+					if dlw != nil {
+						dlw[l*C+c] += v
+					}
+				}
+			}
+		}
+	}
+}
