@@ -6,7 +6,8 @@
 // a second install or a re-import does not download again), checks its
 // sha256 before anything is read from it, takes the files the entry needs
 // out of it into a temporary directory and imports them into the models
-// directory under the entry's name.
+// directory under the entry's name (or, for the int8 form,
+// Options.Quantize, under NAME-int8 beside the float32 model).
 //
 // Crash behaviour: a download is written under a ".partial" name and
 // renamed once its checksum is right, and the model directory is written
