@@ -65,6 +65,9 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 	if c.Recompute {
 		add("recompute layers in the backward", true)
 	}
+	if c.Pooling == PoolLatent || c.Pooling == PoolMultiLayer {
+		add("pooling head (latents, attention heads; 0: default)", fmt.Sprintf("%d, %d", c.HeadLatents, c.HeadHeads))
+	}
 	if c.LoRA != nil {
 		add("LoRA", fmt.Sprintf("rank %d, alpha %g, targets %s", c.LoRA.Rank, c.LoRA.Alpha, strings.Join(c.LoRA.Targets, ", ")))
 	} else {

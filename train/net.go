@@ -12,6 +12,12 @@ import (
 	"github.com/anna-search/anna/train/decoder"
 )
 
+// Trainable pooling heads (decoders).
+const (
+	PoolLatent     = decoder.PoolLatent
+	PoolMultiLayer = decoder.PoolMultiLayer
+)
+
 // net is what Run trains as a bi-encoder: a BERT Model or a decoder.
 type net interface {
 	params() []*Param
@@ -82,8 +88,8 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		mc = c
 	}
 	if !isGGUF && !mc.IsDecoder() {
-		if cfg.Bidirectional || cfg.Recompute {
-			return nil, fmt.Errorf("train: bidirectional attention and recomputation are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
+		if cfg.Bidirectional || cfg.Recompute || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
+			return nil, fmt.Errorf("train: bidirectional attention, recomputation and trainable pooling heads are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
 		}
 		if cfg.LoRA != nil && cfg.LoRA.Alpha <= 0 {
 			cfg.LoRA.Alpha = float64(2 * cfg.LoRA.Rank)
@@ -104,8 +110,9 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 	if cross {
 		return nil, fmt.Errorf("train: objective %q: decoders train as bi-encoders only (contrastive)", cfg.Objective)
 	}
-	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean {
-		return nil, fmt.Errorf("train: pooling %q: decoders pool the last token (EOS) or the mean", cfg.Pooling)
+	headPool := cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer
+	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {
+		return nil, fmt.Errorf("train: pooling %q: decoders pool the last token (EOS), the mean, or with a trainable head (latent, multilayer)", cfg.Pooling)
 	}
 	d, err := decoder.Load(cfg.ModelDir)
 	if err != nil {
@@ -120,8 +127,16 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		if d.Cfg.QKNorm() {
 			return nil, fmt.Errorf("train: %s: anna's ONNX decoder graph has no %s q/k norms yet, so the model could not be served; train with NoExport", cfg.ModelDir, d.Cfg.ModelType)
 		}
+		if headPool {
+			return nil, fmt.Errorf("train: pooling %q: the encoder does not apply trainable pooling heads yet, so the model could not be served; train with NoExport (the head is in the checkpoint)", cfg.Pooling)
+		}
 	}
 	d.Causal, d.Threads, d.Recompute = !cfg.Bidirectional, cfg.Threads, cfg.Recompute
+	if headPool { // before LoRA, which leaves it trainable
+		if err := d.EnableHead(decoder.HeadConfig{Mode: cfg.Pooling, Latents: cfg.HeadLatents, Heads: cfg.HeadHeads}, cfg.Seed); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
 	if cfg.LoRA != nil {
 		lc := decoder.LoRAConfig{Rank: cfg.LoRA.Rank, Alpha: cfg.LoRA.Alpha, Targets: cfg.LoRA.Targets}
 		if lc.Alpha <= 0 {

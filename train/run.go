@@ -28,8 +28,11 @@ type Config struct {
 	OutDir   string // checkpoint/, hf/ (the trained checkpoint), model/ (the anna model), metrics.jsonl and report.html go here
 
 	Objective string // contrastive (default), bce or listwise
-	Pooling   string // bi-encoder pooling: mean (BERT's default), cls or lasttoken (decoders' default)
-	MaxLength int    // tokens per text (per pair for cross-encoders); default 128
+	// Pooling is the bi-encoder pooling: mean (BERT's default), cls,
+	// lasttoken (decoders' default), or for decoders a trainable head,
+	// latent or multilayer (HeadLatents, HeadHeads; not exportable yet).
+	Pooling   string
+	MaxLength int // tokens per text (per pair for cross-encoders); default 128
 
 	BatchSize int // queries per micro-batch (default 16)
 	GroupSize int // documents per query: 1 positive + GroupSize−1 negatives (default 8)
@@ -61,6 +64,9 @@ type Config struct {
 	// layer's memory instead of all of them, for about a third more
 	// compute), with bit-for-bit the same gradients.
 	Recompute bool
+	// HeadLatents and HeadHeads shape a trainable pooling head (0: 16
+	// latent queries, 8 attention heads).
+	HeadLatents, HeadHeads int
 
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
@@ -129,9 +135,9 @@ func (c *Config) defaults() error {
 		}
 	}
 	switch c.Pooling {
-	case PoolMean, PoolCLS, PoolLast:
+	case PoolMean, PoolCLS, PoolLast, PoolLatent, PoolMultiLayer:
 	default:
-		return fmt.Errorf("train: pooling %q unknown (want mean, cls or lasttoken)", c.Pooling)
+		return fmt.Errorf("train: pooling %q unknown (want mean, cls, lasttoken, latent or multilayer)", c.Pooling)
 	}
 	setInt := func(p *int, v int) {
 		if *p <= 0 {

@@ -134,10 +134,24 @@ func TestRunDecoderRefusals(t *testing.T) {
 			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
 		}
 	}
-	// Without the export, a bidirectional Qwen3 trains.
+	// Without the export, a bidirectional Qwen3 trains, and so does a
+	// multilayer head over a LoRA-adapted Llama (the head's parameters
+	// move and are in the checkpoint).
 	if _, err := Run(context.Background(), Config{ModelDir: qwen3, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 2,
 		Bidirectional: true, NoExport: true, EvalFraction: -1, Pooling: PoolMean}); err != nil {
 		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := Run(context.Background(), Config{ModelDir: llama, Data: data, OutDir: out, BatchSize: 4, GroupSize: 3, MaxSteps: 2,
+		NoExport: true, EvalFraction: -1, Pooling: PoolMultiLayer, HeadLatents: 2, HeadHeads: 4, LoRA: &LoRAConfig{Rank: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if lw := readParams(t, out)["pooling.layer_weights"]; lw == nil || lw.Data[0] == 0 {
+		t.Fatal("the multilayer head's layer weights are not in the checkpoint or did not train")
+	}
+	if _, err := Run(context.Background(), Config{ModelDir: llama, Data: data, OutDir: t.TempDir(), Pooling: PoolLatent}); err == nil ||
+		!strings.Contains(err.Error(), "does not apply trainable pooling heads yet") {
+		t.Fatalf("latent head with export: got %v", err)
 	}
 }
 

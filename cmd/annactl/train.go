@@ -42,7 +42,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				return err
 			}
 			if c.Pooling != "" {
-				if err := oneOf("pooling", c.Pooling, "mean", "cls", "lasttoken"); err != nil {
+				if err := oneOf("pooling", c.Pooling, "mean", "cls", "lasttoken", "latent", "multilayer"); err != nil {
 					return err
 				}
 			}
@@ -135,7 +135,9 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.StringVar(&c.Data, "input", "", "training data: FlagEmbedding JSON lines `FILE` from annactl mine-negatives")
 	f.StringVar(&c.OutDir, "output", "", "output directory `DIR`: checkpoint/, hf/ and model/")
 	f.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")
-	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: mean for BERT, lasttoken for decoders)")
+	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: mean for BERT, lasttoken for decoders); decoders also latent or multilayer, a trainable head (needs --no-export)")
+	f.IntVar(&c.HeadLatents, "head-latents", 0, "trainable pooling head: latent queries (0: 16)")
+	f.IntVar(&c.HeadHeads, "head-heads", 0, "trainable pooling head: attention heads, dividing the hidden size (0: 8)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (the ONNX graph is causal: needs --no-export)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
