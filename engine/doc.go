@@ -50,6 +50,19 @@
 // DamageError. Check reports every problem of a directory without changing
 // it; Repair salvages the store and rebuilds the rest.
 //
+// # Backends
+//
+// The BM25 and dense lists come from the directory's own indexes, or, with
+// Options.Weaviate, from a collection of a Weaviate cluster (package
+// index/weaviate) for corpora that outgrow one machine's memory. anna.db
+// stays the source of truth either way; the collection is derived from it
+// like the local indexes (it records the store's id and the last change
+// applied; one behind replays what it missed on the next write or Open; one
+// built from another directory is refused, one alias per directory), and
+// anna still embeds, fuses, reranks, explains and makes snippets. Reindex
+// fills a new collection and moves the alias. Check and Repair look at the
+// local indexes only.
+//
 // # Read-only
 //
 // Options.ReadOnly writes nothing and binds nothing. The dense graph is

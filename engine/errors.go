@@ -20,6 +20,9 @@ var (
 	ErrDamaged = errors.New("damaged")
 	// ErrNeedsRecovery is wrapped by RecoveryError.
 	ErrNeedsRecovery = errors.New("needs recovery")
+	// ErrUnsupported: the engine's backend cannot do what was asked (the
+	// Weaviate backend scoring a text it does not hold).
+	ErrUnsupported = errors.New("not supported by this backend")
 )
 
 // OptionError reports an option out of its range: a negative K, a batch

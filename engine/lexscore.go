@@ -12,11 +12,19 @@ import (
 // text, computed with the index's statistics for any document, indexed or
 // not (0 when no query term occurs in it). Mining's teacher uses it to
 // score positives that retrieval did not find.
+//
+// On the Weaviate backend only documents the collection holds can be
+// scored, and they are named by ID (Document.ID; title and text are not
+// read): Weaviate's BM25 restricted to those IDs. A document without an ID
+// is refused with ErrUnsupported.
 func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.leave()
+	if r, ok := e.be.(*remote); ok {
+		return r.lexicalScores(ctx, query, docs)
+	}
 	if e.lexStale != "" {
 		return nil, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
 	}

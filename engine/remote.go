@@ -84,6 +84,11 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 			return backendErr(err)
 		}
 		reason = r.unfit(cur, st, has, key, seq)
+		if has && st.StoreID != e.store.ID() {
+			// Not this directory's: rebuilding it would destroy another
+			// directory's collection.
+			return optErr("Options.Weaviate.Alias", w.Alias, fmt.Sprintf("alias %s is taken: collection %s; one alias belongs to one anna directory, so choose another alias (annactl --weaviate-alias), or drop that collection", cl.Alias(), reason))
+		}
 		if reason == "" {
 			r.coll, r.applied = cur, st.Seq
 			if st.Seq < seq {
@@ -144,6 +149,9 @@ func (r *remote) unfit(co *weaviate.Collection, st weaviate.State, has bool, key
 		return fmt.Sprintf("%s has no anna state (not built by anna, or its build was interrupted)", name)
 	case st.VectorKey != key:
 		return fmt.Sprintf("%s holds vectors of %s, the engine embeds with %s", name, st.VectorKey, key)
+	}
+	if st.StoreID != r.e.store.ID() {
+		return fmt.Sprintf("%s was built from another anna directory (store %s; this one is %s)", name, st.StoreID, r.e.store.ID())
 	}
 	reason, behind := staleness(r.e.store.ID(), seq, st.StoreID, st.Seq)
 	if reason != "" && !behind {
@@ -280,6 +288,33 @@ func (r *remote) catchUp(ctx context.Context) error {
 		e.logf("Weaviate: collection %s applied %d changes it had missed", co.Name(), n)
 	}
 	return nil
+}
+
+// lexicalScores scores the documents docs (by ID) against query with the
+// collection's BM25; one it does not return (no query term) scores 0.
+func (r *remote) lexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
+	if r.stale != "" {
+		return nil, &RecoveryError{Dir: r.e.dir, Index: "Weaviate", Reason: r.stale}
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		if d.ID == "" {
+			return nil, fmt.Errorf("engine: lexical scores: document %d has no ID: %w (Weaviate scores only the documents it holds, by ID)", i, ErrUnsupported)
+		}
+		ids[i] = d.ID
+	}
+	r.e.mu.RLock()
+	co := r.coll
+	r.e.mu.RUnlock()
+	scores, err := co.ScoreIDs(ctx, query, ids)
+	if err != nil {
+		return nil, fmt.Errorf("engine: lexical scores: %w", backendErr(err))
+	}
+	out := make([]float64, len(docs))
+	for i, id := range ids {
+		out[i] = scores[id]
+	}
+	return out, nil
 }
 
 func (r *remote) lexical(ctx context.Context, query string, k int, f Filter) ([]fusion.Hit, error) {

@@ -167,15 +167,34 @@ func TestWeaviateBackendMatchesLocal(t *testing.T) {
 	mustFindFirst(t, ro, engine.ModeDense, "tok44 title 44", "d00044")
 	ro.Close()
 
-	// Another directory on the same alias: its collection is rebuilt from
-	// that directory's store (the collection is derived, never the truth).
-	other := openWeaviate(t, t.TempDir(), "fp-a", w)
-	defer other.Close()
-	if ws := other.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "another store") {
-		t.Fatalf("warnings = %v, want one about another store", ws)
+	// Another directory on the same alias is refused: rebuilding the
+	// collection would take it from this one.
+	_, err = engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Weaviate: w})
+	if !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "another anna directory") {
+		t.Fatalf("another directory on alias %s: err = %v, want it refused", w.Alias, err)
 	}
-	if st, err := other.Stats(); err != nil || st.LexicalDocs != 0 {
-		t.Fatalf("rebuilt for an empty store: %+v, %v", st, err)
+
+	// BM25 scores of given documents (mining's teacher) equal the lexical
+	// list's.
+	rem = openWeaviate(t, rdir, "fp-a", w)
+	defer rem.Close()
+	rs, err = rem.Search(ctx, "tok43 shared", engine.SearchOptions{Mode: engine.ModeLexical, K: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]float64{}
+	for _, r := range rs {
+		byID[r.ID] = r.Score
+	}
+	sc, err := rem.LexicalScores(ctx, "tok43 shared", []engine.Document{{ID: "d00043"}, {ID: "d00044"}, {ID: "absent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(sc[0]-byID["d00043"]) > 1e-4 || math.Abs(sc[1]-byID["d00044"]) > 1e-4 || sc[2] != 0 || sc[0] <= sc[1] {
+		t.Fatalf("LexicalScores = %v; the lexical list scored d00043 %v, d00044 %v", sc, byID["d00043"], byID["d00044"])
+	}
+	if _, err := rem.LexicalScores(ctx, "tok43", []engine.Document{{Text: "no id"}}); !errors.Is(err, engine.ErrUnsupported) {
+		t.Fatalf("LexicalScores of a text: err = %v, want ErrUnsupported", err)
 	}
 }
 

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/index/weaviate"
 )
 
 // apiKeyEnv holds the Weaviate API key: never a flag, whose value would end
@@ -18,6 +22,7 @@ const apiKeyEnv = "ANNA_WEAVIATE_API_KEY"
 type backendFlags struct {
 	backend, urls, alias string
 	replication          int
+	aliasGiven           bool // --weaviate-alias on the command line
 }
 
 func (b *backendFlags) register(cmd *cobra.Command) {
@@ -28,8 +33,30 @@ func (b *backendFlags) register(cmd *cobra.Command) {
 	f.IntVar(&b.replication, "weaviate-replication", 0, "replication factor of the collections created (0: the cluster's default)")
 }
 
+// scratch gives opts a fresh alias of its own, for a command indexing into
+// a temporary directory (unless --weaviate-alias was given), and returns
+// what drops its collections afterwards.
+func (b *backendFlags) scratch(opts *engine.Options) func() error {
+	if opts.Weaviate == nil || b.aliasGiven {
+		return func() error { return nil }
+	}
+	opts.Weaviate.Alias = fmt.Sprintf("AnnaScratch%x", rand.Uint64())
+	w := *opts.Weaviate
+	return func() error {
+		c, err := weaviate.New(weaviate.Config{URLs: append([]string(nil), w.URLs...), APIKey: w.APIKey, Alias: w.Alias})
+		if err == nil {
+			err = c.DropAll(context.Background())
+		}
+		if err != nil {
+			return fmt.Errorf("dropping the scratch collections of alias %s: %w", w.Alias, err)
+		}
+		return nil
+	}
+}
+
 // apply sets opts.Weaviate from the flags and the environment.
-func (b *backendFlags) apply(opts *engine.Options) error {
+func (b *backendFlags) apply(cmd *cobra.Command, opts *engine.Options) error {
+	b.aliasGiven = cmd.Flags().Changed("weaviate-alias")
 	switch b.backend {
 	case "local":
 		if b.urls != "" {

@@ -46,6 +46,7 @@ type evalFlags struct {
 	cache, asJSON, keepIdentical                                        bool
 	chunks                                                              chunkFlags
 	chunking                                                            *engine.Chunking
+	cmd                                                                 *cobra.Command
 	backend                                                             backendFlags
 }
 
@@ -96,6 +97,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 			if fl.chunking, err = fl.chunks.chunking(cmd); err != nil {
 				return err
 			}
+			fl.cmd = cmd
 			if fl.task == "sts" {
 				return a.evalSTS(cmd.Context(), args[0], fl)
 			}
@@ -187,7 +189,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	opts := engine.Options{Model: fl.model, Logf: a.logf}
-	if err := fl.backend.apply(&opts); err != nil {
+	if err := fl.backend.apply(fl.cmd, &opts); err != nil {
 		return err
 	}
 	if fl.chunking != nil {
@@ -210,6 +212,13 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			return err
 		}
 		defer os.RemoveAll(idx)
+		// A temporary directory gets a Weaviate alias of its own.
+		drop := fl.backend.scratch(&opts)
+		defer func() {
+			if derr := drop(); derr != nil {
+				a.logf("%v", derr)
+			}
+		}()
 	}
 	eng, err := engine.Open(ctx, idx, opts)
 	if err != nil {

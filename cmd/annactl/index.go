@@ -65,7 +65,7 @@ the first documents; reindex changes it.`,
 			if cache {
 				opts.EmbeddingCache = home.EmbeddingCacheDir()
 			}
-			if err := be.apply(&opts); err != nil {
+			if err := be.apply(cmd, &opts); err != nil {
 				return err
 			}
 			eng, err := engine.Open(cmd.Context(), dir, opts)

@@ -48,7 +48,7 @@ with the directory's own model.`,
 				return err
 			}
 			eopts := engine.Options{Logf: a.logf}
-			if err := be.apply(&eopts); err != nil {
+			if err := be.apply(cmd, &eopts); err != nil {
 				return err
 			}
 			eng, err := engine.Open(cmd.Context(), dir, eopts)

@@ -93,7 +93,7 @@ source}, byte offsets into "text".`,
 				}
 			}
 			eopts := engine.Options{ReadOnly: true, Logf: a.logf}
-			if err := be.apply(&eopts); err != nil {
+			if err := be.apply(cmd, &eopts); err != nil {
 				return err
 			}
 			if reranker != "" {

@@ -40,10 +40,14 @@
 // Dense: the collection's distance is cosine; the score reported is
 // 1 - distance, the cosine similarity, as the local graph reports. A
 // document is ranked by its best passage. BM25: Weaviate's BM25F over title
-// and text with k1 1.2 and b 0.75 (anna's own BM25 scores title and text
-// separately, best field plus half the other, after Bleve's English
-// analysis with Porter stemming; Weaviate's word tokenization does not
-// stem and drops its "en" stop-word preset).
+// and text with k1 1.2 and b 0.75, word tokenization (lower case, split on
+// anything not a letter or digit) and Weaviate's "en" stop words, without
+// stemming; anna's own BM25 scores title and text separately (the best
+// field plus half the other) after Bleve's English analysis with Porter
+// stemming. On SciFact that costs BM25 0.097 nDCG@10 (0.5930 against
+// 0.6897). Weaviate computes BM25 statistics per shard. ScoreIDs gives the
+// BM25 score of named documents (Weaviate cannot score a text it does not
+// hold).
 //
 // # Invariants and failures
 //
@@ -59,4 +63,12 @@
 //     Config.URLs that answers, and move to the next on a connection error.
 //   - Errors name the URL, the collection and the operation, and wrap the
 //     cause (*Error).
+//   - Weaviate resolves a consistency level over the replicas it sees up:
+//     right after a node dies, writes to its shards fail ("cannot reach
+//     enough replicas") until the cluster notices; after, QUORUM of one
+//     live replica is one. Collections created with a replication factor
+//     above 1 have asynchronous replication on, which brings a replica
+//     that was down up to date. A batch delete across shards is refused
+//     while a replica is down (1.35 wants one resolved level for all
+//     shards), so Upsert deletes only the passages a document lost.
 package weaviate

@@ -358,3 +358,31 @@ func (co *Collection) Count(ctx context.Context) (docs, passages int, err error)
 	}
 	return docs, passages, nil
 }
+
+// ScoreIDs returns the BM25 score of query against each of the documents
+// ids that the collection holds and that match a query term (the others
+// are absent from the map).
+func (co *Collection) ScoreIDs(ctx context.Context, query string, ids []string) (map[string]float64, error) {
+	out := make(map[string]float64, len(ids))
+	for start := 0; start < len(ids); start += batchSize {
+		part := ids[start:min(start+batchSize, len(ids))]
+		args, err := co.args(docIn(part))
+		if err != nil {
+			return nil, err
+		}
+		q := fmt.Sprintf(`{Get{%s(bm25: {query: %s, properties: ["title", "text"]}, limit: %d%s){docId passage _additional{score}}}}`,
+			co.name, gqlString(query), len(part), args)
+		var hits []gqlHit
+		if err := co.graphQL(ctx, "bm25 scores of given documents", q, &hits); err != nil {
+			return nil, err
+		}
+		for _, h := range hits {
+			s, err := strconv.ParseFloat(h.Additional.Score, 64)
+			if err != nil {
+				return nil, fmt.Errorf("weaviate: bm25 scores on %s: score %q: %w", co.name, h.Additional.Score, err)
+			}
+			out[h.DocID] = s
+		}
+	}
+	return out, nil
+}
