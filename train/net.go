@@ -114,6 +114,10 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {
 		return nil, fmt.Errorf("train: pooling %q: decoders pool the last token (EOS), the mean, or with a trainable head (latent, multilayer)", cfg.Pooling)
 	}
+	if _, err := os.Stat(cfg.ModelDir); isGGUF && err != nil {
+		// An anna model's manifest may name a catalogue download, not a file.
+		return nil, fmt.Errorf("train: the GGUF file %q is not on this machine (pass --model FILE.gguf, e.g. the file the catalogue's download holds): %w", cfg.ModelDir, err)
+	}
 	d, err := decoder.Load(cfg.ModelDir)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
