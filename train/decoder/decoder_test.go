@@ -145,3 +145,25 @@ func TestRecomputeSameGradients(t *testing.T) {
 		}
 	}
 }
+
+// A Qwen3 config.json as released (Qwen3-0.6B's fields) parses with its own
+// head width and q/k norms; another decoder's head_dim must agree with
+// hidden_size / num_attention_heads.
+func TestQwen3Config(t *testing.T) {
+	c, err := model.ParseConfig([]byte(`{"architectures":["Qwen3ForCausalLM"],"attention_bias":false,"bos_token_id":151643,
+		"eos_token_id":151645,"head_dim":128,"hidden_act":"silu","hidden_size":1024,"intermediate_size":3072,
+		"max_position_embeddings":40960,"model_type":"qwen3","num_attention_heads":16,"num_hidden_layers":28,
+		"num_key_value_heads":8,"rms_norm_eps":1e-06,"rope_theta":1000000,"tie_word_embeddings":true,"vocab_size":151936}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.IsDecoder() || !c.QKNorm() || c.QKVBias() || c.HeadDim() != 128 || c.KVHeads() != 8 || c.RopeTheta != 1e6 {
+		t.Fatalf("qwen3 config: decoder %v, q/k norm %v, qkv bias %v, head dim %d, kv heads %d, rope θ %g",
+			c.IsDecoder(), c.QKNorm(), c.QKVBias(), c.HeadDim(), c.KVHeads(), c.RopeTheta)
+	}
+	_, err = model.ParseConfig([]byte(`{"model_type":"llama","head_dim":96,"hidden_size":64,"num_attention_heads":4,
+		"num_hidden_layers":1,"intermediate_size":8,"vocab_size":10,"max_position_embeddings":8}`))
+	if err == nil || !strings.Contains(err.Error(), "head_dim 96 differs") {
+		t.Fatalf("llama with a head_dim of its own: got %v", err)
+	}
+}
