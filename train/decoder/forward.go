@@ -76,6 +76,8 @@ type Acts struct {
 	// workspace that the backward refills layer by layer.
 	layers []layerActs
 	tmp    []float32 // a recomputed layer's (unused) output
+	// Backward's scratch, reused from step to step.
+	dx, dh, dn, dact, dg, du, dctx, dq, dk, dv, dqraw, dkraw []float32
 	// dEOS, set by a multilayer head's PoolBackward for the next Backward:
 	// per layer l < L−1, the gradient of layer l's output at each
 	// sequence's last token (N×C).
@@ -234,16 +236,17 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	th := m.threads()
 	att := m.attention(a.N, a.T)
 
-	dx := make([]float32, rows*C) // ∂/∂ the residual stream
-	dh := make([]float32, rows*C)
-	dn := make([]float32, rows*C) // ∂/∂ a norm's output
-	dact, dg, du := make([]float32, rows*F), make([]float32, rows*F), make([]float32, rows*F)
-	dctx, dq := make([]float32, rows*H*D), make([]float32, rows*H*D)
-	dk, dv := make([]float32, rows*KV*D), make([]float32, rows*KV*D)
-	var dqraw, dkraw []float32
+	// dx is ∂/∂ the residual stream, dn ∂/∂ a norm's output.
+	a.dx, a.dh, a.dn = grow(a.dx, rows*C), grow(a.dh, rows*C), grow(a.dn, rows*C)
+	a.dact, a.dg, a.du = grow(a.dact, rows*F), grow(a.dg, rows*F), grow(a.du, rows*F)
+	a.dctx, a.dq = grow(a.dctx, rows*H*D), grow(a.dq, rows*H*D)
+	a.dk, a.dv = grow(a.dk, rows*KV*D), grow(a.dv, rows*KV*D)
 	if cfg.QKNorm() {
-		dqraw, dkraw = make([]float32, rows*H*D), make([]float32, rows*KV*D)
+		a.dqraw, a.dkraw = grow(a.dqraw, rows*H*D), grow(a.dkraw, rows*KV*D)
 	}
+	dx, dh, dn, dact, dg, du := a.dx, a.dh, a.dn, a.dact, a.dg, a.du
+	dctx, dq, dk, dv, dqraw, dkraw := a.dctx, a.dq, a.dk, a.dv, a.dqraw, a.dkraw
+	clear(dx)
 	ops.RMSNormBackward(dx, m.norm.Grad(), dHidden, a.last, m.norm.W, a.rstdF, rows, C, th)
 	for l := len(m.layers) - 1; l >= 0; l-- {
 		if len(a.layers) == 1 && l < len(m.layers)-1 {

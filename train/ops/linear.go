@@ -16,11 +16,13 @@ func (l *LoRA) MergeInto(w []float32, out, in int) {
 }
 
 // Linear is y = x·Wᵀ (+ b) (+ Scale·(x·Aᵀ)·Bᵀ with LoRA), W out×in as in
-// PyTorch's nn.Linear. Bias and LoRA may be nil.
+// PyTorch's nn.Linear. Bias and LoRA may be nil. A Linear keeps a scratch
+// buffer for its backward, so one Linear must not run two backwards at once.
 type Linear struct {
 	W, Bias *Param
 	LoRA    *LoRA
 	In, Out int
+	dxa     []float32 // LoRA backward scratch, rows×Rank
 }
 
 // Forward writes out (rows×Out) from x (rows×In). With LoRA, xa (rows×Rank)
@@ -59,7 +61,10 @@ func (l *Linear) Backward(dx, dout, x, xa []float32, rows, th int) {
 		r := lp.Rank
 		// y += s·xa·Bᵀ, xa = x·Aᵀ: dB += s·doutᵀ·xa; dxa = s·dout·B;
 		// dA += dxaᵀ·x; dx += dxa·A.
-		dxa := make([]float32, rows*r)
+		if cap(l.dxa) < rows*r {
+			l.dxa = make([]float32, rows*r)
+		}
+		dxa := l.dxa[:rows*r]
 		tensor.Gemm(false, false, rows, r, out, lp.Scale, dout, out, lp.B.W, r, 0, dxa, r, th)
 		if g := lp.B.Grad(); g != nil {
 			tensor.Gemm(true, false, out, r, rows, lp.Scale, dout, out, xa, r, 1, g, r, th)
