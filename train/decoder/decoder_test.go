@@ -81,6 +81,17 @@ func TestBadInputRefused(t *testing.T) {
 	if _, err := m.Forward(oov); err == nil || !strings.Contains(err.Error(), "position 1 outside the vocabulary") {
 		t.Fatalf("id outside the vocabulary: got %v", err)
 	}
+	ok := &Batch{N: 1, T: 2, IDs: []int32{1, 2}, Mask: []float32{1, 1}}
+	a, err := m.Forward(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pool(a, PoolMultiLayer); err == nil || !strings.Contains(err.Error(), "needs that trainable head") {
+		t.Fatalf("multilayer pooling without its head: got %v", err)
+	}
+	if err := m.EnableHead(HeadConfig{Mode: PoolLatent, Heads: 5}, 1); err == nil {
+		t.Fatal("a head count not dividing the hidden size was accepted")
+	}
 	if err := m.EnableLoRA(LoRAConfig{Targets: []string{"query"}}, 1); err == nil {
 		t.Fatal("unknown LoRA target accepted")
 	}

@@ -88,9 +88,6 @@ type Acts struct {
 	Hidden []float32
 }
 
-// Lens are the sequence lengths of the batch.
-func (a *Acts) Lens() []int { return a.lens }
-
 func grow(b []float32, n int) []float32 {
 	if cap(b) >= n {
 		return b[:n]
@@ -330,10 +327,16 @@ const (
 )
 
 // Pool turns the hidden states into one vector per sequence (N×C): the
-// last real token's (the EOS the tokenizer appended) or the mean over the
-// real tokens.
+// last real token's (the EOS the tokenizer appended), the mean over the
+// real tokens, or the trainable head's (whose mode it must be).
 func (m *Model) Pool(a *Acts, mode string) ([]float32, error) {
 	C, T := m.Cfg.HiddenSize, a.T
+	if mode == PoolLatent || mode == PoolMultiLayer {
+		if m.head == nil || m.head.mode != mode {
+			return nil, fmt.Errorf("decoder: pooling %q needs that trainable head (EnableHead)", mode)
+		}
+		return m.headForward(a), nil
+	}
 	out := make([]float32, a.N*C)
 	for n := 0; n < a.N; n++ {
 		o, L := out[n*C:n*C+C], a.lens[n]
@@ -349,11 +352,6 @@ func (m *Model) Pool(a *Acts, mode string) ([]float32, error) {
 			}
 		case PoolLast:
 			copy(o, a.Hidden[(n*T+L-1)*C:(n*T+L)*C])
-		case PoolLatent, PoolMultiLayer:
-			if m.head == nil || m.head.mode != mode {
-				return nil, fmt.Errorf("decoder: pooling %q needs that trainable head (EnableHead)", mode)
-			}
-			return m.headForward(a), nil
 		default:
 			return nil, fmt.Errorf("decoder: pooling %q not supported (want %s, %s, %s or %s)", mode, PoolMean, PoolLast, PoolLatent, PoolMultiLayer)
 		}
