@@ -35,6 +35,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -184,10 +185,28 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 		m.layers = append(m.layers, ly)
 	}
 	m.norm = add("norm.weight", true, C)
+	// A tensor the model does not read (o_proj or MLP biases of a config
+	// with attention_bias or mlp_bias, an architecture variant) would be
+	// silently dropped: refuse it. The language-model head and rotary
+	// buffers are not part of an embedder.
+	for _, name := range sortedNames(tensors) {
+		if _, used := m.byName[name]; !used && !strings.HasSuffix(name, "lm_head.weight") && !strings.HasSuffix(name, "rotary_emb.inv_freq") {
+			bad = append(bad, name+" (not part of a "+cfg.ModelType+" model: unsupported variant)")
+		}
+	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("decoder: checkpoint is not a %s model of this config: %s", cfg.ModelType, strings.Join(bad, ", "))
 	}
 	return m, nil
+}
+
+func sortedNames(m map[string]*safetensors.Tensor) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func sameShape(a, b []int) bool {

@@ -64,6 +64,11 @@ func TestBadInputRefused(t *testing.T) {
 	if _, err := New(cfg, ts); err == nil || !strings.Contains(err.Error(), "layers.1.self_attn.k_norm.weight (missing)") {
 		t.Fatalf("missing k_norm: got %v", err)
 	}
+	ts = RandomTensors(cfg, 0.1, 1)
+	ts["layers.0.self_attn.o_proj.bias"] = ts["norm.weight"]
+	if _, err := New(cfg, ts); err == nil || !strings.Contains(err.Error(), "layers.0.self_attn.o_proj.bias (not part of a qwen3 model") {
+		t.Fatalf("unread o_proj bias: got %v", err)
+	}
 	bert := &model.Config{ModelType: "bert", VocabSize: 10, HiddenSize: 8, NumHiddenLayers: 1, NumAttentionHeads: 2,
 		IntermediateSize: 8, MaxPositionEmbeddings: 8, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12, PositionEmbeddingType: "absolute"}
 	if _, err := New(bert, nil); err == nil || !strings.Contains(err.Error(), "not a decoder") {
