@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
@@ -52,7 +51,7 @@ type Model struct {
 	layers                    []layer
 	poolW, poolB              *Param // nil when the checkpoint has no pooler
 	clsW, clsB                *Param // nil for bi-encoders
-	lora                      map[*Param]*loraPair
+	lora                      map[*Param]*ops.LoRA
 
 	// Threads bounds the goroutines used by every op (≤ 0: GOMAXPROCS).
 	Threads int
@@ -267,7 +266,7 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 		}
 		w := append([]float32(nil), p.W...)
 		if lp := m.lora[p]; lp != nil {
-			lp.mergeInto(w, p.Shape[0], p.Shape[1])
+			lp.MergeInto(w, p.Shape[0], p.Shape[1])
 		}
 		out[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: append([]int(nil), p.Shape...), Data: w}
 	}
@@ -336,32 +335,6 @@ func (b *Batch) lengths() []int {
 		}
 	}
 	return ls
-}
-
-// parallelFor runs f over [0,n) split into contiguous chunks, one goroutine
-// per chunk. Each index is handled by exactly one call, so per-row results
-// do not depend on the number of goroutines.
-func parallelFor(n, threads int, f func(lo, hi int)) {
-	if threads > n {
-		threads = n
-	}
-	if threads <= 1 {
-		if n > 0 {
-			f(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + threads - 1) / threads
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(n, lo+chunk)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
 }
 
 // sortedKeys is for deterministic iteration over maps.

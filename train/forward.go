@@ -229,7 +229,7 @@ func embeddingBackward(dwte, dwpe, dwtt, dout []float32, ids, types []int32, N, 
 // --- layer norm ---
 
 func layernormForward(out, mean, rstd, inp, w, b []float32, rows, C int, eps float32, th int) {
-	parallelFor(rows, th, func(lo, hi int) {
+	ops.ParallelFor(rows, th, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x := inp[r*C : r*C+C]
 			var s float64
@@ -256,7 +256,7 @@ func layernormForward(out, mean, rstd, inp, w, b []float32, rows, C int, eps flo
 // given dout. The input rows go in parallel; the gain and bias sums go in
 // parallel over columns so each column is summed in row order.
 func layernormBackward(dinp, dw, db, dout, inp, w, mean, rstd []float32, rows, C int, th int) {
-	parallelFor(rows, th, func(lo, hi int) {
+	ops.ParallelFor(rows, th, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x, d := inp[r*C:r*C+C], dout[r*C:r*C+C]
 			mu, rs := mean[r], rstd[r]
@@ -280,7 +280,7 @@ func layernormBackward(dinp, dw, db, dout, inp, w, mean, rstd []float32, rows, C
 	if dw == nil && db == nil {
 		return
 	}
-	parallelFor(C, th, func(lo, hi int) {
+	ops.ParallelFor(C, th, func(lo, hi int) {
 		for r := 0; r < rows; r++ {
 			x, d := inp[r*C:r*C+C], dout[r*C:r*C+C]
 			mu, rs := mean[r], rstd[r]
@@ -298,72 +298,27 @@ func layernormBackward(dinp, dw, db, dout, inp, w, mean, rstd []float32, rows, C
 
 // --- linear layers (with optional LoRA) ---
 
-// linearForward: out = inp·Wᵀ + b (+ alpha/r · (inp·Aᵀ)·Bᵀ with LoRA).
-// inp is rows×in, W is outC×in.
+// linearForward: out = inp·Wᵀ + b (+ alpha/r · (inp·Aᵀ)·Bᵀ with LoRA),
+// ops.Linear's forward; inp is rows×in, W is outC×in. x·Aᵀ is kept in la.
 func (m *Model) linearForward(w, b *Param, out, inp []float32, rows, in, outC int, la *layerActs) {
-	th := m.threads()
-	tensor.Gemm(false, true, rows, outC, in, 1, inp, in, w.W, in, 0, out, outC, th)
-	if lp := m.lora[w]; lp != nil {
-		r := lp.rank
-		xa := grow(la.lora[w], rows*r)
+	l := &ops.Linear{W: w, Bias: b, LoRA: m.lora[w], In: in, Out: outC}
+	var xa []float32
+	if l.LoRA != nil {
+		xa = grow(la.lora[w], rows*l.LoRA.Rank)
 		la.lora[w] = xa
-		tensor.Gemm(false, true, rows, r, in, 1, inp, in, lp.a.W, in, 0, xa, r, th)
-		tensor.Gemm(false, true, rows, outC, r, lp.scale, xa, r, lp.b.W, r, 1, out, outC, th)
 	}
-	parallelFor(rows, th, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o := out[i*outC : i*outC+outC]
-			for j, v := range b.W {
-				o[j] += v
-			}
-		}
-	})
+	l.Forward(out, inp, xa, rows, m.threads())
 }
 
 // linearBackward adds ∂/∂inp to dinp, and ∂/∂W, ∂/∂b (or the LoRA
-// factors' gradients) to the unfrozen params.
+// factors' gradients) to the unfrozen params: ops.Linear's backward.
 func (m *Model) linearBackward(w, b *Param, dinp, dout, inp []float32, rows, in, outC int, la *layerActs) {
-	th := m.threads()
-	tensor.Gemm(false, false, rows, in, outC, 1, dout, outC, w.W, in, 1, dinp, in, th)
-	if g := gradOf(w); g != nil {
-		tensor.Gemm(true, false, outC, in, rows, 1, dout, outC, inp, in, 1, g, in, th)
-	}
-	if lp := m.lora[w]; lp != nil {
-		r := lp.rank
-		xa := la.lora[w]
-		// y += s·xa·Bᵀ with xa = x·Aᵀ:  dB += s·doutᵀ·xa; dxa = s·dout·B;
-		// dA += dxaᵀ·x; dx += dxa·A.
-		dxa := make([]float32, rows*r)
-		tensor.Gemm(false, false, rows, r, outC, lp.scale, dout, outC, lp.b.W, r, 0, dxa, r, th)
-		if g := gradOf(lp.b); g != nil {
-			tensor.Gemm(true, false, outC, r, rows, lp.scale, dout, outC, xa, r, 1, g, r, th)
-		}
-		if g := gradOf(lp.a); g != nil {
-			tensor.Gemm(true, false, r, in, rows, 1, dxa, r, inp, in, 1, g, in, th)
-		}
-		tensor.Gemm(false, false, rows, in, r, 1, dxa, r, lp.a.W, in, 1, dinp, in, th)
-	}
-	if g := gradOf(b); g != nil {
-		colSum(g, dout, rows, outC, th)
-	}
-}
-
-// colSum adds the column sums of x (rows×cols) to dst, each column summed in
-// row order by one goroutine.
-func colSum(dst, x []float32, rows, cols, th int) {
-	parallelFor(cols, th, func(lo, hi int) {
-		d := dst[lo:hi]
-		for r := 0; r < rows; r++ {
-			row := x[r*cols+lo : r*cols+hi]
-			for j, v := range row {
-				d[j] += v
-			}
-		}
-	})
+	l := &ops.Linear{W: w, Bias: b, LoRA: m.lora[w], In: in, Out: outC}
+	l.Backward(dinp, dout, inp, la.lora[w], rows, m.threads())
 }
 
 func addInPlace(dst, src []float32, th int) {
-	parallelFor(len(dst)/256+1, th, func(lo, hi int) {
+	ops.ParallelFor(len(dst)/256+1, th, func(lo, hi int) {
 		d := dst[min(lo*256, len(dst)):min(hi*256, len(dst))]
 		s := src[min(lo*256, len(dst)):min(hi*256, len(dst))]
 		for i, v := range s {
@@ -382,7 +337,7 @@ const (
 
 func activationForward(act string, out, inp []float32, th int) {
 	n := len(inp)
-	parallelFor(n/4096+1, th, func(lo, hi int) {
+	ops.ParallelFor(n/4096+1, th, func(lo, hi int) {
 		x := inp[min(lo*4096, n):min(hi*4096, n)]
 		o := out[min(lo*4096, n):min(hi*4096, n)]
 		switch act {
@@ -406,7 +361,7 @@ func activationForward(act string, out, inp []float32, th int) {
 // activationBackward turns d (∂loss/∂act(x)) into ∂loss/∂x in place.
 func activationBackward(act string, d, inp []float32, th int) {
 	n := len(inp)
-	parallelFor(n/4096+1, th, func(lo, hi int) {
+	ops.ParallelFor(n/4096+1, th, func(lo, hi int) {
 		x := inp[min(lo*4096, n):min(hi*4096, n)]
 		g := d[min(lo*4096, n):min(hi*4096, n)]
 		switch act {
@@ -440,7 +395,7 @@ func activationBackward(act string, d, inp []float32, th int) {
 func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H, th int) {
 	hs := C / H
 	scale := float32(1 / math.Sqrt(float64(hs)))
-	parallelFor(N*H, th, func(lo, hi int) {
+	ops.ParallelFor(N*H, th, func(lo, hi int) {
 		var sc tensor.Scratch
 		for task := lo; task < hi; task++ {
 			n, h := task/H, task%H
@@ -484,7 +439,7 @@ func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H,
 func attentionBackward(dq, dk, dv, dctx, att, q, k, v []float32, lens []int, N, T, C, H, th int) {
 	hs := C / H
 	scale := float32(1 / math.Sqrt(float64(hs)))
-	parallelFor(N*H, th, func(lo, hi int) {
+	ops.ParallelFor(N*H, th, func(lo, hi int) {
 		dp := make([]float32, T*T)
 		var sc tensor.Scratch
 		for task := lo; task < hi; task++ {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/anna-search/anna/train/tensor"
+	"github.com/anna-search/anna/train/ops"
 )
 
 // LoRAConfig chooses low-rank adaptation: each target matrix W (out×in)
@@ -20,17 +20,6 @@ type LoRAConfig struct {
 
 // DefaultLoRATargets are the attention projections, as peft does for BERT.
 var DefaultLoRATargets = []string{"query", "value"}
-
-type loraPair struct {
-	a, b  *Param
-	rank  int
-	scale float32
-}
-
-// mergeInto adds scale·B·A to w (out×in).
-func (l *loraPair) mergeInto(w []float32, out, in int) {
-	tensor.Gemm(false, false, out, in, l.rank, l.scale, l.b.W, l.rank, l.a.W, in, 1, w, in, 1)
-}
 
 func isLoRAName(n string) bool {
 	return strings.Contains(n, ".lora_A.") || strings.Contains(n, ".lora_B.")
@@ -73,7 +62,7 @@ func (m *Model) EnableLoRA(cfg LoRAConfig, seed uint64) error {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x10a))
-	m.lora = map[*Param]*loraPair{}
+	m.lora = map[*Param]*ops.LoRA{}
 	for l := range m.layers {
 		for _, t := range cfg.Targets {
 			w := m.byName[fmt.Sprintf("%sencoder.layer.%d.%s", m.prefix, l, loraSuffixes[t])]
@@ -87,7 +76,7 @@ func (m *Model) EnableLoRA(cfg LoRAConfig, seed uint64) error {
 			b := &Param{Name: base + ".lora_B.weight", Shape: []int{out, cfg.Rank}, W: make([]float32, out*cfg.Rank), G: make([]float32, out*cfg.Rank)}
 			m.Params = append(m.Params, a, b)
 			m.byName[a.Name], m.byName[b.Name] = a, b
-			m.lora[w] = &loraPair{a: a, b: b, rank: cfg.Rank, scale: float32(cfg.Alpha / float64(cfg.Rank))}
+			m.lora[w] = &ops.LoRA{A: a, B: b, Rank: cfg.Rank, Scale: float32(cfg.Alpha / float64(cfg.Rank))}
 		}
 	}
 	return nil
