@@ -114,12 +114,12 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 		m.linearForward(ly.v, ly.vb, la.v, x, NT, C, C, la)
 		attentionForward(la.ctx, la.att, la.q, la.k, la.v, a.mask, a.lens, b.N, T, C, m.Cfg.NumAttentionHeads, th)
 		m.linearForward(ly.ao, ly.aob, la.res1, la.ctx, NT, C, C, la)
-		addInPlace(la.res1, x, th)
+		ops.AddInPlace(la.res1, x, th)
 		layernormForward(la.ln1, la.ln1Mean, la.ln1Rstd, la.res1, ly.ln1w.W, ly.ln1b.W, NT, C, eps, th)
 		m.linearForward(ly.fi, ly.fib, la.ff1, la.ln1, NT, C, m.Cfg.IntermediateSize, la)
 		activationForward(m.Cfg.HiddenAct, a.g, la.ff1, th)
 		m.linearForward(ly.fo, ly.fob, la.res2, a.g, NT, m.Cfg.IntermediateSize, C, la)
-		addInPlace(la.res2, la.ln1, th)
+		ops.AddInPlace(la.res2, la.ln1, th)
 		layernormForward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, ly.ln2w.W, ly.ln2b.W, NT, C, eps, th)
 		x = la.out
 	}
@@ -146,7 +146,7 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		}
 		// out = LN(res2); res2 = fo(act(ff1)) + ln1
 		clear(a.dres)
-		layernormBackward(a.dres, gradOf(ly.ln2w), gradOf(ly.ln2b), a.dx, la.res2, ly.ln2w.W, la.ln2Mean, la.ln2Rstd, NT, C, th)
+		layernormBackward(a.dres, ly.ln2w.Grad(), ly.ln2b.Grad(), a.dx, la.res2, ly.ln2w.W, la.ln2Mean, la.ln2Rstd, NT, C, th)
 		activationForward(m.Cfg.HiddenAct, a.g, la.ff1, th) // recomputed rather than stored
 		clear(a.dg)
 		m.linearBackward(ly.fo, ly.fob, a.dg, a.dres, a.g, NT, FF, C, la)
@@ -155,7 +155,7 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		m.linearBackward(ly.fi, ly.fib, a.dln1, a.dg, la.ln1, NT, C, FF, la)
 		// ln1 = LN(res1); res1 = ao(ctx) + in
 		clear(a.dres)
-		layernormBackward(a.dres, gradOf(ly.ln1w), gradOf(ly.ln1b), a.dln1, la.res1, ly.ln1w.W, la.ln1Mean, la.ln1Rstd, NT, C, th)
+		layernormBackward(a.dres, ly.ln1w.Grad(), ly.ln1b.Grad(), a.dln1, la.res1, ly.ln1w.W, la.ln1Mean, la.ln1Rstd, NT, C, th)
 		clear(a.dctx)
 		m.linearBackward(ly.ao, ly.aob, a.dctx, a.dres, la.ctx, NT, C, C, la)
 		clear(a.dq)
@@ -168,16 +168,8 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		m.linearBackward(ly.v, ly.vb, a.dx, a.dv, in, NT, C, C, la)
 	}
 	clear(a.dres)
-	layernormBackward(a.dres, gradOf(m.elnw), gradOf(m.elnb), a.dx, a.emb, m.elnw.W, a.embMean, a.embRstd, NT, C, th)
-	embeddingBackward(gradOf(m.wte), gradOf(m.wpe), gradOf(m.wtt), a.dres, a.ids, a.types, a.N, T, C)
-}
-
-// gradOf is p's gradient, or nil when p is frozen (the op skips it).
-func gradOf(p *Param) []float32 {
-	if p == nil || p.Frozen {
-		return nil
-	}
-	return p.G
+	layernormBackward(a.dres, m.elnw.Grad(), m.elnb.Grad(), a.dx, a.emb, m.elnw.W, a.embMean, a.embRstd, NT, C, th)
+	embeddingBackward(m.wte.Grad(), m.wpe.Grad(), m.wtt.Grad(), a.dres, a.ids, a.types, a.N, T, C)
 }
 
 // --- embeddings ---
@@ -315,16 +307,6 @@ func (m *Model) linearForward(w, b *Param, out, inp []float32, rows, in, outC in
 func (m *Model) linearBackward(w, b *Param, dinp, dout, inp []float32, rows, in, outC int, la *layerActs) {
 	l := &ops.Linear{W: w, Bias: b, LoRA: m.lora[w], In: in, Out: outC}
 	l.Backward(dinp, dout, inp, la.lora[w], rows, m.threads())
-}
-
-func addInPlace(dst, src []float32, th int) {
-	ops.ParallelFor(len(dst)/256+1, th, func(lo, hi int) {
-		d := dst[min(lo*256, len(dst)):min(hi*256, len(dst))]
-		s := src[min(lo*256, len(dst)):min(hi*256, len(dst))]
-		for i, v := range s {
-			d[i] += v
-		}
-	})
 }
 
 // --- activations ---

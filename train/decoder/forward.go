@@ -214,13 +214,13 @@ func (m *Model) layerForward(l int, a *Acts, out []float32) {
 	m.rope.Forward(la.k, rows, KV, th)
 	m.attention(a.N, a.T).Forward(la.ctx, la.att, la.q, la.k, la.v, a.lens, th)
 	ly.o().Forward(la.h, la.ctx, la.xa[3], rows, th)
-	addInPlace(la.h, la.x, th)
+	ops.AddInPlace(la.h, la.x, th)
 	ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.ln2.W, rows, C, eps, th)
 	ly.gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
 	ly.up().Forward(la.u, la.xn2, la.xa[5], rows, th)
 	ops.SwiGLUForward(la.act, la.g, la.u, th)
 	ly.down().Forward(out, la.act, la.xa[6], rows, th)
-	addInPlace(out, la.h, th)
+	ops.AddInPlace(out, la.h, th)
 }
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
@@ -307,17 +307,6 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 			}
 		}
 	}
-}
-
-func addInPlace(dst, src []float32, th int) {
-	const chunk = 4096
-	n := len(dst)
-	ops.ParallelFor((n+chunk-1)/chunk, th, func(lo, hi int) {
-		d, s := dst[lo*chunk:min(hi*chunk, n)], src[lo*chunk:min(hi*chunk, n)]
-		for i, v := range s {
-			d[i] += v
-		}
-	})
 }
 
 // Pooling modes (the manifest's names).

@@ -75,3 +75,13 @@ func elementwise(n, th int, f func(lo, hi int)) {
 		f(lo*chunk, min(hi*chunk, n))
 	})
 }
+
+// AddInPlace adds src to dst elementwise.
+func AddInPlace(dst, src []float32, th int) {
+	elementwise(len(dst), th, func(lo, hi int) {
+		d, s := dst[lo:hi], src[lo:hi]
+		for i, v := range s {
+			d[i] += v
+		}
+	})
+}
