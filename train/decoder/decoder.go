@@ -129,7 +129,9 @@ func (m *Model) threads() int {
 }
 
 // New builds a model from a decoder config and its tensors (see the package
-// comment for the names). Attention starts causal.
+// comment for the names). Attention starts causal. The model keeps the
+// tensors' data as its weights (no copy): training changes them, and the
+// caller must not change them.
 func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("decoder: config: %w", err)
@@ -156,7 +158,7 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 			bad = append(bad, fmt.Sprintf("%s (shape %v, want %v)", full, t.Shape, shape))
 			return p
 		}
-		p.W = append([]float32(nil), t.Data...)
+		p.W = t.Data // kept, not copied: a decoder's weights are most of the memory
 		p.G = make([]float32, len(p.W))
 		m.Params = append(m.Params, p)
 		m.byName[full] = p
