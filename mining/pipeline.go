@@ -132,8 +132,11 @@ func (c *Calibration) id() string {
 // FusionTeacher labels with a calibrated fusion of several teachers'
 // scores, each defined for any (query, document) pair: typically BM25
 // (MaxNormalized) and the cosines of one or more embedding models. Its
-// score is a probability of relevance (Calibration); it must be calibrated
-// before it scores.
+// score is the calibrated log-odds of relevance, b + Σ w_i·z_i
+// (Calibration) — the same kind of number as a cross-encoder's logit, so a
+// trainer's softmax over a query's scores (the distillation target) weighs
+// each document by its odds of being relevant. It must be calibrated before
+// it scores.
 type FusionTeacher struct {
 	Signals []Teacher
 	Cal     *Calibration
@@ -179,7 +182,7 @@ func (t *FusionTeacher) features(ctx context.Context, q Query, docs []Doc) ([][]
 	return out, nil
 }
 
-// Score is the calibrated probability of relevance of each document.
+// Score is the calibrated log-odds of relevance of each document.
 func (t *FusionTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
 	if t.Cal == nil {
 		return nil, errors.New("fusion teacher: not calibrated (Miner.Calibrate, or load a saved Calibration)")
@@ -193,7 +196,7 @@ func (t *FusionTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float
 	}
 	out := make([]float64, len(docs))
 	for i, x := range f {
-		out[i] = sigmoid(t.Cal.logit(x))
+		out[i] = t.Cal.logit(x)
 	}
 	return out, nil
 }

@@ -3,7 +3,8 @@
 # (test split), mine hard negatives on the train split with the engine as
 # teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
 # the index with the new model (annactl reindex), evaluate again.
-# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget)
+# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget;
+# MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher fusion --teacher-model bge-small-en-v1.5")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -31,8 +32,10 @@ step "index SciFact with the base model"
 step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
 
-step "mine hard negatives on the train split (dense teacher, margin 0.95, 7 negatives)"
-"$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume
+MINE_ARGS=${MINE_ARGS:-}
+step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-dense teacher})"
+# shellcheck disable=SC2086
+"$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume $MINE_ARGS
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
 "$A" train --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
 	--distill 0.5 --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
