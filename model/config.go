@@ -50,8 +50,16 @@ type Config struct {
 
 // IsDecoder reports whether the architecture is a causal decoder (Llama
 // family) rather than a BERT encoder.
-func (c *Config) IsDecoder() bool {
-	return c.ModelType == "llama" || c.ModelType == "mistral" || c.ModelType == "qwen2" || c.ModelType == "qwen3"
+func (c *Config) IsDecoder() bool { return IsDecoderType(c.ModelType) }
+
+// IsDecoderType reports whether a model_type (or a manifest's
+// architecture) is one of the Llama-family decoders anna converts.
+func IsDecoderType(t string) bool {
+	switch t {
+	case "llama", "mistral", "qwen2", "qwen3":
+		return true
+	}
+	return false
 }
 
 // QKVBias reports whether the decoder's query, key and value projections
@@ -60,7 +68,7 @@ func (c *Config) QKVBias() bool { return c.ModelType == "qwen2" }
 
 // QKNorm reports whether the decoder applies an RMSNorm over each head of
 // the queries and keys before the rotary positions (Qwen3's q_norm and
-// k_norm). Anna's ONNX decoder graph does not implement it.
+// k_norm).
 func (c *Config) QKNorm() bool { return c.ModelType == "qwen3" }
 
 // IsRoBERTa reports whether the architecture is RoBERTa or XLM-RoBERTa: a
@@ -149,11 +157,11 @@ func ParseConfig(b []byte) (*Config, error) {
 // Validate refuses configurations the ONNX exporter and the Go trainer do
 // not implement, naming the field.
 func (c *Config) Validate() error {
-	switch c.ModelType {
-	case "bert", "roberta", "xlm-roberta":
-	case "llama", "mistral", "qwen2", "qwen3":
+	switch {
+	case c.ModelType == "bert" || c.IsRoBERTa():
+	case c.IsDecoder():
 		return c.validateDecoder()
-	case "":
+	case c.ModelType == "":
 		return fmt.Errorf("model_type is missing (anna converts model_type \"bert\", \"roberta\", \"xlm-roberta\", \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")")
 	default:
 		// DistilBERT has no token types and other tensor names: its graph

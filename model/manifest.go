@@ -108,14 +108,14 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 
 // Validate checks the fields the encoder and reranker rely on.
 func (m *Manifest) Validate() error {
-	switch m.Architecture {
-	case "bert", "roberta", "xlm-roberta":
-	case "llama", "mistral", "qwen2":
+	switch {
+	case m.Architecture == "bert" || m.Architecture == "roberta" || m.Architecture == "xlm-roberta":
+	case IsDecoderType(m.Architecture):
 		if m.Task != TaskEmbed {
 			return fmt.Errorf("field task: %q not supported for architecture %s (want embed)", m.Task, m.Architecture)
 		}
 	default:
-		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral or qwen2)", m.Architecture)
+		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral, qwen2 or qwen3)", m.Architecture)
 	}
 	switch m.Task {
 	case TaskEmbed:

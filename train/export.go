@@ -50,11 +50,11 @@ func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettin
 
 // ExportDecoder is Export for a decoder (LoRA merged): srcDir gives the
 // tokenizer (with the EOS the encoder pools) and config.json; pooling
-// defaults to the last token. anna's ONNX decoder graph is causal and has
-// no q/k norms, so a bidirectional or Qwen3 model is refused.
+// defaults to the last token. anna's ONNX decoder graph is causal, so a
+// bidirectional model is refused.
 func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
-	if !m.Causal || m.Cfg.QKNorm() {
-		return "", "", fmt.Errorf("train: export: anna's ONNX decoder graph is causal without q/k norms: it cannot serve this %s model (causal %v)", m.Cfg.ModelType, m.Causal)
+	if !m.Causal {
+		return "", "", fmt.Errorf("train: export: anna's ONNX decoder graph is causal: it cannot serve this bidirectional %s model", m.Cfg.ModelType)
 	}
 	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
 	if err != nil {

@@ -123,13 +123,10 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	if !cfg.NoExport {
-		// anna's ONNX decoder graph is causal and has no q/k norms: refuse
-		// before training what could not be exported faithfully.
+		// anna's ONNX decoder graph is causal: refuse before training what
+		// could not be exported faithfully.
 		if cfg.Bidirectional {
 			return nil, fmt.Errorf("train: bidirectional attention: anna's ONNX decoder graph is causal, so the model could not be served; train with NoExport")
-		}
-		if d.Cfg.QKNorm() {
-			return nil, fmt.Errorf("train: %s: anna's ONNX decoder graph has no %s q/k norms yet, so the model could not be served; train with NoExport", cfg.ModelDir, d.Cfg.ModelType)
 		}
 		if headPool {
 			return nil, fmt.Errorf("train: pooling %q: the encoder does not apply trainable pooling heads yet, so the model could not be served; train with NoExport (the head is in the checkpoint)", cfg.Pooling)

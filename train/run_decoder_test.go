@@ -124,7 +124,6 @@ func TestRunDecoderRefusals(t *testing.T) {
 		want string
 	}{
 		{"bidirectional export", Config{ModelDir: llama, Bidirectional: true}, "anna's ONNX decoder graph is causal"},
-		{"qwen3 export", Config{ModelDir: qwen3}, "no qwen3 q/k norms"},
 		{"cross-encoder", Config{ModelDir: llama, Objective: ObjectiveBCE}, "decoders train as bi-encoders only"},
 		{"cls pooling", Config{ModelDir: llama, Pooling: PoolCLS}, `pooling "cls": decoders pool the last token`},
 	}
@@ -133,6 +132,16 @@ func TestRunDecoderRefusals(t *testing.T) {
 		if _, err := Run(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
 		}
+	}
+	// Qwen3 (per-head q/k norms) trains and exports: the graph has them
+	// (TestTinyDecodersMatchONNXRuntime checks the graph against the trainer).
+	res, err := Run(context.Background(), Config{ModelDir: qwen3, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 1,
+		EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}})
+	if err != nil {
+		t.Fatalf("qwen3 with export: %v", err)
+	}
+	if man, err := model.LoadManifest(res.ModelDir); err != nil || man.Architecture != "qwen3" {
+		t.Fatalf("qwen3 export manifest: %+v, %v", man, err)
 	}
 	// Without the export, a bidirectional Qwen3 trains, and so does a
 	// multilayer head over a LoRA-adapted Llama (the head's parameters

@@ -22,7 +22,7 @@ func Build(cfg *model.Config, tensors map[string]*safetensors.Tensor, task strin
 const maskedScore = -1e9
 
 // BuildLlama builds the ONNX graph of a Llama-family decoder (LlamaModel,
-// MistralModel, Qwen2Model: tensors named as in Hugging Face, with or
+// MistralModel, Qwen2Model, Qwen3Model: tensors named as in Hugging Face, with or
 // without the "model." prefix) for embedding: last_hidden_state [batch, seq, hidden]
 // after the final RMSNorm. The inputs are the BERT graph's (input_ids,
 // attention_mask, token_type_ids, the last unused), so one runner serves
@@ -31,7 +31,9 @@ const maskedScore = -1e9
 //
 // Per layer, as transformers' LlamaDecoderLayer: x += o(attn(rope(q),
 // rope(k), v)) over RMSNorm(x), then x += down(silu(gate(h)) * up(h)) over
-// RMSNorm(x). Grouped-query attention runs each key/value head against
+// RMSNorm(x); Qwen2 adds biases to q, k and v, Qwen3 an RMSNorm over each
+// head of q and k before the rotary positions (q_norm, k_norm, whose width
+// is the head's: head_dim may differ from hidden/heads). Grouped-query attention runs each key/value head against
 // its group of query heads by folding the group into the query rows (no
 // copies of K and V).
 func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
@@ -91,14 +93,25 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	}
 	eps := g.Scalar(float32(cfg.RMSNormEps))
 	two := g.Scalar(2)
-	rms := func(t, name string) string {
-		gamma := w.tensor(g, name+".weight", false, H)
+	// rmsOver normalises t's last axis (width n) and scales it by name's
+	// gain: the hidden state (n = H), or each head of the queries and keys
+	// (Qwen3's q_norm and k_norm, n = head width).
+	rmsOver := func(t, name string, n int) string {
+		gamma := w.tensor(g, name+".weight", false, n)
 		if gamma == "" {
 			return t
 		}
 		v := g.Op("ReduceMean", []string{g.Op("Pow", []string{t, two})}, AttrInts("axes", -1), AttrInt("keepdims", 1))
 		inv := g.Op("Reciprocal", []string{g.Op("Sqrt", []string{g.Op("Add", []string{v, eps})})})
 		return g.Op("Mul", []string{gamma, g.Op("Mul", []string{t, inv})})
+	}
+	rms := func(t, name string) string { return rmsOver(t, name, H) }
+	// Qwen3 normalises each query and key head before the rotary positions.
+	qkNorm := func(t, name string) string {
+		if !cfg.QKNorm() {
+			return t
+		}
+		return rmsOver(t, name, hd)
 	}
 	proj := func(t, name string, in, out int) string {
 		wt := w.tensor(g, name+".weight", true, out, in)
@@ -110,7 +123,7 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	// Qwen2 adds a bias to the query, key and value projections.
 	qkv := func(t, name string, in, out int) string {
 		y := proj(t, name, in, out)
-		if cfg.ModelType != "qwen2" {
+		if !cfg.QKVBias() {
 			return y
 		}
 		b := w.tensor(g, name+".bias", false, out)
@@ -126,19 +139,19 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
 	grouped := g.Int64s("", []int64{4}, []int64{0, int64(nkv), -1, int64(hd)})
 	ungrouped := g.Int64s("", []int64{4}, []int64{0, int64(nh), -1, int64(hd)})
-	hidden := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
+	heads2d := g.Int64s("", []int64{3}, []int64{0, 0, int64(nh * hd)}) // [b, s, nh*hd]
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("layers.%d.", l)
 		h := rms(x, p+"input_layernorm")
-		q := rope(heads(qkv(h, p+"self_attn.q_proj", H, nh*hd), nh))
-		k := rope(heads(qkv(h, p+"self_attn.k_proj", H, nkv*hd), nkv))
+		q := rope(qkNorm(heads(qkv(h, p+"self_attn.q_proj", H, nh*hd), nh), p+"self_attn.q_norm"))
+		k := rope(qkNorm(heads(qkv(h, p+"self_attn.k_proj", H, nkv*hd), nkv), p+"self_attn.k_norm"))
 		v := heads(qkv(h, p+"self_attn.v_proj", H, nkv*hd), nkv)
 		qg := g.Op("Reshape", []string{q, grouped}) // [b, nkv, rep*s, hd]
 		kt := g.Op("Transpose", []string{k}, AttrInts("perm", 0, 1, 3, 2))
 		s := g.Op("Add", []string{g.Op("Div", []string{g.Op("MatMul", []string{qg, kt}), scale}), ext})
 		c := g.Op("MatMul", []string{g.Op("Softmax", []string{s}, AttrInt("axis", -1)), v})
 		c = g.Op("Transpose", []string{g.Op("Reshape", []string{c, ungrouped})}, AttrInts("perm", 0, 2, 1, 3))
-		x = g.Op("Add", []string{x, proj(g.Op("Reshape", []string{c, hidden}), p+"self_attn.o_proj", nh*hd, H)})
+		x = g.Op("Add", []string{x, proj(g.Op("Reshape", []string{c, heads2d}), p+"self_attn.o_proj", nh*hd, H)})
 		h = rms(x, p+"post_attention_layernorm")
 		gate := proj(h, p+"mlp.gate_proj", H, I)
 		act := g.Op("Mul", []string{gate, g.Op("Sigmoid", []string{gate})})

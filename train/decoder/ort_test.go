@@ -3,14 +3,17 @@ package decoder
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"
@@ -102,4 +105,94 @@ func TestSmolLM2ForwardMatchesONNXRuntime(t *testing.T) {
 	if maxDiff > 1e-3 {
 		t.Errorf("trainer forward differs from ONNX Runtime by %.3g (> 1e-3)", maxDiff)
 	}
+}
+
+// TestTinyDecodersMatchONNXRuntime builds anna's ONNX graph (onnx.BuildLlama,
+// what the import path writes) of tiny random Llama, Qwen2 and Qwen3 models
+// and runs it in ONNX Runtime against the trainer's forward (itself checked
+// against PyTorch): Qwen2's q/k/v biases, and Qwen3's per-head q/k norms
+// with a head width other than hidden/heads.
+func TestTinyDecodersMatchONNXRuntime(t *testing.T) {
+	if _, err := os.Stat(home.ORTLibrary()); err != nil {
+		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
+	}
+	if err := ort.Init(); err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			tensors := RandomTensors(cfg, 0.2, 7)
+			g, err := onnx.BuildLlama(cfg, tensors, model.TaskEmbed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "model.onnx")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.WriteTo(f); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			m, err := New(cfg, RandomTensors(cfg, 0.2, 7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const N, T = 3, 9
+			b := randomBatch(rand.New(rand.NewPCG(1, 2)), N, T, cfg.VocabSize)
+			a, err := m.Forward(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, mask := make([]int64, N*T), make([]int64, N*T)
+			for i := range ids {
+				ids[i], mask[i] = int64(b.IDs[i]), int64(b.Mask[i])
+			}
+			want := runHidden(t, path, ids, mask, N, T, cfg.HiddenSize)
+			var maxDiff float64
+			for i := 0; i < N*T; i++ {
+				if b.Mask[i] == 0 {
+					continue
+				}
+				for c := 0; c < cfg.HiddenSize; c++ {
+					maxDiff = math.Max(maxDiff, math.Abs(float64(a.Hidden[i*cfg.HiddenSize+c]-want[i*cfg.HiddenSize+c])))
+				}
+			}
+			t.Logf("%s: max |trainer − ONNX Runtime| = %.3g", arch, maxDiff)
+			if maxDiff > 1e-4 {
+				t.Errorf("%s: the ONNX graph differs from the trainer by %.3g", arch, maxDiff)
+			}
+		})
+	}
+}
+
+// runHidden runs a model.onnx and returns its last_hidden_state.
+func runHidden(t *testing.T, path string, ids, mask []int64, N, T, C int) []float32 {
+	t.Helper()
+	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Destroy()
+	shape := ortgo.NewShape(int64(N), int64(T))
+	in := make([]ortgo.Value, 3)
+	for i, v := range [][]int64{ids, mask, make([]int64, N*T)} {
+		x, err := ortgo.NewTensor(shape, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Destroy()
+		in[i] = x
+	}
+	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Destroy()
+	if err := sess.Run(in, []ortgo.Value{out}); err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(out.GetData())
 }
