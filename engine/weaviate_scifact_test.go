@@ -22,8 +22,9 @@ import (
 // its 300 test queries through both. The dense lists must score the same
 // nDCG@10 (the same vectors; both HNSW searches are close to exact at this
 // size); BM25 and hybrid are logged beside each other (Weaviate's BM25F
-// without stemming is not anna's BM25). It also logs the throughput of
-// both, ingest and queries, as ratios.
+// without stemming is not anna's BM25, and settles about a minute after
+// an ingest). It also logs the throughput of both, ingest and queries, as
+// ratios.
 func TestWeaviateSciFact(t *testing.T) {
 	w := clusterWeaviate(t)
 	ds, err := beir.Load(shareddata.Path(t, "datasets", "scifact"), "test")
@@ -60,7 +61,7 @@ func TestWeaviateSciFact(t *testing.T) {
 			}
 		}
 		r := result{scores: map[engine.Mode]eval.Scores{}, qps: map[engine.Mode]float64{}, dps: float64(len(docs)) / time.Since(start).Seconds()}
-		for _, m := range []engine.Mode{engine.ModeLexical, engine.ModeDense, engine.ModeHybrid} {
+		evaluate := func(m engine.Mode) (eval.Scores, float64) {
 			runIDs := make(map[string][]string, len(qids))
 			start := time.Now()
 			for _, q := range qids {
@@ -70,8 +71,29 @@ func TestWeaviateSciFact(t *testing.T) {
 				}
 				runIDs[q] = ids(rs)
 			}
-			r.qps[m] = float64(len(qids)) / time.Since(start).Seconds()
-			r.scores[m] = eval.Evaluate(runIDs, ds.Qrels)
+			return eval.Evaluate(runIDs, ds.Qrels), float64(len(qids)) / time.Since(start).Seconds()
+		}
+		if wv != nil {
+			// Weaviate's BM25 ranks differently for about a minute after an
+			// ingest (nDCG@10 0.48-0.59 right after, 0.63 after; we take it
+			// for its memtables, flushed after 60 s): wait until two
+			// evaluations 10 s apart agree within 0.002 (Weaviate's BM25
+			// moves by a few thousandths between runs even then).
+			first, _ := evaluate(engine.ModeLexical)
+			prev := first
+			for range 12 {
+				time.Sleep(10 * time.Second)
+				cur, _ := evaluate(engine.ModeLexical)
+				d := math.Abs(cur.NDCG10 - prev.NDCG10)
+				prev = cur
+				if d < 0.002 {
+					break
+				}
+			}
+			t.Logf("Weaviate BM25 nDCG@10 right after the ingest %.4f, settled %.4f (%s after the ingest began)", first.NDCG10, prev.NDCG10, time.Since(start).Round(time.Second))
+		}
+		for _, m := range []engine.Mode{engine.ModeLexical, engine.ModeDense, engine.ModeHybrid} {
+			r.scores[m], r.qps[m] = evaluate(m)
 		}
 		return r
 	}
