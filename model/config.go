@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Config is the part of a Hugging Face config.json that anna's graphs
@@ -46,7 +47,28 @@ type Config struct {
 	// HeadDimField is config.json's head_dim (Qwen3, where it need not be
 	// hidden_size / num_attention_heads); use HeadDim().
 	HeadDimField int `json:"head_dim,omitempty"`
+	// Attention is anna's own key for decoders: "bidirectional" when the
+	// model was trained to attend to every token (paper 002's bidirectional
+	// variant, LLM2Vec-style), "" or "causal" for the pretrained causal
+	// mask. The trainer writes it into the config.json it exports; the ONNX
+	// graph and the trainer read it.
+	Attention string `json:"anna_attention,omitempty"`
+	// Read only to refuse what anna does not implement (Llama 3's rope
+	// scaling, o_proj and MLP biases), rather than ignore it silently.
+	RopeScaling   json.RawMessage `json:"rope_scaling,omitempty"`
+	AttentionBias bool            `json:"attention_bias,omitempty"`
+	MLPBias       bool            `json:"mlp_bias,omitempty"`
 }
+
+// Attention masks a decoder can be built with.
+const (
+	AttentionCausal        = "causal"
+	AttentionBidirectional = "bidirectional"
+)
+
+// Bidirectional reports whether a decoder attends to every (non-padding)
+// token instead of the earlier ones only.
+func (c *Config) Bidirectional() bool { return c.Attention == AttentionBidirectional }
 
 // IsDecoder reports whether the architecture is a causal decoder (Llama
 // family) rather than a BERT encoder.
@@ -241,6 +263,17 @@ func (c *Config) validateDecoder() error {
 	}
 	if c.HiddenAct != "silu" {
 		return fmt.Errorf("hidden_act %q not supported for %s (want silu)", c.HiddenAct, c.ModelType)
+	}
+	switch c.Attention {
+	case "", AttentionCausal, AttentionBidirectional:
+	default:
+		return fmt.Errorf("field anna_attention: %q (want %s or %s)", c.Attention, AttentionCausal, AttentionBidirectional)
+	}
+	if rs := strings.TrimSpace(string(c.RopeScaling)); rs != "" && rs != "null" {
+		return fmt.Errorf("field rope_scaling: %s is not implemented (anna's rotary positions are unscaled)", rs)
+	}
+	if c.AttentionBias && !c.QKVBias() || c.MLPBias {
+		return fmt.Errorf("fields attention_bias/mlp_bias: biases on %s's o_proj or MLP are not implemented", c.ModelType)
 	}
 	if !(c.RMSNormEps > 0) || !(c.RopeTheta > 0) {
 		return fmt.Errorf("rms_norm_eps (%g) and rope_theta (%g) must be positive", c.RMSNormEps, c.RopeTheta)

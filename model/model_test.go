@@ -37,6 +37,30 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// A decoder config: anna_attention chooses the mask; what anna does not
+// implement (rope scaling, o_proj/MLP biases) is refused, not ignored.
+func TestParseDecoderConfig(t *testing.T) {
+	ok := `{"model_type":"llama","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":16,"max_position_embeddings":16,"hidden_act":"silu","rms_norm_eps":1e-5,"rope_theta":10000,"rope_scaling":null,"attention_bias":false,"mlp_bias":false}`
+	c, err := ParseConfig([]byte(ok))
+	if err != nil || !c.IsDecoder() || c.Bidirectional() {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	c, err = ParseConfig([]byte(strings.Replace(ok, `}`, `,"anna_attention":"bidirectional"}`, 1)))
+	if err != nil || !c.Bidirectional() {
+		t.Fatalf("anna_attention bidirectional: %+v, %v", c, err)
+	}
+	bad := map[string]string{
+		`field anna_attention: "sideways"`: strings.Replace(ok, `}`, `,"anna_attention":"sideways"}`, 1),
+		"field rope_scaling":               strings.Replace(ok, `"rope_scaling":null`, `"rope_scaling":{"rope_type":"llama3","factor":8}`, 1),
+		"attention_bias/mlp_bias":          strings.Replace(ok, `"mlp_bias":false`, `"mlp_bias":true`, 1),
+	}
+	for want, in := range bad {
+		if _, err := ParseConfig([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want error containing %q, got %v", want, err)
+		}
+	}
+}
+
 func TestForwardFLOPs(t *testing.T) {
 	c := &Config{HiddenSize: 384, IntermediateSize: 1536, NumHiddenLayers: 6}
 	// per token per layer: 2·(4·384² + 2·384·1536) = 3,538,944, plus

@@ -50,15 +50,20 @@ func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettin
 
 // ExportDecoder is Export for a decoder (LoRA merged): srcDir gives the
 // tokenizer (with the EOS the encoder pools) and config.json; pooling
-// defaults to the last token. anna's ONNX decoder graph is causal, so a
-// bidirectional model is refused.
+// defaults to the last token. A model trained with bidirectional attention
+// is exported with anna_attention "bidirectional" in its config.json, which
+// the ONNX graph (and a later training run) follows.
 func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
-	if !m.Causal {
-		return "", "", fmt.Errorf("train: export: anna's ONNX decoder graph is causal: it cannot serve this bidirectional %s model", m.Cfg.ModelType)
-	}
 	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
 	if err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	attention := model.AttentionCausal
+	if !m.Causal {
+		attention = model.AttentionBidirectional
+	}
+	if cfgJSON, err = setJSONField(cfgJSON, "anna_attention", attention); err != nil {
+		return "", "", fmt.Errorf("train: export: %s: %w", filepath.Join(srcDir, "config.json"), err)
 	}
 	if s.Pooling == "" {
 		s.Pooling = model.PoolingLastToken
@@ -129,4 +134,19 @@ func copySideFiles(src, dst string) error {
 		}
 		return out.Close()
 	})
+}
+
+// setJSONField sets one top-level field of a JSON object, keeping the
+// others as they are.
+func setJSONField(obj []byte, key string, value any) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	m[key] = v
+	return json.MarshalIndent(m, "", "  ")
 }

@@ -123,16 +123,13 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	if !cfg.NoExport {
-		// anna's ONNX decoder graph is causal: refuse before training what
-		// could not be exported faithfully.
-		if cfg.Bidirectional {
-			return nil, fmt.Errorf("train: bidirectional attention: anna's ONNX decoder graph is causal, so the model could not be served; train with NoExport")
-		}
+		// Refuse before training what could not be exported faithfully.
 		if headPool {
 			return nil, fmt.Errorf("train: pooling %q: the encoder does not apply trainable pooling heads yet, so the model could not be served; train with NoExport (the head is in the checkpoint)", cfg.Pooling)
 		}
 	}
-	d.Causal, d.Threads, d.Recompute = !cfg.Bidirectional, cfg.Threads, cfg.Recompute
+	// A model trained bidirectionally (its config says so) stays so.
+	d.Causal, d.Threads, d.Recompute = !cfg.Bidirectional && !d.Cfg.Bidirectional(), cfg.Threads, cfg.Recompute
 	if headPool { // before LoRA, which leaves it trainable
 		if err := d.EnableHead(decoder.HeadConfig{Mode: cfg.Pooling, Latents: cfg.HeadLatents, Heads: cfg.HeadHeads}, cfg.Seed); err != nil {
 			return nil, fmt.Errorf("train: %w", err)

@@ -123,7 +123,6 @@ func TestRunDecoderRefusals(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"bidirectional export", Config{ModelDir: llama, Bidirectional: true}, "anna's ONNX decoder graph is causal"},
 		{"cross-encoder", Config{ModelDir: llama, Objective: ObjectiveBCE}, "decoders train as bi-encoders only"},
 		{"cls pooling", Config{ModelDir: llama, Pooling: PoolCLS}, `pooling "cls": decoders pool the last token`},
 	}
@@ -142,6 +141,19 @@ func TestRunDecoderRefusals(t *testing.T) {
 	}
 	if man, err := model.LoadManifest(res.ModelDir); err != nil || man.Architecture != "qwen3" {
 		t.Fatalf("qwen3 export manifest: %+v, %v", man, err)
+	}
+	// A bidirectional run exports a bidirectional model: its config says
+	// so, the trainer loads it bidirectional, and the graph follows it.
+	res, err = Run(context.Background(), Config{ModelDir: llama, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 1,
+		EvalFraction: -1, Bidirectional: true, Pooling: PoolMean})
+	if err != nil {
+		t.Fatalf("bidirectional with export: %v", err)
+	}
+	if cfg, err := model.LoadConfig(res.HFDir); err != nil || !cfg.Bidirectional() {
+		t.Fatalf("bidirectional export: config %+v, %v", cfg, err)
+	}
+	if m, err := decoder.Load(res.HFDir); err != nil || m.Causal {
+		t.Fatalf("the exported bidirectional model loads causal (%v)", err)
 	}
 	// Without the export, a bidirectional Qwen3 trains, and so does a
 	// multilayer head over a LoRA-adapted Llama (the head's parameters

@@ -27,7 +27,8 @@ const maskedScore = -1e9
 // after the final RMSNorm. The inputs are the BERT graph's (input_ids,
 // attention_mask, token_type_ids, the last unused), so one runner serves
 // both. Sequences are right-padded: positions are 0..seq-1 as transformers
-// gives them; attention is causal, and padding is never attended to.
+// gives them; attention is causal (bidirectional when the config says
+// anna_attention "bidirectional"), and padding is never attended to.
 //
 // Per layer, as transformers' LlamaDecoderLayer: x += o(attn(rope(q),
 // rope(k), v)) over RMSNorm(x), then x += down(silu(gate(h)) * up(h)) over
@@ -71,13 +72,16 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 
 	// Additive mask [batch, 1, rep*seq, seq]: a later key or a padded key
 	// gets maskedScore. Rows repeat per query head of a group (see above).
-	col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
-	row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
-	future := g.Op("Cast", []string{g.Op("Less", []string{col, row})}, AttrInt("to", Float)) // [seq, seq]
 	pad := g.Op("Sub", []string{g.Scalar(1), g.Op("Cast", []string{mask}, AttrInt("to", Float))})
 	pad = g.Op("Unsqueeze", []string{pad, g.Int64s("", []int64{2}, []int64{1, 2})}) // [b, 1, 1, seq]
-	ext := g.Op("Mul", []string{g.Op("Add", []string{future, pad}), g.Scalar(maskedScore)})
-	if rep > 1 {
+	if !cfg.Bidirectional() { // a bidirectional decoder masks padding only
+		col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
+		row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
+		future := g.Op("Cast", []string{g.Op("Less", []string{col, row})}, AttrInt("to", Float)) // [seq, seq]
+		pad = g.Op("Add", []string{future, pad})
+	}
+	ext := g.Op("Mul", []string{pad, g.Scalar(maskedScore)})
+	if rep > 1 && !cfg.Bidirectional() { // [b, 1, 1, seq] broadcasts as it is
 		ext = g.Op("Tile", []string{ext, g.Int64s("", []int64{4}, []int64{1, 1, int64(rep), 1})})
 	}
 

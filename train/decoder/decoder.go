@@ -139,7 +139,7 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	if !cfg.IsDecoder() {
 		return nil, fmt.Errorf("decoder: config: model_type %q is not a decoder (want llama, mistral, qwen2 or qwen3)", cfg.ModelType)
 	}
-	m := &Model{Cfg: *cfg, byName: map[string]*ops.Param{}, Causal: true}
+	m := &Model{Cfg: *cfg, byName: map[string]*ops.Param{}, Causal: !cfg.Bidirectional()}
 	if _, ok := tensors["model.embed_tokens.weight"]; ok {
 		m.prefix = "model."
 	}

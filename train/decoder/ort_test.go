@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	ortgo "github.com/yalue/onnxruntime_go"
@@ -110,8 +111,9 @@ func TestSmolLM2ForwardMatchesONNXRuntime(t *testing.T) {
 // TestTinyDecodersMatchONNXRuntime builds anna's ONNX graph (onnx.BuildLlama,
 // what the import path writes) of tiny random Llama, Qwen2 and Qwen3 models
 // and runs it in ONNX Runtime against the trainer's forward (itself checked
-// against PyTorch): Qwen2's q/k/v biases, and Qwen3's per-head q/k norms
-// with a head width other than hidden/heads.
+// against PyTorch): Qwen2's q/k/v biases, Qwen3's per-head q/k norms
+// with a head width other than hidden/heads, and bidirectional attention
+// (config anna_attention).
 func TestTinyDecodersMatchONNXRuntime(t *testing.T) {
 	if _, err := os.Stat(home.ORTLibrary()); err != nil {
 		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
@@ -119,9 +121,11 @@ func TestTinyDecodersMatchONNXRuntime(t *testing.T) {
 	if err := ort.Init(); err != nil {
 		t.Fatal(err)
 	}
-	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen2-bidirectional"} {
 		t.Run(arch, func(t *testing.T) {
-			cfg := tinyConfig(arch)
+			typ, attention, _ := strings.Cut(arch, "-")
+			cfg := tinyConfig(typ)
+			cfg.Attention = attention
 			tensors := RandomTensors(cfg, 0.2, 7)
 			g, err := onnx.BuildLlama(cfg, tensors, model.TaskEmbed)
 			if err != nil {
@@ -139,6 +143,9 @@ func TestTinyDecodersMatchONNXRuntime(t *testing.T) {
 			m, err := New(cfg, RandomTensors(cfg, 0.2, 7))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if m.Causal != (attention == "") {
+				t.Fatalf("config anna_attention %q: model causal %v", attention, m.Causal)
 			}
 			const N, T = 3, 9
 			b := randomBatch(rand.New(rand.NewPCG(1, 2)), N, T, cfg.VocabSize)
