@@ -118,7 +118,11 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				}
 				return err
 			}
-			fmt.Fprintf(a.stdout, "trained %d steps, final loss %.4f\n", res.Steps, res.FinalLoss)
+			if math.IsNaN(res.FinalLoss) { // resumed after the last step: nothing ran
+				fmt.Fprintf(a.stdout, "trained %d steps (already complete in the checkpoint)\n", res.Steps)
+			} else {
+				fmt.Fprintf(a.stdout, "trained %d steps, final loss %.4f\n", res.Steps, res.FinalLoss)
+			}
 			if lastEval != "" {
 				fmt.Fprintln(a.stdout, lastEval)
 			}
