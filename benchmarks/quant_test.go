@@ -19,32 +19,43 @@ import (
 	"github.com/anna-search/anna/model/catalog"
 )
 
-// BenchmarkQuantSciFact measures the graph forms of issue #17 on SciFact,
-// for all-MiniLM-L6-v2 and bge-small-en-v1.5 (each a sub-benchmark,
-// skipped when its source files are absent). Each model is imported by
-// the catalogue's installer into a temporary directory three times: the
-// fused float32 graph (anna's default), the unfused float32 graph (the
-// graph of before the fusion) and the int8 graph; for bge-small also the
-// langchain4j ONNX file it is read from, run by the same ONNX Runtime
-// through the same encoder (catalog.CopyWithGraph).
+// BenchmarkQuantSciFact measures the speed of the graph forms of issue
+// #17 on SciFact, for all-MiniLM-L6-v2 and bge-small-en-v1.5 (each a
+// sub-benchmark, skipped when its source files are absent). Each model is
+// imported by the catalogue's installer into a temporary directory three
+// times (quantForms): the fused float32 graph (anna's default), the
+// unfused float32 graph (the graph of before the fusion) and the int8
+// graph; for bge-small also the langchain4j ONNX file it is read from, run
+// by the same ONNX Runtime through the same encoder (catalog.CopyWithGraph).
 //
-// Speed: the first 200 SciFact abstracts (title + text, each model's max
-// length) embedded by every form in turn, 50 at a time, two rounds, with
-// the default encoder options; docs/s per form and the ratios int8/fused
+// The first 200 SciFact abstracts (title + text, each model's max length)
+// are embedded by every form in turn, 50 at a time, two rounds, with the
+// default encoder options; docs/s per form and the ratios int8/fused
 // (goal ≥ 2.0x), fused/unfused and, for bge-small, fused/langchain4j (goal
 // ≥ 1.0x), each from the same rounds so load from other processes falls
 // on every side alike, by wall time and by CPU time (see quantSpeed).
 //
-// Quality (not with -short): SciFact test dense nDCG@10, as `annactl eval
-// --modes dense` computes it (the engine's default options, top 100,
-// eval.Evaluate), for the fused float32 and the int8 model, their indexes
-// built side by side batch by batch (256 documents each in turn), which
-// also gives the docs/s of both over the whole corpus; goal |Δ| ≤ 0.005.
-//
-//	go test -v ./benchmarks -run '^$' -bench QuantSciFact -benchtime 1x -timeout 120m
-//	go test -v ./benchmarks -run '^$' -bench 'QuantSciFact/all-MiniLM' -benchtime 1x -timeout 60m
+//	go test -v ./benchmarks -run '^$' -bench QuantSciFact -benchtime 1x -timeout 60m
 func BenchmarkQuantSciFact(b *testing.B) {
 	texts := encSciFactTexts(b)[:200]
+	quantModels(b, func(b *testing.B, forms map[string]string) { quantSpeed(b, forms, texts) })
+}
+
+// BenchmarkQuantNDCGSciFact is the quality side: SciFact test dense
+// nDCG@10, as `annactl eval --modes dense` computes it (the engine's
+// default options, top 100, eval.Evaluate), of the fused float32 and the
+// int8 model, their indexes built side by side batch by batch (256
+// documents each in turn), which also gives the docs/s of both over the
+// whole corpus; goal |Δ| ≤ 0.005. It embeds and indexes the corpus twice
+// per model: tens of minutes per model on 2 cores.
+//
+//	go test -v ./benchmarks -run '^$' -bench 'QuantNDCGSciFact/all-MiniLM' -benchtime 1x -timeout 120m
+func BenchmarkQuantNDCGSciFact(b *testing.B) {
+	quantModels(b, quantQuality)
+}
+
+// quantModels runs fn as a sub-benchmark per model with its forms.
+func quantModels(b *testing.B, fn func(b *testing.B, forms map[string]string)) {
 	for _, name := range []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5"} {
 		b.Run(name, func(b *testing.B) {
 			e, err := catalog.Lookup(name)
@@ -53,10 +64,7 @@ func BenchmarkQuantSciFact(b *testing.B) {
 			}
 			forms := quantForms(b, e)
 			for range b.N {
-				quantSpeed(b, forms, texts)
-				if !testing.Short() {
-					quantQuality(b, forms)
-				}
+				fn(b, forms)
 			}
 		})
 	}
