@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,7 +114,7 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 		case !ok:
 			missing = append(missing, full)
 			return p
-		case !sameShape(t.Shape, shape):
+		case !slices.Equal(t.Shape, shape):
 			missing = append(missing, fmt.Sprintf("%s (shape %v, want %v)", full, t.Shape, shape))
 			return p
 		}
@@ -180,18 +181,6 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 		return nil, fmt.Errorf("train: checkpoint is not a BERT model of this config: missing or misshapen tensors: %s", strings.Join(missing, ", "))
 	}
 	return m, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // RandomTensors makes a randomly initialised BERT checkpoint for cfg

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -41,30 +41,6 @@ func randomBatch(r *rand.Rand, n, T, vocab int, pairs bool) *Batch {
 	return b
 }
 
-// refPython returns the venv's python if torch imports there, else skips.
-func refPython(t *testing.T) (python, script string) {
-	t.Helper()
-	python = filepath.Join(home.Dir(), "venv", "bin", "python")
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("skipping PyTorch comparison: %s not found (run `make pydeps`)", python)
-	}
-	if out, err := exec.Command(python, "-c", "import torch, safetensors.torch").CombinedOutput(); err != nil {
-		t.Skipf("skipping PyTorch comparison: torch is not importable in %s (run `make pydeps`): %v\n%s", python, err, out)
-	}
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	return python, filepath.Join(dir, "tools", "torch_ref.py")
-}
-
 type refCase struct {
 	name      string
 	objective string
@@ -78,7 +54,7 @@ type refCase struct {
 }
 
 func TestGradientsMatchPyTorch(t *testing.T) {
-	python, script := refPython(t)
+	python, script := pyref.Python(t, "torch", "safetensors.torch"), pyref.Tool(t, "torch_ref.py")
 	cases := []refCase{
 		{name: "infonce_inbatch_distill_mean", objective: ObjectiveContrastive, pooling: PoolMean, inBatch: true, distill: 0.5, Q: 3, G: 3},
 		{name: "infonce_own_group_cls", objective: ObjectiveContrastive, pooling: PoolCLS, Q: 2, G: 4},

@@ -15,22 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 )
-
-func python(t *testing.T) (string, string) {
-	t.Helper()
-	py := filepath.Join(home.Dir(), "venv", "bin", "python")
-	if err := exec.Command(py, "-c", "import gguf").Run(); err != nil {
-		t.Skipf("no gguf-py in %s (make pydeps): %v", py, err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "tools", "gguf_reference.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return py, script
-}
 
 // sameBits: equal bits, or both NaN (a NaN's payload may differ between
 // numpy's conversion paths).
@@ -42,7 +29,7 @@ func sameBits(a, b float32) bool {
 // and every tensor of the SmolLM2 file when it has been downloaded, equal
 // gguf-py's dequantization bit for bit (max abs difference 0).
 func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
-	py, script := python(t)
+	py, script := pyref.Python(t, "gguf"), pyref.Tool(t, "gguf_reference.py")
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(1, 2))
 	inputs := map[Type][]byte{}

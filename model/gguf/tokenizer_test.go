@@ -11,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/tokenizer"
 )
@@ -57,7 +58,7 @@ func committedTexts(t *testing.T) []string {
 // gives on every committed tokenizer string; with AppendEOS, EOS (id 2)
 // ends every sequence.
 func TestTokenizerMatchesTransformers(t *testing.T) {
-	py, script := python(t)
+	py, script := pyref.Python(t, "gguf"), pyref.Tool(t, "gguf_reference.py")
 	if err := exec.Command(py, "-c", "import transformers").Run(); err != nil {
 		t.Skipf("no transformers in the venv (make pydeps): %v", err)
 	}

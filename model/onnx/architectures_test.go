@@ -15,27 +15,12 @@ import (
 
 	ortgo "github.com/yalue/onnxruntime_go"
 
-	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 )
-
-func refPython(t *testing.T, modules ...string) (python, tools string) {
-	t.Helper()
-	python = filepath.Join(home.Dir(), "venv", "bin", "python")
-	for _, m := range modules {
-		if err := exec.Command(python, "-c", "import "+m).Run(); err != nil {
-			t.Skipf("no %s in %s (make pydeps): %v", m, python, err)
-		}
-	}
-	tools, err := filepath.Abs(filepath.Join("..", "..", "tools"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return python, tools
-}
 
 func readF32(t *testing.T, path string) []float32 {
 	t.Helper()
@@ -93,7 +78,7 @@ func tinyReference(t *testing.T, python, tools, arch string, seed int, ids, mask
 // right-padded batch.
 func TestDecodersMatchTransformers(t *testing.T) {
 	needORT(t)
-	python, tools := refPython(t, "torch", "transformers")
+	python, tools := pyref.Python(t, "torch", "transformers"), pyref.Tool(t, "")
 	for i, arch := range []string{"llama", "mistral", "qwen2"} {
 		t.Run(arch, func(t *testing.T) {
 			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}}
@@ -144,7 +129,7 @@ func graphBytes(t *testing.T, g *Graph) []byte {
 // smollm2-135m-instruct) and transformers (make pydeps).
 func TestSmolLM2MatchesTransformers(t *testing.T) {
 	needORT(t)
-	python, tools := refPython(t, "torch", "transformers", "gguf", "accelerate")
+	python, tools := pyref.Python(t, "torch", "transformers", "gguf", "accelerate"), pyref.Tool(t, "")
 	dir := t.TempDir()
 	path := gguftest.SmolLM2(t, dir)
 	mdir := filepath.Join(dir, "model")
@@ -222,7 +207,7 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 // and its logits as a reranker (<= 1e-4).
 func TestXLMRobertaMatchesTransformers(t *testing.T) {
 	needORT(t)
-	python, tools := refPython(t, "torch", "transformers")
+	python, tools := pyref.Python(t, "torch", "transformers"), pyref.Tool(t, "")
 	// Pad id 1 fills the second row, as the tokenizer pads.
 	ids := [][]int64{{0, 17, 3, 60, 22, 9, 41, 2}, {0, 33, 12, 2, 1, 1, 1, 1}}
 	mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}

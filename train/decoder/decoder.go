@@ -35,6 +35,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 		case !ok:
 			bad = append(bad, full+" (missing)")
 			return p
-		case !sameShape(t.Shape, shape):
+		case !slices.Equal(t.Shape, shape):
 			bad = append(bad, fmt.Sprintf("%s (shape %v, want %v)", full, t.Shape, shape))
 			return p
 		}
@@ -209,18 +210,6 @@ func sortedNames(m map[string]*safetensors.Tensor) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // RandomTensors makes a random checkpoint for cfg (normal(0, std)

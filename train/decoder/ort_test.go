@@ -55,7 +55,7 @@ func TestSmolLM2ForwardMatchesONNXRuntime(t *testing.T) {
 		"a",
 		"Transformers use self-attention to mix information across tokens in a sequence; decoders attend causally.",
 	}
-	ids, types, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, 0), tok.PadID())
+	ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, 0), tok.PadID())
 	N, C := len(texts), m.Cfg.HiddenSize
 	b := &Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
 	for i := range ids {
@@ -66,30 +66,7 @@ func TestSmolLM2ForwardMatchesONNXRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := ort.NewSession(filepath.Join(mdir, onnx.ModelFile), []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Destroy()
-	shape := ortgo.NewShape(int64(N), int64(T))
-	in := make([]ortgo.Value, 3)
-	for i, v := range [][]int64{ids, mask, types} {
-		x, err := ortgo.NewTensor(shape, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Destroy()
-		in[i] = x
-	}
-	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Destroy()
-	if err := sess.Run(in, []ortgo.Value{out}); err != nil {
-		t.Fatal(err)
-	}
-	want := out.GetData()
+	want := runHidden(t, filepath.Join(mdir, onnx.ModelFile), ids, mask, N, T, C)
 	var maxDiff, maxAbs float64
 	real := 0
 	for i := 0; i < N*T; i++ {

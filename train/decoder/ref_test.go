@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/objective"
@@ -48,31 +48,6 @@ func randomBatch(r *rand.Rand, n, T, vocab int) *Batch {
 	return b
 }
 
-// refPython returns the venv's python if torch and transformers import
-// there, else skips, and the reference script's path.
-func refPython(t *testing.T) (python, script string) {
-	t.Helper()
-	python = filepath.Join(home.Dir(), "venv", "bin", "python")
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("skipping PyTorch comparison: %s not found (run `make pydeps`)", python)
-	}
-	if out, err := exec.Command(python, "-c", "import torch, safetensors.torch, transformers").CombinedOutput(); err != nil {
-		t.Skipf("skipping PyTorch comparison: torch or transformers is not importable in %s (run `make pydeps`): %v\n%s", python, err, out)
-	}
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	return python, filepath.Join(dir, "tools", "decoder_torch_ref.py")
-}
-
 type refCase struct {
 	arch, pooling string
 	causal, lora  bool
@@ -107,7 +82,7 @@ type prepared struct {
 // (tools/decoder_torch_ref.py: transformers' LlamaModel and Qwen2Model, a
 // hand-written Qwen3). One Python process serves every case.
 func TestLlamaGradientsMatchPyTorch(t *testing.T) {
-	python, script := refPython(t)
+	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "decoder_torch_ref.py")
 	var cases []refCase
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		cases = append(cases,

@@ -1,0 +1,51 @@
+// Package pyref finds the Python references that tests compare against:
+// the interpreter of the venv `make pydeps` creates under $ANNA_HOME (torch
+// CPU, transformers, gguf-py, ...) and the scripts under tools/. A test that
+// needs them is skipped, saying what is missing, when they are not there;
+// nothing at run time depends on Python.
+package pyref
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+)
+
+// Python returns the venv's interpreter after checking that every module of
+// imports imports there; otherwise tb is skipped with the reason.
+func Python(tb testing.TB, imports ...string) string {
+	tb.Helper()
+	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	if _, err := os.Stat(python); err != nil {
+		tb.Skipf("skipping the Python reference: %s not found (run `make pydeps`)", python)
+	}
+	for _, m := range imports {
+		if out, err := exec.Command(python, "-c", "import "+m).CombinedOutput(); err != nil {
+			tb.Skipf("skipping the Python reference: %s does not import in %s (run `make pydeps`): %v\n%s", m, python, err, out)
+		}
+	}
+	return python
+}
+
+// Tool returns the absolute path of tools/name in this repository, found
+// from the go.mod above the working directory.
+func Tool(tb testing.TB, name string) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "tools", name)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("pyref: go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
