@@ -44,6 +44,10 @@ type Config struct {
 	// HTTP, when set, sends the requests (default: a client with a 2-minute
 	// timeout).
 	HTTP *http.Client
+	// RetryFor bounds how long a request is tried again while no node
+	// answers or the answers are transient (default 30 s; a Raft leader
+	// election takes about 10 s).
+	RetryFor time.Duration
 }
 
 // Error is a failed request: which node, which collection, what was asked,
@@ -122,6 +126,9 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("weaviate: consistency level %q: want ONE, QUORUM or ALL", l)
 		}
 	}
+	if cfg.RetryFor == 0 {
+		cfg.RetryFor = 30 * time.Second
+	}
 	hc := cfg.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 2 * time.Minute}
@@ -137,9 +144,24 @@ func (c *Client) URLs() []string { return append([]string(nil), c.cfg.URLs...) }
 
 // do sends one request, trying the nodes in turn from the last that
 // answered while the failure is a connection error (the request never
-// reached a server, or the server went away: every request here may be
-// sent twice). out, when not nil, receives the decoded JSON body.
+// reached a server, or the server went away), and trying again, for up to
+// Config.RetryFor, while every node failed or the answer was transient (a
+// 5xx, 429, or the 403 Weaviate answers while its Raft leader is being
+// elected). Every request here may be sent twice: upserts carry fixed ids,
+// deletes name what to delete. out, when not nil, receives the decoded
+// JSON body.
 func (c *Client) do(ctx context.Context, op, coll, method, path string, in, out any) error {
+	return c.doWithin(ctx, 0, op, coll, method, path, in, out)
+}
+
+// quick is the time one attempt of a metadata request (alias, schema,
+// state object) may take: Weaviate 1.35 forwards alias reads to the Raft
+// leader, and one sent just after the leader died hangs until cut off.
+const quick = 10 * time.Second
+
+// doWithin is do with each attempt cut off after within (0: only the HTTP
+// client's timeout).
+func (c *Client) doWithin(ctx context.Context, within time.Duration, op, coll, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -147,29 +169,64 @@ func (c *Client) do(ctx context.Context, op, coll, method, path string, in, out 
 			return &Error{URL: path, Collection: coll, Op: op, Err: err}
 		}
 	}
+	deadline := time.Now().Add(c.cfg.RetryFor)
+	wait := 100 * time.Millisecond
+	for {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if within > 0 {
+			actx, cancel = context.WithTimeout(ctx, within)
+		}
+		err := c.once(actx, method, path, body, out)
+		cancel()
+		var e *Error
+		if errors.As(err, &e) {
+			e.Op, e.Collection = op, coll
+		}
+		if err == nil || e == nil || !e.transient() || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// once tries the nodes in turn while the failure is a connection error.
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
 	c.mu.Lock()
 	start := c.live
 	c.mu.Unlock()
 	var last error
 	for i := range c.cfg.URLs {
 		n := (start + i) % len(c.cfg.URLs)
-		u := c.cfg.URLs[n] + path
-		err := c.send(ctx, u, method, body, out)
+		err := c.send(ctx, c.cfg.URLs[n]+path, method, body, out)
+		if err == nil {
+			c.mu.Lock()
+			c.live = n
+			c.mu.Unlock()
+			return nil
+		}
 		var e *Error
-		if err == nil || !errors.As(err, &e) || e.Status != 0 || ctx.Err() != nil {
-			if err == nil {
-				c.mu.Lock()
-				c.live = n
-				c.mu.Unlock()
-				return nil
-			}
-			e.Op, e.Collection = op, coll
+		if !errors.As(err, &e) || e.Status != 0 || ctx.Err() != nil {
 			return err
 		}
-		e.Op, e.Collection = op, coll
 		last = err
 	}
 	return last
+}
+
+// transient reports whether the same request may succeed in a moment.
+func (e *Error) transient() bool {
+	switch {
+	case e.Status == 0, e.Status >= 500, e.Status == http.StatusTooManyRequests:
+		return true
+	case e.Status == http.StatusForbidden && strings.Contains(e.Msg, "rpc error"):
+		return true // a Raft query failing over (leader election), not a refusal
+	}
+	return false
 }
 
 func (c *Client) send(ctx context.Context, u, method string, body []byte, out any) error {
@@ -199,8 +256,14 @@ func (c *Client) send(ctx context.Context, u, method string, body []byte, out an
 	if resp.StatusCode >= 300 {
 		e := &Error{URL: u, Status: resp.StatusCode, Msg: errorMessage(data)}
 		switch resp.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
+		case http.StatusUnauthorized:
 			e.Err = ErrUnauthorized
+		case http.StatusForbidden:
+			if strings.Contains(e.Msg, "rpc error") {
+				e.Err = errors.New("cluster not ready (Raft)")
+			} else {
+				e.Err = ErrUnauthorized
+			}
 		case http.StatusNotFound:
 			e.Err = ErrNotFound
 		default:

@@ -42,7 +42,7 @@ func (c *Client) Resolve(ctx context.Context) (co *Collection, ok bool, err erro
 	var a struct {
 		Class string `json:"class"`
 	}
-	err = c.do(ctx, "reading alias "+c.cfg.Alias, "", http.MethodGet, "/v1/aliases/"+url.PathEscape(c.cfg.Alias), nil, &a)
+	err = c.doWithin(ctx, quick, "reading alias "+c.cfg.Alias, "", http.MethodGet, "/v1/aliases/"+url.PathEscape(c.cfg.Alias), nil, &a)
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
 	}
@@ -59,7 +59,7 @@ func (c *Client) Generations(ctx context.Context) ([]*Collection, error) {
 			Class string `json:"class"`
 		} `json:"classes"`
 	}
-	if err := c.do(ctx, "listing collections", "", http.MethodGet, "/v1/schema", nil, &schema); err != nil {
+	if err := c.doWithin(ctx, quick, "listing collections", "", http.MethodGet, "/v1/schema", nil, &schema); err != nil {
 		return nil, err
 	}
 	type gen struct {
@@ -167,10 +167,10 @@ func (c *Client) Point(ctx context.Context, co *Collection) error {
 		return err
 	}
 	if !ok {
-		return c.do(ctx, "creating alias "+c.cfg.Alias, co.name, http.MethodPost, "/v1/aliases",
+		return c.doWithin(ctx, quick, "creating alias "+c.cfg.Alias, co.name, http.MethodPost, "/v1/aliases",
 			map[string]string{"alias": c.cfg.Alias, "class": co.name}, nil)
 	}
-	return c.do(ctx, "moving alias "+c.cfg.Alias, co.name, http.MethodPut, "/v1/aliases/"+url.PathEscape(c.cfg.Alias),
+	return c.doWithin(ctx, quick, "moving alias "+c.cfg.Alias, co.name, http.MethodPut, "/v1/aliases/"+url.PathEscape(c.cfg.Alias),
 		map[string]string{"class": co.name}, nil)
 }
 
@@ -205,7 +205,7 @@ func (co *Collection) State(ctx context.Context) (st State, ok bool, err error) 
 		} `json:"properties"`
 	}
 	path := "/v1/objects/" + url.PathEscape(co.name) + "/" + stateID + "?consistency_level=" + co.c.cfg.WriteConsistency
-	err = co.c.do(ctx, "reading anna's state object", co.name, http.MethodGet, path, nil, &obj)
+	err = co.c.doWithin(ctx, quick, "reading anna's state object", co.name, http.MethodGet, path, nil, &obj)
 	if errors.Is(err, ErrNotFound) {
 		return State{}, false, nil
 	}
@@ -424,7 +424,7 @@ func and(ws ...where) where { return where{Operator: "And", Operands: ws} }
 
 // DropAll removes the alias and every one of its collections.
 func (c *Client) DropAll(ctx context.Context) error {
-	err := c.do(ctx, "removing alias "+c.cfg.Alias, "", http.MethodDelete, "/v1/aliases/"+url.PathEscape(c.cfg.Alias), nil, nil)
+	err := c.doWithin(ctx, quick, "removing alias "+c.cfg.Alias, "", http.MethodDelete, "/v1/aliases/"+url.PathEscape(c.cfg.Alias), nil, nil)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
