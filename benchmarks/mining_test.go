@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -130,4 +131,128 @@ func BenchmarkMiningSciFactTrain(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMiningSciFactPipelineTeacher mines SciFact's train queries with
+// the pipeline as teacher (`--teacher fusion --teacher-model
+// bge-small-en-v1.5`): candidates from BM25, MiniLM's and bge-small's dense
+// lists fused by RRF; soft labels from the calibrated fusion of BM25 and both
+// cosines. Documents come from the shared embedding cache (both models);
+// every query is embedded by both models once (retrieval), the teacher
+// reusing those vectors through each model's QueryMemo.
+//
+// Reported, one worker: queries/s; model_share: time inside the two models
+// embedding queries / wall; teacher_share: time inside Teacher.Score (BM25
+// of every scored document, stored-vector reads, cosines, the logistic) /
+// wall; overhead: the rest — three searches, fusion, document reads,
+// filtering, sampling, JSON, checkpoints. Calibration (256 queries) runs
+// before the timed run and is reported apart. Goal from issue 16: the
+// tool's own overhead ≤ 20 % of the time.
+func BenchmarkMiningSciFactPipelineTeacher(b *testing.B) {
+	dir := shareddata.Path(b, "datasets", "scifact")
+	if _, err := home.RequireDefaultModel(); err != nil {
+		b.Skip(err)
+	}
+	bgeDir := filepath.Join(home.ModelsDir(), "bge-small-en-v1.5")
+	if _, err := os.Stat(filepath.Join(bgeDir, "anna-model.json")); err != nil {
+		b.Skipf("bge-small-en-v1.5 not installed (annactl models install bge-small-en-v1.5): %v", err)
+	}
+	ds, err := beir.Load(dir, "train")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	type side struct {
+		eng *engine.Engine
+		enc encoder.Encoder
+		tq  *timedQueries
+	}
+	open := func(load func() (*encoder.ORTEncoder, error)) side {
+		ort, err := load()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { ort.Close() })
+		cache, err := encoder.NewCache(ort, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		tq := &timedQueries{Encoder: ort}
+		enc, err := mining.NewQueryMemo(cache, tq, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "anna"), engine.Options{Encoder: enc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { eng.Close() })
+		for i := 0; i < len(ds.Corpus); i += 1024 {
+			if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return side{eng, enc, tq}
+	}
+	mini := open(func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
+	bge := open(func() (*encoder.ORTEncoder, error) { return encoder.Load(ctx, bgeDir, encoder.Options{}) })
+
+	var wall, model, teach, calib time.Duration
+	queries := 0
+	for range b.N {
+		mini.tq.ns.Store(0)
+		bge.tq.ns.Store(0)
+		fusion := &mining.FusionTeacher{Signals: []mining.Teacher{
+			mining.MaxNormalized{Teacher: mining.EngineLexical{E: mini.eng}},
+			&mining.DenseTeacher{Enc: mini.enc, Vectors: mining.StoredVectors(mini.eng)},
+			&mining.DenseTeacher{Enc: bge.enc, Vectors: mining.StoredVectors(bge.eng)},
+		}}
+		teacher := &timedTeacher{Teacher: fusion}
+		opt := mining.DefaultOptions()
+		opt.Workers = 1
+		retr := &mining.FusedRetriever{Lists: []mining.Retriever{
+			&mining.EngineRetriever{E: mini.eng, Mode: engine.ModeLexical},
+			&mining.EngineRetriever{E: mini.eng, Mode: engine.ModeDense},
+			&mining.EngineRetriever{E: bge.eng, Mode: engine.ModeDense},
+		}}
+		cm, err := mining.New(retr, fusion, mining.EngineCorpus{E: mini.eng}, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src, err := mining.OpenBEIR(ctx, dir, "train", mining.PromptDefaults{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := cm.Calibrate(ctx, src, 256, fusion); err != nil {
+			b.Fatal(err)
+		}
+		calib += time.Since(start)
+		src.Close()
+		mini.tq.ns.Store(0)
+		bge.tq.ns.Store(0)
+		m, err := mining.New(retr, teacher, mining.EngineCorpus{E: mini.eng}, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if src, err = mining.OpenBEIR(ctx, dir, "train", mining.PromptDefaults{}); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		st, err := m.Run(ctx, src, filepath.Join(b.TempDir(), "mined.jsonl"))
+		wall += time.Since(start)
+		src.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		queries += st.Units
+		model += time.Duration(mini.tq.ns.Load() + bge.tq.ns.Load())
+		teach += time.Duration(teacher.ns.Load())
+		b.Logf("teacher %s: nDCG@10 %.4f on %d queries", fusion.Name(), st.Quality.NDCG10(), st.Quality.Units)
+	}
+	b.ReportMetric(float64(queries)/wall.Seconds(), "queries/s")
+	b.ReportMetric(model.Seconds()/wall.Seconds(), "model_share")
+	b.ReportMetric(teach.Seconds()/wall.Seconds(), "teacher_share")
+	b.ReportMetric(1-(model+teach).Seconds()/wall.Seconds(), "overhead")
+	b.ReportMetric(calib.Seconds()/float64(b.N), "calibration-s")
 }
