@@ -386,3 +386,48 @@ func (co *Collection) ScoreIDs(ctx context.Context, query string, ids []string) 
 	}
 	return out, nil
 }
+
+// Hybrid is Weaviate's own hybrid search (BM25 and the near-vector search
+// of vec fused by Weaviate, fusion "rankedFusion" or "relativeScoreFusion",
+// alpha the dense weight), documents ranked by their best passage. The
+// engine fuses the two lists itself; this is here to measure the two
+// against each other.
+func (co *Collection) Hybrid(ctx context.Context, query string, vec []float32, k int, alpha float64, fusion string, f filter.Filter) ([]Hit, error) {
+	args, err := co.args(f)
+	if err != nil {
+		return nil, err
+	}
+	var vb strings.Builder
+	for i, x := range vec {
+		if i > 0 {
+			vb.WriteByte(',')
+		}
+		vb.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
+	}
+	limit := k + k/4 + 4
+	for {
+		q := fmt.Sprintf(`{Get{%s(hybrid: {query: %s, vector: [%s], alpha: %g, fusionType: %s, properties: ["title", "text"]}, limit: %d%s){docId passage _additional{score}}}}`,
+			co.name, gqlString(query), vb.String(), alpha, fusion, limit, args)
+		var hits []gqlHit
+		if err := co.graphQL(ctx, "hybrid search", q, &hits); err != nil {
+			return nil, err
+		}
+		seen := make(map[string]bool, len(hits))
+		out := make([]Hit, 0, k)
+		for _, h := range hits {
+			if seen[h.DocID] {
+				continue
+			}
+			seen[h.DocID] = true
+			s, _ := strconv.ParseFloat(h.Additional.Score, 64)
+			out = append(out, Hit{ID: h.DocID, Score: s, Passage: h.Passage})
+			if len(out) == k {
+				return out, nil
+			}
+		}
+		if len(hits) < limit {
+			return out, nil
+		}
+		limit *= 2
+	}
+}
