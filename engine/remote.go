@@ -44,7 +44,7 @@ type remote struct {
 	e       *Engine
 	cl      *weaviate.Client
 	coll    *weaviate.Collection // current collection; guarded by e.mu (Reindex swaps it)
-	applied uint64               // last store change in coll; guarded by writeMu
+	applied uint64               // last store change in coll; written under writeMu and e.mu, read under either
 	stale   string               // read-only: why coll cannot answer ("" when in step)
 }
 
@@ -277,7 +277,9 @@ func (r *remote) catchUp(ctx context.Context) error {
 		if err := co.SetState(ctx, weaviate.State{StoreID: e.store.ID(), Seq: seq, VectorKey: key}); err != nil {
 			return err
 		}
+		e.mu.Lock()
 		r.applied = seq
+		e.mu.Unlock()
 		n += len(upserts) + len(deletes)
 		return nil
 	})
@@ -382,13 +384,15 @@ func (r *remote) apply(ctx context.Context, prev, seq uint64, upserts []storage.
 	if err != nil {
 		return fmt.Errorf("updating the Weaviate collection failed (the next write or open repairs it): %w", backendErr(err))
 	}
+	e.mu.Lock()
 	r.applied = seq
+	e.mu.Unlock()
 	return nil
 }
 
 func (r *remote) stats(ctx context.Context, st *Stats) error {
 	r.e.mu.RLock()
-	co := r.coll
+	co, applied := r.coll, r.applied
 	r.e.mu.RUnlock()
 	st.LexicalStale = r.stale
 	st.Backend = "weaviate " + r.cl.Alias()
@@ -400,8 +404,8 @@ func (r *remote) stats(ctx context.Context, st *Stats) error {
 	if err != nil {
 		return backendErr(err)
 	}
-	st.LexicalDocs, st.LexicalSeq = uint64(docs), r.applied
-	st.DenseDocs, st.DensePassages, st.DenseSeq = docs, passages, r.applied
+	st.LexicalDocs, st.LexicalSeq = uint64(docs), applied
+	st.DenseDocs, st.DensePassages, st.DenseSeq = docs, passages, applied
 	return nil
 }
 
