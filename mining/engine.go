@@ -100,7 +100,8 @@ func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 	in := make([]engine.Document, len(docs))
 	for i, d := range docs {
 		if s, ok := stored[d.ID]; ok && d.ID != "" {
-			in[i] = engine.Document{Title: s.Title, Text: s.Text}
+			// The ID too: a Weaviate backend scores stored documents by ID.
+			in[i] = engine.Document{ID: s.ID, Title: s.Title, Text: s.Text}
 		} else {
 			in[i] = engine.Document{Text: d.Text}
 		}

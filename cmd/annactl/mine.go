@@ -30,6 +30,7 @@ type mineFlags struct {
 func (a *app) mineCommand() *cobra.Command {
 	opt := mining.DefaultOptions()
 	var fl mineFlags
+	var be backendFlags // the index's lists from a Weaviate cluster (--teacher-model indexes stay local)
 	cmd := &cobra.Command{
 		Use:   "mine-negatives (--dataset BEIR_DIR | --input PAIRS.jsonl --index DIR) --output FILE",
 		Short: "mine hard negatives with teacher scores (FlagEmbedding / sentence-transformers data)",
@@ -133,7 +134,11 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 				}
 				defer rr.Close()
 			}
-			eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, Model: fl.model, Logf: a.logf})
+			opts := engine.Options{Encoder: enc, Model: fl.model, Logf: a.logf}
+			if err := be.apply(cmd, &opts); err != nil {
+				return err
+			}
+			eng, err := engine.Open(ctx, dir, opts)
 			if err != nil {
 				return err
 			}
@@ -169,6 +174,7 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 				calibrate: fl.calibrate, dataset: fl.dataset, split: fl.split, input: fl.input, output: fl.output, stats: fl.stats, defaults: defaults})
 		},
 	}
+	be.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&fl.dataset, "dataset", "", "BEIR folder: its qrels split is the input, its corpus is indexed if needed")
 	f.StringVar(&fl.split, "split", "train", "qrels split of --dataset")

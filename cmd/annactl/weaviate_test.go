@@ -75,3 +75,36 @@ func TestWeaviateCLI(t *testing.T) {
 		t.Fatalf("--weaviate-url without --backend weaviate: %s", r)
 	}
 }
+
+// TestWeaviateMine: mine-negatives reads its candidates from the cluster,
+// and the fusion teacher's BM25 signal scores documents by ID there.
+func TestWeaviateMine(t *testing.T) {
+	urls := os.Getenv("ANNA_WEAVIATE_URLS")
+	if urls == "" {
+		t.Skip("no Weaviate cluster (ANNA_WEAVIATE_URLS unset): `make test-cluster` runs this against 3 nodes on loopback")
+	}
+	alias := fmt.Sprintf("M%x", rand.Uint64())
+	t.Cleanup(func() {
+		c, err := weaviate.New(weaviate.Config{URLs: strings.Split(urls, ","), APIKey: os.Getenv(apiKeyEnv), Alias: alias})
+		if err == nil {
+			err = c.DropAll(context.Background())
+		}
+		if err != nil {
+			t.Errorf("dropping alias %s: %v", alias, err)
+		}
+	})
+	tmp := t.TempDir()
+	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 40, 16, 3)
+	out := filepath.Join(tmp, "mined.jsonl")
+	r := mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", filepath.Join(tmp, "idx"), "--output", out,
+		"--negatives", "3", "--top-k", "20", "--seed", "7", "--teacher", "fusion", "--calibrate", "8",
+		"--backend", "weaviate", "--weaviate-url", urls, "--weaviate-alias", alias)
+	var st struct {
+		Examples int                `json:"examples"`
+		Quality  map[string]float64 `json:"teacher_quality"`
+	}
+	b, err := os.ReadFile(out + ".stats.json")
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Examples == 0 || st.Quality["queries"] != 16 {
+		t.Fatalf("stats %s (%v)\n%s", b, err, r)
+	}
+}
