@@ -12,6 +12,7 @@ import (
 func (a *app) statsCommand() *cobra.Command {
 	var dir string
 	var asJSON bool
+	var be backendFlags
 	cmd := &cobra.Command{
 		Use:   "stats --index DIR",
 		Short: "show the counts and the model of an anna directory (read-only)",
@@ -23,7 +24,11 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			if err := requireFlags(cmd, "index"); err != nil {
 				return err
 			}
-			eng, err := engine.Open(cmd.Context(), dir, engine.Options{ReadOnly: true, Logf: a.logf})
+			opts := engine.Options{ReadOnly: true, Logf: a.logf}
+			if err := be.apply(cmd, &opts); err != nil {
+				return err
+			}
+			eng, err := engine.Open(cmd.Context(), dir, opts)
 			if err != nil {
 				return err
 			}
@@ -40,7 +45,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 				if jerr := json.NewEncoder(a.stdout).Encode(jsonStats{
 					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelDir: st.Model.Dir,
 					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
-					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Warnings: st.Warnings,
+					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Backend: st.Backend, Warnings: st.Warnings,
 				}); jerr != nil {
 					return jerr
 				}
@@ -52,6 +57,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			}
 			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
 				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
+			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
 			if st.LexicalStale != "" {
 				fmt.Fprintf(a.stdout, "BM25 index     %s\n", st.LexicalStale)
 			}
@@ -63,6 +69,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 	}
 	indexFlag(cmd, &dir, "anna directory `DIR`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	be.register(cmd)
 	return cmd
 }
 
@@ -80,5 +87,6 @@ type jsonStats struct {
 	DensePassages int      `json:"dense_passages"`
 	Chunking      string   `json:"chunking"`
 	DenseSeq      uint64   `json:"dense_seq"`
+	Backend       string   `json:"backend"`
 	Warnings      []string `json:"warnings,omitempty"`
 }

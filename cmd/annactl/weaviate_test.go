@@ -48,6 +48,9 @@ func TestWeaviateCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := mustRun(t, append([]string{"stats", "--index", idx}, wv...)...); !strings.Contains(r.stdout, "weaviate") {
+		t.Fatalf("stats --backend weaviate does not name the backend:\n%s", r)
+	}
 	mustRun(t, append([]string{"reindex", "--index", idx, "--chunk-tokens", "64"}, wv...)...)
 	after, _, err := c.Resolve(context.Background())
 	if err != nil || after.Name() == before.Name() {
