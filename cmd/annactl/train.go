@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train/cuda"
 	"github.com/spf13/cobra"
 
@@ -93,7 +94,11 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				// Serve the fine-tuned encoder at the length its base was served at.
 				c.ExportMaxLength = man.MaxLength
 			}
-			c.ModelDir = checkpointDir(c.ModelDir)
+			src, err := a.checkpointDir(ctx, c.ModelDir)
+			if err != nil {
+				return err
+			}
+			c.ModelDir = src
 			if lora != "" {
 				lc, err := parseLoRA(lora, loraAlpha)
 				if err != nil {
@@ -174,14 +179,28 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 
 // checkpointDir maps an anna model dir (model.onnx, no weights) to the
 // checkpoint it was converted from, which is what the trainer reads.
-func checkpointDir(dir string) string {
+// checkpointDir is what the trainer reads for --model: a checkpoint as
+// given, else, for an anna model directory, its source — for a catalogue
+// model converted from a GGUF file (smollm2-135m-instruct), that file,
+// unpacked from the pinned download.
+func (a *app) checkpointDir(ctx context.Context, dir string) (string, error) {
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
-		return dir
+		return dir, nil
 	}
-	if man, err := model.LoadManifest(dir); err == nil && man.Source != "" {
-		return man.Source
+	man, err := model.LoadManifest(dir)
+	if err != nil || man.Source == "" {
+		return dir, nil
 	}
-	return dir
+	if e, err := catalog.Lookup(man.Name); err == nil && !isDir(man.Source) {
+		path, ok, err := catalog.TrainingSource(ctx, e, catalog.Options{ModelsDir: home.ModelsDir(), DownloadsDir: home.DownloadsDir()})
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return path, nil
+		}
+	}
+	return man.Source, nil
 }
 
 func parseLoRA(s string, alpha float64) (*train.LoRAConfig, error) {
