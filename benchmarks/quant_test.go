@@ -47,7 +47,8 @@ func BenchmarkQuantSciFact(b *testing.B) {
 // int8 model, their indexes built side by side batch by batch (256
 // documents each in turn), which also gives the docs/s of both over the
 // whole corpus; goal |Δ| ≤ 0.005. It embeds and indexes the corpus twice
-// per model: tens of minutes per model on 2 cores.
+// per model: MiniLM took 46 min on the 2 cores shared with other jobs
+// (load 6–10); bge-small would take well over an hour.
 //
 //	go test -v ./benchmarks -run '^$' -bench 'QuantNDCGSciFact/all-MiniLM' -benchtime 1x -timeout 120m
 func BenchmarkQuantNDCGSciFact(b *testing.B) {
