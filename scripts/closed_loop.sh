@@ -3,7 +3,7 @@
 # (test split), mine hard negatives on the train split with the engine as
 # teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
 # the index with the new model (annactl reindex), evaluate again.
-# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget;
+# Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget, SEED seeds mining and training;
 # MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher fusion --teacher-model bge-small-en-v1.5")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,9 @@ STEPS=${STEPS:-100}
 BATCH=${BATCH:-8}
 GROUP=${GROUP:-4}
 EVAL_EVERY=${EVAL_EVERY:-25}
+# SEED seeds mining and training; unset: mining 1, training 42 (the README's runs)
+MINE_SEED=${SEED:-1}
+TRAIN_SEED=${SEED:-42}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "closed loop: skipped, no SciFact at $DATA (it ships in ../shared beside the repository)"
 	exit 0
@@ -35,10 +38,10 @@ step "evaluate the base model (test split)"
 MINE_ARGS=${MINE_ARGS:-}
 step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-dense teacher})"
 # shellcheck disable=SC2086
-"$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume $MINE_ARGS
+"$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed "$MINE_SEED" --resume $MINE_ARGS
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
 "$A" train --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
-	--distill 0.5 --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
+	--distill 0.5 --seed "$TRAIN_SEED" --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"
 step "evaluate the fine-tuned model (test split)"
