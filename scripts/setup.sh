@@ -80,12 +80,24 @@ if [ ! -f "$TOK_DIR/libtokenizers.a" ]; then
 fi
 say "libtokenizers: $TOK_DIR/libtokenizers.a"
 
-# 4. Convert the default model to ONNX (pure Go, no Python).
+# 4. Convert the default model to ONNX (pure Go, no Python). The graph is
+# what this checkout's graph writer makes: converted afresh into a scratch
+# directory (a second or two) and installed when its fingerprint differs
+# from the installed one's, so an older install never outlives a change of
+# the graph (indexes built with the old one then ask for annactl reindex).
 MODEL_DIR=$ANNA_HOME/models/all-MiniLM-L6-v2
-if [ ! -f "$MODEL_DIR/model.onnx" ] || [ ! -f "$MODEL_DIR/anna-model.json" ]; then
-	say "converting $SRC to ONNX"
-	(cd "$ROOT" && CGO_LDFLAGS="-L$TOK_DIR" go run ./cmd/annactl models import \
-		--pooling mean --max-length 256 --normalize \
-		--name all-MiniLM-L6-v2 "$SRC" "$MODEL_DIR")
+fingerprint() { sed -n 's/.*"fingerprint": *"\([0-9a-f]*\)".*/\1/p' "$1/anna-model.json" 2>/dev/null; }
+NEW_DIR=$ANNA_HOME/models/.all-MiniLM-L6-v2.setup
+rm -rf "$NEW_DIR"
+(cd "$ROOT" && CGO_LDFLAGS="-L$TOK_DIR" go run ./cmd/annactl models import \
+	--pooling mean --max-length 256 --normalize \
+	--name all-MiniLM-L6-v2 "$SRC" "$NEW_DIR") >/dev/null
+if [ "$(fingerprint "$NEW_DIR")" != "$(fingerprint "$MODEL_DIR")" ]; then
+	say "default model: installing the graph of this checkout ($(fingerprint "$NEW_DIR" | cut -c1-12))"
+	rm -rf "$MODEL_DIR.old"
+	[ ! -d "$MODEL_DIR" ] || mv "$MODEL_DIR" "$MODEL_DIR.old"
+	mv "$NEW_DIR" "$MODEL_DIR"
+	rm -rf "$MODEL_DIR.old"
 fi
+rm -rf "$NEW_DIR"
 say "default model: $MODEL_DIR"
