@@ -74,7 +74,7 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	// gets maskedScore. Rows repeat per query head of a group (see above).
 	pad := g.Op("Sub", []string{g.Scalar(1), g.Op("Cast", []string{mask}, AttrInt("to", Float))})
 	pad = g.Op("Unsqueeze", []string{pad, g.Int64s("", []int64{2}, []int64{1, 2})}) // [b, 1, 1, seq]
-	if !cfg.Bidirectional() { // a bidirectional decoder masks padding only
+	if !cfg.Bidirectional() {                                                       // a bidirectional decoder masks padding only
 		col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
 		row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
 		future := g.Op("Cast", []string{g.Op("Less", []string{col, row})}, AttrInt("to", Float)) // [seq, seq]
