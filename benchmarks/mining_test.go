@@ -67,30 +67,8 @@ func BenchmarkMiningSciFactTrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	ort, err := encoder.Default(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ort.Close()
-	cache, err := encoder.NewCache(ort, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tq := &timedQueries{Encoder: ort}
-	enc, err := mining.NewQueryMemo(cache, tq, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "anna"), engine.Options{Encoder: enc})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
-	for i := 0; i < len(ds.Corpus); i += 1024 {
-		if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
-			b.Fatal(err)
-		}
-	}
+	mini := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
+	eng, enc, tq := mini.eng, mini.enc, mini.tq
 	for _, workers := range []int{1, 2} {
 		b.Run(map[int]string{1: "workers=1", 2: "workers=2"}[workers], func(b *testing.B) {
 			var wall, model, teach time.Duration
@@ -162,40 +140,8 @@ func BenchmarkMiningSciFactPipelineTeacher(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	type side struct {
-		eng *engine.Engine
-		enc encoder.Encoder
-		tq  *timedQueries
-	}
-	open := func(load func() (*encoder.ORTEncoder, error)) side {
-		ort, err := load()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { ort.Close() })
-		cache, err := encoder.NewCache(ort, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		tq := &timedQueries{Encoder: ort}
-		enc, err := mining.NewQueryMemo(cache, tq, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "anna"), engine.Options{Encoder: enc})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { eng.Close() })
-		for i := 0; i < len(ds.Corpus); i += 1024 {
-			if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return side{eng, enc, tq}
-	}
-	mini := open(func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
-	bge := open(func() (*encoder.ORTEncoder, error) { return encoder.Load(ctx, bgeDir, encoder.Options{}) })
+	mini := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
+	bge := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Load(ctx, bgeDir, encoder.Options{}) })
 
 	var wall, model, teach, calib time.Duration
 	queries := 0
@@ -255,4 +201,44 @@ func BenchmarkMiningSciFactPipelineTeacher(b *testing.B) {
 	b.ReportMetric(teach.Seconds()/wall.Seconds(), "teacher_share")
 	b.ReportMetric(1-(model+teach).Seconds()/wall.Seconds(), "overhead")
 	b.ReportMetric(calib.Seconds()/float64(b.N), "calibration-s")
+}
+
+// side is one model's half of a mining benchmark: its engine over the
+// corpus, and the encoder (shared cache, query memo) whose time in the model
+// for queries tq measures.
+type side struct {
+	eng *engine.Engine
+	enc encoder.Encoder
+	tq  *timedQueries
+}
+
+// miningSide loads a model, wraps it in the shared embedding cache and a
+// query memo, and indexes ds's corpus with it (from the cache).
+func miningSide(b *testing.B, ds *beir.Dataset, load func() (*encoder.ORTEncoder, error)) side {
+	ctx := context.Background()
+	ort, err := load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ort.Close() })
+	cache, err := encoder.NewCache(ort, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tq := &timedQueries{Encoder: ort}
+	enc, err := mining.NewQueryMemo(cache, tq, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "anna"), engine.Options{Encoder: enc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close() })
+	for i := 0; i < len(ds.Corpus); i += 1024 {
+		if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return side{eng, enc, tq}
 }

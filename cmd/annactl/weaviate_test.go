@@ -21,16 +21,7 @@ func TestWeaviateCLI(t *testing.T) {
 	if urls == "" {
 		t.Skip("no Weaviate cluster (ANNA_WEAVIATE_URLS unset): `make test-cluster` runs this against 3 nodes on loopback")
 	}
-	alias := fmt.Sprintf("C%x", rand.Uint64())
-	t.Cleanup(func() {
-		c, err := weaviate.New(weaviate.Config{URLs: strings.Split(urls, ","), APIKey: os.Getenv(apiKeyEnv), Alias: alias})
-		if err == nil {
-			err = c.DropAll(context.Background())
-		}
-		if err != nil {
-			t.Errorf("dropping alias %s: %v", alias, err)
-		}
-	})
+	alias := testAlias(t, urls, "C")
 	dir := t.TempDir()
 	corpus := writeCorpus(t, dir, 40, 12, 1)
 	idx := filepath.Join(dir, "idx")
@@ -86,16 +77,7 @@ func TestWeaviateMine(t *testing.T) {
 	if urls == "" {
 		t.Skip("no Weaviate cluster (ANNA_WEAVIATE_URLS unset): `make test-cluster` runs this against 3 nodes on loopback")
 	}
-	alias := fmt.Sprintf("M%x", rand.Uint64())
-	t.Cleanup(func() {
-		c, err := weaviate.New(weaviate.Config{URLs: strings.Split(urls, ","), APIKey: os.Getenv(apiKeyEnv), Alias: alias})
-		if err == nil {
-			err = c.DropAll(context.Background())
-		}
-		if err != nil {
-			t.Errorf("dropping alias %s: %v", alias, err)
-		}
-	})
+	alias := testAlias(t, urls, "M")
 	tmp := t.TempDir()
 	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 40, 16, 3)
 	out := filepath.Join(tmp, "mined.jsonl")
@@ -110,4 +92,20 @@ func TestWeaviateMine(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &st) != nil || st.Examples == 0 || st.Quality["queries"] != 16 {
 		t.Fatalf("stats %s (%v)\n%s", b, err, r)
 	}
+}
+
+// testAlias is a fresh Weaviate alias whose collections are dropped when
+// the test ends.
+func testAlias(t *testing.T, urls, prefix string) string {
+	alias := fmt.Sprintf("%s%x", prefix, rand.Uint64())
+	t.Cleanup(func() {
+		c, err := weaviate.New(weaviate.Config{URLs: strings.Split(urls, ","), APIKey: os.Getenv(apiKeyEnv), Alias: alias})
+		if err == nil {
+			err = c.DropAll(context.Background())
+		}
+		if err != nil {
+			t.Errorf("dropping alias %s: %v", alias, err)
+		}
+	})
+	return alias
 }
