@@ -29,7 +29,7 @@ pydeps:
 
 # test: vet, every Go test (the crash tests of index, reindex and
 # mine-negatives included), the concurrency tests again under the race
-# detector (under a minute), every fuzz target for 20 s, then the closed loop
+# detector (under a minute), every fuzz target for 10 s, then the closed loop
 # (mine, train, reindex, eval).
 test: setup pydeps test-models
 	$(GO) vet ./...
@@ -39,7 +39,7 @@ test: setup pydeps test-models
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
-	GO=$(GO) bash scripts/fuzz.sh
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=30
 
 # Models of the catalogue that the tests compare (`make setup` installs only
@@ -57,6 +57,8 @@ test-models: setup
 CLOSED_LOOP_STEPS ?= 100
 CLOSED_LOOP_EVAL_EVERY ?= 25
 TEST_CLOSED_LOOP_STEPS ?= 60
+# make test fuzzes each target for this long (make fuzz: FUZZTIME, 20s).
+TEST_FUZZTIME ?= 10s
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 
