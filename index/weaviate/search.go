@@ -291,21 +291,39 @@ func (co *Collection) Dense(ctx context.Context, vec []float32, k int, f filter.
 	if err != nil {
 		return nil, err
 	}
+	vecs := vectorLiteral(vec)
+	return co.distinctHits(ctx, "near-vector search", k, func(limit int) string {
+		return fmt.Sprintf(`{Get{%s(nearVector: {vector: [%s]}, limit: %d%s){docId passage _additional{distance}}}}`,
+			co.name, vecs, limit, args)
+	}, func(h gqlHit) (float64, error) {
+		if h.Additional.Distance == nil {
+			return 0, fmt.Errorf("weaviate: near-vector search on %s: no distance for %q", co.name, h.DocID)
+		}
+		return 1 - *h.Additional.Distance, nil
+	})
+}
+
+// vectorLiteral is vec as the comma-separated numbers of a GraphQL list.
+func vectorLiteral(vec []float32) string {
 	var vb strings.Builder
-	vb.WriteByte('[')
 	for i, x := range vec {
 		if i > 0 {
 			vb.WriteByte(',')
 		}
 		vb.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
 	}
-	vb.WriteByte(']')
+	return vb.String()
+}
+
+// distinctHits runs a Get query, built by query for a limit, until it gives
+// k distinct documents, each at its first (best) passage: the limit starts
+// a little above k and doubles while the collection has more objects.
+// score reads a hit's score.
+func (co *Collection) distinctHits(ctx context.Context, op string, k int, query func(limit int) string, score func(gqlHit) (float64, error)) ([]Hit, error) {
 	limit := k + k/4 + 4
 	for {
-		q := fmt.Sprintf(`{Get{%s(nearVector: {vector: %s}, limit: %d%s){docId passage _additional{distance}}}}`,
-			co.name, vb.String(), limit, args)
 		var hits []gqlHit
-		if err := co.graphQL(ctx, "near-vector search", q, &hits); err != nil {
+		if err := co.graphQL(ctx, op, query(limit), &hits); err != nil {
 			return nil, err
 		}
 		seen := make(map[string]bool, len(hits))
@@ -315,10 +333,11 @@ func (co *Collection) Dense(ctx context.Context, vec []float32, k int, f filter.
 				continue
 			}
 			seen[h.DocID] = true
-			if h.Additional.Distance == nil {
-				return nil, fmt.Errorf("weaviate: near-vector search on %s: no distance for %q", co.name, h.DocID)
+			sc, err := score(h)
+			if err != nil {
+				return nil, err
 			}
-			out = append(out, Hit{ID: h.DocID, Score: 1 - *h.Additional.Distance, Passage: h.Passage})
+			out = append(out, Hit{ID: h.DocID, Score: sc, Passage: h.Passage})
 			if len(out) == k {
 				return out, nil
 			}
@@ -397,37 +416,12 @@ func (co *Collection) Hybrid(ctx context.Context, query string, vec []float32, k
 	if err != nil {
 		return nil, err
 	}
-	var vb strings.Builder
-	for i, x := range vec {
-		if i > 0 {
-			vb.WriteByte(',')
-		}
-		vb.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
-	}
-	limit := k + k/4 + 4
-	for {
-		q := fmt.Sprintf(`{Get{%s(hybrid: {query: %s, vector: [%s], alpha: %g, fusionType: %s, properties: ["title", "text"]}, limit: %d%s){docId passage _additional{score}}}}`,
-			co.name, gqlString(query), vb.String(), alpha, fusion, limit, args)
-		var hits []gqlHit
-		if err := co.graphQL(ctx, "hybrid search", q, &hits); err != nil {
-			return nil, err
-		}
-		seen := make(map[string]bool, len(hits))
-		out := make([]Hit, 0, k)
-		for _, h := range hits {
-			if seen[h.DocID] {
-				continue
-			}
-			seen[h.DocID] = true
-			s, _ := strconv.ParseFloat(h.Additional.Score, 64)
-			out = append(out, Hit{ID: h.DocID, Score: s, Passage: h.Passage})
-			if len(out) == k {
-				return out, nil
-			}
-		}
-		if len(hits) < limit {
-			return out, nil
-		}
-		limit *= 2
-	}
+	vecs := vectorLiteral(vec)
+	return co.distinctHits(ctx, "hybrid search", k, func(limit int) string {
+		return fmt.Sprintf(`{Get{%s(hybrid: {query: %s, vector: [%s], alpha: %g, fusionType: %s, properties: ["title", "text"]}, limit: %d%s){docId passage _additional{score}}}}`,
+			co.name, gqlString(query), vecs, alpha, fusion, limit, args)
+	}, func(h gqlHit) (float64, error) {
+		s, _ := strconv.ParseFloat(h.Additional.Score, 64)
+		return s, nil
+	})
 }
