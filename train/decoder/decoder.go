@@ -93,6 +93,7 @@ type Model struct {
 	prefix string // "model." when the checkpoint's names carry it
 
 	embed, norm *ops.Param
+	lmHead      *ops.Param // an untied checkpoint's lm_head (frozen), or nil
 	layers      []layer
 	lora        bool
 
@@ -188,6 +189,11 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 		m.layers = append(m.layers, ly)
 	}
 	m.norm = add("norm.weight", true, C)
+	for _, name := range []string{"lm_head.weight", "model.lm_head.weight"} {
+		if t, ok := tensors[name]; ok && slices.Equal(t.Shape, []int{cfg.VocabSize, C}) && !cfg.TieWordEmbeddings {
+			m.lmHead = &ops.Param{Name: name, Shape: t.Shape, W: t.Data, Frozen: true}
+		}
+	}
 	// A tensor the model does not read (o_proj or MLP biases of a config
 	// with attention_bias or mlp_bias, an architecture variant) would be
 	// silently dropped: refuse it. The language-model head and rotary

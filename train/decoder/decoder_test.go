@@ -3,6 +3,7 @@ package decoder
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,4 +183,62 @@ func TestQwen3Config(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "head_dim 96 differs") {
 		t.Fatalf("llama with a head_dim of its own: got %v", err)
 	}
+}
+
+// A batch given as input embeddings (the token rows from EmbedTokens) runs
+// and trains exactly as the same batch given as ids, once Backward's
+// DInputs are routed into the embedding by EmbedBackward.
+func TestInputsEmbedsSameAsIDs(t *testing.T) {
+	cfg := tinyConfig("qwen2")
+	r := rand.New(rand.NewPCG(4, 4))
+	b := randomBatch(r, 5, 7, cfg.VocabSize)
+	var hidden [2][]float32
+	var grads [2]map[string][]float32
+	for i := range 2 {
+		m, err := New(cfg, RandomTensors(cfg, 0.1, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Threads = 2
+		in := b
+		if i == 1 {
+			in = &Batch{N: b.N, T: b.T, Mask: b.Mask, Inputs: make([]float32, b.N*b.T*cfg.HiddenSize)}
+			m.EmbedTokens(in.Inputs, b.IDs)
+		}
+		a, err := m.Forward(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden[i] = append([]float32(nil), a.Hidden...)
+		dh := make([]float32, len(a.Hidden))
+		m.PoolBackward(a, PoolMean, randn32(rand.New(rand.NewPCG(5, 5)), b.N*cfg.HiddenSize), dh)
+		m.Backward(a, dh)
+		if i == 1 {
+			m.EmbedBackward(b.IDs, a.DInputs)
+		}
+		grads[i] = map[string][]float32{}
+		for _, p := range m.Params {
+			grads[i][p.Name] = p.G
+		}
+	}
+	if !slices.Equal(hidden[0], hidden[1]) {
+		t.Fatal("hidden states differ between ids and input embeddings")
+	}
+	for name, g := range grads[0] {
+		if !slices.Equal(g, grads[1][name]) {
+			t.Fatalf("%s: gradient differs between ids and input embeddings", name)
+		}
+	}
+	m, _ := New(cfg, RandomTensors(cfg, 0.1, 4))
+	if _, err := m.Forward(&Batch{N: 1, T: 2, Mask: []float32{1, 1}, Inputs: make([]float32, 3)}); err == nil {
+		t.Fatal("input embeddings of the wrong size accepted")
+	}
+}
+
+func randn32(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
 }

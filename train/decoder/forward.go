@@ -14,13 +14,24 @@ type Batch struct {
 	N, T int
 	IDs  []int32   // N×T token ids (padding ids must be in the vocabulary too)
 	Mask []float32 // N×T: ones for the real tokens, then zeros
+	// Inputs, when set, are the N×T×C input embeddings (transformers'
+	// inputs_embeds) used instead of the IDs' rows of the embedding table,
+	// which IDs may then be nil: how Causal2Vec's contextual token, Anchor's
+	// prefix and AutoRegEmbed's compressed vectors enter the decoder
+	// (EmbedTokens builds the token rows). Backward then leaves
+	// ∂loss/∂Inputs in Acts.DInputs instead of the embedding's gradient
+	// (EmbedBackward routes the token rows' share there).
+	Inputs []float32
 }
 
 // lengths checks the batch and returns each sequence's number of real
 // tokens.
 func (b *Batch) lengths(cfg *model.Config) ([]int, error) {
-	if b.N <= 0 || b.T <= 0 || len(b.IDs) != b.N*b.T || len(b.Mask) != b.N*b.T {
+	if b.N <= 0 || b.T <= 0 || (b.Inputs == nil || b.IDs != nil) && len(b.IDs) != b.N*b.T || len(b.Mask) != b.N*b.T {
 		return nil, fmt.Errorf("decoder: batch shape N=%d T=%d does not match its %d ids, %d mask values", b.N, b.T, len(b.IDs), len(b.Mask))
+	}
+	if b.Inputs != nil && len(b.Inputs) != b.N*b.T*cfg.HiddenSize {
+		return nil, fmt.Errorf("decoder: batch shape N=%d T=%d C=%d does not match its %d input embedding values", b.N, b.T, cfg.HiddenSize, len(b.Inputs))
 	}
 	if b.T > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("decoder: sequence length %d exceeds max_position_embeddings %d", b.T, cfg.MaxPositionEmbeddings)
@@ -68,9 +79,10 @@ type layerActs struct {
 // Acts holds one forward pass's activations. It belongs to the Model that
 // made it and is overwritten by the next Forward.
 type Acts struct {
-	N, T int
-	ids  []int32
-	lens []int
+	N, T   int
+	ids    []int32
+	inputs bool // the batch gave Inputs: Backward fills DInputs
+	lens   []int
 	xs   [][]float32 // each layer's input, rows×C
 	// layers holds every layer's activations, or with Model.Recompute one
 	// workspace that the backward refills layer by layer.
@@ -86,6 +98,9 @@ type Acts struct {
 	rstdF []float32
 	// Hidden is the final hidden state (last_hidden_state), N×T×C.
 	Hidden []float32
+	// DInputs is, after Backward of a batch given by Inputs, ∂loss/∂Inputs
+	// (N×T×C, zero at padded positions).
+	DInputs []float32
 }
 
 func grow(b []float32, n int) []float32 {
@@ -109,7 +124,7 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	rows := b.N * b.T
 	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
-	a.N, a.T, a.ids, a.lens = b.N, b.T, b.IDs, lens
+	a.N, a.T, a.ids, a.lens, a.inputs = b.N, b.T, b.IDs, lens, b.Inputs != nil
 	if len(a.xs) != len(m.layers) {
 		a.xs = make([][]float32, len(m.layers))
 	}
@@ -166,8 +181,10 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 	if len(m.layers) > 0 {
 		x = a.xs[0]
 	}
-	for r, id := range b.IDs {
-		copy(x[r*C:r*C+C], m.embed.W[int(id)*C:int(id)*C+C])
+	if b.Inputs != nil {
+		copy(x, b.Inputs)
+	} else {
+		m.EmbedTokens(x, b.IDs)
 	}
 	for l := range m.layers {
 		next := a.last
@@ -295,18 +312,57 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		ops.RMSNormBackward(dx, ly.ln1.Grad(), dn, la.x, ly.ln1.W, la.rstd1, rows, C, th)
 	}
 	a.dEOS = a.dEOS[:0] // consumed
-	// Embedding rows share table rows: one goroutine, a fixed order.
-	if g := m.embed.Grad(); g != nil {
-		for r, id := range a.ids {
-			if a.lens[r/a.T] <= r%a.T {
-				continue
-			}
-			w := g[int(id)*C : int(id)*C+C]
-			for c, v := range dx[r*C : r*C+C] {
-				w[c] += v
-			}
+	for r := 0; r < rows; r++ { // padded positions get no gradient
+		if a.lens[r/a.T] <= r%a.T {
+			clear(dx[r*C : r*C+C])
 		}
 	}
+	if a.inputs {
+		a.DInputs = grow(a.DInputs, rows*C)
+		copy(a.DInputs, dx)
+		return
+	}
+	m.EmbedBackward(a.ids, dx)
+}
+
+// EmbedTokens writes the embedding-table rows of ids into dst
+// (len(ids)×C).
+func (m *Model) EmbedTokens(dst []float32, ids []int32) {
+	C := m.Cfg.HiddenSize
+	for r, id := range ids {
+		copy(dst[r*C:r*C+C], m.embed.W[int(id)*C:int(id)*C+C])
+	}
+}
+
+// EmbedBackward adds d's rows (len(ids)×C) to the embedding gradient rows
+// of ids, skipping negative ids (rows that were not token embeddings); a
+// frozen embedding is left alone. Rows sharing a table row are added by
+// one goroutine in a fixed order.
+func (m *Model) EmbedBackward(ids []int32, d []float32) {
+	g := m.embed.Grad()
+	if g == nil {
+		return
+	}
+	C := m.Cfg.HiddenSize
+	for r, id := range ids {
+		if id < 0 {
+			continue
+		}
+		w := g[int(id)*C : int(id)*C+C]
+		for c, v := range d[r*C : r*C+C] {
+			w[c] += v
+		}
+	}
+}
+
+// LMHead is the language-model head's weight (vocabulary × C): the
+// checkpoint's lm_head when it has one (kept frozen: an embedder does not
+// train it), else the input embedding it is tied to.
+func (m *Model) LMHead() *ops.Param {
+	if m.lmHead != nil {
+		return m.lmHead
+	}
+	return m.embed
 }
 
 // Pooling modes (the manifest's names).
