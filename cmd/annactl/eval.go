@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -72,11 +73,18 @@ is indexed then.
 
 --task sts: DATASET is a folder of sentence pairs (SPLIT.jsonl with sentence1,
 sentence2, score: STS-B, SICK); the report is Spearman's correlation between the
-cosine of the two sentences' embeddings and the human scores, as MTEB computes it.`,
+cosine of the two sentences' embeddings and the human scores, as MTEB computes it.
+
+--task pairclass: DATASET is a folder of NLI pairs (SPLIT.jsonl with premise,
+hypothesis, label: SNLI); the report is the average precision of the pairs'
+cosine at telling entailment (positive) from contradiction (negative), neutral
+pairs left out, as MTEB's pair classification computes it (scikit-learn's
+average_precision_score).`,
 		Example: `  annactl eval ../shared/datasets/scifact --split test
   annactl eval ../shared/datasets/scifact --modes lexical,dense --run-out runs/scifact.trec
   annactl eval ../shared/datasets/scifact --rerank-run runs/scifact.lexical.trec --reranker RERANKER_DIR
-  annactl eval ../shared/datasets/stsbenchmark --task sts`,
+  annactl eval ../shared/datasets/stsbenchmark --task sts
+  annactl eval ../shared/datasets/snli --task pairclass`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("want one DATASET folder, got %d arguments", len(args))
@@ -84,7 +92,7 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := oneOf("task", fl.task, "retrieval", "sts"); err != nil {
+			if err := oneOf("task", fl.task, "retrieval", "sts", "pairclass"); err != nil {
 				return err
 			}
 			if err := atLeast("rerank-depth", fl.rerankDepth, 1); err != nil {
@@ -98,8 +106,8 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 				return err
 			}
 			fl.cmd = cmd
-			if fl.task == "sts" {
-				return a.evalSTS(cmd.Context(), args[0], fl)
+			if fl.task != "retrieval" {
+				return a.evalPairs(cmd.Context(), args[0], fl)
 			}
 			if fl.rerankRun != "" {
 				return a.evalRerankRun(cmd.Context(), args[0], fl)
@@ -108,8 +116,8 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.task, "task", "retrieval", "retrieval (BEIR folder) or sts (sentence pairs)")
-	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts (default test, else test_annotated)")
+	f.StringVar(&fl.task, "task", "retrieval", "retrieval (BEIR folder), sts (scored sentence pairs) or pairclass (NLI pairs)")
+	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts and pairclass (default test, else test_annotated)")
 	indexFlag(cmd, &fl.dir, "anna directory `DIR` to index into and keep (default: a temporary one)")
 	modelVar(f, &fl.model, "model", "", "model directory `DIR` (default: the model recorded in --index, else the installed default)")
 	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR`: adds the rerank modes")
@@ -480,11 +488,13 @@ func (a *app) searchAll(ctx context.Context, eng *engine.Engine, queries map[str
 	return run, firstErr
 }
 
-// evalSTS reports Spearman's correlation of embedding cosines with human
-// similarity scores.
-func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
+// evalPairs embeds sentence pairs and reports, for --task sts, Spearman's
+// correlation of their cosines with human similarity scores, or for --task
+// pairclass the average precision of their cosines at telling entailment
+// from contradiction.
+func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error {
 	if fl.dir != "" || fl.reranker != "" || fl.modes != "" || fl.runOut != "" || fl.report != "" {
-		return usageErrorf("--task sts embeds sentence pairs: --index, --reranker, --modes, --run-out and --report do not apply")
+		return usageErrorf("--task %s embeds sentence pairs: --index, --reranker, --modes, --run-out and --report do not apply", fl.task)
 	}
 	split := fl.split
 	if split == "" {
@@ -493,12 +503,36 @@ func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
 			split = "test_annotated"
 		}
 	}
-	pairs, err := eval.ReadPairsFile(filepath.Join(dataset, split+".jsonl"))
-	if err != nil {
-		return err
+	path := filepath.Join(dataset, split+".jsonl")
+	// gold is the STS score, or 1 for entailment and 0 for contradiction.
+	var s1, s2 []string
+	var gold []float64
+	if fl.task == "sts" {
+		pairs, err := eval.ReadPairsFile(path)
+		if err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			s1, s2, gold = append(s1, p.S1), append(s2, p.S2), append(gold, p.Score)
+		}
+	} else {
+		pairs, err := eval.ReadNLIPairsFile(path)
+		if err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			if p.Label != "neutral" {
+				s1, s2 = append(s1, p.Premise), append(s2, p.Hypothesis)
+				gold = append(gold, map[bool]float64{true: 1}[p.Label == "entailment"])
+			}
+		}
+		if len(gold) == 0 {
+			return fmt.Errorf("eval: %s: no entailment or contradiction pairs", path)
+		}
 	}
 	var enc encoder.Encoder
 	var ort *encoder.ORTEncoder
+	var err error
 	if fl.model == "" {
 		ort, err = encoder.Default(ctx)
 	} else {
@@ -517,12 +551,10 @@ func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
 	// Each distinct sentence once, as documents (no instruction).
 	index := map[string]int{}
 	var texts []string
-	for _, p := range pairs {
-		for _, s := range []string{p.S1, p.S2} {
-			if _, ok := index[s]; !ok {
-				index[s] = len(texts)
-				texts = append(texts, s)
-			}
+	for _, s := range slices.Concat(s1, s2) {
+		if _, ok := index[s]; !ok {
+			index[s] = len(texts)
+			texts = append(texts, s)
 		}
 	}
 	t0 := time.Now()
@@ -530,18 +562,27 @@ func (a *app) evalSTS(ctx context.Context, dataset string, fl evalFlags) error {
 	if err != nil {
 		return err
 	}
-	cos := make([]float64, len(pairs))
-	gold := make([]float64, len(pairs))
-	for i, p := range pairs {
-		cos[i] = eval.Cosine(vecs[index[p.S1]], vecs[index[p.S2]])
-		gold[i] = p.Score
+	cos := make([]float64, len(gold))
+	for i := range gold {
+		cos[i] = eval.Cosine(vecs[index[s1[i]]], vecs[index[s2[i]]])
 	}
-	rho := eval.Spearman(cos, gold)
+	metric, name, label := "spearman", "Spearman (cosine vs. score)", "pairs"
+	var v float64
+	if fl.task == "sts" {
+		v = eval.Spearman(cos, gold)
+	} else {
+		metric, name, label = "ap", "average precision (cosine, entailment vs. contradiction)", "entailment/contradiction pairs"
+		pos := make([]bool, len(gold))
+		for i, g := range gold {
+			pos[i] = g == 1
+		}
+		v = eval.AveragePrecision(cos, pos)
+	}
 	if fl.asJSON {
-		return json.NewEncoder(a.stdout).Encode(map[string]any{"task": "sts", "dataset": dataset, "split": split, "pairs": len(pairs), "spearman": rho, "model": enc.Fingerprint()})
+		return json.NewEncoder(a.stdout).Encode(map[string]any{"task": fl.task, "dataset": dataset, "split": split, "pairs": len(gold), metric: v, "model": enc.Fingerprint()})
 	}
-	fmt.Fprintf(a.stdout, "%s (split %s): %d pairs, %d sentences embedded in %s\nSpearman (cosine vs. score): %.4f\n",
-		dataset, split, len(pairs), len(texts), time.Since(t0).Round(time.Millisecond), rho)
+	fmt.Fprintf(a.stdout, "%s (split %s): %d %s, %d sentences embedded in %s\n%s: %.4f\n",
+		dataset, split, len(gold), label, len(texts), time.Since(t0).Round(time.Millisecond), name, v)
 	return nil
 }
 

@@ -143,3 +143,42 @@ func pytrecMeans(t *testing.T, qrelsPath, runPath string) map[string]float64 {
 	}
 	return means
 }
+
+// TestEvalPairTasks: --task sts and --task pairclass embed each distinct
+// sentence once and report what the real model makes of pairs whose answer
+// is plain: paraphrases score above unrelated sentences (Spearman 1 on
+// three pairs ranked as their scores) and entailments above contradictions
+// (average precision 1), neutral pairs left out; a bad label names its line.
+func TestEvalPairTasks(t *testing.T) {
+	needModel(t)
+	dir := t.TempDir()
+	sts := `{"sentence1": "A man is playing a guitar.", "sentence2": "A man plays the guitar.", "score": 5}
+{"sentence1": "A man is playing a guitar.", "sentence2": "A person makes music.", "score": 3}
+{"sentence1": "A man is playing a guitar.", "sentence2": "The stock market fell sharply today.", "score": 0}
+`
+	nli := `{"premise": "A dog runs across a green field.", "hypothesis": "A dog is running on grass.", "label": "entailment"}
+{"premise": "A dog runs across a green field.", "hypothesis": "The dog is brown.", "label": "neutral"}
+{"premise": "Two children are swimming in a pool.", "hypothesis": "Kids swim in the water.", "label": "entailment"}
+{"premise": "A dog runs across a green field.", "hypothesis": "A chef cooks pasta in a restaurant kitchen.", "label": "contradiction"}
+`
+	os.WriteFile(filepath.Join(dir, "sts.jsonl"), []byte(sts), 0o644)
+	os.WriteFile(filepath.Join(dir, "nli.jsonl"), []byte(nli), 0o644)
+	var got struct {
+		Pairs    int      `json:"pairs"`
+		Spearman *float64 `json:"spearman"`
+		AP       *float64 `json:"ap"`
+	}
+	r := mustRun(t, "eval", dir, "--task", "sts", "--split", "sts", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Pairs != 3 || got.Spearman == nil || *got.Spearman != 1 {
+		t.Fatalf("sts: %s (%v)", r, err)
+	}
+	r = mustRun(t, "eval", dir, "--task", "pairclass", "--split", "nli", "--json")
+	got.AP = nil
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Pairs != 3 || got.AP == nil || *got.AP != 1 {
+		t.Fatalf("pairclass: %s (%v)", r, err)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte(strings.Replace(nli, `"neutral"`, `"unsure"`, 1)), 0o644)
+	if r := annactl(t, "", "eval", dir, "--task", "pairclass", "--split", "bad"); r.code == 0 || !strings.Contains(r.stderr, "bad.jsonl:2") {
+		t.Fatalf("bad label: %s", r)
+	}
+}
