@@ -1,0 +1,339 @@
+package anchor
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
+)
+
+const eosID = 1 // the tiny vocabulary's EOS
+
+// tinyConfig is train/decoder's test decoder (2 layers, 4 query heads over
+// 2 key/value heads), its embeddings tied to the LM head as SmolLM2's.
+func tinyConfig(modelType string, tied bool) *model.Config {
+	return &model.Config{ModelType: modelType, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
+		RopeTheta: 10000, TieWordEmbeddings: tied, EOSTokenID: eosID}
+}
+
+// randomStep makes Q queries and Q·G documents, right-padded to T, of
+// random lengths in [2, T] (the first full), each ending in the EOS.
+func randomStep(r *rand.Rand, Q, G, T, vocab int) *decoder.Step {
+	n := Q + Q*G
+	b := &decoder.Batch{N: n, T: T, IDs: make([]int32, n*T), Mask: make([]float32, n*T)}
+	for i := range n {
+		L := 2 + r.IntN(T-1)
+		if i == 0 {
+			L = T
+		}
+		for t := range T {
+			b.IDs[i*T+t] = int32(2 + r.IntN(vocab-2)) // padding ids are arbitrary too
+			if t < L {
+				b.Mask[i*T+t] = 1
+			}
+		}
+		b.IDs[i*T+L-1] = eosID
+	}
+	return &decoder.Step{Q: Q, G: G, Texts: make([]string, n), Batch: b}
+}
+
+type refCase struct {
+	arch             string
+	tied, lora, reco bool
+	alpha            float64
+}
+
+func (c refCase) name() string {
+	tr, head := "full", "untied"
+	if c.lora {
+		tr = "lora"
+	}
+	if c.tied {
+		head = "tied"
+	}
+	s := fmt.Sprintf("%s_%s_%s_alpha%g", c.arch, head, tr, c.alpha)
+	if c.reco {
+		s += "_recompute"
+	}
+	return s
+}
+
+// newModel builds a case's random decoder (an untied one gets a frozen
+// lm_head), LoRA factors given values when enabled.
+func newModel(t *testing.T, c refCase, seed uint64) *decoder.Model {
+	t.Helper()
+	cfg := tinyConfig(c.arch, c.tied)
+	r := rand.New(rand.NewPCG(seed, 77))
+	tensors := decoder.RandomTensors(cfg, 0.1, seed)
+	if !c.tied {
+		w := make([]float32, cfg.VocabSize*cfg.HiddenSize)
+		for i := range w {
+			w[i] = float32(0.1 * r.NormFloat64())
+		}
+		tensors["lm_head.weight"] = &safetensors.Tensor{Name: "lm_head.weight", DType: "F32", Shape: []int{cfg.VocabSize, cfg.HiddenSize}, Data: w}
+	}
+	m, err := decoder.New(cfg, tensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Threads, m.Recompute = 2, c.reco
+	if c.lora {
+		if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, seed); err != nil {
+			t.Fatal(err)
+		}
+		// B starts at zero, which would make A's gradient zero: give B
+		// values so both factors' gradients are checked.
+		for _, p := range m.Params {
+			if !p.Frozen {
+				for i := range p.W {
+					p.W[i] = float32(0.05 * r.NormFloat64())
+				}
+			}
+		}
+	}
+	return m
+}
+
+type prepared struct {
+	c             refCase
+	a             *Anchor
+	loss          float64
+	q2d, d2q      float64
+	trainable     []string
+	dir           string
+	evalLoss      float64
+	evalQ2D, evD2 float64
+}
+
+// prepare runs Grad on a random step and writes the model and the step for
+// the reference.
+func prepare(t *testing.T, c refCase, seed uint64) *prepared {
+	t.Helper()
+	m := newModel(t, c, seed)
+	a, err := New(m, c.alpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const Q, G, T = 3, 2, 10
+	s := randomStep(rand.New(rand.NewPCG(seed, 5)), Q, G, T, m.Cfg.VocabSize)
+	p := &prepared{c: c, a: a, dir: t.TempDir()}
+	if p.evalLoss, _, err = a.Eval(s, objective.ContrastiveConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	p.evalQ2D, p.evD2 = a.Losses()
+	a.ZeroGrad()
+	if p.loss, err = a.Grad(s, objective.ContrastiveConfig{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.q2d, p.d2q = a.Losses()
+	raw := map[string]*safetensors.Tensor{}
+	for _, q := range a.Params() {
+		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
+		if !q.Frozen {
+			p.trainable = append(p.trainable, q.Name)
+		}
+	}
+	if h := m.LMHead(); h.Name == "lm_head.weight" {
+		raw[h.Name] = &safetensors.Tensor{Name: h.Name, DType: "F32", Shape: h.Shape, Data: h.W}
+	}
+	ids, mask := make([][]int32, s.Batch.N), make([][]float32, s.Batch.N)
+	for n := range s.Batch.N {
+		ids[n], mask[n] = s.Batch.IDs[n*T:n*T+T], s.Batch.Mask[n*T:n*T+T]
+	}
+	job := map[string]any{"Q": Q, "G": G, "alpha": c.alpha, "ids": ids, "mask": mask, "trainable": p.trainable}
+	if c.lora {
+		job["lora"] = map[string]any{"rank": 4, "alpha": 8}
+	}
+	if err := safetensors.WriteFile(filepath.Join(p.dir, "model.safetensors"), raw, nil); err != nil {
+		t.Fatal(err)
+	}
+	cj, _ := json.Marshal(&m.Cfg)
+	jb, _ := json.Marshal(job)
+	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "batch.json"), jb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAnchorGradientsMatchPyTorch compares the stage I loss, its two
+// cross-entropies and every trainable gradient of tiny random Llama and
+// Qwen2 decoders — LM head tied to the embedding (SmolLM2) or a frozen
+// lm_head, full fine-tuning and LoRA on all seven projections, with and
+// without recomputation, α ≠ 1/2 so that a swapped direction would show —
+// with PyTorch autograd in float64 on transformers' LlamaForCausalLM /
+// Qwen2ForCausalLM (tools/anchor_torch_ref.py, which writes the loss as the
+// authors' code does). One Python process serves every case.
+func TestAnchorGradientsMatchPyTorch(t *testing.T) {
+	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "anchor_torch_ref.py")
+	cases := []refCase{
+		{"llama", true, false, false, 0.3},
+		{"llama", true, true, false, 0.8},
+		{"qwen2", false, false, true, 0.3},
+		{"qwen2", true, true, true, 0.2},
+		{"llama", true, false, false, 1}, // the paper's OnlyQ2D ablation
+	}
+	var preps []*prepared
+	var dirs []string
+	for i, c := range cases {
+		p := prepare(t, c, uint64(i+1))
+		preps = append(preps, p)
+		dirs = append(dirs, p.dir)
+	}
+	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("anchor_torch_ref.py: %v\n%s", err, out)
+	}
+	for _, p := range preps {
+		t.Run(p.c.name(), func(t *testing.T) { compare(t, p) })
+	}
+}
+
+func compare(t *testing.T, p *prepared) {
+	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relErr := func(got, want float64) float64 { return math.Abs(got-want) / math.Max(math.Abs(want), 1e-6) }
+	for _, l := range []struct {
+		name      string
+		got, eval float64
+	}{{"loss", p.loss, p.evalLoss}, {"q2d", p.q2d, p.evalQ2D}, {"d2q", p.d2q, p.evD2}} {
+		want := float64(ref[l.name].Data[0])
+		if l.name == "q2d" && p.c.alpha == 0 || l.name == "d2q" && p.c.alpha == 1 {
+			want = 0 // a direction of weight 0 is not computed
+		}
+		if rel := relErr(l.got, want); rel > 1e-4 {
+			t.Errorf("%s %.7g, PyTorch %.7g (relative error %.2g)", l.name, l.got, want, rel)
+		}
+		if l.eval != l.got {
+			t.Errorf("%s: Eval %.9g, Grad %.9g", l.name, l.eval, l.got)
+		}
+	}
+	// Relative error per tensor in the L2 norm, the denominator floored at
+	// 1e-3 of the largest tensor gradient (gradients that are zero in exact
+	// arithmetic are rounding noise in both).
+	norm := func(x []float64) float64 {
+		var s float64
+		for _, v := range x {
+			s += v * v
+		}
+		return math.Sqrt(s)
+	}
+	refNorm := map[string]float64{}
+	var largest float64
+	for _, name := range p.trainable {
+		rg, ok := ref[name]
+		if !ok {
+			t.Fatalf("PyTorch returned no gradient for %s", name)
+		}
+		v := make([]float64, len(rg.Data))
+		for i, x := range rg.Data {
+			v[i] = float64(x)
+		}
+		refNorm[name] = norm(v)
+		largest = math.Max(largest, refNorm[name])
+	}
+	if largest == 0 {
+		t.Fatal("every reference gradient is zero")
+	}
+	byName := map[string][]float32{}
+	for _, q := range p.a.Params() {
+		byName[q.Name] = q.G
+	}
+	worst, worstName := 0.0, ""
+	for _, name := range p.trainable {
+		rg, g := ref[name].Data, byName[name]
+		diff := make([]float64, len(g))
+		for i := range g {
+			diff[i] = float64(g[i]) - float64(rg[i])
+		}
+		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
+		if rel > worst {
+			worst, worstName = rel, name
+		}
+		if rel > 1e-4 {
+			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
+		}
+	}
+	t.Logf("loss %.7g (PyTorch %.7g), q2d %.7g, d2q %.7g; %d gradients compared, worst relative error %.3g (%s)",
+		p.loss, ref["loss"].Data[0], p.q2d, p.d2q, len(p.trainable), worst, worstName)
+}
+
+// TestAnchorBadInput checks that malformed steps and settings are errors
+// that say what is wrong.
+func TestAnchorBadInput(t *testing.T) {
+	c := refCase{"llama", true, false, false, DefaultAlpha}
+	m := newModel(t, c, 1)
+	a, err := New(m, DefaultAlpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() *decoder.Step { return randomStep(rand.New(rand.NewPCG(3, 4)), 2, 3, 8, m.Cfg.VocabSize) }
+	cases := []struct {
+		name, want string
+		edit       func(s *decoder.Step) *decoder.Step
+	}{
+		{"nil step", "without a token batch", func(*decoder.Step) *decoder.Step { return nil }},
+		{"no batch", "without a token batch", func(s *decoder.Step) *decoder.Step { s.Batch = nil; return s }},
+		{"Q=0", "0 queries", func(s *decoder.Step) *decoder.Step { s.Q = 0; return s }},
+		{"G=0", "groups of 0", func(s *decoder.Step) *decoder.Step { s.G = 0; return s }},
+		{"G mismatch", "want 2 queries + 2×4 documents = 10", func(s *decoder.Step) *decoder.Step { s.G = 4; return s }},
+		{"texts", "7 texts for a batch of 8", func(s *decoder.Step) *decoder.Step { s.Texts = s.Texts[:7]; return s }},
+		{"inputs", "must be N×T token ids", func(s *decoder.Step) *decoder.Step {
+			s.Batch.Inputs = make([]float32, s.Batch.N*s.Batch.T*m.Cfg.HiddenSize)
+			return s
+		}},
+		{"short ids", "must be N×T token ids", func(s *decoder.Step) *decoder.Step { s.Batch.IDs = s.Batch.IDs[1:]; return s }},
+		{"left padding", "right padding only", func(s *decoder.Step) *decoder.Step { s.Batch.Mask[s.Batch.T] = 0; return s }},
+		{"empty", "sequence 1 has no tokens", func(s *decoder.Step) *decoder.Step { clear(s.Batch.Mask[s.Batch.T : 2*s.Batch.T]); return s }},
+		{"vocabulary", "outside the vocabulary", func(s *decoder.Step) *decoder.Step { s.Batch.IDs[5] = 64; return s }},
+		{"nothing to reconstruct", "EBD2Q (document embedding → query) has nothing to reconstruct", func(s *decoder.Step) *decoder.Step {
+			T := s.Batch.T
+			for q := range s.Q { // queries of only their EOS
+				clear(s.Batch.Mask[q*T : (q+1)*T])
+				s.Batch.Mask[q*T], s.Batch.IDs[q*T] = 1, eosID
+			}
+			return s
+		}},
+		{"too long", "exceeds max_position_embeddings 32", func(s *decoder.Step) *decoder.Step {
+			r := rand.New(rand.NewPCG(1, 1))
+			long := randomStep(r, 2, 3, 40, m.Cfg.VocabSize)
+			return long
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.edit(fresh())
+			_, err := a.Grad(s, objective.ContrastiveConfig{}, 1)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Grad: error %v, want one containing %q", err, tc.want)
+			}
+			if _, _, err := a.Eval(s, objective.ContrastiveConfig{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Eval: error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	for _, alpha := range []float64{-0.1, 1.5, math.NaN()} {
+		if _, err := New(m, alpha); err == nil || !strings.Contains(err.Error(), "outside [0, 1]") {
+			t.Errorf("New(alpha %g): error %v", alpha, err)
+		}
+	}
+	m.Causal = false
+	if _, err := a.Grad(fresh(), objective.ContrastiveConfig{}, 1); err == nil || !strings.Contains(err.Error(), "needs causal attention") {
+		t.Errorf("bidirectional model: error %v", err)
+	}
+}
