@@ -47,6 +47,9 @@
 //     appendix A.2); the negatives are ignored.
 //   - Attention must be causal: generation by teacher forcing under
 //     bidirectional attention would see its targets.
+//   - Pooling is the EOS's hidden state by definition (Eq. 1); a trainable
+//     pooling head the model may have (EnableHead) takes no part and gets
+//     no gradient.
 //
 // A decoder.Model keeps one activation workspace, so a gradient step runs
 // the embedding pass forward (to get e), the generation pass forward and

@@ -107,14 +107,14 @@ func newModel(t *testing.T, c refCase, seed uint64) *decoder.Model {
 }
 
 type prepared struct {
-	c             refCase
-	a             *Anchor
-	loss          float64
-	q2d, d2q      float64
-	trainable     []string
-	dir           string
-	evalLoss      float64
-	evalQ2D, evD2 float64
+	c                refCase
+	a                *Anchor
+	loss             float64
+	q2d, d2q         float64
+	trainable        []string
+	dir              string
+	evalLoss         float64
+	evalQ2D, evalD2Q float64
 }
 
 // prepare runs Grad on a random step and writes the model and the step for
@@ -132,7 +132,7 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if p.evalLoss, _, err = a.Eval(s, objective.ContrastiveConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	p.evalQ2D, p.evD2 = a.Losses()
+	p.evalQ2D, p.evalD2Q = a.Losses()
 	a.ZeroGrad()
 	if p.loss, err = a.Grad(s, objective.ContrastiveConfig{}, 1); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func compare(t *testing.T, p *prepared) {
 	for _, l := range []struct {
 		name      string
 		got, eval float64
-	}{{"loss", p.loss, p.evalLoss}, {"q2d", p.q2d, p.evalQ2D}, {"d2q", p.d2q, p.evD2}} {
+	}{{"loss", p.loss, p.evalLoss}, {"q2d", p.q2d, p.evalQ2D}, {"d2q", p.d2q, p.evalD2Q}} {
 		want := float64(ref[l.name].Data[0])
 		if l.name == "q2d" && p.c.alpha == 0 || l.name == "d2q" && p.c.alpha == 1 {
 			want = 0 // a direction of weight 0 is not computed
