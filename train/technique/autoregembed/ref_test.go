@@ -1,0 +1,240 @@
+package autoregembed
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
+	"github.com/anna-search/anna/train/ops"
+)
+
+// tinyConfig is train/decoder's tiny Llama (2 layers, 4 query heads over 2
+// key/value heads) with tied word embeddings: the frozen decoder's LM head
+// is its input embedding.
+func tinyConfig() *model.Config {
+	return &model.Config{ModelType: "llama", VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
+		RopeTheta: 10000, TieWordEmbeddings: true}
+}
+
+const testEOS = 2
+
+func testConfig(stage Stage) Config {
+	return Config{Stage: stage, Prefix: []int32{1}, EOS: testEOS, QueryInstruction: []int32{5, 6, 7},
+		DocInstruction: []int32{8, 9}, Threads: 2, Seed: 7}
+}
+
+// randomStep makes Q queries and Q·G documents of 1–8 random tokens, EOS
+// appended (but for the last query, whose EOS was cut), right-padded.
+func randomStep(r *rand.Rand, Q, G, V int) *decoder.Step {
+	N, T := Q+Q*G, 9
+	b := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
+	for n := 0; n < N; n++ {
+		L := 1 + r.IntN(8)
+		for p := 0; p < T; p++ {
+			b.IDs[n*T+p] = int32(3 + r.IntN(V-3)) // padding ids are arbitrary too
+			if p <= L {
+				b.Mask[n*T+p] = 1
+			}
+		}
+		if n != Q-1 {
+			b.IDs[n*T+L] = testEOS
+		}
+	}
+	return &decoder.Step{Q: Q, G: G, Texts: make([]string, N), Batch: b}
+}
+
+type refCase struct {
+	stage Stage
+	lora  bool
+}
+
+func (c refCase) name() string {
+	if c.lora {
+		return c.stage.String() + "_lora"
+	}
+	return c.stage.String() + "_full"
+}
+
+type prepared struct {
+	c         refCase
+	t         *Technique
+	loss      float64
+	trainable []string
+	dir       string
+}
+
+// TestAutoRegEmbedGradientsMatchPyTorch compares the loss and every
+// trainable gradient (memory tokens, and E's weights or LoRA factors) of
+// both stages, full and LoRA, with PyTorch autograd in float64 over
+// transformers' LlamaModel (E, over inputs_embeds) and LlamaForCausalLM
+// (the frozen D) (tools/autoregembed_torch_ref.py).
+func TestAutoRegEmbedGradientsMatchPyTorch(t *testing.T) {
+	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "autoregembed_torch_ref.py")
+	cases := []refCase{{Compression, false}, {Compression, true}, {Alignment, false}, {Alignment, true}}
+	var preps []*prepared
+	var dirs []string
+	for i, c := range cases {
+		p := prepare(t, c, uint64(i+1))
+		preps = append(preps, p)
+		dirs = append(dirs, p.dir)
+	}
+	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("autoregembed_torch_ref.py: %v\n%s", err, out)
+	}
+	for _, p := range preps {
+		t.Run(p.c.name(), func(t *testing.T) { compare(t, p) })
+	}
+}
+
+func writeParams(t *testing.T, path string, ps []*ops.Param, extra ...*ops.Param) {
+	t.Helper()
+	raw := map[string]*safetensors.Tensor{}
+	for _, q := range append(ps, extra...) {
+		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
+	}
+	if err := safetensors.WriteFile(path, raw, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func prepare(t *testing.T, c refCase, seed uint64) *prepared {
+	t.Helper()
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(seed, 99))
+	ac := testConfig(c.stage)
+	if c.lora {
+		ac.LoRA = &decoder.LoRAConfig{Rank: 4, Alpha: 8}
+	}
+	var dec map[string]*safetensors.Tensor
+	if c.stage == Alignment { // E starts from stage 1's weights, D is the base
+		dec = decoder.RandomTensors(cfg, 0.1, seed+100)
+	}
+	tq, err := New(cfg, decoder.RandomTensors(cfg, 0.1, seed), dec, ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Move E and its memory away from where they started (the reference):
+	// LoRA factors get values (B starts at zero), full weights noise.
+	for _, p := range tq.Params() {
+		if p.Frozen {
+			continue
+		}
+		for i := range p.W {
+			if c.lora && p.Name != MemoryName {
+				p.W[i] = float32(0.05 * r.NormFloat64())
+			} else {
+				p.W[i] += float32(0.02 * r.NormFloat64())
+			}
+		}
+	}
+	const Q, G = 2, 3
+	s := randomStep(r, Q, G, cfg.VocabSize)
+	cc := objective.ContrastiveConfig{Temperature: 0.1}
+	loss, err := tq.Grad(s, cc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &prepared{c: c, t: tq, loss: loss, dir: t.TempDir()}
+	for _, q := range tq.Params() {
+		if !q.Frozen {
+			p.trainable = append(p.trainable, q.Name)
+		}
+	}
+	writeParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params())
+	writeParams(t, filepath.Join(p.dir, "dec.safetensors"), tq.dec.Params)
+	if tq.ref != nil {
+		writeParams(t, filepath.Join(p.dir, "ref.safetensors"), tq.ref.Params, &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})
+	}
+	b := s.Batch
+	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
+	for n := 0; n < b.N; n++ {
+		ids[n], mask[n] = b.IDs[n*b.T:(n+1)*b.T], b.Mask[n*b.T:(n+1)*b.T]
+	}
+	job := map[string]any{"stage": int(c.stage), "Q": Q, "G": G, "eos": testEOS, "ids": ids, "mask": mask,
+		"prefix": ac.Prefix, "query_instruction": ac.QueryInstruction, "doc_instruction": ac.DocInstruction,
+		"causal": tq.enc.Causal, "beta": 0.1, "tau": cc.Temperature, "trainable": p.trainable}
+	if c.lora {
+		job["lora"] = map[string]any{"rank": ac.LoRA.Rank, "alpha": ac.LoRA.Alpha}
+	}
+	cj, _ := json.Marshal(cfg)
+	jb, _ := json.Marshal(job)
+	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "job.json"), jb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func compare(t *testing.T, p *prepared) {
+	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refLoss := float64(ref["loss"].Data[0])
+	lossRel := math.Abs(p.loss-refLoss) / math.Max(math.Abs(refLoss), 1e-6)
+	if lossRel > 1e-4 {
+		t.Errorf("loss %.7g, PyTorch %.7g (relative error %.2g)", p.loss, refLoss, lossRel)
+	}
+	// Relative error per tensor in the L2 norm, with a floor of 1e-3 of
+	// the largest tensor gradient (as train/decoder's comparison).
+	norm := func(x []float64) float64 {
+		var s float64
+		for _, v := range x {
+			s += v * v
+		}
+		return math.Sqrt(s)
+	}
+	byName := map[string]*ops.Param{}
+	for _, q := range p.t.Params() {
+		byName[q.Name] = q
+	}
+	refNorm := map[string]float64{}
+	var largest float64
+	for _, name := range p.trainable {
+		rg, ok := ref[name]
+		if !ok {
+			t.Fatalf("PyTorch returned no gradient for %s", name)
+		}
+		v := make([]float64, len(rg.Data))
+		for i, x := range rg.Data {
+			v[i] = float64(x)
+		}
+		refNorm[name] = norm(v)
+		largest = math.Max(largest, refNorm[name])
+	}
+	if largest == 0 {
+		t.Fatal("every reference gradient is zero")
+	}
+	if refNorm[MemoryName] == 0 {
+		t.Error("the memory tokens' reference gradient is zero")
+	}
+	worst, worstName := 0.0, ""
+	for _, name := range p.trainable {
+		rg, g := ref[name].Data, byName[name].G
+		diff := make([]float64, len(g))
+		for i := range g {
+			diff[i] = float64(g[i]) - float64(rg[i])
+		}
+		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
+		if rel > worst {
+			worst, worstName = rel, name
+		}
+		if rel > 1e-4 {
+			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
+		}
+	}
+	t.Logf("loss %.7g (PyTorch %.7g, relative error %.2g); %d gradients compared, worst relative error %.3g (%s)",
+		p.loss, refLoss, lossRel, len(p.trainable), worst, worstName)
+}
