@@ -1,6 +1,5 @@
-// Package autoregembed is AutoRegEmbed (paper 001, "Large Language Models
-// are Autoregressive Embedders": information compression and conditional
-// distribution alignment) as a decoder.Technique.
+// Package autoregembed is AutoRegEmbed (paper 001: information compression
+// and conditional distribution alignment) as a decoder.Technique.
 //
 // A text is encoded by appending k memory tokens (new trainable
 // embeddings, k = 5 by default as in the paper's Appendix A) to
