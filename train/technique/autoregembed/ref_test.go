@@ -54,15 +54,20 @@ func randomStep(r *rand.Rand, Q, G, V int) *decoder.Step {
 }
 
 type refCase struct {
-	stage Stage
-	lora  bool
+	stage  Stage
+	lora   bool
+	untied bool // the frozen decoder has an lm_head of its own
 }
 
 func (c refCase) name() string {
+	n := c.stage.String() + "_full"
 	if c.lora {
-		return c.stage.String() + "_lora"
+		n = c.stage.String() + "_lora"
 	}
-	return c.stage.String() + "_full"
+	if c.untied {
+		n += "_untied"
+	}
+	return n
 }
 
 type prepared struct {
@@ -75,12 +80,14 @@ type prepared struct {
 
 // TestAutoRegEmbedGradientsMatchPyTorch compares the loss and every
 // trainable gradient (memory tokens, and E's weights or LoRA factors) of
-// both stages, full and LoRA, with PyTorch autograd in float64 over
+// both stages, full and LoRA, with tied word embeddings and with a frozen
+// decoder that has an lm_head of its own, with PyTorch autograd in float64 over
 // transformers' LlamaModel (E, over inputs_embeds) and LlamaForCausalLM
 // (the frozen D) (tools/autoregembed_torch_ref.py).
 func TestAutoRegEmbedGradientsMatchPyTorch(t *testing.T) {
 	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "autoregembed_torch_ref.py")
-	cases := []refCase{{Compression, false}, {Compression, true}, {Alignment, false}, {Alignment, true}}
+	cases := []refCase{{Compression, false, false}, {Compression, true, false}, {Alignment, false, false},
+		{Alignment, true, false}, {Compression, true, true}, {Alignment, false, true}}
 	var preps []*prepared
 	var dirs []string
 	for i, c := range cases {
@@ -115,11 +122,21 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if c.lora {
 		ac.LoRA = &decoder.LoRAConfig{Rank: 4, Alpha: 8}
 	}
+	enc := decoder.RandomTensors(cfg, 0.1, seed)
 	var dec map[string]*safetensors.Tensor
 	if c.stage == Alignment { // E starts from stage 1's weights, D is the base
 		dec = decoder.RandomTensors(cfg, 0.1, seed+100)
 	}
-	tq, err := New(cfg, decoder.RandomTensors(cfg, 0.1, seed), dec, ac)
+	if c.untied {
+		cfg.TieWordEmbeddings = false
+		if dec == nil {
+			dec = enc
+		}
+		head := decoder.RandomTensors(cfg, 0.1, seed+200)["embed_tokens.weight"]
+		head.Name = "lm_head.weight"
+		dec["lm_head.weight"] = head
+	}
+	tq, err := New(cfg, enc, dec, ac)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +168,11 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 		}
 	}
 	writeParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params())
-	writeParams(t, filepath.Join(p.dir, "dec.safetensors"), tq.dec.Params)
+	var head []*ops.Param
+	if c.untied {
+		head = append(head, tq.dec.LMHead())
+	}
+	writeParams(t, filepath.Join(p.dir, "dec.safetensors"), tq.dec.Params, head...)
 	if tq.ref != nil {
 		writeParams(t, filepath.Join(p.dir, "ref.safetensors"), tq.ref.Params, &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})
 	}
