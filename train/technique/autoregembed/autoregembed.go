@@ -47,7 +47,10 @@
 //   - The sign of the reference term: Eq. 2 subtracts β·log(p_ref(d+)/p_ref(d−));
 //     the released trainer adds it. This follows the paper.
 //   - p_ref is computed each step by the frozen reference encoder (the
-//     released code precomputes it offline over the data set).
+//     released code precomputes it offline over the data set). The
+//     reference is what New is given, so a resumed stage 2 is built from
+//     the checkpoint and memory stage 2 started from, then its Params
+//     restored.
 //   - The stage-2 decoder D is the base LLM (the released script's
 //     decoder_name_or_path), while E starts from stage 1's result: New takes
 //     both checkpoints.
