@@ -284,6 +284,9 @@ type Batch struct {
 	IDs   []int32   // N×T token ids
 	Types []int32   // N×T token type ids; nil means all zero
 	Mask  []float32 // N×T attention mask, 1 for real tokens, 0 for padding
+	// Texts are the N texts the batch was tokenised from, when known (the
+	// decoder techniques read them: Causal2Vec's encoder sees them).
+	Texts []string
 }
 
 // Validate checks the batch against the model's vocabulary and sizes.

@@ -65,11 +65,14 @@ func (d decoderNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher 
 // source is what Run loaded: the network, the tokenizer file it trains
 // with, and the directory whose config and side files the export copies.
 type source struct {
-	net     net
-	bert    *Model         // nil for decoders
-	dec     *decoder.Model // nil for BERT
-	tokPath string
-	dir     string
+	net  net
+	bert *Model         // nil for decoders
+	dec  *decoder.Model // nil for BERT
+	// technique is the decoder.Technique trained instead of the plain
+	// contrastive step (Config.Technique), or nil.
+	technique decoder.Technique
+	tokPath   string
+	dir       string
 }
 
 // loadSource loads cfg.ModelDir: a BERT or decoder Hugging Face checkpoint
@@ -88,8 +91,8 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		mc = c
 	}
 	if !isGGUF && !mc.IsDecoder() {
-		if cfg.Bidirectional || cfg.Recompute || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
-			return nil, fmt.Errorf("train: bidirectional attention, recomputation and trainable pooling heads are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
+		if cfg.Bidirectional || cfg.Recompute || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer || cfg.Technique != "" {
+			return nil, fmt.Errorf("train: bidirectional attention, recomputation, trainable pooling heads and techniques are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
 		}
 		if cfg.LoRA != nil && cfg.LoRA.Alpha <= 0 {
 			cfg.LoRA.Alpha = float64(2 * cfg.LoRA.Rank)
@@ -109,6 +112,16 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 
 	if cross {
 		return nil, fmt.Errorf("train: objective %q: decoders train as bi-encoders only (contrastive)", cfg.Objective)
+	}
+	switch cfg.Technique {
+	case "":
+	case TechniqueCausal2Vec:
+		if !cfg.NoExport {
+			return nil, fmt.Errorf("train: technique %s: the encoder does not serve a Causal2Vec pair yet, so there is no anna model to export: train with NoExport (the checkpoint holds the decoder's weights; OUT/causal2vec the MLP and the pairing)", cfg.Technique)
+		}
+	case TechniqueAnchor:
+	default:
+		return nil, fmt.Errorf("train: technique %q (want %s or %s)", cfg.Technique, TechniqueCausal2Vec, TechniqueAnchor)
 	}
 	headPool := cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer
 	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {

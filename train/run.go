@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // Config is one training run. Zero values pick the defaults noted.
@@ -67,6 +68,22 @@ type Config struct {
 	// HeadLatents and HeadHeads shape a trainable pooling head (0: 16
 	// latent queries, 8 attention heads).
 	HeadLatents, HeadHeads int
+
+	// Technique replaces the decoder's contrastive step with one of the
+	// papers' methods (TechniqueCausal2Vec, TechniqueAnchor); "" is the
+	// plain contrastive step.
+	Technique string
+	// ContextEncoder embeds texts for Causal2Vec (a frozen small encoder,
+	// e.g. anna's ORT encoder of all-MiniLM-L6-v2), giving
+	// ContextEncoderDim floats per text; ContextEncoderName is recorded in
+	// its export.
+	ContextEncoder     func(texts []string) ([][]float32, error)
+	ContextEncoderDim  int
+	ContextEncoderName string
+	// AnchorAlpha is Anchor's weight of EBQ2D (query embedding → document;
+	// EBD2Q gets 1 − α): 0 means the paper's 0.2, a negative value α = 0
+	// (the paper's OnlyD2Q).
+	AnchorAlpha float64
 
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
@@ -231,6 +248,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("train: the model dir needs tokenizer.json: %w", err)
 	}
 	defer tok.Close()
+	if cfg.Technique != "" {
+		prompts := map[string]string{}
+		for _, e := range examples {
+			if e.Prompt != "" {
+				prompts[e.Prompt+e.Query] = e.Prompt
+			}
+		}
+		tn, err := newTechnique(&cfg, src.dec, tok, prompts)
+		if err != nil {
+			return nil, err
+		}
+		m, src.net, src.technique = tn, tn, tn.t
+	}
 
 	// Held-out split: a seeded shuffle, the tail held out.
 	order := rand.New(rand.NewPCG(cfg.Seed, 0xe7a1)).Perm(len(examples))
@@ -386,6 +416,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Steps, res.FinalLoss = steps, lastLoss
+	if c2v, ok := src.technique.(*causal2vec.Technique); ok {
+		// Its MLP and the pairing, beside the checkpoint (which holds the
+		// decoder's weights); the encoder does not serve the pair yet, so
+		// there is no anna model to export.
+		res.HFDir = filepath.Join(cfg.OutDir, "causal2vec")
+		if err := c2v.Save(res.HFDir); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		return res, nil
+	}
 	if cfg.NoExport {
 		return res, nil
 	}
@@ -440,6 +480,7 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 			teacher = append(teacher, g.teacher...)
 		}
 		b := tr.batch(tr.tok.EncodeBatch(texts, cfg.MaxLength))
+		b.Texts = texts
 		cc := ContrastiveConfig{Temperature: cfg.Temperature, InBatch: !cfg.NoInBatch, DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 		if !backward {
 			l, correct, err := tr.m.evalContrastive(b, Q, G, cfg.Pooling, teacher, cc)

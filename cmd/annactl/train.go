@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train/cuda"
 	"github.com/spf13/cobra"
@@ -24,6 +25,7 @@ func (a *app) trainCommand() *cobra.Command {
 		lora, device string
 		loraAlpha    float64
 		noInBatch    bool
+		contextModel string
 	)
 	cmd := &cobra.Command{
 		Use:   "train --input MINED.jsonl --output DIR [flags]",
@@ -99,6 +101,33 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				return err
 			}
 			c.ModelDir = src
+			if c.Technique != "" {
+				if err := oneOf("technique", c.Technique, train.TechniqueCausal2Vec, train.TechniqueAnchor); err != nil {
+					return err
+				}
+			}
+			if c.AnchorAlpha != 0 && c.Technique != train.TechniqueAnchor || c.AnchorAlpha < 0 || c.AnchorAlpha > 1 {
+				return usageErrorf("--anchor-alpha is --technique anchor's weight of EBQ2D, in (0, 1] (got %g)", c.AnchorAlpha)
+			}
+			if c.Technique == train.TechniqueCausal2Vec {
+				// The frozen small encoder, embeddings cached by its fingerprint.
+				if contextModel == "" {
+					contextModel = home.DefaultModel()
+				}
+				ort, err := encoder.Load(ctx, contextModel, encoder.Options{})
+				if err != nil {
+					return fmt.Errorf("--context-model: %w", err)
+				}
+				defer ort.Close()
+				cache, err := encoder.NewCache(ort, home.EmbeddingCacheDir())
+				if err != nil {
+					return err
+				}
+				c.ContextEncoderDim, c.ContextEncoderName = ort.Dim(), filepath.Base(contextModel)
+				c.ContextEncoder = func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) }
+			} else if contextModel != "" {
+				return usageErrorf("--context-model is --technique causal2vec's small encoder")
+			}
 			if lora != "" {
 				lc, err := parseLoRA(lora, loraAlpha)
 				if err != nil {
@@ -148,6 +177,9 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.IntVar(&c.HeadLatents, "head-latents", 0, "trainable pooling head: latent queries (0: 16)")
 	f.IntVar(&c.HeadHeads, "head-heads", 0, "trainable pooling head: attention heads, dividing the hidden size (0: 8)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (the ONNX graph is causal: needs --no-export)")
+	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; needs --no-export) or anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output)")
+	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the frozen small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
+	f.Float64Var(&c.AnchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
 	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")

@@ -1,0 +1,136 @@
+package train
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/causal2vec"
+)
+
+// Techniques (Config.Technique): the papers' training methods on decoders,
+// each a decoder.Technique run by the same loop (schedule, accumulation,
+// clipping, checkpoints, resume) as the plain contrastive step.
+const (
+	// TechniqueCausal2Vec is paper 004: a frozen small encoder's vector
+	// through a trainable MLP into a contextual token after the
+	// instruction; the embedding is [h_C; h_EOS] (ContextEncoder).
+	TechniqueCausal2Vec = "causal2vec"
+	// TechniqueAnchor is paper 000's stage I (EBQ2D + EBD2Q reconstruction
+	// from the EOS embedding, AnchorAlpha); stage II is a plain contrastive
+	// run from its export.
+	TechniqueAnchor = "anchor"
+)
+
+// techniqueNet trains a decoder.Technique.
+type techniqueNet struct {
+	t decoder.Technique
+	d *decoder.Model
+	// parts returns the last step's loss terms, where the technique has
+	// an InfoNCE + distillation loss.
+	parts func() lossParts
+}
+
+func (n techniqueNet) params() []*Param { return n.t.Params() }
+func (n techniqueNet) zeroGrad()        { n.t.ZeroGrad() }
+func (n techniqueNet) positions() int   { return n.d.Cfg.MaxPositionEmbeddings }
+
+func techniqueStep(b *Batch, Q, G int, teacher []float32) *decoder.Step {
+	return &decoder.Step{Q: Q, G: G, Texts: b.Texts, Batch: decoderBatch(b), Teacher: teacher}
+}
+
+func (n techniqueNet) contrastiveGrad(b *Batch, Q, G int, _ string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+	l, err := n.t.Grad(techniqueStep(b, Q, G, teacher), cc, scale)
+	var p lossParts
+	if n.parts != nil {
+		p = n.parts()
+	}
+	return l, p, err
+}
+
+func (n techniqueNet) evalContrastive(b *Batch, Q, G int, _ string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {
+	return n.t.Eval(techniqueStep(b, Q, G, teacher), cc)
+}
+
+// newTechnique wraps the loaded decoder in cfg.Technique. prompts maps each
+// training query text (instruction + query) to its instruction.
+func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, prompts map[string]string) (techniqueNet, error) {
+	switch cfg.Technique {
+	case TechniqueAnchor:
+		if cfg.DistillWeight > 0 {
+			return techniqueNet{}, fmt.Errorf("train: technique %s: stage I reconstructs texts and has no distillation term (drop the distillation weight)", cfg.Technique)
+		}
+		alpha := cfg.AnchorAlpha
+		switch {
+		case alpha == 0:
+			alpha = anchor.DefaultAlpha
+		case alpha < 0:
+			alpha = 0 // the paper's OnlyD2Q
+		}
+		t, err := anchor.New(d, alpha)
+		if err != nil {
+			return techniqueNet{}, fmt.Errorf("train: %w", err)
+		}
+		return techniqueNet{t: t, d: d}, nil
+	case TechniqueCausal2Vec:
+		if cfg.ContextEncoder == nil || cfg.ContextEncoderDim <= 0 {
+			return techniqueNet{}, fmt.Errorf("train: technique %s needs a context encoder (the small bidirectional model, e.g. all-MiniLM-L6-v2) and its dimension", cfg.Technique)
+		}
+		// C goes after the tokens a text shares with its instruction alone
+		// (the BOS, if any, and the instruction: tokenised alone and in
+		// context they can differ at the seam, so the common prefix).
+		prefixIDs := func(prompt string) []int32 {
+			e := tok.Encode(prompt, 0)
+			ids := make([]int32, 0, len(e.IDs))
+			for _, id := range e.IDs {
+				ids = append(ids, int32(id))
+			}
+			if len(ids) > 0 { // the EOS the tokenizer appends
+				ids = ids[:len(ids)-1]
+			}
+			return ids
+		}
+		docPrefix := prefixIDs("")
+		insert := func(text string, ids []int32, query bool) (int, error) {
+			pre := docPrefix
+			if p := prompts[text]; query && p != "" {
+				pre = prefixIDs(p)
+			}
+			n := 0
+			for n < len(pre) && n < len(ids)-1 && pre[n] == ids[n] {
+				n++
+			}
+			return n, nil
+		}
+		encText := func(text string, query bool) string {
+			if p := prompts[text]; query && p != "" {
+				return text[len(p):] // the encoder sees the query without the decoder's instruction
+			}
+			return text
+		}
+		embed := cfg.ContextEncoder
+		enc := causal2vec.Frozen(func(texts []string) ([]float32, int, error) {
+			vecs, err := embed(texts)
+			if err != nil {
+				return nil, 0, err
+			}
+			if len(vecs) != len(texts) {
+				return nil, 0, fmt.Errorf("train: context encoder gave %d vectors for %d texts", len(vecs), len(texts))
+			}
+			return slices.Concat(vecs...), cfg.ContextEncoderDim, nil
+		})
+		t, err := causal2vec.New(d, enc, causal2vec.Config{EncoderModel: cfg.ContextEncoderName, EncoderDim: cfg.ContextEncoderDim,
+			DecoderModel: filepath.Base(cfg.ModelDir), Seed: cfg.Seed, Insert: insert, EncoderText: encText})
+		if err != nil {
+			return techniqueNet{}, fmt.Errorf("train: %w", err)
+		}
+		return techniqueNet{t: t, d: d, parts: func() lossParts {
+			p := t.LossParts()
+			return lossParts{infoNCE: p.InfoNCE, distill: p.Distill}
+		}}, nil
+	}
+	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s or %s)", cfg.Technique, TechniqueCausal2Vec, TechniqueAnchor)
+}

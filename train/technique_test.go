@@ -1,0 +1,134 @@
+package train
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/technique/causal2vec"
+)
+
+// writePromptData is writeData with an instruction on every query.
+func writePromptData(t *testing.T, n int, prompt string) string {
+	t.Helper()
+	p := writeData(t, n, true)
+	b, err := os.ReadFile(p)
+	must(t, err)
+	must(t, os.WriteFile(p, []byte(strings.ReplaceAll(string(b), `"prompt":""`, `"prompt":"`+prompt+`"`)), 0o644))
+	return p
+}
+
+// letterEncoder is a frozen context encoder for tests: each text's letter
+// counts folded into 8 dimensions. It records the texts it sees.
+type letterEncoder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (e *letterEncoder) embed(texts []string) ([][]float32, error) {
+	e.mu.Lock()
+	e.seen = append(e.seen, texts...)
+	e.mu.Unlock()
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		v := make([]float32, 8)
+		for _, r := range s {
+			v[int(r)%8] += 0.1
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// The techniques run through Run's loop: Anchor's stage I lowers its
+// held-out reconstruction loss and exports an anna model (the decoder, for
+// stage II); Causal2Vec lowers its held-out contrastive loss, its encoder
+// sees queries without the decoder's instruction, it saves its MLP and
+// pairing, and a run stopped and resumed ends where a straight run does.
+func TestRunTechniques(t *testing.T) {
+	src := tinyDecoder(t, "llama")
+	const prompt = "Represent this question for retrieval: "
+	data := writePromptData(t, 40, prompt)
+	ctx := context.Background()
+	lossFalls := func(t *testing.T, cfg Config) *Result {
+		t.Helper()
+		var evals []*EvalResult
+		cfg.Progress = func(p Progress) {
+			if p.Eval != nil {
+				evals = append(evals, p.Eval)
+			}
+		}
+		res, err := Run(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evals) < 2 || !(evals[len(evals)-1].Loss < evals[0].Loss) {
+			t.Fatalf("held-out loss did not fall: %+v", evals)
+		}
+		t.Logf("%s: held-out loss %.4f → %.4f", cfg.Technique, evals[0].Loss, evals[len(evals)-1].Loss)
+		return res
+	}
+	t.Run("anchor", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "run")
+		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: out, Technique: TechniqueAnchor, BatchSize: 6, GroupSize: 2,
+			MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}})
+		if man, err := model.LoadManifest(res.ModelDir); err != nil || man.Pooling != model.PoolingLastToken {
+			t.Fatalf("stage I export: %+v %v", man, err)
+		}
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueAnchor, DistillWeight: 0.5, MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), "distillation") {
+			t.Fatalf("anchor with distillation: %v", err)
+		}
+	})
+	t.Run("causal2vec", func(t *testing.T) {
+		enc := &letterEncoder{}
+		cfg := Config{ModelDir: src, Data: data, Technique: TechniqueCausal2Vec, BatchSize: 6, GroupSize: 4, MaxSteps: 8,
+			LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true, DistillWeight: 0.5,
+			ContextEncoder: enc.embed, ContextEncoderDim: 8, ContextEncoderName: "letters"}
+		cfg.OutDir = filepath.Join(t.TempDir(), "run")
+		res := lossFalls(t, cfg)
+		for _, s := range enc.seen {
+			if strings.HasPrefix(s, prompt) {
+				t.Fatalf("the context encoder saw the decoder's instruction: %q", s)
+			}
+		}
+		man, err := causal2vec.ReadManifest(res.HFDir)
+		if err != nil || man.Encoder.Model != "letters" || man.EmbeddingDim != 64 {
+			t.Fatalf("causal2vec export: %+v %v", man, err)
+		}
+		// Stopped after step 4 (Ctrl-C: a checkpoint), resumed: the same
+		// final parameters, MLP included, as the straight run.
+		cfg.OutDir = filepath.Join(t.TempDir(), "split")
+		stop, cancel := context.WithCancel(ctx)
+		cfg.Progress = func(p Progress) {
+			if p.Step == 4 && p.Eval == nil {
+				cancel()
+			}
+		}
+		if _, err := Run(stop, cfg); err == nil {
+			t.Fatal("the cancelled run did not stop")
+		}
+		cfg.Progress, cfg.Resume = nil, true
+		_, err = Run(ctx, cfg)
+		must(t, err)
+		want, got := readParams(t, filepath.Dir(res.HFDir)), readParams(t, cfg.OutDir)
+		if _, ok := want["causal2vec.mlp.0.weight"]; !ok || len(got) != len(want) {
+			t.Fatalf("checkpoints hold %d and %d tensors, the MLP's among them: %v", len(want), len(got), ok)
+		}
+		for name, w := range want {
+			if !slices.Equal(w.Data, got[name].Data) {
+				t.Fatalf("%s differs between the straight and the resumed run", name)
+			}
+		}
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, MaxSteps: 1, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err == nil || !strings.Contains(err.Error(), "NoExport") {
+			t.Fatalf("causal2vec with export: %v", err)
+		}
+	})
+	if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: "nope", MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("unknown technique: %v", err)
+	}
+}
