@@ -56,7 +56,10 @@ func (is *Issues[K]) List() []Issue[K] { return is.list }
 //   - every neighbour list is within its bound (2·M on the base layer, M
 //     above), names existing slots other than its own, no slot twice, and
 //     only slots present on that level;
-//   - every vector is finite;
+//   - every vector is finite (a float vector mapped from a file is not
+//     read: the file's checksum covered it, and reading them all would
+//     bring the whole mapping into memory); in a quantized graph, every
+//     code is in [-127, 127] and the quantizer's ranges are finite;
 //   - every live node is reachable from the entry point on the base layer
 //     (through tombstones too, as searches go).
 //
@@ -73,10 +76,25 @@ func (g *Graph[K]) Check() []Issue[K] {
 		}
 		return is.List()
 	}
-	if len(g.levels) != n || len(g.deleted) != n || len(g.upper) != n || len(g.vecs) != n*g.dim || len(g.links0) != n*(g.m0+1) {
-		add(fmt.Sprintf("per-node arrays disagree: %d keys, %d levels, %d flags, %d upper lists, %d vector floats (dim %d), %d base-layer slots (m0 %d)",
-			n, len(g.levels), len(g.deleted), len(g.upper), len(g.vecs), g.dim, len(g.links0), g.m0), nil)
+	codes := n * g.dim
+	if !g.quant {
+		codes = 0
+	}
+	if len(g.levels) != n || len(g.deleted) != n || len(g.upper) != n || g.nMapped > n || len(g.mapped) != g.nMapped*g.dim ||
+		len(g.vecs) != (n-g.nMapped)*g.dim || len(g.links0) != n*(g.m0+1) || len(g.codes) != codes {
+		add(fmt.Sprintf("per-node arrays disagree: %d keys, %d levels, %d flags, %d upper lists, %d+%d vector floats (dim %d), %d codes, %d base-layer slots (m0 %d)",
+			n, len(g.levels), len(g.deleted), len(g.upper), len(g.mapped), len(g.vecs), g.dim, len(g.codes), len(g.links0), g.m0), nil)
 		return is.List() // the walks below would index out of range
+	}
+	if g.quant {
+		bad := len(g.qz.mid) != g.dim || len(g.qz.scale) != g.dim
+		for j := 0; !bad && j < g.dim; j++ {
+			m, s := float64(g.qz.mid[j]), float64(g.qz.scale[j])
+			bad = math.IsNaN(m) || math.IsInf(m, 0) || math.IsNaN(s) || math.IsInf(s, 0) || s < 0
+		}
+		if bad {
+			add("the quantizer's ranges are missing or not finite", nil)
+		}
 	}
 	dead := 0
 	for id := range g.keys {
@@ -146,11 +164,16 @@ func (g *Graph[K]) Check() []Issue[K] {
 				break
 			}
 		}
-		for _, x := range g.vec(id) {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				add("vector has a NaN or infinite component", &key)
-				break
+		if i >= g.nMapped {
+			for _, x := range g.vec(id) {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					add("vector has a NaN or infinite component", &key)
+					break
+				}
 			}
+		}
+		if g.quant && slices.Contains(g.code(id), -128) {
+			add("code out of range (-128)", &key)
 		}
 	}
 	if len(is.List()) > 0 {

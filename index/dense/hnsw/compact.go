@@ -23,7 +23,6 @@ import (
 // deletes came from there.
 func (g *Graph[K]) compact() {
 	n := len(g.keys)
-	dist := g.distance()
 
 	// A live entry point on the highest live level.
 	entry, maxLevel := uint32(0), -1
@@ -44,6 +43,7 @@ func (g *Graph[K]) compact() {
 	vs := g.getVisited()
 	defer g.visitedPool.Put(vs)
 	efc := g.efConstruction()
+	qbuf, nbuf := make([]float32, g.dim), make([]float32, g.dim)
 	var cs []cand
 	for level := 0; level <= maxLevel; level++ {
 		maxM := g.maxLinks(level)
@@ -56,7 +56,7 @@ func (g *Graph[K]) compact() {
 			if !slices.ContainsFunc(lst, func(x uint32) bool { return g.deleted[x] }) {
 				continue
 			}
-			q := g.vec(id)
+			q := g.nodeQuery(id, qbuf)
 			vs.reset(n)
 			vs.visit(id)
 			cs = cs[:0]
@@ -64,7 +64,7 @@ func (g *Graph[K]) compact() {
 				if g.deleted[x] || vs.visit(x) {
 					return
 				}
-				cs = append(cs, cand{x, dist(q, g.vec(x))})
+				cs = append(cs, cand{x, g.qdist(&q, x)})
 			}
 			for _, x := range lst {
 				if !g.deleted[x] {
@@ -82,13 +82,13 @@ func (g *Graph[K]) compact() {
 				}
 			}
 			if len(cs) < maxM/2 && id != entry {
-				ep := cand{entry, dist(q, g.vec(entry))}
+				ep := cand{entry, g.qdist(&q, entry)}
 				for l := maxLevel; l > level; l-- {
-					ep = g.greedy(q, ep, l, dist)
+					ep = g.greedy(&q, ep, l)
 				}
 				vs.reset(n)
 				vs.visit(id)
-				for _, c := range g.searchLayer(q, ep, efc, level, true, nil, dist, vs) {
+				for _, c := range g.searchLayer(&q, ep, efc, level, true, nil, vs) {
 					if c.id != id && !slices.ContainsFunc(cs, func(o cand) bool { return o.id == c.id }) {
 						cs = append(cs, c)
 					}
@@ -98,7 +98,7 @@ func (g *Graph[K]) compact() {
 			if len(cs) > efc {
 				cs = cs[:efc]
 			}
-			g.setLinks(id, level, g.selectNeighbors(cs, maxM, dist))
+			g.setLinks(id, level, g.selectNeighbors(cs, maxM, nbuf))
 		}
 	}
 
@@ -116,7 +116,12 @@ func (g *Graph[K]) compact() {
 		newID[old] = live
 		nw := int(live)
 		g.keys[nw] = g.keys[old]
-		copy(g.vecs[nw*g.dim:(nw+1)*g.dim], g.vecs[old*g.dim:(old+1)*g.dim])
+		// Mapped float vectors are a private (copy-on-write) mapping: a
+		// write here never reaches the file.
+		copy(g.vec(uint32(nw)), g.vec(uint32(old)))
+		if g.quant {
+			copy(g.code(uint32(nw)), g.code(uint32(old)))
+		}
 		g.levels[nw] = g.levels[old]
 		copy(g.links0[nw*stride:(nw+1)*stride], g.links0[old*stride:(old+1)*stride])
 		g.upper[nw] = g.upper[old]
@@ -125,7 +130,16 @@ func (g *Graph[K]) compact() {
 	nl := int(live)
 	clear(g.keys[nl:]) // release tombstoned keys (strings) to the GC
 	g.keys = g.keys[:nl]
-	g.vecs = g.vecs[:nl*g.dim]
+	if nl <= g.nMapped {
+		g.nMapped = nl
+		g.mapped = g.mapped[:nl*g.dim]
+		g.vecs = g.vecs[:0]
+	} else {
+		g.vecs = g.vecs[:(nl-g.nMapped)*g.dim]
+	}
+	if g.quant {
+		g.codes = g.codes[:nl*g.dim]
+	}
 	g.levels = g.levels[:nl]
 	g.deleted = g.deleted[:nl]
 	clear(g.deleted)

@@ -6,8 +6,10 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -98,6 +100,18 @@ type Graph[K cmp.Ordered] struct {
 	// Default 200; higher gives a better graph and slower inserts.
 	EfConstruction int
 
+	// Quantize is QuantizeNone (float32 vectors, the default) or
+	// QuantizeInt8: the graph is built and searched over int8 codes of
+	// the vectors and a search's candidates are re-scored with the float
+	// vectors (see quant.go). Int8 needs DotDistance (L2-normalised
+	// vectors). It is fixed by the first Add; Import takes it from the
+	// stream.
+	Quantize string
+
+	// Workers is how many goroutines Add spreads its inserts over (<= 0:
+	// GOMAXPROCS). The graph built does not depend on it (see addBatch).
+	Workers int
+
 	mu sync.RWMutex
 
 	// Fixed by the first insert (and reset when the graph becomes empty).
@@ -107,8 +121,18 @@ type Graph[K cmp.Ordered] struct {
 
 	// Per internal id (dense, insertion order; ids are renumbered by
 	// compact).
-	keys    []K
-	vecs    []float32 // id*dim ... (id+1)*dim
+	keys []K
+	// Float vectors: those of ids below nMapped in mapped (a file mapping,
+	// only in quantized graphs loaded with ImportOptions.File), the others
+	// in vecs, (id-nMapped)*dim ... (id-nMapped+1)*dim.
+	vecs    []float32
+	mapped  []float32
+	nMapped int
+	mapping *fileMapping
+	// quant: Quantize is QuantizeInt8; codes holds id*dim ... (id+1)*dim.
+	quant   bool
+	qz      quantizer
+	codes   []int8
 	levels  []uint8
 	deleted []bool
 	// links0 holds the base layer: m0+1 slots per node, the first one the
@@ -164,8 +188,21 @@ func (g *Graph[K]) efSearch() int {
 	return defaultEfSearch
 }
 
-// setup fixes the structural parameters at the first insert.
+// setup fixes the structural parameters at the first insert. It panics on
+// a Quantize it does not know or cannot apply.
 func (g *Graph[K]) setup(dim int) {
+	switch g.Quantize {
+	case QuantizeNone:
+		g.quant = false
+	case QuantizeInt8:
+		if name, _ := distanceFuncToName(g.distance()); name != "dot" {
+			panic("hnsw: Quantize int8 needs DotDistance (L2-normalised vectors)")
+		}
+		g.quant = true
+	default:
+		panic(fmt.Sprintf("hnsw: unknown Quantize %q (want %q or %q)", g.Quantize, QuantizeNone, QuantizeInt8))
+	}
+	g.qz = quantizer{}
 	g.dim = dim
 	g.m = g.M
 	if g.m <= 0 {
@@ -192,6 +229,8 @@ func (g *Graph[K]) setup(dim int) {
 func (g *Graph[K]) reset() {
 	g.dim = 0
 	g.keys, g.vecs, g.levels, g.deleted, g.links0, g.upper = nil, nil, nil, nil, nil, nil
+	g.mapped, g.nMapped, g.mapping = nil, 0, nil
+	g.codes, g.qz = nil, quantizer{}
 	g.ids = nil
 	g.nDeleted = 0
 	g.entry = 0
@@ -233,9 +272,61 @@ func (g *Graph[K]) randomLevel(key K) int {
 	return l
 }
 
+// vec returns the float vector of id (aliasing the storage).
 func (g *Graph[K]) vec(id uint32) []float32 {
-	o := int(id) * g.dim
+	if int(id) < g.nMapped {
+		o := int(id) * g.dim
+		return g.mapped[o : o+g.dim : o+g.dim]
+	}
+	o := (int(id) - g.nMapped) * g.dim
 	return g.vecs[o : o+g.dim : o+g.dim]
+}
+
+// code returns the int8 codes of id (quantized graphs).
+func (g *Graph[K]) code(id uint32) []int8 {
+	o := int(id) * g.dim
+	return g.codes[o : o+g.dim : o+g.dim]
+}
+
+// newQuery prepares f for qdist, in p (dim floats of scratch) when the
+// graph is quantized.
+func (g *Graph[K]) newQuery(f, p []float32) query {
+	q := query{f: f, dist: g.distance()}
+	if g.quant {
+		q.p = p[:g.dim]
+		q.c0 = g.qz.prepare(q.p, f)
+	}
+	return q
+}
+
+// nodeQuery prepares node id's vector for qdist: its float vector, or in
+// a quantized graph what its codes decode to (in p).
+func (g *Graph[K]) nodeQuery(id uint32, p []float32) query {
+	if g.quant {
+		q := query{dist: DotDistance, p: p[:g.dim]}
+		q.c0 = g.qz.prepareCodes(q.p, g.code(id))
+		return q
+	}
+	return query{f: g.vec(id), dist: g.distance()}
+}
+
+// exactQuery is a query whose distances are computed from the float
+// vectors also in a quantized graph.
+func (g *Graph[K]) exactQuery(f []float32) query {
+	return query{f: f, dist: g.distance()}
+}
+
+// qdist is q's distance to node id: over the codes for a query prepared
+// for a quantized graph, else over the float vectors.
+func (g *Graph[K]) qdist(q *query, id uint32) float32 {
+	o := int(id) * g.dim
+	if q.p != nil {
+		return 1 - q.c0 - dotF32I8(q.p, g.codes[o:o+g.dim:o+g.dim])
+	}
+	if g.nMapped == 0 {
+		return q.dist(q.f, g.vecs[o:o+g.dim:o+g.dim])
+	}
+	return q.dist(q.f, g.vec(id))
 }
 
 // links returns the neighbor list of id at level (aliasing the storage).
@@ -299,11 +390,11 @@ func (g *Graph[K]) getVisited() *visitedSet {
 // greedy walks level from ep to the closest node it can reach by always
 // moving to a strictly closer neighbor (the ef=1 search of the upper
 // layers).
-func (g *Graph[K]) greedy(q []float32, ep cand, level int, dist DistanceFunc) cand {
+func (g *Graph[K]) greedy(q *query, ep cand, level int) cand {
 	for changed := true; changed; {
 		changed = false
 		for _, nb := range g.links(ep.id, level) {
-			if d := dist(q, g.vec(nb)); d < ep.dist {
+			if d := g.qdist(q, nb); d < ep.dist {
 				ep = cand{nb, d}
 				changed = true
 			}
@@ -330,7 +421,7 @@ func (g *Graph[K]) greedy(q []float32, ep cand, level int, dist DistanceFunc) ca
 // single best distance and truncated the candidate heap by removing its
 // last array element (not its worst element), which is where its recall
 // went.
-func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly bool, accept func(K) bool, dist DistanceFunc, vs *visitedSet) []cand {
+func (g *Graph[K]) searchLayer(q *query, ep cand, ef, level int, liveOnly bool, accept func(K) bool, vs *visitedSet) []cand {
 	cands := make(minHeap, 0, ef*2)
 	res := make(maxHeap, 0, ef+1)
 	vs.visit(ep.id)
@@ -351,13 +442,20 @@ func (g *Graph[K]) searchLayer(q []float32, ep cand, ef, level int, liveOnly boo
 		}
 		vs.todo = todo
 		if hasPrefetch {
-			lines := min(prefetchPerVector, (g.dim+15)/16)
-			for _, nb := range todo {
-				prefetchLines(&g.vecs[int(nb)*g.dim], lines)
+			if q.p != nil {
+				lines := (g.dim + 63) / 64
+				for _, nb := range todo {
+					prefetchBytes(&g.codes[int(nb)*g.dim], lines)
+				}
+			} else {
+				lines := min(prefetchPerVector, (g.dim+15)/16)
+				for _, nb := range todo {
+					prefetchLines(&g.vecs[int(nb)*g.dim], lines)
+				}
 			}
 		}
 		for _, nb := range todo {
-			d := dist(q, g.vec(nb))
+			d := g.qdist(q, nb)
 			if len(res) < ef || d < res[0].dist {
 				cands.push(cand{nb, d})
 				if g.admits(nb, liveOnly, accept) {
@@ -384,8 +482,9 @@ func (g *Graph[K]) admits(id uint32, liveOnly bool, accept func(K) bool) bool {
 // walking candidates from closest to farthest, keep one only if it is closer
 // to the base than to every neighbor already kept. This keeps links pointing
 // in diverse directions, which is what makes clustered data navigable.
-// sorted must be ordered by increasing distance to the base.
-func (g *Graph[K]) selectNeighbors(sorted []cand, m int, dist DistanceFunc) []cand {
+// sorted must be ordered by increasing distance to the base. p is dim
+// floats of scratch.
+func (g *Graph[K]) selectNeighbors(sorted []cand, m int, p []float32) []cand {
 	if len(sorted) <= m {
 		return sorted
 	}
@@ -394,10 +493,14 @@ func (g *Graph[K]) selectNeighbors(sorted []cand, m int, dist DistanceFunc) []ca
 		if len(sel) >= m {
 			break
 		}
-		cv := g.vec(c.id)
+		if len(sel) == 0 {
+			sel = append(sel, c)
+			continue
+		}
+		cq := g.nodeQuery(c.id, p)
 		good := true
 		for _, s := range sel {
-			if dist(cv, g.vec(s.id)) < c.dist {
+			if g.qdist(&cq, s.id) < c.dist {
 				good = false
 				break
 			}
@@ -410,8 +513,8 @@ func (g *Graph[K]) selectNeighbors(sorted []cand, m int, dist DistanceFunc) []ca
 }
 
 // connect adds a link nb -> id at level, re-running the heuristic over nb's
-// links when its list is full.
-func (g *Graph[K]) connect(nb, id uint32, d float32, level int, dist DistanceFunc) {
+// links when its list is full. p is dim floats of scratch.
+func (g *Graph[K]) connect(nb, id uint32, d float32, level int, p []float32) {
 	cur := g.links(nb, level)
 	maxM := g.maxLinks(level)
 	if slices.Contains(cur, id) {
@@ -421,14 +524,21 @@ func (g *Graph[K]) connect(nb, id uint32, d float32, level int, dist DistanceFun
 		g.appendLink(nb, level, id)
 		return
 	}
-	nv := g.vec(nb)
+	nq := g.nodeQuery(nb, p)
 	cs := make([]cand, 0, len(cur)+1)
 	for _, x := range cur {
-		cs = append(cs, cand{x, dist(nv, g.vec(x))})
+		cs = append(cs, cand{x, g.qdist(&nq, x)})
+	}
+	if g.quant {
+		// The same kind of distance as the others' (decoded nb to codes):
+		// d, the new node's float vector to nb's codes, differs from it by
+		// quantization noise, and on duplicates that noise alone would
+		// decide which of two equal vectors keeps the link.
+		d = g.qdist(&nq, id)
 	}
 	cs = append(cs, cand{id, d})
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
-	g.setLinks(nb, level, g.selectNeighbors(cs, maxM, dist))
+	g.setLinks(nb, level, g.selectNeighbors(cs, maxM, p))
 }
 
 func (g *Graph[K]) assertDims(n Vector) {
@@ -480,8 +590,10 @@ func (g *Graph[K]) Add(nodes ...Node[K]) {
 	if len(g.keys) == 0 {
 		g.setup(dim)
 	}
-	for _, n := range nodes {
-		g.insert(n.Key, n.Value)
+	for rest := nodes; len(rest) > 0; {
+		b := min(len(rest), batchSize)
+		g.addBatch(rest[:b])
+		rest = rest[b:]
 	}
 	compacted := g.maybeCompact()
 	// Repair reachability (see reconnect) after a compaction, and otherwise
@@ -509,57 +621,220 @@ func (g *Graph[K]) Reconnect() {
 	}
 }
 
-func (g *Graph[K]) insert(key K, vec []float32) {
-	dist := g.distance()
-	if old, ok := g.ids[key]; ok {
-		g.deleted[old] = true
-		g.nDeleted++
-	}
-	id := uint32(len(g.keys))
-	level := g.randomLevel(key)
-	g.keys = append(g.keys, key)
-	g.vecs = append(g.vecs, vec...)
-	g.levels = append(g.levels, uint8(level))
-	g.deleted = append(g.deleted, false)
-	g.links0 = append(g.links0, make([]uint32, g.m0+1)...)
-	var up []uint32
-	if level > 0 {
-		up = make([]uint32, level*(g.m+1))
-	}
-	g.upper = append(g.upper, up)
-	g.ids[key] = id
+// batchSize is how many nodes addBatch inserts together (Add cuts its
+// nodes into batches of this many). It is fixed, not derived from Workers,
+// so that the graph built does not depend on the number of cores.
+const batchSize = 256
 
-	if g.maxLevel < 0 {
-		g.entry, g.maxLevel = id, level
+// addBatch inserts nodes (at most batchSize of them), spread over Workers
+// goroutines. It runs under the write lock.
+//
+// The batch is inserted in three phases, each of which gives the same
+// result whatever the number of goroutines, so the graph depends only on
+// the nodes and the order they come in (as a serial build does):
+//
+//  1. serially, every node gets its slot (an upserted key's old node
+//     becomes a tombstone), its level and its codes;
+//  2. in parallel, each node searches the graph as it was before the batch
+//     (the paper's INSERT: greedy descent, then a layer search with
+//     EfConstruction per level), adds to each layer's candidates the
+//     nodes of the batch before it on that layer (by exact distance: they
+//     are not in the graph yet, so the search cannot find them; this is
+//     batchSize/2 distances per node), picks its neighbours with the
+//     heuristic and sets its own links. Nothing it reads is written in this
+//     phase: the searches walk only nodes linked before the batch, and a
+//     node's own links are written by its goroutine only;
+//  3. the reverse links: every (neighbour ← node) request of the batch is
+//     sorted by neighbour, then by node, and each neighbour's requests are
+//     applied in that order by one goroutine (connect: append, or re-run
+//     the heuristic over a full list), different neighbours in parallel.
+//
+// Then the entry point moves, in batch order, to the first node above the
+// top level. Compared with one node at a time, a node of the batch misses
+// only what the batch's earlier nodes would have changed in the graph it
+// searches, and sees those nodes themselves exactly.
+func (g *Graph[K]) addBatch(nodes []Node[K]) {
+	first := uint32(len(g.keys))
+	for _, n := range nodes {
+		if old, ok := g.ids[n.Key]; ok {
+			g.deleted[old] = true
+			g.nDeleted++
+		}
+		id := uint32(len(g.keys))
+		level := g.randomLevel(n.Key)
+		g.keys = append(g.keys, n.Key)
+		g.vecs = append(g.vecs, n.Value...)
+		g.levels = append(g.levels, uint8(level))
+		g.deleted = append(g.deleted, false)
+		g.links0 = append(g.links0, make([]uint32, g.m0+1)...)
+		var up []uint32
+		if level > 0 {
+			up = make([]uint32, level*(g.m+1))
+		}
+		g.upper = append(g.upper, up)
+		g.ids[n.Key] = id
+	}
+	if g.quant {
+		g.encode(first)
+	}
+
+	entry0, top0 := g.entry, g.maxLevel
+	efc := g.efConstruction()
+	n := len(nodes)
+	chosen := make([][][]cand, n) // per node, per level: its neighbours
+	g.parallel(n, func(w *worker, b int) {
+		id := first + uint32(b)
+		level := int(g.levels[id])
+		q := g.newQuery(g.vec(id), w.qbuf)
+		peers := w.peers[:0]
+		for j := uint32(0); j < uint32(b); j++ {
+			peers = append(peers, cand{first + j, g.qdist(&q, first+j)})
+		}
+		w.peers = peers
+		var ep cand
+		if top0 >= 0 {
+			ep = cand{entry0, g.qdist(&q, entry0)}
+			for l := top0; l > level; l-- {
+				ep = g.greedy(&q, ep, l)
+			}
+		}
+		per := make([][]cand, level+1)
+		for l := level; l >= 0; l-- {
+			var cs []cand
+			if l <= top0 {
+				w.vs.reset(len(g.keys))
+				// Tombstones may be linked to: they keep the graph
+				// connected and compaction relinks around them.
+				cs = g.searchLayer(&q, ep, efc, l, false, nil, w.vs)
+				if len(cs) > 0 {
+					ep = cs[0]
+				}
+			}
+			added := false
+			for _, p := range peers {
+				if int(g.levels[p.id]) >= l {
+					cs = append(cs, p)
+					added = true
+				}
+			}
+			if added {
+				slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+				if len(cs) > efc {
+					cs = cs[:efc]
+				}
+			}
+			nb := slices.Clone(g.selectNeighbors(cs, g.m, w.nbuf))
+			g.setLinks(id, l, nb)
+			per[l] = nb
+		}
+		chosen[b] = per
+	})
+
+	type request struct {
+		nb, id uint32
+		dist   float32
+		level  int
+	}
+	var reqs []request
+	for b, per := range chosen {
+		for l, nbs := range per {
+			for _, c := range nbs {
+				reqs = append(reqs, request{c.id, first + uint32(b), c.dist, l})
+			}
+		}
+	}
+	slices.SortFunc(reqs, func(a, b request) int {
+		if c := cmp.Compare(a.nb, b.nb); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.level, b.level)
+	})
+	var groups []int // start of each neighbour's requests, and len(reqs)
+	for i := range reqs {
+		if i == 0 || reqs[i].nb != reqs[i-1].nb {
+			groups = append(groups, i)
+		}
+	}
+	groups = append(groups, len(reqs))
+	g.parallel(len(groups)-1, func(w *worker, gi int) {
+		for _, r := range reqs[groups[gi]:groups[gi+1]] {
+			g.connect(r.nb, r.id, r.dist, r.level, w.nbuf)
+		}
+	})
+
+	for b := range nodes {
+		id := first + uint32(b)
+		if level := int(g.levels[id]); level > g.maxLevel {
+			g.entry, g.maxLevel = id, level
+		}
+	}
+}
+
+// encode gives the nodes from first on their codes, fitting the
+// quantizer's ranges first when they have never been fitted or the graph
+// has doubled since (until refitUntil vectors; see quant.go), in which
+// case every node is encoded again.
+func (g *Graph[K]) encode(first uint32) {
+	n := len(g.keys)
+	g.codes = append(g.codes, make([]int8, (n-int(first))*g.dim)...)
+	if g.qz.trainedOn == 0 || (g.qz.trainedOn < refitUntil && n >= 2*g.qz.trainedOn) {
+		g.qz = fitQuantizer(n, g.dim, func(i int) []float32 { return g.vec(uint32(i)) })
+		first = 0
+	}
+	const chunk = 1024
+	todo := n - int(first)
+	g.parallel((todo+chunk-1)/chunk, func(_ *worker, c int) {
+		for i := int(first) + c*chunk; i < min(n, int(first)+(c+1)*chunk); i++ {
+			g.qz.encode(g.code(uint32(i)), g.vec(uint32(i)))
+		}
+	})
+}
+
+// worker is one goroutine's scratch in parallel.
+type worker struct {
+	vs         *visitedSet
+	qbuf, nbuf []float32
+	peers      []cand
+}
+
+func (g *Graph[K]) workers() int {
+	if g.Workers > 0 {
+		return g.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// parallel calls f(w, i) for i in [0, n) on up to Workers goroutines, each
+// with its own scratch w, and returns when all calls have.
+func (g *Graph[K]) parallel(n int, f func(w *worker, i int)) {
+	if n <= 0 {
 		return
 	}
-	q := g.vec(id)
-	ep := cand{g.entry, dist(q, g.vec(g.entry))}
-	for l := g.maxLevel; l > level; l-- {
-		ep = g.greedy(q, ep, l, dist)
-	}
-	vs := g.getVisited()
-	defer g.visitedPool.Put(vs)
-	efc := g.efConstruction()
-	for l := min(level, g.maxLevel); l >= 0; l-- {
-		if l != min(level, g.maxLevel) {
-			vs.reset(len(g.keys))
-		}
-		// Tombstones may be linked to: they keep the graph connected and
-		// compaction relinks around them.
-		w := g.searchLayer(q, ep, efc, l, false, nil, dist, vs)
-		nb := g.selectNeighbors(w, g.m, dist)
-		g.setLinks(id, l, nb)
-		for _, c := range nb {
-			g.connect(c.id, id, c.dist, l, dist)
-		}
-		if len(w) > 0 {
-			ep = w[0]
+	run := func(next *atomic.Int64) {
+		w := &worker{vs: g.getVisited(), qbuf: make([]float32, g.dim), nbuf: make([]float32, g.dim)}
+		defer g.visitedPool.Put(w.vs)
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			f(w, i)
 		}
 	}
-	if level > g.maxLevel {
-		g.entry, g.maxLevel = id, level
+	var next atomic.Int64
+	nw := min(g.workers(), n)
+	if nw <= 1 {
+		run(&next)
+		return
 	}
+	var wg sync.WaitGroup
+	for range nw {
+		wg.Go(func() { run(&next) })
+	}
+	wg.Wait()
 }
 
 // Search finds the k nearest neighbors from the target node, closest first.
@@ -653,13 +928,22 @@ func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 		// if pruning left one without in-links.
 		return g.scan(q, k, dist, accept)
 	}
-	ep := cand{g.entry, dist(q, g.vec(g.entry))}
-	for l := g.maxLevel; l > 0; l-- {
-		ep = g.greedy(q, ep, l, dist)
-	}
 	vs := g.getVisited()
 	defer g.visitedPool.Put(vs)
-	res := g.searchLayer(q, ep, max(ef, k), 0, true, accept, dist, vs)
+	qq := g.newQuery(q, vs.scratch(g.dim))
+	ep := cand{g.entry, g.qdist(&qq, g.entry)}
+	for l := g.maxLevel; l > 0; l-- {
+		ep = g.greedy(&qq, ep, l)
+	}
+	res := g.searchLayer(&qq, ep, max(ef, k), 0, true, accept, vs)
+	if g.quant {
+		// Re-score the whole candidate list with the float vectors: the
+		// order and the distances returned are exact.
+		for i := range res {
+			res[i].dist = dist(q, g.vec(res[i].id))
+		}
+		slices.SortFunc(res, func(a, b cand) int { return cmp.Compare(a.dist, b.dist) })
+	}
 	if len(res) > k {
 		res = res[:k]
 	}

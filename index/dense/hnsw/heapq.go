@@ -122,6 +122,15 @@ type visitedSet struct {
 	marks []uint16
 	epoch uint16
 	todo  []uint32 // scratch: unvisited neighbors of the node being expanded
+	buf   []float32
+}
+
+// scratch returns n floats of scratch (a prepared query's).
+func (v *visitedSet) scratch(n int) []float32 {
+	if len(v.buf) < n {
+		v.buf = make([]float32, n)
+	}
+	return v.buf[:n]
 }
 
 func (v *visitedSet) reset(n int) {

@@ -29,7 +29,6 @@ func (g *Graph[K]) reconnect() {
 	if n == 0 || g.maxLevel < 0 {
 		return
 	}
-	dist := g.distance()
 	reached := make([]bool, n)
 	var queue []uint32
 	walk := func(start uint32) {
@@ -63,7 +62,7 @@ func (g *Graph[K]) reconnect() {
 				vs = g.getVisited()
 				defer g.visitedPool.Put(vs)
 			}
-			g.attach(u, reached, dist, vs)
+			g.attach(u, reached, vs)
 			walk(u)
 			fixed++
 		}
@@ -74,16 +73,18 @@ func (g *Graph[K]) reconnect() {
 }
 
 // attach links u from the nearest reached node, preferring one with room.
-func (g *Graph[K]) attach(u uint32, reached []bool, dist DistanceFunc, vs *visitedSet) {
-	q := g.vec(u)
+func (g *Graph[K]) attach(u uint32, reached []bool, vs *visitedSet) {
+	// Exact distances also in a quantized graph: the nodes that get here
+	// are few, and on near-duplicates codes tie where floats do not.
+	q := g.exactQuery(g.vec(u))
 	// Descend from the entry point through reached nodes only: the upper
 	// layers may lead into u's own component, which would be no help.
-	ep := cand{g.entry, dist(q, g.vec(g.entry))}
+	ep := cand{g.entry, g.qdist(&q, g.entry)}
 	for l := g.maxLevel; l > 0; l-- {
 		for changed := true; changed; {
 			changed = false
 			for _, nb := range g.links(ep.id, l) {
-				if d := dist(q, g.vec(nb)); d < ep.dist && reached[nb] {
+				if d := g.qdist(&q, nb); d < ep.dist && reached[nb] {
 					ep = cand{nb, d}
 					changed = true
 				}
@@ -91,7 +92,7 @@ func (g *Graph[K]) attach(u uint32, reached []bool, dist DistanceFunc, vs *visit
 		}
 	}
 	vs.reset(len(g.keys))
-	found := g.searchLayer(q, ep, g.efConstruction(), 0, false, nil, dist, vs)
+	found := g.searchLayer(&q, ep, g.efConstruction(), 0, false, nil, vs)
 	var nearest *cand
 	for i := range found {
 		c := &found[i]
@@ -115,10 +116,10 @@ func (g *Graph[K]) attach(u uint32, reached []bool, dist DistanceFunc, vs *visit
 		g.appendLink(p, 0, u)
 		return
 	}
-	pv := g.vec(p)
+	pq := g.exactQuery(g.vec(p))
 	far, farD := 0, float32(-1)
 	for j, x := range lst {
-		if d := dist(pv, g.vec(x)); d > farD {
+		if d := g.qdist(&pq, x); d > farD {
 			far, farD = j, d
 		}
 	}

@@ -18,7 +18,7 @@ func Rekey[K, L cmp.Ordered](g *Graph[K], key func(k K, live bool) L) (*Graph[L]
 	defer g.mu.Unlock()
 	out := &Graph[L]{
 		Distance: g.Distance, Rng: g.Rng, KeyLevels: g.KeyLevels, M: g.M, Ml: g.Ml,
-		EfSearch: g.EfSearch, EfConstruction: g.EfConstruction,
+		EfSearch: g.EfSearch, EfConstruction: g.EfConstruction, Quantize: g.Quantize, Workers: g.Workers,
 	}
 	keys := make([]L, len(g.keys))
 	ids := make(map[L]uint32, len(g.ids))
@@ -38,6 +38,8 @@ func Rekey[K, L cmp.Ordered](g *Graph[K], key func(k K, live bool) L) (*Graph[L]
 	}
 	out.keys, out.ids = keys, ids
 	out.dim, out.m, out.m0, out.levelP = g.dim, g.m, g.m0, g.levelP
+	out.mapped, out.nMapped, out.mapping = g.mapped, g.nMapped, g.mapping
+	out.quant, out.qz, out.codes = g.quant, g.qz, g.codes
 	out.vecs, out.levels, out.deleted, out.links0, out.upper = g.vecs, g.levels, g.deleted, g.links0, g.upper
 	out.nDeleted, out.sinceReconnect, out.entry, out.maxLevel = g.nDeleted, g.sinceReconnect, g.entry, g.maxLevel
 	if len(g.keys) == 0 {

@@ -13,6 +13,9 @@ func dotAVX2(a, b *float32, n int) float32
 //go:noescape
 func l2AVX2(a, b *float32, n int) float32
 
+//go:noescape
+func dotF32I8AVX2(p *float32, c *int8, n int) float32
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv() (eax, edx uint32)
 
@@ -66,6 +69,25 @@ func SquaredL2(a, b []float32) float32 {
 	return squaredL2Generic(a, b)
 }
 
+// dotF32I8 returns Σ p[i]·float32(c[i]) (len(c) must be >= len(p)): the
+// distance kernel of quantized graphs, a float query against int8 codes.
+func dotF32I8(p []float32, c []int8) float32 {
+	n := len(p)
+	if n == 0 {
+		return 0
+	}
+	if useAVX2 && n >= 8 {
+		_ = c[n-1]
+		v := n &^ 7
+		s := dotF32I8AVX2(&p[0], &c[0], v)
+		if v < n {
+			s += dotF32I8Generic(p[v:], c[v:n])
+		}
+		return s
+	}
+	return dotF32I8Generic(p, c)
+}
+
 // prefetchLines asks the CPU to start loading lines cache lines from p.
 // HNSW jumps between vectors at random addresses, so distance computations
 // wait on memory far more than on arithmetic; announcing the next vectors
@@ -75,3 +97,8 @@ func SquaredL2(a, b []float32) float32 {
 func prefetchLines(p *float32, lines int)
 
 const hasPrefetch = true
+
+// prefetchBytes is prefetchLines for int8 codes.
+//
+//go:noescape
+func prefetchBytes(p *int8, lines int)

@@ -163,3 +163,74 @@ pfloop:
 
 pfdone:
 	RET
+
+// func dotF32I8AVX2(p *float32, c *int8, n int) float32
+// Σ p[i]·float32(c[i]) for n a multiple of 8: each 8 codes are sign-extended
+// to int32 (VPMOVSXBD), converted to float (VCVTDQ2PS) and multiply-added.
+TEXT ·dotF32I8AVX2(SB), NOSPLIT, $0-28
+	MOVQ p+0(FP), SI
+	MOVQ c+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+qd32:
+	CMPQ CX, $32
+	JL   qd8
+	VPMOVSXBD (DI), Y4
+	VPMOVSXBD 8(DI), Y5
+	VPMOVSXBD 16(DI), Y6
+	VPMOVSXBD 24(DI), Y7
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS 32(SI), Y5, Y1
+	VFMADD231PS 64(SI), Y6, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JMP  qd32
+
+qd8:
+	CMPQ CX, $8
+	JL   qdreduce
+	VPMOVSXBD (DI), Y4
+	VCVTDQ2PS Y4, Y4
+	VFMADD231PS (SI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $8, DI
+	SUBQ $8, CX
+	JMP  qd8
+
+qdreduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func prefetchBytes(p *int8, lines int)
+TEXT ·prefetchBytes(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ lines+8(FP), CX
+
+pbloop:
+	CMPQ CX, $0
+	JLE  pbdone
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	DECQ CX
+	JMP  pbloop
+
+pbdone:
+	RET
