@@ -119,9 +119,16 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		if !cfg.NoExport {
 			return nil, fmt.Errorf("train: technique %s: the encoder does not serve a Causal2Vec pair yet, so there is no anna model to export: train with NoExport (the checkpoint holds the decoder's weights; OUT/causal2vec the MLP and the pairing)", cfg.Technique)
 		}
+	case TechniqueAutoRegCompress, TechniqueAutoRegAlign:
+		if !cfg.NoExport {
+			return nil, fmt.Errorf("train: technique %s: the encoder does not serve memory-token embeddings yet, so there is no anna model to export: train with NoExport (OUT/%s holds the trained encoder and memory tokens)", cfg.Technique, autoRegDir)
+		}
+		if cfg.Bidirectional || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
+			return nil, fmt.Errorf("train: technique %s generates through a causal decoder and pools its memory tokens: no bidirectional attention or pooling head", cfg.Technique)
+		}
 	case TechniqueAnchor:
 	default:
-		return nil, fmt.Errorf("train: technique %q (want %s or %s)", cfg.Technique, TechniqueCausal2Vec, TechniqueAnchor)
+		return nil, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(techniques, ", "))
 	}
 	headPool := cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer
 	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {
@@ -148,7 +155,11 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 			return nil, fmt.Errorf("train: %w", err)
 		}
 	}
-	if cfg.LoRA != nil {
+	if cfg.LoRA != nil && isAutoReg(cfg.Technique) {
+		if cfg.LoRA.Alpha <= 0 { // the technique enables LoRA on its own encoder
+			cfg.LoRA.Alpha = float64(cfg.LoRA.Rank) / 2
+		}
+	} else if cfg.LoRA != nil {
 		lc := decoder.LoRAConfig{Rank: cfg.LoRA.Rank, Alpha: cfg.LoRA.Alpha, Targets: cfg.LoRA.Targets}
 		if lc.Alpha <= 0 {
 			lc.Alpha = float64(lc.Rank) / 2 // paper 003: rank 64, alpha 32

@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -84,6 +85,9 @@ type Config struct {
 	// EBD2Q gets 1 − α): 0 means the paper's 0.2, a negative value α = 0
 	// (the paper's OnlyD2Q).
 	AnchorAlpha float64
+	// AutoRegStage1 is, for TechniqueAutoRegAlign, the output directory of
+	// the TechniqueAutoRegCompress run it continues.
+	AutoRegStage1 string
 
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
@@ -423,6 +427,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.HFDir = filepath.Join(cfg.OutDir, "causal2vec")
 		if err := c2v.Save(res.HFDir); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
+		}
+		return res, nil
+	}
+	if ar, ok := src.technique.(*autoregembed.Technique); ok {
+		if res.HFDir, err = saveAutoReg(ar, cfg.OutDir); err != nil {
+			return nil, err
 		}
 		return res, nil
 	}

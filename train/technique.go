@@ -2,12 +2,16 @@ package train
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -23,7 +27,27 @@ const (
 	// from the EOS embedding, AnchorAlpha); stage II is a plain contrastive
 	// run from its export.
 	TechniqueAnchor = "anchor"
+	// TechniqueAutoRegCompress and TechniqueAutoRegAlign are paper 001's
+	// two stages: information compression (each query and its instruction
+	// into k memory tokens from which a frozen copy of the decoder must
+	// generate the positive), then conditional distribution alignment
+	// (AutoRegStage1: the first stage's output directory).
+	TechniqueAutoRegCompress = "autoregembed-compress"
+	TechniqueAutoRegAlign    = "autoregembed-align"
 )
+
+// AutoRegEmbed's instructions for retrieval (paper 001, Table 5): I_next
+// makes a query's memory tokens predict its document, I_self makes a
+// document's predict itself.
+const (
+	autoRegNext = `Use one word to represent the query in a retrieval task. The word is: "`
+	autoRegSelf = `Use one word to represent the passage in a retrieval task. The word is: "`
+)
+
+// autoRegDir is where an AutoRegEmbed run leaves its encoder (E, LoRA
+// merged: encoder.safetensors) and memory tokens (memory.safetensors),
+// under OutDir.
+const autoRegDir = "autoregembed"
 
 // techniqueNet trains a decoder.Technique.
 type techniqueNet struct {
@@ -58,6 +82,9 @@ func (n techniqueNet) evalContrastive(b *Batch, Q, G int, _ string, teacher []fl
 // newTechnique wraps the loaded decoder in cfg.Technique. prompts maps each
 // training query text (instruction + query) to its instruction.
 func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, prompts map[string]string) (techniqueNet, error) {
+	if isAutoReg(cfg.Technique) {
+		return newAutoReg(cfg, d, tok)
+	}
 	switch cfg.Technique {
 	case TechniqueAnchor:
 		if cfg.DistillWeight > 0 {
@@ -132,5 +159,79 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 			return lossParts{infoNCE: p.InfoNCE, distill: p.Distill}
 		}}, nil
 	}
-	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s or %s)", cfg.Technique, TechniqueCausal2Vec, TechniqueAnchor)
+	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(techniques, ", "))
+}
+
+// techniques are the Config.Technique values.
+var techniques = []string{TechniqueCausal2Vec, TechniqueAnchor, TechniqueAutoRegCompress, TechniqueAutoRegAlign}
+
+func isAutoReg(t string) bool { return t == TechniqueAutoRegCompress || t == TechniqueAutoRegAlign }
+
+// newAutoReg builds AutoRegEmbed's stage over base, the decoder cfg.ModelDir
+// loaded without LoRA (the technique adds its own to E).
+func newAutoReg(cfg *Config, base *decoder.Model, tok *tokenizer.Tokenizer) (techniqueNet, error) {
+	ids := func(s string) []int32 {
+		var out []int32
+		for _, id := range tok.IDs(s) {
+			out = append(out, int32(id))
+		}
+		return out
+	}
+	special := tok.Encode("", 0).IDs // [BOS] EOS: what the tokenizer adds
+	if len(special) == 0 {
+		return techniqueNet{}, fmt.Errorf("train: technique %s: the tokenizer appends no EOS (the decoder embedder's contract)", cfg.Technique)
+	}
+	ac := autoregembed.Config{Stage: autoregembed.Compression, EOS: int32(special[len(special)-1]), Threads: cfg.Threads, Seed: cfg.Seed,
+		QueryInstruction: ids("\n" + autoRegNext + "\n"), DocInstruction: ids("\n" + autoRegSelf + "\n")}
+	for _, id := range special[:len(special)-1] {
+		ac.Prefix = append(ac.Prefix, int32(id))
+	}
+	if cfg.LoRA != nil {
+		ac.LoRA = &decoder.LoRAConfig{Rank: cfg.LoRA.Rank, Alpha: cfg.LoRA.Alpha, Targets: cfg.LoRA.Targets}
+	}
+	baseTensors := base.Tensors()
+	enc := baseTensors
+	if cfg.Technique == TechniqueAutoRegAlign {
+		if cfg.AutoRegStage1 == "" {
+			return techniqueNet{}, fmt.Errorf("train: technique %s needs the compression stage's output directory (AutoRegStage1)", cfg.Technique)
+		}
+		dir := filepath.Join(cfg.AutoRegStage1, autoRegDir)
+		var err error
+		if enc, err = safetensors.ReadFile(filepath.Join(dir, "encoder.safetensors")); err != nil {
+			return techniqueNet{}, fmt.Errorf("train: the compression stage's encoder: %w", err)
+		}
+		mem, err := safetensors.ReadFile(filepath.Join(dir, "memory.safetensors"))
+		if err != nil {
+			return techniqueNet{}, fmt.Errorf("train: the compression stage's memory tokens: %w", err)
+		}
+		t, ok := mem[autoregembed.MemoryName]
+		if !ok || len(t.Shape) != 2 {
+			return techniqueNet{}, fmt.Errorf("train: %s: no k×C tensor %s", filepath.Join(dir, "memory.safetensors"), autoregembed.MemoryName)
+		}
+		ac.Stage, ac.Memory, ac.MemoryTokens = autoregembed.Alignment, t.Data, t.Shape[0]
+	}
+	t, err := autoregembed.New(&base.Cfg, enc, baseTensors, ac)
+	if err != nil {
+		return techniqueNet{}, fmt.Errorf("train: %w", err)
+	}
+	t.Encoder().Recompute = cfg.Recompute
+	return techniqueNet{t: t, d: t.Encoder()}, nil
+}
+
+// saveAutoReg writes the trained encoder (LoRA merged) and memory tokens
+// into outDir/autoregembed, for the alignment stage (or inference).
+func saveAutoReg(t *autoregembed.Technique, outDir string) (string, error) {
+	dir := filepath.Join(outDir, autoRegDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("train: %w", err)
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "encoder.safetensors"), t.Encoder().Tensors(), nil); err != nil {
+		return "", fmt.Errorf("train: %w", err)
+	}
+	m := t.Memory()
+	mem := map[string]*safetensors.Tensor{m.Name: {Name: m.Name, DType: "F32", Shape: slices.Clone(m.Shape), Data: slices.Clone(m.W)}}
+	if err := safetensors.WriteFile(filepath.Join(dir, "memory.safetensors"), mem, nil); err != nil {
+		return "", fmt.Errorf("train: %w", err)
+	}
+	return dir, nil
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +127,29 @@ func TestRunTechniques(t *testing.T) {
 		}
 		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, MaxSteps: 1, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err == nil || !strings.Contains(err.Error(), "NoExport") {
 			t.Fatalf("causal2vec with export: %v", err)
+		}
+	})
+	t.Run("autoregembed", func(t *testing.T) {
+		// The frozen decoder generates through the LM head: tie it to the
+		// embedding, as SmolLM2 does.
+		var mc map[string]any
+		b, err := os.ReadFile(filepath.Join(src, "config.json"))
+		must(t, err)
+		must(t, json.Unmarshal(b, &mc))
+		mc["tie_word_embeddings"] = true
+		b, _ = json.Marshal(mc)
+		must(t, os.WriteFile(filepath.Join(src, "config.json"), b, 0o644))
+		stage1 := filepath.Join(t.TempDir(), "compress")
+		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: stage1, Technique: TechniqueAutoRegCompress, BatchSize: 6, GroupSize: 2,
+			MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true})
+		if res.HFDir != filepath.Join(stage1, autoRegDir) {
+			t.Fatalf("compression stage saved to %q", res.HFDir)
+		}
+		lossFalls(t, Config{ModelDir: src, Data: data, OutDir: filepath.Join(t.TempDir(), "align"), Technique: TechniqueAutoRegAlign,
+			AutoRegStage1: stage1, BatchSize: 6, GroupSize: 3, MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8,
+			LoRA: &LoRAConfig{Rank: 4}, NoExport: true})
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueAutoRegAlign, MaxSteps: 1, NoExport: true}); err == nil || !strings.Contains(err.Error(), "compression stage") {
+			t.Fatalf("alignment without the first stage: %v", err)
 		}
 	})
 	if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: "nope", MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), `"nope"`) {

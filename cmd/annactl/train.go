@@ -102,7 +102,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			}
 			c.ModelDir = src
 			if c.Technique != "" {
-				if err := oneOf("technique", c.Technique, train.TechniqueCausal2Vec, train.TechniqueAnchor); err != nil {
+				if err := oneOf("technique", c.Technique, train.TechniqueCausal2Vec, train.TechniqueAnchor, train.TechniqueAutoRegCompress, train.TechniqueAutoRegAlign); err != nil {
 					return err
 				}
 			}
@@ -127,6 +127,9 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				c.ContextEncoder = func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) }
 			} else if contextModel != "" {
 				return usageErrorf("--context-model is --technique causal2vec's small encoder")
+			}
+			if (c.AutoRegStage1 != "") != (c.Technique == train.TechniqueAutoRegAlign) {
+				return usageErrorf("--autoreg-stage1 DIR (the autoregembed-compress run's --output) goes with --technique autoregembed-align, and only with it")
 			}
 			if lora != "" {
 				lc, err := parseLoRA(lora, loraAlpha)
@@ -177,7 +180,8 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.IntVar(&c.HeadLatents, "head-latents", 0, "trainable pooling head: latent queries (0: 16)")
 	f.IntVar(&c.HeadHeads, "head-heads", 0, "trainable pooling head: attention heads, dividing the hidden size (0: 8)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (the ONNX graph is causal: needs --no-export)")
-	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; needs --no-export) or anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output)")
+	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; needs --no-export) anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output), autoregembed-compress then autoregembed-align (paper 001's two stages; need --no-export)")
+	f.StringVar(&c.AutoRegStage1, "autoreg-stage1", "", "--technique autoregembed-align: the autoregembed-compress run's output `DIR`")
 	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the frozen small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
 	f.Float64Var(&c.AnchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")

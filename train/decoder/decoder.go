@@ -370,6 +370,9 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 		}
 		out[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: append([]int(nil), p.Shape...), Data: w}
 	}
+	if p := m.lmHead; p != nil { // an untied head, kept as loaded
+		out[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: append([]int(nil), p.Shape...), Data: append([]float32(nil), p.W...)}
+	}
 	return out
 }
 
