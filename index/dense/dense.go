@@ -44,6 +44,22 @@
 // costs, measured (see scanFactor). Either way k documents come back
 // whenever k documents match.
 //
+// # Quantization and parallel inserts
+//
+// With Config.Quantize "int8" the graph holds int8 codes of the passage
+// vectors (per-dimension ranges) and is built and searched over them; each
+// search re-scores its whole candidate list with the float vectors, so the
+// scores and the final order are exact cosines (see hnsw's quant.go). A
+// loaded quantized index maps the float vectors from its file instead of
+// reading them into memory: resident are the codes (a quarter of the
+// floats), the links and the tables, plus the pages of the vectors that
+// searches have re-scored (the kernel may drop those again). The choice is
+// recorded in the file, so a reopened index keeps it whatever the Config
+// it was created with. Inserts are spread over GOMAXPROCS goroutines in
+// batches whose result does not depend on their number (hnsw.Graph's
+// addBatch), so the same documents added the same way still give the same
+// graph.
+//
 // # Persistence
 //
 // The index is derived data. The engine keeps vectors in storage (bbolt) and
@@ -88,6 +104,9 @@ type Config struct {
 	M              int // links per node on upper layers (2*M on the base layer)
 	EfSearch       int // candidate list size at query time (>= k is always used)
 	EfConstruction int // candidate list size while inserting
+	// Quantize is "" (float32 vectors in the graph, the default) or
+	// "int8" (see the package doc). A loaded index takes it from its file.
+	Quantize string
 }
 
 func (c Config) withDefaults() Config {
@@ -168,6 +187,7 @@ func (ix *Index) setupGraph(g *hnsw.Graph[uint64]) {
 	g.M = ix.cfg.M
 	g.EfSearch = ix.cfg.EfSearch
 	g.EfConstruction = ix.cfg.EfConstruction
+	g.Quantize = ix.cfg.Quantize
 }
 
 // nodeKey is the graph key of a passage: the document number in the high
@@ -242,6 +262,9 @@ func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dense: add: %w", err)
+	}
+	if q := ix.cfg.Quantize; q != hnsw.QuantizeNone && q != hnsw.QuantizeInt8 {
+		return fmt.Errorf("dense: add: unknown Quantize %q (want \"\" or %q)", q, hnsw.QuantizeInt8)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

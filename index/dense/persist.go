@@ -42,9 +42,12 @@ type Meta struct {
 //	  uvarint metadata keys; per key, increasing: string key, uvarint
 //	    values; per value, increasing: string value, uvarint length and a
 //	    roaring bitmap of document numbers (its portable format)
-//	hnsw graph (hnsw.Graph.Export, format 2): keyed by document ID in
-//	  versions 1 and 2 (one passage per document, no metadata), by
-//	  document number << 32 | passage in version 3
+//	hnsw graph (hnsw.Graph.ExportWith; format 2 up to version 3, format
+//	  3 from version 4: flat arrays read in bulk, the quantization and
+//	  int8 codes when quantized, the float vectors last and 64-byte
+//	  aligned in the file so that a quantized index maps them): keyed by
+//	  document ID in versions 1 and 2 (one passage per document, no
+//	  metadata), by document number << 32 | passage from version 3
 //	trailer: u32 CRC-32C of everything above, magic "ANNADEND"
 var (
 	fileMagic    = [8]byte{'A', 'N', 'N', 'A', 'D', 'N', 'S', 0}
@@ -53,10 +56,11 @@ var (
 )
 
 const (
-	// fileVersion 3 added passages and metadata; 2 had no document table
+	// fileVersion 4 has the graph in hnsw's format 3 (what else it holds
+	// is version 3's); 3 added passages and metadata; 2 had no document table
 	// (its files load as single-passage documents without metadata); 1
 	// had no store id either (it loads with StoreID "").
-	fileVersion    = 3
+	fileVersion    = 4
 	maxFingerprint = 4096
 	maxString      = 1 << 20 // an ID, a metadata key or value
 	maxBitmap      = 1 << 30 // a posting list's bytes
@@ -76,7 +80,8 @@ func (ix *Index) Save(path string, meta Meta) error {
 	defer ix.mu.RUnlock()
 	err := hnsw.WriteFileAtomic(path, func(w io.Writer) error {
 		h := crc32.New(castagnoli)
-		mw := io.MultiWriter(w, h)
+		cw := &countingWriter{w: w}
+		mw := io.MultiWriter(cw, h)
 		var hdr bytes.Buffer
 		hdr.Write(fileMagic[:])
 		le := binary.LittleEndian
@@ -99,7 +104,7 @@ func (ix *Index) Save(path string, meta Meta) error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if err := ix.g.Export(mw); err != nil {
+		if err := ix.g.ExportWith(mw, hnsw.ExportOptions{Offset: cw.n}); err != nil {
 			return fmt.Errorf("export graph: %w", err)
 		}
 		var tr [12]byte
@@ -114,17 +119,32 @@ func (ix *Index) Save(path string, meta Meta) error {
 	return nil
 }
 
-// hashingReader hashes exactly the bytes its user consumes (a bufio.Reader
-// underneath reads ahead, so hashing below it would include the trailer).
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// hashingReader hashes (and counts) exactly the bytes its user consumes (a
+// bufio.Reader underneath reads ahead, so hashing below it would include
+// the trailer).
 type hashingReader struct {
 	r *bufio.Reader
 	h hash.Hash32
+	n int64
 	b [1]byte
 }
 
 func (hr *hashingReader) Read(p []byte) (int, error) {
 	n, err := hr.r.Read(p)
 	hr.h.Write(p[:n])
+	hr.n += int64(n)
 	return n, err
 }
 
@@ -133,21 +153,30 @@ func (hr *hashingReader) ReadByte() (byte, error) {
 	if err == nil {
 		hr.b[0] = c
 		hr.h.Write(hr.b[:])
+		hr.n++
 	}
 	return c, err
 }
 
 // Load reads an index written by Save. A missing file gives an error
 // wrapping fs.ErrNotExist and creates nothing; a damaged one gives an error
-// wrapping ErrCorrupt.
+// wrapping ErrCorrupt. The file is read once, front to back, and its
+// checksum verified before the index is returned; the float vectors of a
+// quantized index are then mapped from it rather than kept in memory
+// (Save replaces the file by renaming a new one over it, which leaves the
+// mapped one intact).
 func Load(path string) (*Index, Meta, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, Meta{}, fmt.Errorf("dense: load: %w", err)
 	}
 	defer f.Close()
-	hr := &hashingReader{r: bufio.NewReaderSize(f, 1<<16), h: crc32.New(castagnoli)}
-	ix, meta, err := load(hr)
+	var size int64
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	hr := &hashingReader{r: bufio.NewReaderSize(f, 1<<20), h: crc32.New(castagnoli)}
+	ix, meta, err := load(hr, f, size)
 	if err != nil {
 		return nil, Meta{}, fmt.Errorf("dense: load %s: %w: %w", path, ErrCorrupt, err)
 	}
@@ -205,7 +234,7 @@ func readHeader(hr *hashingReader) (Meta, Config, uint32, error) {
 	return meta, cfg, version, nil
 }
 
-func load(hr *hashingReader) (*Index, Meta, error) {
+func load(hr *hashingReader, f *os.File, size int64) (*Index, Meta, error) {
 	meta, cfg, version, err := readHeader(hr)
 	if err != nil {
 		return nil, Meta{}, err
@@ -215,9 +244,10 @@ func load(hr *hashingReader) (*Index, Meta, error) {
 		if err := ix.readTables(hr, false); err != nil {
 			return nil, Meta{}, err
 		}
-		if err := ix.g.Import(hr); err != nil {
+		if err := ix.g.ImportWith(hr, hnsw.ImportOptions{File: f, Offset: hr.n, Size: size}); err != nil {
 			return nil, Meta{}, fmt.Errorf("import graph: %w", err)
 		}
+		ix.cfg.Quantize = ix.g.Quantize
 	} else if err := ix.importByID(hr); err != nil {
 		return nil, Meta{}, err
 	}

@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/index/dense/densetest"
+	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
 // recallAt returns mean recall@k of ix at ef against the exact neighbours.
@@ -35,8 +37,16 @@ func recallAt(t testing.TB, ix *Index, queries [][]float32, truth []map[string]b
 // data as BenchmarkHNSW) at the default EfSearch with the default M and
 // EfConstruction. The build takes about 2 CPU-minutes (2m50s wall on the
 // shared 2-core machine); -short uses 20,000 vectors. It also times
-// Save/Load at that size and checks the reloaded index answers alike.
+// Save/Load at that size and checks the reloaded index answers alike. It
+// runs for both graphs: float32 and int8 (Quantize), the latter reloaded
+// with its float vectors mapped from the file.
 func TestRecall100k(t *testing.T) {
+	for _, quant := range []string{"", hnsw.QuantizeInt8} {
+		t.Run(cmp.Or(quant, "float32"), func(t *testing.T) { testRecall(t, quant) })
+	}
+}
+
+func testRecall(t *testing.T, quant string) {
 	n, nq := 100_000, 200
 	if testing.Short() {
 		n = 20_000
@@ -49,7 +59,7 @@ func TestRecall100k(t *testing.T) {
 		ids[i] = fmt.Sprintf("doc%06d", i)
 		ref[ids[i]] = data[i]
 	}
-	ix := New(Config{Dim: dim})
+	ix := New(Config{Dim: dim, Quantize: quant})
 	start := time.Now()
 	if err := ix.Add(context.Background(), singles(ids, data[:n])); err != nil {
 		t.Fatal(err)
@@ -77,8 +87,11 @@ func TestRecall100k(t *testing.T) {
 	}
 	st, _ := os.Stat(path)
 	t.Logf("Save %v, Load %v, file %.1f MB", saveTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), float64(st.Size())/1e6)
-	if meta.AppliedSeq != uint64(n) || loaded.Len() != n {
-		t.Fatalf("reloaded meta %+v Len %d", meta, loaded.Len())
+	if meta.AppliedSeq != uint64(n) || loaded.Len() != n || loaded.Config().Quantize != quant {
+		t.Fatalf("reloaded meta %+v Len %d Quantize %q", meta, loaded.Len(), loaded.Config().Quantize)
+	}
+	if is := loaded.Check(); len(is) > 0 {
+		t.Fatalf("reloaded index: %+v", is)
 	}
 	for _, q := range queries[:20] {
 		a, _ := ix.Search(context.Background(), q, k, SearchOptions{})
