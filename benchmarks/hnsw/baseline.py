@@ -6,8 +6,9 @@ major), builds each library's HNSW with the same M / efConstruction, sweeps
 efSearch and prints one JSON object: per library the build time and, per ef,
 recall@k against the Go side's exact neighbours and single-threaded QPS.
 
-Both libraries run on one thread (build and search) so that the numbers
-compare with the single-threaded Go index.
+Both libraries search on one thread so that QPS compares per core; they
+build on --threads threads (default 1: the single-threaded comparison of
+BenchmarkHNSW; BenchmarkHNSW1M passes the Go side's GOMAXPROCS).
 """
 import argparse
 import json
@@ -36,8 +37,8 @@ def run_hnswlib(base, queries, gt, args):
     idx = hnswlib.Index(space="ip", dim=base.shape[1])
     t = time.perf_counter()
     idx.init_index(max_elements=base.shape[0], M=args.M, ef_construction=args.efc, random_seed=1)
-    idx.set_num_threads(1)
-    idx.add_items(base, np.arange(base.shape[0]), num_threads=1)
+    idx.set_num_threads(args.threads)
+    idx.add_items(base, np.arange(base.shape[0]), num_threads=args.threads)
     build = time.perf_counter() - t
     sweep = []
     for ef in args.ef:
@@ -55,12 +56,13 @@ def run_hnswlib(base, queries, gt, args):
 def run_faiss(base, queries, gt, args):
     import faiss
 
-    faiss.omp_set_num_threads(1)
+    faiss.omp_set_num_threads(args.threads)
     idx = faiss.IndexHNSWFlat(base.shape[1], args.M, faiss.METRIC_INNER_PRODUCT)
     idx.hnsw.efConstruction = args.efc
     t = time.perf_counter()
     idx.add(base)
     build = time.perf_counter() - t
+    faiss.omp_set_num_threads(1)
     sweep = []
     for ef in args.ef:
         idx.hnsw.efSearch = max(ef, args.k)
@@ -88,6 +90,7 @@ def main():
     p.add_argument("--ef", type=lambda s: [int(x) for x in s.split(",")], default=[10, 16, 24, 32, 48, 64, 96, 128])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--libs", default="hnswlib,faiss")
+    p.add_argument("--threads", type=int, default=1, help="build threads (search is single-threaded)")
     args = p.parse_args()
 
     base = load(args.base, args.n, args.dim, np.float32)
