@@ -3,7 +3,6 @@ package decoder
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -198,51 +197,11 @@ func compare(t *testing.T, p *prepared) {
 		t.Fatal(err)
 	}
 	refLoss := float64(ref["loss"].Data[0])
-	if rel := math.Abs(p.loss-refLoss) / math.Max(math.Abs(refLoss), 1e-6); rel > 1e-4 {
-		t.Errorf("loss %.7g, PyTorch %.7g (relative error %.2g)", p.loss, refLoss, rel)
-	}
-	// Relative error per tensor in the L2 norm. Gradients that are zero in
-	// exact arithmetic (a key bias: softmax ignores a shift of all of a
-	// query's scores) are rounding noise in both, so the denominator has a
-	// floor of 1e-3 of the largest tensor gradient.
-	norm := func(x []float64) float64 {
-		var s float64
-		for _, v := range x {
-			s += v * v
-		}
-		return math.Sqrt(s)
-	}
-	refNorm := map[string]float64{}
-	var largest float64
+	pyref.CompareLoss(t, "loss", p.loss, refLoss)
+	got := map[string][]float32{}
 	for _, name := range p.trainable {
-		rg, ok := ref[name]
-		if !ok {
-			t.Fatalf("PyTorch returned no gradient for %s", name)
-		}
-		v := make([]float64, len(rg.Data))
-		for i, x := range rg.Data {
-			v[i] = float64(x)
-		}
-		refNorm[name] = norm(v)
-		largest = math.Max(largest, refNorm[name])
+		got[name] = p.m.Param(name).G
 	}
-	if largest == 0 {
-		t.Fatal("every reference gradient is zero")
-	}
-	worst, worstName := 0.0, ""
-	for _, name := range p.trainable {
-		rg, g := ref[name].Data, p.m.Param(name).G
-		diff := make([]float64, len(g))
-		for i := range g {
-			diff[i] = float64(g[i]) - float64(rg[i])
-		}
-		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
-		if rel > worst {
-			worst, worstName = rel, name
-		}
-		if rel > 1e-4 {
-			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
-		}
-	}
+	worst, worstName := pyref.CompareGrads(t, ref, got, p.trainable)
 	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", p.loss, refLoss, len(p.trainable), worst, worstName)
 }

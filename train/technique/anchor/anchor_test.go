@@ -223,52 +223,11 @@ func compare(t *testing.T, p *prepared) {
 			t.Errorf("%s: Eval %.9g, Grad %.9g", l.name, l.eval, l.got)
 		}
 	}
-	// Relative error per tensor in the L2 norm, the denominator floored at
-	// 1e-3 of the largest tensor gradient (gradients that are zero in exact
-	// arithmetic are rounding noise in both).
-	norm := func(x []float64) float64 {
-		var s float64
-		for _, v := range x {
-			s += v * v
-		}
-		return math.Sqrt(s)
-	}
-	refNorm := map[string]float64{}
-	var largest float64
-	for _, name := range p.trainable {
-		rg, ok := ref[name]
-		if !ok {
-			t.Fatalf("PyTorch returned no gradient for %s", name)
-		}
-		v := make([]float64, len(rg.Data))
-		for i, x := range rg.Data {
-			v[i] = float64(x)
-		}
-		refNorm[name] = norm(v)
-		largest = math.Max(largest, refNorm[name])
-	}
-	if largest == 0 {
-		t.Fatal("every reference gradient is zero")
-	}
 	byName := map[string][]float32{}
 	for _, q := range p.a.Params() {
 		byName[q.Name] = q.G
 	}
-	worst, worstName := 0.0, ""
-	for _, name := range p.trainable {
-		rg, g := ref[name].Data, byName[name]
-		diff := make([]float64, len(g))
-		for i := range g {
-			diff[i] = float64(g[i]) - float64(rg[i])
-		}
-		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
-		if rel > worst {
-			worst, worstName = rel, name
-		}
-		if rel > 1e-4 {
-			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
-		}
-	}
+	worst, worstName := pyref.CompareGrads(t, ref, byName, p.trainable)
 	t.Logf("loss %.7g (PyTorch %.7g), q2d %.7g, d2q %.7g; %d gradients compared, worst relative error %.3g (%s)",
 		p.loss, ref["loss"].Data[0], p.q2d, p.d2q, len(p.trainable), worst, worstName)
 }

@@ -3,7 +3,6 @@ package causal2vec
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -225,20 +224,7 @@ func compare(t *testing.T, p *prepared) {
 		t.Fatal(err)
 	}
 	refLoss := float64(ref["loss"].Data[0])
-	lossRel := math.Abs(p.loss-refLoss) / math.Max(math.Abs(refLoss), 1e-6)
-	if lossRel > 1e-4 {
-		t.Errorf("loss %.7g, PyTorch %.7g (relative error %.2g)", p.loss, refLoss, lossRel)
-	}
-	// Relative error per tensor in the L2 norm, the denominator floored at
-	// 1e-3 of the largest tensor gradient (gradients zero in exact
-	// arithmetic are rounding noise in both).
-	norm := func(x []float64) float64 {
-		var s float64
-		for _, v := range x {
-			s += v * v
-		}
-		return math.Sqrt(s)
-	}
+	lossRel := pyref.CompareLoss(t, "loss", p.loss, refLoss)
 	got := map[string][]float32{"encoder_vecs": p.enc.grad}
 	for _, q := range p.tech.Params() {
 		if !q.Frozen {
@@ -246,40 +232,9 @@ func compare(t *testing.T, p *prepared) {
 		}
 	}
 	names := append([]string{"encoder_vecs"}, p.trainable...)
-	refNorm := map[string]float64{}
-	var largest float64
-	for _, name := range names {
-		rg, ok := ref[name]
-		if !ok {
-			t.Fatalf("PyTorch returned no gradient for %s", name)
-		}
-		if len(rg.Data) != len(got[name]) {
-			t.Fatalf("%s: %d gradient values, PyTorch %d", name, len(got[name]), len(rg.Data))
-		}
-		v := make([]float64, len(rg.Data))
-		for i, x := range rg.Data {
-			v[i] = float64(x)
-		}
-		refNorm[name] = norm(v)
-		largest = math.Max(largest, refNorm[name])
-	}
-	if largest == 0 {
-		t.Fatal("every reference gradient is zero")
-	}
-	worst, worstName := lossRel, "loss"
-	for _, name := range names {
-		rg, g := ref[name].Data, got[name]
-		diff := make([]float64, len(g))
-		for i := range g {
-			diff[i] = float64(g[i]) - float64(rg[i])
-		}
-		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
-		if rel > worst {
-			worst, worstName = rel, name
-		}
-		if rel > 1e-4 {
-			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
-		}
+	worst, worstName := pyref.CompareGrads(t, ref, got, names)
+	if lossRel > worst {
+		worst, worstName = lossRel, "loss"
 	}
 	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", p.loss, refLoss, len(names), worst, worstName)
 }
