@@ -1,9 +1,8 @@
 package eval
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,35 +23,30 @@ type NLIPair struct {
 // or contradiction, is an error naming name:line.
 func ReadNLIPairs(r io.Reader, name string) ([]NLIPair, error) {
 	var out []NLIPair
-	br := bufio.NewReaderSize(r, 1<<16)
-	for line := 1; ; line++ {
-		raw, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(raw)) > 0 {
-			var rec struct {
-				P *string `json:"premise"`
-				H *string `json:"hypothesis"`
-				L string  `json:"label"`
-			}
-			if jerr := json.Unmarshal(raw, &rec); jerr != nil {
-				return nil, fmt.Errorf("eval: %s:%d: %w", name, line, jerr)
-			}
-			switch {
-			case rec.P == nil:
-				return nil, fmt.Errorf("eval: %s:%d: no \"premise\"", name, line)
-			case rec.H == nil:
-				return nil, fmt.Errorf("eval: %s:%d: no \"hypothesis\"", name, line)
-			case rec.L != "entailment" && rec.L != "neutral" && rec.L != "contradiction":
-				return nil, fmt.Errorf("eval: %s:%d: label %q (want entailment, neutral or contradiction)", name, line, rec.L)
-			}
-			out = append(out, NLIPair{*rec.P, *rec.H, rec.L})
+	err := readJSONLines(r, name, func(raw []byte) error {
+		var rec struct {
+			P *string `json:"premise"`
+			H *string `json:"hypothesis"`
+			L string  `json:"label"`
 		}
-		if err == io.EOF {
-			return out, nil
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("eval: %s:%d: %w", name, line, err)
+		switch {
+		case rec.P == nil:
+			return errors.New(`no "premise"`)
+		case rec.H == nil:
+			return errors.New(`no "hypothesis"`)
+		case rec.L != "entailment" && rec.L != "neutral" && rec.L != "contradiction":
+			return fmt.Errorf("label %q (want entailment, neutral or contradiction)", rec.L)
 		}
+		out = append(out, NLIPair{*rec.P, *rec.H, rec.L})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // ReadNLIPairsFile is ReadNLIPairs on a file.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,33 +25,48 @@ type Pair struct {
 // error naming name:line.
 func ReadPairs(r io.Reader, name string) ([]Pair, error) {
 	var out []Pair
+	err := readJSONLines(r, name, func(raw []byte) error {
+		var rec struct {
+			S1    *string  `json:"sentence1"`
+			S2    *string  `json:"sentence2"`
+			Score *float64 `json:"score"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return err
+		}
+		switch {
+		case rec.S1 == nil:
+			return errors.New(`no "sentence1"`)
+		case rec.S2 == nil:
+			return errors.New(`no "sentence2"`)
+		case rec.Score == nil || math.IsNaN(*rec.Score) || math.IsInf(*rec.Score, 0):
+			return errors.New(`no finite "score"`)
+		}
+		out = append(out, Pair{*rec.S1, *rec.S2, *rec.Score})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readJSONLines calls each for every non-blank line of r; an error from it
+// or from reading is returned naming name:line.
+func readJSONLines(r io.Reader, name string, each func(raw []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
 		raw, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(raw)) > 0 {
-			var rec struct {
-				S1    *string  `json:"sentence1"`
-				S2    *string  `json:"sentence2"`
-				Score *float64 `json:"score"`
+			if perr := each(raw); perr != nil {
+				return fmt.Errorf("eval: %s:%d: %w", name, line, perr)
 			}
-			if jerr := json.Unmarshal(raw, &rec); jerr != nil {
-				return nil, fmt.Errorf("eval: %s:%d: %w", name, line, jerr)
-			}
-			switch {
-			case rec.S1 == nil:
-				return nil, fmt.Errorf("eval: %s:%d: no \"sentence1\"", name, line)
-			case rec.S2 == nil:
-				return nil, fmt.Errorf("eval: %s:%d: no \"sentence2\"", name, line)
-			case rec.Score == nil || math.IsNaN(*rec.Score) || math.IsInf(*rec.Score, 0):
-				return nil, fmt.Errorf("eval: %s:%d: no finite \"score\"", name, line)
-			}
-			out = append(out, Pair{*rec.S1, *rec.S2, *rec.Score})
 		}
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("eval: %s:%d: %w", name, line, err)
+			return fmt.Errorf("eval: %s:%d: %w", name, line, err)
 		}
 	}
 }
