@@ -639,6 +639,7 @@ func (h *Graph[K]) importV2(r interface {
 		return fmt.Errorf("unknown distance function %q", dist)
 	}
 	h.Distance, h.M, h.Ml, h.EfSearch, h.EfConstruction = df, m, ml, efSearch, efc
+	h.Quantize = QuantizeNone // format 2 had no quantization
 	if n == 0 {
 		return nil
 	}
@@ -761,6 +762,7 @@ func (h *Graph[K]) importV1(r interface {
 		return fmt.Errorf("unknown distance function %q", dist)
 	}
 	h.Distance, h.M, h.EfSearch = df, m, efSearch
+	h.Quantize = QuantizeNone // format 1 had no quantization
 	if ml > 0 && ml < 1 {
 		h.Ml = ml
 	}
