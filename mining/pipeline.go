@@ -289,6 +289,22 @@ func (m *Miner) Calibrate(ctx context.Context, src Source, n int, t *FusionTeach
 	return c, nil
 }
 
+// penalisedLoss is fitLogistic's objective: the mean log-loss of σ(β·z)
+// plus lambda·|w|²/2 (the bias β₀ not penalised).
+func penalisedLoss(z [][]float64, y, beta []float64, lambda float64) float64 {
+	var l float64
+	for i, zi := range z {
+		m := dotf(beta, zi)
+		// log(1 + e^m) − y·m, computed without overflow.
+		l += max(m, 0) + math.Log1p(math.Exp(-math.Abs(m))) - y[i]*m
+	}
+	l /= float64(len(z))
+	for _, w := range beta[1:] {
+		l += lambda * w * w / 2
+	}
+	return l
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -365,10 +381,27 @@ func fitLogistic(x [][]float64, y []float64, lambda float64) (*Calibration, erro
 		if err != nil {
 			return nil, err
 		}
+		// Damped Newton: halve the step until the penalised loss does not
+		// rise. A full step can overshoot when the classes are (nearly)
+		// separable — a handful of queries whose positives all score the
+		// best BM25 — and undamped iterations then run the unpenalised bias
+		// off to logits in the thousands.
+		before := penalisedLoss(z, y, beta, lambda)
+		t := 1.0
+		next := make([]float64, len(beta))
+		for k := 0; k < 40; k++ {
+			for j := range beta {
+				next[j] = beta[j] - t*step[j]
+			}
+			if penalisedLoss(z, y, next, lambda) <= before {
+				break
+			}
+			t /= 2
+		}
 		var size float64
 		for j := range beta {
-			beta[j] -= step[j]
-			size = max(size, math.Abs(step[j]))
+			size = max(size, math.Abs(beta[j]-next[j]))
+			beta[j] = next[j]
 		}
 		if size < 1e-10 {
 			break

@@ -4,7 +4,8 @@
 # teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
 # the index with the new model (annactl reindex), evaluate again.
 # Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget, SEED seeds mining and training;
-# MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher fusion --teacher-model bge-small-en-v1.5")
+# MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher-model bge-small-en-v1.5" (the default teacher is the
+# calibrated fusion of BM25 and the model's cosine; MINE_ARGS="--teacher dense" is the cosine alone)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -36,7 +37,7 @@ step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
 
 MINE_ARGS=${MINE_ARGS:-}
-step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-dense teacher})"
+step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-fusion teacher})"
 # shellcheck disable=SC2086
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed "$MINE_SEED" --resume $MINE_ARGS
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"

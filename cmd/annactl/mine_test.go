@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,5 +51,33 @@ func TestMineFusionTeacher(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(out); string(after) != string(before) || len(before) == 0 {
 		t.Fatal("--resume of a finished run changed its output")
+	}
+}
+
+// TestMineDefaultTeacherOnFewQueries: without --teacher (or --reranker) the
+// teacher is the calibrated fusion, and on the demo set — 14 queries whose
+// positives are nearly separable, each often with the best BM25 score — its
+// calibration stays sane (the fit once ran its bias off to logits near
+// −1000, every negative fell within the margin of its positive and nothing
+// was written): every query gives an example and the fit ranks well.
+func TestMineDefaultTeacherOnFewQueries(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	idx := filepath.Join(tmp, "idx")
+	mustRun(t, "index", "--index", idx, filepath.Join("..", "..", "testdata", "demo", "corpus.jsonl"))
+	out := filepath.Join(tmp, "mined.jsonl")
+	r := mustRun(t, "mine-negatives", "--dataset", filepath.Join("..", "..", "testdata", "demo"), "--split", "test", "--index", idx,
+		"--output", out, "--negatives", "3")
+	var cal struct {
+		Bias float64 `json:"bias"`
+		AUC  float64 `json:"auc"`
+	}
+	b, err := os.ReadFile(out + ".teacher.json")
+	if err != nil || json.Unmarshal(b, &cal) != nil {
+		t.Fatalf("the default teacher is not the fusion (no calibration file): %v\n%s", err, r)
+	}
+	lines, _ := os.ReadFile(out)
+	if n := strings.Count(string(lines), "\n"); n != 14 || cal.AUC < 0.9 || math.Abs(cal.Bias) > 50 {
+		t.Fatalf("%d examples of 14 queries, calibration AUC %.4f, bias %.1f\n%s", n, cal.AUC, cal.Bias, r)
 	}
 }
