@@ -115,7 +115,7 @@ func (ix *Index) checkTable(is *issues) {
 
 func (ix *Index) checkPassages(is *issues) {
 	keys := ix.g.Keys()
-	held := make(map[uint32]uint32, len(ix.byID))
+	held := make([]uint32, len(ix.docs)) // passages held, by document number
 	for _, key := range keys {
 		doc, p := splitKey(key)
 		if int(doc) >= len(ix.docs) || ix.docs[doc].id == "" {

@@ -375,9 +375,26 @@ func (tr *tableReader) uvarint(what string, limit uint64) uint64 {
 }
 
 func (tr *tableReader) bytes(what string, limit uint64) []byte {
-	n := tr.uvarint(what+" length", limit)
 	if tr.err != nil {
 		return nil
+	}
+	n, err := binary.ReadUvarint(tr.r)
+	if err != nil {
+		tr.err = fmt.Errorf("read %s length: %w", what, err)
+		return nil
+	}
+	if n > limit {
+		tr.err = fmt.Errorf("%s length %d out of range (at most %d)", what, n, limit)
+		return nil
+	}
+	if n <= 1<<16 {
+		// Short (IDs, metadata): read at once, no more than 64 KiB
+		// allocated on the word of the length.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(tr.r, b); err != nil {
+			tr.err = fmt.Errorf("read %s: %w", what, err)
+		}
+		return b
 	}
 	// Grown as the data arrives: a damaged length fails at the end of the
 	// file instead of allocating first.

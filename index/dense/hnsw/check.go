@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -172,7 +173,7 @@ func (g *Graph[K]) Check() []Issue[K] {
 				}
 			}
 		}
-		if g.quant && slices.Contains(g.code(id), -128) {
+		if g.quant && bytes.IndexByte(rawBytes(g.code(id)), 0x80) >= 0 { // -128
 			add("code out of range (-128)", &key)
 		}
 	}

@@ -2,6 +2,7 @@ package hnsw
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -461,7 +462,8 @@ func (h *Graph[K]) importV3(r *countingReader, opts ImportOptions) error {
 		if h.codes, err = readRaw[int8](r, n*dim, opts.Size); err != nil {
 			return fmt.Errorf("decode codes: %w", err)
 		}
-		if slices.Contains(h.codes, -128) {
+		if bytes.IndexByte(rawBytes(h.codes), 0x80) >= 0 { // -128, vectorised
+
 			return errors.New("decode codes: code -128 out of range")
 		}
 	}
