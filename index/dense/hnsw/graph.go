@@ -450,7 +450,7 @@ func (g *Graph[K]) searchLayer(q *query, ep cand, ef, level int, liveOnly bool, 
 			} else {
 				lines := min(prefetchPerVector, (g.dim+15)/16)
 				for _, nb := range todo {
-					prefetchLines(&g.vecs[int(nb)*g.dim], lines)
+					prefetchLines(&g.vec(nb)[0], lines)
 				}
 			}
 		}

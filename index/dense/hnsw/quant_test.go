@@ -174,6 +174,13 @@ func TestQuantizedMappedRoundTrip(t *testing.T) {
 			t.Fatalf("searches differ: %v vs %v", a, b)
 		}
 	}
+	// Exact (float) layer searches over the mapped vectors, as reconnect
+	// runs them.
+	q := h.exactQuery(vecs[3001])
+	vs := h.getVisited()
+	if res := h.searchLayer(&q, cand{h.entry, h.qdist(&q, h.entry)}, 10, 0, true, nil, vs); len(res) != 10 {
+		t.Fatalf("exact layer search on mapped vectors: %d results", len(res))
+	}
 	// Adds go to memory, deletes pass the compaction threshold, which
 	// moves vectors within the (private) mapping.
 	nodes := make([]Node[int], 0, 1000)
