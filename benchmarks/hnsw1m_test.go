@@ -24,7 +24,6 @@ import (
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/dense/densetest"
-	"github.com/anna-search/anna/index/dense/hnsw"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 )
@@ -67,10 +66,7 @@ func BenchmarkHNSW1M(b *testing.B) {
 		}
 		n = v
 	}
-	quant := cmp.Or(os.Getenv("ANNA_HNSW1M_QUANT"), hnsw.QuantizeInt8)
-	if quant == "float32" {
-		quant = hnsw.QuantizeNone
-	}
+	quant := cmp.Or(os.Getenv("ANNA_HNSW1M_QUANT"), dense.QuantizeInt8)
 	threads := runtime.GOMAXPROCS(0)
 	if s := os.Getenv("ANNA_HNSW1M_THREADS"); s != "" {
 		fmt.Sscan(s, &threads)
@@ -99,7 +95,7 @@ func BenchmarkHNSW1M(b *testing.B) {
 		rss1 := hnswRSS(b)
 		st, _ := os.Stat(path)
 		b.Logf("ours (%s, GOMAXPROCS %d): build %.1fs; file %.0f MB; open %.2fs; resident +%.0f MB (anon +%.0f, file-backed +%.0f)",
-			cmp.Or(quant, "float32"), runtime.GOMAXPROCS(0), buildS, float64(st.Size())/1e6, openS,
+			quant, runtime.GOMAXPROCS(0), buildS, float64(st.Size())/1e6, openS,
 			rss1.total-rss0.total, rss1.anon-rss0.anon, rss1.file-rss0.file)
 
 		pos := make(map[string]int32, n)

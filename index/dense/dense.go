@@ -46,7 +46,7 @@
 //
 // # Quantization and parallel inserts
 //
-// With Config.Quantize "int8" the graph holds int8 codes of the passage
+// With Config.Quantize "int8" (the default) the graph holds int8 codes of the passage
 // vectors (per-dimension ranges) and is built and searched over them; each
 // search re-scores its whole candidate list with the float vectors, so the
 // scores and the final order are exact cosines (see hnsw's quant.go). A
@@ -65,11 +65,18 @@
 // The index is derived data. The engine keeps vectors in storage (bbolt) and
 // rebuilds the graph from there when the saved graph is missing or stale
 // (Meta.AppliedSeq behind storage); Save and Load only make restarts fast.
-// The file (format version 3) holds the document table (IDs, passage
+// The file (format version 4) holds the document table (IDs, passage
 // counts, metadata) and the posting lists beside the graph, all under one
 // checksum; Load verifies that they agree with each other and with the
 // graph. Files of version 2 load as documents of one passage without
-// metadata.
+// metadata; files before version 4 hold float32 graphs and load as such.
+//
+// Crashes: Save writes a temporary file, fsyncs it and renames it over the
+// old one, so a crash leaves the old file or the new one, never a torn
+// one; a torn or damaged file fails Load's checksum (ErrCorrupt) and the
+// engine rebuilds from storage. The checksum covers the float vectors a
+// quantized index maps, read once at Load; the mapping is private, so
+// nothing the index does writes to the file.
 package dense
 
 import (
@@ -97,6 +104,17 @@ const (
 	DefaultEfConstruction = 200
 )
 
+// Config.Quantize values. DefaultQuantize is int8: on 100,000 variants of
+// SciFact's MiniLM vectors (BenchmarkHNSW1M at 100k, 2 cores) it reached
+// the same recall@10 as float32 at every ef (0.9985 against 0.9975 at ef
+// 16) at 1.58× the queries per second (18,480 against 11,666), with
+// 0.37× the resident memory after Load (64 against 174 MB).
+const (
+	QuantizeFloat32 = "float32"
+	QuantizeInt8    = "int8"
+	DefaultQuantize = QuantizeInt8
+)
+
 // Config sets the graph's shape. Zero fields take the defaults above; Dim 0
 // means "the length of the first vector added".
 type Config struct {
@@ -104,8 +122,9 @@ type Config struct {
 	M              int // links per node on upper layers (2*M on the base layer)
 	EfSearch       int // candidate list size at query time (>= k is always used)
 	EfConstruction int // candidate list size while inserting
-	// Quantize is "" (float32 vectors in the graph, the default) or
-	// "int8" (see the package doc). A loaded index takes it from its file.
+	// Quantize is QuantizeInt8 ("" means DefaultQuantize, int8) or
+	// QuantizeFloat32 (float32 vectors in the graph; see the package doc).
+	// A loaded index takes it from its file.
 	Quantize string
 }
 
@@ -118,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EfConstruction <= 0 {
 		c.EfConstruction = DefaultEfConstruction
+	}
+	if c.Quantize == "" {
+		c.Quantize = DefaultQuantize
 	}
 	return c
 }
@@ -187,7 +209,10 @@ func (ix *Index) setupGraph(g *hnsw.Graph[uint64]) {
 	g.M = ix.cfg.M
 	g.EfSearch = ix.cfg.EfSearch
 	g.EfConstruction = ix.cfg.EfConstruction
-	g.Quantize = ix.cfg.Quantize
+	g.Quantize = hnsw.QuantizeNone
+	if ix.cfg.Quantize == QuantizeInt8 {
+		g.Quantize = hnsw.QuantizeInt8
+	}
 }
 
 // nodeKey is the graph key of a passage: the document number in the high
@@ -263,8 +288,8 @@ func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dense: add: %w", err)
 	}
-	if q := ix.cfg.Quantize; q != hnsw.QuantizeNone && q != hnsw.QuantizeInt8 {
-		return fmt.Errorf("dense: add: unknown Quantize %q (want \"\" or %q)", q, hnsw.QuantizeInt8)
+	if q := ix.cfg.Quantize; q != QuantizeFloat32 && q != QuantizeInt8 {
+		return fmt.Errorf("dense: add: unknown Quantize %q (want %q or %q)", q, QuantizeInt8, QuantizeFloat32)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

@@ -247,7 +247,10 @@ func load(hr *hashingReader, f *os.File, size int64) (*Index, Meta, error) {
 		if err := ix.g.ImportWith(hr, hnsw.ImportOptions{File: f, Offset: hr.n, Size: size}); err != nil {
 			return nil, Meta{}, fmt.Errorf("import graph: %w", err)
 		}
-		ix.cfg.Quantize = ix.g.Quantize
+		ix.cfg.Quantize = QuantizeFloat32
+		if ix.g.Quantize == hnsw.QuantizeInt8 {
+			ix.cfg.Quantize = QuantizeInt8
+		}
 	} else if err := ix.importByID(hr); err != nil {
 		return nil, Meta{}, err
 	}
@@ -300,6 +303,8 @@ func (ix *Index) importByID(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("import graph: %w", err)
 	}
+	// Files of version 1 and 2 hold float32 graphs, which stay so.
+	ix.cfg.Quantize = QuantizeFloat32
 	ix.setupGraph(g)
 	g.EfSearch, g.EfConstruction = old.EfSearch, old.EfConstruction
 	ix.g = g

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/index/dense/densetest"
-	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
 // TestQuantizedReopen: an int8 index keeps its quantization through Save
@@ -29,7 +28,7 @@ func TestQuantizedReopen(t *testing.T) {
 		docs[i] = Doc{ID: fmt.Sprintf("d%05d", i), Vectors: vecs, Meta: map[string]string{"m": fmt.Sprint(i % 7)}}
 	}
 	ctx := context.Background()
-	ix := New(Config{Dim: dim, Quantize: hnsw.QuantizeInt8})
+	ix := New(Config{Dim: dim}) // int8, the default
 	if err := ix.Add(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestQuantizedReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := loaded.Config().Quantize; q != hnsw.QuantizeInt8 {
+	if q := loaded.Config().Quantize; q != QuantizeInt8 {
 		t.Fatalf("reloaded Quantize %q", q)
 	}
 	if is := loaded.Check(); len(is) > 0 {
@@ -80,7 +79,7 @@ func TestQuantizedReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, _, err := Load(path2)
-	if err != nil || again.Len() != loaded.Len() || again.Config().Quantize != hnsw.QuantizeInt8 {
+	if err != nil || again.Len() != loaded.Len() || again.Config().Quantize != QuantizeInt8 {
 		t.Fatalf("second reload: %v", err)
 	}
 
@@ -101,5 +100,17 @@ func TestQuantizedReopen(t *testing.T) {
 
 	if err := New(Config{Quantize: "int4"}).Add(ctx, docs[:1]); err == nil {
 		t.Fatal("unknown Quantize accepted")
+	}
+
+	// A float32 index stays float32 through Save and Load.
+	fl := New(Config{Dim: dim, Quantize: QuantizeFloat32})
+	if err := fl.Add(ctx, docs[:100]); err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Save(path, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if fl2, _, err := Load(path); err != nil || fl2.Config().Quantize != QuantizeFloat32 {
+		t.Fatalf("float32 index reloaded: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package dense
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/index/dense/densetest"
-	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
 // recallAt returns mean recall@k of ix at ef against the exact neighbours.
@@ -41,8 +39,8 @@ func recallAt(t testing.TB, ix *Index, queries [][]float32, truth []map[string]b
 // runs for both graphs: float32 and int8 (Quantize), the latter reloaded
 // with its float vectors mapped from the file.
 func TestRecall100k(t *testing.T) {
-	for _, quant := range []string{"", hnsw.QuantizeInt8} {
-		t.Run(cmp.Or(quant, "float32"), func(t *testing.T) { testRecall(t, quant) })
+	for _, quant := range []string{QuantizeFloat32, QuantizeInt8} {
+		t.Run(quant, func(t *testing.T) { testRecall(t, quant) })
 	}
 }
 
