@@ -50,7 +50,7 @@ import (
 //
 // Environment: ANNA_HNSW1M_N (default 1,000,000), ANNA_HNSW1M_QUANT (int8,
 // the default, or float32), ANNA_HNSW1M_THREADS (hnswlib's build threads;
-// default GOMAXPROCS), ANNA_HNSW1M_DATA: "scifact" (the default) takes
+// default GOMAXPROCS; ANNA_HNSW1M_BASELINE=0 skips hnswlib), ANNA_HNSW1M_DATA: "scifact" (the default) takes
 // SciFact's 5,183 abstracts' real MiniLM vectors (from the embedding cache,
 // computed once with the default model) as centres and draws variants
 // around them (each component + N(0, 0.02²), renormalised: cosine ≈ 0.93
@@ -143,6 +143,9 @@ func BenchmarkHNSW1M(b *testing.B) {
 			b.Logf("ours: recall@10 0.95 not reached (max ef %d)", efs[len(efs)-1])
 		}
 
+		if os.Getenv("ANNA_HNSW1M_BASELINE") == "0" {
+			continue
+		}
 		ref, ok := hnsw1mBaseline(b, base, queries, gt, k, m, efc, threads, efs)
 		if !ok {
 			continue
