@@ -1,10 +1,8 @@
 package decoder
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -169,25 +167,9 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	}
 	job["ids"], job["mask"] = ids, mask
 	p := &prepared{c: c, m: m, loss: loss, dir: t.TempDir()}
-	raw := map[string]*safetensors.Tensor{}
-	for _, q := range m.Params {
-		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
-		if !q.Frozen {
-			p.trainable = append(p.trainable, q.Name)
-		}
-	}
+	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "model.safetensors"), m.Params...)
 	job["trainable"] = p.trainable
-	if err := safetensors.WriteFile(filepath.Join(p.dir, "model.safetensors"), raw, nil); err != nil {
-		t.Fatal(err)
-	}
-	cj, _ := json.Marshal(cfg)
-	jb, _ := json.Marshal(job)
-	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(p.dir, "batch.json"), jb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pyref.WriteJSON(t, p.dir, map[string]any{"config.json": cfg, "batch.json": job})
 	return p
 }
 

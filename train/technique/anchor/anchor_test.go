@@ -1,13 +1,12 @@
 package anchor
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,16 +137,11 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 		t.Fatal(err)
 	}
 	p.q2d, p.d2q = a.Losses()
-	raw := map[string]*safetensors.Tensor{}
-	for _, q := range a.Params() {
-		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
-		if !q.Frozen {
-			p.trainable = append(p.trainable, q.Name)
-		}
+	ps := slices.Clone(a.Params())
+	if h := m.LMHead(); h.Name == "lm_head.weight" { // frozen: written, not compared
+		ps = append(ps, h)
 	}
-	if h := m.LMHead(); h.Name == "lm_head.weight" {
-		raw[h.Name] = &safetensors.Tensor{Name: h.Name, DType: "F32", Shape: h.Shape, Data: h.W}
-	}
+	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "model.safetensors"), ps...)
 	ids, mask := make([][]int32, s.Batch.N), make([][]float32, s.Batch.N)
 	for n := range s.Batch.N {
 		ids[n], mask[n] = s.Batch.IDs[n*T:n*T+T], s.Batch.Mask[n*T:n*T+T]
@@ -156,17 +150,7 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if c.lora {
 		job["lora"] = map[string]any{"rank": 4, "alpha": 8}
 	}
-	if err := safetensors.WriteFile(filepath.Join(p.dir, "model.safetensors"), raw, nil); err != nil {
-		t.Fatal(err)
-	}
-	cj, _ := json.Marshal(&m.Cfg)
-	jb, _ := json.Marshal(job)
-	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(p.dir, "batch.json"), jb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pyref.WriteJSON(t, p.dir, map[string]any{"config.json": &m.Cfg, "batch.json": job})
 	return p
 }
 

@@ -1,9 +1,7 @@
 package autoregembed
 
 import (
-	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -103,17 +101,6 @@ func TestAutoRegEmbedGradientsMatchPyTorch(t *testing.T) {
 	}
 }
 
-func writeParams(t *testing.T, path string, ps []*ops.Param, extra ...*ops.Param) {
-	t.Helper()
-	raw := map[string]*safetensors.Tensor{}
-	for _, q := range append(ps, extra...) {
-		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
-	}
-	if err := safetensors.WriteFile(path, raw, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	t.Helper()
 	cfg := tinyConfig()
@@ -162,19 +149,14 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 		t.Fatal(err)
 	}
 	p := &prepared{c: c, t: tq, loss: loss, dir: t.TempDir()}
-	for _, q := range tq.Params() {
-		if !q.Frozen {
-			p.trainable = append(p.trainable, q.Name)
-		}
-	}
-	writeParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params())
+	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params()...)
 	var head []*ops.Param
 	if c.untied {
 		head = append(head, tq.dec.LMHead())
 	}
-	writeParams(t, filepath.Join(p.dir, "dec.safetensors"), tq.dec.Params, head...)
+	pyref.WriteParams(t, filepath.Join(p.dir, "dec.safetensors"), append(slices.Clone(tq.dec.Params), head...)...)
 	if tq.ref != nil {
-		writeParams(t, filepath.Join(p.dir, "ref.safetensors"), tq.ref.Params, &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})
+		pyref.WriteParams(t, filepath.Join(p.dir, "ref.safetensors"), append(slices.Clone(tq.ref.Params), &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})...)
 	}
 	b := s.Batch
 	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
@@ -187,14 +169,7 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if c.lora {
 		job["lora"] = map[string]any{"rank": ac.LoRA.Rank, "alpha": ac.LoRA.Alpha}
 	}
-	cj, _ := json.Marshal(cfg)
-	jb, _ := json.Marshal(job)
-	if err := os.WriteFile(filepath.Join(p.dir, "config.json"), cj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(p.dir, "job.json"), jb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pyref.WriteJSON(t, p.dir, map[string]any{"config.json": cfg, "job.json": job})
 	return p
 }
 

@@ -1,10 +1,8 @@
 package causal2vec
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -196,25 +194,9 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	}
 	job["ids"], job["mask"], job["pos"], job["encoder"] = ids, mask, pos, enc
 	pr := &prepared{c: c, tech: tech, enc: fx.enc, loss: loss, dir: t.TempDir()}
-	raw := map[string]*safetensors.Tensor{}
-	for _, q := range tech.Params() {
-		raw[q.Name] = &safetensors.Tensor{Name: q.Name, DType: "F32", Shape: q.Shape, Data: q.W}
-		if !q.Frozen {
-			pr.trainable = append(pr.trainable, q.Name)
-		}
-	}
+	pr.trainable = pyref.WriteParams(t, filepath.Join(pr.dir, "model.safetensors"), tech.Params()...)
 	job["trainable"] = pr.trainable
-	if err := safetensors.WriteFile(filepath.Join(pr.dir, "model.safetensors"), raw, nil); err != nil {
-		t.Fatal(err)
-	}
-	cj, _ := json.Marshal(cfg)
-	jb, _ := json.Marshal(job)
-	if err := os.WriteFile(filepath.Join(pr.dir, "config.json"), cj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(pr.dir, "batch.json"), jb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pyref.WriteJSON(t, pr.dir, map[string]any{"config.json": cfg, "batch.json": job})
 	return pr
 }
 
