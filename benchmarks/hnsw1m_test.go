@@ -102,27 +102,8 @@ func BenchmarkHNSW1M(b *testing.B) {
 		for i := range base {
 			pos[hnsw1mID(i)] = int32(i)
 		}
-		var ours []hnswSweepPoint
-		for _, ef := range efs {
-			found := make([][]int32, nq)
-			best := math.Inf(1)
-			for rep := 0; rep < 2; rep++ {
-				start := time.Now()
-				for qi, q := range queries {
-					hits, err := ix.Search(context.Background(), q, k, dense.SearchOptions{Ef: ef})
-					if err != nil {
-						b.Fatal(err)
-					}
-					row := make([]int32, len(hits))
-					for j, h := range hits {
-						row[j] = pos[h.ID]
-					}
-					found[qi] = row
-				}
-				best = min(best, time.Since(start).Seconds())
-			}
-			p := hnswSweepPoint{EF: ef, Recall: hnswRecall(found, gt), QPS: float64(nq) / best}
-			ours = append(ours, p)
+		ours := hnswSweep(b, ix, queries, gt, pos, k, efs, 2)
+		for _, p := range ours {
 			b.Logf("ours: ef=%-4d recall@10=%.4f QPS=%.0f", p.EF, p.Recall, p.QPS)
 		}
 		pos = nil

@@ -81,27 +81,7 @@ func BenchmarkHNSW(b *testing.B) {
 			b.Fatal(err)
 		}
 		ourBuild := time.Since(start).Seconds()
-		var ours []hnswSweepPoint
-		for _, ef := range efs {
-			found := make([][]int32, nq)
-			best := math.Inf(1)
-			for rep := 0; rep < 3; rep++ {
-				start := time.Now()
-				for qi, q := range queries {
-					hits, err := ix.Search(context.Background(), q, k, dense.SearchOptions{Ef: ef})
-					if err != nil {
-						b.Fatal(err)
-					}
-					row := make([]int32, len(hits))
-					for j, h := range hits {
-						row[j] = pos[h.ID]
-					}
-					found[qi] = row
-				}
-				best = min(best, time.Since(start).Seconds())
-			}
-			ours = append(ours, hnswSweepPoint{EF: ef, Recall: hnswRecall(found, gt), QPS: float64(nq) / best})
-		}
+		ours := hnswSweep(b, ix, queries, gt, pos, k, efs, 3)
 		b.Logf("ours: build %.1fs (n=%d dim=%d spread=%v M=%d efC=%d)", ourBuild, n, dim, spread, m, efc)
 		for _, p := range ours {
 			b.Logf("ours: ef=%-4d recall@10=%.4f QPS=%.0f", p.EF, p.Recall, p.QPS)
@@ -274,4 +254,33 @@ func hnswRunBaseline(b *testing.B, base, queries [][]float32, gt [][]int32, k, m
 		b.Fatalf("%s output %q: %v", script, out, err)
 	}
 	return res
+}
+
+// hnswSweep searches ix with every query at each ef (the best of reps
+// timed passes) and returns recall@k against gt and QPS per ef; pos maps a
+// hit's ID to its row in gt's numbering.
+func hnswSweep(b *testing.B, ix *dense.Index, queries [][]float32, gt [][]int32, pos map[string]int32, k int, efs []int, reps int) []hnswSweepPoint {
+	b.Helper()
+	var out []hnswSweepPoint
+	for _, ef := range efs {
+		found := make([][]int32, len(queries))
+		best := math.Inf(1)
+		for rep := 0; rep < reps; rep++ {
+			start := time.Now()
+			for qi, q := range queries {
+				hits, err := ix.Search(context.Background(), q, k, dense.SearchOptions{Ef: ef})
+				if err != nil {
+					b.Fatal(err)
+				}
+				row := make([]int32, len(hits))
+				for j, h := range hits {
+					row[j] = pos[h.ID]
+				}
+				found[qi] = row
+			}
+			best = min(best, time.Since(start).Seconds())
+		}
+		out = append(out, hnswSweepPoint{EF: ef, Recall: hnswRecall(found, gt), QPS: float64(len(queries)) / best})
+	}
+	return out
 }
