@@ -120,11 +120,17 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 			}
 			return ids
 		}
-		docPrefix := prefixIDs("")
+		// Each distinct instruction tokenised once, not at every step.
+		prefixes := map[string][]int32{"": prefixIDs("")}
+		for _, p := range prompts {
+			if _, ok := prefixes[p]; !ok {
+				prefixes[p] = prefixIDs(p)
+			}
+		}
 		insert := func(text string, ids []int32, query bool) (int, error) {
-			pre := docPrefix
+			pre := prefixes[""]
 			if p := prompts[text]; query && p != "" {
-				pre = prefixIDs(p)
+				pre = prefixes[p]
 			}
 			n := 0
 			for n < len(pre) && n < len(ids)-1 && pre[n] == ids[n] {

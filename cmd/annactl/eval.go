@@ -523,7 +523,11 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 		for _, p := range pairs {
 			if p.Label != "neutral" {
 				s1, s2 = append(s1, p.Premise), append(s2, p.Hypothesis)
-				gold = append(gold, map[bool]float64{true: 1}[p.Label == "entailment"])
+				g := 0.0
+				if p.Label == "entailment" {
+					g = 1
+				}
+				gold = append(gold, g)
 			}
 		}
 		if len(gold) == 0 {
