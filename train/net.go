@@ -128,7 +128,7 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		}
 	case TechniqueAnchor:
 	default:
-		return nil, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(techniques, ", "))
+		return nil, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(Techniques(), ", "))
 	}
 	headPool := cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer
 	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {

@@ -165,11 +165,13 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 			return lossParts{infoNCE: p.InfoNCE, distill: p.Distill}
 		}}, nil
 	}
-	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(techniques, ", "))
+	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(Techniques(), ", "))
 }
 
-// techniques are the Config.Technique values.
-var techniques = []string{TechniqueCausal2Vec, TechniqueAnchor, TechniqueAutoRegCompress, TechniqueAutoRegAlign}
+// Techniques are the Config.Technique values.
+func Techniques() []string {
+	return []string{TechniqueCausal2Vec, TechniqueAnchor, TechniqueAutoRegCompress, TechniqueAutoRegAlign}
+}
 
 func isAutoReg(t string) bool { return t == TechniqueAutoRegCompress || t == TechniqueAutoRegAlign }
 

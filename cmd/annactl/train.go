@@ -102,7 +102,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			}
 			c.ModelDir = src
 			if c.Technique != "" {
-				if err := oneOf("technique", c.Technique, train.TechniqueCausal2Vec, train.TechniqueAnchor, train.TechniqueAutoRegCompress, train.TechniqueAutoRegAlign); err != nil {
+				if err := oneOf("technique", c.Technique, train.Techniques()...); err != nil {
 					return err
 				}
 			}
