@@ -174,7 +174,11 @@ func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, er
 		buf := make([]float32, len(b.Rows)*dim) // one allocation for the whole batch
 		for r, i := range b.Rows {
 			v := buf[r*dim : (r+1)*dim : (r+1)*dim]
-			pool(v, b.Out[r*b.Seq*dim:(r+1)*b.Seq*dim], b.Mask[r*b.Seq:(r+1)*b.Seq], man.Pooling)
+			if model.IsHeadPooling(man.Pooling) { // the graph pooled
+				copy(v, b.Out[r*dim:(r+1)*dim])
+			} else {
+				pool(v, b.Out[r*b.Seq*dim:(r+1)*b.Seq*dim], b.Mask[r*b.Seq:(r+1)*b.Seq], man.Pooling)
+			}
 			if man.Normalize {
 				normalize(v)
 			}

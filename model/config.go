@@ -53,11 +53,28 @@ type Config struct {
 	// mask. The trainer writes it into the config.json it exports; the ONNX
 	// graph and the trainer read it.
 	Attention string `json:"anna_attention,omitempty"`
+	// PoolingHead is anna's own key for a decoder trained with a trainable
+	// pooling head (paper 002's latent or multi-layer pooling): its shape.
+	// Its weights are the checkpoint's "pooling.…" tensors; the ONNX graph
+	// applies it and outputs the pooled embedding.
+	PoolingHead *PoolingHead `json:"anna_pooling_head,omitempty"`
 	// Read only to refuse what anna does not implement (Llama 3's rope
 	// scaling, o_proj and MLP biases), rather than ignore it silently.
 	RopeScaling   json.RawMessage `json:"rope_scaling,omitempty"`
 	AttentionBias bool            `json:"attention_bias,omitempty"`
 	MLPBias       bool            `json:"mlp_bias,omitempty"`
+}
+
+// PoolingHead shapes a trainable pooling head: Latents trainable queries
+// cross-attend, in Heads heads that split the hidden size, to keys and
+// values projected from the last layer's real tokens (Mode PoolingLatent)
+// or from every layer's last-token state plus a trainable layer weight
+// (PoolingMultiLayer); an MLP with a residual follows and the latents'
+// outputs are averaged.
+type PoolingHead struct {
+	Mode    string `json:"mode"`
+	Latents int    `json:"latents"`
+	Heads   int    `json:"heads"`
 }
 
 // Attention masks a decoder can be built with.
@@ -181,6 +198,9 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch {
 	case c.ModelType == "bert" || c.IsRoBERTa():
+		if c.PoolingHead != nil {
+			return fmt.Errorf("field anna_pooling_head: trainable pooling heads are served for decoders only, not %s", c.ModelType)
+		}
 	case c.IsDecoder():
 		return c.validateDecoder()
 	case c.ModelType == "":
@@ -268,6 +288,14 @@ func (c *Config) validateDecoder() error {
 	case "", AttentionCausal, AttentionBidirectional:
 	default:
 		return fmt.Errorf("field anna_attention: %q (want %s or %s)", c.Attention, AttentionCausal, AttentionBidirectional)
+	}
+	if h := c.PoolingHead; h != nil {
+		if h.Mode != PoolingLatent && h.Mode != PoolingMultiLayer {
+			return fmt.Errorf("field anna_pooling_head.mode: %q (want %s or %s)", h.Mode, PoolingLatent, PoolingMultiLayer)
+		}
+		if h.Latents <= 0 || h.Heads <= 0 || c.HiddenSize%h.Heads != 0 {
+			return fmt.Errorf("field anna_pooling_head: %d latents and %d heads over hidden_size %d (want both positive, heads dividing the hidden size)", h.Latents, h.Heads, c.HiddenSize)
+		}
 	}
 	if rs := strings.TrimSpace(string(c.RopeScaling)); rs != "" && rs != "null" {
 		return fmt.Errorf("field rope_scaling: %s is not implemented (anna's rotary positions are unscaled)", rs)

@@ -19,7 +19,15 @@ const (
 	PoolingMean      = "mean"      // mean over tokens whose attention mask is 1
 	PoolingCLS       = "cls"       // the first token ([CLS])
 	PoolingLastToken = "lasttoken" // the last unmasked token (decoder-style embedders)
+	// Trainable pooling heads of decoders (config.json's anna_pooling_head):
+	// model.onnx applies the head and outputs sentence_embedding.
+	PoolingLatent     = "latent"     // latent cross-attention over the last layer (NV-Embed)
+	PoolingMultiLayer = "multilayer" // paper 002's Multi-Layers Trainable Pooling
 )
+
+// IsHeadPooling reports whether a pooling mode is a trainable head that the
+// graph applies, rather than a reduction of last_hidden_state.
+func IsHeadPooling(p string) bool { return p == PoolingLatent || p == PoolingMultiLayer }
 
 // Tasks a converted model serves.
 const (
@@ -121,8 +129,12 @@ func (m *Manifest) Validate() error {
 	case TaskEmbed:
 		switch m.Pooling {
 		case PoolingMean, PoolingCLS, PoolingLastToken:
+		case PoolingLatent, PoolingMultiLayer:
+			if !IsDecoderType(m.Architecture) {
+				return fmt.Errorf("field pooling: %q is a decoder's trainable head, not supported for architecture %s", m.Pooling, m.Architecture)
+			}
 		default:
-			return fmt.Errorf("field pooling: %q not supported (want mean, cls or lasttoken)", m.Pooling)
+			return fmt.Errorf("field pooling: %q not supported (want mean, cls, lasttoken, latent or multilayer)", m.Pooling)
 		}
 	case TaskRerank:
 		if m.NumLabels <= 0 {

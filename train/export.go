@@ -51,8 +51,10 @@ func Export(ctx context.Context, m *Model, srcDir, outDir string, s ExportSettin
 // ExportDecoder is Export for a decoder (LoRA merged): srcDir gives the
 // tokenizer (with the EOS the encoder pools) and config.json; pooling
 // defaults to the last token. A model trained with bidirectional attention
-// is exported with anna_attention "bidirectional" in its config.json, which
-// the ONNX graph (and a later training run) follows.
+// is exported with anna_attention "bidirectional" in its config.json, and
+// one with a trainable pooling head with anna_pooling_head (its weights in
+// model.safetensors); the ONNX graph (and a later training run) follows
+// both.
 func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
 	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
 	if err != nil {
@@ -63,6 +65,21 @@ func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string,
 		attention = model.AttentionBidirectional
 	}
 	if cfgJSON, err = setJSONField(cfgJSON, "anna_attention", attention); err != nil {
+		return "", "", fmt.Errorf("train: export: %s: %w", filepath.Join(srcDir, "config.json"), err)
+	}
+	// A trainable pooling head is exported in the checkpoint ("pooling.…")
+	// and described in config.json; the graph applies it, so it is the
+	// model's pooling.
+	if hc := m.HeadConfig(); hc != nil {
+		if s.Pooling != "" && s.Pooling != hc.Mode {
+			return "", "", fmt.Errorf("train: export: pooling %q: the model has a trained %s head", s.Pooling, hc.Mode)
+		}
+		s.Pooling = hc.Mode
+		cfgJSON, err = setJSONField(cfgJSON, "anna_pooling_head", hc)
+	} else {
+		cfgJSON, err = setJSONField(cfgJSON, "anna_pooling_head", nil)
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("train: export: %s: %w", filepath.Join(srcDir, "config.json"), err)
 	}
 	if s.Pooling == "" {
@@ -136,12 +153,16 @@ func copySideFiles(src, dst string) error {
 	})
 }
 
-// setJSONField sets one top-level field of a JSON object, keeping the
-// others as they are.
+// setJSONField sets one top-level field of a JSON object (removes it for a
+// nil value), keeping the others as they are.
 func setJSONField(obj []byte, key string, value any) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(obj, &m); err != nil {
 		return nil, err
+	}
+	if value == nil {
+		delete(m, key)
+		return json.MarshalIndent(m, "", "  ")
 	}
 	v, err := json.Marshal(value)
 	if err != nil {

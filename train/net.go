@@ -142,15 +142,15 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	if !cfg.NoExport {
-		// Refuse before training what could not be exported faithfully.
-		if headPool {
-			return nil, fmt.Errorf("train: pooling %q: the encoder does not apply trainable pooling heads yet, so the model could not be served; train with NoExport (the head is in the checkpoint)", cfg.Pooling)
-		}
-	}
 	// A model trained bidirectionally (its config says so) stays so.
 	d.Causal, d.Threads, d.Recompute = !cfg.Bidirectional && !d.Cfg.Bidirectional(), cfg.Threads, cfg.Recompute
-	if headPool { // before LoRA, which leaves it trainable
+	if hc := d.HeadConfig(); hc != nil {
+		// A checkpoint with a trained head (an earlier export) goes on
+		// training it; another pooling would export a head it never used.
+		if cfg.Pooling != hc.Mode {
+			return nil, fmt.Errorf("train: pooling %q: %s has a trained %s pooling head (config.json anna_pooling_head); train it with pooling %s", cfg.Pooling, cfg.ModelDir, hc.Mode, hc.Mode)
+		}
+	} else if headPool { // before LoRA, which leaves it trainable
 		if err := d.EnableHead(decoder.HeadConfig{Mode: cfg.Pooling, Latents: cfg.HeadLatents, Heads: cfg.HeadHeads}, cfg.Seed); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
 		}

@@ -32,7 +32,8 @@ type Config struct {
 	Objective string // contrastive (default), bce or listwise
 	// Pooling is the bi-encoder pooling: mean (BERT's default), cls,
 	// lasttoken (decoders' default), or for decoders a trainable head,
-	// latent or multilayer (HeadLatents, HeadHeads; not exportable yet).
+	// latent or multilayer (HeadLatents, HeadHeads), which the exported
+	// graph applies; a checkpoint exported with a head defaults to it.
 	Pooling   string
 	MaxLength int // tokens per text (per pair for cross-encoders); default 128
 
@@ -153,6 +154,9 @@ func (c *Config) defaults() error {
 		c.Pooling = PoolMean
 		if c.isDecoder() {
 			c.Pooling = PoolLast
+			if h := c.trainedHead(); h != nil { // an export with a pooling head goes on with it
+				c.Pooling = h.Mode
+			}
 		}
 	}
 	switch c.Pooling {
@@ -204,6 +208,19 @@ func (c *Config) isDecoder() bool {
 	}
 	mc, err := model.LoadConfig(c.ModelDir)
 	return err == nil && mc.IsDecoder()
+}
+
+// trainedHead is the trainable pooling head ModelDir's config.json
+// describes (an earlier export's), or nil.
+func (c *Config) trainedHead() *model.PoolingHead {
+	if strings.HasSuffix(strings.ToLower(c.ModelDir), ".gguf") {
+		return nil
+	}
+	mc, err := model.LoadConfig(c.ModelDir)
+	if err != nil {
+		return nil
+	}
+	return mc.PoolingHead
 }
 
 // state.json in a checkpoint.

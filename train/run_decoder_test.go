@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
 )
 
@@ -170,9 +172,90 @@ func TestRunDecoderRefusals(t *testing.T) {
 	if lw := readParams(t, out)["pooling.layer_weights"]; lw == nil || lw.Data[0] == 0 {
 		t.Fatal("the multilayer head's layer weights are not in the checkpoint or did not train")
 	}
-	if _, err := Run(context.Background(), Config{ModelDir: llama, Data: data, OutDir: t.TempDir(), Pooling: PoolLatent}); err == nil ||
-		!strings.Contains(err.Error(), "does not apply trainable pooling heads yet") {
-		t.Fatalf("latent head with export: got %v", err)
+}
+
+// A decoder trained with a trainable pooling head exports it (weights in
+// model.safetensors, anna_pooling_head in config.json), the graph applies
+// it, and the encoder serves it: the encoder's vectors equal the trainer's
+// pooled (and normalised) output of the exported checkpoint, which loads
+// with its head. Training it again defaults to that head and refuses
+// another pooling.
+func TestPoolingHeadServedByEncoder(t *testing.T) {
+	if _, err := os.Stat(home.ORTLibrary()); err != nil {
+		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
+	}
+	llama := tinyDecoder(t, "llama")
+	data := writeData(t, 24, false)
+	texts := []string{"a short one", "the second text is a little longer than the first", "x",
+		"Instruct: Given a question, retrieve passages that answer it\nQuery: why is the sky blue"}
+	for _, c := range []struct {
+		pooling       string
+		bidirectional bool
+	}{{PoolLatent, false}, {PoolMultiLayer, true}} {
+		t.Run(c.pooling, func(t *testing.T) {
+			res, err := Run(context.Background(), Config{ModelDir: llama, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 2,
+				EvalFraction: -1, Pooling: c.pooling, Bidirectional: c.bidirectional, HeadLatents: 3, HeadHeads: 4, LoRA: &LoRAConfig{Rank: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			man, err := model.LoadManifest(res.ModelDir)
+			must(t, err)
+			if man.Pooling != c.pooling {
+				t.Fatalf("manifest pooling %q, want %q", man.Pooling, c.pooling)
+			}
+			enc, err := encoder.Load(context.Background(), res.ModelDir, encoder.Options{})
+			must(t, err)
+			defer enc.Close()
+			got, err := enc.EmbedDocuments(context.Background(), texts)
+			must(t, err)
+
+			m, err := decoder.Load(res.HFDir)
+			must(t, err)
+			if hc := m.HeadConfig(); hc == nil || hc.Mode != c.pooling || hc.Latents != 3 || hc.Heads != 4 {
+				t.Fatalf("the exported checkpoint loads with head %+v", hc)
+			}
+			tok, err := tokenizer.Load(filepath.Join(res.ModelDir, "tokenizer.json"))
+			must(t, err)
+			defer tok.Close()
+			ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, man.MaxLength), tok.PadID())
+			b := &decoder.Batch{N: len(texts), T: T, IDs: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
+			for i := range ids {
+				b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
+			}
+			a, err := m.Forward(b)
+			must(t, err)
+			pooled, err := m.Pool(a, c.pooling)
+			must(t, err)
+			var maxDiff float64
+			for n := range texts {
+				v := pooled[n*32 : n*32+32]
+				var ss float64
+				for _, x := range v {
+					ss += float64(x) * float64(x)
+				}
+				for i, x := range v {
+					maxDiff = math.Max(maxDiff, math.Abs(float64(x)/math.Sqrt(ss)-float64(got[n][i])))
+				}
+			}
+			t.Logf("%s head: max |encoder − trainer| = %.3g", c.pooling, maxDiff)
+			if maxDiff > 1e-5 {
+				t.Fatalf("the encoder's %s vectors differ from the trainer's by %.3g", c.pooling, maxDiff)
+			}
+
+			// Training the export again goes on with its head.
+			again, err := Run(context.Background(), Config{ModelDir: res.HFDir, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 1,
+				EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if man, err := model.LoadManifest(again.ModelDir); err != nil || man.Pooling != c.pooling {
+				t.Fatalf("retrained export: manifest %+v, %v", man, err)
+			}
+			if _, err := Run(context.Background(), Config{ModelDir: res.HFDir, Data: data, OutDir: t.TempDir(), Pooling: PoolMean}); err == nil ||
+				!strings.Contains(err.Error(), "has a trained "+c.pooling+" pooling head") {
+				t.Fatalf("mean pooling over a trained head: got %v", err)
+			}
+		})
 	}
 }
 

@@ -118,8 +118,11 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: o.BatchSize, workers: o.Workers,
 		output:   onnx.OutputHidden,
 		sessOpts: ort.Options{IntraOpThreads: o.IntraOpThreads, InterOpThreads: o.InterOpThreads}}
-	if spec.Task == model.TaskRerank {
+	switch {
+	case spec.Task == model.TaskRerank:
 		m.output = onnx.OutputLogits
+	case model.IsHeadPooling(man.Pooling):
+		m.output = onnx.OutputEmbedding // the graph applies a trained pooling head
 	}
 	if o.MaxLength > 0 && o.MaxLength != man.MaxLength {
 		if o.MaxLength > cfg.MaxPositionEmbeddings {
@@ -213,8 +216,10 @@ type Inputs struct {
 // Batch is one padded batch as run. Rows are the indices of its inputs,
 // one per row, Seq its padded length and Mask its attention mask
 // [len(Rows) × Seq]. Out is the model's output, row-major: the hidden
-// states [len(Rows) × Seq × dim] for task embed, the logits
-// [len(Rows) × num_labels] for task rerank.
+// states [len(Rows) × Seq × dim] for task embed, the pooled embeddings
+// [len(Rows) × dim] for task embed with a trained pooling head
+// (model.IsHeadPooling), the logits [len(Rows) × num_labels] for task
+// rerank.
 type Batch struct {
 	Rows []int
 	Seq  int
@@ -309,9 +314,14 @@ func forEachBatch(ctx context.Context, n, window, size, workers int, encode func
 func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.Encoding) (out []float32, mask []int64, seq int, err error) {
 	ids, types, mask, seq := tokenizer.Pad(encs, m.tok.PadID())
 	b := int64(len(encs))
-	outShape := ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))
-	if m.output == onnx.OutputHidden {
+	var outShape ortgo.Shape
+	switch m.output {
+	case onnx.OutputHidden:
 		outShape = ortgo.NewShape(b, int64(seq), int64(m.dir.Manifest.Dim))
+	case onnx.OutputEmbedding:
+		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.Dim))
+	default:
+		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))
 	}
 	out, err = runBERT(sess, ortgo.NewShape(b, int64(seq)), ids, mask, types, outShape, &m.stats)
 	if err != nil {

@@ -239,6 +239,15 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 	}
 	switch m.Task {
 	case model.TaskEmbed:
+		if h := cfg.PoolingHead; h != nil {
+			// The graph applies the head: its mode is the only pooling.
+			if m.Pooling != "" && m.Pooling != h.Mode {
+				return nil, fmt.Errorf("import: pooling %q: config.json's anna_pooling_head is a trained %s head, which the graph applies (want pooling %s or none)", m.Pooling, h.Mode, h.Mode)
+			}
+			m.Pooling = h.Mode
+		} else if model.IsHeadPooling(m.Pooling) {
+			return nil, fmt.Errorf("import: pooling %q needs a trained head: config.json has no anna_pooling_head", m.Pooling)
+		}
 		if m.Pooling == "" {
 			m.Pooling = model.PoolingMean
 		}

@@ -24,7 +24,9 @@ const maskedScore = -1e9
 // BuildLlama builds the ONNX graph of a Llama-family decoder (LlamaModel,
 // MistralModel, Qwen2Model, Qwen3Model: tensors named as in Hugging Face, with or
 // without the "model." prefix) for embedding: last_hidden_state [batch, seq, hidden]
-// after the final RMSNorm. The inputs are the BERT graph's (input_ids,
+// after the final RMSNorm, or, when config.json has a trainable pooling
+// head (anna_pooling_head), the head's sentence_embedding [batch, hidden]
+// (see poolingHead). The inputs are the BERT graph's (input_ids,
 // attention_mask, token_type_ids, the last unused), so one runner serves
 // both. Sequences are right-padded: positions are 0..seq-1 as transformers
 // gives them; attention is causal (bidirectional when the config says
@@ -74,6 +76,10 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	// gets maskedScore. Rows repeat per query head of a group (see above).
 	pad := g.Op("Sub", []string{g.Scalar(1), g.Op("Cast", []string{mask}, AttrInt("to", Float))})
 	pad = g.Op("Unsqueeze", []string{pad, g.Int64s("", []int64{2}, []int64{1, 2})}) // [b, 1, 1, seq]
+	var padKeys string
+	if cfg.PoolingHead != nil {
+		padKeys = g.Op("Mul", []string{pad, g.Scalar(maskedScore)})
+	}
 	if !cfg.Bidirectional() {                                                       // a bidirectional decoder masks padding only
 		col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
 		row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
@@ -144,6 +150,7 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	grouped := g.Int64s("", []int64{4}, []int64{0, int64(nkv), -1, int64(hd)})
 	ungrouped := g.Int64s("", []int64{4}, []int64{0, int64(nh), -1, int64(hd)})
 	heads2d := g.Int64s("", []int64{3}, []int64{0, 0, int64(nh * hd)}) // [b, s, nh*hd]
+	layerOut := make([]string, cfg.NumHiddenLayers) // each layer's output (a pooling head's multi-layer rows)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("layers.%d.", l)
 		h := rms(x, p+"input_layernorm")
@@ -161,10 +168,17 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		act := g.Op("Mul", []string{gate, g.Op("Sigmoid", []string{gate})})
 		up := proj(h, p+"mlp.up_proj", H, I)
 		x = g.Op("Add", []string{x, proj(g.Op("Mul", []string{act, up}), p+"mlp.down_proj", I, H)})
+		layerOut[l] = x
 	}
 	x = rms(x, "norm")
-	g.OpNamed("Identity", OutputHidden, []string{x})
-	g.Output(OutputHidden, Float, batch, seq, Dim{Value: int64(H)})
+	layerOut[len(layerOut)-1] = x // the last layer's row is after the final norm (hidden_states[-1])
+	if cfg.PoolingHead != nil {
+		g.OpNamed("Identity", OutputEmbedding, []string{w.poolingHead(g, x, layerOut, padKeys, mask)})
+		g.Output(OutputEmbedding, Float, batch, Dim{Value: int64(H)})
+	} else {
+		g.OpNamed("Identity", OutputHidden, []string{x})
+		g.Output(OutputHidden, Float, batch, seq, Dim{Value: int64(H)})
+	}
 	if err := w.err(); err != nil {
 		return nil, err
 	}

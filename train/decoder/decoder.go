@@ -194,12 +194,18 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 			m.lmHead = &ops.Param{Name: name, Shape: t.Shape, W: t.Data, Frozen: true}
 		}
 	}
+	used := map[string]bool{}
+	if hc := cfg.PoolingHead; hc != nil && len(bad) == 0 { // a trained pooling head
+		if err := m.loadHead(*hc, tensors, used); err != nil {
+			return nil, err
+		}
+	}
 	// A tensor the model does not read (o_proj or MLP biases of a config
 	// with attention_bias or mlp_bias, an architecture variant) would be
 	// silently dropped: refuse it. The language-model head and rotary
 	// buffers are not part of an embedder.
 	for _, name := range sortedNames(tensors) {
-		if _, used := m.byName[name]; !used && !strings.HasSuffix(name, "lm_head.weight") && !strings.HasSuffix(name, "rotary_emb.inv_freq") {
+		if _, read := m.byName[name]; !read && !used[name] && !strings.HasSuffix(name, "lm_head.weight") && !strings.HasSuffix(name, "rotary_emb.inv_freq") {
 			bad = append(bad, name+" (not part of a "+cfg.ModelType+" model: unsupported variant)")
 		}
 	}
@@ -348,8 +354,8 @@ func isLoRAName(n string) bool {
 }
 
 // Tensors returns the model's weights as a checkpoint, LoRA merged in
-// (W + alpha/r · B·A), under the names it was loaded with; a pooling
-// head's parameters are not part of it.
+// (W + alpha/r · B·A), under the names it was loaded with, and a pooling
+// head's parameters ("pooling.…", which HeadConfig describes).
 func (m *Model) Tensors() map[string]*safetensors.Tensor {
 	merge := map[*ops.Param]*ops.Linear{}
 	for l := range m.layers {
@@ -361,7 +367,7 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 	}
 	out := map[string]*safetensors.Tensor{}
 	for _, p := range m.Params {
-		if isLoRAName(p.Name) || isHeadName(p.Name) {
+		if isLoRAName(p.Name) {
 			continue
 		}
 		w := append([]float32(nil), p.W...)

@@ -6,22 +6,24 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/ops"
 	"github.com/anna-search/anna/train/tensor"
 )
 
-// Trainable pooling modes.
+// Trainable pooling modes (the manifest's names: the graph applies them).
 const (
 	// PoolLatent is the last-layer trainable pooling of NV-Embed as paper
 	// 002 describes it: cross-attention from trainable latent queries to
 	// keys and values projected from the last hidden state's real tokens,
 	// then an MLP, averaged over the latents.
-	PoolLatent = "latent"
+	PoolLatent = model.PoolingLatent
 	// PoolMultiLayer is paper 002's Multi-Layers Trainable Pooling: the
 	// same head over one row per layer — each layer's hidden state at the
 	// last token (EOS; the last layer's after the final norm, as
 	// transformers' hidden_states[1:]) plus a trainable layer-weight row.
-	PoolMultiLayer = "multilayer"
+	PoolMultiLayer = model.PoolingMultiLayer
 )
 
 // HeadConfig shapes a trainable pooling head.
@@ -34,7 +36,9 @@ type HeadConfig struct {
 // head is a trainable pooling head: for each sequence, rows X (n×C), keys
 // K = X·Wkᵀ and values V = X·Wvᵀ; per attention head, P = softmax(Q·Kᵀ/√d)
 // with Q the trainable latents (r×C); Z = (P·V)·Woᵀ; Y = Z + fc2(GELU(fc1(Z)));
-// the embedding is the mean of Y's r rows.
+// the embedding is the mean of Y's r rows. The ONNX graph's twin is
+// model/onnx's poolingHead (same tensor names), checked against this one
+// by TestPoolingHeadServedByEncoder.
 type head struct {
 	mode         string
 	r, h         int
@@ -56,32 +60,73 @@ type head struct {
 // weights. Its parameters (named "pooling.…") train whether or not LoRA
 // freezes the decoder, and Pool and PoolBackward accept its mode.
 func (m *Model) EnableHead(cfg HeadConfig, seed uint64) error {
-	if m.head != nil {
-		return fmt.Errorf("decoder: a pooling head is already enabled")
-	}
-	if cfg.Mode != PoolLatent && cfg.Mode != PoolMultiLayer {
-		return fmt.Errorf("decoder: pooling head mode %q unknown (want %s or %s)", cfg.Mode, PoolLatent, PoolMultiLayer)
-	}
 	if cfg.Latents == 0 {
 		cfg.Latents = 16
 	}
 	if cfg.Heads == 0 {
 		cfg.Heads = 8
 	}
+	rng := rand.New(rand.NewPCG(seed, 0x9001))
+	return m.addHead(cfg, func(name string, std float64, n int) ([]float32, error) {
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = float32(std * rng.NormFloat64())
+		}
+		return w, nil
+	})
+}
+
+// loadHead adds the trained head that config.json's anna_pooling_head
+// describes, its weights the checkpoint's "pooling.…" tensors (kept, not
+// copied); it records each tensor it reads in used.
+func (m *Model) loadHead(hc model.PoolingHead, tensors map[string]*safetensors.Tensor, used map[string]bool) error {
+	return m.addHead(HeadConfig(hc), func(name string, _ float64, n int) ([]float32, error) {
+		t, ok := tensors[name]
+		if !ok {
+			return nil, fmt.Errorf("decoder: config.json has anna_pooling_head but the checkpoint lacks %s", name)
+		}
+		if len(t.Data) != n {
+			return nil, fmt.Errorf("decoder: %s has shape %v, %d values, want %d (anna_pooling_head %s, %d latents, %d heads)", name, t.Shape, len(t.Data), n, hc.Mode, hc.Latents, hc.Heads)
+		}
+		used[name] = true
+		return t.Data, nil
+	})
+}
+
+// HeadConfig returns the trainable pooling head's shape, or nil when the
+// model has none; the export writes it into config.json as
+// anna_pooling_head.
+func (m *Model) HeadConfig() *model.PoolingHead {
+	if m.head == nil {
+		return nil
+	}
+	return &model.PoolingHead{Mode: m.head.mode, Latents: m.head.r, Heads: m.head.h}
+}
+
+// addHead builds the head, its parameters' weights from init (the name, the
+// std of a fresh normal initialisation, 0 for biases and layer weights, and
+// the length).
+func (m *Model) addHead(cfg HeadConfig, init func(name string, std float64, n int) ([]float32, error)) error {
+	if m.head != nil {
+		return fmt.Errorf("decoder: a pooling head is already enabled")
+	}
+	if cfg.Mode != PoolLatent && cfg.Mode != PoolMultiLayer {
+		return fmt.Errorf("decoder: pooling head mode %q unknown (want %s or %s)", cfg.Mode, PoolLatent, PoolMultiLayer)
+	}
 	C := m.Cfg.HiddenSize
-	if cfg.Latents < 0 || cfg.Heads <= 0 || C%cfg.Heads != 0 {
+	if cfg.Latents <= 0 || cfg.Heads <= 0 || C%cfg.Heads != 0 {
 		return fmt.Errorf("decoder: pooling head with %d latents and %d heads over hidden size %d (want heads dividing it)", cfg.Latents, cfg.Heads, C)
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x9001))
 	hd := &head{mode: cfg.Mode, r: cfg.Latents, h: cfg.Heads}
+	var err error
 	param := func(name string, std float64, noDecay bool, shape ...int) *ops.Param {
 		n := 1
 		for _, d := range shape {
 			n *= d
 		}
-		p := &ops.Param{Name: "pooling." + name, Shape: shape, W: make([]float32, n), G: make([]float32, n), NoDecay: noDecay}
-		for i := range p.W {
-			p.W[i] = float32(std * rng.NormFloat64())
+		p := &ops.Param{Name: "pooling." + name, Shape: shape, G: make([]float32, n), NoDecay: noDecay}
+		if err == nil {
+			p.W, err = init(p.Name, std, n)
 		}
 		hd.params = append(hd.params, p)
 		return p
@@ -99,11 +144,15 @@ func (m *Model) EnableHead(cfg HeadConfig, seed uint64) error {
 	}
 	hd.k, hd.v, hd.o = lin("k_proj", false), lin("v_proj", false), lin("o_proj", false)
 	hd.fc1, hd.fc2 = lin("mlp.fc1", true), lin("mlp.fc2", true)
+	if err != nil {
+		return err
+	}
 	for _, p := range hd.params {
 		m.Params = append(m.Params, p)
 		m.byName[p.Name] = p
 	}
 	m.head = hd
+	m.Cfg.PoolingHead = m.HeadConfig()
 	return nil
 }
 
