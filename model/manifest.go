@@ -81,6 +81,9 @@ type Manifest struct {
 	// The encoder runs whichever graph model.onnx holds; this field says
 	// which it is, for people and for `annactl models list`.
 	Quantization string `json:"quantization,omitempty"`
+	// PairPrompt is how a decoder reranker reads a (query, document) pair;
+	// nil for BERT-family cross-encoders, which read [CLS] q [SEP] d [SEP].
+	PairPrompt *PairPrompt `json:"pair_prompt,omitempty"`
 	// Fingerprint is hex sha256 over model.onnx's bytes and the settings
 	// that change vectors (pooling, normalize, max_length).
 	Fingerprint string `json:"fingerprint"`
@@ -88,6 +91,59 @@ type Manifest struct {
 	Source string `json:"source,omitempty"`
 	// Files maps each file in the directory to its hex sha256.
 	Files map[string]string `json:"files"`
+}
+
+// PairPrompt lays a (query, document) pair out for a decoder reranker, the
+// "yes/no logit" form of Qwen3-Reranker: Prefix, then Body with {query} and
+// {document} filled in, tokenised as one text and cut from the right (the
+// document's tail goes first) so the whole fits max_length, then Suffix.
+// Prefix and Suffix are tokenised on their own (chat-template special
+// tokens); no other special token is added. model.onnx outputs the
+// language-model logits of the Labels tokens (one token each) at the last
+// position; the score is the last label's logit minus the first's — with
+// Labels ["no", "yes"], the log-odds of "yes".
+type PairPrompt struct {
+	Prefix string   `json:"prefix"`
+	Body   string   `json:"body"`
+	Suffix string   `json:"suffix"`
+	Labels []string `json:"labels"`
+}
+
+// Qwen3-Reranker's prompt (its model card), with its default instruction.
+const (
+	qwen3RerankPrefix = "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"
+	qwen3RerankBody   = "<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}"
+)
+
+// DefaultPairPrompt is Qwen3-Reranker's prompt for a decoder of
+// architecture arch: the assistant turn opens with an empty <think> block
+// for qwen3 (as Qwen3-Reranker's), plainly for other ChatML decoders
+// (SmolLM2-Instruct, Qwen2-Instruct).
+func DefaultPairPrompt(arch string) *PairPrompt {
+	p := &PairPrompt{Prefix: qwen3RerankPrefix, Body: qwen3RerankBody, Suffix: "<|im_end|>\n<|im_start|>assistant\n", Labels: []string{"no", "yes"}}
+	if arch == "qwen3" {
+		p.Suffix += "<think>\n\n</think>\n\n"
+	}
+	return p
+}
+
+// Validate checks that Body holds {query} and then {document}, once each,
+// and that there are labels.
+func (p *PairPrompt) Validate() error {
+	q, d := strings.Index(p.Body, "{query}"), strings.Index(p.Body, "{document}")
+	if q < 0 || d < 0 || d < q || strings.Count(p.Body, "{query}") != 1 || strings.Count(p.Body, "{document}") != 1 {
+		return fmt.Errorf("field pair_prompt.body: %q must hold {query} and then {document}, once each", p.Body)
+	}
+	if len(p.Labels) == 0 {
+		return fmt.Errorf("field pair_prompt.labels: empty (want the tokens whose logits score a pair, e.g. [\"no\", \"yes\"])")
+	}
+	return nil
+}
+
+// Fill is Body with query and document in place (in one pass: braces in
+// either text are left alone).
+func (p *PairPrompt) Fill(query, document string) string {
+	return strings.NewReplacer("{query}", query, "{document}", document).Replace(p.Body)
 }
 
 // ShortFingerprint is the first 12 hex digits, for display and file names.
@@ -118,9 +174,20 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 func (m *Manifest) Validate() error {
 	switch {
 	case m.Architecture == "bert" || m.Architecture == "roberta" || m.Architecture == "xlm-roberta":
+		if m.PairPrompt != nil {
+			return fmt.Errorf("field pair_prompt: a decoder reranker's prompt, not used by architecture %s", m.Architecture)
+		}
 	case IsDecoderType(m.Architecture):
-		if m.Task != TaskEmbed {
-			return fmt.Errorf("field task: %q not supported for architecture %s (want embed)", m.Task, m.Architecture)
+		if m.Task == TaskRerank {
+			if m.PairPrompt == nil {
+				return fmt.Errorf("field pair_prompt: missing (a %s reranker scores a pair through its prompt)", m.Architecture)
+			}
+			if err := m.PairPrompt.Validate(); err != nil {
+				return err
+			}
+			if len(m.PairPrompt.Labels) != m.NumLabels {
+				return fmt.Errorf("field num_labels: %d, but pair_prompt.labels has %d", m.NumLabels, len(m.PairPrompt.Labels))
+			}
 		}
 	default:
 		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral, qwen2 or qwen3)", m.Architecture)

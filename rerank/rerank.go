@@ -3,6 +3,10 @@
 // --task rerank`, run in ONNX Runtime. Both texts go through the model
 // together ([CLS] query [SEP] doc [SEP]), which is slower than comparing
 // vectors but reads the pair jointly, so it reorders a short candidate list.
+// A decoder LLM imported with --task rerank is the "yes/no logit" form
+// (Qwen3-Reranker's): the pair is laid out through the manifest's
+// PairPrompt and the score is the log-odds of the last label ("yes") over
+// the first ("no") at the last token.
 //
 // ORTReranker's invariants: Load checks the model directory (refusing one
 // converted for another task) and loads the tokenizer but creates no ONNX

@@ -201,6 +201,24 @@ func (t *Tokenizer) EncodePair(a, b string, maxLen int) Encoding {
 	return t.post.apply(t.raw(a), t.raw(b), true, maxLen)
 }
 
+// EncodePrompt lays out prefix, text's ids and suffix as one sequence with
+// no other special token (a decoder reranker's prompt, model.PairPrompt):
+// text is cut from the right so the total is at most maxLen (maxLen <= 0:
+// no limit); prefix and suffix are always whole.
+func (t *Tokenizer) EncodePrompt(prefix []int64, text string, suffix []int64, maxLen int) Encoding {
+	ids := t.raw(text)
+	if maxLen > 0 {
+		ids = ids[:min(len(ids), max(maxLen-len(prefix)-len(suffix), 0))]
+	}
+	n := len(prefix) + len(ids) + len(suffix)
+	e := Encoding{IDs: make([]int64, 0, n), TypeIDs: make([]int64, n), Mask: make([]int64, n)}
+	e.IDs = append(append(append(e.IDs, prefix...), ids...), suffix...)
+	for i := range e.Mask {
+		e.Mask[i] = 1
+	}
+	return e
+}
+
 // EncodeBatch is Encode over texts, spread over GOMAXPROCS goroutines.
 func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) []Encoding {
 	out := make([]Encoding, len(texts))

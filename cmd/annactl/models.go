@@ -41,6 +41,7 @@ func (a *app) modelsCommand() *cobra.Command {
 func (a *app) modelsImportCommand() *cobra.Command {
 	var s onnx.Settings
 	var normalize bool
+	var pairPrompt string
 	cmd := &cobra.Command{
 		Use:   "import SRC DEST_DIR",
 		Short: "convert a checkpoint (Hugging Face safetensors, a BERT ONNX file, or a llama GGUF file) to an anna model directory",
@@ -52,7 +53,11 @@ in Go, with anna's own graph for the architecture. SRC is one of:
     (and config.json, if any) beside it;
   FILE.gguf: a llama GGUF file (dequantized; the tokenizer is built from its
     vocabulary, EOS appended; last-token pooling unless --pooling says otherwise).
-Flags override what the sentence-transformers files say.`,
+Flags override what the sentence-transformers files say. A decoder imported with
+--task rerank is a "yes/no logit" reranker (Qwen3-Reranker's form): each pair is
+laid out through a prompt (default Qwen3-Reranker's; --pair-prompt FILE.json with
+prefix, body holding {query} and {document}, suffix and labels), and the score is
+the last label's logit minus the first's at the last token.`,
 		Example: "  annactl models import ~/checkpoints/my-bert ~/.cache/anna/models/my-bert\n  annactl models import --pooling mean smollm2.gguf ~/.cache/anna/models/smollm2-mean",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
@@ -77,6 +82,19 @@ Flags override what the sentence-transformers files say.`,
 			}
 			if err := checkQuantize(s.Quantize); err != nil {
 				return err
+			}
+			if pairPrompt != "" {
+				b, err := os.ReadFile(pairPrompt)
+				if err != nil {
+					return err
+				}
+				s.PairPrompt = &model.PairPrompt{}
+				if err := json.Unmarshal(b, s.PairPrompt); err != nil {
+					return fmt.Errorf("--pair-prompt %s: %w", pairPrompt, err)
+				}
+				if err := s.PairPrompt.Validate(); err != nil {
+					return fmt.Errorf("--pair-prompt %s: %w", pairPrompt, err)
+				}
 			}
 			src, dest := args[0], args[1]
 			var m *model.Manifest
@@ -103,7 +121,8 @@ Flags override what the sentence-transformers files say.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&s.Name, "name", "", "model name (default: DEST_DIR's base name)")
-	f.StringVar(&s.Task, "task", model.TaskEmbed, "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, outputs logits)")
+	f.StringVar(&s.Task, "task", model.TaskEmbed, "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, or a decoder's yes/no logits; outputs logits)")
+	f.StringVar(&pairPrompt, "pair-prompt", "", `decoder rerankers: a JSON file {"prefix", "body" with {query} and {document}, "suffix", "labels"} (default: Qwen3-Reranker's prompt, labels ["no", "yes"])`)
 	f.StringVar(&s.Pooling, "pooling", "", "mean, cls or lasttoken (default: the checkpoint's Pooling module, else mean)")
 	f.IntVar(&s.MaxLength, "max-length", 0, "maximum tokens per input (0: sentence_bert_config.json, else min(512, max_position_embeddings))")
 	f.BoolVar(&normalize, "normalize", true, "L2-normalise embeddings (default: the checkpoint's Normalize module, else true)")

@@ -80,13 +80,16 @@ var ErrClosed = errors.New("use of closed model")
 // Model is an opened model directory whose ONNX Runtime session is created
 // on first use. It is safe for concurrent use.
 type Model struct {
-	dir      *model.Dir
-	tok      *tokenizer.Tokenizer
-	spec     Spec
-	maxLen   int
-	batch    int
-	workers  int
-	output   string // the graph output of spec.Task
+	dir     *model.Dir
+	tok     *tokenizer.Tokenizer
+	spec    Spec
+	maxLen  int
+	batch   int
+	workers int
+	output  string // the graph output of spec.Task
+	// prompt is a decoder reranker's pair layout (the manifest's
+	// PairPrompt) with its prefix and suffix tokenised; nil otherwise.
+	prompt   *prompt
 	sessOpts ort.Options
 
 	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
@@ -133,7 +136,16 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	if m.tok, err = tokenizer.Load(filepath.Join(dir, onnx.TokenizerFile)); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
+	if p := man.PairPrompt; p != nil {
+		m.prompt = &prompt{p: p, prefix: m.tok.IDs(p.Prefix), suffix: m.tok.IDs(p.Suffix)}
+	}
 	return m, nil
+}
+
+// prompt is a model.PairPrompt with its fixed parts tokenised once.
+type prompt struct {
+	p              *model.PairPrompt
+	prefix, suffix []int64
 }
 
 // withDefaults fills o's unset fields from d, then from the per-field rules.
@@ -207,7 +219,8 @@ func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
 
 // Inputs are what a Run tokenises: Texts[i] alone, or the pair
 // (First(i), Texts[i]) when First is set ([CLS] first [SEP] text [SEP],
-// truncated longest-first).
+// truncated longest-first; for a decoder reranker, the manifest's
+// PairPrompt filled with the pair, its body cut from the right).
 type Inputs struct {
 	Texts []string
 	First func(i int) string
@@ -257,6 +270,10 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 		}
 		encs := make([]tokenizer.Encoding, hi-lo)
 		for i := range encs {
+			if p := m.prompt; p != nil { // a decoder reranker: one text through its prompt
+				encs[i] = m.tok.EncodePrompt(p.prefix, p.p.Fill(in.First(lo+i), in.Texts[lo+i]), p.suffix, m.maxLen)
+				continue
+			}
 			encs[i] = m.tok.EncodePair(in.First(lo+i), in.Texts[lo+i], m.maxLen)
 		}
 		return encs

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,10 +51,18 @@ type tinyRef struct {
 // and run it on the right-padded batch ids/mask.
 func tinyReference(t *testing.T, python, tools, arch string, seed int, ids, mask [][]int64) tinyRef {
 	t.Helper()
+	return tinyRun(t, python, tools, "tiny", arch, seed, ids, mask)
+}
+
+// tinyRun is tinyReference with the tool's mode: tiny, or tiny-lm for a
+// ...ForCausalLM model whose logits.f32 are the language-model logits at
+// each row's last real token.
+func tinyRun(t *testing.T, python, tools, mode, arch string, seed int, ids, mask [][]int64) tinyRef {
+	t.Helper()
 	ref := tinyRef{dir: t.TempDir()}
 	b, _ := json.Marshal(map[string]any{"ids": ids, "mask": mask})
 	os.WriteFile(filepath.Join(ref.dir, "ids.json"), b, 0o644)
-	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "tiny", arch, fmt.Sprint(seed), ref.dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), mode, arch, fmt.Sprint(seed), ref.dir).CombinedOutput(); err != nil {
 		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
 	}
 	var err error
@@ -111,6 +120,50 @@ func TestDecodersMatchTransformers(t *testing.T) {
 	}
 }
 
+// TestDecoderRerankMatchesTransformers: the decoder reranker's graph (task
+// rerank, the "yes/no logit" form) of tiny random LlamaForCausalLM (untied
+// lm_head) and Qwen2ForCausalLM (tied embeddings) models gives
+// transformers' language-model logits of the label tokens at each row's
+// last real token (<= 1e-4), on a right-padded batch.
+func TestDecoderRerankMatchesTransformers(t *testing.T) {
+	needORT(t)
+	python, tools := pyref.Python(t, "torch", "transformers"), pyref.Tool(t, "")
+	labels := []int64{11, 42}
+	for i, arch := range []string{"llama", "qwen2"} {
+		t.Run(arch, func(t *testing.T) {
+			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}, {8, 0, 0, 0, 0, 0, 0, 0}}
+			mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}}
+			ref := tinyRun(t, python, tools, "tiny-lm", arch, 90+i, ids, mask)
+			if ref.cfg.TieWordEmbeddings != (arch == "qwen2") {
+				t.Fatalf("%s: tie_word_embeddings %v", arch, ref.cfg.TieWordEmbeddings)
+			}
+			g, err := BuildWith(ref.cfg, ref.tensors, model.TaskRerank, BuildOptions{LabelTokens: labels})
+			if err != nil {
+				t.Fatal(err)
+			}
+			B, V := len(ids), ref.cfg.VocabSize
+			got := runModel(t, graphBytes(t, g), OutputLogits, ref.ids, ref.types, ref.mask, B, len(ids[0]), ortgo.NewShape(int64(B), int64(len(labels))))
+			want := readF32(t, filepath.Join(ref.dir, "logits.f32"))
+			worst := 0.0
+			for r := 0; r < B; r++ {
+				for j, id := range labels {
+					worst = math.Max(worst, math.Abs(float64(got[r*len(labels)+j]-want[r*V+int(id)])))
+				}
+			}
+			t.Logf("%s reranker: label logits max abs difference %.2g", arch, worst)
+			if worst > 1e-4 {
+				t.Errorf("%s: label logits differ from transformers' by %g", arch, worst)
+			}
+		})
+	}
+	// Without labels there is no decoder reranker.
+	cfg := &model.Config{ModelType: "llama", VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 1, NumAttentionHeads: 4, IntermediateSize: 48,
+		MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-5, RopeTheta: 1e4}
+	if _, err := BuildWith(cfg, nil, model.TaskRerank, BuildOptions{}); err == nil || !strings.Contains(err.Error(), "label tokens") {
+		t.Errorf("a decoder reranker without labels: %v", err)
+	}
+}
+
 func graphBytes(t *testing.T, g *Graph) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -161,7 +214,22 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 		ids = append(ids, e.IDs)
 		S = max(S, len(e.IDs))
 	}
-	b, _ := json.Marshal(map[string]any{"ids": ids})
+	// The same file as a decoder reranker (the yes/no logit form through
+	// Qwen3-Reranker's prompt); one pair's document is cut to fit.
+	rdir := filepath.Join(dir, "reranker")
+	rm, err := ImportGGUF(context.Background(), path, rdir, Settings{Task: model.TaskRerank, MaxLength: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := rm.PairPrompt
+	if rm.Task != model.TaskRerank || pp == nil || rm.NumLabels != 2 {
+		t.Fatalf("reranker manifest: %+v", rm)
+	}
+	pairs := [][2]string{{"what is the capital of France?", "Paris is the capital and largest city of France."},
+		{"what is the capital of France?", "The mitochondria is the powerhouse of the cell."},
+		{"how do tides work", strings.Repeat("The gravitational pull of the moon raises the oceans on the near and far sides of the earth. ", 8)}}
+	b, _ := json.Marshal(map[string]any{"ids": ids, "rerank": map[string]any{"prefix": pp.Prefix, "body": pp.Body, "suffix": pp.Suffix,
+		"labels": pp.Labels, "pairs": pairs, "max_length": rm.MaxLength}})
 	os.WriteFile(filepath.Join(dir, "ids.json"), b, 0o644)
 	if out, err := exec.Command(python, filepath.Join(tools, "transformers_reference.py"), "gguf", path, dir).CombinedOutput(); err != nil {
 		t.Fatalf("transformers_reference.py: %v\n%s", err, out)
@@ -197,6 +265,42 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	t.Logf("SmolLM2, %d texts (%d tokens): max abs difference %.2g", B, at/H, worst)
 	if worst > 1e-3 {
 		t.Errorf("hidden states differ from transformers' by %g", worst)
+	}
+
+	// The reranker: anna's prompt layout gives transformers' ids, and its
+	// graph the label logits at the last token.
+	var ref struct {
+		IDs    [][]int64 `json:"ids"`
+		Labels []int64   `json:"labels"`
+	}
+	rb, err := os.ReadFile(filepath.Join(dir, "rerank_ids.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(rb, &ref)
+	prefix, suffix := tok.IDs(pp.Prefix), tok.IDs(pp.Suffix)
+	rerankBytes, err := os.ReadFile(filepath.Join(rdir, ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLogits := readF32(t, filepath.Join(dir, "rerank.f32"))
+	worst = 0
+	for i, p := range pairs {
+		e := tok.EncodePrompt(prefix, pp.Fill(p[0], p[1]), suffix, rm.MaxLength)
+		if !slices.Equal(e.IDs, ref.IDs[i]) {
+			t.Fatalf("pair %d: anna lays out %v, transformers %v", i, e.IDs, ref.IDs[i])
+		}
+		if i == 2 && len(e.IDs) != rm.MaxLength {
+			t.Fatalf("the long pair is %d tokens, want it cut to %d", len(e.IDs), rm.MaxLength)
+		}
+		got := runModel(t, rerankBytes, OutputLogits, e.IDs, make([]int64, len(e.IDs)), e.Mask, 1, len(e.IDs), ortgo.NewShape(1, 2))
+		for j := range got {
+			worst = math.Max(worst, math.Abs(float64(got[j]-wantLogits[i*2+j])))
+		}
+		t.Logf("pair %d: logits no %.3f yes %.3f (transformers %.3f %.3f)", i, got[0], got[1], wantLogits[i*2], wantLogits[i*2+1])
+	}
+	if worst > 1e-3 {
+		t.Errorf("reranker label logits differ from transformers' by %g", worst)
 	}
 }
 

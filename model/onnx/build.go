@@ -21,6 +21,9 @@ type BuildOptions struct {
 	// and for runtimes without ONNX Runtime's contrib operators. It cannot
 	// be quantized.
 	Unfused bool
+	// LabelTokens are a decoder reranker's label token ids (task rerank):
+	// the graph outputs their language-model logits at the last token.
+	LabelTokens []int64
 }
 
 // BuildWith builds the graph for cfg's architecture (see BuildBERT and
@@ -36,7 +39,7 @@ func BuildWith(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 		if o.Unfused {
 			return nil, fmt.Errorf("onnx: the unfused form is a BERT encoder option; %s decoders have one graph", cfg.ModelType)
 		}
-		return BuildLlama(cfg, tensors, task)
+		return buildLlama(cfg, tensors, task, o)
 	}
 	if o.Unfused && o.Quantize != "" {
 		return nil, fmt.Errorf("onnx: a quantized graph is always fused (quantization %s with the unfused form)", o.Quantize)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/tokenizer"
 )
 
 // File names inside a converted model directory.
@@ -46,6 +47,9 @@ type Settings struct {
 	// the manifest records the quantization.
 	Quantize string
 	Unfused  bool
+	// PairPrompt is a decoder reranker's prompt (task rerank); default
+	// model.DefaultPairPrompt. BERT-family cross-encoders take none.
+	PairPrompt *model.PairPrompt
 }
 
 // Import converts a Hugging Face checkpoint directory (config.json, one or
@@ -143,7 +147,13 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	if err != nil {
 		return nil, err
 	}
-	g, err := BuildWith(cfg, tensors, m.Task, BuildOptions{Quantize: s.Quantize, Unfused: s.Unfused})
+	o := BuildOptions{Quantize: s.Quantize, Unfused: s.Unfused}
+	if m.PairPrompt != nil {
+		if o.LabelTokens, err = labelTokens(tokenizerPath, m.PairPrompt.Labels); err != nil {
+			return nil, err
+		}
+	}
+	g, err := BuildWith(cfg, tensors, m.Task, o)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +268,15 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 		// A cross-encoder's logits are scores: no pooling, no normalising.
 		m.Pooling, m.Normalize, m.InstructionTemplate = "", false, ""
 		m.NumLabels = cfg.NumLabels()
+		if cfg.IsDecoder() { // the yes/no logit form, through a prompt
+			m.PairPrompt = s.PairPrompt
+			if m.PairPrompt == nil {
+				m.PairPrompt = model.DefaultPairPrompt(cfg.ModelType)
+			}
+			m.NumLabels = len(m.PairPrompt.Labels)
+		} else if s.PairPrompt != nil {
+			return nil, fmt.Errorf("import: a pair prompt is for decoder rerankers; %s cross-encoders read [CLS] query [SEP] document [SEP]", cfg.ModelType)
+		}
 	default:
 		return nil, fmt.Errorf("import: task %q not supported (want embed or rerank)", m.Task)
 	}
@@ -269,6 +288,25 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 		return nil, fmt.Errorf("import: %w", err)
 	}
 	return m, nil
+}
+
+// labelTokens looks a decoder reranker's labels up in its tokenizer: each
+// must be exactly one token.
+func labelTokens(tokenizerPath string, labels []string) ([]int64, error) {
+	tok, err := tokenizer.Load(tokenizerPath)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer tok.Close()
+	ids := make([]int64, len(labels))
+	for i, l := range labels {
+		t := tok.IDs(l)
+		if len(t) != 1 {
+			return nil, fmt.Errorf("import: pair_prompt.labels[%d] %q is %d tokens in %s, want exactly one", i, l, len(t), tokenizerPath)
+		}
+		ids[i] = t[0]
+	}
+	return ids, nil
 }
 
 // writeFile creates path, lets fill write it through a buffer, syncs it and

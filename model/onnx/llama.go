@@ -39,12 +39,29 @@ const maskedScore = -1e9
 // is the head's: head_dim may differ from hidden/heads). Grouped-query attention runs each key/value head against
 // its group of query heads by folding the group into the query rows (no
 // copies of K and V).
+//
+// Task rerank (BuildWith, with BuildOptions.LabelTokens) is the decoder
+// reranker's "yes/no logit" form: logits [batch, len(LabelTokens)], the
+// language-model head's logits of those tokens at each row's last real
+// token (lm_head.weight, or the token embeddings when they are tied).
 func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string) (*Graph, error) {
+	return buildLlama(cfg, tensors, task, BuildOptions{})
+}
+
+func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task string, o BuildOptions) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("onnx: config: %w", err)
 	}
-	if task != model.TaskEmbed {
-		return nil, fmt.Errorf("onnx: task %q is not supported for %s models yet (want %s)", task, cfg.ModelType, model.TaskEmbed)
+	switch {
+	case task == model.TaskEmbed:
+	case task == model.TaskRerank && len(o.LabelTokens) > 0:
+		if cfg.PoolingHead != nil {
+			return nil, fmt.Errorf("onnx: a %s model with a trained pooling head is an embedder, not a reranker", cfg.ModelType)
+		}
+	case task == model.TaskRerank:
+		return nil, fmt.Errorf("onnx: a %s reranker needs its label tokens (the tokens whose logits score a pair)", cfg.ModelType)
+	default:
+		return nil, fmt.Errorf("onnx: task %q not supported for %s models (want %s or %s)", task, cfg.ModelType, model.TaskEmbed, model.TaskRerank)
 	}
 	w := &weights{t: tensors, cfg: cfg}
 	if _, ok := tensors["model.embed_tokens.weight"]; ok {
@@ -80,7 +97,7 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	if cfg.PoolingHead != nil {
 		padKeys = g.Op("Mul", []string{pad, g.Scalar(maskedScore)})
 	}
-	if !cfg.Bidirectional() {                                                       // a bidirectional decoder masks padding only
+	if !cfg.Bidirectional() { // a bidirectional decoder masks padding only
 		col := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{1})})
 		row := g.Op("Unsqueeze", []string{pos, g.Int64s("", []int64{1}, []int64{0})})
 		future := g.Op("Cast", []string{g.Op("Less", []string{col, row})}, AttrInt("to", Float)) // [seq, seq]
@@ -150,7 +167,7 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	grouped := g.Int64s("", []int64{4}, []int64{0, int64(nkv), -1, int64(hd)})
 	ungrouped := g.Int64s("", []int64{4}, []int64{0, int64(nh), -1, int64(hd)})
 	heads2d := g.Int64s("", []int64{3}, []int64{0, 0, int64(nh * hd)}) // [b, s, nh*hd]
-	layerOut := make([]string, cfg.NumHiddenLayers) // each layer's output (a pooling head's multi-layer rows)
+	layerOut := make([]string, cfg.NumHiddenLayers)                    // each layer's output (a pooling head's multi-layer rows)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("layers.%d.", l)
 		h := rms(x, p+"input_layernorm")
@@ -172,10 +189,14 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	}
 	x = rms(x, "norm")
 	layerOut[len(layerOut)-1] = x // the last layer's row is after the final norm (hidden_states[-1])
-	if cfg.PoolingHead != nil {
+	switch {
+	case task == model.TaskRerank:
+		g.OpNamed("Identity", OutputLogits, []string{w.labelLogits(g, x, mask, o.LabelTokens)})
+		g.Output(OutputLogits, Float, batch, Dim{Value: int64(len(o.LabelTokens))})
+	case cfg.PoolingHead != nil:
 		g.OpNamed("Identity", OutputEmbedding, []string{w.poolingHead(g, x, layerOut, padKeys, mask)})
 		g.Output(OutputEmbedding, Float, batch, Dim{Value: int64(H)})
-	} else {
+	default:
 		g.OpNamed("Identity", OutputHidden, []string{x})
 		g.Output(OutputHidden, Float, batch, seq, Dim{Value: int64(H)})
 	}
@@ -183,6 +204,54 @@ func BuildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		return nil, err
 	}
 	return g, nil
+}
+
+// lastToken gathers each row's last real token of t [b, s, H] (right
+// padding: at sum(mask)−1), [b, H].
+func lastToken(g *Graph, t, mask string) string {
+	idx := g.Op("Sub", []string{
+		g.Op("ReduceSum", []string{mask, g.Int64s("", []int64{1}, []int64{1})}, AttrInt("keepdims", 1)),
+		g.Int64s("", nil, []int64{1})}) // [b, 1]
+	return g.Op("GatherND", []string{t, idx}, AttrInt("batch_dims", 1))
+}
+
+// labelLogits is the language-model head restricted to the label tokens at
+// each row's last real token: [b, len(labels)]. The head is lm_head.weight
+// when the checkpoint has one and does not tie it, else the token
+// embeddings.
+func (w *weights) labelLogits(g *Graph, x, mask string, labels []int64) string {
+	H, V := w.cfg.HiddenSize, w.cfg.VocabSize
+	name := w.prefix + "embed_tokens.weight"
+	if !w.cfg.TieWordEmbeddings {
+		name = ""
+		for _, n := range []string{"lm_head.weight", "model.lm_head.weight"} {
+			if _, ok := w.t[n]; ok {
+				name = n
+			}
+		}
+		if name == "" {
+			w.missing = append(w.missing, "lm_head.weight (tie_word_embeddings is false)")
+			return x
+		}
+	}
+	head, _ := w.data(name, false, V, H)
+	if head == nil {
+		return x
+	}
+	cols := make([]float32, H*len(labels)) // [H, n]: MatMul's layout
+	for j, id := range labels {
+		if id < 0 || int(id) >= V {
+			if w.bad == nil {
+				w.bad = fmt.Errorf("onnx: label token id %d outside the vocabulary (vocab_size %d)", id, V)
+			}
+			return x
+		}
+		for c := 0; c < H; c++ {
+			cols[c*len(labels)+j] = head[int(id)*H+c]
+		}
+	}
+	wl := g.Floats("label_head", []int64{int64(H), int64(len(labels))}, cols)
+	return g.Op("MatMul", []string{lastToken(g, x, mask), wl})
 }
 
 // ropeTables are the rotary embedding's cos and sin for positions

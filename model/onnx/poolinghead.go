@@ -31,13 +31,9 @@ func (w *weights) poolingHead(g *Graph, last string, layers []string, padKeys, m
 	x, keyMask := last, padKeys
 	if hc.Mode == model.PoolingMultiLayer {
 		// Each layer's row at the last token: GatherND over the batch.
-		idx := g.Op("Sub", []string{
-			g.Op("ReduceSum", []string{mask, g.Int64s("", []int64{1}, []int64{1})}, AttrInt("keepdims", 1)),
-			g.Int64s("", nil, []int64{1})}) // [b, 1]
 		rows := make([]string, len(layers))
 		for l, t := range layers {
-			row := g.Op("GatherND", []string{t, idx}, AttrInt("batch_dims", 1)) // [b, H]
-			rows[l] = g.Op("Unsqueeze", []string{row, g.Int64s("", []int64{1}, []int64{1})})
+			rows[l] = g.Op("Unsqueeze", []string{lastToken(g, t, mask), g.Int64s("", []int64{1}, []int64{1})})
 		}
 		x = g.Op("Concat", rows, AttrInt("axis", 1)) // [b, L, H]
 		x = g.Op("Add", []string{x, w.tensorAbs(g, "pooling.layer_weights", false, L, H)})

@@ -83,7 +83,7 @@ type Acts struct {
 	ids    []int32
 	inputs bool // the batch gave Inputs: Backward fills DInputs
 	lens   []int
-	xs   [][]float32 // each layer's input, rows×C
+	xs     [][]float32 // each layer's input, rows×C
 	// layers holds every layer's activations, or with Model.Recompute one
 	// workspace that the backward refills layer by layer.
 	layers []layerActs
@@ -311,7 +311,7 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		ly.v().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
 		ops.RMSNormBackward(dx, ly.ln1.Grad(), dn, la.x, ly.ln1.W, la.rstd1, rows, C, th)
 	}
-	a.dEOS = a.dEOS[:0] // consumed
+	a.dEOS = a.dEOS[:0]         // consumed
 	for r := 0; r < rows; r++ { // padded positions get no gradient
 		if a.lens[r/a.T] <= r%a.T {
 			clear(dx[r*C : r*C+C])
