@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/anna-search/anna/internal/bert"
@@ -45,6 +48,9 @@ type Options struct {
 type ORTEncoder struct {
 	m           *bert.Model
 	fingerprint string
+	// context is a Causal2Vec model's paired encoder (Manifest.Context),
+	// whose vector of each text the graph takes; nil otherwise.
+	context *ORTEncoder
 }
 
 var _ Encoder = (*ORTEncoder)(nil)
@@ -86,6 +92,12 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, erro
 	}
 	man := m.Manifest()
 	e := &ORTEncoder{m: m, fingerprint: man.Fingerprint}
+	if c := man.Context; c != nil {
+		if e.context, err = loadContext(ctx, modelDir, c); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
 	if m.MaxLength() != man.MaxLength {
 		h := sha256.Sum256(fmt.Appendf(nil, "%s\x00max_length=%d", man.Fingerprint, m.MaxLength()))
 		e.fingerprint = hex.EncodeToString(h[:])
@@ -93,9 +105,33 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, erro
 	return e, nil
 }
 
+// loadContext opens a Causal2Vec model's paired encoder: c.Path, else the
+// installed model c.Name, whose fingerprint and dimension must be c's.
+func loadContext(ctx context.Context, modelDir string, c *model.ContextModel) (*ORTEncoder, error) {
+	dir := c.Path
+	if _, err := os.Stat(filepath.Join(dir, model.ManifestFile)); dir == "" || err != nil {
+		dir = filepath.Join(home.ModelsDir(), c.Name)
+	}
+	ce, err := Load(ctx, dir, Options{})
+	if err != nil {
+		return nil, fmt.Errorf("encoder: %s is a Causal2Vec model paired with %s (install it, or keep it at %s): %w", modelDir, c.Name, c.Path, err)
+	}
+	if ce.Fingerprint() != c.Fingerprint || ce.Dim() != c.Dim {
+		ce.Close()
+		return nil, fmt.Errorf("encoder: %s is paired with %s of fingerprint %.12s (dim %d), but %s has %.12s (dim %d)", modelDir, c.Name, c.Fingerprint, c.Dim, dir, ce.Fingerprint(), ce.Dim())
+	}
+	return ce, nil
+}
+
 // Close frees the ONNX Runtime session (if one was created) and the
-// tokenizer. It waits for running calls; later calls fail.
-func (e *ORTEncoder) Close() error { return e.m.Close() }
+// tokenizer (and a Causal2Vec model's paired encoder). It waits for
+// running calls; later calls fail.
+func (e *ORTEncoder) Close() error {
+	if e.context != nil {
+		return errors.Join(e.m.Close(), e.context.Close())
+	}
+	return e.m.Close()
+}
 
 // Dim is the embedding width.
 func (e *ORTEncoder) Dim() int { return e.m.Manifest().Dim }
@@ -132,6 +168,9 @@ func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]fl
 			in[i] = e.FormatDocument(t)
 		}
 	}
+	if e.context != nil {
+		return e.embedCausal2Vec(ctx, in, texts, func(int) string { return "" })
+	}
 	return e.embed(ctx, in)
 }
 
@@ -141,7 +180,39 @@ func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Promp
 	for i, q := range queries {
 		in[i] = e.FormatQuery(q, p)
 	}
+	if e.context != nil {
+		prefix := e.FormatQuery("", p) // the instruction (and examples) alone
+		return e.embedCausal2Vec(ctx, in, queries, func(int) string { return prefix })
+	}
 	return e.embed(ctx, in)
+}
+
+// embedCausal2Vec embeds texts with a Causal2Vec model as the trainer does
+// (train/technique/causal2vec): the paired encoder embeds raw[i] (a query
+// without its instruction, a document), and the contextual token goes after
+// the tokens texts[i] shares with prefix(i) tokenised alone (the BOS, if
+// any, and the instruction), before EOS.
+func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, prefix func(int) string) ([][]float32, error) {
+	vecs, err := e.context.EmbedDocuments(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("encoder: the paired encoder: %w", err)
+	}
+	tok := e.m.Tokenizer()
+	prefixes := map[string][]int64{}
+	return e.run(ctx, bert.Inputs{Texts: texts, Context: vecs, Insert: func(i int, ids []int64) int {
+		p := prefix(i)
+		pre, ok := prefixes[p] // prefixes are few; Insert runs on one goroutine per window
+		if !ok {
+			pre = tok.Encode(p, 0).IDs
+			pre = pre[:max(len(pre)-1, 0)] // the EOS the tokenizer appends
+			prefixes[p] = pre
+		}
+		n := 0
+		for n < len(pre) && n < len(ids)-1 && pre[n] == ids[n] {
+			n++
+		}
+		return n
+	}})
 }
 
 // Stats are cumulative counters of an encoder's work, for benchmarks.
@@ -167,14 +238,19 @@ func (e *ORTEncoder) Stats() Stats { return Stats(e.m.Stats()) }
 // batch pads little, batched over the workers; see internal/bert) and
 // pools each text's hidden states; results come back in input order.
 func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return e.run(ctx, bert.Inputs{Texts: texts})
+}
+
+// run is embed over any inputs.
+func (e *ORTEncoder) run(ctx context.Context, in bert.Inputs) ([][]float32, error) {
 	man := e.Manifest()
 	dim := man.Dim
-	out := make([][]float32, len(texts))
-	err := e.m.Run(ctx, bert.Inputs{Texts: texts}, func(b bert.Batch) error {
+	out := make([][]float32, len(in.Texts))
+	err := e.m.Run(ctx, in, func(b bert.Batch) error {
 		buf := make([]float32, len(b.Rows)*dim) // one allocation for the whole batch
 		for r, i := range b.Rows {
 			v := buf[r*dim : (r+1)*dim : (r+1)*dim]
-			if model.IsHeadPooling(man.Pooling) { // the graph pooled
+			if model.PoolsInGraph(man.Pooling) { // the graph pooled
 				copy(v, b.Out[r*dim:(r+1)*dim])
 			} else {
 				pool(v, b.Out[r*b.Seq*dim:(r+1)*b.Seq*dim], b.Mask[r*b.Seq:(r+1)*b.Seq], man.Pooling)

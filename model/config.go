@@ -58,6 +58,11 @@ type Config struct {
 	// Its weights are the checkpoint's "pooling.…" tensors; the ONNX graph
 	// applies it and outputs the pooled embedding.
 	PoolingHead *PoolingHead `json:"anna_pooling_head,omitempty"`
+	// Causal2Vec is anna's own key for a decoder trained with paper 004's
+	// technique: the shape of the MLP ("causal2vec.mlp.…" tensors) that
+	// maps a small encoder's vector to the contextual token. The graph
+	// takes that vector as its context input and outputs [h_C; h_EOS].
+	Causal2Vec *Causal2Vec `json:"anna_causal2vec,omitempty"`
 	// Read only to refuse what anna does not implement (Llama 3's rope
 	// scaling, o_proj and MLP biases), rather than ignore it silently.
 	RopeScaling   json.RawMessage `json:"rope_scaling,omitempty"`
@@ -75,6 +80,13 @@ type PoolingHead struct {
 	Mode    string `json:"mode"`
 	Latents int    `json:"latents"`
 	Heads   int    `json:"heads"`
+}
+
+// Causal2Vec shapes a Causal2Vec decoder's MLP: C = GELU(v·W1ᵀ [+ b1])·W2ᵀ
+// [+ b2], v the ContextDim-dimensional vector of the paired encoder.
+type Causal2Vec struct {
+	ContextDim int  `json:"context_dim"`
+	Bias       bool `json:"bias"`
 }
 
 // Attention masks a decoder can be built with.
@@ -198,8 +210,8 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch {
 	case c.ModelType == "bert" || c.IsRoBERTa():
-		if c.PoolingHead != nil {
-			return fmt.Errorf("field anna_pooling_head: trainable pooling heads are served for decoders only, not %s", c.ModelType)
+		if c.PoolingHead != nil || c.Causal2Vec != nil {
+			return fmt.Errorf("fields anna_pooling_head, anna_causal2vec: decoder options, not for %s", c.ModelType)
 		}
 	case c.IsDecoder():
 		return c.validateDecoder()
@@ -288,6 +300,14 @@ func (c *Config) validateDecoder() error {
 	case "", AttentionCausal, AttentionBidirectional:
 	default:
 		return fmt.Errorf("field anna_attention: %q (want %s or %s)", c.Attention, AttentionCausal, AttentionBidirectional)
+	}
+	if cv := c.Causal2Vec; cv != nil {
+		if cv.ContextDim <= 0 {
+			return fmt.Errorf("field anna_causal2vec.context_dim: %d (want the paired encoder's dimension, > 0)", cv.ContextDim)
+		}
+		if c.PoolingHead != nil {
+			return fmt.Errorf("fields anna_causal2vec and anna_pooling_head: a Causal2Vec embedding is [h_C; h_EOS], not a pooling head's")
+		}
 	}
 	if h := c.PoolingHead; h != nil {
 		if h.Mode != PoolingLatent && h.Mode != PoolingMultiLayer {

@@ -30,7 +30,11 @@ func OpenDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.HiddenSize != man.Dim {
+	want := cfg.HiddenSize
+	if cfg.Causal2Vec != nil { // [h_C; h_EOS]
+		want = 2 * cfg.HiddenSize
+	}
+	if want != man.Dim {
 		return nil, fmt.Errorf("%s: config.json hidden_size %d disagrees with %s dim %d", dir, cfg.HiddenSize, ManifestFile, man.Dim)
 	}
 	p := filepath.Join(dir, ONNXFile)

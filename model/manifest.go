@@ -23,7 +23,15 @@ const (
 	// model.onnx applies the head and outputs sentence_embedding.
 	PoolingLatent     = "latent"     // latent cross-attention over the last layer (NV-Embed)
 	PoolingMultiLayer = "multilayer" // paper 002's Multi-Layers Trainable Pooling
+	// PoolingCausal2Vec is paper 004's [h_C; h_EOS] (config.json's
+	// anna_causal2vec): model.onnx outputs sentence_embedding, given the
+	// paired encoder's vector (Manifest.Context).
+	PoolingCausal2Vec = "causal2vec"
 )
+
+// PoolsInGraph reports whether model.onnx outputs the pooled embedding
+// (sentence_embedding) rather than last_hidden_state.
+func PoolsInGraph(p string) bool { return IsHeadPooling(p) || p == PoolingCausal2Vec }
 
 // IsHeadPooling reports whether a pooling mode is a trainable head that the
 // graph applies, rather than a reduction of last_hidden_state.
@@ -81,6 +89,9 @@ type Manifest struct {
 	// The encoder runs whichever graph model.onnx holds; this field says
 	// which it is, for people and for `annactl models list`.
 	Quantization string `json:"quantization,omitempty"`
+	// Context is the encoder a Causal2Vec model is paired with (pooling
+	// causal2vec): its vector of each text is the graph's context input.
+	Context *ContextModel `json:"context,omitempty"`
 	// PairPrompt is how a decoder reranker reads a (query, document) pair;
 	// nil for BERT-family cross-encoders, which read [CLS] q [SEP] d [SEP].
 	PairPrompt *PairPrompt `json:"pair_prompt,omitempty"`
@@ -91,6 +102,16 @@ type Manifest struct {
 	Source string `json:"source,omitempty"`
 	// Files maps each file in the directory to its hex sha256.
 	Files map[string]string `json:"files"`
+}
+
+// ContextModel names a Causal2Vec model's paired encoder: an anna model
+// directory (Path, else the installed model Name) whose fingerprint must be
+// Fingerprint, and whose vectors have Dim values.
+type ContextModel struct {
+	Name        string `json:"name"`
+	Path        string `json:"path,omitempty"`
+	Fingerprint string `json:"fingerprint"`
+	Dim         int    `json:"dim"`
 }
 
 // PairPrompt lays a (query, document) pair out for a decoder reranker, the
@@ -196,12 +217,18 @@ func (m *Manifest) Validate() error {
 	case TaskEmbed:
 		switch m.Pooling {
 		case PoolingMean, PoolingCLS, PoolingLastToken:
-		case PoolingLatent, PoolingMultiLayer:
+		case PoolingLatent, PoolingMultiLayer, PoolingCausal2Vec:
 			if !IsDecoderType(m.Architecture) {
 				return fmt.Errorf("field pooling: %q is a decoder's trainable head, not supported for architecture %s", m.Pooling, m.Architecture)
 			}
 		default:
-			return fmt.Errorf("field pooling: %q not supported (want mean, cls, lasttoken, latent or multilayer)", m.Pooling)
+			return fmt.Errorf("field pooling: %q not supported (want mean, cls, lasttoken, latent, multilayer or causal2vec)", m.Pooling)
+		}
+		if (m.Pooling == PoolingCausal2Vec) != (m.Context != nil) {
+			return fmt.Errorf("field context: a Causal2Vec model (pooling causal2vec) names its paired encoder, and only it")
+		}
+		if c := m.Context; c != nil && (c.Name == "" || c.Dim <= 0 || c.Fingerprint == "") {
+			return fmt.Errorf("field context: name %q, dim %d, fingerprint %q (want all set)", c.Name, c.Dim, c.Fingerprint)
 		}
 	case TaskRerank:
 		if m.NumLabels <= 0 {

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // ExportSettings name the exported model.
@@ -20,6 +22,8 @@ type ExportSettings struct {
 	Name      string
 	Pooling   string // bi-encoders; default: what the source's sentence-transformers files say
 	MaxLength int    // default: the import path's (sentence-transformers files, else min(512, positions))
+	// Context is a Causal2Vec model's paired encoder (ExportCausal2Vec).
+	Context *model.ContextModel
 }
 
 // Export writes the trained model (LoRA merged) as a Hugging Face
@@ -88,6 +92,35 @@ func ExportDecoder(ctx context.Context, m *decoder.Model, srcDir, outDir string,
 	return writeExport(ctx, srcDir, outDir, cfgJSON, m.Tensors(), model.TaskEmbed, s)
 }
 
+// ExportCausal2Vec is ExportDecoder for a Causal2Vec run: the decoder (LoRA
+// merged) and the MLP ("causal2vec.mlp.…") in one checkpoint, config.json's
+// anna_causal2vec describing the MLP, and an anna model whose graph takes
+// the paired encoder's vector (s.Context) and outputs [h_C; h_EOS]; the
+// encoder serving it loads the pair.
+func ExportCausal2Vec(ctx context.Context, t *causal2vec.Technique, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
+	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	attention := model.AttentionCausal
+	if !t.Model.Causal {
+		attention = model.AttentionBidirectional
+	}
+	cfgJSON, err = setJSONField(cfgJSON, "anna_attention", attention)
+	if err == nil {
+		cfgJSON, err = setJSONField(cfgJSON, "anna_causal2vec", model.Causal2Vec{ContextDim: t.Cfg.EncoderDim, Bias: t.Cfg.Bias})
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %s: %w", filepath.Join(srcDir, "config.json"), err)
+	}
+	tensors := t.Model.Tensors()
+	for _, p := range t.MLPParams() {
+		tensors[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: slices.Clone(p.Shape), Data: slices.Clone(p.W)}
+	}
+	s.Pooling = model.PoolingCausal2Vec
+	return writeExport(ctx, srcDir, outDir, cfgJSON, tensors, model.TaskEmbed, s)
+}
+
 // writeExport writes outDir/hf (srcDir's side files, config.json, the
 // weights) and converts it through the import path into outDir/model.
 func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, tensors map[string]*safetensors.Tensor, task string, s ExportSettings) (hfDir, modelDir string, err error) {
@@ -109,7 +142,7 @@ func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, ten
 	if err := safetensors.WriteFile(filepath.Join(hfDir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}
-	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength}
+	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength, Context: s.Context}
 	if task == model.TaskEmbed {
 		st.Pooling = s.Pooling
 	}

@@ -116,8 +116,11 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 	switch cfg.Technique {
 	case "":
 	case TechniqueCausal2Vec:
-		if !cfg.NoExport {
-			return nil, fmt.Errorf("train: technique %s: the encoder does not serve a Causal2Vec pair yet, so there is no anna model to export: train with NoExport (the checkpoint holds the decoder's weights; OUT/causal2vec the MLP and the pairing)", cfg.Technique)
+		if !cfg.NoExport && (cfg.ContextEncoderName == "" || cfg.ContextEncoderFingerprint == "") {
+			return nil, fmt.Errorf("train: technique %s: the export pairs the decoder with its context encoder, so it needs the encoder's name and fingerprint (or train with NoExport: OUT/causal2vec holds the MLP and the pairing)", cfg.Technique)
+		}
+		if cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
+			return nil, fmt.Errorf("train: technique %s embeds as [h_C; h_EOS]: no pooling head", cfg.Technique)
 		}
 	case TechniqueAutoRegCompress, TechniqueAutoRegAlign:
 		if !cfg.NoExport {

@@ -82,6 +82,11 @@ type Config struct {
 	ContextEncoder     func(texts []string) ([][]float32, error)
 	ContextEncoderDim  int
 	ContextEncoderName string
+	// ContextEncoderPath and ContextEncoderFingerprint locate and pin the
+	// context encoder (an anna model directory) for the export's pairing:
+	// the encoder serving the exported model loads it and checks it.
+	ContextEncoderPath        string
+	ContextEncoderFingerprint string
 	// AnchorAlpha is Anchor's weight of EBQ2D (query embedding → document;
 	// EBD2Q gets 1 − α): 0 means the paper's 0.2, a negative value α = 0
 	// (the paper's OnlyD2Q).
@@ -439,11 +444,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Steps, res.FinalLoss = steps, lastLoss
 	if c2v, ok := src.technique.(*causal2vec.Technique); ok {
 		// Its MLP and the pairing, beside the checkpoint (which holds the
-		// decoder's weights); the encoder does not serve the pair yet, so
-		// there is no anna model to export.
+		// decoder's weights); then, unless NoExport, the anna model the
+		// encoder serves (decoder and MLP in one graph, paired with the
+		// context encoder).
 		res.HFDir = filepath.Join(cfg.OutDir, "causal2vec")
 		if err := c2v.Save(res.HFDir); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
+		}
+		if cfg.NoExport {
+			return res, nil
+		}
+		es := ExportSettings{Name: cfg.Name, MaxLength: cfg.exportMaxLength(m.positions()), Context: &model.ContextModel{
+			Name: cfg.ContextEncoderName, Path: cfg.ContextEncoderPath, Fingerprint: cfg.ContextEncoderFingerprint, Dim: cfg.ContextEncoderDim}}
+		if res.HFDir, res.ModelDir, err = ExportCausal2Vec(ctx, c2v, src.dir, cfg.OutDir, es); err != nil {
+			return nil, err
 		}
 		return res, nil
 	}

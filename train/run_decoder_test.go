@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // tinyDecoder writes a random 2-layer decoder checkpoint of modelType with
@@ -300,5 +302,105 @@ func TestRunDecoderResumesExactly(t *testing.T) {
 	}
 	if !moved {
 		t.Fatal("training left the LoRA B factors at zero")
+	}
+}
+
+// A Causal2Vec run exports an anna model (decoder and MLP in one graph,
+// paired with its context encoder, here all-MiniLM-L6-v2) that the encoder
+// serves: its query and document vectors equal the trainer's technique
+// (the exported decoder and the saved MLP) embedding the same texts with
+// the contextual token after the instruction's tokens (queries) or the
+// BOS (documents).
+func TestCausal2VecServedByEncoder(t *testing.T) {
+	if _, err := os.Stat(home.ORTLibrary()); err != nil {
+		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
+	}
+	ctx := context.Background()
+	cdir := home.DefaultModel()
+	cenc, err := encoder.Load(ctx, cdir, encoder.Options{})
+	if err != nil {
+		t.Skipf("the default model (the context encoder) is not installed: %v", err)
+	}
+	defer cenc.Close()
+	embedRaw := func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) }
+	out := t.TempDir()
+	res, err := Run(ctx, Config{ModelDir: tinyDecoder(t, "llama"), Data: writeData(t, 24, false), OutDir: out, Technique: TechniqueCausal2Vec,
+		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 3,
+		ContextEncoder: embedRaw, ContextEncoderDim: cenc.Dim(), ContextEncoderName: filepath.Base(cdir), ContextEncoderPath: cdir,
+		ContextEncoderFingerprint: cenc.Fingerprint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := model.LoadManifest(res.ModelDir)
+	must(t, err)
+	if man.Pooling != model.PoolingCausal2Vec || man.Dim != 64 || man.Context == nil || man.Context.Fingerprint != cenc.Fingerprint() {
+		t.Fatalf("manifest %+v", man)
+	}
+	enc, err := encoder.Load(ctx, res.ModelDir, encoder.Options{})
+	must(t, err)
+	defer enc.Close()
+	queries := []string{"why is the sky blue", "tell me about the river"}
+	docs := []string{"a river is described here in detail", "x", "the castle story is long and it goes on for a while"}
+	prompt := encoder.Prompt{Instruction: "find the passage"}
+	gotQ, err := enc.EmbedQueries(ctx, queries, prompt)
+	must(t, err)
+	gotD, err := enc.EmbedDocuments(ctx, docs)
+	must(t, err)
+
+	// The reference: the trainer's technique over the exported checkpoint.
+	tok, err := tokenizer.Load(filepath.Join(res.ModelDir, "tokenizer.json"))
+	must(t, err)
+	defer tok.Close()
+	raw := map[string]string{}
+	formatted := make([]string, len(queries))
+	for i, q := range queries {
+		formatted[i] = enc.FormatQuery(q, prompt)
+		raw[formatted[i]] = q
+	}
+	prefix := len(tok.Encode(enc.FormatQuery("", prompt), 0).IDs) - 1 // [CLS] and the instruction
+	d, err := decoder.Load(res.HFDir)
+	must(t, err)
+	tech, err := causal2vec.New(d, causal2vec.Frozen(func(texts []string) ([]float32, int, error) {
+		vs, err := embedRaw(texts)
+		if err != nil {
+			return nil, 0, err
+		}
+		return slices.Concat(vs...), cenc.Dim(), nil
+	}), causal2vec.Config{EncoderDim: cenc.Dim(), QueryPrefix: prefix, DocPrefix: 1,
+		EncoderText: func(s string, query bool) string {
+			if query {
+				return raw[s]
+			}
+			return s
+		}})
+	must(t, err)
+	must(t, tech.Load(filepath.Join(out, "causal2vec")))
+	worst := 0.0
+	for _, c := range []struct {
+		texts []string
+		got   [][]float32
+		query bool
+	}{{formatted, gotQ, true}, {docs, gotD, false}} {
+		ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(c.texts, 0), tok.PadID())
+		b := &decoder.Batch{N: len(c.texts), T: T, IDs: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
+		for i := range ids {
+			b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
+		}
+		want, err := tech.Embed(c.texts, b, c.query)
+		must(t, err)
+		for n := range c.texts {
+			v := want[n*64 : n*64+64]
+			var ss float64
+			for _, x := range v {
+				ss += float64(x) * float64(x)
+			}
+			for i, x := range v {
+				worst = math.Max(worst, math.Abs(float64(x)/math.Sqrt(ss)-float64(c.got[n][i])))
+			}
+		}
+	}
+	t.Logf("Causal2Vec: max |encoder − trainer| = %.3g", worst)
+	if worst > 1e-5 {
+		t.Fatalf("the encoder's Causal2Vec vectors differ from the trainer's by %.3g", worst)
 	}
 }

@@ -123,7 +123,10 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				if err != nil {
 					return err
 				}
-				c.ContextEncoderDim, c.ContextEncoderName = ort.Dim(), filepath.Base(contextModel)
+				c.ContextEncoderDim, c.ContextEncoderName, c.ContextEncoderFingerprint = ort.Dim(), filepath.Base(contextModel), ort.Fingerprint()
+				if abs, err := filepath.Abs(contextModel); err == nil {
+					c.ContextEncoderPath = abs
+				}
 				c.ContextEncoder = func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) }
 			} else if contextModel != "" {
 				return usageErrorf("--context-model is --technique causal2vec's small encoder")

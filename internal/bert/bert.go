@@ -89,7 +89,9 @@ type Model struct {
 	output  string // the graph output of spec.Task
 	// prompt is a decoder reranker's pair layout (the manifest's
 	// PairPrompt) with its prefix and suffix tokenised; nil otherwise.
-	prompt   *prompt
+	prompt *prompt
+	// context is a Causal2Vec graph's context width (0: not one).
+	context  int
 	sessOpts ort.Options
 
 	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
@@ -124,8 +126,11 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	switch {
 	case spec.Task == model.TaskRerank:
 		m.output = onnx.OutputLogits
-	case model.IsHeadPooling(man.Pooling):
-		m.output = onnx.OutputEmbedding // the graph applies a trained pooling head
+	case model.PoolsInGraph(man.Pooling):
+		m.output = onnx.OutputEmbedding // the graph pools (a trained head, Causal2Vec)
+	}
+	if c := man.Context; c != nil {
+		m.context = c.Dim
 	}
 	if o.MaxLength > 0 && o.MaxLength != man.MaxLength {
 		if o.MaxLength > cfg.MaxPositionEmbeddings {
@@ -205,8 +210,11 @@ func (m *Model) Close() error {
 func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
 	m.once.Do(func() {
 		start := time.Now()
-		m.sess, m.sessErr = ort.NewSession(m.dir.ONNXPath,
-			[]string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{m.output}, m.sessOpts)
+		inputs := []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}
+		if m.context > 0 {
+			inputs = append(inputs, onnx.InputContext)
+		}
+		m.sess, m.sessErr = ort.NewSession(m.dir.ONNXPath, inputs, []string{m.output}, m.sessOpts)
 		if m.sessErr != nil {
 			m.sessErr = fmt.Errorf("%s: %w", m.spec.Name, m.sessErr)
 			return
@@ -224,6 +232,14 @@ func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
 type Inputs struct {
 	Texts []string
 	First func(i int) string
+	// Context and Insert feed a Causal2Vec graph (model.PoolingCausal2Vec),
+	// and are required for one: Context[i] is the paired encoder's vector
+	// of input i, and Insert(i, ids) the position in input i's token ids
+	// (special tokens included, EOS last) where the contextual token's
+	// placeholder goes, below len(ids). Texts are tokenised to one token
+	// under the max length, so the placeholder fits.
+	Context [][]float32
+	Insert  func(i int, ids []int64) int
 }
 
 // Batch is one padded batch as run. Rows are the indices of its inputs,
@@ -264,7 +280,24 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	}
 	start := time.Now()
 	defer func() { m.stats.total.Add(int64(time.Since(start))) }()
+	if m.context > 0 {
+		if len(in.Context) != n || in.Insert == nil {
+			return fmt.Errorf("%s: %s is a Causal2Vec model: each text needs its context vector (%d for %d texts) and a position for its contextual token", m.spec.Name, m.dir.Path, len(in.Context), n)
+		}
+		for i, v := range in.Context {
+			if len(v) != m.context {
+				return fmt.Errorf("%s: context vector %d has %d values, the model takes %d", m.spec.Name, i, len(v), m.context)
+			}
+		}
+	}
 	encode := func(lo, hi int) []tokenizer.Encoding {
+		if m.context > 0 {
+			encs := m.tok.EncodeBatch(in.Texts[lo:hi], max(m.maxLen-1, 1))
+			for j := range encs {
+				encs[j] = withPlaceholder(encs[j], in.Insert(lo+j, encs[j].IDs))
+			}
+			return encs
+		}
 		if in.First == nil {
 			return m.tok.EncodeBatch(in.Texts[lo:hi], m.maxLen)
 		}
@@ -279,7 +312,14 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 		return encs
 	}
 	err = forEachBatch(ctx, n, m.spec.Window, m.batch, m.workers, encode, func(rows []int, encs []tokenizer.Encoding) error {
-		out, mask, seq, err := m.runBatch(sess, encs)
+		var ctxRows []float32
+		if m.context > 0 {
+			ctxRows = make([]float32, 0, len(rows)*m.context)
+			for _, i := range rows {
+				ctxRows = append(ctxRows, in.Context[i]...)
+			}
+		}
+		out, mask, seq, err := m.runBatch(sess, encs, ctxRows)
 		if err != nil {
 			return err
 		}
@@ -290,6 +330,18 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	}
 	m.stats.inputs.Add(int64(n))
 	return nil
+}
+
+// withPlaceholder inserts onnx.ContextPlaceholder at position p of e
+// (clamped to before its last token, the EOS).
+func withPlaceholder(e tokenizer.Encoding, p int) tokenizer.Encoding {
+	p = max(0, min(p, len(e.IDs)-1))
+	out := tokenizer.Encoding{IDs: make([]int64, 0, len(e.IDs)+1), TypeIDs: make([]int64, len(e.IDs)+1), Mask: make([]int64, len(e.IDs)+1)}
+	out.IDs = append(append(append(out.IDs, e.IDs[:p]...), onnx.ContextPlaceholder), e.IDs[p:]...)
+	for i := range out.Mask {
+		out.Mask[i] = 1
+	}
+	return out
 }
 
 // forEachBatch is Run's schedule, apart from the model: inputs [0, n) are
@@ -328,7 +380,7 @@ func forEachBatch(ctx context.Context, n, window, size, workers int, encode func
 
 // runBatch pads encs, runs them and returns the output with the mask and
 // padded length it was run with.
-func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.Encoding) (out []float32, mask []int64, seq int, err error) {
+func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.Encoding, ctxRows []float32) (out []float32, mask []int64, seq int, err error) {
 	ids, types, mask, seq := tokenizer.Pad(encs, m.tok.PadID())
 	b := int64(len(encs))
 	var outShape ortgo.Shape
@@ -340,7 +392,16 @@ func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.En
 	default:
 		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))
 	}
-	out, err = runBERT(sess, ortgo.NewShape(b, int64(seq)), ids, mask, types, outShape, &m.stats)
+	var extra []ortgo.Value
+	if m.context > 0 {
+		t, err := ortgo.NewTensor(ortgo.NewShape(b, int64(m.context)), ctxRows)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("%s: context tensor: %w", m.spec.Name, err)
+		}
+		defer t.Destroy()
+		extra = append(extra, t)
+	}
+	out, err = runBERT(sess, ortgo.NewShape(b, int64(seq)), ids, mask, types, extra, outShape, &m.stats)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%s: %s: %w", m.spec.Name, m.dir.Path, err)
 	}
@@ -349,9 +410,9 @@ func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.En
 }
 
 // runBERT feeds one [batch, seq] batch (input ids, attention mask, token
-// type ids, row-major) to a BERT session and returns its single output,
+// type ids, row-major; then extra inputs, a Causal2Vec graph's context) to a BERT session and returns its single output,
 // whose shape the caller states. It counts the work in c when c is not nil.
-func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, types []int64, outShape ortgo.Shape, c *counters) ([]float32, error) {
+func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, types []int64, extra []ortgo.Value, outShape ortgo.Shape, c *counters) ([]float32, error) {
 	tIDs, err := ortgo.NewTensor(shape, ids)
 	if err != nil {
 		return nil, fmt.Errorf("input_ids tensor: %w", err)
@@ -375,7 +436,7 @@ func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, t
 	if c != nil {
 		c.runStarted()
 	}
-	err = sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out})
+	err = sess.Run(append([]ortgo.Value{tIDs, tMask, tTypes}, extra...), []ortgo.Value{out})
 	if c != nil {
 		c.runEnded()
 	}

@@ -50,6 +50,9 @@ type Settings struct {
 	// PairPrompt is a decoder reranker's prompt (task rerank); default
 	// model.DefaultPairPrompt. BERT-family cross-encoders take none.
 	PairPrompt *model.PairPrompt
+	// Context is a Causal2Vec decoder's paired encoder (config.json's
+	// anna_causal2vec); required for one, refused for others.
+	Context *model.ContextModel
 }
 
 // Import converts a Hugging Face checkpoint directory (config.json, one or
@@ -182,6 +185,9 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	if err != nil {
 		return nil, err
 	}
+	if c := m.Context; c != nil { // a Causal2Vec model's vectors depend on its pair's
+		fmt.Fprintf(fp, "\x00context=%s", c.Fingerprint)
+	}
 	m.Fingerprint = fp.Sum(m.Pooling, m.Normalize, m.MaxLength)
 	m.Files = map[string]string{ModelFile: onnxSum}
 
@@ -249,6 +255,17 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 	}
 	switch m.Task {
 	case model.TaskEmbed:
+		if cv := cfg.Causal2Vec; cv != nil {
+			if m.Pooling != "" && m.Pooling != model.PoolingCausal2Vec {
+				return nil, fmt.Errorf("import: pooling %q: config.json's anna_causal2vec embeds as [h_C; h_EOS] (pooling causal2vec)", m.Pooling)
+			}
+			if s.Context == nil || s.Context.Dim != cv.ContextDim {
+				return nil, fmt.Errorf("import: a Causal2Vec model needs its paired encoder of dimension %d (config.json anna_causal2vec.context_dim) named in the settings", cv.ContextDim)
+			}
+			m.Pooling, m.Context, m.Dim = model.PoolingCausal2Vec, s.Context, 2*cfg.HiddenSize
+		} else if s.Context != nil {
+			return nil, fmt.Errorf("import: a paired context encoder is for Causal2Vec models; config.json has no anna_causal2vec")
+		}
 		if h := cfg.PoolingHead; h != nil {
 			// The graph applies the head: its mode is the only pooling.
 			if m.Pooling != "" && m.Pooling != h.Mode {

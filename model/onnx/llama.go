@@ -55,7 +55,7 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	switch {
 	case task == model.TaskEmbed:
 	case task == model.TaskRerank && len(o.LabelTokens) > 0:
-		if cfg.PoolingHead != nil {
+		if cfg.PoolingHead != nil || cfg.Causal2Vec != nil {
 			return nil, fmt.Errorf("onnx: a %s model with a trained pooling head is an embedder, not a reranker", cfg.ModelType)
 		}
 	case task == model.TaskRerank:
@@ -80,6 +80,11 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	g.Input(InputTypeIDs, Int64, batch, seq) // unused: the runner feeds every graph the same inputs
 
 	x := g.Op("Gather", []string{w.tensor(g, "embed_tokens.weight", false, V, H), ids})
+	var isC string
+	if cv := cfg.Causal2Vec; cv != nil { // the contextual token replaces the placeholder id
+		ctx := g.Input(InputContext, Float, batch, Dim{Value: int64(cv.ContextDim)})
+		x, isC = w.contextualToken(g, x, ids, ctx)
+	}
 
 	// Positions 0..seq-1 and their rotary tables [seq, hd].
 	one64 := g.Int64s("", nil, []int64{1})
@@ -190,6 +195,9 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	x = rms(x, "norm")
 	layerOut[len(layerOut)-1] = x // the last layer's row is after the final norm (hidden_states[-1])
 	switch {
+	case cfg.Causal2Vec != nil:
+		g.OpNamed("Identity", OutputEmbedding, []string{causal2VecEmbedding(g, x, isC, mask)})
+		g.Output(OutputEmbedding, Float, batch, Dim{Value: int64(2 * H)})
 	case task == model.TaskRerank:
 		g.OpNamed("Identity", OutputLogits, []string{w.labelLogits(g, x, mask, o.LabelTokens)})
 		g.Output(OutputLogits, Float, batch, Dim{Value: int64(len(o.LabelTokens))})
