@@ -9,11 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
 )
 
 // Options tune an ORTEncoder. Zero values pick the defaults. The fields
@@ -168,8 +170,11 @@ func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]fl
 			in[i] = e.FormatDocument(t)
 		}
 	}
-	if e.context != nil {
+	switch {
+	case e.context != nil:
 		return e.embedCausal2Vec(ctx, in, texts, func(int) string { return "" })
+	case e.Manifest().Memory != nil:
+		return e.embedMemory(ctx, in, false)
 	}
 	return e.embed(ctx, in)
 }
@@ -180,9 +185,12 @@ func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Promp
 	for i, q := range queries {
 		in[i] = e.FormatQuery(q, p)
 	}
-	if e.context != nil {
+	switch {
+	case e.context != nil:
 		prefix := e.FormatQuery("", p) // the instruction (and examples) alone
 		return e.embedCausal2Vec(ctx, in, queries, func(int) string { return prefix })
+	case e.Manifest().Memory != nil:
+		return e.embedMemory(ctx, in, true)
 	}
 	return e.embed(ctx, in)
 }
@@ -199,9 +207,9 @@ func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, p
 	}
 	tok := e.m.Tokenizer()
 	prefixes := map[string][]int64{}
-	return e.run(ctx, bert.Inputs{Texts: texts, Context: vecs, Insert: func(i int, ids []int64) int {
+	return e.run(ctx, bert.Inputs{Texts: texts, Context: vecs, Reserve: 1, Prepare: func(i int, ids []int64) []int64 {
 		p := prefix(i)
-		pre, ok := prefixes[p] // prefixes are few; Insert runs on one goroutine per window
+		pre, ok := prefixes[p] // prefixes are few; Prepare runs on one goroutine per window
 		if !ok {
 			pre = tok.Encode(p, 0).IDs
 			pre = pre[:max(len(pre)-1, 0)] // the EOS the tokenizer appends
@@ -211,7 +219,26 @@ func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, p
 		for n < len(pre) && n < len(ids)-1 && pre[n] == ids[n] {
 			n++
 		}
-		return n
+		return slices.Concat(ids[:n], []int64{onnx.ContextPlaceholder}, ids[n:])
+	}})
+}
+
+// embedMemory embeds texts with an AutoRegEmbed model as the trainer does
+// (train/technique/autoregembed): the text's tokens with the tokenizer's
+// BOS kept and its EOS dropped, the role's instruction tokenised alone,
+// then the k memory tokens (ids vocab … vocab+k−1).
+func (e *ORTEncoder) embedMemory(ctx context.Context, texts []string, query bool) ([][]float32, error) {
+	mt, tok := e.Manifest().Memory, e.m.Tokenizer()
+	instr := tok.IDs(mt.DocumentInstruction)
+	if query {
+		instr = tok.IDs(mt.QueryInstruction)
+	}
+	mem := make([]int64, mt.Count)
+	for j := range mem {
+		mem[j] = int64(e.m.Config().VocabSize + j)
+	}
+	return e.run(ctx, bert.Inputs{Texts: texts, Reserve: len(instr) + mt.Count - 1, Prepare: func(_ int, ids []int64) []int64 {
+		return slices.Concat(ids[:max(len(ids)-1, 0)], instr, mem)
 	}})
 }
 

@@ -63,6 +63,12 @@ type Config struct {
 	// maps a small encoder's vector to the contextual token. The graph
 	// takes that vector as its context input and outputs [h_C; h_EOS].
 	Causal2Vec *Causal2Vec `json:"anna_causal2vec,omitempty"`
+	// MemoryTokens is anna's own key for an AutoRegEmbed (paper 001)
+	// decoder: k trained memory-token embeddings (the checkpoint's
+	// "autoregembed.memory", k×hidden) that follow each text; the graph
+	// gives them ids vocab_size … vocab_size+k−1 and outputs the mean of
+	// their last hidden states.
+	MemoryTokens int `json:"anna_memory_tokens,omitempty"`
 	// Read only to refuse what anna does not implement (Llama 3's rope
 	// scaling, o_proj and MLP biases), rather than ignore it silently.
 	RopeScaling   json.RawMessage `json:"rope_scaling,omitempty"`
@@ -210,8 +216,8 @@ func ParseConfig(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	switch {
 	case c.ModelType == "bert" || c.IsRoBERTa():
-		if c.PoolingHead != nil || c.Causal2Vec != nil {
-			return fmt.Errorf("fields anna_pooling_head, anna_causal2vec: decoder options, not for %s", c.ModelType)
+		if c.PoolingHead != nil || c.Causal2Vec != nil || c.MemoryTokens != 0 {
+			return fmt.Errorf("fields anna_pooling_head, anna_causal2vec, anna_memory_tokens: decoder options, not for %s", c.ModelType)
 		}
 	case c.IsDecoder():
 		return c.validateDecoder()
@@ -300,6 +306,9 @@ func (c *Config) validateDecoder() error {
 	case "", AttentionCausal, AttentionBidirectional:
 	default:
 		return fmt.Errorf("field anna_attention: %q (want %s or %s)", c.Attention, AttentionCausal, AttentionBidirectional)
+	}
+	if c.MemoryTokens < 0 || c.MemoryTokens > 0 && (c.Causal2Vec != nil || c.PoolingHead != nil) {
+		return fmt.Errorf("field anna_memory_tokens: %d (want positive, and not with anna_causal2vec or anna_pooling_head)", c.MemoryTokens)
 	}
 	if cv := c.Causal2Vec; cv != nil {
 		if cv.ContextDim <= 0 {

@@ -27,11 +27,17 @@ const (
 	// anna_causal2vec): model.onnx outputs sentence_embedding, given the
 	// paired encoder's vector (Manifest.Context).
 	PoolingCausal2Vec = "causal2vec"
+	// PoolingMemory is AutoRegEmbed's (paper 001): the mean of the k
+	// memory tokens' last hidden states (config.json's
+	// anna_memory_tokens, Manifest.Memory).
+	PoolingMemory = "memory"
 )
 
 // PoolsInGraph reports whether model.onnx outputs the pooled embedding
 // (sentence_embedding) rather than last_hidden_state.
-func PoolsInGraph(p string) bool { return IsHeadPooling(p) || p == PoolingCausal2Vec }
+func PoolsInGraph(p string) bool {
+	return IsHeadPooling(p) || p == PoolingCausal2Vec || p == PoolingMemory
+}
 
 // IsHeadPooling reports whether a pooling mode is a trainable head that the
 // graph applies, rather than a reduction of last_hidden_state.
@@ -92,6 +98,8 @@ type Manifest struct {
 	// Context is the encoder a Causal2Vec model is paired with (pooling
 	// causal2vec): its vector of each text is the graph's context input.
 	Context *ContextModel `json:"context,omitempty"`
+	// Memory is an AutoRegEmbed model's input layout (pooling memory).
+	Memory *MemoryTokens `json:"memory,omitempty"`
 	// PairPrompt is how a decoder reranker reads a (query, document) pair;
 	// nil for BERT-family cross-encoders, which read [CLS] q [SEP] d [SEP].
 	PairPrompt *PairPrompt `json:"pair_prompt,omitempty"`
@@ -102,6 +110,16 @@ type Manifest struct {
 	Source string `json:"source,omitempty"`
 	// Files maps each file in the directory to its hex sha256.
 	Files map[string]string `json:"files"`
+}
+
+// MemoryTokens lay out an AutoRegEmbed model's input as its trainer does:
+// the text's tokens (BOS kept, EOS dropped), then QueryInstruction or
+// DocumentInstruction tokenised alone, then Count memory tokens, whose
+// last hidden states the graph averages.
+type MemoryTokens struct {
+	Count               int    `json:"count"`
+	QueryInstruction    string `json:"query_instruction"`
+	DocumentInstruction string `json:"document_instruction"`
 }
 
 // ContextModel names a Causal2Vec model's paired encoder: an anna model
@@ -217,12 +235,15 @@ func (m *Manifest) Validate() error {
 	case TaskEmbed:
 		switch m.Pooling {
 		case PoolingMean, PoolingCLS, PoolingLastToken:
-		case PoolingLatent, PoolingMultiLayer, PoolingCausal2Vec:
+		case PoolingLatent, PoolingMultiLayer, PoolingCausal2Vec, PoolingMemory:
 			if !IsDecoderType(m.Architecture) {
 				return fmt.Errorf("field pooling: %q is a decoder's trainable head, not supported for architecture %s", m.Pooling, m.Architecture)
 			}
 		default:
-			return fmt.Errorf("field pooling: %q not supported (want mean, cls, lasttoken, latent, multilayer or causal2vec)", m.Pooling)
+			return fmt.Errorf("field pooling: %q not supported (want mean, cls, lasttoken, latent, multilayer, causal2vec or memory)", m.Pooling)
+		}
+		if (m.Pooling == PoolingMemory) != (m.Memory != nil && m.Memory.Count > 0) {
+			return fmt.Errorf("field memory: an AutoRegEmbed model (pooling memory) gives its memory tokens' layout, and only it")
 		}
 		if (m.Pooling == PoolingCausal2Vec) != (m.Context != nil) {
 			return fmt.Errorf("field context: a Causal2Vec model (pooling causal2vec) names its paired encoder, and only it")

@@ -14,6 +14,7 @@ import (
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -24,6 +25,8 @@ type ExportSettings struct {
 	MaxLength int    // default: the import path's (sentence-transformers files, else min(512, positions))
 	// Context is a Causal2Vec model's paired encoder (ExportCausal2Vec).
 	Context *model.ContextModel
+	// Memory is an AutoRegEmbed model's input layout (ExportAutoRegEmbed).
+	Memory *model.MemoryTokens
 }
 
 // Export writes the trained model (LoRA merged) as a Hugging Face
@@ -121,6 +124,31 @@ func ExportCausal2Vec(ctx context.Context, t *causal2vec.Technique, srcDir, outD
 	return writeExport(ctx, srcDir, outDir, cfgJSON, tensors, model.TaskEmbed, s)
 }
 
+// ExportAutoRegEmbed is ExportDecoder for an AutoRegEmbed run: the
+// trained encoder E (LoRA merged) and its memory tokens
+// ("autoregembed.memory") in one checkpoint, config.json's
+// anna_memory_tokens giving their number, and an anna model whose graph
+// appends them to each text and instruction (s.Memory) and outputs the
+// mean of their last hidden states.
+func ExportAutoRegEmbed(ctx context.Context, t *autoregembed.Technique, srcDir, outDir string, s ExportSettings) (hfDir, modelDir string, err error) {
+	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %w", err)
+	}
+	mem := t.Memory()
+	cfgJSON, err = setJSONField(cfgJSON, "anna_attention", model.AttentionCausal)
+	if err == nil {
+		cfgJSON, err = setJSONField(cfgJSON, "anna_memory_tokens", mem.Shape[0])
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("train: export: %s: %w", filepath.Join(srcDir, "config.json"), err)
+	}
+	tensors := t.Encoder().Tensors()
+	tensors[onnx.MemoryTensor] = &safetensors.Tensor{Name: onnx.MemoryTensor, DType: "F32", Shape: slices.Clone(mem.Shape), Data: slices.Clone(mem.W)}
+	s.Pooling = model.PoolingMemory
+	return writeExport(ctx, srcDir, outDir, cfgJSON, tensors, model.TaskEmbed, s)
+}
+
 // writeExport writes outDir/hf (srcDir's side files, config.json, the
 // weights) and converts it through the import path into outDir/model.
 func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, tensors map[string]*safetensors.Tensor, task string, s ExportSettings) (hfDir, modelDir string, err error) {
@@ -142,7 +170,7 @@ func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, ten
 	if err := safetensors.WriteFile(filepath.Join(hfDir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}
-	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength, Context: s.Context}
+	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength, Context: s.Context, Memory: s.Memory}
 	if task == model.TaskEmbed {
 		st.Pooling = s.Pooling
 	}

@@ -123,9 +123,6 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 			return nil, fmt.Errorf("train: technique %s embeds as [h_C; h_EOS]: no pooling head", cfg.Technique)
 		}
 	case TechniqueAutoRegCompress, TechniqueAutoRegAlign:
-		if !cfg.NoExport {
-			return nil, fmt.Errorf("train: technique %s: the encoder does not serve memory-token embeddings yet, so there is no anna model to export: train with NoExport (OUT/%s holds the trained encoder and memory tokens)", cfg.Technique, autoRegDir)
-		}
 		if cfg.Bidirectional || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
 			return nil, fmt.Errorf("train: technique %s generates through a causal decoder and pools its memory tokens: no bidirectional attention or pooling head", cfg.Technique)
 		}

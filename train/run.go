@@ -462,7 +462,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, nil
 	}
 	if ar, ok := src.technique.(*autoregembed.Technique); ok {
+		// The encoder and memory tokens for the next stage, then, unless
+		// NoExport, the anna model the encoder serves.
 		if res.HFDir, err = saveAutoReg(ar, cfg.OutDir); err != nil {
+			return nil, err
+		}
+		if cfg.NoExport {
+			return res, nil
+		}
+		es := ExportSettings{Name: cfg.Name, MaxLength: cfg.exportMaxLength(m.positions()), Memory: &model.MemoryTokens{
+			Count: ar.Memory().Shape[0], QueryInstruction: "\n" + autoRegNext + "\n", DocumentInstruction: "\n" + autoRegSelf + "\n"}}
+		if res.HFDir, res.ModelDir, err = ExportAutoRegEmbed(ctx, ar, src.dir, cfg.OutDir, es); err != nil {
 			return nil, err
 		}
 		return res, nil

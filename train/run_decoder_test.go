@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -402,5 +403,88 @@ func TestCausal2VecServedByEncoder(t *testing.T) {
 	t.Logf("Causal2Vec: max |encoder − trainer| = %.3g", worst)
 	if worst > 1e-5 {
 		t.Fatalf("the encoder's Causal2Vec vectors differ from the trainer's by %.3g", worst)
+	}
+}
+
+// An AutoRegEmbed run exports an anna model (the trained encoder and its
+// memory tokens in one graph) that the encoder serves: its query and
+// document vectors equal the technique's Embed (the saved encoder and
+// memory tokens; queries with I_next, documents with I_self).
+func TestAutoRegEmbedServedByEncoder(t *testing.T) {
+	if _, err := os.Stat(home.ORTLibrary()); err != nil {
+		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
+	}
+	ctx := context.Background()
+	src := tinyDecoder(t, "llama")
+	cj, err := os.ReadFile(filepath.Join(src, "config.json"))
+	must(t, err)
+	cj, err = setJSONField(cj, "tie_word_embeddings", true) // the frozen decoder generates through a head, tied as SmolLM2's
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(src, "config.json"), cj, 0o644))
+	out := t.TempDir()
+	res, err := Run(ctx, Config{ModelDir: src, Data: writeData(t, 24, false), OutDir: out, Technique: TechniqueAutoRegCompress,
+		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := model.LoadManifest(res.ModelDir)
+	must(t, err)
+	if man.Pooling != model.PoolingMemory || man.Dim != 32 || man.Memory == nil || man.Memory.Count != 5 {
+		t.Fatalf("manifest %+v", man)
+	}
+	enc, err := encoder.Load(ctx, res.ModelDir, encoder.Options{})
+	must(t, err)
+	defer enc.Close()
+	queries := []string{"why is the sky blue", "tell me about the river"}
+	docs := []string{"a river is described here in detail", "x", "the castle story is long and it goes on for a while"}
+	gotQ, err := enc.EmbedQueries(ctx, queries, encoder.Prompt{})
+	must(t, err)
+	gotD, err := enc.EmbedDocuments(ctx, docs)
+	must(t, err)
+
+	tok, err := tokenizer.Load(filepath.Join(src, "tokenizer.json"))
+	must(t, err)
+	defer tok.Close()
+	ids := func(s string) []int32 {
+		var o []int32
+		for _, id := range tok.IDs(s) {
+			o = append(o, int32(id))
+		}
+		return o
+	}
+	special := tok.Encode("", 0).IDs // [CLS] [SEP]
+	cfg, err := model.LoadConfig(src)
+	must(t, err)
+	base, err := safetensors.ReadFile(filepath.Join(src, "model.safetensors"))
+	must(t, err)
+	encT, err := safetensors.ReadFile(filepath.Join(out, autoRegDir, "encoder.safetensors"))
+	must(t, err)
+	memT, err := safetensors.ReadFile(filepath.Join(out, autoRegDir, "memory.safetensors"))
+	must(t, err)
+	tech, err := autoregembed.New(cfg, encT, base, autoregembed.Config{Stage: autoregembed.Compression, Memory: memT[autoregembed.MemoryName].Data,
+		Prefix: []int32{int32(special[0])}, EOS: int32(special[1]), QueryInstruction: ids("\n" + autoRegNext + "\n"), DocInstruction: ids("\n" + autoRegSelf + "\n")})
+	must(t, err)
+	worst := 0.0
+	for _, c := range []struct {
+		texts []string
+		got   [][]float32
+		role  autoregembed.Role
+	}{{queries, gotQ, autoregembed.Query}, {docs, gotD, autoregembed.Document}} {
+		pid, _, mask, T := tokenizer.Pad(tok.EncodeBatch(c.texts, 0), tok.PadID())
+		b := &decoder.Batch{N: len(c.texts), T: T, IDs: make([]int32, len(pid)), Mask: make([]float32, len(pid))}
+		for i := range pid {
+			b.IDs[i], b.Mask[i] = int32(pid[i]), float32(mask[i])
+		}
+		want, err := tech.Embed(b, c.role)
+		must(t, err)
+		for n := range c.texts {
+			for i, x := range want[n*32 : n*32+32] {
+				worst = math.Max(worst, math.Abs(float64(x-c.got[n][i])))
+			}
+		}
+	}
+	t.Logf("AutoRegEmbed: max |encoder − trainer| = %.3g", worst)
+	if worst > 1e-5 {
+		t.Fatalf("the encoder's AutoRegEmbed vectors differ from the trainer's by %.3g", worst)
 	}
 }

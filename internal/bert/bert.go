@@ -183,6 +183,9 @@ func (m *Model) Manifest() *model.Manifest { return m.dir.Manifest }
 // Run tokenises by itself).
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
+// Config is the model's config.json (do not modify it).
+func (m *Model) Config() *model.Config { return m.dir.Config }
+
 // Path is the model directory.
 func (m *Model) Path() string { return m.dir.Path }
 
@@ -232,14 +235,17 @@ func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
 type Inputs struct {
 	Texts []string
 	First func(i int) string
-	// Context and Insert feed a Causal2Vec graph (model.PoolingCausal2Vec),
-	// and are required for one: Context[i] is the paired encoder's vector
-	// of input i, and Insert(i, ids) the position in input i's token ids
-	// (special tokens included, EOS last) where the contextual token's
-	// placeholder goes, below len(ids). Texts are tokenised to one token
-	// under the max length, so the placeholder fits.
+	// Prepare, when set, rewrites single text i's token ids (special
+	// tokens included, EOS last) into the ids the graph takes: the papers'
+	// decoder embedders place a Causal2Vec contextual token's placeholder
+	// or append AutoRegEmbed's instruction and memory tokens. Texts are
+	// tokenised Reserve tokens under the max length, so what Prepare adds
+	// fits.
+	Prepare func(i int, ids []int64) []int64
+	Reserve int
+	// Context feeds a Causal2Vec graph (model.PoolingCausal2Vec), which
+	// requires it: Context[i] is the paired encoder's vector of input i.
 	Context [][]float32
-	Insert  func(i int, ids []int64) int
 }
 
 // Batch is one padded batch as run. Rows are the indices of its inputs,
@@ -281,8 +287,8 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	start := time.Now()
 	defer func() { m.stats.total.Add(int64(time.Since(start))) }()
 	if m.context > 0 {
-		if len(in.Context) != n || in.Insert == nil {
-			return fmt.Errorf("%s: %s is a Causal2Vec model: each text needs its context vector (%d for %d texts) and a position for its contextual token", m.spec.Name, m.dir.Path, len(in.Context), n)
+		if len(in.Context) != n || in.Prepare == nil {
+			return fmt.Errorf("%s: %s is a Causal2Vec model: each text needs its context vector (%d for %d texts) and its contextual token's placeholder", m.spec.Name, m.dir.Path, len(in.Context), n)
 		}
 		for i, v := range in.Context {
 			if len(v) != m.context {
@@ -291,10 +297,14 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 		}
 	}
 	encode := func(lo, hi int) []tokenizer.Encoding {
-		if m.context > 0 {
-			encs := m.tok.EncodeBatch(in.Texts[lo:hi], max(m.maxLen-1, 1))
-			for j := range encs {
-				encs[j] = withPlaceholder(encs[j], in.Insert(lo+j, encs[j].IDs))
+		if in.Prepare != nil {
+			encs := m.tok.EncodeBatch(in.Texts[lo:hi], max(m.maxLen-in.Reserve, 1))
+			for j, e := range encs {
+				ids := in.Prepare(lo+j, e.IDs)
+				encs[j] = tokenizer.Encoding{IDs: ids, TypeIDs: make([]int64, len(ids)), Mask: make([]int64, len(ids))}
+				for k := range ids {
+					encs[j].Mask[k] = 1
+				}
 			}
 			return encs
 		}
@@ -330,18 +340,6 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	}
 	m.stats.inputs.Add(int64(n))
 	return nil
-}
-
-// withPlaceholder inserts onnx.ContextPlaceholder at position p of e
-// (clamped to before its last token, the EOS).
-func withPlaceholder(e tokenizer.Encoding, p int) tokenizer.Encoding {
-	p = max(0, min(p, len(e.IDs)-1))
-	out := tokenizer.Encoding{IDs: make([]int64, 0, len(e.IDs)+1), TypeIDs: make([]int64, len(e.IDs)+1), Mask: make([]int64, len(e.IDs)+1)}
-	out.IDs = append(append(append(out.IDs, e.IDs[:p]...), onnx.ContextPlaceholder), e.IDs[p:]...)
-	for i := range out.Mask {
-		out.Mask[i] = 1
-	}
-	return out
 }
 
 // forEachBatch is Run's schedule, apart from the model: inputs [0, n) are

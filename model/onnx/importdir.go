@@ -53,6 +53,9 @@ type Settings struct {
 	// Context is a Causal2Vec decoder's paired encoder (config.json's
 	// anna_causal2vec); required for one, refused for others.
 	Context *model.ContextModel
+	// Memory is an AutoRegEmbed decoder's input layout (config.json's
+	// anna_memory_tokens); required for one, refused for others.
+	Memory *model.MemoryTokens
 }
 
 // Import converts a Hugging Face checkpoint directory (config.json, one or
@@ -265,6 +268,17 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 			m.Pooling, m.Context, m.Dim = model.PoolingCausal2Vec, s.Context, 2*cfg.HiddenSize
 		} else if s.Context != nil {
 			return nil, fmt.Errorf("import: a paired context encoder is for Causal2Vec models; config.json has no anna_causal2vec")
+		}
+		if k := cfg.MemoryTokens; k > 0 {
+			if m.Pooling != "" && m.Pooling != model.PoolingMemory {
+				return nil, fmt.Errorf("import: pooling %q: config.json's anna_memory_tokens embeds as the mean of its memory tokens (pooling memory)", m.Pooling)
+			}
+			if s.Memory == nil || s.Memory.Count != k {
+				return nil, fmt.Errorf("import: an AutoRegEmbed model needs its input layout (%d memory tokens, config.json anna_memory_tokens, and the instructions) in the settings", k)
+			}
+			m.Pooling, m.Memory = model.PoolingMemory, s.Memory
+		} else if s.Memory != nil {
+			return nil, fmt.Errorf("import: a memory-token layout is for AutoRegEmbed models; config.json has no anna_memory_tokens")
 		}
 		if h := cfg.PoolingHead; h != nil {
 			// The graph applies the head: its mode is the only pooling.

@@ -55,7 +55,7 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	switch {
 	case task == model.TaskEmbed:
 	case task == model.TaskRerank && len(o.LabelTokens) > 0:
-		if cfg.PoolingHead != nil || cfg.Causal2Vec != nil {
+		if cfg.PoolingHead != nil || cfg.Causal2Vec != nil || cfg.MemoryTokens > 0 {
 			return nil, fmt.Errorf("onnx: a %s model with a trained pooling head is an embedder, not a reranker", cfg.ModelType)
 		}
 	case task == model.TaskRerank:
@@ -79,7 +79,13 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	mask := g.Input(InputMask, Int64, batch, seq)
 	g.Input(InputTypeIDs, Int64, batch, seq) // unused: the runner feeds every graph the same inputs
 
-	x := g.Op("Gather", []string{w.tensor(g, "embed_tokens.weight", false, V, H), ids})
+	table := w.tensor(g, "embed_tokens.weight", false, V, H)
+	if k := cfg.MemoryTokens; k > 0 && table != "" { // AutoRegEmbed's memory tokens are ids V … V+k−1
+		if mem := w.tensorAbs(g, MemoryTensor, false, k, H); mem != "" {
+			table = g.Op("Concat", []string{table, mem}, AttrInt("axis", 0))
+		}
+	}
+	x := g.Op("Gather", []string{table, ids})
 	var isC string
 	if cv := cfg.Causal2Vec; cv != nil { // the contextual token replaces the placeholder id
 		ctx := g.Input(InputContext, Float, batch, Dim{Value: int64(cv.ContextDim)})
@@ -195,6 +201,9 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	x = rms(x, "norm")
 	layerOut[len(layerOut)-1] = x // the last layer's row is after the final norm (hidden_states[-1])
 	switch {
+	case cfg.MemoryTokens > 0:
+		g.OpNamed("Identity", OutputEmbedding, []string{memoryMean(g, x, ids, V, cfg.MemoryTokens)})
+		g.Output(OutputEmbedding, Float, batch, Dim{Value: int64(H)})
 	case cfg.Causal2Vec != nil:
 		g.OpNamed("Identity", OutputEmbedding, []string{causal2VecEmbedding(g, x, isC, mask)})
 		g.Output(OutputEmbedding, Float, batch, Dim{Value: int64(2 * H)})

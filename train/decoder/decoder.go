@@ -205,8 +205,8 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	// silently dropped: refuse it. The language-model head and rotary
 	// buffers are not part of an embedder.
 	for _, name := range sortedNames(tensors) {
-		if cfg.Causal2Vec != nil && strings.HasPrefix(name, "causal2vec.") {
-			continue // a Causal2Vec export's MLP: the technique's, not the decoder's
+		if cfg.Causal2Vec != nil && strings.HasPrefix(name, "causal2vec.") || cfg.MemoryTokens > 0 && strings.HasPrefix(name, "autoregembed.") {
+			continue // a Causal2Vec export's MLP, an AutoRegEmbed export's memory tokens: the technique's, not the decoder's
 		}
 		if _, read := m.byName[name]; !read && !used[name] && !strings.HasSuffix(name, "lm_head.weight") && !strings.HasSuffix(name, "rotary_emb.inv_freq") {
 			bad = append(bad, name+" (not part of a "+cfg.ModelType+" model: unsupported variant)")

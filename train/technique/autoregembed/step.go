@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
@@ -12,7 +13,7 @@ import (
 )
 
 // texts returns each sequence's real tokens, without the EOS the tokenizer
-// appended.
+// appended and without a leading Prefix (the BOS it added).
 func (t *Technique) texts(b *decoder.Batch) ([][]int32, error) {
 	if b == nil {
 		return nil, errors.New("autoregembed: no token batch")
@@ -41,6 +42,11 @@ func (t *Technique) texts(b *decoder.Batch) ([][]int32, error) {
 		}
 		if L > 0 && ids[L-1] == t.cfg.EOS {
 			ids = ids[:L-1]
+		}
+		// The BOS the tokenizer adds is Prefix, which encoderBatch puts
+		// back: keep one.
+		if p := t.cfg.Prefix; len(p) > 0 && len(ids) >= len(p) && slices.Equal(ids[:len(p)], p) {
+			ids = ids[len(p):]
 		}
 		out[n] = ids
 	}

@@ -1,6 +1,6 @@
 package onnx
 
-// Causal2Vec (paper 004) in the decoder graph: the trainer's
+// The papers' decoder embedders in the graph. Causal2Vec (paper 004): the trainer's
 // train/technique/causal2vec, served. The caller tokenises each text,
 // puts ContextPlaceholder where the contextual token C goes (after the
 // instruction of a query, first in a document, after the BOS if any), and
@@ -46,4 +46,16 @@ func causal2VecEmbedding(g *Graph, x, isC, mask string) string {
 	pos := g.Op("ArgMax", []string{g.Op("Cast", []string{isC}, AttrInt("to", Int32))}, AttrInt("axis", 1), AttrInt("keepdims", 1)) // [b, 1]
 	hc := g.Op("GatherND", []string{x, pos}, AttrInt("batch_dims", 1))
 	return g.Op("Concat", []string{hc, lastToken(g, x, mask)}, AttrInt("axis", 1))
+}
+
+// MemoryTensor is an AutoRegEmbed checkpoint's k×hidden memory-token
+// embeddings (train/technique/autoregembed's parameter).
+const MemoryTensor = "autoregembed.memory"
+
+// memoryMean is AutoRegEmbed's embedding: the mean of the last hidden
+// states x [b, s, H] at the k memory tokens (ids ≥ vocab), [b, H].
+func memoryMean(g *Graph, x, ids string, vocab, k int) string {
+	isMem := g.Op("Cast", []string{g.Op("GreaterOrEqual", []string{ids, g.Int64s("", nil, []int64{int64(vocab)})})}, AttrInt("to", Float))
+	w := g.Op("Unsqueeze", []string{g.Op("Mul", []string{isMem, g.Scalar(1 / float32(k))}), g.Int64s("", []int64{1}, []int64{2})}) // [b, s, 1]
+	return g.Op("ReduceSum", []string{g.Op("Mul", []string{x, w}), g.Int64s("", []int64{1}, []int64{1})}, AttrInt("keepdims", 0))
 }
