@@ -70,7 +70,7 @@ func TestReadNLIPairs(t *testing.T) {
 	for bad, want := range map[string]string{
 		`{"premise": "a", "hypothesis": "b", "label": "maybe"}`: `snli.jsonl:1: label "maybe"`,
 		`{"premise": "a", "label": "neutral"}`:                  `snli.jsonl:1: no "hypothesis"`,
-		"\n{\"premise\": ": "snli.jsonl:2:",
+		"\n{\"premise\": ":                                      "snli.jsonl:2:",
 	} {
 		if _, err := ReadNLIPairs(strings.NewReader(bad), "snli.jsonl"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want it to name %q", bad, err, want)

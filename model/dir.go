@@ -30,7 +30,7 @@ func OpenDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := cfg.HiddenSize // the mean of the memory tokens, too
+	want := cfg.HiddenSize     // the mean of the memory tokens, too
 	if cfg.Causal2Vec != nil { // [h_C; h_EOS]
 		want = 2 * cfg.HiddenSize
 	}
