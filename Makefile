@@ -63,6 +63,13 @@ TEST_FUZZTIME ?= 10s
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 
+# The papers' techniques on SmolLM2, one table (scripts/ablation.sh; its
+# environment variables set the budget and the evaluations; the table goes
+# to ablation/ablation.md).
+.PHONY: ablation
+ablation: build test-models
+	bash scripts/ablation.sh
+
 # test-cluster: the Weaviate backend's tests (index/weaviate, engine) against
 # a real cluster: scripts/weaviate.sh builds weaviate-server v1.35.2 from the
 # Go module proxy into $(ANNA_HOME)/weaviate (once, minutes) and runs them

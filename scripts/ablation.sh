@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The papers' techniques on one decoder, side by side (issue #15): every row
+# trains SmolLM2-135M-Instruct with LoRA r64/alpha 32 on the same data (hard
+# negatives mined on SciFact train by the engine, plus SNLI dev as similarity
+# pairs), the same step budget and seed, exports an anna model, and is
+# evaluated the same way; the table goes to WORK/ablation.md.
+#
+# Usage: scripts/ablation.sh [WORK_DIR]
+#   STEPS       optimizer steps per row (default 20; two-stage techniques split them)
+#   BATCH GROUP queries per step, documents per query (default 4, 4: 1 positive + 3 negatives)
+#   MAXLEN      tokens per training text (default 64)
+#   SEEDS       seeds of the "contrastive + EOS" row (default "1 2 3"); the other rows use the first
+#   EVALS       evaluations, a subset of "stsb sick snli scifact cranfield cisi cacm" (default all);
+#               retrieval is dense nDCG@10 with documents cut at EVAL_MAXLEN tokens (default 128)
+#   ROWS        rows to run (default all: zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed)
+#   NLI_PAIRS   SNLI dev similarity pairs added to the training data (default 2000)
+# Each finished row leaves WORK/ROW[-seed]/done, so a rerun (after Ctrl-C or a
+# crash) skips it; training itself resumes from its checkpoint.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+A=$ROOT/bin/annactl
+SHARED=${SHARED:-$ROOT/../shared/datasets}
+W=${1:-$ROOT/ablation}
+STEPS=${STEPS:-20}
+BATCH=${BATCH:-4}
+GROUP=${GROUP:-4}
+MAXLEN=${MAXLEN:-64}
+SEEDS=${SEEDS:-1 2 3}
+EVALS=${EVALS:-stsb sick snli scifact cranfield cisi cacm}
+EVAL_MAXLEN=${EVAL_MAXLEN:-128}
+ROWS=${ROWS:-zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed}
+NLI_PAIRS=${NLI_PAIRS:-2000}
+SEED1=${SEEDS%% *}
+mkdir -p "$W"
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)" >&2; }
+
+GGUF=$("$A" models download smollm2-135m-instruct)
+if [ ! -f "$W/data.jsonl" ]; then
+	step "training data: SciFact train hard negatives (fusion teacher) + $NLI_PAIRS SNLI dev pairs"
+	"$A" index --cache --index "$W/idx" "$SHARED/scifact/corpus.jsonl"
+	"$A" mine-negatives --dataset "$SHARED/scifact" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume
+	"$A" convert --nli "$SHARED/snli/dev.jsonl" --output "$W/nli.jsonl"
+	{ cat "$W/mined.jsonl"; head -n "$NLI_PAIRS" "$W/nli.jsonl"; } > "$W/data.jsonl.tmp"
+	mv "$W/data.jsonl.tmp" "$W/data.jsonl"
+fi
+
+# train ROW SEED [annactl train flags...]: one run into WORK/ROW-SEED, its model in .../model.
+train() {
+	local row=$1 seed=$2
+	shift 2
+	local out=$W/$row-$seed
+	[ -f "$out/done" ] && return
+	step "train $row (seed $seed)"
+	local t0=$SECONDS
+	"$A" train --model "$GGUF" --input "$W/data.jsonl" --output "$out" --lora 64 --max-length "$MAXLEN" \
+		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 --checkpoint-every 5 \
+		$( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
+	echo $((SECONDS - t0)) > "$out/seconds"
+	touch "$out/done"
+}
+
+# evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl.
+evaluate() {
+	local dir=$1 model=$2
+	[ -f "$dir/evals.done" ] && return
+	step "evaluate $(basename "$dir")"
+	: > "$dir/evals.jsonl"
+	for e in $EVALS; do
+		case $e in
+		stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$model" --json ;;
+		sick) "$A" eval "$SHARED/sick" --task sts --model "$model" --json ;;
+		snli) "$A" eval "$SHARED/snli" --task pairclass --model "$model" --json ;;
+		scifact | cranfield | cisi | cacm)
+			"$A" eval "$SHARED/$e" --split test --model "$model" --modes dense --no-chunking --json ;;
+		*) echo "unknown evaluation $e" >&2; exit 2 ;;
+		esac | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d.get("spearman", d.get("ap")); v=d["dense"]["ndcg@10"] if v is None else v; print(json.dumps({"eval": sys.argv[1], "value": v}))' "$e" >> "$dir/evals.jsonl"
+	done
+	touch "$dir/evals.done"
+}
+
+for row in $ROWS; do
+	case $row in
+	zeroshot)
+		d=$W/zeroshot-0
+		mkdir -p "$d"
+		[ -f "$d/model/anna-model.json" ] || "$A" models import --max-length "$EVAL_MAXLEN" "$GGUF" "$d/model"
+		echo 0 > "$d/seconds"
+		;;
+	contrastive)
+		for s in $SEEDS; do train contrastive "$s" --steps "$STEPS"; done ;;
+	mean) train mean "$SEED1" --steps "$STEPS" --pooling mean ;;
+	multilayer) train multilayer "$SEED1" --steps "$STEPS" --pooling multilayer ;;
+	bidirectional) train bidirectional "$SEED1" --steps "$STEPS" --bidirectional ;;
+	causal2vec) train causal2vec "$SEED1" --steps "$STEPS" --technique causal2vec ;;
+	anchor)
+		# Stage I (half the budget) exports the decoder; stage II is a plain contrastive run from it.
+		train anchor1 "$SEED1" --steps $((STEPS / 2)) --technique anchor
+		train anchor "$SEED1" --steps $((STEPS - STEPS / 2)) --model "$W/anchor1-$SEED1/hf"
+		;;
+	autoregembed)
+		train autoregembed1 "$SEED1" --steps $((STEPS / 2)) --technique autoregembed-compress
+		train autoregembed "$SEED1" --steps $((STEPS - STEPS / 2)) --technique autoregembed-align --autoreg-stage1 "$W/autoregembed1-$SEED1"
+		;;
+	*) echo "unknown row $row" >&2; exit 2 ;;
+	esac
+done
+for d in "$W"/*/; do
+	d=${d%/}
+	case $(basename "$d") in idx | anchor1-* | autoregembed1-*) continue ;; esac
+	[ -f "$d/model/anna-model.json" ] && evaluate "$d" "$d/model"
+done
+
+python3 - "$W" "$STEPS" "$BATCH" "$GROUP" "$MAXLEN" <<'PY' | tee "$W/ablation.md"
+import json, os, statistics, sys
+w, steps, batch, group, maxlen = sys.argv[1:6]
+names = {"zeroshot": "zero-shot EOS", "contrastive": "contrastive + EOS", "mean": "+ mean pooling",
+         "multilayer": "+ multi-layer trainable pooling", "bidirectional": "+ bidirectional attention",
+         "causal2vec": "Causal2Vec", "anchor": "Anchor (stage I + II)", "autoregembed": "AutoRegEmbed (compress + align)"}
+rows = {}
+for d in sorted(os.listdir(w)):
+    p = os.path.join(w, d)
+    if not os.path.isfile(os.path.join(p, "evals.jsonl")):
+        continue
+    row, seed = d.rsplit("-", 1)
+    ev = {}
+    for line in open(os.path.join(p, "evals.jsonl")):
+        r = json.loads(line)
+        ev[r["eval"]] = r["value"]
+    secs = int(open(os.path.join(p, "seconds")).read())
+    for stage in ("anchor1", "autoregembed1"):  # a two-stage row's time includes its first stage
+        if row == stage[:-1] and os.path.isfile(os.path.join(w, f"{stage}-{seed}", "seconds")):
+            secs += int(open(os.path.join(w, f"{stage}-{seed}", "seconds")).read())
+    rows.setdefault(row, []).append((seed, ev, secs))
+evals = sorted({e for rs in rows.values() for _, ev, _ in rs for e in ev})
+def mean(row, e):
+    v = [ev[e] for _, ev, _ in rows.get(row, []) if e in ev]
+    return (statistics.mean(v), statistics.pstdev(v) if len(v) > 1 else None) if v else (None, None)
+print(f"SmolLM2-135M-Instruct, LoRA r64/α32, {steps} steps × {batch} queries × {group} documents, {maxlen} tokens; same data and seed\n")
+print("| row | " + " | ".join(evals) + " | training s | Δ vs contrastive + EOS (mean of the evaluations) |")
+print("|---|" + "---|" * (len(evals) + 2))
+for row in names:
+    if row not in rows:
+        continue
+    cells = []
+    for e in evals:
+        m, sd = mean(row, e)
+        cells.append("" if m is None else (f"{m:.4f} ± {sd:.4f}" if sd is not None else f"{m:.4f}"))
+    base = [mean("contrastive", e)[0] for e in evals]
+    mine = [mean(row, e)[0] for e in evals]
+    pairs = [(a, b) for a, b in zip(mine, base) if a is not None and b is not None]
+    delta = f"{statistics.mean(a - b for a, b in pairs):+.4f}" if pairs and row != "contrastive" else ""
+    secs = statistics.mean(s for _, _, s in rows[row])
+    print(f"| {names[row]} | " + " | ".join(cells) + f" | {secs:.0f} | {delta} |")
+PY
