@@ -13,7 +13,9 @@ stamp=$VENV/.requirements.sha256
 TORCH=torch==2.15.0
 # accelerate depends on torch, so it too goes in --no-deps.
 ACCELERATE=accelerate==1.1.1
-want=$(cat "$REQ" "$ROOT/tools/torch_cpu_stubs.py" <(echo "$TORCH $ACCELERATE") | sha256sum | cut -d' ' -f1)
+# transformers 4.51.3 (Qwen3) in a directory of its own: tools/requirements-qwen3.txt.
+REQ_QWEN3=$ROOT/tools/requirements-qwen3.txt
+want=$(cat "$REQ" "$REQ_QWEN3" "$ROOT/tools/torch_cpu_stubs.py" <(echo "$TORCH $ACCELERATE") | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
@@ -23,5 +25,8 @@ echo "pydeps: installing Python reference tools into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$TORCH" "$ACCELERATE"
 "$VENV/bin/python" "$ROOT/tools/torch_cpu_stubs.py" >&2
+rm -rf "$VENV/transformers-4.51.3"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+	--target "$VENV/transformers-4.51.3" -r "$REQ_QWEN3"
 "$VENV/bin/python" -c 'import torch, safetensors.torch' || { echo "pydeps: torch does not import" >&2; exit 1; }
 echo "$want" >"$stamp"

@@ -21,10 +21,10 @@ keys after the projections and before the rotary positions, head_dim of its
 own, no biases) is written out here by hand from transformers' pieces
 (LlamaRotaryEmbedding, apply_rotary_pos_emb, repeat_kv, LlamaRMSNorm's
 arithmetic, eager softmax in float32 as transformers does). The hand-written
-model is checked on every run against transformers' LlamaModel on the same
-weights with the q/k norms switched off (LlamaModel honours head_dim in
-4.46.3; Qwen2Model does not, and adds biases Qwen3 lacks): the script fails
-if they differ by more than 1e-9.
+model is checked on every run against transformers 4.51.3's own Qwen3Model
+(installed beside 4.46.3 by make pydeps, run in a process of its own) on the
+same weights and batch: the script fails if their last hidden states differ
+by more than 1e-9.
 
 The trainable pooling heads (last-layer "latent" and paper 002's
 "multilayer") are written out here too (head()), over transformers'
@@ -34,6 +34,8 @@ Usage: tools/decoder_torch_ref.py DIR [DIR...]
 """
 import json
 import math
+import os
+import subprocess
 import sys
 
 import torch
@@ -146,6 +148,22 @@ def effective(w, lora):
     return out
 
 
+def check_qwen3(d, w, cfg, ids, mask4, real):
+    """Exits unless manual_decoder gives the last hidden state of
+    transformers 4.51.3's Qwen3Model on the same weights and batch (≤ 1e-9,
+    float64; real tokens only). That transformers runs in a process of its
+    own (tools/transformers_reference.py qwen3-forward)."""
+    save_file({**{"w." + k: v.contiguous() for k, v in w.items()}, "ids": ids, "mask4": mask4.contiguous()},
+              f"{d}/qwen3_in.safetensors")
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformers_reference.py")
+    subprocess.run([sys.executable, tool, "qwen3-forward", d], check=True)
+    want = load_file(f"{d}/qwen3_out.safetensors")["hidden"]
+    got, _ = manual_decoder(cfg, w, ids, mask4)
+    diff = (want - got)[real].abs().max().item()
+    if diff > 1e-9:
+        sys.exit(f"{d}: hand-written Qwen3 differs from transformers' Qwen3Model by {diff:g}")
+
+
 def run(d):
     cfg = json.load(open(f"{d}/config.json"))
     job = json.load(open(f"{d}/batch.json"))
@@ -160,15 +178,8 @@ def run(d):
     eff = effective(w, job.get("lora"))
     mt = cfg["model_type"]
     if mt == "qwen3":
-        with torch.no_grad():  # the hand-written model against transformers, norms off
-            plain = {k: v.detach() for k, v in eff.items() if ".q_norm." not in k and ".k_norm." not in k}
-            ref = LlamaModel(hf_config(cfg, LlamaConfig)).to(DT).eval()
-            want = functional_call(ref, plain, args=(), kwargs={"input_ids": ids, "attention_mask": additive_mask(mask, causal)}).last_hidden_state
-            got, _ = manual_decoder(cfg, plain, ids, additive_mask(mask, causal), qk_norm=False)
-            real = mask.bool()
-            diff = (want - got)[real].abs().max().item()
-            if diff > 1e-9:
-                sys.exit(f"{d}: hand-written Qwen3 without q/k norms differs from transformers' LlamaModel by {diff:g}")
+        with torch.no_grad():  # the hand-written model against transformers' own Qwen3Model
+            check_qwen3(d, {k: v.detach() for k, v in eff.items()}, cfg, ids, additive_mask(mask, causal), mask.bool())
         x, states = manual_decoder(cfg, eff, ids, additive_mask(mask, causal))
     else:
         cls, ccls = (Qwen2Model, Qwen2Config) if mt == "qwen2" else (LlamaModel, LlamaConfig)

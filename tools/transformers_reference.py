@@ -2,16 +2,26 @@
 """References from transformers for model/onnx's architecture tests.
 
   transformers_reference.py tiny ARCH SEED DIR
-      Builds a tiny random ARCH model (llama, mistral, qwen2, xlm-roberta:
+      Builds a tiny random ARCH model (llama, mistral, qwen2, qwen3, xlm-roberta:
       with its classification head, also DIR/logits.f32) with transformers,
       saves DIR/config.json and DIR/model.safetensors, and runs it on a
       right-padded batch (DIR/ids.json: {"ids": [[...]], "mask": [[...]]}),
       writing DIR/hidden.f32: last_hidden_state, float32 little-endian.
 
   transformers_reference.py tiny-lm ARCH SEED DIR
-      As tiny, for ARCH llama (untied lm_head) or qwen2 (tied) as
+      As tiny, for ARCH llama (untied lm_head), qwen2 or qwen3 (tied) as
       ...ForCausalLM: also DIR/logits.f32, the language-model logits at
       each row's last real token, [batch, vocab].
+
+  transformers_reference.py qwen3-forward DIR
+      transformers' own Qwen3Model, in float64, on DIR/config.json and the
+      weights, ids and additive 4-D mask in DIR/qwen3_in.safetensors
+      ("w." + weight name, "ids", "mask4"); writes the last hidden state to
+      DIR/qwen3_out.safetensors ("hidden"). tools/decoder_torch_ref.py checks
+      its hand-written Qwen3 against it.
+
+  Qwen3 runs in transformers 4.51.3 (tools/newer_transformers.py), every
+  other architecture in the venv's 4.46.3: one process, one version.
 
   transformers_reference.py gguf GGUF DIR
       Loads GGUF with transformers (dequantized, float32), runs each id list
@@ -46,6 +56,11 @@ def tiny(arch, seed, d):
         cfg, cls = MistralConfig(sliding_window=None, **common), MistralModel
     elif arch == "qwen2":
         cfg, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2Model
+    elif arch == "qwen3":
+        # Per-head q/k RMSNorms, and a head width (12) that is not
+        # hidden/heads (8), as in the released Qwen3 models.
+        from transformers import Qwen3Config, Qwen3Model
+        cfg, cls = Qwen3Config(use_sliding_window=False, head_dim=12, **common), Qwen3Model
     elif arch == "xlm-roberta":
         # The cross-encoder form: the encoder's hidden states and the
         # classification head's logit; pad id 1, positions from 2.
@@ -87,6 +102,9 @@ def tiny_lm(arch, seed, d):
         cfg, cls = LlamaConfig(tie_word_embeddings=False, **common), LlamaForCausalLM
     elif arch == "qwen2":
         cfg, cls = Qwen2Config(use_sliding_window=False, tie_word_embeddings=True, **common), Qwen2ForCausalLM
+    elif arch == "qwen3":  # Qwen3-Reranker's architecture
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+        cfg, cls = Qwen3Config(use_sliding_window=False, tie_word_embeddings=True, head_dim=12, **common), Qwen3ForCausalLM
     else:
         sys.exit(f"unknown arch {arch}")
     cfg._attn_implementation = "eager"
@@ -146,8 +164,34 @@ def gguf(path, d):
     np.stack(logits).astype("<f4").tofile(os.path.join(d, "rerank.f32"))
 
 
+def qwen3_forward(d):
+    from safetensors.torch import load_file, save_file
+    from torch.func import functional_call
+    from transformers import Qwen3Config, Qwen3Model
+
+    c = json.load(open(os.path.join(d, "config.json")))
+    cfg = Qwen3Config(
+        vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], intermediate_size=c["intermediate_size"],
+        num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
+        num_key_value_heads=c.get("num_key_value_heads") or c["num_attention_heads"], head_dim=c.get("head_dim"),
+        max_position_embeddings=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
+        rope_theta=c["rope_theta"], hidden_act="silu", tie_word_embeddings=False, use_sliding_window=False,
+        attn_implementation="eager")
+    inp = load_file(os.path.join(d, "qwen3_in.safetensors"))
+    w = {k[2:]: v for k, v in inp.items() if k.startswith("w.")}
+    net = Qwen3Model(cfg).to(torch.float64).eval()
+    with torch.no_grad():
+        h = functional_call(net, w, args=(), kwargs={"input_ids": inp["ids"], "attention_mask": inp["mask4"]}).last_hidden_state
+    save_file({"hidden": h.contiguous()}, os.path.join(d, "qwen3_out.safetensors"))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) >= 5 and sys.argv[1] == "tiny":
+    if ("qwen3" in sys.argv[1:3]) or (len(sys.argv) >= 2 and sys.argv[1] == "qwen3-forward"):
+        import newer_transformers
+        newer_transformers.use()
+    if len(sys.argv) >= 3 and sys.argv[1] == "qwen3-forward":
+        qwen3_forward(sys.argv[2])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "tiny":
         tiny(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif len(sys.argv) >= 5 and sys.argv[1] == "tiny-lm":
         tiny_lm(sys.argv[2], int(sys.argv[3]), sys.argv[4])

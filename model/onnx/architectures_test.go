@@ -80,15 +80,16 @@ func tinyRun(t *testing.T, python, tools, mode, arch string, seed int, ids, mask
 	return ref
 }
 
-// TestDecodersMatchTransformers: tiny random Llama, Mistral and Qwen2 models made
-// by transformers (tools/transformers_reference.py), imported from their
+// TestDecodersMatchTransformers: tiny random Llama, Mistral, Qwen2 and Qwen3
+// models made by transformers (Qwen3 by transformers 4.51.3, the others by
+// 4.46.3) (tools/transformers_reference.py), imported from their
 // safetensors and run by ONNX Runtime through anna's graph, give
 // transformers' last hidden states (<= 1e-4) on every real token of a
 // right-padded batch.
 func TestDecodersMatchTransformers(t *testing.T) {
 	needORT(t)
 	python, tools := pyref.Python(t, "torch", "transformers"), pyref.Tool(t, "")
-	for i, arch := range []string{"llama", "mistral", "qwen2"} {
+	for i, arch := range []string{"llama", "mistral", "qwen2", "qwen3"} {
 		t.Run(arch, func(t *testing.T) {
 			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}}
 			mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}}
@@ -122,19 +123,20 @@ func TestDecodersMatchTransformers(t *testing.T) {
 
 // TestDecoderRerankMatchesTransformers: the decoder reranker's graph (task
 // rerank, the "yes/no logit" form) of tiny random LlamaForCausalLM (untied
-// lm_head) and Qwen2ForCausalLM (tied embeddings) models gives
+// lm_head), Qwen2ForCausalLM and Qwen3ForCausalLM (tied embeddings; Qwen3
+// is Qwen3-Reranker's architecture, run by transformers 4.51.3) models gives
 // transformers' language-model logits of the label tokens at each row's
 // last real token (<= 1e-4), on a right-padded batch.
 func TestDecoderRerankMatchesTransformers(t *testing.T) {
 	needORT(t)
 	python, tools := pyref.Python(t, "torch", "transformers"), pyref.Tool(t, "")
 	labels := []int64{11, 42}
-	for i, arch := range []string{"llama", "qwen2"} {
+	for i, arch := range []string{"llama", "qwen2", "qwen3"} {
 		t.Run(arch, func(t *testing.T) {
 			ids := [][]int64{{5, 17, 3, 60, 22, 9, 41, 2}, {7, 33, 12, 2, 0, 0, 0, 0}, {8, 0, 0, 0, 0, 0, 0, 0}}
 			mask := [][]int64{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}}
 			ref := tinyRun(t, python, tools, "tiny-lm", arch, 90+i, ids, mask)
-			if ref.cfg.TieWordEmbeddings != (arch == "qwen2") {
+			if ref.cfg.TieWordEmbeddings != (arch != "llama") {
 				t.Fatalf("%s: tie_word_embeddings %v", arch, ref.cfg.TieWordEmbeddings)
 			}
 			g, err := BuildWith(ref.cfg, ref.tensors, model.TaskRerank, BuildOptions{LabelTokens: labels})
