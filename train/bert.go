@@ -23,6 +23,7 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/ops"
 )
 
@@ -61,7 +62,7 @@ type Model struct {
 	// outscored all of their own negatives.
 	lastCorrect int
 	// lastParts are, after a ContrastiveGrad call, its loss's terms.
-	lastParts lossParts
+	lastParts objective.Parts
 }
 
 // Param returns the parameter with the given Hugging Face name, or nil.

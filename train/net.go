@@ -10,6 +10,7 @@ import (
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
 )
 
 // Trainable pooling heads (decoders).
@@ -22,7 +23,7 @@ const (
 type net interface {
 	params() []*Param
 	zeroGrad()
-	contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error)
+	contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error)
 	evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (loss float64, correct int, err error)
 	positions() int
 }
@@ -31,7 +32,7 @@ func (m *Model) params() []*Param { return m.Params }
 func (m *Model) zeroGrad()        { m.ZeroGrad() }
 func (m *Model) positions() int   { return m.Cfg.MaxPositionEmbeddings }
 
-func (m *Model) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+func (m *Model) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
 	l, err := m.ContrastiveGrad(b, Q, G, pooling, teacher, cc, scale)
 	return l, m.lastParts, err
 }
@@ -52,10 +53,9 @@ func decoderBatch(b *Batch) *decoder.Batch {
 	return &decoder.Batch{N: b.N, T: b.T, IDs: b.IDs, Mask: b.Mask}
 }
 
-func (d decoderNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+func (d decoderNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
 	l, err := d.m.ContrastiveGrad(decoderBatch(b), Q, G, pooling, teacher, cc, scale)
-	p := d.m.LossParts()
-	return l, lossParts{infoNCE: p.InfoNCE, distill: p.Distill}, err
+	return l, d.m.LossParts(), err
 }
 
 func (d decoderNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {

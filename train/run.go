@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
@@ -380,7 +381,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		t1 := time.Now()
 		m.zeroGrad()
 		var loss float64
-		var parts lossParts
+		var parts objective.Parts
 		for micro := 0; micro < cfg.Accum; micro++ {
 			// Which examples this micro-batch uses depends only on the step.
 			global := (step*cfg.Accum + micro) * cfg.BatchSize
@@ -396,8 +397,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, fmt.Errorf("train: step %d: %w", step+1, err)
 			}
 			loss += l / float64(cfg.Accum)
-			parts.infoNCE += tr.parts.infoNCE / float64(cfg.Accum)
-			parts.distill += tr.parts.distill / float64(cfg.Accum)
+			parts.InfoNCE += tr.parts.InfoNCE / float64(cfg.Accum)
+			parts.Distill += tr.parts.Distill / float64(cfg.Accum)
 		}
 		norm := ClipGradNorm(m.params(), cfg.ClipNorm)
 		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
@@ -410,7 +411,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		done := step + 1
 		rec := report.Step{Step: done, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: float64(perStep) / time.Since(t1).Seconds(), ElapsedS: elapsed()}
 		if !cross && cfg.DistillWeight > 0 {
-			rec.Contrastive, rec.Distillation = &parts.infoNCE, &parts.distill
+			rec.Contrastive, rec.Distillation = &parts.InfoNCE, &parts.Distill
 		}
 		if err := mlog.AddStep(rec); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
@@ -502,7 +503,7 @@ type trainer struct {
 	tok  *tokenizer.Tokenizer
 	// After grad: a contrastive loss's terms (backward), or how many
 	// queries ranked their positive first (evaluation).
-	parts   lossParts
+	parts   objective.Parts
 	correct int
 }
 

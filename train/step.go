@@ -30,18 +30,10 @@ func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []fl
 	if err != nil {
 		return 0, err
 	}
-	C := m.Cfg.HiddenSize
-	loss, parts, dq, dd, err := contrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
-	if err != nil {
-		return 0, err
-	}
+	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, m.Cfg.HiddenSize, teacher, cfg, scale)
 	m.lastParts = parts
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return loss, nil
-	}
-	de := append(dq, dd...)
-	for i := range de {
-		de[i] *= scale
+	if de == nil {
+		return loss, err
 	}
 	dh := make([]float32, len(a.Hidden))
 	m.PoolBackward(a, pooling, de, dh)

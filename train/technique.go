@@ -10,6 +10,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/technique/anchor"
 	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
@@ -55,7 +56,7 @@ type techniqueNet struct {
 	d *decoder.Model
 	// parts returns the last step's loss terms, where the technique has
 	// an InfoNCE + distillation loss.
-	parts func() lossParts
+	parts func() objective.Parts
 }
 
 func (n techniqueNet) params() []*Param { return n.t.Params() }
@@ -66,9 +67,9 @@ func techniqueStep(b *Batch, Q, G int, teacher []float32) *decoder.Step {
 	return &decoder.Step{Q: Q, G: G, Texts: b.Texts, Batch: decoderBatch(b), Teacher: teacher}
 }
 
-func (n techniqueNet) contrastiveGrad(b *Batch, Q, G int, _ string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, lossParts, error) {
+func (n techniqueNet) contrastiveGrad(b *Batch, Q, G int, _ string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
 	l, err := n.t.Grad(techniqueStep(b, Q, G, teacher), cc, scale)
-	var p lossParts
+	var p objective.Parts
 	if n.parts != nil {
 		p = n.parts()
 	}
@@ -160,10 +161,7 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 		if err != nil {
 			return techniqueNet{}, fmt.Errorf("train: %w", err)
 		}
-		return techniqueNet{t: t, d: d, parts: func() lossParts {
-			p := t.LossParts()
-			return lossParts{infoNCE: p.InfoNCE, distill: p.Distill}
-		}}, nil
+		return techniqueNet{t: t, d: d, parts: t.LossParts}, nil
 	}
 	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(Techniques(), ", "))
 }

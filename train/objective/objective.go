@@ -40,6 +40,23 @@ type Parts struct {
 	InfoNCE, Distill float64
 }
 
+// ContrastiveStep is what a model's contrastive backward pass starts from:
+// the loss of a batch's pooled embeddings e (Q queries, then Q·G
+// documents, each C wide), its parts, and ∂loss/∂e multiplied by scale (a
+// gradient-accumulation step's share). de is nil when the loss is not
+// finite: the caller then skips its backward pass, and the trainer the step.
+func ContrastiveStep(e []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig, scale float32) (loss float64, parts Parts, de []float32, err error) {
+	loss, parts, dq, dd, err := ContrastiveLossParts(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
+	if err != nil || math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, parts, nil, err
+	}
+	de = append(dq, dd...)
+	for i := range de {
+		de[i] *= scale
+	}
+	return loss, parts, de, nil
+}
+
 // ContrastiveLossParts is ContrastiveLoss, also returning the loss's parts.
 func ContrastiveLossParts(q, d []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, parts Parts, dq, dd []float32, err error) {
 	tau := cfg.Temperature
