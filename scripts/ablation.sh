@@ -83,13 +83,14 @@ train() {
 	touch "$out/done"
 }
 
-# evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl.
+# evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl;
+# an evaluation already there is not run again (a later run can add columns).
 evaluate() {
 	local dir=$1 model=$2
-	[ -f "$dir/evals.done" ] && return
-	step "evaluate $(basename "$dir")"
-	: > "$dir/evals.jsonl"
+	touch "$dir/evals.jsonl"
 	for e in $EVALS; do
+		grep -q "\"eval\": \"$e\"" "$dir/evals.jsonl" && continue
+		step "evaluate $(basename "$dir"): $e"
 		case $e in
 		stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$model" --json ;;
 		sick) "$A" eval "$SHARED/sick" --task sts --model "$model" --json ;;
@@ -97,9 +98,10 @@ evaluate() {
 		scifact | cranfield | cisi | cacm)
 			"$A" eval "$SHARED/$e" --split test --model "$model" --modes dense --no-chunking --json ;;
 		*) echo "unknown evaluation $e" >&2; exit 2 ;;
-		esac | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d.get("spearman", d.get("ap")); v=d["dense"]["ndcg@10"] if v is None else v; print(json.dumps({"eval": sys.argv[1], "value": v}))' "$e" >> "$dir/evals.jsonl"
+		esac | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d.get("spearman", d.get("ap")); v=d["dense"]["ndcg@10"] if v is None else v; print(json.dumps({"eval": sys.argv[1], "value": v}))' "$e" > "$dir/eval.tmp"
+		cat "$dir/eval.tmp" >> "$dir/evals.jsonl"
+		rm "$dir/eval.tmp"
 	done
-	touch "$dir/evals.done"
 }
 
 for row in $ROWS; do
@@ -128,10 +130,12 @@ for row in $ROWS; do
 	*) echo "unknown row $row" >&2; exit 2 ;;
 	esac
 done
-for d in "$W"/*/; do
-	d=${d%/}
-	case $(basename "$d") in idx | anchor1-* | autoregembed1-*) continue ;; esac
-	[ -f "$d/model/anna-model.json" ] && evaluate "$d" "$d/model"
+# The rows asked for, evaluated (ROWS and EVALS choose the cells to fill).
+for row in $ROWS; do
+	for d in "$W/$row"-*/; do
+		d=${d%/}
+		[ -f "$d/model/anna-model.json" ] && evaluate "$d" "$d/model"
+	done
 done
 
 python3 - "$W" "$STEPS" "$BATCH" "$GROUP" "$MAXLEN" <<'PY' | tee "$W/ablation.md"

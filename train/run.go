@@ -523,13 +523,19 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 	Q, G := len(gs), cfg.GroupSize
 	if cfg.Objective == ObjectiveContrastive {
 		texts := make([]string, 0, Q*(G+1))
+		// Teacher scores for the whole batch or none: data may mix
+		// examples with scores (mined) and without (pairs, NLI) when
+		// distillation is off (with it on, ReadExamples wants them all).
 		var teacher []float32
 		for _, g := range gs {
 			texts = append(texts, g.query)
 		}
 		for _, g := range gs {
 			texts = append(texts, g.docs...)
-			teacher = append(teacher, g.teacher...)
+			teacher = append(teacher, g.teacher...) // G scores or none (sampleGroup)
+		}
+		if len(teacher) != Q*G {
+			teacher = nil
 		}
 		b := tr.batch(tr.tok.EncodeBatch(texts, cfg.MaxLength))
 		b.Texts = texts

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -124,6 +125,22 @@ func TestRunTechniques(t *testing.T) {
 			if !slices.Equal(w.Data, got[name].Data) {
 				t.Fatalf("%s differs between the straight and the resumed run", name)
 			}
+		}
+		// Data mixing examples with teacher scores (mined) and without
+		// (NLI triples), distillation off: the batches go without scores
+		// (the ablation script's data; it once failed "8 teacher scores,
+		// want 16").
+		b, err := os.ReadFile(data)
+		must(t, err)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i := 0; i < len(lines); i += 2 {
+			lines[i] = regexp.MustCompile(`,"(pos|neg)_scores":\[[^]]*\]`).ReplaceAllString(lines[i], "")
+		}
+		mixed := filepath.Join(t.TempDir(), "mixed.jsonl")
+		must(t, os.WriteFile(mixed, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+		if _, err := Run(ctx, Config{ModelDir: src, Data: mixed, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, BatchSize: 6, GroupSize: 4, MaxSteps: 2,
+			EvalFraction: -1, LoRA: &LoRAConfig{Rank: 4}, NoExport: true, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err != nil {
+			t.Fatalf("causal2vec on data with and without teacher scores: %v", err)
 		}
 		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, MaxSteps: 1, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err == nil || !strings.Contains(err.Error(), "NoExport") {
 			t.Fatalf("causal2vec with export: %v", err)
