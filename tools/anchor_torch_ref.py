@@ -30,50 +30,20 @@ queries and positives only) is checked against the full formulation.
 
 Usage: tools/anchor_torch_ref.py DIR [DIR...]
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch.func import functional_call
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-DT = torch.float64
 
-
-def hf_config(cfg, cls):
-    kw = dict(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
-        rope_theta=cfg["rope_theta"], hidden_act="silu", tie_word_embeddings=bool(cfg.get("tie_word_embeddings")),
-        attn_implementation="eager")
-    if cls is Qwen2Config:
-        kw["use_sliding_window"] = False
-    return cls(**kw)
-
-
-def effective(w, lora):
-    """Weights with every LoRA pair merged into its base (W + s·B·A)."""
-    out = {k: v for k, v in w.items() if ".lora_" not in k}
-    if lora:
-        s = lora["alpha"] / lora["rank"]
-        for k in w:
-            if k.endswith(".lora_A.weight"):
-                base = k[: -len(".lora_A.weight")]
-                out[base + ".weight"] = w[base + ".weight"] + s * (w[base + ".lora_B.weight"] @ w[k])
-    return out
+from decoder_ref_common import DT, effective, hf_config, load
 
 
 def run(d):
-    cfg = json.load(open(f"{d}/config.json"))
-    job = json.load(open(f"{d}/batch.json"))
-    w = {k: v.to(DT) for k, v in load_file(f"{d}/model.safetensors").items()}
-    trainable = set(job["trainable"])
-    for k, v in w.items():
-        v.requires_grad_(k in trainable)
+    cfg, job, w = load(d)
     ids = torch.tensor(job["ids"], dtype=torch.long)
     mask = torch.tensor(job["mask"], dtype=torch.long)
     N, T = ids.shape
@@ -81,7 +51,7 @@ def run(d):
     V = cfg["vocab_size"]
 
     cls, ccls = (Qwen2ForCausalLM, Qwen2Config) if cfg["model_type"] == "qwen2" else (LlamaForCausalLM, LlamaConfig)
-    net = cls(hf_config(cfg, ccls)).to(DT).eval()
+    net = cls(hf_config(cfg, ccls, tie=bool(cfg.get("tie_word_embeddings")))).to(DT).eval()
     eff = effective(w, job.get("lora"))
     embed = eff["embed_tokens.weight"]
     params = {"model." + k: v for k, v in eff.items() if k != "lm_head.weight"}
@@ -112,7 +82,7 @@ def run(d):
     loss = alpha * q2d + (1 - alpha) * d2q
     loss.backward()
     out = {n: v.detach().reshape(1).float() for n, v in (("loss", loss), ("q2d", q2d), ("d2q", d2q))}
-    for k in sorted(trainable):
+    for k in sorted(job["trainable"]):
         g = w[k].grad
         out[k] = (g if g is not None else torch.zeros_like(w[k])).float().contiguous()
     save_file(out, f"{d}/grads.safetensors")

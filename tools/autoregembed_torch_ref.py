@@ -35,50 +35,17 @@ the Go side:
 
 Usage: tools/autoregembed_torch_ref.py DIR [DIR...]
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch.func import functional_call
-from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
+from transformers import LlamaForCausalLM, LlamaModel
 
-DT = torch.float64
+
+from decoder_ref_common import DT, additive_mask, effective, hf_config, load
 MEM = "autoregembed.memory"
-
-
-def hf_config(cfg):
-    kw = dict(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
-        rope_theta=cfg["rope_theta"], hidden_act="silu", tie_word_embeddings=False,
-        attn_implementation="eager")
-    if cfg.get("head_dim"):
-        kw["head_dim"] = cfg["head_dim"]
-    return LlamaConfig(**kw)
-
-
-def effective(w, lora):
-    """Encoder weights with every LoRA pair merged into its base (W + s·B·A)."""
-    out = {k: v for k, v in w.items() if ".lora_" not in k and k != MEM}
-    if lora:
-        s = lora["alpha"] / lora["rank"]
-        for k in w:
-            if k.endswith(".lora_A.weight"):
-                base = k[: -len(".lora_A.weight")]
-                out[base + ".weight"] = w[base + ".weight"] + s * (w[base + ".lora_B.weight"] @ w[k])
-    return out
-
-
-def additive_mask(mask, causal):
-    N, T = mask.shape
-    ok = mask[:, None, None, :].bool().expand(N, 1, T, T)
-    if causal:
-        ok = ok & torch.tril(torch.ones(T, T, dtype=torch.bool))
-    return torch.zeros(N, 1, T, T, dtype=DT).masked_fill(~ok, torch.finfo(DT).min)
 
 
 def pad(rows):
@@ -127,13 +94,8 @@ def log_likelihoods(cfg, dec, e, targets, eos):
 
 
 def run(d):
-    cfg = json.load(open(f"{d}/config.json"))
-    job = json.load(open(f"{d}/job.json"))
-    enc = {k: v.to(DT) for k, v in load_file(f"{d}/enc.safetensors").items()}
+    cfg, job, enc = load(d, "enc.safetensors", "job.json")
     dec = {k: v.to(DT) for k, v in load_file(f"{d}/dec.safetensors").items()}
-    trainable = set(job["trainable"])
-    for k, v in enc.items():
-        v.requires_grad_(k in trainable)
     Q, G, eos = job["Q"], job["G"], job["eos"]
     texts = []
     for ids, mask in zip(job["ids"], job["mask"]):
@@ -143,7 +105,7 @@ def run(d):
         texts.append(t)
     queries, docs = texts[:Q], texts[Q:]
     prefix, qi, di, causal = job["prefix"], job["query_instruction"], job["doc_instruction"], job["causal"]
-    eff = effective(enc, job.get("lora"))
+    eff = effective(enc, job.get("lora"), keep=lambda k: k != MEM)
     if job["stage"] == 1:
         e = compress(cfg, eff, enc[MEM], prefix, queries, [qi] * Q, causal)
         lp, counts = log_likelihoods(cfg, dec, e, [docs[i * G] for i in range(Q)], eos)
@@ -166,7 +128,7 @@ def run(d):
         loss = F.cross_entropy(z, torch.zeros(Q, dtype=torch.long))
     loss.backward()
     out = {"loss": loss.detach().reshape(1).float()}
-    for k in sorted(trainable):
+    for k in sorted(job["trainable"]):
         g = enc[k].grad
         out[k] = (g if g is not None else torch.zeros_like(enc[k])).float().contiguous()
     save_file(out, f"{d}/grads.safetensors")

@@ -23,50 +23,20 @@ tensor under its own name. One process serves every DIR.
 
 Usage: tools/causal2vec_torch_ref.py DIR [DIR...]
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch.func import functional_call
-from transformers import LlamaConfig, LlamaModel
-
-DT = torch.float64
+from transformers import LlamaModel
 
 
-def hf_config(cfg):
-    kw = dict(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
-        rope_theta=cfg["rope_theta"], hidden_act="silu", tie_word_embeddings=False,
-        attn_implementation="eager")
-    if cfg.get("head_dim"):
-        kw["head_dim"] = cfg["head_dim"]
-    return LlamaConfig(**kw)
-
-
-def effective(w, lora):
-    """Decoder weights with every LoRA pair merged into its base (W + s·B·A)."""
-    out = {k: v for k, v in w.items() if ".lora_" not in k and not k.startswith("causal2vec.")}
-    if lora:
-        s = lora["alpha"] / lora["rank"]
-        for k in w:
-            if k.endswith(".lora_A.weight"):
-                base = k[: -len(".lora_A.weight")]
-                out[base + ".weight"] = w[base + ".weight"] + s * (w[base + ".lora_B.weight"] @ w[k])
-    return out
+from decoder_ref_common import DT, effective, hf_config, load
 
 
 def run(d):
-    cfg = json.load(open(f"{d}/config.json"))
-    job = json.load(open(f"{d}/batch.json"))
-    w = {k: v.to(DT) for k, v in load_file(f"{d}/model.safetensors").items()}
-    trainable = set(job["trainable"])
-    for k, v in w.items():
-        v.requires_grad_(k in trainable)
+    cfg, job, w = load(d)
     ids = torch.tensor(job["ids"], dtype=torch.long)
     mask = torch.tensor(job["mask"], dtype=DT)
     pos = job["pos"]
@@ -91,7 +61,7 @@ def run(d):
         am[n, : lens[n] + 1] = 1
 
     net = LlamaModel(hf_config(cfg)).to(DT).eval()
-    eff = effective(w, job.get("lora"))
+    eff = effective(w, job.get("lora"), keep=lambda k: not k.startswith("causal2vec."))
     assert job["causal"], "the reference runs the pretrained causal mask only"
     out = functional_call(net, eff, args=(), kwargs={"inputs_embeds": x, "attention_mask": am})
     H = out.last_hidden_state
@@ -109,7 +79,7 @@ def run(d):
         loss = loss + job["distill_weight"] * kl
     loss.backward()
     res = {"loss": loss.detach().reshape(1).float(), "encoder_vecs": h.grad.float().contiguous()}
-    for k in sorted(trainable):
+    for k in sorted(job["trainable"]):
         g = w[k].grad
         res[k] = (g if g is not None else torch.zeros_like(w[k])).float().contiguous()
     save_file(res, f"{d}/grads.safetensors")

@@ -32,7 +32,6 @@ last_hidden_state and hidden_states[1:].
 
 Usage: tools/decoder_torch_ref.py DIR [DIR...]
 """
-import json
 import math
 import os
 import subprocess
@@ -45,22 +44,8 @@ from torch.func import functional_call
 from transformers import LlamaConfig, LlamaModel, Qwen2Config, Qwen2Model
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb, repeat_kv
 
-DT = torch.float64
 
-
-def hf_config(cfg, cls):
-    kw = dict(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"], num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-        max_position_embeddings=cfg["max_position_embeddings"], rms_norm_eps=cfg["rms_norm_eps"],
-        rope_theta=cfg["rope_theta"], hidden_act="silu", tie_word_embeddings=False,
-        attn_implementation="eager")
-    if cls is LlamaConfig and cfg.get("head_dim"):
-        kw["head_dim"] = cfg["head_dim"]
-    if cls is Qwen2Config:
-        kw["use_sliding_window"] = False
-    return cls(**kw)
+from decoder_ref_common import DT, additive_mask, effective, hf_config, load
 
 
 def rms(x, w, eps):
@@ -110,15 +95,6 @@ def manual_decoder(cfg, w, ids, mask4, qk_norm=True):
     return x, states + [x]
 
 
-def additive_mask(mask, causal):
-    """[N,1,T,T]: 0 where query i may see key j, the dtype's minimum elsewhere."""
-    N, T = mask.shape
-    ok = mask[:, None, None, :].bool().expand(N, 1, T, T)
-    if causal:
-        ok = ok & torch.tril(torch.ones(T, T, dtype=torch.bool))
-    return torch.zeros(N, 1, T, T, dtype=DT).masked_fill(~ok, torch.finfo(DT).min)
-
-
 def head(w, X, H):
     """The trainable pooling head over rows X (n×C): latent queries attend
     to K = X·Wkᵀ, V = X·Wvᵀ (H heads); Z = (P·V)·Woᵀ; Y = Z + fc2(GELU(fc1(Z)));
@@ -134,18 +110,6 @@ def head(w, X, H):
     u = z @ w["pooling.mlp.fc1.weight"].T + w["pooling.mlp.fc1.bias"]
     y = z + F.gelu(u) @ w["pooling.mlp.fc2.weight"].T + w["pooling.mlp.fc2.bias"]
     return y.mean(0)
-
-
-def effective(w, lora):
-    """Weights with every LoRA pair merged into its base (W + s·B·A)."""
-    out = {k: v for k, v in w.items() if ".lora_" not in k and not k.startswith("pooling.")}
-    if lora:
-        s = lora["alpha"] / lora["rank"]
-        for k in w:
-            if k.endswith(".lora_A.weight"):
-                base = k[: -len(".lora_A.weight")]
-                out[base + ".weight"] = w[base + ".weight"] + s * (w[base + ".lora_B.weight"] @ w[k])
-    return out
 
 
 def check_qwen3(d, w, cfg, ids, mask4, real):
@@ -165,17 +129,12 @@ def check_qwen3(d, w, cfg, ids, mask4, real):
 
 
 def run(d):
-    cfg = json.load(open(f"{d}/config.json"))
-    job = json.load(open(f"{d}/batch.json"))
-    w = {k: v.to(DT) for k, v in load_file(f"{d}/model.safetensors").items()}
-    trainable = set(job["trainable"])
-    for k, v in w.items():
-        v.requires_grad_(k in trainable)
+    cfg, job, w = load(d)
     ids = torch.tensor(job["ids"], dtype=torch.long)
     mask = torch.tensor(job["mask"], dtype=DT)
     N, T = ids.shape
     causal = job["causal"]
-    eff = effective(w, job.get("lora"))
+    eff = effective(w, job.get("lora"), keep=lambda k: not k.startswith("pooling."))
     mt = cfg["model_type"]
     if mt == "qwen3":
         with torch.no_grad():  # the hand-written model against transformers' own Qwen3Model
@@ -213,7 +172,7 @@ def run(d):
         loss = loss + job["distill_weight"] * kl
     loss.backward()
     out = {"loss": loss.detach().reshape(1).float()}
-    for k in sorted(trainable):
+    for k in sorted(job["trainable"]):
         g = w[k].grad
         out[k] = (g if g is not None else torch.zeros_like(w[k])).float().contiguous()
     save_file(out, f"{d}/grads.safetensors")
