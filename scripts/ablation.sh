@@ -11,7 +11,8 @@
 #   MAXLEN      tokens per training text (default 64)
 #   SEEDS       seeds of the "contrastive + EOS" row (default "1 2 3"); the other rows use the first
 #   EVALS       evaluations, a subset of "stsb sick snli scifact cranfield cisi cacm" (default all);
-#               retrieval is dense nDCG@10 with documents cut at EVAL_MAXLEN tokens (default 128)
+#               retrieval is dense nDCG@10 with documents cut at EVAL_MAXLEN tokens (default 128: every
+#               row's model, the zero-shot import and each run's export, is served at that length)
 #   ROWS        rows to run (default all: zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed)
 #   NLI_PAIRS   SNLI dev premises added to the training data, each with its entailment as the positive and
 #               its contradiction as a hard negative (default 2000)
@@ -77,7 +78,7 @@ train() {
 	step "train $row (seed $seed)"
 	local t0=$SECONDS
 	"$A" train --model "$GGUF" --input "$W/data.jsonl" --output "$out" --lora 64 --max-length "$MAXLEN" \
-		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 --checkpoint-every 5 \
+		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 --checkpoint-every 5 --export-max-length "$EVAL_MAXLEN" \
 		$( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
 	echo $((SECONDS - t0)) > "$out/seconds"
 	touch "$out/done"

@@ -266,6 +266,7 @@ func TestFlagsValidated(t *testing.T) {
 		{[]string{"embed", "--batch", "0", "x"}, "--batch must be at least 1"},
 		{[]string{"embed", "--format", "xml", "x"}, `--format "xml"`},
 		{[]string{"train", "--input", "x", "--output", "y", "--steps", "-1"}, "--steps must be at least 0"},
+		{[]string{"train", "--input", "x", "--output", "y", "--export-max-length", "-1"}, "--export-max-length must be at least 0"},
 		{[]string{"train", "--input", "x", "--output", "y", "--batch-queries", "0"}, "--batch-queries must be at least 1"},
 		{[]string{"train", "--input", "x", "--output", "y", "--lr", "-1"}, "--lr must be between"},
 		{[]string{"train", "--output", "y"}, "--input FILE is required"},

@@ -60,7 +60,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			if c.GroupSize < 2 && c.Objective != "bce" {
 				return usageErrorf("--group must be at least 2 (a positive and a negative) for --objective %s (got %d)", c.Objective, c.GroupSize)
 			}
-			for name, v := range map[string]int{"steps": c.MaxSteps, "threads": c.Threads, "eval-every": c.EvalEvery, "checkpoint-every": c.CheckpointEvery} {
+			for name, v := range map[string]int{"export-max-length": c.ExportMaxLength, "steps": c.MaxSteps, "threads": c.Threads, "eval-every": c.EvalEvery, "checkpoint-every": c.CheckpointEvery} {
 				if err := atLeast(name, v, 0); err != nil {
 					return err
 				}
@@ -92,7 +92,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			if c.ModelDir == "" {
 				c.ModelDir = home.DefaultModel()
 			}
-			if man, err := model.LoadManifest(c.ModelDir); err == nil && c.Objective == "contrastive" {
+			if man, err := model.LoadManifest(c.ModelDir); err == nil && c.Objective == "contrastive" && c.ExportMaxLength == 0 {
 				// Serve the fine-tuned encoder at the length its base was served at.
 				c.ExportMaxLength = man.MaxLength
 			}
@@ -190,6 +190,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
 	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
+	f.IntVar(&c.ExportMaxLength, "export-max-length", 0, "tokens per text the exported model is served at (0: its base model's when --model is an anna model, --max-length for cross-encoders, else min(512, the model's positions))")
 	f.IntVar(&c.BatchSize, "batch-queries", 16, "queries per micro-batch")
 	f.IntVar(&c.GroupSize, "group", 8, "documents per query: 1 positive + group-1 negatives")
 	f.IntVar(&c.Accum, "accum", 1, "micro-batches per optimizer step (gradient accumulation)")
