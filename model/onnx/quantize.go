@@ -2,6 +2,10 @@ package onnx
 
 import "math"
 
+// weightQMax is the largest |q| of a quantized weight: 7 bits (see
+// quantizeColumns).
+const weightQMax = 64
+
 // quantizeColumns quantizes a row-major [rows, cols] MatMul weight (B of
 // A·B: cols are output features) to int8 with one scale per column,
 // symmetric (zero point 0): scale = max|column| / weightQMax and q =
@@ -13,11 +17,8 @@ import "math"
 // run; on AVX2 without VNNI (vpmaddubsw) the sum of two products is held in
 // 16 bits and saturates once 2·255·|q| > 32767. So the weights use 7 bits,
 // as ONNX Runtime's quantizer does with reduce_range: 2·255·64 = 32640
-// cannot saturate, and the graph gives the same results on every x86 CPU.
-// (With 8 bits, TestQuantizedGraph's tiny BERT moved by 0.32 on an AVX2
-// machine, against its limit of 0.1.)
-const weightQMax = 64
-
+// cannot saturate on any x86 CPU. (With 8 bits, TestQuantizedGraph's tiny
+// BERT moved by 0.32 on an AVX2 machine, against its limit of 0.1.)
 func quantizeColumns(w []float32, rows, cols int) ([]int8, []float32) {
 	scale := make([]float32, cols)
 	for r := 0; r < rows; r++ {
