@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -40,7 +41,14 @@ func storageDocs(docs []beir.Doc) []storage.Doc {
 
 func lexBuild(b *testing.B, docs []storage.Doc, batch int) (*lexical.Index, time.Duration) {
 	b.Helper()
-	ix, err := lexical.Open(filepath.Join(b.TempDir(), "lex"), lexical.Options{})
+	return lexBuildIn(b, filepath.Join(b.TempDir(), "lex"), docs, batch)
+}
+
+// lexBuildIn is lexBuild into dir, document i's batch applied with seq
+// one past the batch's last document.
+func lexBuildIn(b *testing.B, dir string, docs []storage.Doc, batch int) (*lexical.Index, time.Duration) {
+	b.Helper()
+	ix, err := lexical.Open(dir, lexical.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -225,10 +233,44 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 // batches of 5000, document i with metadata meta(i) when meta is not nil,
 // waits until Bleve's background work is done, and returns the index and
 // SciFact's judged queries.
+//
+// With ANNA_BENCH_LEXDIR set (and no metadata), the index is kept in
+// $ANNA_BENCH_LEXDIR/variants-N and reused by later runs when complete (its
+// applied seq is N), so that comparing search code at a million documents
+// does not re-index for 15 minutes each time.
 func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, []string) {
 	b.Helper()
 	ds := lexSciFact(b)
-	variants, _ := sciFactVariants(ds, benchDocs())
+	n := benchDocs()
+	if keep := os.Getenv("ANNA_BENCH_LEXDIR"); keep != "" && meta == nil {
+		dir := filepath.Join(keep, fmt.Sprintf("variants-%d", n))
+		if ix, err := lexical.Open(dir, lexical.Options{ReadOnly: true}); err == nil {
+			if seq, err := ix.AppliedSeq(); err == nil && seq == uint64(n) {
+				b.Cleanup(func() { ix.Close() })
+				b.Logf("reusing the index of %d docs in %s", n, dir)
+				waitIdle(b)
+				return ix, judgedQueries(ds)
+			}
+			ix.Close()
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+		ix, took := lexBuildIn(b, dir, lexVariantDocs(ds, n, nil), 5000)
+		b.Logf("indexed %d docs in %s into %s", n, took.Round(time.Second), dir)
+		waitIdle(b)
+		return ix, judgedQueries(ds)
+	}
+	ix, took := lexBuild(b, lexVariantDocs(ds, n, meta), 5000)
+	b.Logf("indexed %d docs in %s", n, took.Round(time.Second))
+	waitIdle(b)
+	return ix, judgedQueries(ds)
+}
+
+// lexVariantDocs returns n sciFactVariants of ds's corpus as documents,
+// document i with metadata meta(i) when meta is not nil.
+func lexVariantDocs(ds *beir.Dataset, n int, meta func(i int) map[string]string) []storage.Doc {
+	variants, _ := sciFactVariants(ds, n)
 	docs := make([]storage.Doc, len(variants))
 	for i, d := range variants {
 		docs[i] = storage.Doc(d)
@@ -236,10 +278,7 @@ func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Ind
 			docs[i].Meta = meta(i)
 		}
 	}
-	ix, took := lexBuild(b, docs, 5000)
-	b.Logf("indexed %d docs in %s", len(docs), took.Round(time.Second))
-	waitIdle(b)
-	return ix, judgedQueries(ds)
+	return docs
 }
 
 // percentile returns the p-quantile (nearest rank) of ds.

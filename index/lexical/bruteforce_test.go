@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -267,5 +268,36 @@ func TestScoresMatchBruteForce(t *testing.T) {
 	if prunedFiltered < filtered/10 || prunedFiltered == filtered || fewer < filtered/10 || empty == filtered {
 		t.Fatalf("filtered searches: %d of %d pruned, %d fewer than k, %d empty: the test no longer covers every case",
 			prunedFiltered, filtered, fewer, empty)
+	}
+}
+
+// TestTopDocsKeepsTies feeds topDocs documents in orders where the k-th
+// best score is tied, and checks that it holds exactly the documents
+// scoring at least its k-th best: the ties pushed out of the heap are kept
+// until a better document raises the k-th score, then dropped.
+func TestTopDocsKeepsTies(t *testing.T) {
+	for _, tc := range []struct {
+		scores []float64 // document i scores scores[i]
+		k      int
+		want   string // the documents held, sorted
+	}{
+		{[]float64{1, 1, 2, 1, 1}, 2, "0 1 2 3 4"},
+		{[]float64{1, 1, 1, 2, 2}, 2, "3 4"},
+		{[]float64{1, 2, 1, 1, 2}, 3, "0 1 2 3 4"},
+		{[]float64{3, 1, 2, 2, 1}, 2, "0 2 3"},
+		{[]float64{1, 1}, 5, "0 1"},
+	} {
+		c := &topDocs{k: tc.k}
+		for i, s := range tc.scores {
+			c.collect(uint64(i), &fieldScores{s})
+		}
+		var held []int
+		for _, x := range slices.Concat(c.best, c.ties) {
+			held = append(held, int(x.doc))
+		}
+		sort.Ints(held)
+		if got := strings.Trim(fmt.Sprint(held), "[]"); got != tc.want {
+			t.Errorf("scores %v, k %d: holds %s, want %s", tc.scores, tc.k, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -202,6 +203,22 @@ type docSet []uint64
 func (s docSet) has(d uint64) bool {
 	i := d >> 6
 	return i < uint64(len(s)) && s[i]&(1<<(d&63)) != 0
+}
+
+// next returns the least document of s at or after d, noDoc if none.
+func (s docSet) next(d uint64) uint64 {
+	i := d >> 6
+	if i >= uint64(len(s)) {
+		return noDoc
+	}
+	w := s[i] &^ (1<<(d&63) - 1)
+	for w == 0 {
+		if i++; i >= uint64(len(s)) {
+			return noDoc
+		}
+		w = s[i]
+	}
+	return i<<6 + uint64(bits.TrailingZeros64(w))
 }
 
 // allowed returns what scoring may visit in each segment under filter f:

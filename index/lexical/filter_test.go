@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -149,6 +150,31 @@ func TestOldFormatRefused(t *testing.T) {
 	for _, ro := range []bool{false, true} {
 		if _, err := Open(dir, Options{ReadOnly: ro}); err == nil || !strings.Contains(err.Error(), `index format "1", want "2"`) {
 			t.Fatalf("read-only %v: %v", ro, err)
+		}
+	}
+}
+
+// TestDocSetNext checks docSet.next against a scan of has.
+func TestDocSetNext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		s := make(docSet, rng.IntN(5))
+		for i := range s {
+			if rng.IntN(3) > 0 {
+				s[i] = rng.Uint64() & rng.Uint64() & rng.Uint64()
+			}
+		}
+		for d := uint64(0); d < uint64(len(s))*64+70; d++ {
+			want := uint64(noDoc)
+			for x := d; x < uint64(len(s))*64; x++ {
+				if s.has(x) {
+					want = x
+					break
+				}
+			}
+			if got := s.next(d); got != want {
+				t.Fatalf("%x.next(%d) = %d, want %d", []uint64(s), d, got, want)
+			}
 		}
 	}
 }

@@ -148,33 +148,49 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scores := new(candidates)
-	if err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, scores, 0); err != nil {
+	all := &allDocs{comb: comb}
+	if _, err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, all); err != nil {
 		t.Fatal(err)
 	}
-	type sc struct {
-		id string
-		s  float64
-	}
-	var all []sc
-	for _, doc := range scores.touched {
-		id, err := snap.externalID(doc)
+	for i := range all.docs {
+		id, err := snap.externalID(all.docs[i].doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, sc{id, comb(&scores.scores[doc])})
+		all.docs[i].id = id
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].s != all[j].s {
-			return all[i].s > all[j].s
+	docs := all.docs
+	sort.Slice(docs, func(i, j int) bool {
+		if docs[i].s != docs[j].s {
+			return docs[i].s > docs[j].s
 		}
-		return all[i].id < all[j].id
+		return docs[i].id < docs[j].id
 	})
 	var out []string
-	for i := 0; i < len(all) && i < k; i++ {
-		out = append(out, all[i].id)
+	for i := 0; i < len(docs) && i < k; i++ {
+		out = append(out, docs[i].id)
 	}
 	return out
+}
+
+// allDocs collects every matching document, scored by comb.
+type allDocs struct {
+	comb func(*fieldScores) float64
+	docs []struct {
+		doc uint64
+		id  string
+		s   float64
+	}
+}
+
+func (a *allDocs) threshold() float64 { return 0 }
+
+func (a *allDocs) collect(doc uint64, fs *fieldScores) {
+	a.docs = append(a.docs, struct {
+		doc uint64
+		id  string
+		s   float64
+	}{doc, "", a.comb(fs)})
 }
 
 // bleveNative runs Bleve's own scoring: a match query (OR) on each field,

@@ -67,63 +67,8 @@ func (s *snapshot) externalID(doc uint64) (string, error) {
 	return string(id), nil
 }
 
-// fieldScores holds each field's BM25 score of one candidate document.
+// fieldScores holds each field's BM25 score of one document.
 type fieldScores [len(fields)]float64
-
-// candidates are the documents matching any query term, with their field
-// scores, held densely by global document number: a slice indexed by doc
-// number costs a fraction of a map's time per posting, and the few MB it
-// takes at a million documents are pooled across queries (Index.cands). A
-// zero entry means untouched: a matching term's BM25 is always > 0.
-type candidates struct {
-	scores  []fieldScores
-	touched []uint64 // every doc with a nonzero entry
-	// live are the docs that can still reach the top k, with exact scores:
-	// touched, less those pruned (see scoreFields).
-	live []uint64
-	// advanced counts the term-fields that only visited live docs.
-	advanced int
-}
-
-func (c *candidates) add(doc uint64, f int, s float64) {
-	if doc >= uint64(len(c.scores)) {
-		c.scores = append(c.scores, make([]fieldScores, int(doc)+1-len(c.scores)+len(c.scores)/2)...)
-	}
-	e := &c.scores[doc]
-	if *e == (fieldScores{}) {
-		c.touched = append(c.touched, doc)
-	}
-	e[f] += s
-}
-
-// reset clears the touched entries, leaving c ready for another query.
-func (c *candidates) reset() {
-	for _, d := range c.touched {
-		c.scores[d] = fieldScores{}
-	}
-	c.touched = c.touched[:0]
-	c.live = c.live[:0]
-	c.advanced = 0
-}
-
-// kth returns the k-th best combined score among docs, 0 if there are
-// fewer than k.
-func (c *candidates) kth(docs []uint64, k int) float64 {
-	if len(docs) < k {
-		return 0
-	}
-	h := make(minHeap, 0, k)
-	for _, d := range docs {
-		s := combine(&c.scores[d])
-		if len(h) < k {
-			heap.Push(&h, cand{d, s})
-		} else if s > h[0].score {
-			h[0] = cand{d, s}
-			heap.Fix(&h, 0)
-		}
-	}
-	return h[0].score
-}
 
 // lengthPosting is implemented by zap's postings, whose norm is the field
 // length itself (Norm derives 1/sqrt(length) from it).
@@ -142,7 +87,7 @@ func postingLength(p segment.Posting) float64 {
 }
 
 // termField is one query term in one field, with its postings in every
-// segment.
+// segment and, while a segment is scored, its iterator there.
 type termField struct {
 	f      int
 	w      float64 // qtf * idf * (K1+1)
@@ -150,43 +95,53 @@ type termField struct {
 	ub     float64 // strict upper bound of the term's score in any document
 	df     uint64
 	pls    []segment.PostingsList
+
+	it  segment.PostingsIterator // over the segment being scored
+	cur segment.Posting          // it's current posting, nil once exhausted
+	doc uint64                   // cur's document number, noDoc once exhausted
 }
+
+const noDoc = math.MaxUint64
 
 func (t *termField) score(p segment.Posting) float64 {
 	tf := float64(p.Frequency())
 	return t.w * tf / (tf + t.kb + t.kl*postingLength(p))
 }
 
-// scoreFields scores the documents matching any term into scores, with st
-// the field statistics of the same snapshot. With k > 0 it may skip
-// documents that cannot reach the top k (MaxScore pruning, exact); with
-// k = 0 every matching document gets its full score.
-//
-// Terms are scored one at a time, rarest (highest bound) first. Once the
-// bounds of the terms still to come sum below the k-th best score so far,
-// no document they alone match can reach the top k, and neither can a
-// candidate whose score plus that sum falls short: the remaining terms then
-// only add to the surviving candidates, reaching them by Advance instead of
-// walking and scoring the whole postings list. Common terms, which hold
-// most postings, come last: on SciFact's queries over 100k documents, 50-75%
-// of the postings are never scored and the candidates shrink to about k
-// (zap's Advance still steps over postings inside a chunk, so the saving is
-// the scoring and accumulating, not the decoding). A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since
-// dl >= tf, and best_fields grows by at most the sum of what its fields
-// gain, so the bounds are safe.
-//
-// allow, when not nil, restricts scoring to the documents a filter matches
-// (see docSet): a posting of a document outside allow[i] is stepped over,
-// never scored, so the document never becomes a candidate. A term's df,
-// and so its idf and bound, stay those of the whole index. Every
-// candidate, and so every threshold, is then one of the filtered search,
-// and the pruning stays exact: the bounds are still upper bounds of any
-// document's score, and the k-th best score among filtered candidates is
-// a lower bound of the filtered top k's.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, scores *candidates, k int) error {
-	if snap.live == 0 {
-		return nil
+// start points the term at its postings in segment i.
+func (t *termField) start(i int) error {
+	t.it = t.pls[i].Iterator(true, true, false, t.it)
+	return t.set(t.it.Next())
+}
+
+func (t *termField) next() error { return t.set(t.it.Next()) }
+
+// advance moves to the first posting at or after document d.
+func (t *termField) advance(d uint64) error { return t.set(t.it.Advance(d)) }
+
+func (t *termField) set(p segment.Posting, err error) error {
+	if err != nil {
+		return fmt.Errorf("postings of %s: %w", fields[t.f], err)
 	}
+	t.cur, t.doc = p, noDoc
+	if p != nil {
+		t.doc = p.Number()
+	}
+	return nil
+}
+
+// collector receives the documents scoreFields scores in full.
+type collector interface {
+	// threshold is the score a document must reach to matter: one whose
+	// score is certainly below it may be skipped. 0 keeps every document.
+	threshold() float64
+	collect(doc uint64, fs *fieldScores)
+}
+
+// termFields looks up the query terms in every field and segment of snap,
+// with st the field statistics of the same snapshot: one termField per
+// (field, term) that some live document holds.
+func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, error) {
 	N := float64(snap.live)
 	var tfs []*termField
 	for f, field := range fields {
@@ -198,7 +153,7 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 		for i, ss := range snap.segs {
 			d, err := ss.Segment().Dictionary(field)
 			if err != nil {
-				return fmt.Errorf("field %s dictionary: %w", field, err)
+				return nil, fmt.Errorf("field %s dictionary: %w", field, err)
 			}
 			dicts[i] = d
 		}
@@ -207,7 +162,7 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			for i, ss := range snap.segs {
 				pl, err := dicts[i].PostingsList([]byte(qt.term), ss.Deleted(), nil)
 				if err != nil {
-					return fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
+					return nil, fmt.Errorf("postings of %q in %s: %w", qt.term, field, err)
 				}
 				t.pls[i] = pl
 				t.df += pl.Count()
@@ -221,131 +176,147 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			tfs = append(tfs, t)
 		}
 	}
-	sort.SliceStable(tfs, func(i, j int) bool { return tfs[i].ub > tfs[j].ub })
-	// rest[j] and postings[j] sum the bounds and postings of tfs[j:]; summed
-	// from the end, so that rest[len(tfs)] is exactly 0.
-	rest := make([]float64, len(tfs)+1)
-	postings := make([]uint64, len(tfs)+1)
-	for j := len(tfs) - 1; j >= 0; j-- {
-		rest[j] = rest[j+1] + tfs[j].ub
-		postings[j] = postings[j+1] + tfs[j].df
+	return tfs, nil
+}
+
+// scoreFields scores the documents of snap matching any query term, one
+// segment after another and, in each, one document after another (in
+// document order, merging the terms' postings), and hands each document
+// whose score may reach c's threshold to c with its field scores; st are
+// the field statistics of the same snapshot. It returns how many
+// term-fields were read only by skipping (summed over segments), which is
+// 0 when the threshold never rose high enough to skip anything.
+//
+// Pruning is MaxScore's (Turtle and Flood 1995, as Lucene and PISA run it),
+// and exact. The terms are ordered by their score's upper bound, lowest
+// first; those whose bounds sum below the threshold are non-essential: a
+// document holding only them cannot reach it. Documents are enumerated
+// from the essential terms' postings alone; for each, the non-essential
+// terms are added from the highest bound down, each reached by Advance
+// (zap skips whole chunks of postings), and the document is dropped as
+// soon as its score so far plus the bounds still to come falls below the
+// threshold. As the threshold rises, more terms turn non-essential: on
+// SciFact's queries over a million documents the common terms, which hold
+// most postings, are read only where a rare term already matched
+// (BenchmarkLexicalSearch100k). Nothing accumulates per document, so the
+// cost does not grow with the size of a score array, only with the
+// postings read.
+//
+// A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since dl >= tf, and
+// best_fields (max + TieBreaker*(sum-max)) grows by at most the sum of what
+// its fields gain, so the bounds are safe; a document whose score may tie
+// the threshold is never skipped (c decides ties).
+//
+// allow, when not nil, restricts scoring to the documents a filter matches
+// (see docSet): a document outside allow[i] is stepped over, never scored
+// nor collected. A term's df, and so its idf and bound, stay those of the
+// whole index, so a document scores the same with or without a filter,
+// and the pruning stays exact: the bounds are still upper bounds of any
+// document's score, and c's threshold is one among allowed documents.
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, c collector) (int, error) {
+	if snap.live == 0 {
+		return 0, nil
 	}
-	pruned := false
-	var it segment.PostingsIterator
+	tfs, err := termFields(snap, st, terms)
+	if err != nil {
+		return 0, err
+	}
+	sort.SliceStable(tfs, func(i, j int) bool { return tfs[i].ub < tfs[j].ub })
+	// below[j] sums the bounds of tfs[:j], with a margin for rounding, so
+	// that a document holding only those terms scores below below[j].
+	below := make([]float64, len(tfs)+1)
 	for j, t := range tfs {
-		if err := ctx.Err(); err != nil {
-			return err
+		below[j+1] = below[j] + t.ub
+	}
+	for j := range below {
+		below[j] *= 1 + 1e-9
+	}
+	// essential returns the first essential term under threshold theta,
+	// from the first one e before it rose.
+	essential := func(e int, theta float64) int {
+		for e < len(tfs) && below[e+1] < theta {
+			e++
 		}
-		// Try to start pruning. No score so far exceeds the bounds summed
-		// over the terms done, so it cannot start before those outweigh
-		// the terms to come; and it is worth a check only while the
-		// postings to come outnumber the candidates checked. The k-th best
-		// score among the first thetaSample candidates is a lower bound of
-		// the k-th best over all (so a safe threshold) at a cost that does
-		// not grow with the corpus; the first candidates come from the
-		// rarest terms, which score highest.
-		if !pruned && k > 0 && rest[0]-rest[j] > rest[j] && postings[j] > uint64(min(len(scores.touched), thetaSample)) {
-			if theta := scores.kth(scores.touched[:min(len(scores.touched), max(k, thetaSample))], k); rest[j]*(1+1e-9) < theta {
-				pruned = true
-				scores.live = scores.prune(scores.live[:0], scores.touched, rest[j], theta)
-				slices.Sort(scores.live)
+		return e
+	}
+	skipped := 0
+	var fs fieldScores // out of the loop: collect's pointer would move it to the heap per document
+	for i := range snap.segs {
+		var a docSet
+		if allow != nil {
+			if a = allow[i]; a != nil && len(a) == 0 {
+				continue // nothing to score in this segment
 			}
 		}
-		for i := range snap.segs {
-			var a docSet
-			if allow != nil {
-				if a = allow[i]; a != nil && len(a) == 0 {
-					continue // nothing to score in this segment
+		for _, t := range tfs {
+			if err := t.start(i); err != nil {
+				return 0, err
+			}
+		}
+		off := snap.offsets[i]
+		e := essential(0, c.threshold())
+		for n := 0; ; n++ {
+			if n&4095 == 0 {
+				if err := ctx.Err(); err != nil {
+					return 0, err
 				}
 			}
-			it = t.pls[i].Iterator(true, true, false, it)
-			var err error
-			switch {
-			case pruned: // the live candidates are all allowed
-				err = t.addTo(scores, it, snap.offsets[i], snap.segEnd(i))
-			case a != nil:
-				err = t.scoreAllowed(scores, it, snap.offsets[i], a)
-			default:
-				err = t.scoreAll(scores, it, snap.offsets[i])
+			d := uint64(noDoc)
+			for _, t := range tfs[e:] {
+				d = min(d, t.doc)
 			}
-			if err != nil {
-				return fmt.Errorf("postings of %s: %w", fields[t.f], err)
+			if d == noDoc {
+				break // the essential terms are exhausted in this segment
 			}
-		}
-		if pruned {
-			scores.advanced++
-			scores.live = scores.prune(scores.live[:0], scores.live, rest[j+1], scores.kth(scores.live, k))
-		}
-	}
-	if !pruned {
-		scores.live = append(scores.live[:0], scores.touched...)
-	}
-	return nil
-}
-
-// thetaSample caps the candidates that estimate the pruning threshold.
-const thetaSample = 4096
-
-// scoreAll walks the whole postings list, adding every document.
-func (t *termField) scoreAll(scores *candidates, it segment.PostingsIterator, off uint64) error {
-	for {
-		p, err := it.Next()
-		if err != nil || p == nil {
-			return err
-		}
-		scores.add(off+p.Number(), t.f, t.score(p))
-	}
-}
-
-// scoreAllowed is scoreAll for the documents of a only.
-func (t *termField) scoreAllowed(scores *candidates, it segment.PostingsIterator, off uint64, a docSet) error {
-	for {
-		p, err := it.Next()
-		if err != nil || p == nil {
-			return err
-		}
-		if d := p.Number(); a.has(d) {
-			scores.add(off+d, t.f, t.score(p))
-		}
-	}
-}
-
-// addTo adds the term's score to the live candidates in [off, end) only,
-// advancing the iterator from one to the next.
-func (t *termField) addTo(scores *candidates, it segment.PostingsIterator, off, end uint64) error {
-	live := scores.live
-	lo, _ := slices.BinarySearch(live, off)
-	var p segment.Posting
-	for _, d := range live[lo:] {
-		if d >= end {
-			break
-		}
-		local := d - off
-		if p == nil || p.Number() < local {
-			var err error
-			if p, err = it.Advance(local); err != nil {
-				return err
+			if a != nil && !a.has(d) {
+				// Skip to the next allowed document: a selective filter
+				// then costs skips, not a merge of every posting.
+				if d = a.next(d); d == noDoc {
+					break
+				}
+				for _, t := range tfs[e:] {
+					if t.doc < d {
+						if err := t.advance(d); err != nil {
+							return 0, err
+						}
+					}
+				}
+				continue
 			}
-			if p == nil {
-				break // postings exhausted
+			fs = fieldScores{}
+			for _, t := range tfs[e:] {
+				if t.doc == d {
+					fs[t.f] += t.score(t.cur)
+					if err := t.next(); err != nil {
+						return 0, err
+					}
+				}
 			}
+			theta := c.threshold()
+			j := e - 1
+			for ; j >= 0; j-- {
+				if combine(&fs)+below[j+1] < theta {
+					break // cannot reach the threshold
+				}
+				t := tfs[j]
+				if t.doc < d {
+					if err := t.advance(d); err != nil {
+						return 0, err
+					}
+				}
+				if t.doc == d {
+					fs[t.f] += t.score(t.cur)
+				}
+			}
+			if j >= 0 {
+				continue
+			}
+			c.collect(off+d, &fs)
+			e = essential(e, c.threshold())
 		}
-		if p.Number() == local {
-			scores.scores[d][t.f] += t.score(p)
-		}
+		skipped += e
 	}
-	return nil
-}
-
-// prune appends to dst the docs of src whose score plus rem reaches theta;
-// dst may alias src.
-func (c *candidates) prune(dst, src []uint64, rem, theta float64) []uint64 {
-	for _, d := range src {
-		if combine(&c.scores[d])+rem*(1+1e-9) >= theta {
-			dst = append(dst, d)
-		}
-	}
-	return dst
+	return skipped, nil
 }
 
 // combine is best_fields with a tie breaker: the best field's score plus
@@ -378,24 +349,51 @@ func (h *minHeap) Pop() any {
 	return c
 }
 
-// topK returns the k best hits, ties broken by external ID so results do not
-// depend on segment layout. Candidates tied with the k-th score are all
-// resolved to external IDs before cutting.
-func topK(snap *snapshot, c *candidates, k int) ([]Hit, error) {
-	cutoff := c.kth(c.live, k) // 0 when there are no more than k: keep all
-	var keep []cand
-	for _, doc := range c.live {
-		if s := combine(&c.scores[doc]); s >= cutoff {
-			keep = append(keep, cand{doc, s})
+// topDocs collects the k best documents, and every document tied with the
+// k-th best score, so that ties can be broken by external ID.
+type topDocs struct {
+	k    int
+	best minHeap // the k best so far, the worst at the root
+	ties []cand  // pushed out of best with the score of its root
+}
+
+func (c *topDocs) threshold() float64 {
+	if len(c.best) < c.k {
+		return 0
+	}
+	return c.best[0].score
+}
+
+func (c *topDocs) collect(doc uint64, fs *fieldScores) {
+	s := combine(fs)
+	switch {
+	case len(c.best) < c.k:
+		heap.Push(&c.best, cand{doc, s})
+	case s == c.best[0].score:
+		c.ties = append(c.ties, cand{doc, s})
+	case s > c.best[0].score:
+		out := c.best[0]
+		c.best[0] = cand{doc, s}
+		heap.Fix(&c.best, 0)
+		if out.score == c.best[0].score {
+			c.ties = append(c.ties, out)
+		} else {
+			c.ties = c.ties[:0] // all below the new root
 		}
 	}
-	hits := make([]Hit, len(keep))
-	for i, c := range keep {
-		id, err := snap.externalID(c.doc)
+}
+
+// hits returns the k best hits, ties broken by external ID so results do
+// not depend on segment layout: every document tied with the k-th score is
+// resolved to its external ID before cutting.
+func (c *topDocs) hits(snap *snapshot) ([]Hit, error) {
+	hits := make([]Hit, 0, len(c.best)+len(c.ties))
+	for _, x := range slices.Concat(c.best, c.ties) {
+		id, err := snap.externalID(x.doc)
 		if err != nil {
 			return nil, fmt.Errorf("lexical: external id: %w", err)
 		}
-		hits[i] = Hit{ID: id, Score: c.score}
+		hits = append(hits, Hit{ID: id, Score: x.score})
 	}
 	sort.Slice(hits, func(i, j int) bool {
 		if hits[i].Score != hits[j].Score {
@@ -403,8 +401,8 @@ func topK(snap *snapshot, c *candidates, k int) ([]Hit, error) {
 		}
 		return hits[i].ID < hits[j].ID
 	})
-	if len(hits) > k {
-		hits = hits[:k]
+	if len(hits) > c.k {
+		hits = hits[:c.k]
 	}
 	return hits, nil
 }
