@@ -179,7 +179,8 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // size), through lexical.Index and through Bleve's own search over the same
 // index (a disjunction of match queries on title and text, which Bleve
 // scores with its bm25 model), in the same run: per-query p50 and p99 of
-// each, and the ratio of their p50s.
+// each, and the ratio of their p50s. ANNA_BENCH_LEXDIR keeps the index
+// between runs (lexVariants).
 func BenchmarkLexicalSearch100k(b *testing.B) {
 	ix, queries := lexVariants(b, nil)
 	ctx := context.Background()
