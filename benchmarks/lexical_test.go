@@ -242,30 +242,36 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, []string) {
 	b.Helper()
 	ds := lexSciFact(b)
-	n := benchDocs()
-	if keep := os.Getenv("ANNA_BENCH_LEXDIR"); keep != "" && meta == nil {
-		dir := filepath.Join(keep, fmt.Sprintf("variants-%d", n))
-		if ix, err := lexical.Open(dir, lexical.Options{ReadOnly: true}); err == nil {
-			if seq, err := ix.AppliedSeq(); err == nil && seq == uint64(n) {
-				b.Cleanup(func() { ix.Close() })
-				b.Logf("reusing the index of %d docs in %s", n, dir)
-				waitIdle(b)
-				return ix, judgedQueries(ds)
-			}
-			ix.Close()
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			b.Fatal(err)
-		}
-		ix, took := lexBuildIn(b, dir, lexVariantDocs(ds, n, nil), 5000)
-		b.Logf("indexed %d docs in %s into %s", n, took.Round(time.Second), dir)
-		waitIdle(b)
-		return ix, judgedQueries(ds)
-	}
-	ix, took := lexBuild(b, lexVariantDocs(ds, n, meta), 5000)
-	b.Logf("indexed %d docs in %s", n, took.Round(time.Second))
+	ix := lexVariantIndex(b, ds, benchDocs(), meta)
 	waitIdle(b)
 	return ix, judgedQueries(ds)
+}
+
+// lexVariantIndex is lexVariants' index of n variants: reused from
+// ANNA_BENCH_LEXDIR when there is a complete one, else built.
+func lexVariantIndex(b *testing.B, ds *beir.Dataset, n int, meta func(i int) map[string]string) *lexical.Index {
+	b.Helper()
+	keep := os.Getenv("ANNA_BENCH_LEXDIR")
+	if keep == "" || meta != nil {
+		ix, took := lexBuild(b, lexVariantDocs(ds, n, meta), 5000)
+		b.Logf("indexed %d docs in %s", n, took.Round(time.Second))
+		return ix
+	}
+	dir := filepath.Join(keep, fmt.Sprintf("variants-%d", n))
+	if ix, err := lexical.Open(dir, lexical.Options{ReadOnly: true}); err == nil {
+		if seq, err := ix.AppliedSeq(); err == nil && seq == uint64(n) {
+			b.Cleanup(func() { ix.Close() })
+			b.Logf("reusing the index of %d docs in %s", n, dir)
+			return ix
+		}
+		ix.Close()
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	ix, took := lexBuildIn(b, dir, lexVariantDocs(ds, n, nil), 5000)
+	b.Logf("indexed %d docs in %s into %s", n, took.Round(time.Second), dir)
+	return ix
 }
 
 // lexVariantDocs returns n sciFactVariants of ds's corpus as documents,

@@ -176,21 +176,19 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 // allDocs collects every matching document, scored by comb.
 type allDocs struct {
 	comb func(*fieldScores) float64
-	docs []struct {
-		doc uint64
-		id  string
-		s   float64
-	}
+	docs []scoredDoc
+}
+
+type scoredDoc struct {
+	doc uint64
+	id  string // filled in after scoring
+	s   float64
 }
 
 func (a *allDocs) threshold() float64 { return 0 }
 
 func (a *allDocs) collect(doc uint64, fs *fieldScores) {
-	a.docs = append(a.docs, struct {
-		doc uint64
-		id  string
-		s   float64
-	}{doc, "", a.comb(fs)})
+	a.docs = append(a.docs, scoredDoc{doc: doc, s: a.comb(fs)})
 }
 
 // bleveNative runs Bleve's own scoring: a match query (OR) on each field,

@@ -43,14 +43,6 @@ func newSnapshot(reader bindex.IndexReader) (*snapshot, error) {
 	return s, nil
 }
 
-// segEnd returns one past the global number of segment i's last document.
-func (s *snapshot) segEnd(i int) uint64 {
-	if i+1 < len(s.offsets) {
-		return s.offsets[i+1]
-	}
-	return math.MaxUint64
-}
-
 // externalID returns the ID of global document doc.
 func (s *snapshot) externalID(doc uint64) (string, error) {
 	i := sort.Search(len(s.offsets), func(x int) bool { return s.offsets[x] > doc }) - 1
@@ -200,10 +192,11 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 // documents rarer terms matched. Nothing accumulates per document, so the
 // cost grows with the postings read, not with a score array the size of
 // the index (BenchmarkLexicalSearch100k: over a million documents, 1.3-1.5x
-// faster at top 100 and 2x at top 10 than the term-at-a-time scorer with
-// a dense accumulator it replaced). Per-segment term maxima, learnt from
-// the searches that read a term's whole postings, were tried as tighter
-// bounds and made no difference there (26.5 against 29.8 ms p50).
+// faster at top 100 and 1.6-2x at top 10 than the term-at-a-time scorer
+// with a dense accumulator it replaced). Per-segment term maxima, learnt
+// from the searches that read a term's whole postings, were tried as
+// tighter bounds and made it no faster there (p50 29.8 ms with them, 26.5
+// without).
 //
 // A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since dl >= tf, and
 // best_fields (max + TieBreaker*(sum-max)) grows by at most the sum of what
