@@ -23,6 +23,9 @@ type ExportSettings struct {
 	Name      string
 	Pooling   string // bi-encoders; default: what the source's sentence-transformers files say
 	MaxLength int    // default: the import path's (sentence-transformers files, else min(512, positions))
+	// Normalize, when set, decides the served vectors' normalisation
+	// (default: the import path's).
+	Normalize *bool
 	// Context is a Causal2Vec model's paired encoder (ExportCausal2Vec).
 	Context *model.ContextModel
 	// Memory is an AutoRegEmbed model's input layout (ExportAutoRegEmbed).
@@ -172,7 +175,7 @@ func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, ten
 	}
 	st := onnx.Settings{Name: s.Name, Task: task, MaxLength: s.MaxLength, Context: s.Context, Memory: s.Memory}
 	if task == model.TaskEmbed {
-		st.Pooling = s.Pooling
+		st.Pooling, st.Normalize = s.Pooling, s.Normalize
 	}
 	if _, err := onnx.Import(ctx, hfDir, modelDir, st); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)

@@ -81,6 +81,9 @@ type source struct {
 // the export). It settles the LoRA alpha by architecture (defaults settled
 // the pooling) and refuses what the architecture cannot do.
 func loadSource(cfg *Config, cross bool) (*source, error) {
+	if cfg.ContextTrain != nil && cfg.Technique != TechniqueCausal2Vec {
+		return nil, fmt.Errorf("train: a trained context encoder (ContextTrain) is technique %s's; this run's technique is %q", TechniqueCausal2Vec, cfg.Technique)
+	}
 	isGGUF := strings.HasSuffix(strings.ToLower(cfg.ModelDir), ".gguf")
 	var mc *model.Config
 	if !isGGUF {
@@ -116,7 +119,7 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 	switch cfg.Technique {
 	case "":
 	case TechniqueCausal2Vec:
-		if !cfg.NoExport && (cfg.ContextEncoderName == "" || cfg.ContextEncoderFingerprint == "") {
+		if !cfg.NoExport && cfg.ContextTrain == nil && (cfg.ContextEncoderName == "" || cfg.ContextEncoderFingerprint == "") {
 			return nil, fmt.Errorf("train: technique %s: the export pairs the decoder with its context encoder, so it needs the encoder's name and fingerprint (or train with NoExport: OUT/causal2vec holds the MLP and the pairing)", cfg.Technique)
 		}
 		if cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {

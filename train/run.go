@@ -88,6 +88,9 @@ type Config struct {
 	// the encoder serving the exported model loads it and checks it.
 	ContextEncoderPath        string
 	ContextEncoderFingerprint string
+	// ContextTrain, when set, trains the context encoder with the decoder
+	// (it replaces ContextEncoder; ContextEncoderName still names it).
+	ContextTrain *ContextTrain
 	// AnchorAlpha is Anchor's weight of EBQ2D (query embedding → document;
 	// EBD2Q gets 1 − α): 0 means the paper's 0.2, a negative value α = 0
 	// (the paper's OnlyD2Q).
@@ -286,6 +289,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		if tn.context != nil {
+			defer tn.context.Close()
+		}
 		m, src.net, src.technique = tn, tn, tn.t
 	}
 
@@ -455,8 +461,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.NoExport {
 			return res, nil
 		}
-		es := ExportSettings{Name: cfg.Name, MaxLength: cfg.exportMaxLength(m.positions()), Context: &model.ContextModel{
-			Name: cfg.ContextEncoderName, Path: cfg.ContextEncoderPath, Fingerprint: cfg.ContextEncoderFingerprint, Dim: cfg.ContextEncoderDim}}
+		pair := &model.ContextModel{Name: cfg.ContextEncoderName, Path: cfg.ContextEncoderPath, Fingerprint: cfg.ContextEncoderFingerprint, Dim: cfg.ContextEncoderDim}
+		if ce, ok := c2v.Enc.(*contextEncoder); ok {
+			// The trained context encoder first: the decoder is paired
+			// with it, by its path and new fingerprint.
+			if pair, err = exportContext(ctx, ce, cfg); err != nil {
+				return nil, err
+			}
+		}
+		es := ExportSettings{Name: cfg.Name, MaxLength: cfg.exportMaxLength(m.positions()), Context: pair}
 		if res.HFDir, res.ModelDir, err = ExportCausal2Vec(ctx, c2v, src.dir, cfg.OutDir, es); err != nil {
 			return nil, err
 		}

@@ -307,11 +307,14 @@ func TestRunDecoderResumesExactly(t *testing.T) {
 }
 
 // A Causal2Vec run exports an anna model (decoder and MLP in one graph,
-// paired with its context encoder, here all-MiniLM-L6-v2) that the encoder
-// serves: its query and document vectors equal the trainer's technique
-// (the exported decoder and the saved MLP) embedding the same texts with
-// the contextual token after the instruction's tokens (queries) or the
-// BOS (documents).
+// paired with its context encoder) that the encoder serves: its query and
+// document vectors equal the trainer's technique (the exported decoder
+// and the saved MLP) embedding the same texts with the contextual token
+// after the instruction's tokens (queries) or the BOS (documents). The
+// context encoder is all-MiniLM-L6-v2 kept frozen, then a small BERT
+// trained with the decoder, fully and with LoRA (ContextTrain): its export
+// (OutDir/context/model, weights moved from the checkpoint's) is what the
+// decoder is paired with, by path and fingerprint.
 func TestCausal2VecServedByEncoder(t *testing.T) {
 	if _, err := os.Stat(home.ORTLibrary()); err != nil {
 		t.Skipf("ONNX Runtime not installed (run `make setup`): %v", err)
@@ -323,19 +326,81 @@ func TestCausal2VecServedByEncoder(t *testing.T) {
 		t.Skipf("the default model (the context encoder) is not installed: %v", err)
 	}
 	defer cenc.Close()
-	embedRaw := func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) }
-	out := t.TempDir()
-	res, err := Run(ctx, Config{ModelDir: tinyDecoder(t, "llama"), Data: writeData(t, 24, false), OutDir: out, Technique: TechniqueCausal2Vec,
-		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 3,
-		ContextEncoder: embedRaw, ContextEncoderDim: cenc.Dim(), ContextEncoderName: filepath.Base(cdir), ContextEncoderPath: cdir,
-		ContextEncoderFingerprint: cenc.Fingerprint()})
-	if err != nil {
-		t.Fatal(err)
+	src, data := tinyDecoder(t, "llama"), writeData(t, 24, false)
+	base := Config{ModelDir: src, Data: data, Technique: TechniqueCausal2Vec,
+		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 3}
+	t.Run("frozen", func(t *testing.T) {
+		c := base
+		c.OutDir = t.TempDir()
+		c.ContextEncoder = func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) }
+		c.ContextEncoderDim, c.ContextEncoderName, c.ContextEncoderPath, c.ContextEncoderFingerprint = cenc.Dim(), filepath.Base(cdir), cdir, cenc.Fingerprint()
+		res, err := Run(ctx, c)
+		must(t, err)
+		checkCausal2VecServed(t, res, c.OutDir, cdir, cenc.Fingerprint())
+	})
+	for _, lora := range []*LoRAConfig{nil, {Rank: 2}} {
+		name := "trained-full"
+		if lora != nil {
+			name = "trained-lora"
+		}
+		t.Run(name, func(t *testing.T) {
+			ckpt := tinyCheckpoint(t, false)
+			c := base
+			c.OutDir, c.ContextEncoderName, c.LR = t.TempDir(), "tiny-bert", 1e-2
+			c.ContextTrain = &ContextTrain{Checkpoint: ckpt, LoRA: lora, Pooling: PoolMean, Normalize: true, MaxLength: 32}
+			res, err := Run(ctx, c)
+			must(t, err)
+			cmodel := filepath.Join(c.OutDir, "context", "model")
+			cman, err := model.LoadManifest(cmodel)
+			must(t, err)
+			if cman.Pooling != PoolMean || !cman.Normalize || cman.MaxLength != 32 || cman.Dim != 32 {
+				t.Fatalf("context manifest %+v", cman)
+			}
+			before, err := safetensors.ReadFile(filepath.Join(ckpt, "model.safetensors"))
+			must(t, err)
+			after, err := safetensors.ReadFile(filepath.Join(c.OutDir, "context", "hf", "model.safetensors"))
+			must(t, err)
+			w := "encoder.layer.0.attention.self.query.weight"
+			if before[w] == nil || after[w] == nil || slices.Equal(before[w].Data, after[w].Data) {
+				t.Fatalf("the context encoder's %s did not move in training", w)
+			}
+			// The served context encoder computes what training's did with
+			// the final weights (LoRA merged into the export).
+			ce, err := newContextEncoder(ContextTrain{Checkpoint: filepath.Join(c.OutDir, "context", "hf"), Pooling: PoolMean, Normalize: true, MaxLength: 32}, 1, 1)
+			must(t, err)
+			defer ce.Close()
+			texts := []string{"why is the sky blue", "a castle on a hill that goes on and on and on and on and on and on and on past the thirty-two tokens the encoder reads"}
+			want, _, err := ce.Encode(texts)
+			must(t, err)
+			served, err := encoder.Load(ctx, cmodel, encoder.Options{})
+			must(t, err)
+			got, err := served.EmbedDocuments(ctx, texts)
+			served.Close()
+			must(t, err)
+			for i, v := range slices.Concat(got...) {
+				if math.Abs(float64(v-want[i])) > 1e-5 {
+					t.Fatalf("served context vector [%d] %g, trainer's %g", i, v, want[i])
+				}
+			}
+			checkCausal2VecServed(t, res, c.OutDir, cmodel, cman.Fingerprint)
+		})
 	}
+}
+
+// checkCausal2VecServed serves a Causal2Vec run's export and compares its
+// vectors with the trainer's technique, the context vectors from the
+// anna model at cdir (which the export must pair by fingerprint).
+func checkCausal2VecServed(t *testing.T, res *Result, out, cdir, fingerprint string) {
+	t.Helper()
+	ctx := context.Background()
+	cenc, err := encoder.Load(ctx, cdir, encoder.Options{})
+	must(t, err)
+	defer cenc.Close()
+	embedRaw := func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) }
 	man, err := model.LoadManifest(res.ModelDir)
 	must(t, err)
-	if man.Pooling != model.PoolingCausal2Vec || man.Dim != 64 || man.Context == nil || man.Context.Fingerprint != cenc.Fingerprint() {
-		t.Fatalf("manifest %+v", man)
+	if man.Pooling != model.PoolingCausal2Vec || man.Dim != 64 || man.Context == nil || man.Context.Fingerprint != fingerprint {
+		t.Fatalf("manifest %+v (context %+v), want the context fingerprint %s", man, man.Context, fingerprint)
 	}
 	enc, err := encoder.Load(ctx, res.ModelDir, encoder.Options{})
 	must(t, err)

@@ -57,6 +57,9 @@ type techniqueNet struct {
 	// parts returns the last step's loss terms, where the technique has
 	// an InfoNCE + distillation loss.
 	parts func() objective.Parts
+	// context is a Causal2Vec run's trained context encoder
+	// (Config.ContextTrain), nil when it is frozen.
+	context *contextEncoder
 }
 
 func (n techniqueNet) params() []*Param { return n.t.Params() }
@@ -104,7 +107,7 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 		}
 		return techniqueNet{t: t, d: d}, nil
 	case TechniqueCausal2Vec:
-		if cfg.ContextEncoder == nil || cfg.ContextEncoderDim <= 0 {
+		if cfg.ContextTrain == nil && (cfg.ContextEncoder == nil || cfg.ContextEncoderDim <= 0) {
 			return techniqueNet{}, fmt.Errorf("train: technique %s needs a context encoder (the small bidirectional model, e.g. all-MiniLM-L6-v2) and its dimension", cfg.Technique)
 		}
 		// C goes after the tokens a text shares with its instruction alone
@@ -145,23 +148,36 @@ func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, promp
 			}
 			return text
 		}
-		embed := cfg.ContextEncoder
-		enc := causal2vec.Frozen(func(texts []string) ([]float32, int, error) {
-			vecs, err := embed(texts)
+		var enc causal2vec.Encoder
+		var trained *contextEncoder
+		if cfg.ContextTrain != nil {
+			ce, err := newContextEncoder(*cfg.ContextTrain, cfg.Threads, cfg.Seed)
 			if err != nil {
-				return nil, 0, err
+				return techniqueNet{}, err
 			}
-			if len(vecs) != len(texts) {
-				return nil, 0, fmt.Errorf("train: context encoder gave %d vectors for %d texts", len(vecs), len(texts))
-			}
-			return slices.Concat(vecs...), cfg.ContextEncoderDim, nil
-		})
+			enc, trained, cfg.ContextEncoderDim = ce, ce, ce.Dim()
+		} else {
+			embed := cfg.ContextEncoder
+			enc = causal2vec.Frozen(func(texts []string) ([]float32, int, error) {
+				vecs, err := embed(texts)
+				if err != nil {
+					return nil, 0, err
+				}
+				if len(vecs) != len(texts) {
+					return nil, 0, fmt.Errorf("train: context encoder gave %d vectors for %d texts", len(vecs), len(texts))
+				}
+				return slices.Concat(vecs...), cfg.ContextEncoderDim, nil
+			})
+		}
 		t, err := causal2vec.New(d, enc, causal2vec.Config{EncoderModel: cfg.ContextEncoderName, EncoderDim: cfg.ContextEncoderDim,
 			DecoderModel: filepath.Base(cfg.ModelDir), Seed: cfg.Seed, Insert: insert, EncoderText: encText})
 		if err != nil {
+			if trained != nil {
+				trained.Close()
+			}
 			return techniqueNet{}, fmt.Errorf("train: %w", err)
 		}
-		return techniqueNet{t: t, d: d, parts: t.LossParts}, nil
+		return techniqueNet{t: t, d: d, parts: t.LossParts, context: trained}, nil
 	}
 	return techniqueNet{}, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(Techniques(), ", "))
 }

@@ -26,6 +26,7 @@ func (a *app) trainCommand() *cobra.Command {
 		loraAlpha    float64
 		noInBatch    bool
 		contextModel string
+		contextTrain string
 	)
 	cmd := &cobra.Command{
 		Use:   "train --input MINED.jsonl --output DIR [flags]",
@@ -109,7 +110,32 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 			if c.AnchorAlpha != 0 && c.Technique != train.TechniqueAnchor || c.AnchorAlpha < 0 || c.AnchorAlpha > 1 {
 				return usageErrorf("--anchor-alpha is --technique anchor's weight of EBQ2D, in (0, 1] (got %g)", c.AnchorAlpha)
 			}
-			if c.Technique == train.TechniqueCausal2Vec {
+			if c.Technique == train.TechniqueCausal2Vec && contextTrain != "" && contextTrain != "frozen" {
+				// The small encoder trained with the decoder, from its
+				// checkpoint, served afterwards as its manifest says.
+				if contextModel == "" {
+					contextModel = home.DefaultModel()
+				}
+				man, err := model.LoadManifest(contextModel)
+				if err != nil {
+					return fmt.Errorf("--context-model: %w", err)
+				}
+				ckpt, err := a.checkpointDir(ctx, contextModel)
+				if err != nil {
+					return fmt.Errorf("--context-model: %w", err)
+				}
+				ct := &train.ContextTrain{Checkpoint: ckpt, Pooling: man.Pooling, Normalize: man.Normalize, MaxLength: man.MaxLength}
+				if contextTrain != "full" {
+					spec, ok := strings.CutPrefix(contextTrain, "lora=")
+					if !ok {
+						return usageErrorf("--context-train %q: want frozen, full or lora=RANK[:targets]", contextTrain)
+					}
+					if ct.LoRA, err = parseLoRA(spec, 0); err != nil {
+						return err
+					}
+				}
+				c.ContextTrain, c.ContextEncoderName = ct, filepath.Base(contextModel)
+			} else if c.Technique == train.TechniqueCausal2Vec {
 				// The frozen small encoder, embeddings cached by its fingerprint.
 				if contextModel == "" {
 					contextModel = home.DefaultModel()
@@ -128,8 +154,8 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 					c.ContextEncoderPath = abs
 				}
 				c.ContextEncoder = func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) }
-			} else if contextModel != "" {
-				return usageErrorf("--context-model is --technique causal2vec's small encoder")
+			} else if contextModel != "" || contextTrain != "" {
+				return usageErrorf("--context-model and --context-train are --technique causal2vec's small encoder")
 			}
 			if (c.AutoRegStage1 != "") != (c.Technique == train.TechniqueAutoRegAlign) {
 				return usageErrorf("--autoreg-stage1 DIR (the autoregembed-compress run's --output) goes with --technique autoregembed-align, and only with it")
@@ -185,7 +211,8 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (exported with anna_attention \"bidirectional\", which the graph follows)")
 	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; the export is paired with --context-model), anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output), autoregembed-compress then autoregembed-align (paper 001's two stages; each exports a memory-token model)")
 	f.StringVar(&c.AutoRegStage1, "autoreg-stage1", "", "--technique autoregembed-align: the autoregembed-compress run's output `DIR`")
-	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the frozen small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
+	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
+	f.StringVar(&contextTrain, "context-train", "", "--technique causal2vec: frozen (the default: its embeddings cached), full, or lora=RANK[:targets] to train the small encoder with the decoder (exported to DIR/context/model, which the decoder is paired with)")
 	f.Float64Var(&c.AnchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")

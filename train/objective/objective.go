@@ -137,8 +137,8 @@ func ContrastiveLossParts(q, d []float32, Q, G, C int, teacher []float32, cfg Co
 			}
 		}
 	}
-	dq = normalizeBackward(dqn, qn, qnorm, Q, C)
-	dd = normalizeBackward(ddn, dn, dnorm, D, C)
+	dq = NormalizeRowsBackward(dqn, qn, qnorm, Q, C)
+	dd = NormalizeRowsBackward(ddn, dn, dnorm, D, C)
 	return loss, parts, dq, dd, nil
 }
 
@@ -158,8 +158,8 @@ func NormalizeRows(x []float32, rows, C int) ([]float32, []float64) {
 	return out, norms
 }
 
-// normalizeBackward maps ∂/∂(x/|x|) to ∂/∂x: (g − (g·x̂)x̂)/|x|.
-func normalizeBackward(g []float64, xn []float32, norms []float64, rows, C int) []float32 {
+// NormalizeRowsBackward maps ∂/∂(x/|x|) to ∂/∂x: (g − (g·x̂)x̂)/|x|.
+func NormalizeRowsBackward(g []float64, xn []float32, norms []float64, rows, C int) []float32 {
 	out := make([]float32, rows*C)
 	for r := 0; r < rows; r++ {
 		var proj float64

@@ -1,6 +1,6 @@
 // Pooling of the last hidden state into one vector per sequence
 // (train/forward.go Pool / PoolBackward) and L2 normalisation
-// (train/loss.go normalizeRows / normalizeBackward). Modes: 0 mean over the
+// (train/objective NormalizeRows / NormalizeRowsBackward). Modes: 0 mean over the
 // mask (weighted by the mask value, count clamped at 1e-9), 1 [CLS]
 // (position 0), 2 last token (position lens[n]−1).
 
