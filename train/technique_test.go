@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -109,29 +110,7 @@ func TestRunTechniques(t *testing.T) {
 		if ctxParams == 0 {
 			t.Fatal("the checkpoint holds no context encoder parameters")
 		}
-		straight := cfg.OutDir
-		cfg.OutDir = filepath.Join(t.TempDir(), "split")
-		stop, cancel := context.WithCancel(ctx)
-		cfg.Progress = func(p Progress) {
-			if p.Step == 4 && p.Eval == nil {
-				cancel()
-			}
-		}
-		if _, err := Run(stop, cfg); err == nil {
-			t.Fatal("the cancelled run did not stop")
-		}
-		cfg.Progress, cfg.Resume = nil, true
-		_, err := Run(ctx, cfg)
-		must(t, err)
-		got := readParams(t, cfg.OutDir)
-		if len(got) != len(want) {
-			t.Fatalf("checkpoints of %s and %s hold %d and %d tensors", straight, cfg.OutDir, len(want), len(got))
-		}
-		for name, w := range want {
-			if !slices.Equal(w.Data, got[name].Data) {
-				t.Fatalf("%s differs between the straight and the resumed run", name)
-			}
-		}
+		sameParams(t, want, resumedParams(t, cfg))
 		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), MaxSteps: 1, ContextTrain: cfg.ContextTrain}); err == nil || !strings.Contains(err.Error(), "causal2vec") {
 			t.Fatalf("a trained context encoder without the technique: %v", err)
 		}
@@ -154,28 +133,11 @@ func TestRunTechniques(t *testing.T) {
 		}
 		// Stopped after step 4 (Ctrl-C: a checkpoint), resumed: the same
 		// final parameters, MLP included, as the straight run.
-		cfg.OutDir = filepath.Join(t.TempDir(), "split")
-		stop, cancel := context.WithCancel(ctx)
-		cfg.Progress = func(p Progress) {
-			if p.Step == 4 && p.Eval == nil {
-				cancel()
-			}
+		want := readParams(t, filepath.Dir(res.HFDir))
+		if _, ok := want["causal2vec.mlp.0.weight"]; !ok {
+			t.Fatal("the checkpoint holds no MLP")
 		}
-		if _, err := Run(stop, cfg); err == nil {
-			t.Fatal("the cancelled run did not stop")
-		}
-		cfg.Progress, cfg.Resume = nil, true
-		_, err = Run(ctx, cfg)
-		must(t, err)
-		want, got := readParams(t, filepath.Dir(res.HFDir)), readParams(t, cfg.OutDir)
-		if _, ok := want["causal2vec.mlp.0.weight"]; !ok || len(got) != len(want) {
-			t.Fatalf("checkpoints hold %d and %d tensors, the MLP's among them: %v", len(want), len(got), ok)
-		}
-		for name, w := range want {
-			if !slices.Equal(w.Data, got[name].Data) {
-				t.Fatalf("%s differs between the straight and the resumed run", name)
-			}
-		}
+		sameParams(t, want, resumedParams(t, cfg))
 		// Data mixing examples with teacher scores (mined) and without
 		// (NLI triples), distillation off: the batches go without scores
 		// (the ablation script's data; it once failed "8 teacher scores,
@@ -221,5 +183,40 @@ func TestRunTechniques(t *testing.T) {
 	})
 	if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: "nope", MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("unknown technique: %v", err)
+	}
+}
+
+// resumedParams runs cfg into a new output directory, stopped after step 4
+// (as Ctrl-C stops it: a checkpoint) and resumed, and returns its final
+// checkpoint's parameters.
+func resumedParams(t *testing.T, cfg Config) map[string]*safetensors.Tensor {
+	t.Helper()
+	cfg.OutDir = filepath.Join(t.TempDir(), "split")
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Progress = func(p Progress) {
+		if p.Step == 4 && p.Eval == nil {
+			cancel()
+		}
+	}
+	if _, err := Run(stop, cfg); err == nil {
+		t.Fatal("the cancelled run did not stop")
+	}
+	cfg.Progress, cfg.Resume = nil, true
+	_, err := Run(context.Background(), cfg)
+	must(t, err)
+	return readParams(t, cfg.OutDir)
+}
+
+// sameParams fails unless got holds exactly want's tensors, bit for bit.
+func sameParams(t *testing.T, want, got map[string]*safetensors.Tensor) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("the straight and the resumed run's checkpoints hold %d and %d tensors", len(want), len(got))
+	}
+	for name, w := range want {
+		if g, ok := got[name]; !ok || !slices.Equal(w.Data, g.Data) {
+			t.Fatalf("%s differs between the straight and the resumed run", name)
+		}
 	}
 }
