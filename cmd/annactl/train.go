@@ -130,7 +130,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 					if !ok {
 						return usageErrorf("--context-train %q: want frozen, full or lora=RANK[:targets]", contextTrain)
 					}
-					if ct.LoRA, err = parseLoRA(spec, 0); err != nil {
+					if ct.LoRA, err = parseLoRA("--context-train lora=", spec, 0); err != nil {
 						return err
 					}
 				}
@@ -161,7 +161,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				return usageErrorf("--autoreg-stage1 DIR (the autoregembed-compress run's --output) goes with --technique autoregembed-align, and only with it")
 			}
 			if lora != "" {
-				lc, err := parseLoRA(lora, loraAlpha)
+				lc, err := parseLoRA("--lora ", lora, loraAlpha)
 				if err != nil {
 					return err
 				}
@@ -212,7 +212,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; the export is paired with --context-model), anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output), autoregembed-compress then autoregembed-align (paper 001's two stages; each exports a memory-token model)")
 	f.StringVar(&c.AutoRegStage1, "autoreg-stage1", "", "--technique autoregembed-align: the autoregembed-compress run's output `DIR`")
 	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
-	f.StringVar(&contextTrain, "context-train", "", "--technique causal2vec: frozen (the default: its embeddings cached), full, or lora=RANK[:targets] to train the small encoder with the decoder (exported to DIR/context/model, which the decoder is paired with)")
+	f.StringVar(&contextTrain, "context-train", "", "--technique causal2vec: `MODE` is frozen (the default: its embeddings cached), full, or lora=RANK[:targets] (BERT targets, default query,value) to train the small encoder with the decoder (exported to DIR/context/model, which the decoder is paired with)")
 	f.Float64Var(&c.AnchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
@@ -270,11 +270,11 @@ func (a *app) checkpointDir(ctx context.Context, dir string) (string, error) {
 	return man.Source, nil
 }
 
-func parseLoRA(s string, alpha float64) (*train.LoRAConfig, error) {
+func parseLoRA(flag, s string, alpha float64) (*train.LoRAConfig, error) {
 	rank, targets, _ := strings.Cut(s, ":")
 	var r int
 	if _, err := fmt.Sscanf(rank, "%d", &r); err != nil || r <= 0 {
-		return nil, usageErrorf("--lora %q: the rank must be a positive integer", s)
+		return nil, usageErrorf("%s%q: the rank must be a positive integer", flag, s)
 	}
 	lc := &train.LoRAConfig{Rank: r, Alpha: alpha} // alpha 0: the trainer's default for the architecture
 	if targets != "" {
