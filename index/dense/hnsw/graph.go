@@ -320,6 +320,9 @@ func (g *Graph[K]) exactQuery(f []float32) query {
 // for a quantized graph, else over the float vectors.
 func (g *Graph[K]) qdist(q *query, id uint32) float32 {
 	o := int(id) * g.dim
+	if q.s != nil {
+		return 1 - q.c0 - q.ps*float32(dotI8(q.a, q.s, g.codes[o:o+g.dim:o+g.dim]))
+	}
 	if q.p != nil {
 		return 1 - q.c0 - dotF32I8(q.p, g.codes[o:o+g.dim:o+g.dim])
 	}
@@ -686,6 +689,9 @@ func (g *Graph[K]) addBatch(nodes []Node[K]) {
 		id := first + uint32(b)
 		level := int(g.levels[id])
 		q := g.newQuery(g.vec(id), w.qbuf)
+		if g.quant {
+			q.quantizeQuery(w.vs.scratchI8(g.dim))
+		}
 		peers := w.peers[:0]
 		for j := uint32(0); j < uint32(b); j++ {
 			peers = append(peers, cand{first + j, g.qdist(&q, first+j)})
@@ -931,6 +937,9 @@ func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 	vs := g.getVisited()
 	defer g.visitedPool.Put(vs)
 	qq := g.newQuery(q, vs.scratch(g.dim))
+	if g.quant {
+		qq.quantizeQuery(vs.scratchI8(g.dim))
+	}
 	ep := cand{g.entry, g.qdist(&qq, g.entry)}
 	for l := g.maxLevel; l > 0; l-- {
 		ep = g.greedy(&qq, ep, l)

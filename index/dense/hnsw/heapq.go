@@ -123,6 +123,16 @@ type visitedSet struct {
 	epoch uint16
 	todo  []uint32 // scratch: unvisited neighbors of the node being expanded
 	buf   []float32
+	ibuf  []int8
+	ubuf  []uint8
+}
+
+// scratchI8 returns n int8 and n uint8 of scratch (a quantized query's).
+func (v *visitedSet) scratchI8(n int) ([]int8, []uint8) {
+	if len(v.ibuf) < n {
+		v.ibuf, v.ubuf = make([]int8, n), make([]uint8, n)
+	}
+	return v.ibuf[:n], v.ubuf[:n]
 }
 
 // scratch returns n floats of scratch (a prepared query's).

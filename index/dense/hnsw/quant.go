@@ -22,11 +22,18 @@ import (
 // every other dimension on values they never take. Min/max rather than
 // symmetric ±max: those wide dimensions are often offset from zero.
 //
-// Distances are asymmetric: the query stays float. For DotDistance,
-// q·x ≈ q·mid + Σ (q[j]·scale[j])·c[j], so a query is prepared once
-// (p = q⊙scale, c0 = q·mid) and each distance is one float×int8 dot
-// product (dotF32I8, AVX2 on amd64) over a quarter of the bytes. Distances
-// between two stored nodes (the neighbour heuristic) decode one of them.
+// For DotDistance, q·x ≈ q·mid + Σ (q[j]·scale[j])·c[j], so a query is
+// prepared once (p = q⊙scale, c0 = q·mid). A search then quantizes p too,
+// with one scale (p ≈ ps·s, s in [-127, 127]), and each distance is one
+// int8×int8 dot product (dotI8: VPSIGNB, VPMADDUBSW, VPMADDWD on AVX2, 32
+// dimensions a step, exact in int32) over a quarter of the bytes; the
+// candidate list it ends with is re-scored with the float vectors, so
+// only the walk sees the rounding. An insert's searches do the same; the
+// neighbour heuristic's distances between two stored nodes decode one of
+// them (nodeQuery, dotF32I8). Measured at 300k SciFact-variant vectors:
+// recall unchanged within ±0.002 at ef 16–48, the build 15 % faster, the
+// search's QPS within the run-to-run noise (the kernel alone is 2.2×
+// faster, but a search mostly waits on memory).
 //
 // The ranges are fitted at the first insert and fitted again, over every
 // vector, each time the graph has doubled since, up to refitUntil vectors;
@@ -142,4 +149,48 @@ type query struct {
 	// Quantized graphs: p = f⊙scale, c0 = f·mid.
 	p  []float32
 	c0 float32
+	// A search's query in a quantized graph: p ≈ ps·s, s in int8 (one
+	// scale, ps = max|p|/127) and a = |s|, so that each distance is one
+	// int8 dot product (dotI8). nil: distances use p.
+	s  []int8
+	a  []uint8
+	ps float32
+}
+
+// quantizeQuery sets q.s, q.a and q.ps from q.p, in s and a (dim values of
+// scratch each).
+func (q *query) quantizeQuery(s []int8, a []uint8) {
+	var m float32
+	for _, x := range q.p {
+		m = max(m, x, -x)
+	}
+	q.s, q.a = s[:len(q.p)], a[:len(q.p)]
+	if m == 0 {
+		clear(q.s)
+		clear(q.a)
+		q.ps = 0
+		return
+	}
+	inv := 127 / m
+	for j, x := range q.p {
+		v := int8(math.Round(float64(x * inv)))
+		q.s[j] = v
+		q.a[j] = uint8(max(v, -v))
+	}
+	q.ps = m / 127
+}
+
+// dotI8Generic is the portable dotI8.
+func dotI8Generic(s, c []int8) int32 {
+	c = c[:len(s)]
+	var d0, d1 int32
+	i := 0
+	for ; i+2 <= len(s); i += 2 {
+		d0 += int32(s[i]) * int32(c[i])
+		d1 += int32(s[i+1]) * int32(c[i+1])
+	}
+	for ; i < len(s); i++ {
+		d0 += int32(s[i]) * int32(c[i])
+	}
+	return d0 + d1
 }

@@ -51,6 +51,55 @@ func TestQuantizerError(t *testing.T) {
 	}
 }
 
+// TestQuantizedQueryError: a search's int8 query (quantizeQuery, dotI8)
+// adds at most a rounding of p's own scale to the float query's distance
+// (|Σ (p − ps·s)·c| ≤ ps/2 · Σ|c|), and s, a and ps describe p: |s| ≤
+// 127, a = |s|, the largest |p| maps to ±127. A zero query quantizes to
+// zeros.
+func TestQuantizedQueryError(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	vecs := clustered(rng, 2000, 384, 20, 1.0)
+	qz := fitQuantizer(len(vecs), 384, func(i int) []float32 { return vecs[i] })
+	p := make([]float32, 384)
+	s, a := make([]int8, 384), make([]uint8, 384)
+	codes := make([]int8, 384)
+	worst := 0.0
+	for i := 0; i < 200; i++ {
+		q, x := vecs[i], vecs[len(vecs)-1-i]
+		qz.encode(codes, x)
+		qq := query{p: p}
+		qq.c0 = qz.prepare(p, q)
+		qq.quantizeQuery(s, a)
+		top := false
+		for j := range s {
+			if a[j] != uint8(max(s[j], -s[j])) || s[j] < -127 {
+				t.Fatalf("query %d: s[%d] = %d, a[%d] = %d", i, j, s[j], j, a[j])
+			}
+			top = top || a[j] == 127
+		}
+		if !top {
+			t.Fatalf("query %d: no value maps to ±127", i)
+		}
+		var bound float64
+		for _, c := range codes {
+			bound += math.Abs(float64(c))
+		}
+		bound *= float64(qq.ps) / 2
+		f := float64(dotF32I8(p, codes))
+		got := float64(qq.ps) * float64(dotI8(a, s, codes))
+		if math.Abs(got-f) > bound*1.0001+1e-6 {
+			t.Fatalf("query %d: int8 dot %g, float %g, beyond the rounding bound %g", i, got, f, bound)
+		}
+		worst = max(worst, math.Abs(got-f))
+	}
+	t.Logf("worst |int8 query - float query| dot product: %.5f", worst)
+	zero := query{p: make([]float32, 384)}
+	zero.quantizeQuery(s, a)
+	if zero.ps != 0 || slices.ContainsFunc(zero.s, func(v int8) bool { return v != 0 }) {
+		t.Fatalf("zero query: ps %g, s %v", zero.ps, zero.s)
+	}
+}
+
 func buildGraph(vecs [][]float32, quant string, workers int) *Graph[int] {
 	g := newTestGraph(5)
 	g.M = 16

@@ -88,6 +88,29 @@ func dotF32I8(p []float32, c []int8) float32 {
 	return dotF32I8Generic(p, c)
 }
 
+//go:noescape
+func dotI8AVX2(a *uint8, s *int8, c *int8, n int) int32
+
+// dotI8 returns Σ s[i]·c[i] given a[i] = |s[i]| (len(a) = len(s) ≤
+// len(c); every value in [-127, 127]): the search's distance kernel of
+// quantized graphs, an int8 query against int8 codes.
+func dotI8(a []uint8, s, c []int8) int32 {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if useAVX2 && n >= 32 {
+		_, _, _ = a[n-1], c[n-1], s[n-1]
+		v := n &^ 31
+		d := dotI8AVX2(&a[0], &s[0], &c[0], v)
+		if v < n {
+			d += dotI8Generic(s[v:], c[v:n])
+		}
+		return d
+	}
+	return dotI8Generic(s, c)
+}
+
 // prefetchLines asks the CPU to start loading lines cache lines from p.
 // HNSW jumps between vectors at random addresses, so distance computations
 // wait on memory far more than on arithmetic; announcing the next vectors

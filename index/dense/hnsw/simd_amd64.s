@@ -234,3 +234,66 @@ pbloop:
 
 pbdone:
 	RET
+
+// func dotI8AVX2(a *uint8, s *int8, c *int8, n int) int32
+// Σ s[i]·c[i] over int8 values for n a multiple of 32, given a[i] = |s[i]|:
+// VPSIGNB moves s's signs onto the codes, VPMADDUBSW multiplies the
+// unsigned |s| by them and adds pairs into int16 (|s|, |c| ≤ 127: at most
+// 2·127² = 32,258, no saturation), VPMADDWD by ones adds pairs into int32.
+TEXT ·dotI8AVX2(SB), NOSPLIT, $0-36
+	MOVQ a+0(FP), SI
+	MOVQ s+8(FP), R8
+	MOVQ c+16(FP), DI
+	MOVQ n+24(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15 // int16 ones
+
+i864:
+	CMPQ CX, $64
+	JL   i832
+	VMOVDQU (DI), Y2
+	VMOVDQU 32(DI), Y3
+	VPSIGNB (R8), Y2, Y2
+	VPSIGNB 32(R8), Y3, Y3
+	VMOVDQU (SI), Y4
+	VMOVDQU 32(SI), Y5
+	VPMADDUBSW Y2, Y4, Y4
+	VPMADDUBSW Y3, Y5, Y5
+	VPMADDWD Y15, Y4, Y4
+	VPMADDWD Y15, Y5, Y5
+	VPADDD Y4, Y0, Y0
+	VPADDD Y5, Y1, Y1
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ $64, DI
+	SUBQ $64, CX
+	JMP  i864
+
+i832:
+	CMPQ CX, $32
+	JL   i8reduce
+	VMOVDQU (DI), Y2
+	VPSIGNB (R8), Y2, Y2
+	VMOVDQU (SI), Y4
+	VPMADDUBSW Y2, Y4, Y4
+	VPMADDWD Y15, Y4, Y4
+	VPADDD Y4, Y0, Y0
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JMP  i832
+
+i8reduce:
+	VPADDD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VZEROUPPER
+	MOVL X0, ret+32(FP)
+	RET

@@ -19,3 +19,7 @@ func prefetchBytes(p *int8, lines int) {}
 
 // dotF32I8 returns Σ p[i]·float32(c[i]) (len(c) must be >= len(p)).
 func dotF32I8(p []float32, c []int8) float32 { return dotF32I8Generic(p, c) }
+
+// dotI8 returns Σ s[i]·c[i] (a, the absolute values, is for the AVX2
+// kernel).
+func dotI8(_ []uint8, s, c []int8) int32 { return dotI8Generic(s, c) }
