@@ -13,7 +13,8 @@
 #   EVALS       evaluations, a subset of "stsb sick snli scifact cranfield cisi cacm" (default all);
 #               retrieval is dense nDCG@10 with documents cut at EVAL_MAXLEN tokens (default 128: every
 #               row's model, the zero-shot import and each run's export, is served at that length)
-#   ROWS        rows to run (default all: zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed)
+#   ROWS        rows to run (default all: zeroshot contrastive mean multilayer bidirectional causal2vec
+#               causal2vectuned anchor autoregembed; causal2vectuned trains the context encoder with LoRA r16)
 #   NLI_PAIRS   SNLI dev premises added to the training data, each with its entailment as the positive and
 #               its contradiction as a hard negative (default 2000)
 # Each finished row leaves WORK/ROW[-seed]/done, so a rerun (after Ctrl-C or a
@@ -30,7 +31,7 @@ MAXLEN=${MAXLEN:-64}
 SEEDS=${SEEDS:-1 2 3}
 EVALS=${EVALS:-stsb sick snli scifact cranfield cisi cacm}
 EVAL_MAXLEN=${EVAL_MAXLEN:-128}
-ROWS=${ROWS:-zeroshot contrastive mean multilayer bidirectional causal2vec anchor autoregembed}
+ROWS=${ROWS:-zeroshot contrastive mean multilayer bidirectional causal2vec causal2vectuned anchor autoregembed}
 NLI_PAIRS=${NLI_PAIRS:-2000}
 SEED1=${SEEDS%% *}
 mkdir -p "$W"
@@ -119,6 +120,7 @@ for row in $ROWS; do
 	multilayer) train multilayer "$SEED1" --steps "$STEPS" --pooling multilayer ;;
 	bidirectional) train bidirectional "$SEED1" --steps "$STEPS" --bidirectional ;;
 	causal2vec) train causal2vec "$SEED1" --steps "$STEPS" --technique causal2vec ;;
+	causal2vectuned) train causal2vectuned "$SEED1" --steps "$STEPS" --technique causal2vec --context-train lora=16 ;;
 	anchor)
 		# Stage I (half the budget) exports the decoder; stage II is a plain contrastive run from it.
 		train anchor1 "$SEED1" --steps $((STEPS / 2)) --technique anchor
@@ -144,7 +146,7 @@ import json, os, statistics, sys
 w, steps, batch, group, maxlen = sys.argv[1:6]
 names = {"zeroshot": "zero-shot EOS", "contrastive": "contrastive + EOS", "mean": "+ mean pooling",
          "multilayer": "+ multi-layer trainable pooling", "bidirectional": "+ bidirectional attention",
-         "causal2vec": "Causal2Vec", "anchor": "Anchor (stage I + II)", "autoregembed": "AutoRegEmbed (compress + align)"}
+         "causal2vec": "Causal2Vec", "causal2vectuned": "Causal2Vec, context encoder LoRA-tuned", "anchor": "Anchor (stage I + II)", "autoregembed": "AutoRegEmbed (compress + align)"}
 rows = {}
 for d in sorted(os.listdir(w)):
     p = os.path.join(w, d)
@@ -165,7 +167,10 @@ def mean(row, e):
     v = [ev[e] for _, ev, _ in rows.get(row, []) if e in ev]
     return (statistics.mean(v), statistics.pstdev(v) if len(v) > 1 else None) if v else (None, None)
 print(f"SmolLM2-135M-Instruct, LoRA r64/α32, {steps} steps × {batch} queries × {group} documents, {maxlen} tokens; same data and seed\n")
-print("| row | " + " | ".join(evals) + " | training s | Δ vs contrastive + EOS (mean of the evaluations) |")
+# The Δ column averages the evaluations every row shown has (a column
+# filled for some rows only does not tilt it).
+common = [e for e in evals if all(mean(r, e)[0] is not None for r in rows)]
+print("| row | " + " | ".join(evals) + " | training s | Δ vs contrastive + EOS (mean over " + (", ".join(common) or "no common evaluation") + ") |")
 print("|---|" + "---|" * (len(evals) + 2))
 for row in names:
     if row not in rows:
@@ -174,8 +179,8 @@ for row in names:
     for e in evals:
         m, sd = mean(row, e)
         cells.append("" if m is None else (f"{m:.4f} ± {sd:.4f}" if sd is not None else f"{m:.4f}"))
-    base = [mean("contrastive", e)[0] for e in evals]
-    mine = [mean(row, e)[0] for e in evals]
+    base = [mean("contrastive", e)[0] for e in common]
+    mine = [mean(row, e)[0] for e in common]
     pairs = [(a, b) for a, b in zip(mine, base) if a is not None and b is not None]
     delta = f"{statistics.mean(a - b for a, b in pairs):+.4f}" if pairs and row != "contrastive" else ""
     secs = statistics.mean(s for _, _, s in rows[row])
