@@ -288,13 +288,14 @@ func (g *Graph[K]) code(id uint32) []int8 {
 	return g.codes[o : o+g.dim : o+g.dim]
 }
 
-// newQuery prepares f for qdist, in p (dim floats of scratch) when the
-// graph is quantized.
-func (g *Graph[K]) newQuery(f, p []float32) query {
+// newQuery prepares f for qdist: in a quantized graph p and c0, and p
+// quantized to int8 (quantizeQuery), in vs's scratch.
+func (g *Graph[K]) newQuery(f []float32, vs *visitedSet) query {
 	q := query{f: f, dist: g.distance()}
 	if g.quant {
-		q.p = p[:g.dim]
+		q.p = vs.scratch(g.dim)
 		q.c0 = g.qz.prepare(q.p, f)
+		q.quantizeQuery(vs.scratchI8(g.dim))
 	}
 	return q
 }
@@ -688,10 +689,7 @@ func (g *Graph[K]) addBatch(nodes []Node[K]) {
 	g.parallel(n, func(w *worker, b int) {
 		id := first + uint32(b)
 		level := int(g.levels[id])
-		q := g.newQuery(g.vec(id), w.qbuf)
-		if g.quant {
-			q.quantizeQuery(w.vs.scratchI8(g.dim))
-		}
+		q := g.newQuery(g.vec(id), w.vs)
 		peers := w.peers[:0]
 		for j := uint32(0); j < uint32(b); j++ {
 			peers = append(peers, cand{first + j, g.qdist(&q, first+j)})
@@ -801,9 +799,9 @@ func (g *Graph[K]) encode(first uint32) {
 
 // worker is one goroutine's scratch in parallel.
 type worker struct {
-	vs         *visitedSet
-	qbuf, nbuf []float32
-	peers      []cand
+	vs    *visitedSet
+	nbuf  []float32
+	peers []cand
 }
 
 func (g *Graph[K]) workers() int {
@@ -820,7 +818,7 @@ func (g *Graph[K]) parallel(n int, f func(w *worker, i int)) {
 		return
 	}
 	run := func(next *atomic.Int64) {
-		w := &worker{vs: g.getVisited(), qbuf: make([]float32, g.dim), nbuf: make([]float32, g.dim)}
+		w := &worker{vs: g.getVisited(), nbuf: make([]float32, g.dim)}
 		defer g.visitedPool.Put(w.vs)
 		for {
 			i := int(next.Add(1) - 1)
@@ -936,10 +934,7 @@ func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 	}
 	vs := g.getVisited()
 	defer g.visitedPool.Put(vs)
-	qq := g.newQuery(q, vs.scratch(g.dim))
-	if g.quant {
-		qq.quantizeQuery(vs.scratchI8(g.dim))
-	}
+	qq := g.newQuery(q, vs)
 	ep := cand{g.entry, g.qdist(&qq, g.entry)}
 	for l := g.maxLevel; l > 0; l-- {
 		ep = g.greedy(&qq, ep, l)
