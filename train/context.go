@@ -68,9 +68,7 @@ func newContextEncoder(ct ContextTrain, threads int, seed uint64) (*contextEncod
 	m.Threads = threads
 	if ct.LoRA != nil {
 		lc := *ct.LoRA
-		if lc.Alpha <= 0 {
-			lc.Alpha = float64(2 * lc.Rank) // the BERT default of loadSource
-		}
+		lc.bertDefaults()
 		if err := m.EnableLoRA(lc, seed^0xc0de); err != nil {
 			return nil, fmt.Errorf("train: context encoder: %w", err)
 		}
@@ -105,12 +103,7 @@ func (e *contextEncoder) ZeroGrad() { e.m.ZeroGrad() }
 // Encode runs the encoder on texts (truncated at MaxLength tokens) and
 // pools (and normalises) one vector per text.
 func (e *contextEncoder) Encode(texts []string) ([]float32, int, error) {
-	ids, types, mask, T := tokenizer.Pad(e.tok.EncodeBatch(texts, e.cfg.MaxLength), e.tok.PadID())
-	b := &Batch{N: len(texts), T: T, IDs: make([]int32, len(ids)), Types: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
-	for i := range ids {
-		b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])
-	}
-	a, err := e.m.Forward(b)
+	a, err := e.m.Forward(padBatch(e.tok.EncodeBatch(texts, e.cfg.MaxLength), e.tok.PadID()))
 	if err != nil {
 		return nil, 0, fmt.Errorf("context encoder: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/technique/causal2vec"
@@ -41,16 +40,10 @@ func TestCausal2VecContextEncoderGradient(t *testing.T) {
 			}
 			tech, err := causal2vec.New(d, ce, causal2vec.Config{EncoderDim: ce.Dim(), QueryPrefix: 1, DocPrefix: 1})
 			must(t, err)
-			tok, err := tokenizer.Load(tinyCheckpoint(t, false) + "/tokenizer.json")
-			must(t, err)
-			defer tok.Close()
 			texts := []string{"why is the sky blue", "tell me about the river",
 				"the sky scatters blue light", "a castle on a hill", "rivers flow to the sea", "bread is baked"}
-			ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, 0), tok.PadID())
-			b := &decoder.Batch{N: len(texts), T: T, IDs: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
-			for i := range ids {
-				b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
-			}
+			// The tiny decoder and BERT share the MiniLM tokenizer.
+			b := decoderBatch(padBatch(ce.tok.EncodeBatch(texts, 0), ce.tok.PadID()))
 			step := &decoder.Step{Q: 2, G: 2, Texts: texts, Batch: b}
 			cc := objective.ContrastiveConfig{Temperature: 0.05, InBatch: true}
 			tech.ZeroGrad()

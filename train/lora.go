@@ -35,6 +35,14 @@ var loraSuffixes = map[string]string{
 	"output.dense":           "output.dense.weight",
 }
 
+// bertDefaults settles an unset alpha for a BERT-family model: 2×rank
+// (decoders take rank/2, paper 003's r64/α32).
+func (c *LoRAConfig) bertDefaults() {
+	if c.Alpha <= 0 {
+		c.Alpha = float64(2 * c.Rank)
+	}
+}
+
 // EnableLoRA freezes the encoder and adds LoRA factors to the target
 // matrices of every layer (A: uniform ±1/√in as peft's Kaiming init, B: 0).
 // A classifier head, when present, stays trainable.

@@ -97,8 +97,8 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		if cfg.Bidirectional || cfg.Recompute || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer || cfg.Technique != "" {
 			return nil, fmt.Errorf("train: bidirectional attention, recomputation, trainable pooling heads and techniques are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
 		}
-		if cfg.LoRA != nil && cfg.LoRA.Alpha <= 0 {
-			cfg.LoRA.Alpha = float64(2 * cfg.LoRA.Rank)
+		if cfg.LoRA != nil {
+			cfg.LoRA.bertDefaults()
 		}
 		m, err := LoadModel(cfg.ModelDir, cross, cfg.Seed)
 		if err != nil {

@@ -520,8 +520,11 @@ type trainer struct {
 	correct int
 }
 
-func (tr *trainer) batch(encs []tokenizer.Encoding) *Batch {
-	ids, types, mask, T := tokenizer.Pad(encs, tr.tok.PadID())
+func (tr *trainer) batch(encs []tokenizer.Encoding) *Batch { return padBatch(encs, tr.tok.PadID()) }
+
+// padBatch pads encodings into one right-padded batch.
+func padBatch(encs []tokenizer.Encoding, padID int64) *Batch {
+	ids, types, mask, T := tokenizer.Pad(encs, padID)
 	b := &Batch{N: len(encs), T: T, IDs: make([]int32, len(ids)), Types: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
 	for i := range ids {
 		b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])

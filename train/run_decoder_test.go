@@ -220,12 +220,7 @@ func TestPoolingHeadServedByEncoder(t *testing.T) {
 			tok, err := tokenizer.Load(filepath.Join(res.ModelDir, "tokenizer.json"))
 			must(t, err)
 			defer tok.Close()
-			ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, man.MaxLength), tok.PadID())
-			b := &decoder.Batch{N: len(texts), T: T, IDs: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
-			for i := range ids {
-				b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
-			}
-			a, err := m.Forward(b)
+			a, err := m.Forward(decoderBatch(padBatch(tok.EncodeBatch(texts, man.MaxLength), tok.PadID())))
 			must(t, err)
 			pooled, err := m.Pool(a, c.pooling)
 			must(t, err)
@@ -447,11 +442,7 @@ func checkCausal2VecServed(t *testing.T, res *Result, out, cdir, fingerprint str
 		got   [][]float32
 		query bool
 	}{{formatted, gotQ, true}, {docs, gotD, false}} {
-		ids, _, mask, T := tokenizer.Pad(tok.EncodeBatch(c.texts, 0), tok.PadID())
-		b := &decoder.Batch{N: len(c.texts), T: T, IDs: make([]int32, len(ids)), Mask: make([]float32, len(ids))}
-		for i := range ids {
-			b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
-		}
+		b := decoderBatch(padBatch(tok.EncodeBatch(c.texts, 0), tok.PadID()))
 		want, err := tech.Embed(c.texts, b, c.query)
 		must(t, err)
 		for n := range c.texts {
@@ -535,12 +526,7 @@ func TestAutoRegEmbedServedByEncoder(t *testing.T) {
 		got   [][]float32
 		role  autoregembed.Role
 	}{{queries, gotQ, autoregembed.Query}, {docs, gotD, autoregembed.Document}} {
-		pid, _, mask, T := tokenizer.Pad(tok.EncodeBatch(c.texts, 0), tok.PadID())
-		b := &decoder.Batch{N: len(c.texts), T: T, IDs: make([]int32, len(pid)), Mask: make([]float32, len(pid))}
-		for i := range pid {
-			b.IDs[i], b.Mask[i] = int32(pid[i]), float32(mask[i])
-		}
-		want, err := tech.Embed(b, c.role)
+		want, err := tech.Embed(decoderBatch(padBatch(tok.EncodeBatch(c.texts, 0), tok.PadID())), c.role)
 		must(t, err)
 		for n := range c.texts {
 			for i, x := range want[n*32 : n*32+32] {
