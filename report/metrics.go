@@ -20,9 +20,11 @@ type Step struct {
 	Step int     // 1-based optimizer step
 	Loss float64 // mean over the step's micro-batches
 	// Contrastive and Distillation are the parts of Loss when the objective
-	// has parts (the bi-encoder with distillation): the InfoNCE term and
-	// the weighted KL term (DistillWeight × KL(teacher ‖ student)). They sum
-	// to Loss up to rounding. Nil otherwise (the keys are left out).
+	// has parts (any objective with distillation): the label term (InfoNCE,
+	// or a cross-encoder's BCE or listwise loss) and the weighted teacher
+	// term (DistillWeight × KL(teacher ‖ student), or for BCE the
+	// cross-entropy against the teacher's probabilities). They sum to Loss
+	// up to rounding. Nil otherwise (the keys are left out).
 	Contrastive, Distillation *float64
 	LR                        float64 // learning rate of this step's update
 	GradNorm                  float64 // global gradient norm before clipping

@@ -71,7 +71,7 @@ func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
 	// Loss, its parts and the held-out loss.
 	loss := []series{{name: "training loss", xy: steps(func(s Step) float64 { return s.Loss })}}
 	if hasPart(m.Steps, func(s Step) *float64 { return s.Contrastive }) {
-		loss = append(loss, series{name: "contrastive part", dashed: true, xy: steps(func(s Step) float64 { return part(s.Contrastive) })})
+		loss = append(loss, series{name: "label part", dashed: true, xy: steps(func(s Step) float64 { return part(s.Contrastive) })})
 	}
 	if hasPart(m.Steps, func(s Step) *float64 { return s.Distillation }) {
 		loss = append(loss, series{name: "distillation part", dashed: true, xy: steps(func(s Step) float64 { return part(s.Distillation) })})

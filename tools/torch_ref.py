@@ -114,11 +114,20 @@ def main(d):
     else:
         h = torch.tanh(lin(x[:, 0], pre + "pooler.dense"))
         logits = lin(h, "classifier").squeeze(-1)
+        Q, G = job["Q"], job["G"]
         if obj == "bce":
             loss = F.binary_cross_entropy_with_logits(logits, torch.tensor(job["labels"], dtype=dt))
         else:
-            Q, G = job["Q"], job["G"]
             loss = F.cross_entropy(logits.view(Q, G), torch.zeros(Q, dtype=torch.long))
+        if job.get("distill_weight", 0) > 0:
+            t = torch.tensor(job["teacher"], dtype=dt) / job["teacher_temperature"]
+            if obj == "bce":
+                # the teacher's scores are log-odds: BCE against its probabilities
+                term = F.binary_cross_entropy_with_logits(logits, torch.sigmoid(t))
+            else:
+                term = F.kl_div(logits.view(Q, G).log_softmax(-1), t.view(Q, G).log_softmax(-1),
+                                log_target=True, reduction="batchmean")
+            loss = loss + job["distill_weight"] * term
 
     loss.backward()
     out = {"loss": loss.detach().reshape(1).float()}

@@ -12,12 +12,6 @@ func ContrastiveLoss(q, d []float32, Q, G, C int, teacher []float32, cfg Contras
 	return objective.ContrastiveLoss(q, d, Q, G, C, teacher, cfg)
 }
 
-// BCELoss is objective.BCELoss.
-func BCELoss(logits, labels []float32) (loss float64, dlogits []float32) {
-	return objective.BCELoss(logits, labels)
-}
-
-// ListwiseLoss is objective.ListwiseLoss.
-func ListwiseLoss(logits []float32, Q, G int) (loss float64, dlogits []float32) {
-	return objective.ListwiseLoss(logits, Q, G)
-}
+// CrossConfig sets a cross-encoder objective's distillation term
+// (objective.CrossConfig).
+type CrossConfig = objective.CrossConfig

@@ -61,6 +61,8 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 		{name: "infonce_lasttoken_gelu_tanh", objective: ObjectiveContrastive, pooling: PoolLast, inBatch: true, Q: 2, G: 2, act: "gelu_new"},
 		{name: "cross_encoder_bce", objective: ObjectiveBCE, head: true, Q: 2, G: 3},
 		{name: "cross_encoder_listwise", objective: ObjectiveListwise, head: true, Q: 3, G: 3},
+		{name: "cross_encoder_bce_distill", objective: ObjectiveBCE, head: true, distill: 0.7, Q: 2, G: 3},
+		{name: "cross_encoder_listwise_distill", objective: ObjectiveListwise, head: true, distill: 1.5, Q: 3, G: 3},
 		{name: "lora_infonce_distill", objective: ObjectiveContrastive, pooling: PoolMean, inBatch: true, distill: 1, Q: 2, G: 3,
 			lora: &LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"query", "value", "intermediate.dense"}}},
 	}
@@ -102,13 +104,6 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 	case ObjectiveContrastive:
 		b = randomBatch(r, tc.Q+tc.Q*tc.G, T, cfg.VocabSize, false)
 		job["pooling"], job["temperature"], job["in_batch"] = tc.pooling, 0.05, tc.inBatch
-		if tc.distill > 0 {
-			teacher = make([]float32, tc.Q*tc.G)
-			for i := range teacher {
-				teacher[i] = float32(r.NormFloat64() * 3)
-			}
-			job["distill_weight"], job["teacher_temperature"], job["teacher"] = tc.distill, 2.0, teacher
-		}
 	default:
 		b = randomBatch(r, tc.Q*tc.G, T, cfg.VocabSize, true)
 		labels = make([]float32, tc.Q*tc.G)
@@ -118,6 +113,13 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 			}
 		}
 		job["labels"] = labels
+	}
+	if tc.distill > 0 {
+		teacher = make([]float32, tc.Q*tc.G)
+		for i := range teacher {
+			teacher[i] = float32(r.NormFloat64() * 3)
+		}
+		job["distill_weight"], job["teacher_temperature"], job["teacher"] = tc.distill, 2.0, teacher
 	}
 	ids, types, mask := make([][]int32, b.N), make([][]int32, b.N), make([][]float32, b.N)
 	for n := 0; n < b.N; n++ {
@@ -141,7 +143,7 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 		loss, err = m.ContrastiveGrad(b, tc.Q, tc.G, tc.pooling, teacher,
 			ContrastiveConfig{Temperature: 0.05, InBatch: tc.inBatch, DistillWeight: tc.distill, TeacherTemperature: 2}, 1)
 	} else {
-		loss, err = m.CrossEncoderGrad(b, tc.objective, labels, tc.Q, tc.G, 1)
+		loss, err = m.CrossEncoderGrad(b, tc.objective, labels, teacher, CrossConfig{DistillWeight: tc.distill, TeacherTemperature: 2}, tc.Q, tc.G, 1)
 	}
 	if err != nil {
 		t.Fatal(err)

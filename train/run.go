@@ -260,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cross := cfg.Objective != ObjectiveContrastive
-	examples, err := ReadExamples(cfg.Data, cfg.DistillWeight > 0 && !cross)
+	examples, err := ReadExamples(cfg.Data, cfg.DistillWeight > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +416,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		lastLoss = loss
 		done := step + 1
 		rec := report.Step{Step: done, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: float64(perStep) / time.Since(t1).Seconds(), ElapsedS: elapsed()}
-		if !cross && cfg.DistillWeight > 0 {
+		if cfg.DistillWeight > 0 {
 			rec.Contrastive, rec.Distillation = &parts.InfoNCE, &parts.Distill
 		}
 		if err := mlog.AddStep(rec); err != nil {
@@ -566,20 +566,27 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 		return l, err
 	}
 	var encs []tokenizer.Encoding
-	var labels []float32
+	var labels, teacher []float32
 	for _, g := range gs {
 		for k, d := range g.docs {
 			encs = append(encs, tr.tok.EncodePair(g.query, d, cfg.MaxLength))
 			labels = append(labels, float32(b2f(k == 0)))
 		}
+		teacher = append(teacher, g.teacher...)
+	}
+	if len(teacher) != Q*G {
+		teacher = nil
 	}
 	b := tr.batch(encs)
+	cc := CrossConfig{DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 	if !backward {
-		l, err := tr.bert.EvalCrossEncoder(b, cfg.Objective, labels, Q, G)
+		l, err := tr.bert.EvalCrossEncoder(b, cfg.Objective, labels, teacher, cc, Q, G)
 		tr.correct = tr.bert.lastCorrect
 		return l, err
 	}
-	return tr.bert.CrossEncoderGrad(b, cfg.Objective, labels, Q, G, scale)
+	l, err := tr.bert.CrossEncoderGrad(b, cfg.Objective, labels, teacher, cc, Q, G, scale)
+	tr.parts = tr.bert.lastParts
+	return l, err
 }
 
 func b2f(b bool) float64 {

@@ -43,8 +43,9 @@ func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []fl
 
 // CrossEncoderGrad runs forward and backward for a cross-encoder batch of
 // Q·G (query, document) pairs, G per query with the positive first.
-// objective is ObjectiveBCE (labels per pair) or ObjectiveListwise.
-func (m *Model) CrossEncoderGrad(b *Batch, objective string, labels []float32, Q, G int, scale float32) (float64, error) {
+// obj is ObjectiveBCE (labels per pair) or ObjectiveListwise;
+// teacher (Q·G raw scores) may be nil when cc.DistillWeight is 0.
+func (m *Model) CrossEncoderGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, error) {
 	if b.N != Q*G {
 		return 0, fmt.Errorf("train: cross-encoder batch has %d pairs, want %d", b.N, Q*G)
 	}
@@ -59,18 +60,10 @@ func (m *Model) CrossEncoderGrad(b *Batch, objective string, labels []float32, Q
 	if err != nil {
 		return 0, err
 	}
-	var loss float64
-	var dl []float32
-	switch objective {
-	case ObjectiveBCE:
-		if len(labels) != b.N {
-			return 0, fmt.Errorf("train: bce needs %d labels, got %d", b.N, len(labels))
-		}
-		loss, dl = BCELoss(logits, labels)
-	case ObjectiveListwise:
-		loss, dl = ListwiseLoss(logits, Q, G)
-	default:
-		return 0, fmt.Errorf("train: cross-encoder objective %q unknown (want bce or listwise)", objective)
+	loss, parts, dl, err := objective.CrossEncoderLoss(obj, logits, labels, Q, G, teacher, cc)
+	m.lastParts = parts
+	if err != nil {
+		return 0, fmt.Errorf("train: %w", err)
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, nil
@@ -101,7 +94,7 @@ func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []fl
 }
 
 // EvalCrossEncoder is CrossEncoderGrad's forward only.
-func (m *Model) EvalCrossEncoder(b *Batch, objective string, labels []float32, Q, G int) (float64, error) {
+func (m *Model) EvalCrossEncoder(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (float64, error) {
 	a, err := m.Forward(b)
 	if err != nil {
 		return 0, err
@@ -122,10 +115,10 @@ func (m *Model) EvalCrossEncoder(b *Batch, objective string, labels []float32, Q
 			m.lastCorrect++
 		}
 	}
-	if objective == ObjectiveBCE {
-		l, _ := BCELoss(logits, labels)
-		return l, nil
+	loss, parts, _, err := objective.CrossEncoderLoss(obj, logits, labels, Q, G, teacher, cc)
+	m.lastParts = parts
+	if err != nil {
+		return 0, fmt.Errorf("train: %w", err)
 	}
-	l, _ := ListwiseLoss(logits, Q, G)
-	return l, nil
+	return loss, nil
 }

@@ -229,7 +229,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.Float64Var(&c.ClipNorm, "clip", 1, "gradient norm clip (negative: off)")
 	f.Float64Var(&c.Temperature, "temperature", 0.05, "InfoNCE temperature")
 	f.BoolVar(&noInBatch, "no-in-batch", false, "use only each query's own negatives")
-	f.Float64Var(&c.DistillWeight, "distill", 0, "weight of the KL distillation term on the teacher's pos/neg scores (0: off; needs pos_scores/neg_scores)")
+	f.Float64Var(&c.DistillWeight, "distill", 0, "weight of the distillation term on the teacher's pos/neg scores (0: off; needs pos_scores/neg_scores): KL to its softmax (contrastive, listwise), cross-entropy against sigmoid(score/τ_t) (bce)")
 	f.Float64Var(&c.TeacherTemperature, "teacher-temperature", 1, "teacher softmax temperature")
 	f.StringVar(&lora, "lora", "", "LoRA instead of full fine-tuning: rank[:targets], e.g. 8 or 8:query,value,intermediate.dense (BERT; default query,value), 64 or 64:q_proj,v_proj (decoders; default all seven projections)")
 	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (0: 2×rank for BERT, rank/2 for decoders)")

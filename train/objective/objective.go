@@ -2,7 +2,8 @@
 // architecture (BERT encoders in package train, decoders in train/decoder):
 // InfoNCE over cosine similarities with in-batch negatives and a soft-label
 // KL distillation term for bi-encoders, binary cross-entropy and listwise
-// softmax for cross-encoders. Each returns the loss and its gradient with
+// softmax for cross-encoders, each with an optional distillation term on a
+// teacher's scores. Each returns the loss and its gradient with
 // respect to its inputs, computed in float64; a loss never panics on well
 // formed sizes (Q, G, C matching the slices) and reports a missing teacher
 // as an error.
@@ -190,23 +191,99 @@ func BCELoss(logits, labels []float32) (loss float64, dlogits []float32) {
 // ListwiseLoss is softmax cross-entropy over each query's G candidates
 // (logits Q×G, the positive first), averaged over queries.
 func ListwiseLoss(logits []float32, Q, G int) (loss float64, dlogits []float32) {
-	dlogits = make([]float32, Q*G)
-	for i := 0; i < Q; i++ {
-		row := make([]float64, G)
-		for g := range row {
-			row[g] = float64(logits[i*G+g])
-		}
-		p := softmax64(row)
-		loss += -math.Log(max(p[0], 1e-300)) / float64(Q)
-		for g := range p {
-			v := p[g]
-			if g == 0 {
-				v--
-			}
-			dlogits[i*G+g] = float32(v / float64(Q))
-		}
-	}
+	loss, _, dlogits, _ = CrossEncoderLoss("listwise", logits, nil, Q, G, nil, CrossConfig{})
 	return loss, dlogits
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CrossConfig sets a cross-encoder objective's distillation term.
+type CrossConfig struct {
+	DistillWeight      float64 // weight of the teacher term (0: none)
+	TeacherTemperature float64 // τ_t dividing the teacher's scores (default 1)
+}
+
+// CrossEncoderLoss is a cross-encoder objective over Q queries' G
+// candidates (logits Q×G, the positive first): bce (labels per pair, in
+// [0,1]) or listwise, plus, when cfg.DistillWeight > 0, a term on the
+// teacher's raw scores (Q×G): for listwise KL(softmax(teacher/τ_t) ‖
+// softmax(logits)) per query, averaged over queries, as the bi-encoder's
+// distillation; for bce the binary cross-entropy against
+// sigmoid(teacher/τ_t) per pair (the fused teacher's scores are
+// calibrated log-odds, so this is its probability of relevance), averaged
+// over pairs. parts.InfoNCE holds the label term, parts.Distill the
+// weighted teacher term.
+func CrossEncoderLoss(objective string, logits, labels []float32, Q, G int, teacher []float32, cfg CrossConfig) (loss float64, parts Parts, dlogits []float32, err error) {
+	if len(logits) != Q*G {
+		return 0, parts, nil, fmt.Errorf("objective: %d logits, want %d queries × %d", len(logits), Q, G)
+	}
+	if cfg.DistillWeight > 0 && len(teacher) != Q*G {
+		return 0, parts, nil, fmt.Errorf("objective: distillation needs %d teacher scores, got %d", Q*G, len(teacher))
+	}
+	tt := cfg.TeacherTemperature
+	if tt <= 0 {
+		tt = 1
+	}
+	switch objective {
+	case "bce":
+		if len(labels) != Q*G {
+			return 0, parts, nil, fmt.Errorf("objective: bce needs %d labels, got %d", Q*G, len(labels))
+		}
+		parts.InfoNCE, dlogits = BCELoss(logits, labels)
+		if cfg.DistillWeight > 0 {
+			soft := make([]float32, len(teacher))
+			for i, t := range teacher {
+				soft[i] = float32(sigmoid(float64(t) / tt))
+			}
+			l, d := BCELoss(logits, soft)
+			parts.Distill = cfg.DistillWeight * l
+			for i := range dlogits {
+				dlogits[i] += float32(cfg.DistillWeight) * d[i]
+			}
+		}
+	case "listwise":
+		// One softmax serves both terms; each gradient entry is summed in
+		// float64 and rounded once (the row's entries sum to zero).
+		dlogits = make([]float32, Q*G)
+		for i := 0; i < Q; i++ {
+			s := make([]float64, G)
+			for g := range G {
+				s[g] = float64(logits[i*G+g])
+			}
+			ps := softmax64(s)
+			parts.InfoNCE += -math.Log(max(ps[0], 1e-300)) / float64(Q)
+			d := make([]float64, G)
+			for g := range G {
+				d[g] = ps[g] - b2f(g == 0)
+			}
+			if cfg.DistillWeight > 0 {
+				t := make([]float64, G)
+				for g := range G {
+					t[g] = float64(teacher[i*G+g]) / tt
+				}
+				pt := softmax64(t)
+				var kl float64
+				for g := range G {
+					if pt[g] > 0 {
+						kl += pt[g] * (math.Log(pt[g]) - math.Log(max(ps[g], 1e-300)))
+					}
+					d[g] += cfg.DistillWeight * (ps[g] - pt[g])
+				}
+				parts.Distill += cfg.DistillWeight * kl / float64(Q)
+			}
+			for g := range G {
+				dlogits[i*G+g] = float32(d[g] / float64(Q))
+			}
+		}
+	default:
+		return 0, parts, nil, fmt.Errorf("objective: cross-encoder objective %q unknown (want bce or listwise)", objective)
+	}
+	return parts.InfoNCE + parts.Distill, parts, dlogits, nil
 }
 
 func sigmoid(x float64) float64 {
