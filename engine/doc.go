@@ -2,7 +2,8 @@
 // document store (bbolt, the source of truth), a BM25 index (Bleve) and an
 // HNSW graph of embeddings computed in-process, searched lexically, densely,
 // or both fused with reciprocal rank fusion, optionally reranked by a
-// cross-encoder.
+// cross-encoder — its order replacing the candidates', or its list fused
+// with theirs by RRF (SearchOptions.RerankFusion, the ANNA pipeline).
 //
 //	eng, err := engine.Open(ctx, "my-index", engine.Options{})
 //	if err != nil { ... }

@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"sort"
 	"strings"
 	"testing"
 
@@ -70,5 +73,72 @@ func TestRerankMode(t *testing.T) {
 	defer e2.Close()
 	if _, err := e2.Search(ctx, "x", engine.SearchOptions{Mode: engine.ModeRerank}); err == nil {
 		t.Fatal("rerank without a reranker accepted")
+	}
+}
+
+// TestRerankFusion: with RerankFusion the reranked head is a third list in
+// the RRF, beside the lexical and dense lists, each weighted as asked:
+// scores equal the sum computed from the three lists by hand.
+func TestRerankFusion(t *testing.T) {
+	ctx := context.Background()
+	rr := &lengthReranker{}
+	e, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Reranker: rr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var docs []engine.Document
+	for i := range 30 {
+		docs = append(docs, engine.Document{ID: fmt.Sprintf("d%02d", i), Text: "common words " + strings.Repeat("pad ", (i*7)%30) + fmt.Sprint(i)})
+	}
+	if _, err := e.Add(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	ranks := func(mode engine.Mode) map[string]int {
+		res, err := e.Search(ctx, "common words pad", engine.SearchOptions{Mode: mode, K: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for i, r := range res {
+			out[r.ID] = i + 1
+		}
+		return out
+	}
+	lex, dense := ranks(engine.ModeLexical), ranks(engine.ModeDense)
+	hyb, err := e.Search(ctx, "common words pad", engine.SearchOptions{K: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := append([]engine.Result(nil), hyb...)
+	sort.SliceStable(head, func(a, b int) bool { return len(head[a].Text) < len(head[b].Text) })
+	reranked := map[string]int{}
+	for i, r := range head {
+		reranked[r.ID] = i + 1
+	}
+	for _, w := range []float64{1, 2.5} {
+		res, err := e.Search(ctx, "common words pad", engine.SearchOptions{Mode: engine.ModeRerank, RerankFusion: true, K: 30, RerankDepth: 10,
+			Weights: map[string]float64{"rerank": w}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 30 {
+			t.Fatalf("%d results", len(res))
+		}
+		for i, r := range res {
+			want := 1/float64(60+lex[r.ID]) + 1/float64(60+dense[r.ID])
+			if k, ok := reranked[r.ID]; ok {
+				want += w / float64(60+k)
+			}
+			if math.Abs(r.Score-want) > 1e-12 {
+				t.Fatalf("weight %g: %s score %.9f, want %.9f (explain %+v)", w, r.ID, r.Score, want, r.Explain)
+			}
+			if i > 0 && r.Score > res[i-1].Score {
+				t.Fatalf("weight %g: not sorted at %d", w, i)
+			}
+			if _, ok := reranked[r.ID]; ok != (len(r.Explain) == 3 && r.Explain[2].List == "rerank") {
+				t.Fatalf("weight %g: %s explain %+v", w, r.ID, r.Explain)
+			}
+		}
 	}
 }

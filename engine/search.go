@@ -49,6 +49,11 @@ type SearchOptions struct {
 	// (default), ModeLexical (the classic BM25 + cross-encoder setup) or
 	// ModeDense.
 	RerankOf Mode
+	// RerankFusion makes the reranked top RerankDepth a list of its own,
+	// fused by RRF with the retrieval lists it came from (lexical and
+	// dense for hybrid candidates), as the ANNA pipeline of paper 003 does,
+	// instead of replacing their order with the cross-encoder's.
+	RerankFusion bool
 	// EfSearch overrides the HNSW beam width for this search (0: the
 	// index's).
 	EfSearch int
@@ -58,7 +63,8 @@ type SearchOptions struct {
 	// RRFK is the RRF constant; default 60.
 	RRFK int
 	// Weights optionally weight the fused lists by name ("lexical",
-	// "dense"); a weight must be finite and not negative.
+	// "dense", and "rerank" with RerankFusion); a weight must be finite
+	// and not negative.
 	Weights map[string]float64
 	// Filter restricts the results to the documents whose Meta it matches
 	// (the zero Filter: every document). Each list applies it before
@@ -206,9 +212,11 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	return e.finish(ctx, query, r, opts)
 }
 
-// retrieved is what search found: the fused list, and the best passage of
-// each document the dense list returned (for snippets).
+// retrieved is what search found: the retrieval lists, their fusion, and
+// the best passage of each document the dense list returned (for
+// snippets).
 type retrieved struct {
+	lists   []fusion.List
 	fused   []fusion.Result
 	passage map[string]int
 }
@@ -261,9 +269,9 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 	}
 	if len(lists) == 1 {
 		// A single list keeps its own scores: RRF would only rename them.
-		return retrieved{fused: single(lists[0]), passage: passage}, nil
+		return retrieved{lists: lists, fused: single(lists[0]), passage: passage}, nil
 	}
-	return retrieved{fused: fusion.RRF(lists, opts.RRFK), passage: passage}, nil
+	return retrieved{lists: lists, fused: fusion.RRF(lists, opts.RRFK), passage: passage}, nil
 }
 
 // finish reranks (in ModeRerank), cuts to K and attaches the documents.
@@ -273,6 +281,16 @@ func (e *Engine) finish(ctx context.Context, query string, r retrieved, opts Sea
 		var err error
 		if fused, err = e.rerank(ctx, query, fused, opts.RerankDepth); err != nil {
 			return nil, err
+		}
+		if opts.RerankFusion {
+			rl := fusion.List{Name: "rerank", Hits: make([]fusion.Hit, 0, opts.RerankDepth)}
+			for _, x := range fused[:min(len(fused), opts.RerankDepth)] {
+				rl.Hits = append(rl.Hits, fusion.Hit{ID: x.ID, Score: x.Score})
+			}
+			if w, ok := opts.Weights[rl.Name]; ok {
+				rl.Weight = w
+			}
+			fused = fusion.RRF(append(append([]fusion.List(nil), r.lists...), rl), opts.RRFK)
 		}
 	}
 	if len(fused) > opts.K {

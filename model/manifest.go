@@ -110,6 +110,9 @@ type Manifest struct {
 	Source string `json:"source,omitempty"`
 	// Files maps each file in the directory to its hex sha256.
 	Files map[string]string `json:"files"`
+	// Measured are a reranker's evaluations (RecordMeasurements): whether
+	// it helps decides if anna uses it without being told (Helps).
+	Measured []Measurement `json:"measured,omitempty"`
 }
 
 // MemoryTokens lay out an AutoRegEmbed model's input as its trainer does:
@@ -273,6 +276,14 @@ func (m *Manifest) Validate() error {
 	if _, err := hex.DecodeString(m.Fingerprint); err != nil {
 		return fmt.Errorf("field fingerprint: %w", err)
 	}
+	if len(m.Measured) > 0 && m.Task != TaskRerank {
+		return fmt.Errorf("field measured: evaluations of a reranker, but task is %q", m.Task)
+	}
+	for i, x := range m.Measured {
+		if err := x.validate(); err != nil {
+			return fmt.Errorf("field measured[%d]: %w", i, err)
+		}
+	}
 	if m.InstructionTemplate != "" && !strings.Contains(m.InstructionTemplate, "{query}") {
 		return fmt.Errorf("field instruction_template: %q lacks {query}", m.InstructionTemplate)
 	}
@@ -296,7 +307,8 @@ func LoadManifest(dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// WriteManifest writes m as dir/anna-model.json.
+// WriteManifest writes m as dir/anna-model.json, atomically: a crash leaves
+// the old manifest or the new one, never a torn file.
 func WriteManifest(dir string, m *Manifest) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("model: refusing to write manifest: %w", err)
@@ -305,7 +317,25 @@ func WriteManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("model: encoding manifest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ManifestFile), append(b, '\n'), 0o644); err != nil {
+	f, err := os.CreateTemp(dir, ManifestFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("model: writing manifest: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, ManifestFile))
+	}
+	if err != nil {
+		os.Remove(f.Name())
 		return fmt.Errorf("model: writing manifest: %w", err)
 	}
 	return nil

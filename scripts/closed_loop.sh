@@ -37,6 +37,8 @@ step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
 
 MINE_ARGS=${MINE_ARGS:-}
+# The fusion teacher unless MINE_ARGS names one: an installed reranker measured to help would otherwise be the teacher.
+case " $MINE_ARGS " in *" --teacher "* | *" --teacher="* | *" --reranker"*) ;; *) MINE_ARGS="--teacher fusion $MINE_ARGS" ;; esac
 step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-fusion teacher})"
 # shellcheck disable=SC2086
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed "$MINE_SEED" --resume $MINE_ARGS

@@ -20,6 +20,7 @@ import (
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/rerank"
 )
@@ -29,22 +30,25 @@ type evalMode struct {
 	key  string
 	mode engine.Mode
 	of   engine.Mode // the list a rerank mode rescores
+	rrf  bool        // the reranked list fused with the retrieval lists (RerankFusion)
 }
 
 // evalModes are the retrieval report's rows, in print order.
 var evalModes = []evalMode{
-	{"lexical", engine.ModeLexical, ""},
-	{"dense", engine.ModeDense, ""},
-	{"hybrid", engine.ModeHybrid, ""},
-	{"lexical+rerank", engine.ModeRerank, engine.ModeLexical},
-	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid},
+	{"lexical", engine.ModeLexical, "", false},
+	{"dense", engine.ModeDense, "", false},
+	{"hybrid", engine.ModeHybrid, "", false},
+	{"lexical+rerank", engine.ModeRerank, engine.ModeLexical, false},
+	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid, false},
+	{"lexical+rerank+rrf", engine.ModeRerank, engine.ModeLexical, true},
+	{"hybrid+rerank+rrf", engine.ModeRerank, engine.ModeHybrid, true},
 }
 
 type evalFlags struct {
 	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
 	instruction                                                         string
 	rerankDepth, workers                                                int
-	cache, asJSON, keepIdentical                                        bool
+	cache, asJSON, keepIdentical, record                                bool
 	chunks                                                              chunkFlags
 	chunking                                                            *engine.Chunking
 	cmd                                                                 *cobra.Command
@@ -69,7 +73,13 @@ rule off.
 --run-out FILE writes each mode's ranking as a TREC run (with several modes, the
 mode goes before FILE's extension). --rerank-run FILE evaluates a given TREC run and
 its top --rerank-depth reranked by --reranker (BEIR's reranking protocol); nothing
-is indexed then.
+is indexed then. With --reranker the modes add lexical+rerank and hybrid+rerank
+(the candidates' top --rerank-depth in the reranker's order) and +rrf variants
+(the reranked list fused by RRF with the candidates' lists, the ANNA pipeline);
+each pair is scored once across them. --record writes each rerank mode's
+nDCG@10 against its candidates' into the reranker's manifest: anna uses an
+installed reranker unasked (search --mode rerank, mine-negatives' teacher) only
+where those measurements say it helps.
 
 --task sts: DATASET is a folder of sentence pairs (SPLIT.jsonl with sentence1,
 sentence2, score: STS-B, SICK); the report is Spearman's correlation between the
@@ -83,6 +93,7 @@ average_precision_score).`,
 		Example: `  annactl eval ../shared/datasets/scifact --split test
   annactl eval ../shared/datasets/scifact --modes lexical,dense --run-out runs/scifact.trec
   annactl eval ../shared/datasets/scifact --rerank-run runs/scifact.lexical.trec --reranker RERANKER_DIR
+  annactl eval ../shared/datasets/scifact --index idx --reranker anna-reranker-minilm --record
   annactl eval ../shared/datasets/stsbenchmark --task sts
   annactl eval ../shared/datasets/snli --task pairclass`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -109,6 +120,9 @@ average_precision_score).`,
 			if fl.task != "retrieval" {
 				return a.evalPairs(cmd.Context(), args[0], fl)
 			}
+			if fl.record && (fl.reranker == "" || fl.rerankRun != "") {
+				return usageErrorf("--record writes the rerank modes' gains into the reranker's manifest: it needs --reranker DIR and no --rerank-run")
+			}
 			if fl.rerankRun != "" {
 				return a.evalRerankRun(cmd.Context(), args[0], fl)
 			}
@@ -122,13 +136,14 @@ average_precision_score).`,
 	modelVar(f, &fl.model, "model", "", "model directory `DIR` (default: the model recorded in --index, else the installed default)")
 	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR`: adds the rerank modes")
 	f.IntVar(&fl.rerankDepth, "rerank-depth", 100, "candidates the cross-encoder rescores")
-	f.StringVar(&fl.modes, "modes", "", "comma-separated subset of lexical,dense,hybrid,lexical+rerank,hybrid+rerank (default: all that apply)")
+	f.StringVar(&fl.modes, "modes", "", "comma-separated subset of lexical,dense,hybrid,lexical+rerank,hybrid+rerank,lexical+rerank+rrf,hybrid+rerank+rrf (+rrf: the reranked list fused with the retrieval lists by RRF; default: all that apply)")
 	f.BoolVar(&fl.cache, "cache", true, "use the embedding cache under $ANNA_HOME/cache")
 	f.BoolVar(&fl.asJSON, "json", false, "print one JSON object keyed by mode")
 	f.IntVar(&fl.workers, "workers", 2, "queries searched in parallel")
 	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
+	f.BoolVar(&fl.record, "record", false, "write each rerank mode's nDCG@10 against its candidates' into the reranker's manifest (what decides whether anna uses it unasked: annactl models list)")
 	fl.chunks.register(cmd)
 	fl.backend.register(cmd)
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders)")
@@ -192,6 +207,11 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	if err != nil {
 		return err
 	}
+	if fl.record {
+		if err := recordableModes(modes); err != nil {
+			return err
+		}
+	}
 	ds, err := beir.Load(dataset, split)
 	if err != nil {
 		return err
@@ -212,7 +232,8 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			return err
 		}
 		defer rr.Close()
-		opts.Reranker = rr
+		// The rerank modes' candidates overlap: each pair is scored once.
+		opts.Reranker = newPairCache(rr)
 	}
 	idx := fl.dir
 	if idx == "" {
@@ -243,7 +264,7 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	var rows []modeRow
 	for _, m := range modes {
 		t0 := time.Now()
-		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of, Prompt: engine.Prompt{Instruction: fl.instruction}}, fl.workers, m.key)
+		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of, RerankFusion: m.rrf, Prompt: engine.Prompt{Instruction: fl.instruction}}, fl.workers, m.key)
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", m.key, err)
 		}
@@ -256,6 +277,15 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
 		return err
+	}
+	if fl.record {
+		ms := measurements(dataset, split, fl.rerankDepth, eng.Model().Fingerprint, rows, len(qids))
+		if err := model.RecordMeasurements(fl.reranker, ms); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			a.logf("eval: recorded in %s: %s top %d reranked, nDCG@10 %.4f → %.4f", fl.reranker, m.Candidates, m.Depth, m.Before, m.After)
+		}
 	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
 }
@@ -634,4 +664,98 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// recordableModes checks that every rerank mode's candidates are evaluated
+// too (the measurement compares the two), and that there is one.
+func recordableModes(modes []evalMode) error {
+	have := map[string]bool{}
+	for _, m := range modes {
+		have[m.key] = true
+	}
+	n := 0
+	for _, m := range modes {
+		if m.mode == engine.ModeRerank {
+			if !have[string(m.of)] {
+				return usageErrorf("--record: mode %s is measured against mode %s; add it to --modes", m.key, m.of)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return usageErrorf("--record: --modes has no rerank mode")
+	}
+	return nil
+}
+
+// measurements are the rerank rows' nDCG@10 against their candidates'.
+func measurements(dataset, split string, depth int, embedder string, rows []modeRow, queries int) []model.Measurement {
+	by := map[string]eval.Scores{}
+	for _, r := range rows {
+		by[r.key] = r.scores
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	var out []model.Measurement
+	for _, m := range evalModes {
+		after, ok := by[m.key]
+		if m.mode != engine.ModeRerank || !ok {
+			continue
+		}
+		x := model.Measurement{Dataset: filepath.Base(filepath.Clean(dataset)), Split: split, Candidates: string(m.of), Depth: depth, Fusion: m.rrf,
+			Metric: "ndcg@10", Before: by[string(m.of)].NDCG10, After: after.NDCG10, Queries: queries, Date: now}
+		if m.of != engine.ModeLexical {
+			x.Embedder = embedder
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// pairCache scores each (query, document) pair once across an
+// evaluation's rerank modes, whose candidate lists overlap. A pair's score
+// can differ from a fresh one by rounding only (it was computed in another
+// batch).
+type pairCache struct {
+	rr     engine.Reranker
+	mu     sync.Mutex
+	scores map[[2]string]float32
+}
+
+func newPairCache(rr engine.Reranker) *pairCache {
+	return &pairCache{rr: rr, scores: map[[2]string]float32{}}
+}
+
+func (c *pairCache) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
+	out := make([]float32, len(docs))
+	var miss []int
+	c.mu.Lock()
+	for i, d := range docs {
+		if v, ok := c.scores[[2]string{query, d}]; ok {
+			out[i] = v
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	c.mu.Unlock()
+	if len(miss) == 0 {
+		return out, nil
+	}
+	texts := make([]string, len(miss))
+	for j, i := range miss {
+		texts[j] = docs[i]
+	}
+	scores, err := c.rr.Score(ctx, query, texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(scores) != len(texts) {
+		return nil, fmt.Errorf("the reranker returned %d scores for %d documents", len(scores), len(texts))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for j, i := range miss {
+		out[i] = scores[j]
+		c.scores[[2]string{query, docs[i]}] = scores[j]
+	}
+	return out, nil
 }

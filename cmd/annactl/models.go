@@ -2,12 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,17 +21,17 @@ func (a *app) modelsCommand() *cobra.Command {
 		Short: "install a model from the catalogue, import a checkpoint, list or show models",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown models command %q (want install, download, import, list or show)", args[0])
+				return usageErrorf("unknown models command %q (want install, download, import, add, list or show)", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(a.stderr)
 			cmd.Usage()
-			return usageErrorf("no models command given (install, download, import, list or show)")
+			return usageErrorf("no models command given (install, download, import, add, list or show)")
 		},
 	}
-	cmd.AddCommand(a.modelsInstallCommand(), a.modelsDownloadCommand(), a.modelsImportCommand(), a.modelsListCommand(), a.modelsShowCommand())
+	cmd.AddCommand(a.modelsInstallCommand(), a.modelsDownloadCommand(), a.modelsImportCommand(), a.modelsAddCommand(), a.modelsListCommand(), a.modelsShowCommand())
 	return cmd
 }
 
@@ -232,6 +229,31 @@ func (a *app) modelsDownloadCommand() *cobra.Command {
 	}
 }
 
+func (a *app) modelsAddCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "add DIR NAME",
+		Short: "install a model directory made here (annactl train's DIR/model, a models import) as NAME under $ANNA_HOME/models",
+		Long: `Copies DIR, an anna model directory whose files match its manifest's
+checksums, to $ANNA_HOME/models/NAME (written aside and renamed, replacing an
+older NAME), so that --model NAME and --reranker NAME find it and annactl models
+list shows it. A reranker's recorded measurements (annactl eval --record) go with it.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErrorf("want DIR and NAME, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := catalog.Add(cmd.Context(), args[0], home.ModelsDir(), args[1])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "installed %s as %s (task %s, fingerprint %s)\n", args[0], filepath.Join(home.ModelsDir(), args[1]), m.Task, m.ShortFingerprint())
+			return nil
+		},
+	}
+}
+
 func (a *app) modelsListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -239,34 +261,30 @@ func (a *app) modelsListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := home.ModelsDir()
-			entries, err := os.ReadDir(dir)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("listing models: %w", err)
+			models, err := installedModels()
+			if err != nil {
+				return err
 			}
-			var names []string
 			installed := map[string]bool{}
-			for _, e := range entries {
-				if e.IsDir() && !strings.HasSuffix(e.Name(), ".partial") && !strings.HasSuffix(e.Name(), ".old") {
-					names = append(names, e.Name())
-					installed[e.Name()] = true
-				}
-			}
-			sort.Strings(names)
 			fmt.Fprintf(a.stdout, "installed (%s):\n", dir)
-			if len(names) == 0 {
+			if len(models) == 0 {
 				fmt.Fprintln(a.stdout, "  none")
 			}
-			for _, n := range names {
-				m, err := model.LoadManifest(filepath.Join(dir, n))
-				if err != nil {
-					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", n, err)
+			for _, im := range models {
+				installed[im.name] = true
+				m := im.man
+				if im.err != nil {
+					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", im.name, im.err)
 					continue
 				}
 				q := m.Quantization
 				if q == "" {
 					q = "float32"
 				}
-				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", n, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
+				if m.Task == model.TaskRerank {
+					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", rerankState(m))
+				}
 			}
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {

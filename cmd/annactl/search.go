@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -19,7 +20,7 @@ func (a *app) searchCommand() *cobra.Command {
 		dir, mode, rerankOf, reranker, instruction, filterJSON string
 		where                                                  []string
 		k, depth, rerankDepth, ef, snippetSize                 int
-		asJSON, explain, snippets                              bool
+		asJSON, explain, snippets, rerankFusion                bool
 		be                                                     backendFlags
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,7 @@ source}, byte offsets into "text".`,
 			if err != nil {
 				return err
 			}
-			opts := engine.SearchOptions{Mode: m, K: k, Depth: depth, RerankDepth: rerankDepth, EfSearch: ef, Prompt: engine.Prompt{Instruction: instruction}}
+			opts := engine.SearchOptions{Mode: m, K: k, Depth: depth, RerankDepth: rerankDepth, RerankFusion: rerankFusion, EfSearch: ef, Prompt: engine.Prompt{Instruction: instruction}}
 			if opts.Filter, err = parseWhere(where, filterJSON); err != nil {
 				return err
 			}
@@ -96,15 +97,34 @@ source}, byte offsets into "text".`,
 			if err := be.apply(cmd, &eopts); err != nil {
 				return err
 			}
+			if reranker == "" && m == engine.ModeRerank {
+				// Unnamed, a reranker is used only where it was measured to help.
+				dir, fused, why, err := helpfulReranker()
+				if err != nil {
+					return err
+				}
+				if dir == "" {
+					return usageErrorf("--mode rerank without --reranker: %s; name one with --reranker NAME|DIR to use it anyway", why)
+				}
+				a.logf("search: reranking with %s (measured to help: annactl models list)", dir)
+				reranker = dir
+				if !cmd.Flags().Changed("rerank-fusion") {
+					opts.RerankFusion = fused
+				}
+			}
 			if reranker != "" {
 				rr, err := rerank.Load(cmd.Context(), reranker, rerank.Options{})
 				if err != nil {
 					return err
 				}
+				if man, err := model.LoadManifest(reranker); err == nil && !cmd.Flags().Changed("rerank-fusion") {
+					// A named reranker is used the way it was measured to help.
+					if h, f := man.Helps(); h {
+						opts.RerankFusion = f
+					}
+				}
 				defer rr.Close()
 				eopts.Reranker = rr
-			} else if m == engine.ModeRerank {
-				return usageErrorf("--mode rerank needs --reranker DIR")
 			}
 			eng, err := engine.Open(cmd.Context(), dir, eopts)
 			if err != nil {
@@ -127,9 +147,10 @@ source}, byte offsets into "text".`,
 	f.IntVarP(&k, "k", "k", 10, "results to return")
 	f.IntVar(&depth, "depth", 0, "candidates per list before fusion (0: max(100, k))")
 	f.IntVar(&rerankDepth, "rerank-depth", 0, "candidates the reranker rescores (0: max(50, k))")
+	f.BoolVar(&rerankFusion, "rerank-fusion", false, "fuse the reranked list with the retrieval lists by RRF (the ANNA pipeline) instead of replacing their order (default: the way the reranker was measured to help)")
 	f.StringVar(&rerankOf, "rerank-of", "", "the list --mode rerank rescores: lexical, dense or hybrid (default hybrid)")
 	f.IntVar(&ef, "ef", 0, "HNSW search beam (0: the index's setting)")
-	modelVar(f, &reranker, "reranker", "", "cross-encoder model directory `DIR` (enables --mode rerank)")
+	modelVar(f, &reranker, "reranker", "", "cross-encoder model `NAME|DIR` for --mode rerank (default: the installed reranker measured to help, if any)")
 	f.StringVar(&instruction, "instruction", "", "task instruction for instruction-tuned models (query side)")
 	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE or KEY^=PREFIX (repeatable)")
 	f.StringVar(&filterJSON, "where-json", "", "metadata filter in JSON, or @FILE holding it")

@@ -219,7 +219,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	if err := model.WriteManifest(tmp, m); err != nil {
 		return nil, err
 	}
-	if err := replaceDir(tmp, dest); err != nil {
+	if err := ReplaceDir(tmp, dest); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -365,8 +365,10 @@ func writeFile(path string, fill func(io.Writer) error) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// replaceDir renames tmp to dest, moving an existing dest aside first.
-func replaceDir(tmp, dest string) error {
+// ReplaceDir renames the directory tmp to dest, moving an existing dest
+// aside (dest.old) first and removing it after: a crash leaves the old
+// directory, the new one, or the old one under dest.old beside tmp.
+func ReplaceDir(tmp, dest string) error {
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+)
+
+// TestRerankerUsedOnlyWhereMeasuredToHelp: `search --mode rerank` and
+// mine-negatives' default teacher take an installed reranker unasked only
+// when its manifest records that it helped; `eval --record` writes those
+// measurements, and `models list` shows them.
+func TestRerankerUsedOnlyWhereMeasuredToHelp(t *testing.T) {
+	def := needModel(t)
+	tmp := t.TempDir()
+	ce := filepath.Join(tmp, "ce")
+	berttest.WriteCrossEncoder(t, ce, 0)
+	// A home of its own: the default model, no reranker.
+	h := filepath.Join(tmp, "home")
+	if err := os.MkdirAll(filepath.Join(h, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(def, filepath.Join(h, "models", home.DefaultModelName)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ANNA_ORT_LIB", home.ORTLibrary())
+	t.Setenv("ANNA_HOME", h)
+
+	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 30, 6, 3)
+	idx := filepath.Join(tmp, "idx")
+	mustRun(t, "index", "--index", idx, filepath.Join(ds, "corpus.jsonl"))
+	search := []string{"search", "--index", idx, "--mode", "rerank", "--explain", "--json", "alpha beta gamma"}
+
+	r := annactl(t, "", search...)
+	if r.code != 2 || !strings.Contains(r.stderr, "no reranker is installed") {
+		t.Fatalf("no reranker installed: %s", r)
+	}
+	mustRun(t, "models", "add", ce, "rr")
+	rr := filepath.Join(h, "models", "rr")
+	if r = annactl(t, "", search...); r.code != 2 || !strings.Contains(r.stderr, "rr (not measured)") {
+		t.Fatalf("an unmeasured reranker was used, or not named: %s", r)
+	}
+	if r = mustRun(t, "models", "list"); !strings.Contains(r.stdout, "not measured") {
+		t.Fatalf("models list: %s", r)
+	}
+
+	// --record needs each rerank mode's candidates evaluated too.
+	if r = annactl(t, "", "eval", ds, "--split", "train", "--index", idx, "--reranker", "rr", "--modes", "lexical+rerank", "--record"); r.code != 2 || !strings.Contains(r.stderr, "add it to --modes") {
+		t.Fatalf("--record without its baseline: %s", r)
+	}
+	r = mustRun(t, "eval", ds, "--split", "train", "--index", idx, "--reranker", "rr", "--modes", "lexical,lexical+rerank,lexical+rerank+rrf", "--record", "--json")
+	var scores map[string]struct {
+		NDCG float64 `json:"ndcg@10"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &scores); err != nil {
+		t.Fatalf("eval --json: %v\n%s", err, r.stdout)
+	}
+	man, err := model.LoadManifest(rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Measured) != 2 {
+		t.Fatalf("measurements: %+v", man.Measured)
+	}
+	for i, key := range []string{"lexical+rerank", "lexical+rerank+rrf"} {
+		x := man.Measured[i]
+		if x.Dataset != "ds" || x.Split != "train" || x.Candidates != "lexical" || x.Depth != 100 || x.Queries != 6 || x.Embedder != "" ||
+			x.Fusion != (i == 1) || x.Before != scores["lexical"].NDCG || x.After != scores[key].NDCG {
+			t.Fatalf("measurement %+v, eval printed %+v", x, scores)
+		}
+	}
+
+	// Whatever the random head did, replace those with measurements that
+	// lower nDCG@10 in both uses; then let it help fused with the lists.
+	set := func(fusion bool, before, after float64) {
+		t.Helper()
+		x := man.Measured[0]
+		x.Fusion, x.Before, x.After = fusion, before, after
+		y := x
+		y.Candidates, y.Embedder = "hybrid", "f"
+		if err := model.RecordMeasurements(rr, []model.Measurement{x, y}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(false, 0.6, 0.5)
+	set(true, 0.6, 0.59)
+	if r = annactl(t, "", search...); r.code != 2 || !strings.Contains(r.stderr, "does not help") {
+		t.Fatalf("a reranker that lowers nDCG@10 was used: %s", r)
+	}
+	set(true, 0.5, 0.575)
+	r = mustRun(t, search...)
+	var first struct {
+		Score   float64 `json:"score"`
+		Explain []struct {
+			List  string  `json:"list"`
+			Score float64 `json:"score"`
+		} `json:"explain"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(r.stdout, "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	last := first.Explain[len(first.Explain)-1]
+	if !strings.Contains(r.stderr, "reranking with "+rr) || last.List != "rerank" || last.Score == first.Score {
+		t.Fatalf("the helpful reranker was not used fused by RRF (the way it helped): %s", r)
+	}
+	if r = mustRun(t, "models", "list"); !strings.Contains(r.stdout, "helps (used unasked, fused by RRF)") ||
+		!strings.Contains(r.stdout, "fused with the candidates' lists by RRF nDCG@10 +0.0750 over 2") {
+		t.Fatalf("models list: %s", r)
+	}
+	// Told otherwise, it replaces the order.
+	r = mustRun(t, append(search, "--rerank-fusion=false")...)
+	if err := json.Unmarshal([]byte(strings.SplitN(r.stdout, "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if last = first.Explain[len(first.Explain)-1]; last.List != "rerank" || last.Score != first.Score {
+		t.Fatalf("--rerank-fusion=false: %s", r)
+	}
+
+	// mine-negatives' default teacher is now that reranker.
+	out := filepath.Join(tmp, "mined.jsonl")
+	r = mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", idx, "--output", out, "--negatives", "3", "--top-k", "10")
+	if !strings.Contains(r.stderr, "an installed reranker measured to help") {
+		t.Fatalf("mine-negatives did not say which teacher: %s", r)
+	}
+	var st struct {
+		Teacher string `json:"teacher"`
+	}
+	if b, err := os.ReadFile(out + ".stats.json"); err != nil || json.Unmarshal(b, &st) != nil || strings.HasPrefix(st.Teacher, "fusion") || st.Teacher == "" {
+		t.Fatalf("teacher %q (%v)", st.Teacher, err)
+	}
+}
+
+// countingReranker scores a document by its length and counts the pairs.
+type countingReranker struct{ pairs int }
+
+func (c *countingReranker) Score(_ context.Context, query string, docs []string) ([]float32, error) {
+	c.pairs += len(docs)
+	out := make([]float32, len(docs))
+	for i, d := range docs {
+		out[i] = float32(len(query) + len(d))
+	}
+	return out, nil
+}
+
+func TestPairCacheScoresEachPairOnce(t *testing.T) {
+	rr := &countingReranker{}
+	c := newPairCache(rr)
+	ctx := context.Background()
+	a, _ := c.Score(ctx, "q", []string{"a", "bb", "ccc"})
+	b, _ := c.Score(ctx, "q", []string{"ccc", "dddd", "a"})
+	o, _ := c.Score(ctx, "other", []string{"a"})
+	if rr.pairs != 5 {
+		t.Errorf("%d pairs scored, want 5 (3, then dddd, then the other query's)", rr.pairs)
+	}
+	if !slices.Equal(a, []float32{2, 3, 4}) || !slices.Equal(b, []float32{4, 5, 2}) || !slices.Equal(o, []float32{6}) {
+		t.Errorf("scores %v %v %v", a, b, o)
+	}
+}
