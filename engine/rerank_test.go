@@ -25,21 +25,31 @@ func (l *lengthReranker) Score(ctx context.Context, q string, docs []string) ([]
 	return out, nil
 }
 
-func TestRerankMode(t *testing.T) {
-	ctx := context.Background()
+// rerankEngine is an engine with a lengthReranker, holding 30 documents
+// doc(i) makes.
+func rerankEngine(t *testing.T, doc func(i int) engine.Document) (*engine.Engine, *lengthReranker) {
+	t.Helper()
 	rr := &lengthReranker{}
-	e, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Reranker: rr})
+	e, err := engine.Open(context.Background(), t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Reranker: rr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
 	var docs []engine.Document
 	for i := range 30 {
-		docs = append(docs, engine.Document{ID: string(rune('a'+i%26)) + strings.Repeat("x", i), Text: "common words " + strings.Repeat("pad ", 30-i)})
+		docs = append(docs, doc(i))
 	}
-	if _, err := e.Add(ctx, docs); err != nil {
+	if _, err := e.Add(context.Background(), docs); err != nil {
 		t.Fatal(err)
 	}
+	return e, rr
+}
+
+func TestRerankMode(t *testing.T) {
+	ctx := context.Background()
+	e, rr := rerankEngine(t, func(i int) engine.Document {
+		return engine.Document{ID: string(rune('a'+i%26)) + strings.Repeat("x", i), Text: "common words " + strings.Repeat("pad ", 30-i)}
+	})
 	for _, of := range []engine.Mode{engine.ModeHybrid, engine.ModeLexical, engine.ModeDense} {
 		rr.pairs = 0
 		res, err := e.Search(ctx, "common words", engine.SearchOptions{Mode: engine.ModeRerank, RerankOf: of, K: 30, RerankDepth: 10})
@@ -81,19 +91,9 @@ func TestRerankMode(t *testing.T) {
 // scores equal the sum computed from the three lists by hand.
 func TestRerankFusion(t *testing.T) {
 	ctx := context.Background()
-	rr := &lengthReranker{}
-	e, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("fp-a"), Reranker: rr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	var docs []engine.Document
-	for i := range 30 {
-		docs = append(docs, engine.Document{ID: fmt.Sprintf("d%02d", i), Text: "common words " + strings.Repeat("pad ", (i*7)%30) + fmt.Sprint(i)})
-	}
-	if _, err := e.Add(ctx, docs); err != nil {
-		t.Fatal(err)
-	}
+	e, _ := rerankEngine(t, func(i int) engine.Document {
+		return engine.Document{ID: fmt.Sprintf("d%02d", i), Text: "common words " + strings.Repeat("pad ", (i*7)%30) + fmt.Sprint(i)}
+	})
 	ranks := func(mode engine.Mode) map[string]int {
 		res, err := e.Search(ctx, "common words pad", engine.SearchOptions{Mode: mode, K: 100})
 		if err != nil {

@@ -284,7 +284,11 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			return err
 		}
 		for _, m := range ms {
-			a.logf("eval: recorded in %s: %s top %d reranked, nDCG@10 %.4f → %.4f", fl.reranker, m.Candidates, m.Depth, m.Before, m.After)
+			how := "replacing their order"
+			if m.Fusion {
+				how = "fused with their lists by RRF"
+			}
+			a.logf("eval: recorded in %s: %s top %d reranked, %s: nDCG@10 %.4f → %.4f", fl.reranker, m.Candidates, m.Depth, how, m.Before, m.After)
 		}
 	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)

@@ -104,19 +104,9 @@ func ContrastiveLossParts(q, d []float32, Q, G, C int, teacher []float32, cfg Co
 			ds[i*D+lo+j] += g / float64(Q)
 		}
 		if cfg.DistillWeight > 0 {
-			own := s[i*D+i*G : i*D+i*G+G]
-			ps := softmax64(own)
-			t := make([]float64, G)
-			for g := range t {
-				t[g] = float64(teacher[i*G+g]) / tt
-			}
-			pt := softmax64(t)
-			var kl float64
-			for g := range pt {
-				if pt[g] > 0 {
-					kl += pt[g] * (math.Log(pt[g]) - math.Log(max(ps[g], 1e-300)))
-				}
-				ds[i*D+i*G+g] += cfg.DistillWeight * (ps[g] - pt[g]) / float64(Q)
+			kl, grad := distill(softmax64(s[i*D+i*G:i*D+i*G+G]), teacher[i*G:i*G+G], tt)
+			for g := range grad {
+				ds[i*D+i*G+g] += cfg.DistillWeight * grad[g] / float64(Q)
 			}
 			dt := cfg.DistillWeight * kl / float64(Q)
 			loss += dt
@@ -262,17 +252,9 @@ func CrossEncoderLoss(objective string, logits, labels []float32, Q, G int, teac
 				d[g] = ps[g] - b2f(g == 0)
 			}
 			if cfg.DistillWeight > 0 {
-				t := make([]float64, G)
-				for g := range G {
-					t[g] = float64(teacher[i*G+g]) / tt
-				}
-				pt := softmax64(t)
-				var kl float64
-				for g := range G {
-					if pt[g] > 0 {
-						kl += pt[g] * (math.Log(pt[g]) - math.Log(max(ps[g], 1e-300)))
-					}
-					d[g] += cfg.DistillWeight * (ps[g] - pt[g])
+				kl, grad := distill(ps, teacher[i*G:i*G+G], tt)
+				for g := range grad {
+					d[g] += cfg.DistillWeight * grad[g]
 				}
 				parts.Distill += cfg.DistillWeight * kl / float64(Q)
 			}
@@ -284,6 +266,25 @@ func CrossEncoderLoss(objective string, logits, labels []float32, Q, G int, teac
 		return 0, parts, nil, fmt.Errorf("objective: cross-encoder objective %q unknown (want bce or listwise)", objective)
 	}
 	return parts.InfoNCE + parts.Distill, parts, dlogits, nil
+}
+
+// distill is KL(softmax(teacher/τ_t) ‖ ps) over one query's candidates,
+// ps the student's softmax, and its gradient with respect to the student's
+// logits, ps − pt.
+func distill(ps []float64, teacher []float32, tt float64) (kl float64, grad []float64) {
+	t := make([]float64, len(teacher))
+	for g := range t {
+		t[g] = float64(teacher[g]) / tt
+	}
+	pt := softmax64(t)
+	grad = make([]float64, len(pt))
+	for g := range pt {
+		if pt[g] > 0 {
+			kl += pt[g] * (math.Log(pt[g]) - math.Log(max(ps[g], 1e-300)))
+		}
+		grad[g] = ps[g] - pt[g]
+	}
+	return kl, grad
 }
 
 func sigmoid(x float64) float64 {
