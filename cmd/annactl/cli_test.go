@@ -126,6 +126,25 @@ func snapshotFiles(t testing.TB, dir string) map[string]string {
 	return out
 }
 
+// ownHome gives the test an ANNA_HOME of its own holding only the default
+// model (linked), and returns it: what the installed models would change —
+// a reranker measured to help becomes mining's default teacher — stays out.
+// ONNX Runtime is still the installed one.
+func ownHome(t *testing.T) string {
+	t.Helper()
+	def := needModel(t)
+	h := filepath.Join(t.TempDir(), "home")
+	if err := os.MkdirAll(filepath.Join(h, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(def, filepath.Join(h, "models", home.DefaultModelName)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ANNA_ORT_LIB", home.ORTLibrary())
+	t.Setenv("ANNA_HOME", h)
+	return h
+}
+
 func needModel(t testing.TB) string {
 	t.Helper()
 	dir, err := home.RequireDefaultModel()

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/bert/berttest"
-	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 )
 
@@ -19,20 +18,11 @@ import (
 // when its manifest records that it helped; `eval --record` writes those
 // measurements, and `models list` shows them.
 func TestRerankerUsedOnlyWhereMeasuredToHelp(t *testing.T) {
-	def := needModel(t)
+	needModel(t)
 	tmp := t.TempDir()
 	ce := filepath.Join(tmp, "ce")
 	berttest.WriteCrossEncoder(t, ce, 0)
-	// A home of its own: the default model, no reranker.
-	h := filepath.Join(tmp, "home")
-	if err := os.MkdirAll(filepath.Join(h, "models"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(def, filepath.Join(h, "models", home.DefaultModelName)); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("ANNA_ORT_LIB", home.ORTLibrary())
-	t.Setenv("ANNA_HOME", h)
+	h := ownHome(t)
 
 	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 30, 6, 3)
 	idx := filepath.Join(tmp, "idx")
