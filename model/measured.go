@@ -59,12 +59,19 @@ func (m *Manifest) Helps() (helps, fusion bool) {
 	}
 	best := 0.0
 	for _, f := range []bool{false, true} {
-		gain, n, worse := m.gain(f)
-		if n > 0 && !worse && (!helps || gain > best) {
+		if gain, _ := m.Gain(f); m.HelpsIn(f) && (!helps || gain > best) {
 			helps, fusion, best = true, f, gain
 		}
 	}
 	return helps, fusion
+}
+
+// HelpsIn reports whether a reranker has been measured in one use
+// (fusion or not) and, on each of those measurements, left the metric at
+// least where its candidates had it.
+func (m *Manifest) HelpsIn(fusion bool) bool {
+	_, n, worse := m.gain(fusion)
+	return m.Task == TaskRerank && n > 0 && !worse
 }
 
 // Gain is the mean of After − Before over the measurements of one use

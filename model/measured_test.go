@@ -52,7 +52,7 @@ func TestRecordMeasurements(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, _ = LoadManifest(dir)
-	if h, f := back.Helps(); !h || !f || len(back.Measured) != 4 {
+	if h, f := back.Helps(); !h || !f || len(back.Measured) != 4 || back.HelpsIn(false) || !back.HelpsIn(true) {
 		t.Fatalf("helps fused: helps %v, fusion %v, %+v", h, f, back.Measured)
 	}
 	// A new measurement of the same thing replaces the old one.

@@ -99,13 +99,17 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 				// 0.734, the cosine alone at 0.676).
 				fl.teacher = "fusion"
 				if fl.reranker == "" {
-					dir, _, _, err := helpfulReranker()
+					// Its scores alone label the pairs: it must have
+					// helped alone, not only fused with the lists.
+					dir, _, why, err := helpfulReranker(true)
 					if err != nil {
 						return err
 					}
 					if dir != "" {
-						a.logf("mine-negatives: teacher: %s, an installed reranker measured to help (--teacher fusion to use the fusion instead)", dir)
+						a.logf("mine-negatives: teacher: %s, an installed reranker measured to help on its own (--teacher fusion to use the fusion instead)", dir)
 						fl.reranker = dir
+					} else if strings.Contains(why, "measured") {
+						a.logf("mine-negatives: teacher: the fusion (%s)", why)
 					}
 				}
 				if fl.reranker != "" {
@@ -198,7 +202,7 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 	f.StringVar(&fl.output, "output", "", "output `FILE` (JSON lines)")
 	modelVar(f, &fl.model, "model", "", "embedding model directory `DIR` (default: the index's, else the installed default)")
 	f.StringVar(&fl.mode, "mode", "hybrid", "candidate pipeline: lexical | dense | hybrid")
-	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | fusion (calibrated fusion of BM25 and every model's cosine) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given or an installed reranker is measured to help (annactl models list), else fusion")
+	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | fusion (calibrated fusion of BM25 and every model's cosine) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given or an installed reranker is measured to help on its own (annactl models list), else fusion")
 	f.StringArrayVar(&fl.teacherModels, "teacher-model", nil, "another embedding model `NAME|DIR` for the candidates (RRF) and the fusion teacher; needs --dataset (repeatable)")
 	f.StringArrayVar(&fl.teacherIndexes, "teacher-index", nil, "an index `DIR` of the same corpus with another model, for the candidates (RRF) and the fusion teacher (repeatable)")
 	f.IntVar(&fl.calibrate, "calibrate", 256, "queries whose labels calibrate the fusion teacher")

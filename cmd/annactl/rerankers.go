@@ -43,9 +43,11 @@ func installedModels() ([]installedModel, error) {
 
 // helpfulReranker is the installed reranker measured to help (its manifest's
 // evaluations, `annactl eval --record`) with the largest mean gain, and
-// whether it helped fused by RRF with its candidates' lists; dir is ""
-// when none is, and why then says what was found, for an error message.
-func helpfulReranker() (dir string, fusion bool, why string, err error) {
+// whether it helped fused by RRF with its candidates' lists; with alone,
+// only rerankers whose own order helped count (a teacher labels with its
+// scores alone). dir is "" when none is, and why then says what was found,
+// for a message.
+func helpfulReranker(alone bool) (dir string, fusion bool, why string, err error) {
 	models, err := installedModels()
 	if err != nil {
 		return "", false, "", err
@@ -57,6 +59,9 @@ func helpfulReranker() (dir string, fusion bool, why string, err error) {
 			continue
 		}
 		h, f := m.man.Helps()
+		if alone {
+			h, f = m.man.HelpsIn(false), false
+		}
 		if !h {
 			others = append(others, m.name+" ("+rerankState(m.man)+")")
 			continue
@@ -70,6 +75,9 @@ func helpfulReranker() (dir string, fusion bool, why string, err error) {
 		return dir, fusion, "", nil
 	case len(others) == 0:
 		return "", false, "no reranker is installed under " + home.ModelsDir() + " (make reranker trains and installs one)", nil
+	}
+	if alone {
+		return "", false, "no installed reranker is measured to help on its own: " + strings.Join(others, "; "), nil
 	}
 	return "", false, "no installed reranker is measured to help: " + strings.Join(others, "; "), nil
 }

@@ -114,17 +114,27 @@ func TestRerankerUsedOnlyWhereMeasuredToHelp(t *testing.T) {
 		t.Fatalf("--rerank-fusion=false: %s", r)
 	}
 
-	// mine-negatives' default teacher is now that reranker.
-	out := filepath.Join(tmp, "mined.jsonl")
-	r = mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", idx, "--output", out, "--negatives", "3", "--top-k", "10")
-	if !strings.Contains(r.stderr, "an installed reranker measured to help") {
-		t.Fatalf("mine-negatives did not say which teacher: %s", r)
+	// mine-negatives' default teacher labels with the reranker's scores
+	// alone: one that helped only fused with the lists is not taken.
+	mine := func(out string) (result, string) {
+		t.Helper()
+		r := mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", idx, "--output", out, "--negatives", "3", "--top-k", "10")
+		var st struct {
+			Teacher string `json:"teacher"`
+		}
+		if b, err := os.ReadFile(out + ".stats.json"); err != nil || json.Unmarshal(b, &st) != nil || st.Teacher == "" {
+			t.Fatalf("stats: %v", err)
+		}
+		return r, st.Teacher
 	}
-	var st struct {
-		Teacher string `json:"teacher"`
+	r, teacher := mine(filepath.Join(tmp, "mined-fused.jsonl"))
+	if !strings.HasPrefix(teacher, "fusion(") || !strings.Contains(r.stderr, "measured to help on its own") {
+		t.Fatalf("teacher %q with a reranker that helped only fused: %s", teacher, r)
 	}
-	if b, err := os.ReadFile(out + ".stats.json"); err != nil || json.Unmarshal(b, &st) != nil || strings.HasPrefix(st.Teacher, "fusion") || st.Teacher == "" {
-		t.Fatalf("teacher %q (%v)", st.Teacher, err)
+	set(false, 0.5, 0.51)
+	r, teacher = mine(filepath.Join(tmp, "mined-alone.jsonl"))
+	if strings.HasPrefix(teacher, "fusion") || !strings.Contains(r.stderr, "an installed reranker measured to help on its own") {
+		t.Fatalf("teacher %q with a reranker that helps alone: %s", teacher, r)
 	}
 }
 

@@ -99,7 +99,7 @@ source}, byte offsets into "text".`,
 			}
 			if reranker == "" && m == engine.ModeRerank {
 				// Unnamed, a reranker is used only where it was measured to help.
-				dir, fused, why, err := helpfulReranker()
+				dir, fused, why, err := helpfulReranker(false)
 				if err != nil {
 					return err
 				}
