@@ -64,10 +64,10 @@ closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 
 # Train a cross-encoder reranker on SciFact train with the pipeline teacher's
-# soft labels, measure it on SciFact test (recorded in its manifest) and
-# install it as $(ANNA_HOME)/models/anna-reranker-minilm (scripts/reranker.sh;
-# its environment variables set the budget). Search and mining use it
-# unasked only where it was measured to help.
+# soft labels, measure it on SciFact test, Cranfield, CISI and CACM (recorded
+# in its manifest) and install it as $(ANNA_HOME)/models/anna-reranker-minilm
+# (scripts/reranker.sh, ~95 min on 2 cores; its environment variables set the
+# budget). Search and mining use it unasked only where it was measured to help.
 .PHONY: reranker
 reranker: build
 	bash scripts/reranker.sh

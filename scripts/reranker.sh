@@ -7,17 +7,18 @@
 #   3. fine-tune a cross-encoder from the base model's weights (listwise
 #      softmax over 1 + 7 candidates + KL distillation from the teacher's
 #      scores), resumable (rerun after Ctrl-C or kill -9);
-#   4. evaluate on SciFact test: BM25 and hybrid top-DEPTH, reranked
-#      (replacing their order, and fused with their lists by RRF), recording
-#      each against its candidates in the model's manifest (eval --record);
+#   4. evaluate on SciFact test and on Cranfield, CISI and CACM: BM25 and
+#      hybrid top-DEPTH, reranked (replacing their order, and fused with
+#      their lists by RRF), recording each against its candidates in the
+#      model's manifest (eval --record);
 #   5. install it as $ANNA_HOME/models/$NAME (annactl models add). Search and
 #      mining use it unasked only where those measurements say it helps
 #      (annactl models list).
 # Usage: scripts/reranker.sh [WORK_DIR]  (default $ANNA_HOME/work/reranker, kept for --resume)
 # Environment: BASE (model to start from, default all-MiniLM-L6-v2), NAME (anna-reranker-minilm),
 # STEPS (120), BATCH (8 queries), GROUP (8 = 1 + 7), MAXLEN (192 tokens per pair), LR (7e-5),
-# DISTILL (1), SEED (42), DEPTH (100 candidates reranked), EVALS (extra BEIR folders to measure on, e.g.
-# "../shared/datasets/cranfield": each indexed and recorded too).
+# DISTILL (1), SEED (42), DEPTH (100 candidates reranked), EVALS (more BEIR folders to measure on and
+# record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -34,7 +35,7 @@ LR=${LR:-7e-5}
 DISTILL=${DISTILL:-1}
 SEED=${SEED:-42}
 DEPTH=${DEPTH:-100}
-EVALS=${EVALS:-}
+EVALS=${EVALS-$ROOT/../shared/datasets/cranfield $ROOT/../shared/datasets/cisi $ROOT/../shared/datasets/cacm}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "reranker: no SciFact at $DATA (it ships in ../shared beside the repository)" >&2
 	exit 1
