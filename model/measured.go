@@ -54,9 +54,6 @@ func (x Measurement) same(y Measurement) bool {
 // the one with the larger mean gain when both do. It is what anna asks
 // before using a reranker nobody named.
 func (m *Manifest) Helps() (helps, fusion bool) {
-	if m.Task != TaskRerank {
-		return false, false
-	}
 	best := 0.0
 	for _, f := range []bool{false, true} {
 		if gain, _ := m.Gain(f); m.HelpsIn(f) && (!helps || gain > best) {

@@ -101,15 +101,15 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 				if fl.reranker == "" {
 					// Its scores alone label the pairs: it must have
 					// helped alone, not only fused with the lists.
-					dir, _, why, err := helpfulReranker(true)
+					dir, others, err := helpfulReranker(true)
 					if err != nil {
 						return err
 					}
 					if dir != "" {
 						a.logf("mine-negatives: teacher: %s, an installed reranker measured to help on its own (--teacher fusion to use the fusion instead)", dir)
 						fl.reranker = dir
-					} else if strings.Contains(why, "measured") {
-						a.logf("mine-negatives: teacher: the fusion (%s)", why)
+					} else if len(others) > 0 {
+						a.logf("mine-negatives: teacher: the fusion (no installed reranker is measured to help on its own: %s)", strings.Join(others, "; "))
 					}
 				}
 				if fl.reranker != "" {

@@ -42,18 +42,16 @@ func installedModels() ([]installedModel, error) {
 }
 
 // helpfulReranker is the installed reranker measured to help (its manifest's
-// evaluations, `annactl eval --record`) with the largest mean gain, and
-// whether it helped fused by RRF with its candidates' lists; with alone,
-// only rerankers whose own order helped count (a teacher labels with its
-// scores alone). dir is "" when none is, and why then says what was found,
-// for a message.
-func helpfulReranker(alone bool) (dir string, fusion bool, why string, err error) {
+// evaluations, `annactl eval --record`) with the largest mean gain in the
+// use that helped, or "" when none is; with alone, only rerankers whose
+// own order helped count (a teacher labels with its scores alone). others
+// describe the installed rerankers that do not, for a message.
+func helpfulReranker(alone bool) (dir string, others []string, err error) {
 	models, err := installedModels()
 	if err != nil {
-		return "", false, "", err
+		return "", nil, err
 	}
-	var others []string
-	best := -1.0
+	best := 0.0
 	for _, m := range models {
 		if m.err != nil || m.man.Task != model.TaskRerank {
 			continue
@@ -67,19 +65,10 @@ func helpfulReranker(alone bool) (dir string, fusion bool, why string, err error
 			continue
 		}
 		if g, _ := m.man.Gain(f); dir == "" || g > best {
-			dir, fusion, best = m.dir, f, g
+			dir, best = m.dir, g
 		}
 	}
-	switch {
-	case dir != "":
-		return dir, fusion, "", nil
-	case len(others) == 0:
-		return "", false, "no reranker is installed under " + home.ModelsDir() + " (make reranker trains and installs one)", nil
-	}
-	if alone {
-		return "", false, "no installed reranker is measured to help on its own: " + strings.Join(others, "; "), nil
-	}
-	return "", false, "no installed reranker is measured to help: " + strings.Join(others, "; "), nil
+	return dir, others, nil
 }
 
 // rerankState says what a reranker's measurements say, for people.

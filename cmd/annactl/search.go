@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -99,29 +99,28 @@ source}, byte offsets into "text".`,
 			}
 			if reranker == "" && m == engine.ModeRerank {
 				// Unnamed, a reranker is used only where it was measured to help.
-				dir, fused, why, err := helpfulReranker(false)
+				dir, others, err := helpfulReranker(false)
 				if err != nil {
 					return err
 				}
 				if dir == "" {
+					why := "no reranker is installed under " + home.ModelsDir() + " (make reranker trains and installs one)"
+					if len(others) > 0 {
+						why = "no installed reranker is measured to help: " + strings.Join(others, "; ")
+					}
 					return usageErrorf("--mode rerank without --reranker: %s; name one with --reranker NAME|DIR to use it anyway", why)
 				}
 				a.logf("search: reranking with %s (measured to help: annactl models list)", dir)
 				reranker = dir
-				if !cmd.Flags().Changed("rerank-fusion") {
-					opts.RerankFusion = fused
-				}
 			}
 			if reranker != "" {
 				rr, err := rerank.Load(cmd.Context(), reranker, rerank.Options{})
 				if err != nil {
 					return err
 				}
-				if man, err := model.LoadManifest(reranker); err == nil && !cmd.Flags().Changed("rerank-fusion") {
-					// A named reranker is used the way it was measured to help.
-					if h, f := man.Helps(); h {
-						opts.RerankFusion = f
-					}
+				// A reranker is used the way it was measured to help.
+				if h, f := rr.Manifest().Helps(); h && !cmd.Flags().Changed("rerank-fusion") {
+					opts.RerankFusion = f
 				}
 				defer rr.Close()
 				eopts.Reranker = rr

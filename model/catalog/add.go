@@ -15,18 +15,22 @@ import (
 // Add installs a model directory made here — `annactl train`'s DIR/model,
 // `annactl models import`'s DEST — as modelsDir/name, so that commands
 // find it by name and `annactl models list` shows it. The directory's
-// manifest must load and every file it lists must match its sha256 before
-// anything is written; the copy is made under name.partial, checked
-// again, and renamed over what was there (onnx.ReplaceDir). The manifest's
+// manifest must load; the copy is made under name.partial, each file
+// hashed as it is written, and renamed over what was there
+// (onnx.ReplaceDir) only when every file the manifest lists came through
+// with its sha256: otherwise nothing installed changes. The manifest's
 // name becomes name; the fingerprint, which does not depend on it, is
 // kept.
 func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		return nil, fmt.Errorf("catalog: model name %q: want one path element", name)
 	}
-	m, err := checkFiles(src)
+	m, err := model.LoadManifest(src)
 	if err != nil {
 		return nil, err
+	}
+	if len(m.Files) == 0 {
+		return nil, fmt.Errorf("catalog: %s: the manifest lists no files", src)
 	}
 	dest := filepath.Join(modelsDir, name)
 	as, err1 := filepath.Abs(src)
@@ -44,6 +48,7 @@ func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, err
 			os.RemoveAll(tmp)
 		}
 	}()
+	sums := map[string]string{} // slash-separated path in the directory → sha256 of the copy
 	err = filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -59,16 +64,30 @@ func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, err
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s: not a regular file", path)
 		}
-		return copyFile(path, out)
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		sums[filepath.ToSlash(rel)], err = onnx.WriteFile(out, func(w io.Writer) error {
+			_, err := io.Copy(w, in)
+			return err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: copying %s: %w", src, err)
 	}
+	for f, want := range m.Files {
+		switch got, ok := sums[f]; {
+		case !ok:
+			return nil, fmt.Errorf("catalog: %s: listed in the manifest, missing", filepath.Join(src, f))
+		case got != want:
+			return nil, fmt.Errorf("catalog: %s: sha256 %s, the manifest says %s (the directory changed after it was written)", filepath.Join(src, f), got, want)
+		}
+	}
 	m.Name = name
 	if err := model.WriteManifest(tmp, m); err != nil {
-		return nil, err
-	}
-	if _, err := checkFiles(tmp); err != nil {
 		return nil, err
 	}
 	if err := onnx.ReplaceDir(tmp, dest); err != nil {
@@ -76,46 +95,4 @@ func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, err
 	}
 	ok = true
 	return m, nil
-}
-
-// checkFiles loads dir's manifest and checks the files it lists.
-func checkFiles(dir string) (*model.Manifest, error) {
-	m, err := model.LoadManifest(dir)
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Files) == 0 {
-		return nil, fmt.Errorf("catalog: %s: the manifest lists no files", dir)
-	}
-	for f, want := range m.Files {
-		got, err := fileSHA256(filepath.Join(dir, f))
-		if err != nil {
-			return nil, fmt.Errorf("catalog: %s: %w", dir, err)
-		}
-		if got != want {
-			return nil, fmt.Errorf("catalog: %s: sha256 %s, the manifest says %s (the directory changed after it was written)", filepath.Join(dir, f), got, want)
-		}
-	}
-	return m, nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -181,7 +181,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	}()
 
 	fp := model.NewFingerprinter()
-	onnxSum, err := writeFile(filepath.Join(tmp, ModelFile), func(w io.Writer) error {
+	onnxSum, err := WriteFile(filepath.Join(tmp, ModelFile), func(w io.Writer) error {
 		_, err := g.WriteTo(io.MultiWriter(w, fp))
 		return err
 	})
@@ -199,7 +199,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 			return nil, fmt.Errorf("import: encoding config: %w", err)
 		}
 	}
-	if m.Files[ConfigFile], err = writeFile(filepath.Join(tmp, ConfigFile), func(w io.Writer) error {
+	if m.Files[ConfigFile], err = WriteFile(filepath.Join(tmp, ConfigFile), func(w io.Writer) error {
 		_, err := w.Write(cfgJSON)
 		return err
 	}); err != nil {
@@ -210,7 +210,7 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 		return nil, fmt.Errorf("import: opening tokenizer: %w", err)
 	}
 	defer tf.Close()
-	if m.Files[TokenizerFile], err = writeFile(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
+	if m.Files[TokenizerFile], err = WriteFile(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
 		_, err := io.Copy(w, tf)
 		return err
 	}); err != nil {
@@ -340,9 +340,9 @@ func labelTokens(tokenizerPath string, labels []string) ([]int64, error) {
 	return ids, nil
 }
 
-// writeFile creates path, lets fill write it through a buffer, syncs it and
+// WriteFile creates path, lets fill write it through a buffer, syncs it and
 // returns the hex sha256 of what was written.
-func writeFile(path string, fill func(io.Writer) error) (string, error) {
+func WriteFile(path string, fill func(io.Writer) error) (string, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return "", fmt.Errorf("import: %w", err)

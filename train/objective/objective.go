@@ -12,6 +12,7 @@ package objective
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // ContrastiveConfig sets the bi-encoder objective: InfoNCE over cosine
@@ -178,20 +179,6 @@ func BCELoss(logits, labels []float32) (loss float64, dlogits []float32) {
 	return loss, dlogits
 }
 
-// ListwiseLoss is softmax cross-entropy over each query's G candidates
-// (logits Q×G, the positive first), averaged over queries.
-func ListwiseLoss(logits []float32, Q, G int) (loss float64, dlogits []float32) {
-	loss, _, dlogits, _ = CrossEncoderLoss("listwise", logits, nil, Q, G, nil, CrossConfig{})
-	return loss, dlogits
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // CrossConfig sets a cross-encoder objective's distillation term.
 type CrossConfig struct {
 	DistillWeight      float64 // weight of the teacher term (0: none)
@@ -247,10 +234,8 @@ func CrossEncoderLoss(objective string, logits, labels []float32, Q, G int, teac
 			}
 			ps := softmax64(s)
 			parts.InfoNCE += -math.Log(max(ps[0], 1e-300)) / float64(Q)
-			d := make([]float64, G)
-			for g := range G {
-				d[g] = ps[g] - b2f(g == 0)
-			}
+			d := slices.Clone(ps)
+			d[0]-- // the positive
 			if cfg.DistillWeight > 0 {
 				kl, grad := distill(ps, teacher[i*G:i*G+G], tt)
 				for g := range grad {
