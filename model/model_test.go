@@ -124,3 +124,25 @@ func TestReadSentenceTransformers(t *testing.T) {
 		t.Errorf("corrupt prompts file: %v", err)
 	}
 }
+
+// TestWriteSentenceTransformers: what is written reads back the same, for
+// every pooling, with and without the Normalize module and prompts.
+func TestWriteSentenceTransformers(t *testing.T) {
+	for _, want := range []STSettings{
+		{Pooling: PoolingCLS, Normalize: true, HasModules: true, MaxLength: 512, QueryPrefix: "Represent this sentence for searching relevant passages: "},
+		{Pooling: PoolingMean, HasModules: true, MaxLength: 256},
+		{Pooling: PoolingLastToken, Normalize: true, HasModules: true, MaxLength: 128, QueryPrefix: "query: ", DocumentPrefix: "passage: "},
+	} {
+		dir := t.TempDir()
+		if err := WriteSentenceTransformers(dir, want, 384); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadSentenceTransformers(dir)
+		if err != nil || got != want {
+			t.Errorf("read back %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if err := WriteSentenceTransformers(t.TempDir(), STSettings{Pooling: "max"}, 384); err == nil || !strings.Contains(err.Error(), `"max"`) {
+		t.Errorf("max pooling: %v", err)
+	}
+}

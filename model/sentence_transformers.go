@@ -115,3 +115,65 @@ func readJSON(path string, v any) (ok bool, err error) {
 	}
 	return true, nil
 }
+
+// WriteSentenceTransformers writes the side files ReadSentenceTransformers
+// reads back as s (modules.json with a Transformer, a Pooling module in
+// 1_Pooling and, when s.Normalize, a Normalize module; the pooling config
+// for dim; config_sentence_transformers.json with the prompts;
+// sentence_bert_config.json with the length), so that a checkpoint built
+// here from another format loads in sentence-transformers as anna serves
+// it. s.Pooling must be cls, mean or lasttoken.
+func WriteSentenceTransformers(dir string, s STSettings, dim int) error {
+	modes := map[string]string{PoolingCLS: "pooling_mode_cls_token", PoolingMean: "pooling_mode_mean_tokens", PoolingLastToken: "pooling_mode_lasttoken"}
+	mode, ok := modes[s.Pooling]
+	if !ok {
+		return fmt.Errorf("model: sentence-transformers pooling %q: want cls, mean or lasttoken", s.Pooling)
+	}
+	type module struct {
+		Idx  int    `json:"idx"`
+		Name string `json:"name"`
+		Path string `json:"path"`
+		Type string `json:"type"`
+	}
+	modules := []module{
+		{0, "0", "", "sentence_transformers.models.Transformer"},
+		{1, "1", "1_Pooling", "sentence_transformers.models.Pooling"},
+	}
+	if s.Normalize {
+		modules = append(modules, module{2, "2", "2_Normalize", "sentence_transformers.models.Normalize"})
+	}
+	pooling := map[string]any{"word_embedding_dimension": dim}
+	for _, m := range modes {
+		pooling[m] = m == mode
+	}
+	prompts := map[string]string{}
+	if s.QueryPrefix != "" {
+		prompts["query"] = s.QueryPrefix
+	}
+	if s.DocumentPrefix != "" {
+		prompts["document"] = s.DocumentPrefix
+	}
+	files := []struct {
+		path string
+		v    any
+	}{
+		{"modules.json", modules},
+		{filepath.Join("1_Pooling", "config.json"), pooling},
+		{"config_sentence_transformers.json", map[string]any{"prompts": prompts}},
+		{"sentence_bert_config.json", map[string]any{"max_seq_length": s.MaxLength}},
+	}
+	for _, f := range files {
+		b, err := json.MarshalIndent(f.v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("model: %s: %w", f.path, err)
+		}
+		p := filepath.Join(dir, f.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
+	return nil
+}

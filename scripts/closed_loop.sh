@@ -5,7 +5,9 @@
 # the index with the new model (annactl reindex), evaluate again.
 # Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget, SEED seeds mining and training;
 # MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher-model bge-small-en-v1.5" (the default teacher is the
-# calibrated fusion of BM25 and the model's cosine; MINE_ARGS="--teacher dense" is the cosine alone)
+# calibrated fusion of BM25 and the model's cosine; MINE_ARGS="--teacher dense" is the cosine alone);
+# MODEL is the student, an installed model's NAME or an anna model DIR (default: the default model, all-MiniLM-L6-v2),
+# e.g. MODEL=bge-small-en-v1.5 (trained from the weights read out of its ONNX graph, CLS pooling and query instruction kept)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -31,8 +33,11 @@ fi
 mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
-step "index SciFact with the base model"
-"$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl"
+MODEL=${MODEL:-}
+MODEL_ARGS=()
+[ -n "$MODEL" ] && MODEL_ARGS=(--model "$MODEL")
+step "index SciFact with the base model${MODEL:+ ($MODEL)}"
+"$A" index --cache --index "$W/idx" "${MODEL_ARGS[@]}" "$DATA/corpus.jsonl"
 step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
 
@@ -43,7 +48,7 @@ step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_A
 # shellcheck disable=SC2086
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed "$MINE_SEED" --resume $MINE_ARGS
 step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
-"$A" train --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
+"$A" train "${MODEL_ARGS[@]}" --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
 	--distill 0.5 --seed "$TRAIN_SEED" --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"

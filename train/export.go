@@ -167,6 +167,15 @@ func writeExport(ctx context.Context, srcDir, outDir string, cfgJSON []byte, ten
 	if err := copySideFiles(srcDir, hfDir); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}
+	if task == model.TaskRerank {
+		// A bi-encoder source's sentence-transformers files (pooling,
+		// normalisation, query prompt) say nothing true of a cross-encoder.
+		for _, name := range []string{"modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "1_Pooling", "2_Normalize"} {
+			if err := os.RemoveAll(filepath.Join(hfDir, name)); err != nil {
+				return "", "", fmt.Errorf("train: export: %w", err)
+			}
+		}
+	}
 	if err := os.WriteFile(filepath.Join(hfDir, "config.json"), cfgJSON, 0o644); err != nil {
 		return "", "", fmt.Errorf("train: export: %w", err)
 	}

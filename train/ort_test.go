@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,26 +12,62 @@ import (
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"
 )
 
-// TestForwardMatchesONNXRuntime runs the real all-MiniLM-L6-v2 on a few
-// sentences in Go and in ONNX Runtime (the converted model.onnx) and
-// compares last_hidden_state at every real token.
+// TestForwardMatchesONNXRuntime runs real models on a few sentences in Go
+// (the trainer's forward over the checkpoint it trains) and in ONNX Runtime
+// (the installed model.onnx) and compares last_hidden_state at every real
+// token: all-MiniLM-L6-v2 from its safetensors, and bge-small-en-v1.5 from
+// the checkpoint its ONNX graph's weights were read back into
+// (catalog.TrainingSource), when installed.
 func TestForwardMatchesONNXRuntime(t *testing.T) {
-	dir := home.DefaultModel()
-	if _, err := os.Stat(filepath.Join(dir, onnx.ModelFile)); err != nil {
-		t.Skipf("skipping: default model not installed at %s (run `make setup`)", dir)
-	}
+	t.Run("all-MiniLM-L6-v2", func(t *testing.T) {
+		dir := home.DefaultModel()
+		if _, err := os.Stat(filepath.Join(dir, onnx.ModelFile)); err != nil {
+			t.Skipf("skipping: default model not installed at %s (run `make setup`)", dir)
+		}
+		man, err := model.LoadManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(man.Source, "config.json")); err != nil {
+			t.Skipf("skipping: the model's source checkpoint %q is not installed (run `make setup`)", man.Source)
+		}
+		forwardMatchesORT(t, dir, man.Source)
+	})
+	t.Run("bge-small-en-v1.5", func(t *testing.T) {
+		e, err := catalog.Lookup("bge-small-en-v1.5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(home.ModelsDir(), e.Name)
+		if _, err := os.Stat(filepath.Join(dir, onnx.ModelFile)); err != nil {
+			t.Skipf("skipping: %s not installed (annactl models install %s; make test-models)", dir, e.Name)
+		}
+		if _, err := os.Stat(filepath.Join(home.DownloadsDir(), filepath.Base(e.URL))); err != nil {
+			t.Skipf("skipping: its archive is not in %s", home.DownloadsDir())
+		}
+		src, ok, err := catalog.TrainingSource(context.Background(), e, catalog.Options{ModelsDir: home.ModelsDir(), DownloadsDir: home.DownloadsDir()})
+		if err != nil || !ok {
+			t.Fatalf("training source: %v, %v", ok, err)
+		}
+		st, err := model.ReadSentenceTransformers(src)
+		if err != nil || st.Pooling != model.PoolingCLS || !st.Normalize || st.QueryPrefix == "" {
+			t.Errorf("%s serves as %+v, %v; want CLS pooling, normalised, with its query instruction", src, st, err)
+		}
+		forwardMatchesORT(t, dir, src)
+	})
+}
+
+func forwardMatchesORT(t *testing.T, dir, src string) {
 	man, err := model.LoadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(man.Source, "config.json")); err != nil {
-		t.Skipf("skipping: the model's source checkpoint %q is not installed (run `make setup`)", man.Source)
-	}
-	m, err := LoadModel(man.Source, false, 1)
+	m, err := LoadModel(src, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ type Config struct {
 	OutDir   string // checkpoint/, hf/ (the trained checkpoint), model/ (the anna model), metrics.jsonl and report.html go here
 
 	Objective string // contrastive (default), bce or listwise
-	// Pooling is the bi-encoder pooling: mean (BERT's default), cls,
+	// Pooling is the bi-encoder pooling: for BERT what ModelDir's
+	// sentence-transformers files say (its Pooling module), else mean; cls,
 	// lasttoken (decoders' default), or for decoders a trainable head,
 	// latent or multilayer (HeadLatents, HeadHeads), which the exported
 	// graph applies; a checkpoint exported with a head defaults to it.
@@ -161,7 +162,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Pooling == "" {
 		c.Pooling = PoolMean
-		if c.isDecoder() {
+		if st := c.servedAs(); st.Pooling != "" && !c.isDecoder() {
+			c.Pooling = st.Pooling // as the checkpoint is served (bge-small: CLS)
+		} else if c.isDecoder() {
 			c.Pooling = PoolLast
 			if h := c.trainedHead(); h != nil { // an export with a pooling head goes on with it
 				c.Pooling = h.Mode
@@ -219,6 +222,42 @@ func (c *Config) isDecoder() bool {
 	return err == nil && mc.IsDecoder()
 }
 
+// servedAs is what ModelDir's sentence-transformers files say of how the
+// model is served (zero when it has none, or is a GGUF file).
+func (c *Config) servedAs() model.STSettings {
+	if strings.HasSuffix(strings.ToLower(c.ModelDir), ".gguf") {
+		return model.STSettings{}
+	}
+	st, err := model.ReadSentenceTransformers(c.ModelDir)
+	if err != nil || st.PoolingErr != nil {
+		return model.STSettings{}
+	}
+	return st
+}
+
+// servedPrefixes gives a BERT bi-encoder's examples the prefixes the model
+// is served with (its sentence-transformers prompts, which its export
+// keeps): the query prefix where a line has no prompt of its own (bge's
+// "Represent this sentence for searching relevant passages: "), the
+// document prefix on every positive and negative, so that training sees
+// the texts the encoder will embed.
+func servedPrefixes(examples []Example, st model.STSettings) {
+	for i := range examples {
+		e := &examples[i]
+		if e.Prompt == "" {
+			e.Prompt = st.QueryPrefix
+		}
+		if st.DocumentPrefix == "" {
+			continue
+		}
+		for _, docs := range [][]string{e.Pos, e.Neg} {
+			for j := range docs {
+				docs[j] = st.DocumentPrefix + docs[j]
+			}
+		}
+	}
+}
+
 // trainedHead is the trainable pooling head ModelDir's config.json
 // describes (an earlier export's), or nil.
 func (c *Config) trainedHead() *model.PoolingHead {
@@ -271,6 +310,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	src, err := loadSource(&cfg, cross)
 	if err != nil {
 		return nil, err
+	}
+	if !cross && src.bert != nil {
+		servedPrefixes(examples, cfg.servedAs())
 	}
 	m := src.net
 	tok, err := tokenizer.Load(src.tokPath)

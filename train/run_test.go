@@ -325,6 +325,9 @@ func TestReadFlagEmbeddingSamples(t *testing.T) {
 // task rerank, and ONNX Runtime's logits match the Go head's.
 func TestRunCrossEncoderExports(t *testing.T) {
 	src := tinyCheckpoint(t, false)
+	// A bi-encoder's serving files (bge-small's) must not follow it into a
+	// cross-encoder's manifest.
+	must(t, model.WriteSentenceTransformers(src, model.STSettings{Pooling: model.PoolingCLS, Normalize: true, MaxLength: 64, QueryPrefix: "search: "}, 32))
 	data := writeData(t, 16, false)
 	for _, obj := range []string{ObjectiveBCE, ObjectiveListwise} {
 		res, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: filepath.Join(t.TempDir(), obj), Objective: obj,
@@ -334,8 +337,8 @@ func TestRunCrossEncoderExports(t *testing.T) {
 		}
 		man, err := model.LoadManifest(res.ModelDir)
 		must(t, err)
-		if man.Task != model.TaskRerank || man.NumLabels != 1 {
-			t.Fatalf("%s: manifest task %q labels %d", obj, man.Task, man.NumLabels)
+		if man.Task != model.TaskRerank || man.NumLabels != 1 || man.QueryPrefix != "" || man.Normalize {
+			t.Fatalf("%s: manifest task %q labels %d query prefix %q normalize %v", obj, man.Task, man.NumLabels, man.QueryPrefix, man.Normalize)
 		}
 		m, err := LoadModel(res.HFDir, true, 0)
 		must(t, err)
@@ -361,5 +364,41 @@ func TestRunCrossEncoderExports(t *testing.T) {
 				t.Fatalf("%s: logit %d: Go %g, ONNX Runtime %g", obj, i, got[i], want[i])
 			}
 		}
+	}
+}
+
+// TestRunServesAsCheckpointSays: a BERT checkpoint whose
+// sentence-transformers files say CLS pooling and query/document prompts
+// (bge-small's training checkpoint, catalog.TrainingSource) is trained with
+// that pooling and those prefixes, and exported to be served the same way.
+func TestRunServesAsCheckpointSays(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	st := model.STSettings{Pooling: model.PoolingCLS, Normalize: true, HasModules: true, MaxLength: 64, QueryPrefix: "search: ", DocumentPrefix: "passage: "}
+	must(t, model.WriteSentenceTransformers(src, st, 32))
+	cfg := Config{ModelDir: src, Data: "x", OutDir: "y"}
+	must(t, cfg.defaults())
+	if cfg.Pooling != PoolCLS {
+		t.Errorf("pooling %q, want cls from the checkpoint's Pooling module", cfg.Pooling)
+	}
+	if cfg = (Config{ModelDir: src, Data: "x", OutDir: "y", Pooling: PoolMean}); cfg.defaults() != nil || cfg.Pooling != PoolMean {
+		t.Errorf("an explicit pooling must win: %q", cfg.Pooling)
+	}
+
+	ex := []Example{{Query: "q1", Pos: []string{"p"}, Neg: []string{"n1", "n2"}}, {Query: "q2", Prompt: "Instruct: x\nQuery: ", Pos: []string{"p2"}, Neg: []string{"n3"}}}
+	servedPrefixes(ex, st)
+	if ex[0].Prompt != "search: " || ex[1].Prompt != "Instruct: x\nQuery: " {
+		t.Errorf("prompts %q, %q: the query prefix goes where a line has none", ex[0].Prompt, ex[1].Prompt)
+	}
+	if ex[0].Pos[0] != "passage: p" || ex[0].Neg[1] != "passage: n2" || ex[1].Neg[0] != "passage: n3" {
+		t.Errorf("documents %q %q %q, want the document prefix on each", ex[0].Pos, ex[0].Neg, ex[1].Neg)
+	}
+
+	res, err := Run(context.Background(), Config{ModelDir: src, Data: writeData(t, 12, false), OutDir: filepath.Join(t.TempDir(), "run"),
+		BatchSize: 4, GroupSize: 3, MaxSteps: 2, Seed: 1, EvalFraction: -1})
+	must(t, err)
+	man, err := model.LoadManifest(res.ModelDir)
+	must(t, err)
+	if man.Pooling != model.PoolingCLS || !man.Normalize || man.QueryPrefix != "search: " || man.DocumentPrefix != "passage: " {
+		t.Errorf("exported manifest pooling %q normalize %v prefixes %q %q; want it served as its source", man.Pooling, man.Normalize, man.QueryPrefix, man.DocumentPrefix)
 	}
 }

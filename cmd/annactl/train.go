@@ -205,7 +205,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.StringVar(&c.Data, "input", "", "training data: FlagEmbedding JSON lines `FILE` from annactl mine-negatives")
 	f.StringVar(&c.OutDir, "output", "", "output directory `DIR`: checkpoint/, hf/ and model/")
 	f.StringVar(&c.Objective, "objective", "contrastive", "contrastive (bi-encoder), bce or listwise (cross-encoder reranker)")
-	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: mean for BERT, lasttoken for decoders); decoders also latent or multilayer, a trainable head the exported graph applies")
+	f.StringVar(&c.Pooling, "pooling", "", "bi-encoder pooling: mean, cls or lasttoken (default: what the checkpoint's sentence-transformers files say — cls for bge-small — else mean for BERT, lasttoken for decoders); decoders also latent or multilayer, a trainable head the exported graph applies")
 	f.IntVar(&c.HeadLatents, "head-latents", 0, "trainable pooling head: latent queries (0: 16)")
 	f.IntVar(&c.HeadHeads, "head-heads", 0, "trainable pooling head: attention heads, dividing the hidden size (0: 8)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (exported with anna_attention \"bidirectional\", which the graph follows)")

