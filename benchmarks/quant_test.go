@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,25 +21,35 @@ import (
 )
 
 // BenchmarkQuantSciFact measures the speed of the graph forms of issue
-// #17 on SciFact, for all-MiniLM-L6-v2 and bge-small-en-v1.5 (each a
-// sub-benchmark, skipped when its source files are absent). Each model is
-// imported by the catalogue's installer into a temporary directory three
-// times (quantForms): the fused float32 graph (anna's default), the
-// unfused float32 graph (the graph of before the fusion) and the int8
-// graph; for bge-small also the langchain4j ONNX file it is read from, run
-// by the same ONNX Runtime through the same encoder (catalog.CopyWithGraph).
+// #17 on SciFact, for all-MiniLM-L6-v2, bge-small-en-v1.5 and
+// smollm2-135m-instruct (each a sub-benchmark, skipped when its source
+// files are absent). Each model is imported by the catalogue's installer
+// into a temporary directory once per form (quantForms): the fused float32
+// graph (anna's default) and the int8 graph; for the encoders the unfused
+// float32 graph (the graph of before the fusion), and for bge-small the
+// langchain4j ONNX file it is read from, run by the same ONNX Runtime
+// through the same encoder (catalog.CopyWithGraph); for the decoder the
+// int4 graph.
 //
-// The first 200 SciFact abstracts (title + text, each model's max length)
-// are embedded by every form in turn, 50 at a time, two rounds, with the
-// default encoder options; docs/s per form and the ratios int8/fused
-// (goal ≥ 2.0x), fused/unfused and, for bge-small, fused/langchain4j (goal
-// ≥ 1.0x), each from the same rounds so load from other processes falls
-// on every side alike, by wall time and by CPU time (see quantSpeed).
+// The first 200 SciFact abstracts (100 for the decoder; title + text, each
+// model's max length) are embedded by every form in turn, 50 at a time,
+// two rounds, with the default encoder options; docs/s per form and the
+// ratios int8/fused (goal ≥ 2.0x), int4/fused, fused/unfused and, for
+// bge-small, fused/langchain4j (goal ≥ 1.0x), each from the same rounds so
+// load from other processes falls on every side alike, by wall time and by
+// CPU time, and each form's vectors against the float32 ones (see
+// quantSpeed).
 //
 //	go test -v ./benchmarks -run '^$' -bench QuantSciFact -benchtime 1x -timeout 60m
 func BenchmarkQuantSciFact(b *testing.B) {
 	texts := encSciFactTexts(b)[:200]
-	quantModels(b, func(b *testing.B, forms map[string]string) { quantSpeed(b, forms, texts) })
+	quantModels(b, func(b *testing.B, e catalog.Entry, forms map[string]string) {
+		if e.Decoder {
+			quantSpeed(b, forms, texts[:100])
+			return
+		}
+		quantSpeed(b, forms, texts)
+	})
 }
 
 // BenchmarkQuantNDCGSciFact is the quality side: SciFact test dense
@@ -52,12 +63,17 @@ func BenchmarkQuantSciFact(b *testing.B) {
 //
 //	go test -v ./benchmarks -run '^$' -bench 'QuantNDCGSciFact/all-MiniLM' -benchtime 1x -timeout 120m
 func BenchmarkQuantNDCGSciFact(b *testing.B) {
-	quantModels(b, quantQuality)
+	quantModels(b, func(b *testing.B, e catalog.Entry, forms map[string]string) {
+		if e.Decoder {
+			b.Skip("the zero-shot decoder does not retrieve (SciFact nDCG@10 0.0000 with EOS pooling): its quantized vectors are compared in QuantSciFact")
+		}
+		quantQuality(b, forms)
+	})
 }
 
 // quantModels runs fn as a sub-benchmark per model with its forms.
-func quantModels(b *testing.B, fn func(b *testing.B, forms map[string]string)) {
-	for _, name := range []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5"} {
+func quantModels(b *testing.B, fn func(b *testing.B, e catalog.Entry, forms map[string]string)) {
+	for _, name := range []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5", "smollm2-135m-instruct"} {
 		b.Run(name, func(b *testing.B) {
 			e, err := catalog.Lookup(name)
 			if err != nil {
@@ -65,7 +81,7 @@ func quantModels(b *testing.B, fn func(b *testing.B, forms map[string]string)) {
 			}
 			forms := quantForms(b, e)
 			for range b.N {
-				fn(b, forms)
+				fn(b, e, forms)
 			}
 		})
 	}
@@ -76,6 +92,7 @@ const (
 	formFused       = "fused"
 	formUnfused     = "unfused"
 	formInt8        = "int8"
+	formInt4        = "int4"
 	formLangchain4j = "langchain4j"
 )
 
@@ -96,10 +113,15 @@ func quantForms(b *testing.B, e catalog.Entry) map[string]string {
 	}
 	tmp := b.TempDir()
 	forms := map[string]string{}
-	for _, f := range []struct {
+	type form struct {
 		name string
 		opts catalog.Options
-	}{{formFused, catalog.Options{}}, {formUnfused, catalog.Options{Unfused: true}}, {formInt8, catalog.Options{Quantize: model.QuantizeInt8}}} {
+	}
+	all := []form{{formFused, catalog.Options{}}, {formUnfused, catalog.Options{Unfused: true}}, {formInt8, catalog.Options{Quantize: model.QuantizeInt8}}}
+	if e.Decoder {
+		all = []form{{formFused, catalog.Options{}}, {formInt8, catalog.Options{Quantize: model.QuantizeInt8}}, {formInt4, catalog.Options{Quantize: model.QuantizeInt4}}}
+	}
+	for _, f := range all {
 		f.opts.ModelsDir, f.opts.DownloadsDir = filepath.Join(tmp, f.name), home.DownloadsDir()
 		var err error
 		if src != "" {
@@ -147,18 +169,36 @@ func quantSpeed(b *testing.B, forms map[string]string, texts []string) {
 		encs[n] = enc
 	}
 	wall, cpu := map[string]time.Duration{}, map[string]time.Duration{}
+	vecs := map[string][][]float32{} // the last round's
 	const rounds, chunk = 2, 50
-	for range rounds {
+	for r := range rounds {
 		for j := 0; j < len(texts); j += chunk {
 			for _, n := range names {
 				c0, start := cpuTime(b), time.Now()
-				if _, err := encs[n].EmbedDocuments(ctx, texts[j:min(j+chunk, len(texts))]); err != nil {
+				v, err := encs[n].EmbedDocuments(ctx, texts[j:min(j+chunk, len(texts))])
+				if err != nil {
 					b.Fatal(err)
 				}
 				wall[n] += time.Since(start)
 				cpu[n] += cpuTime(b) - c0
+				if r == rounds-1 {
+					vecs[n] = append(vecs[n], v...)
+				}
 			}
 		}
+	}
+	for _, n := range names {
+		if n == formFused {
+			continue
+		}
+		mean, worst := 0.0, 1.0
+		for i, v := range vecs[n] {
+			c := eval.Cosine(v, vecs[formFused][i])
+			mean, worst = mean+c/float64(len(texts)), math.Min(worst, c)
+		}
+		b.Logf("%-12s vectors against float32's: cosine mean %.5f, min %.5f", n, mean, worst)
+		b.ReportMetric(mean, n+"_cos_mean")
+		b.ReportMetric(worst, n+"_cos_min")
 	}
 	docs := float64(rounds * len(texts))
 	for _, n := range names {
@@ -176,6 +216,7 @@ func quantSpeed(b *testing.B, forms map[string]string, texts []string) {
 		b.ReportMetric(u, a+"/"+c+"_cpu")
 	}
 	ratio(formInt8, formFused, " (goal ≥ 2.0x)")
+	ratio(formInt4, formFused, "")
 	ratio(formFused, formUnfused, "")
 	ratio(formFused, formLangchain4j, " (goal ≥ 1.0x)")
 }

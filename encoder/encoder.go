@@ -20,7 +20,7 @@
 // model (Manifest.Quantization), whose activations are quantized with one
 // scale per batch: there the batch changes a vector by quantization noise
 // (TestQuantizedMiniLM bounds how far int8 vectors are from float32 ones).
-// The encoder runs whatever graph model.onnx holds, float32 or int8; the
+// The encoder runs whatever graph model.onnx holds, float32, int8 or int4; the
 // manifest's fingerprint tells their vectors apart. Loading, the session,
 // the BERT run and the length-sorted batching are internal/bert's, shared
 // with package rerank.

@@ -49,18 +49,27 @@ const (
 	TaskRerank = "rerank" // model.onnx outputs logits (cross-encoder)
 )
 
-// QuantizeInt8 is the one quantization anna writes (Manifest.Quantization):
-// every MatMul weight of the encoder layers is int8, symmetric, with one
-// scale per output column; activations are quantized to uint8 per tensor
-// on every call (ONNX Runtime's DynamicQuantizeMatMul and QAttention).
-// Embeddings, LayerNorms, biases and task heads stay float32.
-const QuantizeInt8 = "int8"
+// The quantizations anna writes (Manifest.Quantization). Embeddings,
+// norms, biases and task heads stay float32 in both.
+const (
+	// QuantizeInt8: every MatMul weight of the encoder's or decoder's
+	// layers is int8, symmetric, with one scale per output column;
+	// activations are quantized to uint8 per tensor on every call (ONNX
+	// Runtime's DynamicQuantizeMatMul, and QAttention in BERT encoders).
+	QuantizeInt8 = "int8"
+	// QuantizeInt4: decoders only; every projection weight is 4-bit in
+	// blocks of 32 input features, each with a scale and a zero point
+	// (llama.cpp's Q4_1 grid, run by ONNX Runtime's MatMulNBits),
+	// activations float32: 6 bits a weight, a fifth of float32's size, for
+	// decoders too large to hold in float32.
+	QuantizeInt4 = "int4"
+)
 
 // CheckQuantization accepts the quantizations anna writes: "" (float32
-// weights) or QuantizeInt8.
+// weights), QuantizeInt8 or QuantizeInt4.
 func CheckQuantization(q string) error {
-	if q != "" && q != QuantizeInt8 {
-		return fmt.Errorf("quantization %q not supported (want %s, or none for float32)", q, QuantizeInt8)
+	if q != "" && q != QuantizeInt8 && q != QuantizeInt4 {
+		return fmt.Errorf("quantization %q not supported (want %s or %s, or none for float32)", q, QuantizeInt8, QuantizeInt4)
 	}
 	return nil
 }
@@ -89,7 +98,7 @@ type Manifest struct {
 	DocumentPrefix string `json:"document_prefix,omitempty"`
 	// InstructionTemplate formats queries given an instruction.
 	InstructionTemplate string `json:"instruction_template,omitempty"`
-	// Quantization is "" for float32 weights, or QuantizeInt8. It is
+	// Quantization is "" for float32 weights, QuantizeInt8 or QuantizeInt4. It is
 	// written into model.onnx (so a quantized model's fingerprint always
 	// differs from the float32 one's: their vectors and caches never mix).
 	// The encoder runs whichever graph model.onnx holds; this field says

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,20 +208,7 @@ func copySideFiles(src, dst string) error {
 			info.Name() == model.ManifestFile, info.Name() == "config.json" && rel == "config.json":
 			return nil
 		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(filepath.Join(dst, rel))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
+		return onnx.CopyFile(path, filepath.Join(dst, rel))
 	})
 }
 

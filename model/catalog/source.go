@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,28 +95,11 @@ func onnxCheckpoint(src, dest string, cfgJSON []byte, st model.STSettings) error
 	if err := safetensors.WriteFile(filepath.Join(dest, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := copyFile(filepath.Join(src, "tokenizer.json"), filepath.Join(dest, "tokenizer.json")); err != nil {
+	if err := onnx.CopyFile(filepath.Join(src, "tokenizer.json"), filepath.Join(dest, "tokenizer.json")); err != nil {
 		return err
 	}
 	if err := model.WriteSentenceTransformers(dest, st, cfg.HiddenSize); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dest, "config.json"), cfgJSON, 0o644)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

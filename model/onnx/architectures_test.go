@@ -187,7 +187,7 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	python, tools := pyref.Python(t, "torch", "transformers", "gguf", "accelerate"), pyref.Tool(t, "")
 	dir := t.TempDir()
 	path := gguftest.SmolLM2(t, dir)
-	mdir := filepath.Join(dir, "model")
+	mdir := filepath.Join(dir, "models", "smollm2") // a parent that does not exist yet
 	m, err := ImportGGUF(context.Background(), path, mdir, Settings{MaxLength: 512})
 	if err != nil {
 		t.Fatal(err)

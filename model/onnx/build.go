@@ -10,10 +10,10 @@ import (
 // BuildOptions choose the form of the graph a builder writes. The zero
 // value is anna's default: the fused float32 graph.
 type BuildOptions struct {
-	// Quantize is "" (float32 weights) or model.QuantizeInt8: the encoder
-	// layers' MatMul weights stored as int8 with a scale per output
-	// column, activations quantized per call (see quantize.go). BERT-family
-	// encoders only.
+	// Quantize is "" (float32 weights), model.QuantizeInt8 (the layers'
+	// MatMul weights stored as int8 with a scale per output column,
+	// activations quantized per call) or, for decoders, model.QuantizeInt4
+	// (4-bit blocks, activations float32); see quantize.go.
 	Quantize string
 	// Unfused writes a BERT encoder with standard ONNX operators only
 	// (MatMul, Softmax, LayerNormalization, the erf GELU), the graph anna
@@ -33,13 +33,13 @@ func BuildWith(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	if cfg.IsDecoder() {
-		if o.Quantize != "" {
-			return nil, fmt.Errorf("onnx: quantization %s is not supported for %s decoders yet (BERT-family encoders only)", o.Quantize, cfg.ModelType)
-		}
 		if o.Unfused {
 			return nil, fmt.Errorf("onnx: the unfused form is a BERT encoder option; %s decoders have one graph", cfg.ModelType)
 		}
 		return buildLlama(cfg, tensors, task, o)
+	}
+	if o.Quantize == model.QuantizeInt4 {
+		return nil, fmt.Errorf("onnx: quantization %s is for decoders; BERT-family encoders are quantized to %s", o.Quantize, model.QuantizeInt8)
 	}
 	if o.Unfused && o.Quantize != "" {
 		return nil, fmt.Errorf("onnx: a quantized graph is always fused (quantization %s with the unfused form)", o.Quantize)

@@ -20,6 +20,10 @@ package onnx
 // Quantized (BuildOptions.Quantize), the input of each layer's attention
 // is quantized once (DynamicQuantizeLinear) for QAttention, and every other
 // MatMul is a DynamicQuantizeMatMul, which quantizes its input per call.
+// Decoders (llama.go) share matmul for their projections: int8 as here, or
+// int4 as MatMulNBits.
+
+import "github.com/anna-search/anna/model"
 
 // fusedLayer appends BERT layer p (e.g. "encoder.layer.3.") in the fused
 // form and returns its output.
@@ -86,9 +90,26 @@ func (w *weights) packedQKV(prefix string) ([]float32, []float32) {
 }
 
 // matmul is x·Wᵀ for the Linear module name's weight (no bias): a MatMul
-// with the float32 weight, or with quant set a DynamicQuantizeMatMul with
-// the int8 one.
+// with the float32 weight, a DynamicQuantizeMatMul with the int8 one
+// (model.QuantizeInt8), or a MatMulNBits with 4-bit blocks
+// (model.QuantizeInt4).
 func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) string {
+	if quant == model.QuantizeInt4 {
+		data, _ := w.data(w.prefix+name+".weight", false, out, in)
+		if data == nil {
+			return x
+		}
+		packed, scales, zps := quantizeBlocks4(data, out, in)
+		nb := int64((in + int4Block - 1) / int4Block)
+		p := sanitize(w.prefix + name + ".weight")
+		b := g.Uint8s(p+"_int4", []int64{int64(out), nb, int4Block / 2}, packed)
+		sc := g.Floats(p+"_scale", []int64{int64(out) * nb}, scales)
+		zp := g.Floats(p+"_zero_point", []int64{int64(out) * nb}, zps)
+		// accuracy_level 1: activations stay float32 (level 4's int8
+		// products ran no faster on an AVX2 CPU without VNNI).
+		return g.MS("MatMulNBits", []string{x, b, sc, zp}, AttrInt("K", int64(in)), AttrInt("N", int64(out)),
+			AttrInt("bits", 4), AttrInt("block_size", int4Block), AttrInt("accuracy_level", 1))
+	}
 	if quant == "" {
 		wt := w.tensor(g, name+".weight", true, out, in)
 		if wt == "" {

@@ -88,6 +88,17 @@ func (g *Graph) Int8s(name string, dims []int64, v []int8) string {
 	return name
 }
 
+// Uint8s adds a uint8 initializer (packed 4-bit weights) with the given shape.
+func (g *Graph) Uint8s(name string, dims []int64, v []uint8) string {
+	if name == "" {
+		name = g.fresh("const")
+	} else {
+		g.claim(name)
+	}
+	g.inits = append(g.inits, encodeTensor(name, Uint8, dims, append([]byte(nil), v...)))
+	return name
+}
+
 // Int64s adds an int64 initializer with the given shape (nil dims: scalar).
 func (g *Graph) Int64s(name string, dims []int64, v []int64) string {
 	if name == "" {

@@ -365,6 +365,20 @@ func WriteFile(path string, fill func(io.Writer) error) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// CopyFile copies the file src to dst (WriteFile: synced).
+func CopyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	defer in.Close()
+	_, err = WriteFile(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+	return err
+}
+
 // ReplaceDir renames the directory tmp to dest, moving an existing dest
 // aside (dest.old) first and removing it after: a crash leaves the old
 // directory, the new one, or the old one under dest.old beside tmp.

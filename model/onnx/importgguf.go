@@ -171,6 +171,9 @@ func ImportGGUF(ctx context.Context, path, dest string, s Settings) (*model.Mani
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dest)), 0o755); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dest)), ".gguf-tokenizer-")
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)

@@ -151,13 +151,7 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		}
 		return rmsOver(t, name, hd)
 	}
-	proj := func(t, name string, in, out int) string {
-		wt := w.tensor(g, name+".weight", true, out, in)
-		if wt == "" {
-			return t
-		}
-		return g.Op("MatMul", []string{t, wt})
-	}
+	proj := func(t, name string, in, out int) string { return w.matmul(g, t, name, in, out, o.Quantize) }
 	// Qwen2 adds a bias to the query, key and value projections.
 	qkv := func(t, name string, in, out int) string {
 		y := proj(t, name, in, out)

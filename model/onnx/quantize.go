@@ -42,3 +42,63 @@ func quantizeColumns(w []float32, rows, cols int) ([]int8, []float32) {
 	}
 	return q, scale
 }
+
+// int4Block is how many consecutive input features share one scale and
+// zero point in an int4 weight (MatMulNBits' block_size; llama.cpp's Q4
+// blocks are 32 too).
+const int4Block = 32
+
+// quantizeBlocks4 quantizes a Linear weight w, row-major [out, in] (row n
+// holds output feature n's weights), to unsigned 4 bits in blocks of
+// int4Block along in, with llama.cpp's Q4_1 grid: over each block, step
+// d = (max − min)/15 and q = round((w − min)/d) ∈ [0, 15], so that w is
+// within d/2 of min + q·d. MatMulNBits computes (q − zp)·scale, so scale = d
+// and the zero point is the float zp = −min/d (ONNX Runtime takes float
+// zero points). A Q4_1 GGUF's weights (SmolLM2's), dequantized and
+// quantized again here, come back on their own grid: the 4-bit graph
+// loses nothing of the file. The layout is MatMulNBits': packed [out,
+// blocks, int4Block/2] bytes, two weights a byte, the lower-indexed one in
+// the low nibble; scales and zero points [out·blocks]. A row whose length
+// is not a multiple of int4Block is padded with q = 0. A block of equal
+// values gets scale 1 and q = 0.
+func quantizeBlocks4(w []float32, out, in int) (packed []uint8, scales, zps []float32) {
+	nb := (in + int4Block - 1) / int4Block
+	packed = make([]uint8, out*nb*int4Block/2)
+	scales = make([]float32, out*nb)
+	zps = make([]float32, out*nb)
+	for n := 0; n < out; n++ {
+		row := w[n*in : (n+1)*in]
+		for b := 0; b < nb; b++ {
+			blk := row[b*int4Block : min((b+1)*int4Block, in)]
+			lo, hi := blk[0], blk[0]
+			for _, v := range blk {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			d := (hi - lo) / 15
+			if d == 0 {
+				d = 1
+			}
+			scales[n*nb+b], zps[n*nb+b] = d, -lo/d
+			for i, v := range blk {
+				q := uint8(max(0, min(15, math.Round(float64((v-lo)/d)))))
+				packed[(n*nb+b)*int4Block/2+i/2] |= q << (4 * (i % 2))
+			}
+		}
+	}
+	return packed, scales, zps
+}
+
+// dequantizeBlocks4 is quantizeBlocks4's inverse: the [out, in] weights
+// (q − zp)·scale that MatMulNBits multiplies by.
+func dequantizeBlocks4(packed []uint8, scales, zps []float32, out, in int) []float32 {
+	nb := (in + int4Block - 1) / int4Block
+	w := make([]float32, out*in)
+	for n := 0; n < out; n++ {
+		for k := 0; k < in; k++ {
+			b, i := k/int4Block, k%int4Block
+			q := packed[(n*nb+b)*int4Block/2+i/2] >> (4 * (i % 2)) & 15
+			w[n*in+k] = (float32(q) - zps[n*nb+b]) * scales[n*nb+b]
+		}
+	}
+	return w
+}

@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
 )
 
 // TestQuantizeColumns: every weight is within half a step of its int8
@@ -106,15 +108,177 @@ func TestQuantizedGraph(t *testing.T) {
 func TestQuantizeRefuses(t *testing.T) {
 	cfg := tinyConfig("gelu")
 	ts := tinyTensors(cfg, "", 1)
-	if _, err := BuildWith(cfg, ts, model.TaskEmbed, BuildOptions{Quantize: "int4"}); err == nil || !strings.Contains(err.Error(), `quantization "int4" not supported (want int8`) {
-		t.Errorf("int4: %v", err)
+	if _, err := BuildWith(cfg, ts, model.TaskEmbed, BuildOptions{Quantize: "int3"}); err == nil || !strings.Contains(err.Error(), `quantization "int3" not supported (want int8 or int4`) {
+		t.Errorf("int3: %v", err)
+	}
+	if _, err := BuildWith(cfg, ts, model.TaskEmbed, BuildOptions{Quantize: model.QuantizeInt4}); err == nil || !strings.Contains(err.Error(), "int4 is for decoders") {
+		t.Errorf("BERT int4: %v", err)
 	}
 	if _, err := BuildWith(cfg, ts, model.TaskEmbed, BuildOptions{Quantize: model.QuantizeInt8, Unfused: true}); err == nil || !strings.Contains(err.Error(), "always fused") {
 		t.Errorf("unfused int8: %v", err)
 	}
-	llama := &model.Config{ModelType: "llama", VocabSize: 50, HiddenSize: 16, NumHiddenLayers: 1, NumAttentionHeads: 4, NumKeyValueHeads: 2,
-		IntermediateSize: 24, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
-	if _, err := BuildWith(llama, ts, model.TaskEmbed, BuildOptions{Quantize: model.QuantizeInt8}); err == nil || !strings.Contains(err.Error(), "not supported for llama decoders") {
-		t.Errorf("llama int8: %v", err)
+	llama := tinyLlamaConfig()
+	if _, err := BuildWith(llama, randomLlama(llama, 1), model.TaskEmbed, BuildOptions{Quantize: model.QuantizeInt8, Unfused: true}); err == nil || !strings.Contains(err.Error(), "unfused form is a BERT encoder option") {
+		t.Errorf("llama unfused int8: %v", err)
+	}
+}
+
+// tinyLlamaConfig is a random Llama small enough for a unit test, with an
+// FFN width (80) that is not a multiple of the int4 block (32).
+func tinyLlamaConfig() *model.Config {
+	return &model.Config{ModelType: "llama", VocabSize: 50, HiddenSize: 64, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		IntermediateSize: 80, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
+}
+
+// randomLlama is a Llama checkpoint of cfg's sizes with random weights.
+func randomLlama(cfg *model.Config, seed uint64) map[string]*safetensors.Tensor {
+	r := rand.New(rand.NewPCG(seed, 3))
+	ts := map[string]*safetensors.Tensor{}
+	add := func(name string, base, std float64, shape ...int) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(base + std*r.NormFloat64())
+		}
+		ts[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: d}
+	}
+	H, I, KV := cfg.HiddenSize, cfg.IntermediateSize, cfg.KVHeads()*cfg.HeadDim()
+	add("model.embed_tokens.weight", 0, 1, cfg.VocabSize, H)
+	add("model.norm.weight", 1, 0.1, H)
+	for l := 0; l < cfg.NumHiddenLayers; l++ {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add(p+"input_layernorm.weight", 1, 0.1, H)
+		add(p+"post_attention_layernorm.weight", 1, 0.1, H)
+		add(p+"self_attn.q_proj.weight", 0, 0.1, H, H)
+		add(p+"self_attn.k_proj.weight", 0, 0.1, KV, H)
+		add(p+"self_attn.v_proj.weight", 0, 0.1, KV, H)
+		add(p+"self_attn.o_proj.weight", 0, 0.1, H, H)
+		add(p+"mlp.gate_proj.weight", 0, 0.1, I, H)
+		add(p+"mlp.up_proj.weight", 0, 0.1, I, H)
+		add(p+"mlp.down_proj.weight", 0, 0.1, H, I)
+	}
+	return ts
+}
+
+// TestQuantizeBlocks4: every weight is within half a step of
+// (q − zp)·scale, every block's range maps onto q ∈ [0, 15] (its least
+// value to 0, its greatest to 15), a padded tail dequantizes to the row it
+// came from, a block of equal values comes back exactly, and so does a
+// block already on a Q4_1 grid (min + k·d, as a Q4_1 GGUF dequantizes).
+func TestQuantizeBlocks4(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 5))
+	out, in := 5, 80 // 3 blocks a row, the last half full
+	w := make([]float32, out*in)
+	for i := range w {
+		w[i] = float32(r.NormFloat64()) * float32(1+i%7)
+	}
+	for k := 32; k < 64; k++ {
+		w[2*in+k] = 0.25                             // row 2's middle block: equal values
+		w[3*in+k] = 0.7 - 0.0625*float32(r.IntN(16)) // row 3's: on a Q4_1 grid, min 0.7 − 15/16
+	}
+	w[3*in+32], w[3*in+33] = 0.7, 0.7-0.0625*15 // the grid's ends present, as Q4_1's quantizer makes them
+	packed, scales, zps := quantizeBlocks4(w, out, in)
+	if len(packed) != out*3*16 || len(scales) != out*3 || len(zps) != out*3 {
+		t.Fatalf("sizes %d, %d, %d; want %d, %d, %d", len(packed), len(scales), len(zps), out*3*16, out*3, out*3)
+	}
+	got := dequantizeBlocks4(packed, scales, zps, out, in)
+	for n := 0; n < out; n++ {
+		for k := 0; k < in; k++ {
+			step := float64(scales[n*3+k/32])
+			if d := math.Abs(float64(w[n*in+k] - got[n*in+k])); d > step/2*(1+1e-5) {
+				t.Fatalf("w[%d,%d] = %g dequantizes to %g: %g off, more than half of step %g", n, k, w[n*in+k], got[n*in+k], d, step)
+			}
+		}
+	}
+	for k := 32; k < 64; k++ {
+		if got[2*in+k] != 0.25 {
+			t.Fatalf("equal block: %g comes back as %g", w[2*in+k], got[2*in+k])
+		}
+		if d := math.Abs(float64(got[3*in+k] - w[3*in+k])); d > 1e-6 {
+			t.Fatalf("Q4_1 grid block: %g comes back as %g (%.3g off)", w[3*in+k], got[3*in+k], d)
+		}
+	}
+	for n := 0; n < out; n++ {
+		for b := 0; b < 3; b++ {
+			if n == 2 && b == 1 {
+				continue
+			}
+			lo, hi := uint8(15), uint8(0)
+			for i := 0; i < min(32, in-32*b); i++ {
+				q := packed[(n*3+b)*16+i/2] >> (4 * (i % 2)) & 15
+				lo, hi = min(lo, q), max(hi, q)
+			}
+			if lo != 0 || hi != 15 {
+				t.Errorf("row %d block %d: q in [%d, %d], want [0, 15]", n, b, lo, hi)
+			}
+		}
+	}
+}
+
+// TestQuantizedDecoder: a tiny random Llama's int4 graph runs in ONNX
+// Runtime as one MatMulNBits per projection and computes exactly what the
+// float32 graph of the weights it dequantizes to computes (so its packing
+// is MatMulNBits' layout: a nibble out of place would show); its int8
+// graph runs every projection as a DynamicQuantizeMatMul; both stay close
+// to the float32 graph.
+func TestQuantizedDecoder(t *testing.T) {
+	needORT(t)
+	cfg := tinyLlamaConfig()
+	ts := randomLlama(cfg, 9)
+	ids, types, mask, B, S := paddedBatch()
+	H := cfg.HiddenSize
+	shape := ortgo.NewShape(int64(B), int64(S), int64(H))
+	run := func(ts map[string]*safetensors.Tensor, q string) []float32 {
+		return runModel(t, export(t, cfg, ts, model.TaskEmbed, BuildOptions{Quantize: q}), OutputHidden, ids, types, mask, B, S, shape)
+	}
+	maxDiff := func(a, b []float32) float64 {
+		worst := 0.0
+		for i := range a {
+			if mask[i/H] != 0 {
+				worst = math.Max(worst, math.Abs(float64(a[i]-b[i])))
+			}
+		}
+		return worst
+	}
+	deq := map[string]*safetensors.Tensor{}
+	for name, tn := range ts {
+		deq[name] = tn
+		if strings.HasSuffix(name, "_proj.weight") {
+			out, in := tn.Shape[0], tn.Shape[1]
+			p, s, z := quantizeBlocks4(tn.Data, out, in)
+			deq[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: tn.Shape, Data: dequantizeBlocks4(p, s, z, out, in)}
+		}
+	}
+	// relErr is the RMS of a − b over the RMS of b, at real tokens.
+	relErr := func(a, b []float32) float64 {
+		var d, n float64
+		for i := range a {
+			if mask[i/H] != 0 {
+				d += float64(a[i]-b[i]) * float64(a[i]-b[i])
+				n += float64(b[i]) * float64(b[i])
+			}
+		}
+		return math.Sqrt(d / n)
+	}
+	f32, int4, int8 := run(ts, ""), run(ts, model.QuantizeInt4), run(ts, model.QuantizeInt8)
+	exact, off4, off8 := maxDiff(int4, run(deq, "")), relErr(int4, f32), relErr(int8, f32)
+	t.Logf("int4 vs float32 of its dequantized weights: max abs diff %.3g; relative RMS error vs float32: int4 %.3g, int8 %.3g", exact, off4, off8)
+	if exact > 1e-4 {
+		t.Errorf("int4 graph differs from the float32 graph of its dequantized weights by %.3g (want ≤ 1e-4)", exact)
+	}
+	// Gaussian weights over 15 steps of a block's range are off by ~8 %
+	// each; 8 bits (7 used) by ~1 %.
+	if off4 > 0.15 || off8 > 0.03 {
+		t.Errorf("quantized hidden states' relative RMS error vs float32: int4 %.3g (want ≤ 0.15), int8 %.3g (want ≤ 0.03)", off4, off8)
+	}
+	L := cfg.NumHiddenLayers
+	for _, c := range []struct{ q, op string }{{model.QuantizeInt4, "com.microsoft.MatMulNBits"}, {model.QuantizeInt8, "com.microsoft.DynamicQuantizeMatMul"}} {
+		ops := optimizedOps(t, export(t, cfg, ts, model.TaskEmbed, BuildOptions{Quantize: c.q}), OutputHidden)
+		if ops[c.op] != 7*L {
+			t.Errorf("%s: optimized graph has %d %s, want %d (one per projection): %s", c.q, ops[c.op], c.op, 7*L, formatOps(ops))
+		}
 	}
 }
