@@ -10,6 +10,8 @@ import (
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/gguf"
+	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/safetensors"
 )
 
@@ -280,5 +282,45 @@ func TestQuantizedDecoder(t *testing.T) {
 		if ops[c.op] != 7*L {
 			t.Errorf("%s: optimized graph has %d %s, want %d (one per projection): %s", c.q, ops[c.op], c.op, 7*L, formatOps(ops))
 		}
+	}
+}
+
+// TestSmolLM2Int4KeepsItsWeights: every projection of SmolLM2's Q4_1 GGUF,
+// dequantized as gguf-py does (LlamaFromGGUF) and quantized again by
+// quantizeBlocks4, comes back on its own grid: the int4 graph holds the
+// file's weights, to float rounding (Q4_1 blocks are 32 along the input,
+// as MatMulNBits' are, and llama.cpp's quantizer puts each block's least
+// and greatest value at q = 0 and 15).
+func TestSmolLM2Int4KeepsItsWeights(t *testing.T) {
+	f, err := gguf.Open(gguftest.SmolLM2(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ts, _, err := LlamaFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, worst := 0, 0.0
+	for name, tn := range ts {
+		if !strings.HasSuffix(name, "_proj.weight") {
+			continue
+		}
+		n++
+		out, in := tn.Shape[0], tn.Shape[1]
+		p, s, z := quantizeBlocks4(tn.Data, out, in)
+		got := dequantizeBlocks4(p, s, z, out, in)
+		for i, v := range tn.Data {
+			// relative to the block's step, the unit of the grid
+			d := math.Abs(float64(got[i]-v)) / float64(s[(i/in)*((in+int4Block-1)/int4Block)+(i%in)/int4Block])
+			worst = math.Max(worst, d)
+		}
+	}
+	t.Logf("%d projections: largest |requantized − file| %.3g of a step", n, worst)
+	if n != 210 {
+		t.Errorf("%d projections, want 210 (30 blocks × 7)", n)
+	}
+	if worst > 1e-3 {
+		t.Errorf("requantized weights off the file's grid by %.3g of a step (want float rounding, ≤ 1e-3)", worst)
 	}
 }
