@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,7 +147,7 @@ average_precision_score).`,
 	f.BoolVar(&fl.record, "record", false, "write each rerank mode's nDCG@10 against its candidates' into the reranker's manifest (what decides whether anna uses it unasked: annactl models list)")
 	fl.chunks.register(cmd)
 	fl.backend.register(cmd)
-	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders)")
+	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders); for sts and pairclass, on every sentence")
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
 }
@@ -586,7 +587,9 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 			return err
 		}
 	}
-	// Each distinct sentence once, as documents (no instruction).
+	// Each distinct sentence once: as a document, or with --instruction as
+	// a query under it (both sides alike, as MTEB instructs decoder
+	// embedders on symmetric tasks).
 	index := map[string]int{}
 	var texts []string
 	for _, s := range slices.Concat(s1, s2) {
@@ -596,7 +599,12 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 		}
 	}
 	t0 := time.Now()
-	vecs, err := enc.EmbedDocuments(ctx, texts)
+	var vecs [][]float32
+	if fl.instruction != "" {
+		vecs, err = enc.EmbedQueries(ctx, texts, encoder.Prompt{Instruction: fl.instruction})
+	} else {
+		vecs, err = enc.EmbedDocuments(ctx, texts)
+	}
 	if err != nil {
 		return err
 	}
@@ -616,8 +624,15 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 		}
 		v = eval.AveragePrecision(cos, pos)
 	}
+	if math.IsNaN(v) {
+		return fmt.Errorf("eval: %s (split %s): %s undefined: every pair has the same cosine or the same gold score", dataset, split, name)
+	}
 	if fl.asJSON {
-		return json.NewEncoder(a.stdout).Encode(map[string]any{"task": fl.task, "dataset": dataset, "split": split, "pairs": len(gold), metric: v, "model": enc.Fingerprint()})
+		out := map[string]any{"task": fl.task, "dataset": dataset, "split": split, "pairs": len(gold), metric: v, "model": enc.Fingerprint()}
+		if fl.instruction != "" {
+			out["instruction"] = fl.instruction
+		}
+		return json.NewEncoder(a.stdout).Encode(out)
 	}
 	fmt.Fprintf(a.stdout, "%s (split %s): %d %s, %d sentences embedded in %s\n%s: %.4f\n",
 		dataset, split, len(gold), label, len(texts), time.Since(t0).Round(time.Millisecond), name, v)

@@ -172,6 +172,16 @@ func TestEvalPairTasks(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Pairs != 3 || got.Spearman == nil || *got.Spearman != 1 {
 		t.Fatalf("sts: %s (%v)", r, err)
 	}
+	// With an instruction every sentence is embedded as a query under it:
+	// one long enough to fill MiniLM's 256 tokens leaves every sentence
+	// out, so every cosine is 1 and there is nothing to correlate.
+	r = mustRun(t, "eval", dir, "--task", "sts", "--split", "sts", "--json", "--instruction", "Retrieve semantically similar text.")
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Spearman == nil || *got.Spearman != 1 || !strings.Contains(r.stdout, `"instruction":"Retrieve semantically similar text."`) {
+		t.Fatalf("sts with an instruction: %s (%v)", r, err)
+	}
+	if r := annactl(t, "", "eval", dir, "--task", "sts", "--split", "sts", "--instruction", strings.Repeat("word ", 300)); r.code == 0 || !strings.Contains(r.stderr, "every pair has the same cosine") {
+		t.Fatalf("sts under an instruction that fills the window: %s", r)
+	}
 	r = mustRun(t, "eval", dir, "--task", "pairclass", "--split", "nli", "--json")
 	got.AP = nil
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Pairs != 3 || got.AP == nil || *got.AP != 1 {
