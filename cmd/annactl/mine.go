@@ -262,19 +262,32 @@ func (a *app) openTeacherEngine(ctx context.Context, modelDir, index, dataset st
 	if index == "" {
 		index = defaultMiningIndex(dataset, enc.Fingerprint())
 	}
-	eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf})
+	if dataset != "" {
+		// The cached index of the corpus is brought up to date, then read
+		// only (a shared lock), so that runs mining beside each other share
+		// it. One that cannot take the writer's lock finds another run
+		// reading it, which completed it first.
+		eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf})
+		if err == nil {
+			err = a.indexDataset(ctx, eng, dataset)
+			if cerr := eng.Close(); err == nil {
+				err = cerr
+			}
+		} else if errors.Is(err, engine.ErrLocked) {
+			a.logf("%s: read by another run; reading it as that run completed it", index)
+			err = nil
+		}
+		if err != nil {
+			closeEnc()
+			return teacherEngine{}, err
+		}
+	}
+	eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf, ReadOnly: true})
 	if err != nil {
 		closeEnc()
 		return teacherEngine{}, err
 	}
-	te := teacherEngine{eng: eng, enc: enc, close: func() { eng.Close(); closeEnc() }}
-	if dataset != "" {
-		if err := a.indexDataset(ctx, eng, dataset); err != nil {
-			te.close()
-			return teacherEngine{}, err
-		}
-	}
-	return te, nil
+	return teacherEngine{eng: eng, enc: enc, close: func() { eng.Close(); closeEnc() }}, nil
 }
 
 // pipeline returns the candidates' retriever: the engine's search in the

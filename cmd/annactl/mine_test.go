@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/storage"
 )
 
 // TestMineFusionTeacher: --teacher fusion calibrates on the first queries,
@@ -80,5 +83,38 @@ func TestMineDefaultTeacherOnFewQueries(t *testing.T) {
 	lines, _ := os.ReadFile(out)
 	if n := strings.Count(string(lines), "\n"); n != 14 || cal.AUC < 0.9 || math.Abs(cal.Bias) > 50 {
 		t.Fatalf("%d examples of 14 queries, calibration AUC %.4f, bias %.1f\n%s", n, cal.AUC, cal.Bias, r)
+	}
+}
+
+// TestMineTeacherModelShared: the cached index of --teacher-model is built
+// once and then only read, so a second run mines while another run reads
+// it (here a read-only handle held by the test, as a running miner holds
+// it) instead of failing on its lock.
+func TestMineTeacherModelShared(t *testing.T) {
+	h := ownHome(t)
+	tmp := t.TempDir()
+	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 40, 24, 5)
+	mine := func(out string) result {
+		return mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", filepath.Join(tmp, "idx"), "--output", out,
+			"--negatives", "3", "--top-k", "20", "--seed", "7", "--teacher", "fusion", "--calibrate", "12", "--teacher-model", home.DefaultModelName)
+	}
+	mine(filepath.Join(tmp, "a.jsonl"))
+	dirs, _ := filepath.Glob(filepath.Join(h, "cache", "mining", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("mining cache: %v, want one index", dirs)
+	}
+	st, err := storage.Open(filepath.Join(dirs[0], "anna.db"), storage.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := mine(filepath.Join(tmp, "b.jsonl"))
+	if !strings.Contains(r.stderr, "read by another run") {
+		t.Errorf("second run: %s", r)
+	}
+	a, _ := os.ReadFile(filepath.Join(tmp, "a.jsonl"))
+	b, _ := os.ReadFile(filepath.Join(tmp, "b.jsonl"))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Error("the second run mined something else from the same index")
 	}
 }
