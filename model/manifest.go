@@ -52,10 +52,12 @@ const (
 // The quantizations anna writes (Manifest.Quantization). Embeddings,
 // norms, biases and task heads stay float32 in both.
 const (
-	// QuantizeInt8: every MatMul weight of the encoder's or decoder's
+	// QuantizeInt8: BERT-family encoders only; every MatMul weight of the
 	// layers is int8, symmetric, with one scale per output column;
 	// activations are quantized to uint8 per tensor on every call (ONNX
-	// Runtime's DynamicQuantizeMatMul, and QAttention in BERT encoders).
+	// Runtime's QAttention and DynamicQuantizeMatMul). Decoders refuse it:
+	// their outlier activation channels do not survive one scale per
+	// tensor.
 	QuantizeInt8 = "int8"
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point

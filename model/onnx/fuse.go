@@ -20,8 +20,8 @@ package onnx
 // Quantized (BuildOptions.Quantize), the input of each layer's attention
 // is quantized once (DynamicQuantizeLinear) for QAttention, and every other
 // MatMul is a DynamicQuantizeMatMul, which quantizes its input per call.
-// Decoders (llama.go) share matmul for their projections: int8 as here, or
-// int4 as MatMulNBits.
+// Decoders (llama.go) share matmul for their projections, float32 or int4
+// (MatMulNBits).
 
 import "github.com/anna-search/anna/model"
 
