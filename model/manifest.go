@@ -62,8 +62,9 @@ const (
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point
 	// (llama.cpp's Q4_1 grid, run by ONNX Runtime's MatMulNBits),
-	// activations float32: 6 bits a weight, a fifth of float32's size, for
-	// decoders too large to hold in float32.
+	// activations float32: 6 bits a weight, a fifth of float32's size
+	// (embeddings stay float32), for decoders too large to hold in
+	// float32.
 	QuantizeInt4 = "int4"
 )
 
