@@ -49,8 +49,8 @@ const (
 	TaskRerank = "rerank" // model.onnx outputs logits (cross-encoder)
 )
 
-// The quantizations anna writes (Manifest.Quantization). Embeddings,
-// norms, biases and task heads stay float32 in both.
+// The quantizations anna writes (Manifest.Quantization). Norms, biases
+// and task heads stay float32 in both.
 const (
 	// QuantizeInt8: BERT-family encoders only; every MatMul weight of the
 	// layers is int8, symmetric, with one scale per output column;
@@ -62,9 +62,9 @@ const (
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point
 	// (llama.cpp's Q4_1 grid, run by ONNX Runtime's MatMulNBits),
-	// activations float32: 6 bits a weight, a fifth of float32's size
-	// (embeddings stay float32), for decoders too large to hold in
-	// float32.
+	// activations float32: 6 bits a weight, a fifth of float32's size;
+	// the token embeddings int8 in blocks of 32 (llama.cpp's Q8_0), for
+	// decoders too large to hold in float32.
 	QuantizeInt4 = "int4"
 )
 

@@ -79,13 +79,18 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	mask := g.Input(InputMask, Int64, batch, seq)
 	g.Input(InputTypeIDs, Int64, batch, seq) // unused: the runner feeds every graph the same inputs
 
-	table := w.tensor(g, "embed_tokens.weight", false, V, H)
-	if k := cfg.MemoryTokens; k > 0 && table != "" { // AutoRegEmbed's memory tokens are ids V … V+k−1
-		if mem := w.tensorAbs(g, MemoryTensor, false, k, H); mem != "" {
-			table = g.Op("Concat", []string{table, mem}, AttrInt("axis", 0))
+	var x string
+	if o.Quantize == model.QuantizeInt4 && cfg.MemoryTokens == 0 && H%int8Block == 0 {
+		x = w.embedInt8(g, "embed_tokens.weight", ids, V, H)
+	} else {
+		table := w.tensor(g, "embed_tokens.weight", false, V, H)
+		if k := cfg.MemoryTokens; k > 0 && table != "" { // AutoRegEmbed's memory tokens are ids V … V+k−1
+			if mem := w.tensorAbs(g, MemoryTensor, false, k, H); mem != "" {
+				table = g.Op("Concat", []string{table, mem}, AttrInt("axis", 0))
+			}
 		}
+		x = g.Op("Gather", []string{table, ids})
 	}
-	x := g.Op("Gather", []string{table, ids})
 	var isC string
 	if cv := cfg.Causal2Vec; cv != nil { // the contextual token replaces the placeholder id
 		ctx := g.Input(InputContext, Float, batch, Dim{Value: int64(cv.ContextDim)})
@@ -215,6 +220,24 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		return nil, err
 	}
 	return g, nil
+}
+
+// embedInt8 is Gather(table, ids) for the [V, H] table name stored as int8
+// in blocks of int8Block along H (quantizeBlocks8): the rows gathered as
+// int8, then scaled, [b, s, H]. An int4 decoder's embedding table is its
+// largest float32 tensor otherwise (SmolLM2's is a fifth of the model).
+func (w *weights) embedInt8(g *Graph, name, ids string, V, H int) string {
+	data, _ := w.data(w.prefix+name, false, V, H)
+	if data == nil {
+		return ids
+	}
+	q, scales := quantizeBlocks8(data, V, H)
+	nb := int64(H / int8Block)
+	p := sanitize(w.prefix + name)
+	rows := g.Op("Cast", []string{g.Op("Gather", []string{g.Int8s(p+"_int8", []int64{int64(V), int64(H)}, q), ids})}, AttrInt("to", Float))
+	rows = g.Op("Reshape", []string{rows, g.Int64s("", []int64{4}, []int64{0, 0, nb, int8Block})})
+	sc := g.Op("Unsqueeze", []string{g.Op("Gather", []string{g.Floats(p+"_scale", []int64{int64(V), nb}, scales), ids}), g.Int64s("", []int64{1}, []int64{3})})
+	return g.Op("Reshape", []string{g.Op("Mul", []string{rows, sc}), g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})})
 }
 
 // lastToken gathers each row's last real token of t [b, s, H] (right

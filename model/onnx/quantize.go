@@ -102,3 +102,34 @@ func dequantizeBlocks4(packed []uint8, scales, zps []float32, out, in int) []flo
 	}
 	return w
 }
+
+// int8Block is how many consecutive values of a row share one scale in an
+// int8 embedding table (llama.cpp's Q8_0 blocks are 32 too).
+const int8Block = 32
+
+// quantizeBlocks8 quantizes a [rows, cols] table (cols a multiple of
+// int8Block) to int8 in blocks of int8Block along each row, symmetric, as
+// llama.cpp's Q8_0 does: scale = max|block|/127, q = round(w/scale), so w
+// is within scale/2 of q·scale; a Q8_0 GGUF's table (SmolLM2's
+// token_embd), dequantized and quantized again, comes back exactly. An
+// all-zero block gets scale 1. scales is [rows, cols/int8Block].
+func quantizeBlocks8(w []float32, rows, cols int) (q []int8, scales []float32) {
+	q = make([]int8, len(w))
+	scales = make([]float32, rows*cols/int8Block)
+	for b := range scales {
+		blk := w[b*int8Block : (b+1)*int8Block]
+		var amax float32
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		if d == 0 {
+			d = 1
+		}
+		scales[b] = d
+		for i, v := range blk {
+			q[b*int8Block+i] = int8(max(-127, min(127, math.Round(float64(v/d)))))
+		}
+	}
+	return q, scales
+}

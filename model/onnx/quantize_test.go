@@ -225,9 +225,9 @@ func TestQuantizeBlocks4(t *testing.T) {
 
 // TestQuantizedDecoder: a tiny random Llama's int4 graph runs in ONNX
 // Runtime as one MatMulNBits per projection and computes exactly what the
-// float32 graph of the weights it dequantizes to computes (so its packing
-// is MatMulNBits' layout: a nibble out of place would show), close to the
-// float32 graph.
+// float32 graph of the weights it dequantizes to computes, its int8
+// embedding table included (so its packing is MatMulNBits' layout: a
+// nibble out of place would show), close to the float32 graph.
 func TestQuantizedDecoder(t *testing.T) {
 	needORT(t)
 	cfg := tinyLlamaConfig()
@@ -241,10 +241,13 @@ func TestQuantizedDecoder(t *testing.T) {
 	deq := map[string]*safetensors.Tensor{}
 	for name, tn := range ts {
 		deq[name] = tn
-		if strings.HasSuffix(name, "_proj.weight") {
+		switch {
+		case strings.HasSuffix(name, "_proj.weight"):
 			out, in := tn.Shape[0], tn.Shape[1]
 			p, s, z := quantizeBlocks4(tn.Data, out, in)
 			deq[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: tn.Shape, Data: dequantizeBlocks4(p, s, z, out, in)}
+		case name == "model.embed_tokens.weight":
+			deq[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: tn.Shape, Data: dequantizeBlocks8(quantizeBlocks8(tn.Data, tn.Shape[0], tn.Shape[1]))}
 		}
 	}
 	f32, int4, ref := run(ts, ""), run(ts, model.QuantizeInt4), run(deq, "")
@@ -272,12 +275,63 @@ func TestQuantizedDecoder(t *testing.T) {
 	}
 }
 
+// dequantizeBlocks8 is quantizeBlocks8's inverse, q·scale.
+func dequantizeBlocks8(q []int8, scales []float32) []float32 {
+	w := make([]float32, len(q))
+	for i, v := range q {
+		w[i] = float32(v) * scales[i/int8Block]
+	}
+	return w
+}
+
+// TestQuantizeBlocks8: within half a step of q·scale, each block's largest
+// magnitude at ±127, an all-zero block zero, and a block already on a Q8_0
+// grid back exactly.
+func TestQuantizeBlocks8(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 7))
+	rows, cols := 3, 64
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64()) * float32(1+i%5)
+	}
+	for i := 32; i < 64; i++ {
+		w[i] = 0
+		w[cols+i] = 0.01 * float32(r.IntN(255)-127)
+	}
+	w[cols+40] = 1.27
+	q, s := quantizeBlocks8(w, rows, cols)
+	got := dequantizeBlocks8(q, s)
+	for i := range w {
+		if d := math.Abs(float64(w[i] - got[i])); d > float64(s[i/32])/2*(1+1e-6) {
+			t.Fatalf("w[%d] = %g comes back as %g", i, w[i], got[i])
+		}
+	}
+	for b := range s {
+		peak := int8(0)
+		for _, v := range q[b*32 : (b+1)*32] {
+			peak = max(peak, v, -v)
+		}
+		switch {
+		case b == 1 && (peak != 0 || s[b] != 1):
+			t.Errorf("zero block: peak %d scale %g", peak, s[b])
+		case b != 1 && peak != 127:
+			t.Errorf("block %d: largest |q| %d, want 127", b, peak)
+		}
+	}
+	for i := cols + 32; i < 2*cols; i++ {
+		if math.Abs(float64(got[i]-w[i])) > 1e-6 {
+			t.Fatalf("Q8_0 grid: %g comes back as %g", w[i], got[i])
+		}
+	}
+}
+
 // TestSmolLM2Int4KeepsItsWeights: every projection of SmolLM2's Q4_1 GGUF,
 // dequantized as gguf-py does (LlamaFromGGUF) and quantized again by
-// quantizeBlocks4, comes back on its own grid: the int4 graph holds the
-// file's weights, to float rounding (Q4_1 blocks are 32 along the input,
-// as MatMulNBits' are, and llama.cpp's quantizer puts each block's least
-// and greatest value at q = 0 and 15).
+// quantizeBlocks4, comes back on its own grid, and so does its Q8_0 token
+// table through quantizeBlocks8: the int4 graph holds the file's weights,
+// to float rounding (Q4_1 blocks are 32 along the input, as MatMulNBits'
+// are, and llama.cpp's quantizer puts each block's least and greatest
+// value at q = 0 and 15; Q8_0's largest magnitude at ±127).
 func TestSmolLM2Int4KeepsItsWeights(t *testing.T) {
 	f, err := gguf.Open(gguftest.SmolLM2(t, t.TempDir()))
 	if err != nil {
@@ -303,7 +357,16 @@ func TestSmolLM2Int4KeepsItsWeights(t *testing.T) {
 			worst = math.Max(worst, d)
 		}
 	}
-	t.Logf("%d projections: largest |requantized − file| %.3g of a step", n, worst)
+	emb := ts["embed_tokens.weight"]
+	q, s := quantizeBlocks8(emb.Data, emb.Shape[0], emb.Shape[1])
+	worst8 := 0.0
+	for i, v := range dequantizeBlocks8(q, s) {
+		worst8 = math.Max(worst8, math.Abs(float64(v-emb.Data[i]))/float64(s[i/int8Block]))
+	}
+	t.Logf("%d projections: largest |requantized − file| %.3g of a step; token embeddings (Q8_0) %.3g of a step", n, worst, worst8)
+	if worst8 > 1e-3 {
+		t.Errorf("requantized token embeddings off the file's grid by %.3g of a step", worst8)
+	}
 	if n != 210 {
 		t.Errorf("%d projections, want 210 (30 blocks × 7)", n)
 	}
