@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestManifestQuantization: an int8 manifest round-trips and validates;
-// a quantization anna does not write is refused naming the field.
+// TestManifestQuantization: an int8 manifest round-trips and validates, so
+// does an int4 one; a quantization anna does not write is refused naming
+// the field.
 func TestManifestQuantization(t *testing.T) {
 	dir := t.TempDir()
 	fp := NewFingerprinter()
@@ -22,8 +23,16 @@ func TestManifestQuantization(t *testing.T) {
 	if err != nil || back.Quantization != QuantizeInt8 {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
-	os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"architecture":"bert","task":"embed","dim":8,"max_length":16,"pooling":"mean","quantization":"int4","fingerprint":"`+m.Fingerprint+`"}`), 0o644)
-	if _, err := LoadManifest(dir); err == nil || !strings.Contains(err.Error(), `field quantization "int4" not supported`) {
-		t.Errorf("int4: %v", err)
+	m.Architecture, m.Pooling, m.Quantization = "llama", PoolingLastToken, QuantizeInt4
+	m.Fingerprint = fp.Sum(PoolingLastToken, true, 16)
+	if err := WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := LoadManifest(dir); err != nil || back.Quantization != QuantizeInt4 {
+		t.Fatalf("int4 round trip: %+v, %v", back, err)
+	}
+	os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"architecture":"bert","task":"embed","dim":8,"max_length":16,"pooling":"mean","quantization":"int3","fingerprint":"`+m.Fingerprint+`"}`), 0o644)
+	if _, err := LoadManifest(dir); err == nil || !strings.Contains(err.Error(), `field quantization "int3" not supported`) {
+		t.Errorf("int3: %v", err)
 	}
 }
