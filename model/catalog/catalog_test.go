@@ -90,8 +90,8 @@ func TestInstall(t *testing.T) {
 	}
 
 	// The int8 model installs beside the float32 one, from the same
-	// download, with its own fingerprint; an unknown quantization is
-	// refused before anything is fetched.
+	// download, with its own fingerprint; an unknown quantization, and int4
+	// for an encoder, are refused before anything is fetched.
 	qopts := opts
 	qopts.Quantize = model.QuantizeInt8
 	q, err := Install(ctx, e, qopts)
@@ -102,9 +102,14 @@ func TestInstall(t *testing.T) {
 	if err != nil || back.Quantization != model.QuantizeInt8 || back.Name != "all-MiniLM-L6-v2-int8" || q.Fingerprint == m.Fingerprint || served.Load() != 1 {
 		t.Errorf("int8 install: manifest %+v (%v), fingerprint %s vs float32 %s, %d downloads", back, err, q.ShortFingerprint(), m.ShortFingerprint(), served.Load())
 	}
-	qopts.Quantize = "int4"
-	if _, err := Install(ctx, e, qopts); err == nil || !strings.Contains(err.Error(), `quantization "int4" not supported`) {
-		t.Errorf("int4 install: %v", err)
+	qopts.Quantize = "int3"
+	if _, err := Install(ctx, e, qopts); err == nil || !strings.Contains(err.Error(), `quantization "int3" not supported`) {
+		t.Errorf("int3 install: %v", err)
+	}
+	os.RemoveAll(opts.DownloadsDir) // int4 for an encoder is refused before the download
+	qopts.Quantize = model.QuantizeInt4
+	if _, err := Install(ctx, e, qopts); err == nil || !strings.Contains(err.Error(), "int4 is for decoders") || served.Load() != 1 {
+		t.Errorf("int4 install of an encoder: %v, %d downloads", err, served.Load())
 	}
 
 	corrupt = true
