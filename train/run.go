@@ -162,13 +162,13 @@ func (c *Config) defaults() error {
 	}
 	if c.Pooling == "" {
 		c.Pooling = PoolMean
-		if st := c.servedAs(); st.Pooling != "" && !c.isDecoder() {
-			c.Pooling = st.Pooling // as the checkpoint is served (bge-small: CLS)
-		} else if c.isDecoder() {
+		if c.isDecoder() {
 			c.Pooling = PoolLast
 			if h := c.trainedHead(); h != nil { // an export with a pooling head goes on with it
 				c.Pooling = h.Mode
 			}
+		} else if st := c.servedAs(); st.Pooling != "" {
+			c.Pooling = st.Pooling // as the checkpoint is served (bge-small: CLS)
 		}
 	}
 	switch c.Pooling {
