@@ -208,7 +208,8 @@ func copySideFiles(src, dst string) error {
 			info.Name() == model.ManifestFile, info.Name() == "config.json" && rel == "config.json":
 			return nil
 		}
-		return onnx.CopyFile(path, filepath.Join(dst, rel))
+		_, err = onnx.CopyFile(path, filepath.Join(dst, rel))
+		return err
 	})
 }
 

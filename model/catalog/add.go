@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,15 +63,8 @@ func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, err
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s: not a regular file", path)
 		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		sums[filepath.ToSlash(rel)], err = onnx.WriteFile(out, func(w io.Writer) error {
-			_, err := io.Copy(w, in)
-			return err
-		})
+		sum, err := onnx.CopyFile(path, out)
+		sums[filepath.ToSlash(rel)] = sum
 		return err
 	})
 	if err != nil {

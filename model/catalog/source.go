@@ -95,7 +95,7 @@ func onnxCheckpoint(src, dest string, cfgJSON []byte, st model.STSettings) error
 	if err := safetensors.WriteFile(filepath.Join(dest, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := onnx.CopyFile(filepath.Join(src, "tokenizer.json"), filepath.Join(dest, "tokenizer.json")); err != nil {
+	if _, err := onnx.CopyFile(filepath.Join(src, "tokenizer.json"), filepath.Join(dest, "tokenizer.json")); err != nil {
 		return err
 	}
 	if err := model.WriteSentenceTransformers(dest, st, cfg.HiddenSize); err != nil {

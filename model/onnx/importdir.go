@@ -205,16 +205,8 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	}); err != nil {
 		return nil, err
 	}
-	tf, err := os.Open(tokenizerPath)
-	if err != nil {
-		return nil, fmt.Errorf("import: opening tokenizer: %w", err)
-	}
-	defer tf.Close()
-	if m.Files[TokenizerFile], err = WriteFile(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
-		_, err := io.Copy(w, tf)
-		return err
-	}); err != nil {
-		return nil, err
+	if m.Files[TokenizerFile], err = CopyFile(tokenizerPath, filepath.Join(tmp, TokenizerFile)); err != nil {
+		return nil, fmt.Errorf("import: tokenizer: %w", err)
 	}
 	if err := model.WriteManifest(tmp, m); err != nil {
 		return nil, err
@@ -365,18 +357,18 @@ func WriteFile(path string, fill func(io.Writer) error) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// CopyFile copies the file src to dst (WriteFile: synced).
-func CopyFile(src, dst string) error {
+// CopyFile copies the file src to dst through WriteFile (synced) and
+// returns the hex sha256 of what it wrote.
+func CopyFile(src, dst string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("import: %w", err)
+		return "", fmt.Errorf("import: %w", err)
 	}
 	defer in.Close()
-	_, err = WriteFile(dst, func(w io.Writer) error {
+	return WriteFile(dst, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
-	return err
 }
 
 // ReplaceDir renames the directory tmp to dest, moving an existing dest
