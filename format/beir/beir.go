@@ -345,7 +345,9 @@ func parseDocLine(raw []byte, withMeta bool) (Doc, error) {
 				if err := json.Compact(&b, mv); err != nil {
 					return Doc{}, fmt.Errorf("field \"metadata\": key %q: %w", k, err)
 				}
-				d.Meta[k] = b.String()
+				// As Unmarshal does to strings: invalid UTF-8 becomes
+				// U+FFFD, so a value reads back the same once written.
+				d.Meta[k] = strings.ToValidUTF8(b.String(), "\uFFFD")
 			}
 		}
 	}
