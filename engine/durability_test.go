@@ -46,6 +46,7 @@ func TestSearchOptionsValidated(t *testing.T) {
 	for _, o := range []engine.SearchOptions{
 		{K: -1}, {Depth: -1}, {EfSearch: -3}, {RRFK: -1}, {RerankDepth: -2}, {K: 20, Depth: 5},
 		{Mode: "bm25"}, {Mode: engine.ModeRerank}, {Weights: map[string]float64{"dense": -1}},
+		{Weights: map[string]float64{"dense": 0}}, {Weights: map[string]float64{"dnese": 2}}, {Fusion: "sum"},
 	} {
 		_, err := e.Search(ctx, "tok1", o)
 		var oe *engine.OptionError

@@ -18,9 +18,35 @@ type Mode string
 const (
 	ModeLexical Mode = "lexical" // BM25 only
 	ModeDense   Mode = "dense"   // HNSW over embeddings only
-	ModeHybrid  Mode = "hybrid"  // BM25 and dense fused by RRF
+	ModeHybrid  Mode = "hybrid"  // BM25 and dense fused (RRF unless SearchOptions.Fusion says otherwise)
 	ModeRerank  Mode = "rerank"  // hybrid (or RerankOf), then the top candidates rescored by the cross-encoder
 )
+
+// Fusion is how several ranked lists become one.
+type Fusion string
+
+const (
+	// FusionRRF (the default) fuses by reciprocal rank, Σ w/(k+rank): ranks
+	// only, no scale to match between lists.
+	FusionRRF Fusion = "rrf"
+	// FusionMinMax maps each list's scores to [0,1] (its best 1, its worst
+	// 0) and sums them, weighted: Weaviate's relativeScoreFusion.
+	FusionMinMax Fusion = "minmax"
+	// FusionDBSF maps each list's mean-3σ..mean+3σ to 0..1 and sums them,
+	// weighted: Qdrant's distribution-based score fusion.
+	FusionDBSF Fusion = "dbsf"
+)
+
+// ParseFusion reads a fusion name ("" is FusionRRF).
+func ParseFusion(s string) (Fusion, error) {
+	switch f := Fusion(strings.ToLower(s)); f {
+	case "":
+		return FusionRRF, nil
+	case FusionRRF, FusionMinMax, FusionDBSF:
+		return f, nil
+	}
+	return "", fmt.Errorf("engine: unknown fusion %q (want rrf, minmax or dbsf)", s)
+}
 
 // Modes lists the modes in the order tools show them.
 var Modes = []Mode{ModeLexical, ModeDense, ModeHybrid, ModeRerank}
@@ -60,11 +86,14 @@ type SearchOptions struct {
 	// Prompt is applied to the query on the dense side (instruction-tuned
 	// models).
 	Prompt Prompt
+	// Fusion is how the lists are fused (hybrid, and the reranked list
+	// with RerankFusion); default FusionRRF.
+	Fusion Fusion
 	// RRFK is the RRF constant; default 60.
 	RRFK int
 	// Weights optionally weight the fused lists by name ("lexical",
-	// "dense", and "rerank" with RerankFusion); a weight must be finite
-	// and not negative.
+	// "dense", and "rerank" with RerankFusion; others are refused); a
+	// weight must be finite and positive. Absent lists weigh 1.
 	Weights map[string]float64
 	// Filter restricts the results to the documents whose Meta it matches
 	// (the zero Filter: every document). Each list applies it before
@@ -103,7 +132,7 @@ func (p Prompt) encoder() encoder.Prompt {
 // that contributed to it (lexical, dense, rerank), in pipeline order.
 type Result struct {
 	ID      string
-	Score   float64 // the final list's score: BM25, cosine, RRF or cross-encoder logit
+	Score   float64 // the final list's score: BM25, cosine, fused (RRF, minmax, DBSF) or cross-encoder logit
 	Title   string
 	Text    string
 	Meta    map[string]string
@@ -165,9 +194,17 @@ func (o *SearchOptions) validate() error {
 	if err := o.Filter.Validate(); err != nil {
 		return optErr("SearchOptions.Filter", o.Filter, err.Error())
 	}
+	f, err := ParseFusion(string(o.Fusion))
+	if err != nil {
+		return optErr("SearchOptions.Fusion", fmt.Sprintf("%q", o.Fusion), "must be rrf, minmax or dbsf")
+	}
+	o.Fusion = f
 	for name, w := range o.Weights {
-		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
-			return optErr("SearchOptions.Weights["+name+"]", w, "must be finite and not negative")
+		if name != "lexical" && name != "dense" && name != "rerank" {
+			return optErr("SearchOptions.Weights", fmt.Sprintf("%q", name), "names a list: lexical, dense or rerank")
+		}
+		if math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
+			return optErr("SearchOptions.Weights["+name+"]", w, "must be finite and positive (Mode leaves a list out)")
 		}
 	}
 	if o.K == 0 {
@@ -271,7 +308,18 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 		// A single list keeps its own scores: RRF would only rename them.
 		return retrieved{lists: lists, fused: single(lists[0]), passage: passage}, nil
 	}
-	return retrieved{lists: lists, fused: fusion.RRF(lists, opts.RRFK), passage: passage}, nil
+	return retrieved{lists: lists, fused: fuse(lists, opts), passage: passage}, nil
+}
+
+// fuse fuses lists as opts say.
+func fuse(lists []fusion.List, opts SearchOptions) []fusion.Result {
+	switch opts.Fusion {
+	case FusionMinMax:
+		return fusion.ScoreFusion(lists, fusion.MinMax)
+	case FusionDBSF:
+		return fusion.ScoreFusion(lists, fusion.DBSF)
+	}
+	return fusion.RRF(lists, opts.RRFK)
 }
 
 // finish reranks (in ModeRerank), cuts to K and attaches the documents.
@@ -290,7 +338,7 @@ func (e *Engine) finish(ctx context.Context, query string, r retrieved, opts Sea
 			if w, ok := opts.Weights[rl.Name]; ok {
 				rl.Weight = w
 			}
-			fused = fusion.RRF(append(append([]fusion.List(nil), r.lists...), rl), opts.RRFK)
+			fused = fuse(append(append([]fusion.List(nil), r.lists...), rl), opts)
 		}
 	}
 	if len(fused) > opts.K {

@@ -178,3 +178,49 @@ func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
 }
+
+// fusionFlags are the flags that say how the retrieval lists are fused.
+type fusionFlags struct {
+	weights []string
+	k       int
+	fusion  string
+}
+
+func (u *fusionFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&u.weights, "weight", nil, "weight of a fused list in RRF, `LIST=W` with LIST lexical, dense or rerank (repeatable; default 1 each)")
+	f.IntVar(&u.k, "rrf-k", 0, "RRF's rank constant `K` (0: 60)")
+	f.StringVar(&u.fusion, "fusion", "rrf", "how the lists are fused: rrf (ranks), minmax (scores scaled to [0,1], summed) or dbsf (mean±3σ scaled to [0,1], summed)")
+}
+
+// apply puts the fusion flags into opts.
+func (u *fusionFlags) apply(opts *engine.SearchOptions) error {
+	if err := atLeast("rrf-k", u.k, 0); err != nil {
+		return err
+	}
+	if err := oneOf("fusion", u.fusion, "rrf", "minmax", "dbsf"); err != nil {
+		return err
+	}
+	if u.k != 0 && u.fusion != "rrf" {
+		return usageErrorf("--rrf-k is RRF's constant: not with --fusion %s", u.fusion)
+	}
+	opts.Fusion, opts.RRFK = engine.Fusion(u.fusion), u.k
+	for _, s := range u.weights {
+		name, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return usageErrorf("--weight %q: want LIST=W, e.g. dense=2", s)
+		}
+		if err := oneOf("weight", name, "lexical", "dense", "rerank"); err != nil {
+			return err
+		}
+		w, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
+			return usageErrorf("--weight %s: %q is not a finite number > 0", name, v)
+		}
+		if opts.Weights == nil {
+			opts.Weights = map[string]float64{}
+		}
+		opts.Weights[name] = w
+	}
+	return nil
+}

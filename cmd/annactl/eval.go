@@ -54,6 +54,8 @@ type evalFlags struct {
 	chunking                                                            *engine.Chunking
 	cmd                                                                 *cobra.Command
 	backend                                                             backendFlags
+	fusion                                                              fusionFlags
+	search                                                              engine.SearchOptions // the fusion flags, applied
 }
 
 func (a *app) evalCommand() *cobra.Command {
@@ -118,6 +120,17 @@ average_precision_score).`,
 				return err
 			}
 			fl.cmd = cmd
+			if err := fl.fusion.apply(&fl.search); err != nil {
+				return err
+			}
+			if fl.search.RRFK != 0 || fl.search.Weights != nil || fl.search.Fusion != engine.FusionRRF {
+				if fl.task != "retrieval" || fl.rerankRun != "" {
+					return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
+				}
+				if fl.record {
+					return usageErrorf("--record keeps measurements made with the default fusion: not with --fusion, --weight or --rrf-k")
+				}
+			}
 			if fl.task != "retrieval" {
 				return a.evalPairs(cmd.Context(), args[0], fl)
 			}
@@ -147,6 +160,7 @@ average_precision_score).`,
 	f.BoolVar(&fl.record, "record", false, "write each rerank mode's nDCG@10 against its candidates' into the reranker's manifest (what decides whether anna uses it unasked: annactl models list)")
 	fl.chunks.register(cmd)
 	fl.backend.register(cmd)
+	fl.fusion.register(cmd)
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders); for sts and pairclass, on every sentence")
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
 	return cmd
@@ -265,7 +279,10 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	var rows []modeRow
 	for _, m := range modes {
 		t0 := time.Now()
-		run, err := a.searchAll(ctx, eng, ds.Queries, qids, engine.SearchOptions{Mode: m.mode, K: 100, Depth: 100, RerankDepth: fl.rerankDepth, RerankOf: m.of, RerankFusion: m.rrf, Prompt: engine.Prompt{Instruction: fl.instruction}}, fl.workers, m.key)
+		opts := fl.search
+		opts.Mode, opts.K, opts.Depth, opts.RerankDepth, opts.RerankOf, opts.RerankFusion = m.mode, 100, 100, fl.rerankDepth, m.of, m.rrf
+		opts.Prompt = engine.Prompt{Instruction: fl.instruction}
+		run, err := a.searchAll(ctx, eng, ds.Queries, qids, opts, fl.workers, m.key)
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", m.key, err)
 		}

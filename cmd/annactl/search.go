@@ -22,6 +22,7 @@ func (a *app) searchCommand() *cobra.Command {
 		k, depth, rerankDepth, ef, snippetSize                 int
 		asJSON, explain, snippets, rerankFusion                bool
 		be                                                     backendFlags
+		fu                                                     fusionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "search --index DIR [flags] QUERY...",
@@ -64,6 +65,9 @@ source}, byte offsets into "text".`,
 				return err
 			}
 			opts := engine.SearchOptions{Mode: m, K: k, Depth: depth, RerankDepth: rerankDepth, RerankFusion: rerankFusion, EfSearch: ef, Prompt: engine.Prompt{Instruction: instruction}}
+			if err := fu.apply(&opts); err != nil {
+				return err
+			}
 			if opts.Filter, err = parseWhere(where, filterJSON); err != nil {
 				return err
 			}
@@ -146,9 +150,10 @@ source}, byte offsets into "text".`,
 	f.IntVarP(&k, "k", "k", 10, "results to return")
 	f.IntVar(&depth, "depth", 0, "candidates per list before fusion (0: max(100, k))")
 	f.IntVar(&rerankDepth, "rerank-depth", 0, "candidates the reranker rescores (0: max(50, k))")
-	f.BoolVar(&rerankFusion, "rerank-fusion", false, "fuse the reranked list with the retrieval lists by RRF (the ANNA pipeline) instead of replacing their order (default: the way the reranker was measured to help)")
+	f.BoolVar(&rerankFusion, "rerank-fusion", false, "fuse the reranked list with the retrieval lists (by --fusion; the ANNA pipeline) instead of replacing their order (default: the way the reranker was measured to help)")
 	f.StringVar(&rerankOf, "rerank-of", "", "the list --mode rerank rescores: lexical, dense or hybrid (default hybrid)")
 	f.IntVar(&ef, "ef", 0, "HNSW search beam (0: the index's setting)")
+	fu.register(cmd)
 	modelVar(f, &reranker, "reranker", "", "cross-encoder model `NAME|DIR` for --mode rerank (default: the installed reranker measured to help, if any)")
 	f.StringVar(&instruction, "instruction", "", "task instruction for instruction-tuned models (query side)")
 	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE or KEY^=PREFIX (repeatable)")

@@ -122,6 +122,17 @@ func TestSearchFiltersAndSnippets(t *testing.T) {
 		t.Fatalf("table in a pipe: %q", r.stdout)
 	}
 
+	// Fusion flags reach the engine: minmax scores of the two lists summed,
+	// dense weighted 2, lie in [0, 3] with the top one above 1 (each
+	// list's best is 1); RRF's are at most 2/61.
+	rs = searchJSON(t, "--index", dir, "--fusion", "minmax", "--weight", "dense=2", "-k", "5", "leavened wild yeast fermentation")
+	if rs[0].ID != "bread" || rs[0].Score <= 1 || rs[0].Score > 3 {
+		t.Fatalf("--fusion minmax --weight dense=2: %s %g, want bread above 1", rs[0].ID, rs[0].Score)
+	}
+	if rs = searchJSON(t, "--index", dir, "-k", "5", "leavened wild yeast fermentation"); rs[0].Score > 2.0/61 {
+		t.Fatalf("RRF score %g", rs[0].Score)
+	}
+
 	// Chunking flags: validated, recorded, changed by reindex.
 	for _, bad := range [][]string{{"--chunk-tokens", "-1"}, {"--no-chunking", "--chunk-tokens", "64"}, {"--chunk-tokens", "4"}} {
 		r := annactl(t, "", append([]string{"index", "--index", filepath.Join(t.TempDir(), "x")}, append(bad, filepath.Join("..", "..", "testdata", "demo", "corpus.jsonl"))...)...)

@@ -1,0 +1,100 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/engine"
+)
+
+// TestHybridScoreFusion: with Fusion minmax or dbsf, a hybrid result's
+// score is the weighted sum of its lexical and dense scores normalised as
+// each method says, computed here by hand from the two lists alone; a
+// document one list did not return gets nothing from it.
+func TestHybridScoreFusion(t *testing.T) {
+	ctx := context.Background()
+	e, _ := rerankEngine(t, func(i int) engine.Document {
+		text := "filler " + fmt.Sprint(i)
+		if i%3 != 0 { // a third of the documents have no query word: dense only
+			text = "common words " + strings.Repeat("pad ", (i*7)%30) + text
+		}
+		return engine.Document{ID: fmt.Sprintf("d%02d", i), Text: text}
+	})
+	const q = "common words pad"
+	list := func(mode engine.Mode) map[string]float64 {
+		res, err := e.Search(ctx, q, engine.SearchOptions{Mode: mode, K: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, r := range res {
+			out[r.ID] = r.Score
+		}
+		return out
+	}
+	lex, dense := list(engine.ModeLexical), list(engine.ModeDense)
+	if len(lex) == 0 || len(lex) == len(dense) {
+		t.Fatalf("want a lexical list shorter than the dense one: %d, %d", len(lex), len(dense))
+	}
+	minmax := func(l map[string]float64) func(float64) float64 {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range l {
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		return func(s float64) float64 { return (s - lo) / (hi - lo) }
+	}
+	dbsf := func(l map[string]float64) func(float64) float64 {
+		var m, ss float64
+		for _, s := range l {
+			m += s
+		}
+		m /= float64(len(l))
+		for _, s := range l {
+			ss += (s - m) * (s - m)
+		}
+		sd := math.Sqrt(ss / float64(len(l)-1))
+		return func(s float64) float64 { return (s - (m - 3*sd)) / (6 * sd) }
+	}
+	for _, c := range []struct {
+		f    engine.Fusion
+		norm func(map[string]float64) func(float64) float64
+	}{{engine.FusionMinMax, minmax}, {engine.FusionDBSF, dbsf}} {
+		for _, w := range []float64{1, 3} {
+			res, err := e.Search(ctx, q, engine.SearchOptions{K: 100, Fusion: c.f, Weights: map[string]float64{"dense": w}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != len(dense) {
+				t.Fatalf("%s: %d results, want %d", c.f, len(res), len(dense))
+			}
+			nl, nd := c.norm(lex), c.norm(dense)
+			for i, r := range res {
+				want := w * nd(dense[r.ID])
+				if s, ok := lex[r.ID]; ok {
+					want += nl(s)
+				}
+				if math.Abs(r.Score-want) > 1e-9 {
+					t.Fatalf("%s weight %g: %s score %.9f, want %.9f (explain %+v)", c.f, w, r.ID, r.Score, want, r.Explain)
+				}
+				if i > 0 && r.Score > res[i-1].Score {
+					t.Fatalf("%s weight %g: not sorted at %d", c.f, w, i)
+				}
+			}
+		}
+	}
+	// The default is RRF: the same query with Fusion "rrf" gives the same list.
+	a, err := e.Search(ctx, q, engine.SearchOptions{K: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Search(ctx, q, engine.SearchOptions{K: 20, Fusion: engine.FusionRRF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids(a)) != fmt.Sprint(ids(b)) || a[0].Score > 2.0/61 {
+		t.Fatalf("default fusion is not RRF: %v (%g) vs %v", ids(a), a[0].Score, ids(b))
+	}
+}
