@@ -202,11 +202,11 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 	f.StringVar(&fl.output, "output", "", "output `FILE` (JSON lines)")
 	modelVar(f, &fl.model, "model", "", "embedding model directory `DIR` (default: the index's, else the installed default)")
 	f.StringVar(&fl.mode, "mode", "hybrid", "candidate pipeline: lexical | dense | hybrid")
-	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | fusion (calibrated fusion of BM25 and every model's cosine) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given or an installed reranker is measured to help on its own (annactl models list), else fusion")
+	f.StringVar(&fl.teacher, "teacher", "", "dense (cosine of the embedding model) | fusion (calibrated fusion of BM25, every model's cosine and the --reranker's logit if given) | cross-encoder (needs --reranker); default cross-encoder when --reranker is given or an installed reranker is measured to help on its own (annactl models list), else fusion")
 	f.StringArrayVar(&fl.teacherModels, "teacher-model", nil, "another embedding model `NAME|DIR` for the candidates (RRF) and the fusion teacher; needs --dataset (repeatable)")
 	f.StringArrayVar(&fl.teacherIndexes, "teacher-index", nil, "an index `DIR` of the same corpus with another model, for the candidates (RRF) and the fusion teacher (repeatable)")
 	f.IntVar(&fl.calibrate, "calibrate", 256, "queries whose labels calibrate the fusion teacher")
-	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR` (the rerank stage) to use as teacher")
+	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR` (the rerank stage) to use as teacher (with --teacher fusion: as one of its signals)")
 	f.IntVar(&opt.Negatives, "negatives", opt.Negatives, "hard negatives per example")
 	f.IntVar(&opt.TopK, "top-k", opt.TopK, "candidates considered per query (after removing its positives)")
 	f.Float64Var(&opt.Margin, "margin", opt.Margin, "relative margin: drop candidates above pos − (1−margin)·|pos| of the lowest positive (= margin·pos for pos ≥ 0); 0 = off")
@@ -334,6 +334,11 @@ func (a *app) runMineWith(ctx context.Context, r mineRun) error {
 		}}
 		for _, o := range r.others {
 			fusion.Signals = append(fusion.Signals, &mining.DenseTeacher{Enc: o.enc, Label: "dense:" + modelLabel(o.enc), Vectors: mining.StoredVectors(o.eng)})
+		}
+		if rr != nil {
+			// A cross-encoder given with --teacher fusion is one more
+			// signal: the calibration weighs it against the others.
+			fusion.Signals = append(fusion.Signals, &mining.CrossEncoderTeacher{R: rr, Label: "cross-encoder:" + rr.Manifest().Name})
 		}
 		teacher = fusion
 	case "cross-encoder":

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/storage"
 )
@@ -54,6 +55,17 @@ func TestMineFusionTeacher(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(out); string(after) != string(before) || len(before) == 0 {
 		t.Fatal("--resume of a finished run changed its output")
+	}
+	// A --reranker with --teacher fusion is a third signal, weighed by the
+	// calibration (it used to be loaded and ignored).
+	ce := filepath.Join(tmp, "ce")
+	berttest.WriteCrossEncoder(t, ce, 0)
+	out3 := filepath.Join(tmp, "mined-ce.jsonl")
+	r = mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", filepath.Join(tmp, "idx"),
+		"--output", out3, "--negatives", "3", "--top-k", "20", "--seed", "7", "--teacher", "fusion", "--calibrate", "12", "--reranker", ce)
+	b, err = os.ReadFile(out3 + ".teacher.json")
+	if err != nil || json.Unmarshal(b, &cal) != nil || len(cal.Weights) != 3 || len(cal.Signals) != 3 || !strings.HasPrefix(cal.Signals[2], "cross-encoder:") {
+		t.Fatalf("calibration with --reranker: %v %s", err, b)
 	}
 }
 
