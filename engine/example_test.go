@@ -64,6 +64,36 @@ func ExampleEngine_Search_explain() {
 	// a dense rank 1
 }
 
+// Hybrid fuses by ranks (RRF) unless told otherwise: FusionDBSF (or
+// FusionMinMax) sums each list's normalised scores instead, and Weights
+// gives a list more say — useful when the dense model is much stronger than
+// BM25.
+func ExampleSearchOptions_fusion() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	eng.Add(ctx, []engine.Document{
+		{ID: "bread", Text: "Sourdough is leavened by wild yeast and lactic acid bacteria."},
+		{ID: "hnsw", Text: "A layered proximity graph for approximate nearest neighbour search over vectors."},
+		{ID: "tides", Text: "Tides are caused mainly by the gravity of the Moon."},
+	})
+	res, err := eng.Search(ctx, "graph search for similar vectors", engine.SearchOptions{
+		K:       1,
+		Fusion:  engine.FusionDBSF,
+		Weights: map[string]float64{"dense": 2},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res[0].ID)
+	// Output: hnsw
+}
+
 // A read-only open writes nothing (several may run beside each other) and
 // refuses writes with ErrReadOnly.
 func ExampleOpen_readOnly() {
