@@ -13,7 +13,8 @@ import (
 // TestHybridScoreFusion: with Fusion minmax or dbsf, a hybrid result's
 // score is the weighted sum of its lexical and dense scores normalised as
 // each method says, computed here by hand from the two lists alone; a
-// document one list did not return gets nothing from it.
+// document one list did not return gets nothing from it; what Explain says
+// each list added sums to the score.
 func TestHybridScoreFusion(t *testing.T) {
 	ctx := context.Background()
 	e, _ := rerankEngine(t, func(i int) engine.Document {
@@ -81,6 +82,13 @@ func TestHybridScoreFusion(t *testing.T) {
 				}
 				if i > 0 && r.Score > res[i-1].Score {
 					t.Fatalf("%s weight %g: not sorted at %d", c.f, w, i)
+				}
+				sum := 0.0
+				for _, x := range r.Explain {
+					sum += x.Fused
+				}
+				if math.Abs(sum-r.Score) > 1e-9 {
+					t.Fatalf("%s weight %g: %s explain adds up to %g, score %g", c.f, w, r.ID, sum, r.Score)
 				}
 			}
 		}

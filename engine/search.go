@@ -166,6 +166,12 @@ type Contribution struct {
 	List  string  // "lexical", "dense" or "rerank"
 	Rank  int     // 1-based position in that list
 	Score float64 // the list's own score for the document
+	// Fused is what the list added to the fused score: w/(k+rank) for RRF,
+	// w times the normalised score for FusionMinMax and FusionDBSF. It is 0
+	// where the list was not fused (a single list; the reranker's order
+	// when it replaces the candidates', whose lists then keep what they
+	// added to the fusion that chose them).
+	Fused float64
 }
 
 // validate fills defaults and refuses values out of range.
@@ -460,7 +466,7 @@ func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
 		}
 		ex := make([]Contribution, len(r.Contributions))
 		for i, c := range r.Contributions {
-			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score}
+			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused}
 		}
 		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, Explain: ex})
 	}

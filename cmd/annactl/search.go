@@ -161,7 +161,7 @@ source}, byte offsets into "text".`,
 	f.BoolVar(&snippets, "snippets", false, "show the fragment of each hit that matched (default: on in the table, off with --json)")
 	f.IntVar(&snippetSize, "snippet-size", 0, "snippet length in bytes (0: 200, or the table's width)")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
-	f.BoolVar(&explain, "explain", false, "show each hit's rank and score in every list")
+	f.BoolVar(&explain, "explain", false, "show each hit's rank and score in every list, and what each added to the fused score")
 	be.register(cmd)
 	return cmd
 }
@@ -191,6 +191,7 @@ type jsonContrib struct {
 	List  string  `json:"list"`
 	Rank  int     `json:"rank"`
 	Score float64 `json:"score"`
+	Fused float64 `json:"fused,omitempty"` // what the list added to the fused score (absent: nothing, or no fusion)
 }
 
 func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
@@ -199,7 +200,7 @@ func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
 		jr := jsonResult{Rank: i + 1, ID: r.ID, Score: r.Score, Title: r.Title, Text: r.Text, Meta: r.Meta}
 		if explain {
 			for _, c := range r.Explain {
-				jr.Explain = append(jr.Explain, jsonContrib{List: c.List, Rank: c.Rank, Score: c.Score})
+				jr.Explain = append(jr.Explain, jsonContrib{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused})
 			}
 		}
 		if s := r.Snippet; s != nil {
@@ -229,7 +230,11 @@ func (a *app) printResults(res []engine.Result, explain, color bool) error {
 		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, line)
 		if explain {
 			for _, c := range r.Explain {
-				fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f\n", c.List, c.Rank, c.Score)
+				if c.Fused != 0 {
+					fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f, adds %.4g\n", c.List, c.Rank, c.Score, c.Fused)
+				} else {
+					fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f\n", c.List, c.Rank, c.Score)
+				}
 			}
 		}
 	}
