@@ -293,6 +293,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
+	if f := fl.search; f.Fusion != engine.FusionRRF || f.RRFK != 0 || f.Weights != nil {
+		header += "; fused by " + fusionLabel(f)
+	}
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
 		return err
 	}
@@ -794,4 +797,18 @@ func (c *pairCache) Score(ctx context.Context, query string, docs []string) ([]f
 		c.scores[[2]string{query, docs[i]}] = scores[j]
 	}
 	return out, nil
+}
+
+// fusionLabel says how the lists were fused, e.g. "dbsf, dense×2".
+func fusionLabel(o engine.SearchOptions) string {
+	s := string(o.Fusion)
+	if o.RRFK != 0 {
+		s += fmt.Sprintf(" k=%d", o.RRFK)
+	}
+	for _, l := range []string{"lexical", "dense", "rerank"} {
+		if w, ok := o.Weights[l]; ok {
+			s += fmt.Sprintf(", %s×%g", l, w)
+		}
+	}
+	return s
 }
