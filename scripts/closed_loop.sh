@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The closed loop on real data: index SciFact with the base model, evaluate
-# (test split), mine hard negatives on the train split with the engine as
+# (test split; hybrid by RRF and by DBSF), mine hard negatives on the train split with the engine as
 # teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
 # the index with the new model (annactl reindex), evaluate again.
 # Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget, SEED seeds mining and training;
@@ -40,6 +40,7 @@ step "index SciFact with the base model${MODEL:+ ($MODEL)}"
 "$A" index --cache --index "$W/idx" "${MODEL_ARGS[@]}" "$DATA/corpus.jsonl"
 step "evaluate the base model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
+"$A" eval "$DATA" --split test --index "$W/idx" --modes hybrid --fusion dbsf --json | tee "$W/base-dbsf.json"
 
 MINE_ARGS=${MINE_ARGS:-}
 # The fusion teacher unless MINE_ARGS names one: an installed reranker measured to help would otherwise be the teacher.
@@ -54,15 +55,17 @@ step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"
 step "evaluate the fine-tuned model (test split)"
 "$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/finetuned.json"
+"$A" eval "$DATA" --split test --index "$W/idx" --modes hybrid --fusion dbsf --json | tee "$W/finetuned-dbsf.json"
 
-python3 - "$W/base.json" "$W/finetuned.json" <<'PY'
+python3 - "$W/base.json" "$W/finetuned.json" "$W/base-dbsf.json" "$W/finetuned-dbsf.json" <<'PY'
 import json, sys
-b, f = (json.load(open(p)) for p in sys.argv[1:3])
-print("\nmode    base nDCG@10  fine-tuned nDCG@10   delta")
+b, f, bd, fd = (json.load(open(p)) for p in sys.argv[1:5])
+b["hybrid/dbsf"], f["hybrid/dbsf"] = bd["hybrid"], fd["hybrid"]
+print("\nmode         base nDCG@10  fine-tuned nDCG@10   delta")
 worse = False
-for m in ("lexical", "dense", "hybrid"):
+for m in ("lexical", "dense", "hybrid", "hybrid/dbsf"):
     d = f[m]["ndcg@10"] - b[m]["ndcg@10"]
-    print(f"{m:7s} {b[m]['ndcg@10']:.4f}        {f[m]['ndcg@10']:.4f}             {d:+.4f}")
+    print(f"{m:12s} {b[m]['ndcg@10']:.4f}        {f[m]['ndcg@10']:.4f}             {d:+.4f}")
     worse |= m == "dense" and d < 0
 if worse:
     print("WARNING: the fine-tuned encoder is worse than the base on the held-out split")
