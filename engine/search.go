@@ -305,11 +305,6 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 		}
 		lists, passage = []fusion.List{lr.l, dl}, ps
 	}
-	for i := range lists {
-		if w, ok := opts.Weights[lists[i].Name]; ok {
-			lists[i].Weight = w
-		}
-	}
 	if len(lists) == 1 {
 		// A single list keeps its own scores: RRF would only rename them.
 		return retrieved{lists: lists, fused: single(lists[0]), passage: passage}, nil
@@ -317,8 +312,14 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 	return retrieved{lists: lists, fused: fuse(lists, opts), passage: passage}, nil
 }
 
-// fuse fuses lists as opts say.
+// fuse weights lists by opts.Weights (a list it does not name keeps its
+// weight) and fuses them as opts.Fusion says.
 func fuse(lists []fusion.List, opts SearchOptions) []fusion.Result {
+	for i := range lists {
+		if w, ok := opts.Weights[lists[i].Name]; ok {
+			lists[i].Weight = w
+		}
+	}
 	switch opts.Fusion {
 	case FusionMinMax:
 		return fusion.ScoreFusion(lists, fusion.MinMax)
@@ -340,9 +341,6 @@ func (e *Engine) finish(ctx context.Context, query string, r retrieved, opts Sea
 			rl := fusion.List{Name: "rerank", Hits: make([]fusion.Hit, 0, opts.RerankDepth)}
 			for _, x := range fused[:min(len(fused), opts.RerankDepth)] {
 				rl.Hits = append(rl.Hits, fusion.Hit{ID: x.ID, Score: x.Score})
-			}
-			if w, ok := opts.Weights[rl.Name]; ok {
-				rl.Weight = w
 			}
 			fused = fuse(append(append([]fusion.List(nil), r.lists...), rl), opts)
 		}

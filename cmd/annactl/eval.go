@@ -123,7 +123,7 @@ average_precision_score).`,
 			if err := fl.fusion.apply(&fl.search); err != nil {
 				return err
 			}
-			if fl.search.RRFK != 0 || fl.search.Weights != nil || fl.search.Fusion != engine.FusionRRF {
+			if fusionLabel(fl.search) != "" {
 				if fl.task != "retrieval" || fl.rerankRun != "" {
 					return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
 				}
@@ -293,8 +293,8 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
-	if f := fl.search; f.Fusion != engine.FusionRRF || f.RRFK != 0 || f.Weights != nil {
-		header += "; fused by " + fusionLabel(f)
+	if l := fusionLabel(fl.search); l != "" {
+		header += "; fused by " + l
 	}
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
 		return err
@@ -799,8 +799,12 @@ func (c *pairCache) Score(ctx context.Context, query string, docs []string) ([]f
 	return out, nil
 }
 
-// fusionLabel says how the lists were fused, e.g. "dbsf, dense×2".
+// fusionLabel says how the fusion flags fuse the lists, e.g. "dbsf,
+// dense×2"; "" for the default (RRF, k = 60, equal weights).
 func fusionLabel(o engine.SearchOptions) string {
+	if o.Fusion == engine.FusionRRF && o.RRFK == 0 && o.Weights == nil {
+		return ""
+	}
 	s := string(o.Fusion)
 	if o.RRFK != 0 {
 		s += fmt.Sprintf(" k=%d", o.RRFK)

@@ -230,11 +230,11 @@ func (a *app) printResults(res []engine.Result, explain, color bool) error {
 		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, line)
 		if explain {
 			for _, c := range r.Explain {
+				fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f", c.List, c.Rank, c.Score)
 				if c.Fused != 0 {
-					fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f, adds %.4g\n", c.List, c.Rank, c.Score, c.Fused)
-				} else {
-					fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f\n", c.List, c.Rank, c.Score)
+					fmt.Fprintf(tw, ", adds %.4g", c.Fused)
 				}
+				fmt.Fprintln(tw)
 			}
 		}
 	}
