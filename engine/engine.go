@@ -125,8 +125,9 @@ type Engine struct {
 	chunking     Chunking
 	bound        bool // model recorded in the store (it holds or held documents)
 	dense        *dense.Index
-	denseApplied uint64 // last store seq the graph reflects
-	dirty        bool   // graph changed since the last save
+	denseApplied uint64       // last store seq the graph reflects
+	dirty        bool         // graph changed since the last save
+	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
 
 	hlOnce sync.Once // makes hl for snippets on first use
 	hl     *snippet.Highlighter
@@ -168,6 +169,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 		e.warn("anna.db: %s", w)
 	}
 	if err := e.openModel(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := e.loadFusion(); err != nil {
 		return nil, err
 	}
 	if !e.readOnly {

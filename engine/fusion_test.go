@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -104,5 +105,105 @@ func TestHybridScoreFusion(t *testing.T) {
 	}
 	if fmt.Sprint(ids(a)) != fmt.Sprint(ids(b)) || a[0].Score > 2.0/61 {
 		t.Fatalf("default fusion is not RRF: %v (%g) vs %v", ids(a), a[0].Score, ids(b))
+	}
+}
+
+// TestFusionChoice: an index's recorded fusion is what SearchOptions.Fusion
+// "" means, kept across Close and a read-only open, overridden by an
+// explicit Fusion, dropped (back to RRF) by a reindex to another model, and
+// cleared by recording RRF; bad choices are refused with an OptionError.
+func TestFusionChoice(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openT(t, dir, "fp-a")
+	var docs []engine.Document
+	for i := range 40 {
+		docs = append(docs, engine.Document{ID: fmt.Sprintf("d%02d", i), Text: "common words " + strings.Repeat("pad ", (i*7)%30) + fmt.Sprint(i)})
+	}
+	if _, err := e.Add(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	const q = "common words pad"
+	scores := func(e *engine.Engine, f engine.Fusion) []float64 {
+		t.Helper()
+		res, err := e.Search(ctx, q, engine.SearchOptions{K: 20, Fusion: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, len(res))
+		for i, r := range res {
+			out[i] = r.Score
+		}
+		return out
+	}
+	same := func(what string, got, want []float64) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: scores %v, want %v", what, got, want)
+		}
+	}
+	rrf, dbsf := scores(e, engine.FusionRRF), scores(e, engine.FusionDBSF)
+	if fmt.Sprint(rrf) == fmt.Sprint(dbsf) {
+		t.Fatal("RRF and DBSF gave the same scores: the test cannot tell them apart")
+	}
+	same("no choice recorded", scores(e, ""), rrf)
+
+	for _, c := range []engine.FusionChoice{{Fusion: "borda"}, {Fusion: engine.FusionDBSF, Model: "fp-other"}} {
+		var oe *engine.OptionError
+		if err := e.SetFusion(c); !errors.As(err, &oe) {
+			t.Fatalf("SetFusion(%+v): %v, want an OptionError", c, err)
+		}
+	}
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionDBSF, Why: "measured"}); err != nil {
+		t.Fatal(err)
+	}
+	same("DBSF recorded", scores(e, ""), dbsf)
+	same("explicit RRF over the choice", scores(e, engine.FusionRRF), rrf)
+	st, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (engine.FusionChoice{Fusion: engine.FusionDBSF, Model: "fp-a", Why: "measured"}); st.Fusion != engine.FusionDBSF || st.FusionChoice != want {
+		t.Fatalf("Stats: fusion %q, choice %+v; want dbsf, %+v", st.Fusion, st.FusionChoice, want)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ro, err := engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a"), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("read-only reopen", scores(ro, ""), dbsf)
+	if err := ro.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); !errors.Is(err, engine.ErrReadOnly) {
+		t.Fatalf("read-only SetFusion: %v, want ErrReadOnly", err)
+	}
+	ro.Close()
+
+	e = openT(t, dir, "fp-a")
+	defer e.Close()
+	same("reopen", scores(e, ""), dbsf)
+	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = e.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Fusion != engine.FusionRRF || st.FusionChoice.Fusion != engine.FusionDBSF || st.FusionChoice.Active(st.Model.Fingerprint) {
+		t.Fatalf("after a reindex to another model: fusion %q, choice %+v; want rrf, the dbsf choice kept but inactive", st.Fusion, st.FusionChoice)
+	}
+	same("after a reindex to another model", scores(e, ""), scores(e, engine.FusionRRF))
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); err != nil {
+		t.Fatal(err)
+	}
+	same("minmax recorded for the new model", scores(e, ""), scores(e, engine.FusionMinMax))
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionRRF}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = e.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Fusion != engine.FusionRRF || st.FusionChoice != (engine.FusionChoice{}) {
+		t.Fatalf("after recording RRF: fusion %q, choice %+v; want rrf and no choice", st.Fusion, st.FusionChoice)
 	}
 }

@@ -22,32 +22,6 @@ const (
 	ModeRerank  Mode = "rerank"  // hybrid (or RerankOf), then the top candidates rescored by the cross-encoder
 )
 
-// Fusion is how several ranked lists become one.
-type Fusion string
-
-const (
-	// FusionRRF (the default) fuses by reciprocal rank, Σ w/(k+rank): ranks
-	// only, no scale to match between lists.
-	FusionRRF Fusion = "rrf"
-	// FusionMinMax maps each list's scores to [0,1] (its best 1, its worst
-	// 0) and sums them, weighted: Weaviate's relativeScoreFusion.
-	FusionMinMax Fusion = "minmax"
-	// FusionDBSF maps each list's mean-3σ..mean+3σ to 0..1 and sums them,
-	// weighted: Qdrant's distribution-based score fusion.
-	FusionDBSF Fusion = "dbsf"
-)
-
-// ParseFusion reads a fusion name ("" is FusionRRF).
-func ParseFusion(s string) (Fusion, error) {
-	switch f := Fusion(strings.ToLower(s)); f {
-	case "":
-		return FusionRRF, nil
-	case FusionRRF, FusionMinMax, FusionDBSF:
-		return f, nil
-	}
-	return "", fmt.Errorf("engine: unknown fusion %q (want rrf, minmax or dbsf)", s)
-}
-
 // Modes lists the modes in the order tools show them.
 var Modes = []Mode{ModeLexical, ModeDense, ModeHybrid, ModeRerank}
 
@@ -87,7 +61,8 @@ type SearchOptions struct {
 	// models).
 	Prompt Prompt
 	// Fusion is how the lists are fused (hybrid, and the reranked list
-	// with RerankFusion); default FusionRRF.
+	// with RerankFusion); "" is the index's own choice (see SetFusion),
+	// FusionRRF unless one was recorded.
 	Fusion Fusion
 	// RRFK is the RRF constant; default 60.
 	RRFK int
@@ -200,11 +175,13 @@ func (o *SearchOptions) validate() error {
 	if err := o.Filter.Validate(); err != nil {
 		return optErr("SearchOptions.Filter", o.Filter, err.Error())
 	}
-	f, err := ParseFusion(string(o.Fusion))
-	if err != nil {
-		return optErr("SearchOptions.Fusion", fmt.Sprintf("%q", o.Fusion), "must be rrf, minmax or dbsf")
+	if o.Fusion != "" {
+		f, err := ParseFusion(string(o.Fusion))
+		if err != nil {
+			return optErr("SearchOptions.Fusion", fmt.Sprintf("%q", o.Fusion), "must be rrf, minmax, dbsf or \"\" (the index's choice)")
+		}
+		o.Fusion = f
 	}
-	o.Fusion = f
 	for name, w := range o.Weights {
 		if name != "lexical" && name != "dense" && name != "rerank" {
 			return optErr("SearchOptions.Weights", fmt.Sprintf("%q", name), "names a list: lexical, dense or rerank")
@@ -240,6 +217,9 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 		return nil, err
 	}
 	defer e.leave()
+	if opts.Fusion == "" {
+		opts.Fusion = e.fusionInEffect()
+	}
 	if opts.Mode == ModeRerank && e.rr == nil {
 		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker)")
 	}

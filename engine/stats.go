@@ -20,8 +20,13 @@ type Stats struct {
 	Chunking      Chunking
 	DenseSeq      uint64 // the store change the graph reflects
 	Reranker      bool
-	Backend       string   // "local", or "weaviate ALIAS (COLLECTION)": where the lists come from
-	Warnings      []string // see Engine.Warnings
+	// Fusion is what a search with SearchOptions.Fusion "" fuses with;
+	// FusionChoice is the choice recorded by SetFusion (zero when none),
+	// which applies only while FusionChoice.Active(Model.Fingerprint).
+	Fusion       Fusion
+	FusionChoice FusionChoice
+	Backend      string   // "local", or "weaviate ALIAS (COLLECTION)": where the lists come from
+	Warnings     []string // see Engine.Warnings
 }
 
 // Stats reports counts from the store and both indexes.
@@ -45,5 +50,9 @@ func (e *Engine) Stats() (Stats, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	st.Model, st.Chunking = e.model, e.chunking
+	st.FusionChoice, st.Fusion = e.fusion, FusionRRF
+	if e.fusion.Active(e.model.Fingerprint) {
+		st.Fusion = e.fusion.Fusion
+	}
 	return st, nil
 }

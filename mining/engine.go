@@ -34,7 +34,10 @@ func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candi
 	for _, ex := range p.Examples {
 		ep.Examples = append(ep.Examples, engine.Example{Query: ex.Query, Response: ex.Response})
 	}
-	res, err := r.E.Search(ctx, q.Text, engine.SearchOptions{Mode: mode, K: k, Depth: max(r.Depth, k), Prompt: ep})
+	// Candidates come from BM25 and dense fused by RRF, as paper 003's
+	// pipeline does, whatever fusion the index chose for its searches: a
+	// mined file does not change with that choice.
+	res, err := r.E.Search(ctx, q.Text, engine.SearchOptions{Mode: mode, K: k, Depth: max(r.Depth, k), Prompt: ep, Fusion: engine.FusionRRF})
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The closed loop on real data: index SciFact with the base model, evaluate
-# (test split; hybrid by RRF and by DBSF), mine hard negatives on the train split with the engine as
-# teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
-# the index with the new model (annactl reindex), evaluate again.
+# The closed loop on real data: index SciFact with the base model, choose
+# the index's hybrid fusion on the train split (eval --choose-fusion), evaluate
+# (test split; hybrid by that choice and by RRF), mine hard negatives on the
+# train split with the engine as teacher, fine-tune MiniLM on them on the CPU for a bounded budget, re-encode
+# the index with the new model (annactl reindex), choose its fusion again
+# (a choice holds for one model), evaluate again.
 # Usage: scripts/closed_loop.sh [WORK_DIR]   (env STEPS, BATCH, GROUP, EVAL_EVERY bound the budget, SEED seeds mining and training;
 # MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher-model bge-small-en-v1.5" (the default teacher is the
 # calibrated fusion of BM25 and the model's cosine; MINE_ARGS="--teacher dense" is the cosine alone);
@@ -38,9 +40,16 @@ MODEL_ARGS=()
 [ -n "$MODEL" ] && MODEL_ARGS=(--model "$MODEL")
 step "index SciFact with the base model${MODEL:+ ($MODEL)}"
 "$A" index --cache --index "$W/idx" "${MODEL_ARGS[@]}" "$DATA/corpus.jsonl"
-step "evaluate the base model (test split)"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/base.json"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes hybrid --fusion dbsf --json | tee "$W/base-dbsf.json"
+# evaluate DIR NAME: choose DIR's fusion on the train split, then evaluate on
+# the test split (hybrid by that choice, and by RRF).
+evaluate() {
+	"$A" eval "$DATA" --split train --index "$1" --choose-fusion --json >"$W/$2-choice.json"
+	"$A" eval "$DATA" --split test --index "$1" --modes lexical,dense,hybrid --json | tee "$W/$2.json"
+	"$A" eval "$DATA" --split test --index "$1" --modes hybrid --fusion rrf --json | tee "$W/$2-rrf.json"
+	"$A" stats --index "$1" --json >"$W/$2-stats.json"
+}
+step "evaluate the base model (its fusion chosen on the train split; test split)"
+evaluate "$W/idx" base
 
 MINE_ARGS=${MINE_ARGS:-}
 # The fusion teacher unless MINE_ARGS names one: an installed reranker measured to help would otherwise be the teacher.
@@ -53,17 +62,20 @@ step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) ne
 	--distill 0.5 --seed "$TRAIN_SEED" --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"
-step "evaluate the fine-tuned model (test split)"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes lexical,dense,hybrid --json | tee "$W/finetuned.json"
-"$A" eval "$DATA" --split test --index "$W/idx" --modes hybrid --fusion dbsf --json | tee "$W/finetuned-dbsf.json"
+step "evaluate the fine-tuned model (its fusion chosen on the train split; test split)"
+evaluate "$W/idx" finetuned
 
-python3 - "$W/base.json" "$W/finetuned.json" "$W/base-dbsf.json" "$W/finetuned-dbsf.json" <<'PY'
+python3 - "$W" <<'PY'
 import json, sys
-b, f, bd, fd = (json.load(open(p)) for p in sys.argv[1:5])
-b["hybrid/dbsf"], f["hybrid/dbsf"] = bd["hybrid"], fd["hybrid"]
-print("\nmode         base nDCG@10  fine-tuned nDCG@10   delta")
+w = sys.argv[1]
+load = lambda n: json.load(open(f"{w}/{n}.json"))
+b, f = load("base"), load("finetuned")
+b["hybrid/rrf"], f["hybrid/rrf"] = load("base-rrf")["hybrid"], load("finetuned-rrf")["hybrid"]
+fb, ff = load("base-stats")["fusion"], load("finetuned-stats")["fusion"]
+print(f"\nhybrid fuses by the index's choice on the train split: base {fb}, fine-tuned {ff}")
+print("mode         base nDCG@10  fine-tuned nDCG@10   delta")
 worse = False
-for m in ("lexical", "dense", "hybrid", "hybrid/dbsf"):
+for m in ("lexical", "dense", "hybrid", "hybrid/rrf"):
     d = f[m]["ndcg@10"] - b[m]["ndcg@10"]
     print(f"{m:12s} {b[m]['ndcg@10']:.4f}        {f[m]['ndcg@10']:.4f}             {d:+.4f}")
     worse |= m == "dense" and d < 0

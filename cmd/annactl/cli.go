@@ -190,7 +190,7 @@ func (u *fusionFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&u.weights, "weight", nil, "weight of a fused list in RRF, `LIST=W` with LIST lexical, dense or rerank (repeatable; default 1 each)")
 	f.IntVar(&u.k, "rrf-k", 0, "RRF's rank constant `K` (0: 60)")
-	f.StringVar(&u.fusion, "fusion", "rrf", "how the lists are fused: rrf (ranks), minmax (scores scaled to [0,1], summed) or dbsf (mean±3σ scaled to [0,1], summed)")
+	f.StringVar(&u.fusion, "fusion", "", "how the lists are fused: rrf (ranks), minmax (scores scaled to [0,1], summed) or dbsf (mean±3σ scaled to [0,1], summed) (default: the index's choice, recorded by eval --choose-fusion, else rrf)")
 }
 
 // apply puts the fusion flags into opts.
@@ -198,11 +198,16 @@ func (u *fusionFlags) apply(opts *engine.SearchOptions) error {
 	if err := atLeast("rrf-k", u.k, 0); err != nil {
 		return err
 	}
-	if err := oneOf("fusion", u.fusion, "rrf", "minmax", "dbsf"); err != nil {
-		return err
+	if u.fusion != "" {
+		if err := oneOf("fusion", u.fusion, "rrf", "minmax", "dbsf"); err != nil {
+			return err
+		}
 	}
-	if u.k != 0 && u.fusion != "rrf" {
-		return usageErrorf("--rrf-k is RRF's constant: not with --fusion %s", u.fusion)
+	if u.k != 0 {
+		if u.fusion != "" && u.fusion != "rrf" {
+			return usageErrorf("--rrf-k is RRF's constant: not with --fusion %s", u.fusion)
+		}
+		u.fusion = "rrf" // whatever the index chose
 	}
 	opts.Fusion, opts.RRFK = engine.Fusion(u.fusion), u.k
 	for _, s := range u.weights {

@@ -32,24 +32,35 @@ type evalMode struct {
 	mode engine.Mode
 	of   engine.Mode // the list a rerank mode rescores
 	rrf  bool        // the reranked list fused with the retrieval lists (RerankFusion)
+	// fusion, when set, fuses the lists this way (--choose-fusion's rows)
+	// instead of by the fusion flags.
+	fusion engine.Fusion
 }
 
 // evalModes are the retrieval report's rows, in print order.
 var evalModes = []evalMode{
-	{"lexical", engine.ModeLexical, "", false},
-	{"dense", engine.ModeDense, "", false},
-	{"hybrid", engine.ModeHybrid, "", false},
-	{"lexical+rerank", engine.ModeRerank, engine.ModeLexical, false},
-	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid, false},
-	{"lexical+rerank+rrf", engine.ModeRerank, engine.ModeLexical, true},
-	{"hybrid+rerank+rrf", engine.ModeRerank, engine.ModeHybrid, true},
+	{"lexical", engine.ModeLexical, "", false, ""},
+	{"dense", engine.ModeDense, "", false, ""},
+	{"hybrid", engine.ModeHybrid, "", false, ""},
+	{"lexical+rerank", engine.ModeRerank, engine.ModeLexical, false, ""},
+	{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid, false, ""},
+	{"lexical+rerank+rrf", engine.ModeRerank, engine.ModeLexical, true, ""},
+	{"hybrid+rerank+rrf", engine.ModeRerank, engine.ModeHybrid, true, ""},
+}
+
+// choiceModes are --choose-fusion's rows: hybrid fused each way, equal
+// weights, RRF first (a tie keeps the default).
+var choiceModes = []evalMode{
+	{"hybrid/rrf", engine.ModeHybrid, "", false, engine.FusionRRF},
+	{"hybrid/minmax", engine.ModeHybrid, "", false, engine.FusionMinMax},
+	{"hybrid/dbsf", engine.ModeHybrid, "", false, engine.FusionDBSF},
 }
 
 type evalFlags struct {
 	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
 	instruction                                                         string
 	rerankDepth, workers                                                int
-	cache, asJSON, keepIdentical, record                                bool
+	cache, asJSON, keepIdentical, record, chooseFusion                  bool
 	chunks                                                              chunkFlags
 	chunking                                                            *engine.Chunking
 	cmd                                                                 *cobra.Command
@@ -82,7 +93,16 @@ is indexed then. With --reranker the modes add lexical+rerank and hybrid+rerank
 each pair is scored once across them. --record writes each rerank mode's
 nDCG@10 against its candidates' into the reranker's manifest: anna uses an
 installed reranker unasked (search --mode rerank, mine-negatives' teacher) only
-where those measurements say it helps.
+where those measurements say it helps (measured with RRF, whatever the index
+chose).
+
+Hybrid search fuses by RRF unless the index records another fusion:
+--choose-fusion (with --index DIR) measures hybrid fused by rrf, minmax and dbsf
+(equal weights) on the split and records the best in DIR (RRF on a tie); the
+index's searches use it when no --fusion is given, until a reindex to another
+model (annactl stats shows it). Choose on a split you do not report
+(--split train where the dataset has one): chosen on the test split, the test
+split's number is flattered.
 
 --task sts: DATASET is a folder of sentence pairs (SPLIT.jsonl with sentence1,
 sentence2, score: STS-B, SICK); the report is Spearman's correlation between the
@@ -97,6 +117,7 @@ average_precision_score).`,
   annactl eval ../shared/datasets/scifact --modes lexical,dense --run-out runs/scifact.trec
   annactl eval ../shared/datasets/scifact --rerank-run runs/scifact.lexical.trec --reranker RERANKER_DIR
   annactl eval ../shared/datasets/scifact --index idx --reranker anna-reranker-minilm --record
+  annactl eval ../shared/datasets/scifact --index idx --split train --choose-fusion
   annactl eval ../shared/datasets/stsbenchmark --task sts
   annactl eval ../shared/datasets/snli --task pairclass`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -123,12 +144,28 @@ average_precision_score).`,
 			if err := fl.fusion.apply(&fl.search); err != nil {
 				return err
 			}
-			if fusionLabel(fl.search) != "" {
+			if fusionGiven(fl.search) {
 				if fl.task != "retrieval" || fl.rerankRun != "" {
 					return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
 				}
-				if fl.record {
-					return usageErrorf("--record keeps measurements made with the default fusion: not with --fusion, --weight or --rrf-k")
+				if fl.record && fusionLabel(fl.search) != "" {
+					return usageErrorf("--record measures the reranker with RRF (k = 60, equal weights): not with --fusion minmax or dbsf, --weight or --rrf-k")
+				}
+				if fl.chooseFusion {
+					return usageErrorf("--choose-fusion measures each fusion with equal weights: not with --fusion, --weight or --rrf-k")
+				}
+			}
+			if fl.record {
+				fl.search.Fusion = engine.FusionRRF // whatever the index chose
+			}
+			if fl.chooseFusion {
+				switch {
+				case fl.task != "retrieval" || fl.rerankRun != "":
+					return usageErrorf("--choose-fusion measures hybrid retrieval: not with --task %s or --rerank-run", fl.task)
+				case fl.dir == "":
+					return usageErrorf("--choose-fusion records its choice in the index: it needs --index DIR")
+				case fl.modes != "" || fl.reranker != "" || fl.record:
+					return usageErrorf("--choose-fusion measures its own rows (hybrid by rrf, minmax, dbsf): not with --modes, --reranker or --record")
 				}
 			}
 			if fl.task != "retrieval" {
@@ -157,6 +194,7 @@ average_precision_score).`,
 	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
+	f.BoolVar(&fl.chooseFusion, "choose-fusion", false, "measure hybrid fused by rrf, minmax and dbsf on the split and record the best in --index as its fusion (RRF on a tie)")
 	f.BoolVar(&fl.record, "record", false, "write each rerank mode's nDCG@10 against its candidates' into the reranker's manifest (what decides whether anna uses it unasked: annactl models list)")
 	fl.chunks.register(cmd)
 	fl.backend.register(cmd)
@@ -222,6 +260,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	if err != nil {
 		return err
 	}
+	if fl.chooseFusion {
+		modes = choiceModes
+	}
 	if fl.record {
 		if err := recordableModes(modes); err != nil {
 			return err
@@ -282,6 +323,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		opts := fl.search
 		opts.Mode, opts.K, opts.Depth, opts.RerankDepth, opts.RerankOf, opts.RerankFusion = m.mode, 100, 100, fl.rerankDepth, m.of, m.rrf
 		opts.Prompt = engine.Prompt{Instruction: fl.instruction}
+		if m.fusion != "" {
+			opts.Fusion = m.fusion
+		}
 		run, err := a.searchAll(ctx, eng, ds.Queries, qids, opts, fl.workers, m.key)
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", m.key, err)
@@ -293,8 +337,24 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
-	if l := fusionLabel(fl.search); l != "" {
-		header += "; fused by " + l
+	st, err := eng.Stats()
+	if err != nil {
+		return err
+	}
+	if fl.chooseFusion {
+		c := chooseFusion(rows, dataset, split, len(qids))
+		if err := eng.SetFusion(c); err != nil {
+			return err
+		}
+		a.logf("eval: recorded in %s: hybrid fuses by %s (%s)", idx, c.Fusion, c.Why)
+		if split == "test" {
+			a.logf("eval: chosen on the test split: that split's hybrid number is flattered by the choice; choose on --split train where the dataset has one")
+		}
+	} else if eff := effectiveFusion(fl.search, st); fusionLabel(eff) != "" {
+		header += "; fused by " + fusionLabel(eff)
+		if fl.search.Fusion == "" {
+			header += " (the index's choice)"
+		}
 	}
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
 		return err
@@ -799,10 +859,41 @@ func (c *pairCache) Score(ctx context.Context, query string, docs []string) ([]f
 	return out, nil
 }
 
-// fusionLabel says how the fusion flags fuse the lists, e.g. "dbsf,
-// dense×2"; "" for the default (RRF, k = 60, equal weights).
+// fusionGiven reports whether the fusion flags said anything.
+func fusionGiven(o engine.SearchOptions) bool {
+	return o.Fusion != "" || o.RRFK != 0 || o.Weights != nil
+}
+
+// effectiveFusion is o with Fusion "" resolved to the index's.
+func effectiveFusion(o engine.SearchOptions, st engine.Stats) engine.SearchOptions {
+	if o.Fusion == "" {
+		o.Fusion = st.Fusion
+	}
+	return o
+}
+
+// chooseFusion picks --choose-fusion's best row by nDCG@10 (the first, RRF,
+// on a tie) and says why.
+func chooseFusion(rows []modeRow, dataset, split string, queries int) engine.FusionChoice {
+	best := 0
+	var parts []string
+	for i, r := range rows {
+		if r.scores.NDCG10 > rows[best].scores.NDCG10 {
+			best = i
+		}
+		parts = append(parts, fmt.Sprintf("%s %.4f", choiceModes[i].fusion, r.scores.NDCG10))
+	}
+	return engine.FusionChoice{
+		Fusion: choiceModes[best].fusion,
+		Why:    fmt.Sprintf("chosen by annactl eval on %s, split %s, %d judged queries: hybrid nDCG@10 %s", filepath.Base(filepath.Clean(dataset)), split, queries, strings.Join(parts, ", ")),
+	}
+}
+
+// fusionLabel says how o fuses the lists, e.g. "dbsf, dense×2"; "" for
+// RRF with k = 60 and equal weights, and for the index's fusion ("") with
+// no other flag.
 func fusionLabel(o engine.SearchOptions) string {
-	if o.Fusion == engine.FusionRRF && o.RRFK == 0 && o.Weights == nil {
+	if (o.Fusion == engine.FusionRRF || o.Fusion == "") && o.RRFK == 0 && o.Weights == nil {
 		return ""
 	}
 	s := string(o.Fusion)

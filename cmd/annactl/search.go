@@ -138,6 +138,11 @@ source}, byte offsets into "text".`,
 			if err != nil {
 				return err
 			}
+			if explain && opts.Fusion == "" && m != engine.ModeLexical && m != engine.ModeDense {
+				if st, err := eng.Stats(); err == nil && st.Fusion != engine.FusionRRF {
+					a.logf("search: fused by %s, the index's choice (%s)", st.Fusion, st.FusionChoice.Why)
+				}
+			}
 			if asJSON {
 				return a.printResultsJSON(res, explain)
 			}

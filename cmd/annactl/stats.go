@@ -46,6 +46,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelDir: st.Model.Dir,
 					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
 					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Backend: st.Backend, Warnings: st.Warnings,
+					Fusion: string(st.Fusion), FusionChoice: fusionChoiceJSON(st.FusionChoice, st.Model.Fingerprint),
 				}); jerr != nil {
 					return jerr
 				}
@@ -58,6 +59,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
 				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
 			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
+			fmt.Fprintf(a.stdout, "fusion         %s\n", fusionLine(st))
 			if st.LexicalStale != "" {
 				fmt.Fprintf(a.stdout, "BM25 index     %s\n", st.LexicalStale)
 			}
@@ -74,19 +76,48 @@ built from another one), stats says so and exits 1: run annactl check.`,
 }
 
 type jsonStats struct {
-	Dir           string   `json:"dir"`
-	Documents     int      `json:"documents"`
-	Seq           uint64   `json:"seq"`
-	Model         string   `json:"model_fingerprint"`
-	ModelDir      string   `json:"model_dir"`
-	Dim           int      `json:"dim"`
-	LexicalDocs   uint64   `json:"lexical_docs"`
-	LexicalSeq    uint64   `json:"lexical_seq"`
-	LexicalStale  string   `json:"lexical_stale,omitempty"`
-	DenseDocs     int      `json:"dense_docs"`
-	DensePassages int      `json:"dense_passages"`
-	Chunking      string   `json:"chunking"`
-	DenseSeq      uint64   `json:"dense_seq"`
-	Backend       string   `json:"backend"`
-	Warnings      []string `json:"warnings,omitempty"`
+	Dir           string            `json:"dir"`
+	Documents     int               `json:"documents"`
+	Seq           uint64            `json:"seq"`
+	Model         string            `json:"model_fingerprint"`
+	Fusion        string            `json:"fusion"`                  // what hybrid search fuses by
+	FusionChoice  *jsonFusionChoice `json:"fusion_choice,omitempty"` // recorded by eval --choose-fusion
+	ModelDir      string            `json:"model_dir"`
+	Dim           int               `json:"dim"`
+	LexicalDocs   uint64            `json:"lexical_docs"`
+	LexicalSeq    uint64            `json:"lexical_seq"`
+	LexicalStale  string            `json:"lexical_stale,omitempty"`
+	DenseDocs     int               `json:"dense_docs"`
+	DensePassages int               `json:"dense_passages"`
+	Chunking      string            `json:"chunking"`
+	DenseSeq      uint64            `json:"dense_seq"`
+	Backend       string            `json:"backend"`
+	Warnings      []string          `json:"warnings,omitempty"`
+}
+
+// fusionLine says what hybrid search fuses by, and why.
+func fusionLine(st engine.Stats) string {
+	c := st.FusionChoice
+	switch {
+	case c.Fusion == "":
+		return "rrf (the default; annactl eval --choose-fusion measures the others)"
+	case c.Active(st.Model.Fingerprint):
+		return fmt.Sprintf("%s, the index's choice (%s)", c.Fusion, c.Why)
+	}
+	return fmt.Sprintf("rrf: %s was chosen for model %s, not this index's %s (run annactl eval --choose-fusion again)", c.Fusion, c.Model, st.Model.Fingerprint)
+}
+
+// jsonFusionChoice is stats --json's "fusion_choice".
+type jsonFusionChoice struct {
+	Fusion string `json:"fusion"`
+	Model  string `json:"model_fingerprint"`
+	Why    string `json:"why"`
+	Active bool   `json:"active"`
+}
+
+func fusionChoiceJSON(c engine.FusionChoice, fp string) *jsonFusionChoice {
+	if c.Fusion == "" {
+		return nil
+	}
+	return &jsonFusionChoice{Fusion: string(c.Fusion), Model: c.Model, Why: c.Why, Active: c.Active(fp)}
 }

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Fusion is how several ranked lists become one.
+type Fusion string
+
+const (
+	// FusionRRF (the default) fuses by reciprocal rank, Σ w/(k+rank): ranks
+	// only, no scale to match between lists.
+	FusionRRF Fusion = "rrf"
+	// FusionMinMax maps each list's scores to [0,1] (its best 1, its worst
+	// 0) and sums them, weighted: Weaviate's relativeScoreFusion.
+	FusionMinMax Fusion = "minmax"
+	// FusionDBSF maps each list's mean-3σ..mean+3σ to 0..1 and sums them,
+	// weighted: Qdrant's distribution-based score fusion.
+	FusionDBSF Fusion = "dbsf"
+)
+
+// ParseFusion reads a fusion name ("" is FusionRRF).
+func ParseFusion(s string) (Fusion, error) {
+	switch f := Fusion(strings.ToLower(s)); f {
+	case "":
+		return FusionRRF, nil
+	case FusionRRF, FusionMinMax, FusionDBSF:
+		return f, nil
+	}
+	return "", fmt.Errorf("engine: unknown fusion %q (want rrf, minmax or dbsf)", s)
+}
+
+// stateFusion keeps an index's FusionChoice in anna.db (JSON).
+const stateFusion = "search.fusion"
+
+// FusionChoice is an index's own default fusion: what a search whose
+// SearchOptions.Fusion is "" fuses with. It holds only while the index
+// embeds with the model it was chosen for: a fusion that suits one model's
+// scores need not suit another's, so after Reindex to another model the
+// index is back on FusionRRF until a new choice is recorded.
+type FusionChoice struct {
+	Fusion Fusion
+	Model  string // the model fingerprint it was chosen for
+	// Why says how it was chosen, in words: annactl eval --choose-fusion
+	// writes the dataset, the split and every fusion's nDCG@10.
+	Why string
+}
+
+// Active reports whether the choice applies to an index embedding with the
+// model whose fingerprint is fp.
+func (c FusionChoice) Active(fp string) bool { return c.Fusion != "" && c.Model == fp }
+
+// SetFusion records c as the index's default fusion, for the model the
+// index embeds with now (c.Model, when set, must name it). FusionRRF, or
+// the zero FusionChoice, goes back to the default. The choice is kept in
+// anna.db with the documents: it survives restarts, and Check and Repair
+// leave it alone.
+func (e *Engine) SetFusion(c FusionChoice) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if e.readOnly {
+		return ErrReadOnly
+	}
+	if c.Fusion != "" {
+		f, err := ParseFusion(string(c.Fusion))
+		if err != nil {
+			return optErr("FusionChoice.Fusion", fmt.Sprintf("%q", c.Fusion), "must be rrf, minmax or dbsf")
+		}
+		c.Fusion = f
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.Model == "" {
+		c.Model = e.model.Fingerprint
+	} else if c.Model != e.model.Fingerprint {
+		return optErr("FusionChoice.Model", c.Model, fmt.Sprintf("must be the index's model, %s", e.model.Fingerprint))
+	}
+	var raw []byte // nil deletes the key
+	if c.Fusion != "" && c.Fusion != FusionRRF {
+		var err error
+		if raw, err = json.Marshal(c); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	} else {
+		c = FusionChoice{}
+	}
+	if err := e.store.SetState(stateFusion, raw); err != nil {
+		return fmt.Errorf("engine: recording the fusion: %w", err)
+	}
+	e.fusion = c
+	return nil
+}
+
+// loadFusion reads the recorded FusionChoice (Open). A value that cannot be
+// read is a warning, not a failure: the index searches with RRF.
+func (e *Engine) loadFusion() error {
+	raw, err := e.store.State(stateFusion)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if raw == nil {
+		return nil
+	}
+	var c FusionChoice
+	if err := json.Unmarshal(raw, &c); err != nil {
+		e.warn("anna.db: the recorded fusion choice cannot be read (%v): searching with RRF until one is recorded again", err)
+		return nil
+	}
+	if _, err := ParseFusion(string(c.Fusion)); err != nil {
+		e.warn("anna.db: the recorded fusion %q is unknown: searching with RRF until one is recorded again", c.Fusion)
+		return nil
+	}
+	e.fusion = c
+	return nil
+}
+
+// fusionInEffect is what SearchOptions.Fusion "" means now.
+func (e *Engine) fusionInEffect() Fusion {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.fusion.Active(e.model.Fingerprint) {
+		return e.fusion.Fusion
+	}
+	return FusionRRF
+}
