@@ -38,6 +38,12 @@
 //     first documents (a directory that holds none is bound to none).
 //     Opening it with another model is refused (ModelMismatchError);
 //     Reindex is the way to change models.
+//   - A directory may record a fusion of its own (SetFusion; annactl eval
+//     --choose-fusion measures and records one), kept in anna.db's state
+//     with the model fingerprint it was chosen for: searches that name no
+//     SearchOptions.Fusion use it while the directory embeds with that
+//     model, and RRF otherwise (after Reindex to another model, or when
+//     none is recorded).
 //   - Any number of searches may run concurrently with one writer. Writers
 //     (Add, Delete, Reindex) are serialised; across processes bbolt's file
 //     lock admits one writer or any number of read-only opens.

@@ -94,6 +94,27 @@ func ExampleSearchOptions_fusion() {
 	// Output: hnsw
 }
 
+// An index can keep a fusion of its own, measured to suit its model (annactl
+// eval --choose-fusion measures the three and records the best): searches
+// that name no Fusion use it, until a reindex to another model.
+func ExampleEngine_SetFusion() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "anna-example-")
+	defer os.RemoveAll(dir)
+	eng, err := engine.Open(ctx, dir, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	eng.Add(ctx, []engine.Document{{ID: "tides", Text: "Tides are caused mainly by the gravity of the Moon."}})
+	if err := eng.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax, Why: "measured on my queries"}); err != nil {
+		log.Fatal(err)
+	}
+	st, _ := eng.Stats()
+	fmt.Println(st.Fusion, st.FusionChoice.Why)
+	// Output: minmax measured on my queries
+}
+
 // A read-only open writes nothing (several may run beside each other) and
 // refuses writes with ErrReadOnly.
 func ExampleOpen_readOnly() {
