@@ -88,6 +88,9 @@ with the directory's own model.`,
 				return err
 			}
 			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s, chunking %s -> %s\n", dir, old, eng.Model().Fingerprint, oldCh, eng.Chunking())
+			if st, err := eng.Stats(); err == nil && st.FusionChoice.Fusion != "" && !st.FusionChoice.Active(st.Model.Fingerprint) {
+				fmt.Fprintf(a.stderr, "hybrid fuses by RRF again: the index's choice, %s, was measured with the old model (annactl eval DATASET --index %s --split train --choose-fusion chooses for this one)\n", st.FusionChoice.Fusion, dir)
+			}
 			return nil
 		},
 	}
