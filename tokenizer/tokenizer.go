@@ -178,6 +178,22 @@ func (t *Tokenizer) raw(text string) []int64 {
 	return out
 }
 
+// Decode turns token ids back into text with the file's decoder (byte-level
+// BPE, SentencePiece's ▁ and byte fallback), special tokens skipped when
+// skipSpecial is set: what a generating decoder's new tokens say.
+func (t *Tokenizer) Decode(ids []int64, skipSpecial bool) string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.hf == nil {
+		panic("tokenizer: decode after Close of " + t.path)
+	}
+	u := make([]uint32, len(ids))
+	for i, id := range ids {
+		u[i] = uint32(id)
+	}
+	return t.hf.Decode(u, skipSpecial)
+}
+
 // IDs tokenises text without special tokens or truncation.
 func (t *Tokenizer) IDs(text string) []int64 { return t.raw(text) }
 

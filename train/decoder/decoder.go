@@ -15,8 +15,15 @@
 //
 // Weights are named as transformers' LlamaModel / Qwen2Model state dict,
 // with or without the "model." prefix — what onnx.LlamaFromGGUF returns for
-// a GGUF file. The language-model head is not used (an embedder stops at
-// the final norm) and is ignored when present.
+// a GGUF file. An embedder stops at the final norm; the language-model head
+// (the checkpoint's lm_head, else the tied input embedding) serves the
+// papers' generative objectives and generation.
+//
+// Generation (Prefill, Step, Generate: doc2query's queries) runs the same
+// ops incrementally with a key/value cache — the prompts once through
+// Forward, then one row per sequence and new token — and gives the logits
+// Forward gives the whole sequence (TestStepMatchesForward); it needs
+// causal attention and Recompute off.
 //
 // Invariants: sequences are right-padded (a mask of ones then zeros, at
 // least one real token); positions are 0..T−1 as transformers numbers them;

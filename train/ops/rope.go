@@ -36,23 +36,35 @@ func (r *Rope) Forward(x []float32, rows, heads, th int) { r.apply(x, rows, head
 // transposed rotation: the angle negated).
 func (r *Rope) Backward(dx []float32, rows, heads, th int) { r.apply(dx, rows, heads, -1, th) }
 
+// ForwardAt rotates x in place, row i (heads×D) at position pos[i] (each
+// below T): one new token per sequence, as incremental decoding runs.
+func (r *Rope) ForwardAt(x []float32, pos []int, heads int) {
+	for row, t := range pos {
+		r.rotate(x[row*heads*r.D:(row+1)*heads*r.D], t, heads, 1)
+	}
+}
+
 func (r *Rope) apply(x []float32, rows, heads int, sign float32, th int) {
-	D, h := r.D, r.D/2
-	W := heads * D
+	W := heads * r.D
 	ParallelFor(rows, th, func(lo, hi int) {
 		for row := lo; row < hi; row++ {
-			t := row % r.T
-			cs, sn := r.Cos[t*h:t*h+h], r.Sin[t*h:t*h+h]
-			for hd := 0; hd < heads; hd++ {
-				x1 := x[row*W+hd*D : row*W+hd*D+h]
-				x2 := x[row*W+hd*D+h : row*W+hd*D+D]
-				for i := range x1 {
-					c, s := cs[i], sign*sn[i]
-					a, b := x1[i], x2[i]
-					x1[i] = a*c - b*s
-					x2[i] = b*c + a*s
-				}
-			}
+			r.rotate(x[row*W:row*W+W], row%r.T, heads, sign)
 		}
 	})
+}
+
+// rotate turns one row's heads by position t's angles (negated for sign −1).
+func (r *Rope) rotate(x []float32, t, heads int, sign float32) {
+	D, h := r.D, r.D/2
+	cs, sn := r.Cos[t*h:t*h+h], r.Sin[t*h:t*h+h]
+	for hd := 0; hd < heads; hd++ {
+		x1 := x[hd*D : hd*D+h]
+		x2 := x[hd*D+h : hd*D+D]
+		for i := range x1 {
+			c, s := cs[i], sign*sn[i]
+			a, b := x1[i], x2[i]
+			x1[i] = a*c - b*s
+			x2[i] = b*c + a*s
+		}
+	}
 }
