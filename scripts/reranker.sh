@@ -3,7 +3,8 @@
 #   1. index the SciFact corpus with the default model (embedding cache on);
 #   2. mine SciFact train with the pipeline teacher (BM25 + dense candidates
 #      fused by RRF, soft labels from the calibrated fusion of BM25 and the
-#      cosine: mine-negatives --teacher fusion), 7 negatives per query;
+#      cosine: mine-negatives --teacher fusion), 7 negatives per query, and
+#      the same for every MORE set (each indexed on its own);
 #   3. fine-tune a cross-encoder from the base model's weights (listwise
 #      softmax over 1 + 7 candidates + KL distillation from the teacher's
 #      scores), resumable (rerun after Ctrl-C or kill -9);
@@ -18,7 +19,8 @@
 # Environment: BASE (model to start from, default all-MiniLM-L6-v2), NAME (anna-reranker-minilm),
 # STEPS (120), BATCH (8 queries), GROUP (8 = 1 + 7), MAXLEN (192 tokens per pair), LR (7e-5),
 # DISTILL (1), SEED (42), DEPTH (100 candidates reranked), EVALS (more BEIR folders to measure on and
-# record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone).
+# record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone), MORE (more BEIR
+# sets to mine and train on, each DIR:SPLIT, e.g. MORE=../shared/datasets/squad2-dev-half:dev; default none).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -35,6 +37,7 @@ LR=${LR:-7e-5}
 DISTILL=${DISTILL:-1}
 SEED=${SEED:-42}
 DEPTH=${DEPTH:-100}
+MORE=${MORE:-}
 EVALS=${EVALS-$ROOT/../shared/datasets/cranfield $ROOT/../shared/datasets/cisi $ROOT/../shared/datasets/cacm}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "reranker: no SciFact at $DATA (it ships in ../shared beside the repository)" >&2
@@ -48,8 +51,21 @@ step "index SciFact with the base embedding model"
 [ -f "$W/idx.done" ] || { "$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl" && touch "$W/idx.done"; }
 step "mine SciFact train with the pipeline teacher"
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --teacher fusion --seed 1 --resume
+IN=$W/mined.jsonl
+if [ -n "$MORE" ]; then
+	IN=$W/train.jsonl
+	cp "$W/mined.jsonl" "$IN.tmp"
+	for m in $MORE; do
+		d=${m%:*} sp=${m##*:} n=$(basename "${m%:*}")
+		step "mine $n ($sp) with the pipeline teacher"
+		[ -f "$W/idx-$n.done" ] || { "$A" index --cache --index "$W/idx-$n" "$d/corpus.jsonl" && touch "$W/idx-$n.done"; }
+		"$A" mine-negatives --dataset "$d" --split "$sp" --index "$W/idx-$n" --output "$W/mined-$n.jsonl" --teacher fusion --seed 1 --resume
+		cat "$W/mined-$n.jsonl" >>"$IN.tmp"
+	done
+	mv "$IN.tmp" "$IN"
+fi
 step "train the cross-encoder: $STEPS steps x $BATCH queries x $GROUP candidates, $MAXLEN tokens, listwise + distillation $DISTILL"
-"$A" train --model "$BASE" --input "$W/mined.jsonl" --output "$W/ce" --objective listwise --distill "$DISTILL" \
+"$A" train --model "$BASE" --input "$IN" --output "$W/ce" --objective listwise --distill "$DISTILL" \
 	--steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" --max-length "$MAXLEN" --lr "$LR" --seed "$SEED" \
 	--eval-every 40 --checkpoint-every 10 --name "$NAME" $( [ -d "$W/ce/checkpoint" ] && echo --resume )
 t1=$(date +%s)

@@ -23,9 +23,9 @@ type KVCache struct {
 
 	// Step's scratch, N rows each.
 	x, xn, q, kn, vn, ctx, h, hidden, rstd []float32
-	g, u, act, scores, logits            []float32
-	qraw, kraw, qrstd, krstd             []float32
-	xa                                   [7][]float32
+	g, u, act, scores, logits              []float32
+	qraw, kraw, qrstd, krstd               []float32
+	xa                                     [7][]float32
 }
 
 // generating refuses the model states incremental decoding does not
