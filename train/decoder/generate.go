@@ -20,6 +20,11 @@ type KVCache struct {
 	Len  []int
 	k, v [][]float32 // per layer: N×T rows of KV·D
 	rope *ops.Rope   // positions 0..T−1
+	// The frozen weights packed once for the steps' few-row products
+	// (layer × projection, and the LM head): a step would otherwise pack
+	// each whole weight again, which costs more than multiplying by it.
+	packed [][7]*tensor.PackedB
+	head   *tensor.PackedB
 
 	// Step's scratch, N rows each.
 	x, xn, q, kn, vn, ctx, h, hidden, rstd []float32
@@ -73,6 +78,14 @@ func (m *Model) Prefill(b *Batch, maxNew int) (*KVCache, []float32, error) {
 		}
 		c.k, c.v = append(c.k, k), append(c.v, v)
 	}
+	for l := range m.layers {
+		var ps [7]*tensor.PackedB
+		for i, lin := range m.layers[l].proj {
+			ps[i] = lin.PackW()
+		}
+		c.packed = append(c.packed, ps)
+	}
+	c.head = tensor.PackBT(m.LMHead().W, cfg.VocabSize, C, C)
 	last := make([]float32, b.N*C)
 	for n := 0; n < b.N; n++ {
 		r := n*b.T + a.lens[n] - 1
@@ -86,7 +99,7 @@ func (m *Model) Prefill(b *Batch, maxNew int) (*KVCache, []float32, error) {
 func (m *Model) logits(c *KVCache, hidden []float32) []float32 {
 	C, V := m.Cfg.HiddenSize, m.Cfg.VocabSize
 	c.logits = grow(c.logits, c.N*V)
-	tensor.Gemm(false, true, c.N, V, C, 1, hidden, C, m.LMHead().W, C, 0, c.logits, V, m.threads())
+	tensor.GemmPacked(c.N, 1, hidden, C, c.head, 0, c.logits, V, m.threads())
 	return c.logits
 }
 
@@ -124,7 +137,7 @@ func (m *Model) Step(c *KVCache, ids []int32) ([]float32, error) {
 	}
 	m.EmbedTokens(c.x, ids)
 	for l := range m.layers {
-		ly := &m.layers[l]
+		ly, pk := &m.layers[l], &c.packed[l]
 		for i, lin := range ly.proj {
 			if lin.LoRA != nil {
 				c.xa[i] = grow(c.xa[i], N*lin.LoRA.Rank)
@@ -132,15 +145,15 @@ func (m *Model) Step(c *KVCache, ids []int32) ([]float32, error) {
 		}
 		ops.RMSNormForward(c.xn, c.rstd, c.x, ly.ln1.W, N, C, eps, th)
 		if cfg.QKNorm() {
-			ly.q().Forward(c.qraw, c.xn, c.xa[0], N, th)
-			ly.k().Forward(c.kraw, c.xn, c.xa[1], N, th)
+			ly.q().ForwardPacked(pk[0], c.qraw, c.xn, c.xa[0], N, th)
+			ly.k().ForwardPacked(pk[1], c.kraw, c.xn, c.xa[1], N, th)
 			ops.RMSNormForward(c.q, c.qrstd, c.qraw, ly.qn.W, N*H, D, eps, th)
 			ops.RMSNormForward(c.kn, c.krstd, c.kraw, ly.kn.W, N*KV, D, eps, th)
 		} else {
-			ly.q().Forward(c.q, c.xn, c.xa[0], N, th)
-			ly.k().Forward(c.kn, c.xn, c.xa[1], N, th)
+			ly.q().ForwardPacked(pk[0], c.q, c.xn, c.xa[0], N, th)
+			ly.k().ForwardPacked(pk[1], c.kn, c.xn, c.xa[1], N, th)
 		}
-		ly.v().Forward(c.vn, c.xn, c.xa[2], N, th)
+		ly.v().ForwardPacked(pk[2], c.vn, c.xn, c.xa[2], N, th)
 		c.rope.ForwardAt(c.q, c.Len, H)
 		c.rope.ForwardAt(c.kn, c.Len, KV)
 		w := KV * D
@@ -150,13 +163,13 @@ func (m *Model) Step(c *KVCache, ids []int32) ([]float32, error) {
 			copy(c.v[l][r:r+w], c.vn[n*w:n*w+w])
 		}
 		m.attendCached(c, l)
-		ly.o().Forward(c.h, c.ctx, c.xa[3], N, th)
+		ly.o().ForwardPacked(pk[3], c.h, c.ctx, c.xa[3], N, th)
 		ops.AddInPlace(c.h, c.x, th)
 		ops.RMSNormForward(c.xn, c.rstd, c.h, ly.ln2.W, N, C, eps, th)
-		ly.gate().Forward(c.g, c.xn, c.xa[4], N, th)
-		ly.up().Forward(c.u, c.xn, c.xa[5], N, th)
+		ly.gate().ForwardPacked(pk[4], c.g, c.xn, c.xa[4], N, th)
+		ly.up().ForwardPacked(pk[5], c.u, c.xn, c.xa[5], N, th)
 		ops.SwiGLUForward(c.act, c.g, c.u, th)
-		ly.down().Forward(c.x, c.act, c.xa[6], N, th)
+		ly.down().ForwardPacked(pk[6], c.x, c.act, c.xa[6], N, th)
 		ops.AddInPlace(c.x, c.h, th)
 	}
 	ops.RMSNormForward(c.hidden, c.rstd, c.x, m.norm.W, N, C, eps, th)
@@ -221,6 +234,10 @@ type GenerateOptions struct {
 	Temperature float64
 	TopP        float64
 	Seed        uint64 // the sampling's seed: equal seeds, equal outputs
+	// Seeds, when set, seed each prompt's sampling on its own (one per
+	// prompt, instead of Seed and the prompt's place in the batch), so a
+	// prompt's output does not depend on the prompts beside it.
+	Seeds []uint64
 }
 
 // Generate continues each prompt (token ids, none empty) and returns its
@@ -254,7 +271,17 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptio
 	for _, s := range o.Stop {
 		stop[s] = true
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	if o.Seeds != nil && len(o.Seeds) != len(prompts) {
+		return nil, fmt.Errorf("decoder: %d seeds for %d prompts", len(o.Seeds), len(prompts))
+	}
+	rngs := make([]*rand.Rand, len(prompts))
+	for n := range rngs {
+		if o.Seeds != nil {
+			rngs[n] = rand.New(rand.NewPCG(o.Seeds[n], 0x5eed))
+		} else {
+			rngs[n] = rand.New(rand.NewPCG(o.Seed, uint64(n)))
+		}
+	}
 	V := m.Cfg.VocabSize
 	out := make([][]int32, len(prompts))
 	done := make([]bool, len(prompts))
@@ -265,7 +292,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptio
 			if done[n] {
 				continue
 			}
-			tok := pick(logits[n*V:n*V+V], o, rng)
+			tok := pick(logits[n*V:n*V+V], o, rngs[n])
 			next[n] = tok
 			if stop[tok] {
 				done[n] = true

@@ -204,6 +204,15 @@ func TestGenerateGreedy(t *testing.T) {
 			t.Fatalf("prompt %d: sampling %v then %v with one seed; at temperature 1e-4 %v, greedy %v", n, a[n], b[n], cold[n], want[n])
 		}
 	}
+	// Per-prompt seeds: a prompt samples the same tokens alone as in a batch.
+	o = GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: []uint64{11, 12, 13}}
+	all, _ := m.Generate(context.Background(), prompts, o)
+	for n := range prompts {
+		one, _ := m.Generate(context.Background(), prompts[n:n+1], GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: o.Seeds[n : n+1]})
+		if !slices.Equal(one[0], all[n]) {
+			t.Fatalf("prompt %d with its own seed: %v alone, %v in the batch", n, one[0], all[n])
+		}
+	}
 }
 
 // TestPickSamples: sampling draws each token at its softmax(logits/τ)

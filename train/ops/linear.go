@@ -29,6 +29,23 @@ type Linear struct {
 // receives x·Aᵀ, which Backward needs; it may be nil otherwise.
 func (l *Linear) Forward(out, x, xa []float32, rows, th int) {
 	tensor.Gemm(false, true, rows, l.Out, l.In, 1, x, l.In, l.W.W, l.In, 0, out, l.Out, th)
+	l.adapt(out, x, xa, rows, th)
+}
+
+// PackW packs W for ForwardPacked (valid while W does not change: a frozen
+// weight during generation).
+func (l *Linear) PackW() *tensor.PackedB { return tensor.PackBT(l.W.W, l.Out, l.In, l.In) }
+
+// ForwardPacked is Forward with W packed beforehand by PackW, bit for bit:
+// for a few rows at a time (a decoding step), where packing W at every
+// call would cost more than the product.
+func (l *Linear) ForwardPacked(w *tensor.PackedB, out, x, xa []float32, rows, th int) {
+	tensor.GemmPacked(rows, 1, x, l.In, w, 0, out, l.Out, th)
+	l.adapt(out, x, xa, rows, th)
+}
+
+// adapt adds the LoRA term and the bias to x·Wᵀ in out.
+func (l *Linear) adapt(out, x, xa []float32, rows, th int) {
 	if lp := l.LoRA; lp != nil {
 		tensor.Gemm(false, true, rows, lp.Rank, l.In, 1, x, l.In, lp.A.W, l.In, 0, xa, lp.Rank, th)
 		tensor.Gemm(false, true, rows, l.Out, lp.Rank, lp.Scale, xa, lp.Rank, lp.B.W, lp.Rank, 1, out, l.Out, th)

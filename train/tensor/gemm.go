@@ -131,25 +131,31 @@ func (s *Scratch) block(i0, i1, jb int, transA, transB bool, m, n, k int, alpha 
 	for p0 := 0; p0 < k; p0 += kc {
 		kk := min(kc, k-p0)
 		packB(s.pb, transB, b, ldb, p0, kk, j0, nn)
-		for ib := i0; ib < i1; ib += mc {
-			mm := min(mc, i1-ib)
-			packA(s.pa, transA, a, lda, ib, mm, p0, kk)
-			for jr := 0; jr < nn; jr += nr {
-				bp := s.pb[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
-				for ir := 0; ir < mm; ir += mr {
-					ap := s.pa[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
-					rows, cols := min(mr, mm-ir), min(nr, nn-jr)
-					if rows == mr && cols == nr {
-						kernel(kk, ap, bp, c[(ib+ir)*ldc+j0+jr:], ldc, alpha)
-						continue
-					}
-					clear(s.ct[:])
-					kernel(kk, ap, bp, s.ct[:], nr, alpha)
-					for i := 0; i < rows; i++ {
-						crow := c[(ib+ir+i)*ldc+j0+jr:]
-						for j := 0; j < cols; j++ {
-							crow[j] += s.ct[i*nr+j]
-						}
+		s.panels(i0, i1, transA, a, lda, p0, kk, s.pb, j0, nn, alpha, c, ldc)
+	}
+}
+
+// panels adds alpha·op(A)[i0:i1, p0:p0+kk]·(packed B, kk × nn from column
+// j0) to C, row block by row block.
+func (s *Scratch) panels(i0, i1 int, transA bool, a []float32, lda, p0, kk int, pb []float32, j0, nn int, alpha float32, c []float32, ldc int) {
+	for ib := i0; ib < i1; ib += mc {
+		mm := min(mc, i1-ib)
+		packA(s.pa, transA, a, lda, ib, mm, p0, kk)
+		for jr := 0; jr < nn; jr += nr {
+			bp := pb[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
+			for ir := 0; ir < mm; ir += mr {
+				ap := s.pa[(ir/mr)*kk*mr : (ir/mr+1)*kk*mr]
+				rows, cols := min(mr, mm-ir), min(nr, nn-jr)
+				if rows == mr && cols == nr {
+					kernel(kk, ap, bp, c[(ib+ir)*ldc+j0+jr:], ldc, alpha)
+					continue
+				}
+				clear(s.ct[:])
+				kernel(kk, ap, bp, s.ct[:], nr, alpha)
+				for i := 0; i < rows; i++ {
+					crow := c[(ib+ir+i)*ldc+j0+jr:]
+					for j := 0; j < cols; j++ {
+						crow[j] += s.ct[i*nr+j]
 					}
 				}
 			}
@@ -252,5 +258,85 @@ func kernelGo(kk int, a, b []float32, c []float32, ldc int, alpha float32) {
 		for j := range crow {
 			crow[j] += alpha * acc[i*nr+j]
 		}
+	}
+}
+
+// PackedB is op(B) = Wᵀ of a row-major n×k matrix W (a weight: out × in),
+// packed once in the layout Gemm packs B into (column blocks of nc, k
+// blocks of kc, panels of nr), for products that reuse it unchanged: a
+// frozen weight times a few rows, at every step of generation, where
+// packing it anew each time costs more than the product.
+type PackedB struct {
+	N, K   int
+	blocks [][][]float32 // [column block][k block], each rn×kk
+}
+
+// PackBT packs Wᵀ (w is n×k with row stride ldw).
+func PackBT(w []float32, n, k, ldw int) *PackedB {
+	p := &PackedB{N: n, K: k}
+	for j0 := 0; j0 < n; j0 += nc {
+		nn := min(nc, n-j0)
+		rn := (nn + nr - 1) / nr * nr
+		var kb [][]float32
+		for p0 := 0; p0 < k; p0 += kc {
+			kk := min(kc, k-p0)
+			d := make([]float32, rn*kk)
+			packB(d, true, w, ldw, p0, kk, j0, nn)
+			kb = append(kb, d)
+		}
+		p.blocks = append(p.blocks, kb)
+	}
+	return p
+}
+
+// GemmPacked computes C = alpha·A·Wᵀ + beta·C with Wᵀ packed by PackBT: A
+// is m×k (row stride lda), C m×n. Each element is reduced exactly as
+// Gemm(false, true, …) reduces it, so the results are Gemm's bit for bit.
+func GemmPacked(m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, threads int) {
+	n, k := b.N, b.K
+	if !scaleC(m, n, k, alpha, beta, c, ldc) {
+		return
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	nBlocks := len(b.blocks)
+	mBlocks := (m + mc - 1) / mc
+	tasks := mBlocks * nBlocks
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for g := 0; g < min(threads, tasks); g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var s Scratch
+			for {
+				mu.Lock()
+				t := next
+				next++
+				mu.Unlock()
+				if t >= tasks {
+					return
+				}
+				i0 := (t / nBlocks) * mc
+				s.blockPacked(i0, min(m, i0+mc), t%nBlocks, m, k, alpha, a, lda, b, c, ldc)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// blockPacked is block with column block jb of B already packed.
+func (s *Scratch) blockPacked(i0, i1, jb, m, k int, alpha float32, a []float32, lda int, b *PackedB, c []float32, ldc int) {
+	j0 := jb * nc
+	nn := min(nc, b.N-j0)
+	rm := (min(mc, i1-i0) + mr - 1) / mr * mr
+	if kmax := min(kc, k); len(s.pa) < rm*kmax {
+		s.pa = make([]float32, rm*kmax)
+	}
+	for p0 := 0; p0 < k; p0 += kc {
+		kk := min(kc, k-p0)
+		s.panels(i0, i1, false, a, lda, p0, kk, b.blocks[jb][p0/kc], j0, nn, alpha, c, ldc)
 	}
 }

@@ -135,3 +135,30 @@ func BenchmarkGemm(b *testing.B) {
 	}
 	b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
+
+// GemmPacked with a weight packed once by PackBT equals Gemm(false, true,
+// …) bit for bit, for shapes across the block sizes, row strides, beta 0
+// and 1, and any number of goroutines.
+func TestGemmPackedEqualsGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, s := range [][3]int{{1, 1, 1}, {3, 17, 5}, {8, 576, 576}, {8, 1536, 576}, {2, 530, 600}, {100, 1100, 300}} {
+		m, n, k := s[0], s[1], s[2]
+		lda, ldw, ldc := k+1, k+3, n+2
+		a, w := randSlice(r, m*lda), randSlice(r, n*ldw)
+		p := PackBT(w, n, k, ldw)
+		for _, beta := range []float32{0, 1} {
+			c := randSlice(r, m*ldc)
+			want := append([]float32(nil), c...)
+			Gemm(false, true, m, n, k, 0.7, a, lda, w, ldw, beta, want, ldc, 1)
+			for _, threads := range []int{1, 3} {
+				got := append([]float32(nil), c...)
+				GemmPacked(m, 0.7, a, lda, p, beta, got, ldc, threads)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("m=%d n=%d k=%d beta=%g threads=%d: element %d %g, Gemm %g", m, n, k, beta, threads, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
