@@ -65,6 +65,9 @@ func (m *Miner) process(ctx context.Context, u Unit) result {
 		return r
 	}
 	r.stats.add(&p.stats)
+	if len(p.posTexts) == 0 {
+		return r // the teacher ranked no positive within RequireTop
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -256,9 +259,13 @@ func (m *Miner) configKey(src Source) string {
 	if n, ok := m.retriever.(interface{ Name() string }); ok {
 		retr = n.Name()
 	}
-	return fmt.Sprintf("v1|%s|%s|%s|n=%d|k=%d|m=%v|abs=%v|max=%v|min=%v|range=%d-%d|%s|seed=%d|minneg=%d|%s|grouped=%v|type=%s",
+	key := fmt.Sprintf("v1|%s|%s|%s|n=%d|k=%d|m=%v|abs=%v|max=%v|min=%v|range=%d-%d|%s|seed=%d|minneg=%d|%s|grouped=%v|type=%s",
 		src.Name(), retr, m.teacher.Name(), o.Negatives, o.TopK, o.Margin, o.AbsMargin, o.MaxScore, o.MinScore,
 		o.RangeMin, o.RangeMax, o.Sampling, o.Seed, o.MinNegatives, o.Format, o.Grouped, o.Type)
+	if o.RequireTop > 0 { // absent otherwise, so earlier runs still resume
+		key += fmt.Sprintf("|requiretop=%d", o.RequireTop)
+	}
+	return key
 }
 
 // progressPath is the sidecar that records how far out is complete.

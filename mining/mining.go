@@ -100,7 +100,14 @@ type Options struct {
 	// MinNegatives: examples keeping fewer negatives are not written (and are
 	// counted). Default 1: an example with no negative teaches nothing.
 	MinNegatives int
-	Format       Format
+	// RequireTop, when > 0, keeps a positive only where the teacher ranks
+	// it within the top RequireTop of itself and the candidates it labels
+	// (a tie counts against it); the others' examples are not written (and
+	// are counted). For generated queries (doc2query): the consistency
+	// filter of InPars and Promptagator, a query kept only if the teacher
+	// finds the document it was written for.
+	RequireTop int
+	Format     Format
 	// Grouped writes one example per unit with all its positives instead of
 	// one example per (query, positive).
 	Grouped bool
@@ -140,6 +147,9 @@ func (o *Options) validate() error {
 	}
 	if o.TopK < 1 {
 		errs = append(errs, "top-k must be >= 1")
+	}
+	if o.RequireTop < 0 {
+		errs = append(errs, "require-positive-top must be >= 0 (0 = off)")
 	}
 	if o.Margin < 0 {
 		errs = append(errs, "margin must be >= 0 (0 = off)")

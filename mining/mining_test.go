@@ -168,6 +168,43 @@ func TestFiltersAndWindow(t *testing.T) {
 	}
 }
 
+// TestRequirePositiveTop: with RequireTop, a positive the teacher ranks
+// below the top k of itself and its candidates (ties against it) writes no
+// example and is counted; one within keeps its example, whose negatives
+// are drawn as usual.
+func TestRequirePositiveTop(t *testing.T) {
+	cands := listRetriever{{ID: "1", Text: "c1"}, {ID: "2", Text: "c2"}, {ID: "3", Text: "c3"}, {ID: "4", Text: "c4"}}
+	teacher := scoreTeacher{"strong": 10, "tied": 8, "weak": 5, "c1": 9, "c2": 8, "c3": 2, "c4": 1}
+	pairs := writeFile(t, "p.jsonl", `{"query":"a","pos":"strong"}`+"\n"+`{"query":"b","pos":"tied"}`+"\n"+`{"query":"c","pos":"weak"}`+"\n")
+	for _, c := range []struct {
+		k        int
+		kept     []string
+		filtered int
+	}{
+		{0, []string{"strong", "tied", "weak"}, 0}, // off
+		{1, []string{"strong"}, 2},                 // rank 1; tied: 3 (c1, c2 ≥ 8); weak: 3
+		{3, []string{"strong", "tied", "weak"}, 0},
+		{2, []string{"strong"}, 2},
+	} {
+		opt := DefaultOptions()
+		opt.Margin, opt.Negatives, opt.RequireTop = 0, 2, c.k
+		out, st, err := mineWith(t, cands, fixedCorpus(cands), teacher, pairs, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, r := range readFlag(t, out) {
+			kept = append(kept, r.Pos[0])
+			if len(r.Neg) != 2 {
+				t.Fatalf("k=%d: %d negatives, want 2", c.k, len(r.Neg))
+			}
+		}
+		if !slices.Equal(kept, c.kept) || st.FilteredPositives != c.filtered || st.Examples != len(c.kept) {
+			t.Fatalf("k=%d: kept %v (%d examples), %d filtered; want %v, %d", c.k, kept, st.Examples, st.FilteredPositives, c.kept, c.filtered)
+		}
+	}
+}
+
 // Every mined line of a synthetic set obeys the rules, and the output is a
 // function of (seed, input) only: not of the number of workers.
 func TestMineSyntheticRules(t *testing.T) {

@@ -136,7 +136,14 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		}
 	}
 	p.posScores = scores[:len(p.posTexts)]
-	st.Quality.observe(p.posScores, scores[len(p.posTexts):])
+	candScores := scores[len(p.posTexts):]
+	st.Quality.observe(p.posScores, candScores)
+	if m.opt.RequireTop > 0 {
+		p.requireTop(m.opt.RequireTop, candScores)
+		if len(p.posTexts) == 0 {
+			return p, nil
+		}
+	}
 	// The lowest positive anchors the margins: a candidate close to any
 	// positive's score is too likely an unlabelled positive.
 	anchor := slices.Min(p.posScores)
@@ -146,7 +153,7 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		abs = anchor - m.opt.AbsMargin
 	}
 	for i, c := range pool {
-		s := scores[len(p.posTexts)+i]
+		s := candScores[i]
 		switch {
 		case s > rel:
 			st.DroppedMargin++
@@ -161,6 +168,28 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// requireTop keeps the positives the teacher ranks within the top k of
+// themselves and the candidates (rank 1 + the candidates scoring at least
+// as high), counting the others.
+func (p *prepared) requireTop(k int, cand []float64) {
+	var texts, ids []string
+	var scores []float64
+	for i, s := range p.posScores {
+		rank := 1
+		for _, c := range cand {
+			if c >= s {
+				rank++
+			}
+		}
+		if rank > k {
+			p.stats.FilteredPositives++
+			continue
+		}
+		texts, ids, scores = append(texts, p.posTexts[i]), append(ids, p.posIDs[i]), append(scores, s)
+	}
+	p.posTexts, p.posIDs, p.posScores = texts, ids, scores
 }
 
 // exampleRNG is the sampler for one example. It depends only on the global

@@ -12,27 +12,30 @@ import (
 // saved in the progress sidecar, so a resumed run reports the same totals as
 // an uninterrupted one.
 type Stats struct {
-	Teacher          string  `json:"teacher"`
-	Units            int     `json:"units"`             // input units processed (lines or queries)
-	BadUnits         int     `json:"bad_units"`         // skipped with --skip-bad
-	DuplicatePairs   int     `json:"duplicate_pairs"`   // (query, positive) pairs seen before, removed
-	Examples         int     `json:"examples"`          // examples written
-	Lines            int     `json:"lines"`             // output lines (differs from examples for triplets)
-	Retrieved        int     `json:"retrieved"`         // candidates returned by the retriever
-	ExcludedPositive int     `json:"excluded_positive"` // candidates that are known positives
-	ExcludedSameText int     `json:"excluded_same_text"`
-	OutsideWindow    int     `json:"outside_window"` // beyond top-k or outside the rank window
-	DroppedMargin    int     `json:"dropped_margin"` // above the relative margin threshold
-	DroppedAbsMargin int     `json:"dropped_abs_margin"`
-	DroppedCeiling   int     `json:"dropped_ceiling"`
-	DroppedFloor     int     `json:"dropped_floor"`
-	ShortExamples    int     `json:"short_examples"`   // examples with fewer negatives than asked
-	ShortUnits       int     `json:"short_queries"`    // units where some example was short
-	DroppedExamples  int     `json:"dropped_examples"` // fewer than min-negatives (or n-tuple short): not written
-	Negatives        int     `json:"negatives"`        // negatives written
-	PosScores        Summary `json:"pos_scores"`
-	NegScores        Summary `json:"neg_scores"` // of the negatives written
-	Quality          Quality `json:"teacher_quality"`
+	Teacher          string `json:"teacher"`
+	Units            int    `json:"units"`             // input units processed (lines or queries)
+	BadUnits         int    `json:"bad_units"`         // skipped with --skip-bad
+	DuplicatePairs   int    `json:"duplicate_pairs"`   // (query, positive) pairs seen before, removed
+	Examples         int    `json:"examples"`          // examples written
+	Lines            int    `json:"lines"`             // output lines (differs from examples for triplets)
+	Retrieved        int    `json:"retrieved"`         // candidates returned by the retriever
+	ExcludedPositive int    `json:"excluded_positive"` // candidates that are known positives
+	ExcludedSameText int    `json:"excluded_same_text"`
+	OutsideWindow    int    `json:"outside_window"` // beyond top-k or outside the rank window
+	DroppedMargin    int    `json:"dropped_margin"` // above the relative margin threshold
+	DroppedAbsMargin int    `json:"dropped_abs_margin"`
+	DroppedCeiling   int    `json:"dropped_ceiling"`
+	DroppedFloor     int    `json:"dropped_floor"`
+	ShortExamples    int    `json:"short_examples"`   // examples with fewer negatives than asked
+	ShortUnits       int    `json:"short_queries"`    // units where some example was short
+	DroppedExamples  int    `json:"dropped_examples"` // fewer than min-negatives (or n-tuple short): not written
+	// FilteredPositives are positives the teacher ranked below
+	// Options.RequireTop: their examples were not written.
+	FilteredPositives int     `json:"filtered_positives,omitempty"`
+	Negatives         int     `json:"negatives"` // negatives written
+	PosScores         Summary `json:"pos_scores"`
+	NegScores         Summary `json:"neg_scores"` // of the negatives written
+	Quality           Quality `json:"teacher_quality"`
 }
 
 // Quality is how well the teacher ranks each unit's positives among the
@@ -103,6 +106,7 @@ func (s *Stats) add(d *Stats) {
 	s.ShortExamples += d.ShortExamples
 	s.ShortUnits += d.ShortUnits
 	s.DroppedExamples += d.DroppedExamples
+	s.FilteredPositives += d.FilteredPositives
 	s.Negatives += d.Negatives
 	s.PosScores.merge(&d.PosScores)
 	s.NegScores.merge(&d.NegScores)
@@ -227,6 +231,9 @@ func (s *Stats) Write(w io.Writer) {
 	fmt.Fprintf(&b, "  dropped by margin:     %d\n", s.DroppedMargin)
 	if s.DroppedAbsMargin+s.DroppedCeiling+s.DroppedFloor > 0 {
 		fmt.Fprintf(&b, "  dropped abs/ceil/floor: %d/%d/%d\n", s.DroppedAbsMargin, s.DroppedCeiling, s.DroppedFloor)
+	}
+	if s.FilteredPositives > 0 {
+		fmt.Fprintf(&b, "positives filtered out:  %d (the teacher ranked them below --require-positive-top)\n", s.FilteredPositives)
 	}
 	fmt.Fprintf(&b, "queries short of negs:   %d (%d examples short, %d examples not written)\n", s.ShortUnits, s.ShortExamples, s.DroppedExamples)
 	fmt.Fprintf(&b, "positive scores:         %s\n", s.PosScores.String())

@@ -67,7 +67,7 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 					return err
 				}
 			}
-			for name, v := range map[string]int{"range-min": opt.RangeMin, "range-max": opt.RangeMax, "min-negatives": opt.MinNegatives} {
+			for name, v := range map[string]int{"range-min": opt.RangeMin, "range-max": opt.RangeMax, "min-negatives": opt.MinNegatives, "require-positive-top": opt.RequireTop} {
 				if err := atLeast(name, v, 0); err != nil {
 					return err
 				}
@@ -218,6 +218,7 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 	f.StringVar(&fl.sampling, "sampling", "random", "random (seeded) | top (highest teacher scores)")
 	f.Uint64Var(&opt.Seed, "seed", 0, "sampling seed")
 	f.IntVar(&opt.MinNegatives, "min-negatives", opt.MinNegatives, "do not write examples with fewer negatives (counted)")
+	f.IntVar(&opt.RequireTop, "require-positive-top", 0, "keep a positive only where the teacher ranks it within the top `K` of itself and its candidates (0: off; for generated queries, annactl doc2query: 1 keeps a query only if the teacher finds its document first)")
 	f.StringVar(&fl.format, "format", "flag", "flag (FlagEmbedding) | triplet | n-tuple | labeled-list (sentence-transformers)")
 	f.BoolVar(&opt.Grouped, "grouped", false, "one example per query with all its positives (default: one per (query, positive))")
 	f.StringVar(&opt.Type, "type", "normal", `FlagEmbedding "type" field`)
