@@ -11,6 +11,11 @@ model/gguf's TestGGUFDequantizeMatchesGGUFPy.
   gguf_reference.py tokens GGUF IN OUT   token ids (no special tokens) of the
                                     JSON list of texts IN by the tokenizer
                                     transformers builds from GGUF, to OUT
+  gguf_reference.py generate GGUF IN OUT   for each chat of IN ({"chats":
+                                    [[{"role", "content"}...]...], "max_new"})
+                                    the prompt ids of the tokenizer's chat
+                                    template (generation prompt added) and the
+                                    model's greedy new tokens, float32, to OUT
 """
 import hashlib
 import json
@@ -60,6 +65,30 @@ def tokens(path, inp, out):
     json.dump(ids, open(out, "w"))
 
 
+def generate(path, inp, out):
+    """Prompt ids and greedy continuations by transformers' GGUF loading."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    d, f = os.path.dirname(path), os.path.basename(path)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, torch_dtype=torch.float32)
+    # A GGUF file without output.weight ties the LM head to the token
+    # embedding (llama.cpp's reading, SmolLM2's config); transformers 4.46
+    # does not take tie_word_embeddings from GGUF metadata and leaves such a
+    # head randomly initialised, so tie it here.
+    if "output.weight" not in {t.name for t in GGUFReader(path).tensors}:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    model.eval()
+    req = json.load(open(inp))
+    res = []
+    with torch.no_grad():
+        for chat in req["chats"]:
+            ids = tok.apply_chat_template(chat, add_generation_prompt=True)
+            gen = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                 max_new_tokens=req["max_new"], do_sample=False, pad_token_id=tok.eos_token_id)
+            res.append({"prompt": list(ids), "new": gen[0][len(ids):].tolist(), "eos": tok.eos_token_id})
+    json.dump(res, open(out, "w"))
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
@@ -70,5 +99,7 @@ if __name__ == "__main__":
         file(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "tokens":
         tokens(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "generate":
+        generate(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit(__doc__)

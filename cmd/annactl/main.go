@@ -98,7 +98,7 @@ Every command takes -h/--help.`,
 	root.AddCommand(
 		a.indexCommand(), a.searchCommand(), a.statsCommand(), a.checkCommand(), a.reindexCommand(),
 		a.evalCommand(), a.embedCommand(), a.modelsCommand(),
-		a.mineCommand(), a.convertCommand(), a.trainCommand(),
+		a.mineCommand(), a.doc2queryCommand(), a.convertCommand(), a.trainCommand(),
 	)
 	return root
 }
