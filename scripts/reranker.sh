@@ -20,7 +20,9 @@
 # STEPS (120), BATCH (8 queries), GROUP (8 = 1 + 7), MAXLEN (192 tokens per pair), LR (7e-5),
 # DISTILL (1), SEED (42), DEPTH (100 candidates reranked), EVALS (more BEIR folders to measure on and
 # record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone), MORE (more BEIR
-# sets to mine and train on, each DIR:SPLIT, e.g. MORE=../shared/datasets/squad2-dev-half:dev; default none).
+# sets to mine and train on, each DIR:SPLIT, e.g. MORE=../shared/datasets/squad2-dev-half:dev; default none),
+# MORE_MINE_ARGS (more mine-negatives flags for the MORE sets, e.g. "--require-positive-top 1" for queries written by
+# annactl doc2query, MORE=GEN_DIR:generated).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -38,6 +40,7 @@ DISTILL=${DISTILL:-1}
 SEED=${SEED:-42}
 DEPTH=${DEPTH:-100}
 MORE=${MORE:-}
+MORE_MINE_ARGS=${MORE_MINE_ARGS:-}
 EVALS=${EVALS-$ROOT/../shared/datasets/cranfield $ROOT/../shared/datasets/cisi $ROOT/../shared/datasets/cacm}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "reranker: no SciFact at $DATA (it ships in ../shared beside the repository)" >&2
@@ -59,7 +62,8 @@ if [ -n "$MORE" ]; then
 		d=${m%:*} sp=${m##*:} n=$(basename "${m%:*}")
 		step "mine $n ($sp) with the pipeline teacher"
 		[ -f "$W/idx-$n.done" ] || { "$A" index --cache --index "$W/idx-$n" "$d/corpus.jsonl" && touch "$W/idx-$n.done"; }
-		"$A" mine-negatives --dataset "$d" --split "$sp" --index "$W/idx-$n" --output "$W/mined-$n.jsonl" --teacher fusion --seed 1 --resume
+		# shellcheck disable=SC2086
+		"$A" mine-negatives --dataset "$d" --split "$sp" --index "$W/idx-$n" --output "$W/mined-$n.jsonl" --teacher fusion --seed 1 --resume $MORE_MINE_ARGS
 		cat "$W/mined-$n.jsonl" >>"$IN.tmp"
 	done
 	mv "$IN.tmp" "$IN"
