@@ -229,12 +229,18 @@ func Load(path string) (*Generator, error) {
 func (g *Generator) Close() error { return g.tok.Close() }
 
 // prompt is a document's token ids in the chat format: the system turn,
-// each example as a user turn and the assistant's answer, then the user
-// turn (instruction, blank line, the document cut to o.MaxDocTokens) and
-// the opening of the assistant's turn. The whole text is tokenized at once,
-// as a chat template's output is (pieces tokenized apart would split
-// differently where they meet: "\n\n" is one token, "\n" twice two).
+// each example as a user turn and the assistant's answer (the prefix every
+// document shares, fed once), then the user turn (instruction, blank line,
+// the document cut to o.MaxDocTokens) and the opening of the assistant's
+// turn. Each part is tokenized whole, as a chat template's output is
+// (pieces tokenized apart would split differently where they meet: "\n\n"
+// is one token, "\n" twice two); the parts meet at a special token, where
+// the tokenizer splits anyway (TestPrompt).
 func (g *Generator) prompt(doc string, o Options) []int32 {
+	return append(g.prefix(o), g.turn(doc, o)...)
+}
+
+func (g *Generator) prefix(o Options) []int32 {
 	var b strings.Builder
 	if g.system != "" {
 		b.WriteString("<|im_start|>system\n" + g.system + "<|im_end|>\n")
@@ -243,8 +249,15 @@ func (g *Generator) prompt(doc string, o Options) []int32 {
 		b.WriteString("<|im_start|>user\n" + o.Instruction + "\n\n" + g.cut(ex.Doc, o.ExampleDocTokens) + "<|im_end|>\n")
 		b.WriteString("<|im_start|>assistant\n" + ex.Query + "<|im_end|>\n")
 	}
-	b.WriteString("<|im_start|>user\n" + o.Instruction + "\n\n" + g.cut(doc, o.MaxDocTokens) + "<|im_end|>\n<|im_start|>assistant\n")
-	ids := g.tok.IDs(b.String())
+	return g.ids(b.String())
+}
+
+func (g *Generator) turn(doc string, o Options) []int32 {
+	return g.ids("<|im_start|>user\n" + o.Instruction + "\n\n" + g.cut(doc, o.MaxDocTokens) + "<|im_end|>\n<|im_start|>assistant\n")
+}
+
+func (g *Generator) ids(text string) []int32 {
+	ids := g.tok.IDs(text)
 	out := make([]int32, len(ids))
 	for i, id := range ids {
 		out[i] = int32(id)
@@ -261,13 +274,19 @@ func (g *Generator) cut(text string, n int) string {
 	return g.tok.Decode(ids[:n], false)
 }
 
-// clean turns a generation into a query: its first non-empty line, without
-// surrounding quotes or a "Query:" label.
+// clean turns a generation into a query: its first sentence of its first
+// non-empty line, without surrounding quotes or a "Query:" label (a small
+// model goes on past the query into a summary).
 func clean(s string) string {
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
 		for _, p := range []string{"Query:", "query:", "Search query:", "Search Query:"} {
 			line = strings.TrimSpace(strings.TrimPrefix(line, p))
+		}
+		for _, end := range []string{". ", "? ", "! "} {
+			if i := strings.Index(line, end); i > 0 {
+				line = line[:i+1]
+			}
 		}
 		line = strings.Trim(line, "\"'“”` ")
 		if line != "" {
@@ -287,13 +306,13 @@ func (g *Generator) Queries(ctx context.Context, docs []beir.Doc, seeds []uint64
 	var prompts [][]int32
 	var ps []uint64
 	for i, d := range docs {
-		p := g.prompt(docText(d), o)
+		p := g.turn(docText(d), o)
 		for j := 0; j < o.PerDoc; j++ {
 			prompts = append(prompts, p)
 			ps = append(ps, seeds[i]+uint64(j))
 		}
 	}
-	gen, err := g.m.Generate(ctx, prompts, decoder.GenerateOptions{MaxNew: o.MaxNew, Stop: g.stop, Temperature: o.Temperature, TopP: o.TopP, Seeds: ps})
+	gen, err := g.m.Generate(ctx, prompts, decoder.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop, Temperature: o.Temperature, TopP: o.TopP, Seeds: ps})
 	if err != nil {
 		return nil, fmt.Errorf("doc2query: %w", err)
 	}

@@ -186,15 +186,18 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		t.Fatal(err)
 	}
-	var prompts [][]int32
 	for i, d := range docs {
 		p := g.prompt(docText(d), o)
 		if fmt.Sprint(p) != fmt.Sprint(ref[i].Prompt) {
 			t.Fatalf("document %s: prompt ids\n%v\ntransformers' chat template\n%v", d.ID, p, ref[i].Prompt)
 		}
-		prompts = append(prompts, p)
 	}
-	gen, err := g.m.Generate(context.Background(), prompts, decoder.GenerateOptions{MaxNew: o.MaxNew, Stop: g.stop})
+	// Through Queries' path: the shared prefix fed once, each document's turn after it.
+	var turns [][]int32
+	for _, d := range docs {
+		turns = append(turns, g.turn(docText(d), o))
+	}
+	gen, err := g.m.Generate(context.Background(), turns, decoder.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +214,19 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 			t.Fatalf("document %s: greedy %v (%q), transformers %v", docs[i].ID, gen[i], g.tok.Decode(ids, true), want)
 		}
 		t.Logf("document %s: %q", docs[i].ID, g.tok.Decode(ids, true))
+	}
+}
+
+func TestClean(t *testing.T) {
+	for in, want := range map[string]string{
+		"  Query: \"what causes tides\"\nmore":                                "what causes tides",
+		"\n\nVitamin D lowers fracture risk. It was studied in 2,000 adults.": "Vitamin D lowers fracture risk.",
+		"Is HNSW exact? No, it is approximate.":                               "Is HNSW exact?",
+		"a claim with e.g.no space":                                           "a claim with e.g.no space",
+		"   \n ":                                                              "",
+	} {
+		if got := clean(in); got != want {
+			t.Errorf("clean(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -6,221 +6,283 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/anna-search/anna/train/ops"
 	"github.com/anna-search/anna/train/tensor"
 )
 
 // KVCache is incremental decoding's state: every layer's rotated keys and
-// values of the positions decoded so far, for N sequences of at most T
-// positions. Sequence n holds Len[n] positions; the next token goes at
+// values of the positions fed so far, for N sequences of at most T
+// positions. Sequence n holds Len[n] positions; its next token goes at
 // position Len[n].
 type KVCache struct {
 	N, T int
 	Len  []int
 	k, v [][]float32 // per layer: N×T rows of KV·D
 	rope *ops.Rope   // positions 0..T−1
-	// The frozen weights packed once for the steps' few-row products
-	// (layer × projection, and the LM head): a step would otherwise pack
-	// each whole weight again, which costs more than multiplying by it.
+	// The frozen weights packed once for the cache's products (layer ×
+	// projection, and the LM head): a decoding step multiplies a few rows
+	// by each weight, and packing it anew every time would cost more than
+	// the product.
 	packed [][7]*tensor.PackedB
 	head   *tensor.PackedB
 
-	// Step's scratch, N rows each.
-	x, xn, q, kn, vn, ctx, h, hidden, rstd []float32
-	g, u, act, scores, logits              []float32
-	qraw, kraw, qrstd, krstd               []float32
-	xa                                     [7][]float32
+	// Extend's scratch, one row per token fed.
+	x, xn, q, kn, vn, ctx, h, rstd []float32
+	g, u, act, last, hidden, logits []float32
+	qraw, kraw, qrstd, krstd        []float32
+	xa                              [7][]float32
+	scores                          [][]float32 // per goroutine
 }
 
-// generating refuses the model states incremental decoding does not
-// follow: bidirectional attention (a new token would change the earlier
-// ones) and Recompute (Forward keeps one layer's keys and values).
-func (m *Model) generating() error {
+// NewCache makes an empty cache for n sequences of up to t positions,
+// packing the model's weights for it (the weights must not change while it
+// is used). Generation needs causal attention (a new token would otherwise
+// change the earlier ones).
+func (m *Model) NewCache(n, t int) (*KVCache, error) {
 	if !m.Causal {
-		return fmt.Errorf("decoder: generation needs causal attention")
-	}
-	if m.Recompute {
-		return fmt.Errorf("decoder: generation needs Recompute off (the prefill's keys and values of every layer)")
-	}
-	return nil
-}
-
-// Prefill runs the prompts (a right-padded batch) through Forward, keeps
-// every layer's keys and values in a cache with room for maxNew more
-// positions, and returns it with the logits of each prompt's last token
-// (N×V): the distribution of its first new token.
-func (m *Model) Prefill(b *Batch, maxNew int) (*KVCache, []float32, error) {
-	if err := m.generating(); err != nil {
-		return nil, nil, err
-	}
-	if maxNew < 0 {
-		return nil, nil, fmt.Errorf("decoder: maxNew %d < 0", maxNew)
-	}
-	a, err := m.Forward(b)
-	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("decoder: generation needs causal attention")
 	}
 	cfg := &m.Cfg
-	T := b.T + maxNew
-	if T > cfg.MaxPositionEmbeddings {
-		return nil, nil, fmt.Errorf("decoder: %d prompt positions + %d new exceed max_position_embeddings %d", b.T, maxNew, cfg.MaxPositionEmbeddings)
+	if n <= 0 || t <= 0 || t > cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("decoder: a cache of %d sequences × %d positions (max_position_embeddings %d)", n, t, cfg.MaxPositionEmbeddings)
 	}
-	C, KV, D := cfg.HiddenSize, cfg.KVHeads(), cfg.HeadDim()
-	c := &KVCache{N: b.N, T: T, Len: append([]int(nil), a.lens...), rope: ops.NewRope(T, D, cfg.RopeTheta)}
-	w := KV * D
+	w := cfg.KVHeads() * cfg.HeadDim()
+	c := &KVCache{N: n, T: t, Len: make([]int, n), rope: ops.NewRope(t, cfg.HeadDim(), cfg.RopeTheta)}
 	for l := range m.layers {
-		la := a.layerActs(l)
-		k, v := make([]float32, b.N*T*w), make([]float32, b.N*T*w)
-		for n := 0; n < b.N; n++ {
-			copy(k[n*T*w:], la.k[n*b.T*w:(n*b.T+a.lens[n])*w])
-			copy(v[n*T*w:], la.v[n*b.T*w:(n*b.T+a.lens[n])*w])
-		}
-		c.k, c.v = append(c.k, k), append(c.v, v)
-	}
-	for l := range m.layers {
+		c.k, c.v = append(c.k, make([]float32, n*t*w)), append(c.v, make([]float32, n*t*w))
 		var ps [7]*tensor.PackedB
 		for i, lin := range m.layers[l].proj {
 			ps[i] = lin.PackW()
 		}
 		c.packed = append(c.packed, ps)
 	}
-	c.head = tensor.PackBT(m.LMHead().W, cfg.VocabSize, C, C)
-	last := make([]float32, b.N*C)
-	for n := 0; n < b.N; n++ {
-		r := n*b.T + a.lens[n] - 1
-		copy(last[n*C:n*C+C], a.Hidden[r*C:r*C+C])
+	c.head = tensor.PackBT(m.LMHead().W, cfg.VocabSize, cfg.HiddenSize, cfg.HiddenSize)
+	return c, nil
+}
+
+// Copy makes sequence dst's cache a copy of sequence src's (a shared
+// prompt prefix fed once).
+func (c *KVCache) Copy(dst, src int) {
+	w := len(c.k[0]) / (c.N * c.T)
+	for l := range c.k {
+		copy(c.k[l][dst*c.T*w:(dst*c.T+c.Len[src])*w], c.k[l][src*c.T*w:(src*c.T+c.Len[src])*w])
+		copy(c.v[l][dst*c.T*w:(dst*c.T+c.Len[src])*w], c.v[l][src*c.T*w:(src*c.T+c.Len[src])*w])
 	}
-	return c, m.logits(c, last), nil
+	c.Len[dst] = c.Len[src]
 }
 
-// logits maps N final hidden states (N×C) to the vocabulary (N×V) through
-// the LM head; the slice is the cache's, overwritten by the next call.
-func (m *Model) logits(c *KVCache, hidden []float32) []float32 {
-	C, V := m.Cfg.HiddenSize, m.Cfg.VocabSize
-	c.logits = grow(c.logits, c.N*V)
-	tensor.GemmPacked(c.N, 1, hidden, C, c.head, 0, c.logits, V, m.threads())
-	return c.logits
-}
-
-// Step feeds one token per sequence (ids[n] at position c.Len[n]), adds its
-// keys and values to the cache and returns the logits of the token after it
-// (N×V, overwritten by the next Step). Its arithmetic is Forward's, one row
-// per sequence: the logits equal those Forward gives the same tokens at the
-// same positions (TestStepMatchesForward).
+// Step feeds one token per sequence and returns the logits of the next
+// (N×V): Extend with a token each.
 func (m *Model) Step(c *KVCache, ids []int32) ([]float32, error) {
-	if err := m.generating(); err != nil {
-		return nil, err
-	}
-	cfg := &m.Cfg
 	if len(ids) != c.N {
 		return nil, fmt.Errorf("decoder: %d tokens for %d sequences", len(ids), c.N)
 	}
-	for n, id := range ids {
-		if c.Len[n] >= c.T {
-			return nil, fmt.Errorf("decoder: sequence %d is full (%d positions)", n, c.T)
+	seqs := make([][]int32, c.N)
+	for n := range ids {
+		seqs[n] = ids[n : n+1]
+	}
+	return m.Extend(c, seqs)
+}
+
+// Extend feeds sequence n the tokens ids[n] (none leaves it as it is) at
+// its next positions, adds their keys and values to the cache, and returns
+// the logits after each sequence's last token fed (N×V; a sequence fed
+// nothing gets the row of zeros; overwritten by the next call). Its
+// arithmetic is Forward's: the logits equal those Forward gives the whole
+// sequences at the same positions (TestStepMatchesForward).
+func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
+	cfg := &m.Cfg
+	if len(ids) != c.N {
+		return nil, fmt.Errorf("decoder: tokens for %d sequences, the cache holds %d", len(ids), c.N)
+	}
+	var flat []int32
+	var pos []int
+	for n, s := range ids {
+		if c.Len[n]+len(s) > c.T {
+			return nil, fmt.Errorf("decoder: sequence %d: %d positions + %d new exceed the cache's %d", n, c.Len[n], len(s), c.T)
 		}
-		if id < 0 || int(id) >= cfg.VocabSize {
-			return nil, fmt.Errorf("decoder: token id %d outside the vocabulary of %d", id, cfg.VocabSize)
+		for t, id := range s {
+			if id < 0 || int(id) >= cfg.VocabSize {
+				return nil, fmt.Errorf("decoder: sequence %d, token %d: id %d outside the vocabulary of %d", n, t, id, cfg.VocabSize)
+			}
+			flat, pos = append(flat, id), append(pos, c.Len[n]+t)
 		}
 	}
-	N, C, F, D := c.N, cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
+	R := len(flat)
+	C, F, D, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim(), cfg.VocabSize
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
 	eps := float32(cfg.RMSNormEps)
 	th := m.threads()
-	c.x, c.xn, c.h, c.hidden = grow(c.x, N*C), grow(c.xn, N*C), grow(c.h, N*C), grow(c.hidden, N*C)
-	c.q, c.kn, c.vn, c.ctx = grow(c.q, N*H*D), grow(c.kn, N*KV*D), grow(c.vn, N*KV*D), grow(c.ctx, N*H*D)
-	c.g, c.u, c.act, c.rstd = grow(c.g, N*F), grow(c.u, N*F), grow(c.act, N*F), grow(c.rstd, N)
-	c.scores = grow(c.scores, N*H*c.T)
-	if cfg.QKNorm() {
-		c.qraw, c.kraw, c.qrstd, c.krstd = grow(c.qraw, N*H*D), grow(c.kraw, N*KV*D), grow(c.qrstd, N*H), grow(c.krstd, N*KV)
+	c.logits = grow(c.logits, c.N*V)
+	clear(c.logits)
+	if R == 0 {
+		return c.logits, nil
 	}
-	m.EmbedTokens(c.x, ids)
+	c.x, c.xn, c.h = grow(c.x, R*C), grow(c.xn, R*C), grow(c.h, R*C)
+	c.q, c.kn, c.vn, c.ctx = grow(c.q, R*H*D), grow(c.kn, R*KV*D), grow(c.vn, R*KV*D), grow(c.ctx, R*H*D)
+	c.g, c.u, c.act, c.rstd = grow(c.g, R*F), grow(c.u, R*F), grow(c.act, R*F), grow(c.rstd, max(R, c.N))
+	if cfg.QKNorm() {
+		c.qraw, c.kraw, c.qrstd, c.krstd = grow(c.qraw, R*H*D), grow(c.kraw, R*KV*D), grow(c.qrstd, R*H), grow(c.krstd, R*KV)
+	}
+	m.EmbedTokens(c.x, flat)
+	w := KV * D
 	for l := range m.layers {
 		ly, pk := &m.layers[l], &c.packed[l]
 		for i, lin := range ly.proj {
 			if lin.LoRA != nil {
-				c.xa[i] = grow(c.xa[i], N*lin.LoRA.Rank)
+				c.xa[i] = grow(c.xa[i], R*lin.LoRA.Rank)
 			}
 		}
-		ops.RMSNormForward(c.xn, c.rstd, c.x, ly.ln1.W, N, C, eps, th)
+		ops.RMSNormForward(c.xn, c.rstd, c.x, ly.ln1.W, R, C, eps, th)
 		if cfg.QKNorm() {
-			ly.q().ForwardPacked(pk[0], c.qraw, c.xn, c.xa[0], N, th)
-			ly.k().ForwardPacked(pk[1], c.kraw, c.xn, c.xa[1], N, th)
-			ops.RMSNormForward(c.q, c.qrstd, c.qraw, ly.qn.W, N*H, D, eps, th)
-			ops.RMSNormForward(c.kn, c.krstd, c.kraw, ly.kn.W, N*KV, D, eps, th)
+			ly.q().ForwardPacked(pk[0], c.qraw, c.xn, c.xa[0], R, th)
+			ly.k().ForwardPacked(pk[1], c.kraw, c.xn, c.xa[1], R, th)
+			ops.RMSNormForward(c.q, c.qrstd, c.qraw, ly.qn.W, R*H, D, eps, th)
+			ops.RMSNormForward(c.kn, c.krstd, c.kraw, ly.kn.W, R*KV, D, eps, th)
 		} else {
-			ly.q().ForwardPacked(pk[0], c.q, c.xn, c.xa[0], N, th)
-			ly.k().ForwardPacked(pk[1], c.kn, c.xn, c.xa[1], N, th)
+			ly.q().ForwardPacked(pk[0], c.q, c.xn, c.xa[0], R, th)
+			ly.k().ForwardPacked(pk[1], c.kn, c.xn, c.xa[1], R, th)
 		}
-		ly.v().ForwardPacked(pk[2], c.vn, c.xn, c.xa[2], N, th)
-		c.rope.ForwardAt(c.q, c.Len, H)
-		c.rope.ForwardAt(c.kn, c.Len, KV)
-		w := KV * D
-		for n := 0; n < N; n++ {
-			r := (n*c.T + c.Len[n]) * w
-			copy(c.k[l][r:r+w], c.kn[n*w:n*w+w])
-			copy(c.v[l][r:r+w], c.vn[n*w:n*w+w])
+		ly.v().ForwardPacked(pk[2], c.vn, c.xn, c.xa[2], R, th)
+		c.rope.ForwardAt(c.q, pos, H)
+		c.rope.ForwardAt(c.kn, pos, KV)
+		r := 0
+		for n, s := range ids {
+			for t := range s {
+				at := (n*c.T + c.Len[n] + t) * w
+				copy(c.k[l][at:at+w], c.kn[r*w:r*w+w])
+				copy(c.v[l][at:at+w], c.vn[r*w:r*w+w])
+				r++
+			}
 		}
-		m.attendCached(c, l)
-		ly.o().ForwardPacked(pk[3], c.h, c.ctx, c.xa[3], N, th)
+		m.attendCached(c, l, ids)
+		ly.o().ForwardPacked(pk[3], c.h, c.ctx, c.xa[3], R, th)
 		ops.AddInPlace(c.h, c.x, th)
-		ops.RMSNormForward(c.xn, c.rstd, c.h, ly.ln2.W, N, C, eps, th)
-		ly.gate().ForwardPacked(pk[4], c.g, c.xn, c.xa[4], N, th)
-		ly.up().ForwardPacked(pk[5], c.u, c.xn, c.xa[5], N, th)
+		ops.RMSNormForward(c.xn, c.rstd, c.h, ly.ln2.W, R, C, eps, th)
+		ly.gate().ForwardPacked(pk[4], c.g, c.xn, c.xa[4], R, th)
+		ly.up().ForwardPacked(pk[5], c.u, c.xn, c.xa[5], R, th)
 		ops.SwiGLUForward(c.act, c.g, c.u, th)
-		ly.down().ForwardPacked(pk[6], c.x, c.act, c.xa[6], N, th)
+		ly.down().ForwardPacked(pk[6], c.x, c.act, c.xa[6], R, th)
 		ops.AddInPlace(c.x, c.h, th)
 	}
-	ops.RMSNormForward(c.hidden, c.rstd, c.x, m.norm.W, N, C, eps, th)
-	for n := range c.Len {
-		c.Len[n]++
+	// Only each sequence's last row goes on to the final norm and the head.
+	c.last, c.hidden = grow(c.last, c.N*C), grow(c.hidden, c.N*C)
+	clear(c.last)
+	r := 0
+	for n, s := range ids {
+		r += len(s)
+		if len(s) > 0 {
+			copy(c.last[n*C:n*C+C], c.x[(r-1)*C:r*C])
+		}
+		c.Len[n] += len(s)
 	}
-	return m.logits(c, c.hidden), nil
+	ops.RMSNormForward(c.hidden, c.rstd[:c.N], c.last, m.norm.W, c.N, C, eps, th)
+	tensor.GemmPacked(c.N, 1, c.hidden, C, c.head, 0, c.logits, V, th)
+	for n, s := range ids {
+		if len(s) == 0 {
+			clear(c.logits[n*V : n*V+V])
+		}
+	}
+	return c.logits, nil
 }
 
-// attendCached is causal attention of each sequence's new query (c.q, at
-// position c.Len[n]) over the cached keys and values 0..c.Len[n] of layer
-// l, into c.ctx: the last row of Attention.Forward's softmax(QKᵀ/√D)·V.
-func (m *Model) attendCached(c *KVCache, l int) {
+// attendCached is causal attention of the rows just fed (c.q; sequence n's
+// at positions c.Len[n]…) over the cached keys and values of layer l up to
+// each row's own position, into c.ctx: Attention.Forward's
+// softmax(QKᵀ/√D)·V for those rows. A sequence fed several tokens (a
+// prompt) runs as two products per head; one token, as a plain loop.
+func (m *Model) attendCached(c *KVCache, l int, ids [][]int32) {
 	cfg := &m.Cfg
 	H, KV, D := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.HeadDim()
 	rep := H / KV
 	scale := float32(1 / math.Sqrt(float64(D)))
-	ks := KV * D
-	ops.ParallelFor(c.N*H, m.threads(), func(lo, hi int) {
-		for task := lo; task < hi; task++ {
-			n, h := task/H, task%H
-			g := h / rep
-			L := c.Len[n] + 1
-			q := c.q[(n*H+h)*D : (n*H+h)*D+D]
-			sc := c.scores[task*c.T : task*c.T+L]
-			mx := float32(math.Inf(-1))
-			for j := range sc {
-				kr := c.k[l][(n*c.T+j)*ks+g*D : (n*c.T+j)*ks+g*D+D]
-				var s float32
-				for i, qv := range q {
-					s += qv * kr[i]
+	ks, qs := KV*D, H*D
+	first := make([]int, len(ids)) // each sequence's first row
+	r := 0
+	for n, s := range ids {
+		first[n] = r
+		r += len(s)
+	}
+	th := m.threads()
+	if len(c.scores) < th {
+		c.scores = make([][]float32, th)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(th, c.N*H); w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var sc tensor.Scratch
+			for {
+				task := int(next.Add(1) - 1)
+				if task >= c.N*H {
+					return
 				}
-				sc[j] = s * scale
-				mx = max(mx, sc[j])
-			}
-			var sum float32
-			for j := range sc {
-				sc[j] = ops.Exp32(sc[j] - mx)
-				sum += sc[j]
-			}
-			out := c.ctx[(n*H+h)*D : (n*H+h)*D+D]
-			clear(out)
-			for j, p := range sc {
-				p /= sum
-				vr := c.v[l][(n*c.T+j)*ks+g*D : (n*c.T+j)*ks+g*D+D]
-				for i, vv := range vr {
-					out[i] += p * vv
+				n, h := task/H, task%H
+				L := len(ids[n])
+				if L == 0 {
+					continue
+				}
+				g := h / rep
+				P := c.Len[n] // positions before the first new row
+				tot := P + L
+				c.scores[w] = grow(c.scores[w], L*tot)
+				p := c.scores[w]
+				kb := c.k[l][n*c.T*ks+g*D:]
+				vb := c.v[l][n*c.T*ks+g*D:]
+				qb := c.q[first[n]*qs+h*D:]
+				ob := c.ctx[first[n]*qs+h*D:]
+				if L == 1 {
+					for j := 0; j < tot; j++ {
+						var s float32
+						kr := kb[j*ks : j*ks+D]
+						for i, qv := range qb[:D] {
+							s += qv * kr[i]
+						}
+						p[j] = s * scale
+					}
+				} else {
+					tensor.GemmSerial(&sc, false, true, L, tot, D, scale, qb, qs, kb, ks, 0, p, tot)
+				}
+				for t := 0; t < L; t++ {
+					row := p[t*tot : t*tot+tot]
+					seen := P + t + 1
+					mx := float32(math.Inf(-1))
+					for _, x := range row[:seen] {
+						mx = max(mx, x)
+					}
+					var sum float32
+					for j := range row[:seen] {
+						e := ops.Exp32(row[j] - mx)
+						row[j] = e
+						sum += e
+					}
+					inv := 1 / sum
+					for j := range row[:seen] {
+						row[j] *= inv
+					}
+					clear(row[seen:])
+				}
+				if L == 1 {
+					out := ob[:D]
+					clear(out)
+					for j, pj := range p[:tot] {
+						vr := vb[j*ks : j*ks+D]
+						for i, vv := range vr {
+							out[i] += pj * vv
+						}
+					}
+				} else {
+					tensor.GemmSerial(&sc, false, false, L, D, tot, 1, p, tot, vb, ks, 0, ob, qs)
 				}
 			}
-		}
-	})
+		}(w)
+	}
+	wg.Wait()
 }
 
 // GenerateOptions set how Generate samples.
@@ -234,45 +296,55 @@ type GenerateOptions struct {
 	Temperature float64
 	TopP        float64
 	Seed        uint64 // the sampling's seed: equal seeds, equal outputs
+	// Prefix is fed before every prompt, once (a shared instruction and
+	// few-shot examples).
+	Prefix []int32
 	// Seeds, when set, seed each prompt's sampling on its own (one per
 	// prompt, instead of Seed and the prompt's place in the batch), so a
 	// prompt's output does not depend on the prompts beside it.
 	Seeds []uint64
 }
 
-// Generate continues each prompt (token ids, none empty) and returns its
-// new tokens, up to the first stop token (excluded) or MaxNew. Prompts of
-// different lengths run together (right-padded, each at its own
-// positions); a finished sequence is fed its last token again until all
-// are done, its output no longer read. ctx is checked between tokens.
+// Generate continues each prompt (token ids, none empty, after o.Prefix)
+// and returns its new tokens, up to the first stop token (excluded) or
+// MaxNew. The prompts are fed together, each at its own positions; the
+// prefix they share is fed once and its keys and values copied. A finished
+// sequence is fed its last token again until all are done, its output no
+// longer read. ctx is checked between tokens.
 func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptions) ([][]int32, error) {
 	if len(prompts) == 0 {
 		return nil, nil
 	}
 	T := 0
 	for i, p := range prompts {
-		if len(p) == 0 {
+		if len(p) == 0 && len(o.Prefix) == 0 {
 			return nil, fmt.Errorf("decoder: prompt %d is empty", i)
 		}
 		T = max(T, len(p))
 	}
-	b := &Batch{N: len(prompts), T: T, IDs: make([]int32, len(prompts)*T), Mask: make([]float32, len(prompts)*T)}
-	for n, p := range prompts {
-		copy(b.IDs[n*T:], p)
-		for t := range p {
-			b.Mask[n*T+t] = 1
-		}
+	if o.Seeds != nil && len(o.Seeds) != len(prompts) {
+		return nil, fmt.Errorf("decoder: %d seeds for %d prompts", len(o.Seeds), len(prompts))
 	}
-	c, logits, err := m.Prefill(b, o.MaxNew)
+	c, err := m.NewCache(len(prompts), len(o.Prefix)+T+o.MaxNew)
 	if err != nil {
 		return nil, err
 	}
-	stop := map[int32]bool{}
-	for _, s := range o.Stop {
-		stop[s] = true
+	if len(o.Prefix) > 0 {
+		first := make([][]int32, len(prompts))
+		first[0] = o.Prefix
+		if _, err := m.Extend(c, first); err != nil {
+			return nil, err
+		}
+		for n := 1; n < len(prompts); n++ {
+			c.Copy(n, 0)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
-	if o.Seeds != nil && len(o.Seeds) != len(prompts) {
-		return nil, fmt.Errorf("decoder: %d seeds for %d prompts", len(o.Seeds), len(prompts))
+	logits, err := m.Extend(c, prompts)
+	if err != nil {
+		return nil, err
 	}
 	rngs := make([]*rand.Rand, len(prompts))
 	for n := range rngs {
@@ -281,6 +353,10 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptio
 		} else {
 			rngs[n] = rand.New(rand.NewPCG(o.Seed, uint64(n)))
 		}
+	}
+	stop := map[int32]bool{}
+	for _, s := range o.Stop {
+		stop[s] = true
 	}
 	V := m.Cfg.VocabSize
 	out := make([][]int32, len(prompts))

@@ -50,11 +50,11 @@ func maxDiff(a, b []float32) (d, scale float64) {
 	return d, scale
 }
 
-// TestStepMatchesForward: decoding with the key/value cache (Prefill over
-// the prompts, then Step one token at a time, each sequence at its own
-// position) gives the logits Forward gives the whole sequences at the same
-// positions, for tiny random Llama, Qwen2 (QKV biases) and Qwen3 (q/k
-// norms) models, with and without LoRA.
+// TestStepMatchesForward: decoding with the key/value cache (Extend over
+// the prompts in two chunks, then Step one token at a time, each sequence
+// at its own position) gives the logits Forward gives the whole sequences
+// at the same positions, for tiny random Llama, Qwen2 (QKV biases) and
+// Qwen3 (q/k norms) models, with and without LoRA.
 func TestStepMatchesForward(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		for _, lora := range []bool{false, true} {
@@ -88,18 +88,23 @@ func TestStepMatchesForward(t *testing.T) {
 				maxNew = max(maxNew, L-P)
 			}
 			ref := fullLogits(t, m, seqs)
-			pb := &Batch{N: len(prompts), T: 0}
-			for _, p := range prompts {
-				pb.T = max(pb.T, len(p))
+			c, err := m.NewCache(len(seqs), 32)
+			if err != nil {
+				t.Fatal(err)
 			}
-			pb.IDs, pb.Mask = make([]int32, pb.N*pb.T), make([]float32, pb.N*pb.T)
+			// The prompts in two chunks each (the first may be empty), so
+			// that a chunk attends to what an earlier one cached.
+			split := make([][]int32, len(prompts))
 			for n, p := range prompts {
-				copy(pb.IDs[n*pb.T:], p)
-				for i := range p {
-					pb.Mask[n*pb.T+i] = 1
-				}
+				split[n] = p[:len(p)/2]
 			}
-			c, logits, err := m.Prefill(pb, maxNew)
+			if _, err := m.Extend(c, split); err != nil {
+				t.Fatal(err)
+			}
+			for n, p := range prompts {
+				split[n] = p[len(p)/2:]
+			}
+			logits, err := m.Extend(c, split)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,6 +207,22 @@ func TestGenerateGreedy(t *testing.T) {
 	for n := range prompts {
 		if !slices.Equal(a[n], b[n]) || !slices.Equal(cold[n], want[n]) {
 			t.Fatalf("prompt %d: sampling %v then %v with one seed; at temperature 1e-4 %v, greedy %v", n, a[n], b[n], cold[n], want[n])
+		}
+	}
+	// A shared prefix fed once gives what the prompts with it prepended give.
+	prefix := []int32{3, 1, 4, 1, 5}
+	var joined [][]int32
+	for _, p := range prompts {
+		joined = append(joined, append(slices.Clone(prefix), p...))
+	}
+	withPrefix, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxNew: maxNew, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := m.Generate(context.Background(), joined, GenerateOptions{MaxNew: maxNew})
+	for n := range prompts {
+		if !slices.Equal(withPrefix[n], whole[n]) {
+			t.Fatalf("prompt %d after a shared prefix: %v, with the prefix in the prompt %v", n, withPrefix[n], whole[n])
 		}
 	}
 	// Per-prompt seeds: a prompt samples the same tokens alone as in a batch.
