@@ -84,7 +84,7 @@ kill -9 (the same command again), writes the same queries.`,
 			p.done()
 			if err != nil {
 				if cmd.Context().Err() != nil {
-					return fmt.Errorf("interrupted: run the same command again to resume (%w)", err)
+					return fmt.Errorf("run the same command again to resume (%w)", cmd.Context().Err())
 				}
 				return err
 			}
