@@ -19,11 +19,11 @@
 // (the checkpoint's lm_head, else the tied input embedding) serves the
 // papers' generative objectives and generation.
 //
-// Generation (Prefill, Step, Generate: doc2query's queries) runs the same
-// ops incrementally with a key/value cache — the prompts once through
-// Forward, then one row per sequence and new token — and gives the logits
-// Forward gives the whole sequence (TestStepMatchesForward); it needs
-// causal attention and Recompute off.
+// Generation (NewCache, Extend, Step, Generate: doc2query's queries) runs
+// the same ops incrementally with a key/value cache — a shared prefix once,
+// the prompts as chunks, then one row per sequence and new token — and gives
+// the logits Forward gives the whole sequence (TestStepMatchesForward); it
+// needs causal attention.
 //
 // Invariants: sequences are right-padded (a mask of ones then zeros, at
 // least one real token); positions are 0..T−1 as transformers numbers them;
