@@ -249,23 +249,7 @@ func (m *Model) attendCached(c *KVCache, l int, ids [][]int32) {
 					tensor.GemmSerial(&sc, false, true, L, tot, D, scale, qb, qs, kb, ks, 0, p, tot)
 				}
 				for t := 0; t < L; t++ {
-					row := p[t*tot : t*tot+tot]
-					seen := P + t + 1
-					mx := float32(math.Inf(-1))
-					for _, x := range row[:seen] {
-						mx = max(mx, x)
-					}
-					var sum float32
-					for j := range row[:seen] {
-						e := ops.Exp32(row[j] - mx)
-						row[j] = e
-						sum += e
-					}
-					inv := 1 / sum
-					for j := range row[:seen] {
-						row[j] *= inv
-					}
-					clear(row[seen:])
+					ops.SoftmaxPrefix(p[t*tot:t*tot+tot], P+t+1)
 				}
 				if L == 1 {
 					out := ob[:D]

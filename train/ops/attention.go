@@ -41,26 +41,11 @@ func (s Attention) Forward(out, att, q, k, v []float32, lens []int, th int) {
 				p := att[(n*H+h)*T*T:]
 				tensor.GemmSerial(&sc, false, true, L, L, D, scale, q[qb:], qs, k[kb:], ks, 0, p, L)
 				for i := 0; i < L; i++ {
-					row := p[i*L : i*L+L]
 					seen := L
 					if s.Causal {
 						seen = i + 1
 					}
-					mx := float32(math.Inf(-1))
-					for _, x := range row[:seen] {
-						mx = max(mx, x)
-					}
-					var sum float32
-					for j := range row[:seen] {
-						e := Exp32(row[j] - mx)
-						row[j] = e
-						sum += e
-					}
-					inv := 1 / sum
-					for j := range row[:seen] {
-						row[j] *= inv
-					}
-					clear(row[seen:])
+					SoftmaxPrefix(p[i*L:i*L+L], seen)
 				}
 				tensor.GemmSerial(&sc, false, false, L, D, L, 1, p, L, v[kb:], ks, 0, out[qb:], qs)
 				for t := L; t < T; t++ {
@@ -110,4 +95,24 @@ func (s Attention) Backward(dq, dk, dv, dout, att, q, k, v []float32, lens []int
 			}
 		}
 	})
+}
+
+// SoftmaxPrefix turns row[:seen] into its softmax, in place, and zeroes
+// row[seen:] (the masked keys: probability exactly 0).
+func SoftmaxPrefix(row []float32, seen int) {
+	mx := float32(math.Inf(-1))
+	for _, x := range row[:seen] {
+		mx = max(mx, x)
+	}
+	var sum float32
+	for j := range row[:seen] {
+		e := Exp32(row[j] - mx)
+		row[j] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for j := range row[:seen] {
+		row[j] *= inv
+	}
+	clear(row[seen:])
 }

@@ -47,6 +47,15 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	groups := min(mBlocks, max(1, (threads*4+nBlocks-1)/nBlocks))
 	rowsPer := (mBlocks + groups - 1) / groups * mc
 	tasks := ((m + rowsPer - 1) / rowsPer) * nBlocks
+	runTasks(threads, tasks, func(s *Scratch, t int) {
+		i0 := (t / nBlocks) * rowsPer
+		s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+	})
+}
+
+// runTasks runs tasks 0..tasks−1 on up to threads goroutines, each with
+// its own Scratch, taking the next task as it finishes one.
+func runTasks(threads, tasks int, do func(s *Scratch, t int)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	next := 0
@@ -63,8 +72,7 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 				if t >= tasks {
 					return
 				}
-				i0 := (t / nBlocks) * rowsPer
-				s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+				do(&s, t)
 			}
 		}()
 	}
@@ -302,29 +310,10 @@ func GemmPacked(m int, alpha float32, a []float32, lda int, b *PackedB, beta flo
 	}
 	nBlocks := len(b.blocks)
 	mBlocks := (m + mc - 1) / mc
-	tasks := mBlocks * nBlocks
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for g := 0; g < min(threads, tasks); g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var s Scratch
-			for {
-				mu.Lock()
-				t := next
-				next++
-				mu.Unlock()
-				if t >= tasks {
-					return
-				}
-				i0 := (t / nBlocks) * mc
-				s.blockPacked(i0, min(m, i0+mc), t%nBlocks, m, k, alpha, a, lda, b, c, ldc)
-			}
-		}()
-	}
-	wg.Wait()
+	runTasks(threads, mBlocks*nBlocks, func(s *Scratch, t int) {
+		i0 := (t / nBlocks) * mc
+		s.blockPacked(i0, min(m, i0+mc), t%nBlocks, m, k, alpha, a, lda, b, c, ldc)
+	})
 }
 
 // blockPacked is block with column block jb of B already packed.
