@@ -30,7 +30,7 @@ type KVCache struct {
 	head   *tensor.PackedB
 
 	// Extend's scratch, one row per token fed.
-	x, xn, q, kn, vn, ctx, h, rstd []float32
+	x, xn, q, kn, vn, ctx, h, rstd  []float32
 	g, u, act, last, hidden, logits []float32
 	qraw, kraw, qrstd, krstd        []float32
 	xa                              [7][]float32
