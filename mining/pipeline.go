@@ -250,6 +250,9 @@ func (m *Miner) Calibrate(ctx context.Context, src Source, n int, t *FusionTeach
 	rec := &featureRecorder{t: t}
 	cm := *m
 	cm.teacher = rec
+	// Every positive is a relevant row, whatever the uncalibrated teacher
+	// would rank it (RequireTop filters with the calibrated one).
+	cm.opt.RequireTop = 0
 	var x [][]float64
 	var y []float64
 	units := 0

@@ -196,6 +196,24 @@ func TestFusionTeacherMines(t *testing.T) {
 	if cal.Units != 60 || cal.Positives < 60 || cal.Negatives < 60*10 || cal.Weights[0] <= 0 || cal.Weights[1] <= 0 {
 		t.Fatalf("calibration %+v", cal)
 	}
+	// With RequireTop the same units calibrate the same: every positive is
+	// a relevant row (it once labelled none, the filter run with no
+	// calibration).
+	ro := opt
+	ro.RequireTop = 1
+	rm, err := New(c, &FusionTeacher{Signals: ft.Signals}, c, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err = OpenPairs(context.Background(), pairs, PromptDefaults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcal, err := rm.Calibrate(context.Background(), src, 60, rm.teacher.(*FusionTeacher))
+	src.Close()
+	if err != nil || rcal.Positives != cal.Positives || rcal.Weights[0] != cal.Weights[0] {
+		t.Fatalf("calibration with RequireTop: %+v (%v), without: %+v", rcal, err, cal)
+	}
 	if !strings.Contains(ft.Name(), "fusion(even+odd/max)#") {
 		t.Fatalf("name %q", ft.Name())
 	}
