@@ -52,6 +52,16 @@ type FusionChoice struct {
 // model whose fingerprint is fp.
 func (c FusionChoice) Active(fp string) bool { return c.Fusion != "" && c.Model == fp }
 
+// inEffect is what SearchOptions.Fusion "" means for an index embedding with
+// the model whose fingerprint is fp: the choice while it is active, else
+// FusionRRF.
+func (c FusionChoice) inEffect(fp string) Fusion {
+	if c.Active(fp) {
+		return c.Fusion
+	}
+	return FusionRRF
+}
+
 // SetFusion records c as the index's default fusion, for the model the
 // index embeds with now (c.Model, when set, must name it). FusionRRF, or
 // the zero FusionChoice, goes back to the default. The choice is kept in
@@ -122,8 +132,5 @@ func (e *Engine) loadFusion() error {
 func (e *Engine) fusionInEffect() Fusion {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.fusion.Active(e.model.Fingerprint) {
-		return e.fusion.Fusion
-	}
-	return FusionRRF
+	return e.fusion.inEffect(e.model.Fingerprint)
 }

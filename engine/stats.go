@@ -50,9 +50,6 @@ func (e *Engine) Stats() (Stats, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	st.Model, st.Chunking = e.model, e.chunking
-	st.FusionChoice, st.Fusion = e.fusion, FusionRRF
-	if e.fusion.Active(e.model.Fingerprint) {
-		st.Fusion = e.fusion.Fusion
-	}
+	st.FusionChoice, st.Fusion = e.fusion, e.fusion.inEffect(e.model.Fingerprint)
 	return st, nil
 }

@@ -337,10 +337,6 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		rows = append(rows, modeRow{m.key, eval.Evaluate(run.IDs(), ds.Qrels), took})
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
-	st, err := eng.Stats()
-	if err != nil {
-		return err
-	}
 	if fl.chooseFusion {
 		c := chooseFusion(rows, dataset, split, len(qids))
 		if err := eng.SetFusion(c); err != nil {
@@ -350,10 +346,20 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		if split == "test" {
 			a.logf("eval: chosen on the test split: that split's hybrid number is flattered by the choice; choose on --split train where the dataset has one")
 		}
-	} else if eff := effectiveFusion(fl.search, st); fusionLabel(eff) != "" {
-		header += "; fused by " + fusionLabel(eff)
-		if fl.search.Fusion == "" {
-			header += " (the index's choice)"
+	} else {
+		eff := fl.search
+		if eff.Fusion == "" {
+			st, err := eng.Stats()
+			if err != nil {
+				return err
+			}
+			eff.Fusion = st.Fusion
+		}
+		if l := fusionLabel(eff); l != "" {
+			header += "; fused by " + l
+			if fl.search.Fusion == "" {
+				header += " (the index's choice)"
+			}
 		}
 	}
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
@@ -862,14 +868,6 @@ func (c *pairCache) Score(ctx context.Context, query string, docs []string) ([]f
 // fusionGiven reports whether the fusion flags said anything.
 func fusionGiven(o engine.SearchOptions) bool {
 	return o.Fusion != "" || o.RRFK != 0 || o.Weights != nil
-}
-
-// effectiveFusion is o with Fusion "" resolved to the index's.
-func effectiveFusion(o engine.SearchOptions, st engine.Stats) engine.SearchOptions {
-	if o.Fusion == "" {
-		o.Fusion = st.Fusion
-	}
-	return o
 }
 
 // chooseFusion picks --choose-fusion's best row by nDCG@10 (the first, RRF,
