@@ -124,13 +124,7 @@ func ExamplesFrom(dir, split string, n int, seed uint64) ([]Example, error) {
 			qids = append(qids, q)
 		}
 	}
-	sort.Slice(qids, func(i, j int) bool {
-		hi, hj := docSeed(seed, qids[i]), docSeed(seed, qids[j])
-		if hi != hj {
-			return hi < hj
-		}
-		return qids[i] < qids[j]
-	})
+	sort.Slice(qids, func(i, j int) bool { return seededBefore(seed, qids[i], qids[j]) })
 	var out []Example
 	for _, q := range qids {
 		if len(out) == n {
@@ -368,9 +362,13 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 		return err
 	}
 	qpath := beir.QueriesPath(out)
-	done, err := resume(qpath)
+	lines, err := resume(qpath)
 	if err != nil {
 		return err
+	}
+	done := map[string]bool{}
+	for _, l := range lines {
+		done[l.Doc] = true
 	}
 	f, err := os.OpenFile(qpath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -402,9 +400,11 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 		enc.SetEscapeHTML(false)
 		for j, d := range batch {
 			for k, q := range qs[j] {
-				if err := enc.Encode(line{ID: fmt.Sprintf("gq%d-%s", k, d.ID), Text: q, Doc: d.ID}); err != nil {
+				l := line{ID: fmt.Sprintf("gq%d-%s", k, d.ID), Text: q, Doc: d.ID}
+				if err := enc.Encode(l); err != nil {
 					return fmt.Errorf("doc2query: %w", err)
 				}
+				lines = append(lines, l)
 			}
 		}
 		if _, err := f.Write(buf.Bytes()); err != nil {
@@ -413,7 +413,7 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("doc2query: %s: %w", qpath, err)
 		}
-		if err := writeQrels(qpath, beir.QrelsPath(out, Split)); err != nil {
+		if err := writeQrels(lines, beir.QrelsPath(out, Split)); err != nil {
 			return err
 		}
 		finished += len(batch)
@@ -421,7 +421,7 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 			o.Progress(finished, total)
 		}
 	}
-	return writeQrels(qpath, beir.QrelsPath(out, Split))
+	return writeQrels(lines, beir.QrelsPath(out, Split))
 }
 
 func readCorpus(dir string) ([]beir.Doc, error) {
@@ -452,14 +452,17 @@ func docSeed(seed uint64, id string) uint64 {
 // sample of the first N that the seed, not the file order, decides.
 func seededOrder(docs []beir.Doc, seed uint64) []beir.Doc {
 	out := append([]beir.Doc(nil), docs...)
-	sort.SliceStable(out, func(i, j int) bool {
-		hi, hj := docSeed(seed, out[i].ID), docSeed(seed, out[j].ID)
-		if hi != hj {
-			return hi < hj
-		}
-		return out[i].ID < out[j].ID
-	})
+	sort.SliceStable(out, func(i, j int) bool { return seededBefore(seed, out[i].ID, out[j].ID) })
 	return out
+}
+
+// seededBefore orders IDs by their seeded hash, ties by ID.
+func seededBefore(seed uint64, a, b string) bool {
+	ha, hb := docSeed(seed, a), docSeed(seed, b)
+	if ha != hb {
+		return ha < hb
+	}
+	return a < b
 }
 
 // linkCorpus makes dst the source corpus: a hard link where the file
@@ -492,12 +495,11 @@ func linkCorpus(src, dst string) error {
 }
 
 // resume reads queries.jsonl, truncating a torn last line, and returns
-// the documents it has queries for.
-func resume(path string) (map[string]bool, error) {
-	done := map[string]bool{}
+// its lines.
+func resume(path string) ([]line, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return done, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("doc2query: %w", err)
@@ -508,6 +510,7 @@ func resume(path string) (map[string]bool, error) {
 		}
 		data = data[:i+1]
 	}
+	var lines []line
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<24)
 	for n := 1; sc.Scan(); n++ {
@@ -515,26 +518,16 @@ func resume(path string) (map[string]bool, error) {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.ID == "" || l.Doc == "" {
 			return nil, fmt.Errorf("doc2query: %s:%d: not a line this tool wrote (want {\"_id\", \"text\", \"doc\"})", path, n)
 		}
-		done[l.Doc] = true
+		lines = append(lines, l)
 	}
-	return done, sc.Err()
+	return lines, sc.Err()
 }
 
-// writeQrels writes every query → its document, grade 1, by rename.
-func writeQrels(queries, qrels string) error {
-	data, err := os.ReadFile(queries)
-	if err != nil {
-		return fmt.Errorf("doc2query: %w", err)
-	}
+// writeQrels writes each line's query → its document, grade 1, by rename.
+func writeQrels(lines []line, qrels string) error {
 	var b bytes.Buffer
 	b.WriteString("query-id\tcorpus-id\tscore\n")
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var l line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return fmt.Errorf("doc2query: %s: %w", queries, err)
-		}
+	for _, l := range lines {
 		fmt.Fprintf(&b, "%s\t%s\t1\n", l.ID, l.Doc)
 	}
 	tmp := qrels + ".tmp"
