@@ -38,7 +38,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,6 +45,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/model/gguf"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
@@ -474,24 +474,10 @@ func linkCorpus(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("doc2query: %w", err)
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("doc2query: %w", err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	if err := atomicfile.Copy(dst, src); err != nil {
 		return fmt.Errorf("doc2query: copying %s: %w", src, err)
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("doc2query: %w", err)
-	}
-	return os.Rename(tmp, dst)
+	return nil
 }
 
 // resume reads queries.jsonl, truncating a torn last line, and returns
@@ -530,9 +516,8 @@ func writeQrels(lines []line, qrels string) error {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%s\t%s\t1\n", l.ID, l.Doc)
 	}
-	tmp := qrels + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteBytes(qrels, b.Bytes()); err != nil {
 		return fmt.Errorf("doc2query: %w", err)
 	}
-	return os.Rename(tmp, qrels)
+	return nil
 }

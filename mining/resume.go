@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 // checkpoint is the sidecar content: the output is complete and fsync'd up to
@@ -146,32 +147,8 @@ func writeProgress(side string, ck *checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("encode progress: %w", err)
 	}
-	tmp := side + ".tmp"
-	if err := writeFileSync(tmp, b); err != nil {
+	if err := atomicfile.WriteBytes(side, b); err != nil {
 		return fmt.Errorf("write progress: %w", err)
-	}
-	if err := os.Rename(tmp, side); err != nil {
-		return fmt.Errorf("write progress: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(side)); err == nil {
-		d.Sync() // make the rename durable; best effort where dirs can't sync
-		d.Close()
 	}
 	return nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

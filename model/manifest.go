@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 // ManifestFile is the manifest's name inside a model directory.
@@ -329,25 +331,7 @@ func WriteManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("model: encoding manifest: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ManifestFile+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("model: writing manifest: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, ManifestFile))
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("model: writing manifest: %w", err)
 	}
 	return nil

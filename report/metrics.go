@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"slices"
+
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 // Step is one optimizer step of a training run: a line
@@ -225,11 +227,7 @@ func OpenMetricsLog(path string, from int) (*MetricsLog, error) {
 			return nil, err
 		}
 		if kept != nil {
-			tmp := path + ".tmp"
-			if err := os.WriteFile(tmp, kept, 0o644); err != nil {
-				return nil, fmt.Errorf("report: metrics: %w", err)
-			}
-			if err := os.Rename(tmp, path); err != nil {
+			if err := atomicfile.WriteBytes(path, kept); err != nil {
 				return nil, fmt.Errorf("report: metrics: %w", err)
 			}
 			m, err := ReadMetrics(bytes.NewReader(kept))

@@ -3,11 +3,11 @@ package train
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/report"
 )
 
@@ -92,10 +92,7 @@ func (c *Config) writeReport(steps int, m report.Metrics) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	path := filepath.Join(c.OutDir, ReportFile)
-	if err := os.WriteFile(path+".tmp", buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("train: report: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := atomicfile.WriteBytes(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("train: report: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/mining"
 	"github.com/spf13/cobra"
 )
@@ -55,13 +56,7 @@ The output is written whole or not at all (--output - writes to stdout as it goe
 				}
 				return err
 			}
-			return writeFileAtomic(fl.output, func(f *os.File) error {
-				bw := bufio.NewWriter(f)
-				if err := a.convert(cmd.Context(), bw, fl); err != nil {
-					return err
-				}
-				return bw.Flush()
-			})
+			return atomicfile.Write(fl.output, func(w io.Writer) error { return a.convert(cmd.Context(), w, fl) })
 		},
 	}
 	f := cmd.Flags()

@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/spf13/cobra"
 )
@@ -69,7 +69,7 @@ records until end of file, in input order. It is refused on a terminal.`,
 				}
 				return a.embed(cmd.Context(), in, name, a.stdout, fl)
 			}
-			return writeFileAtomic(fl.output, func(f *os.File) error { return a.embed(cmd.Context(), in, name, f, fl) })
+			return atomicfile.Write(fl.output, func(f io.Writer) error { return a.embed(cmd.Context(), in, name, f, fl) })
 		},
 	}
 	f := cmd.Flags()

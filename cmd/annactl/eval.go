@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/report"
@@ -399,7 +401,7 @@ func (a *app) finishRun(run eval.Run, key string, several bool, fl evalFlags, is
 		ext := filepath.Ext(path)
 		path = strings.TrimSuffix(path, ext) + "." + strings.ReplaceAll(key, "+", "-") + ext
 	}
-	return writeFileAtomic(path, func(f *os.File) error { return eval.WriteTREC(f, run, "anna-"+strings.ReplaceAll(key, "+", "-")) })
+	return atomicfile.Write(path, func(f io.Writer) error { return eval.WriteTREC(f, run, "anna-"+strings.ReplaceAll(key, "+", "-")) })
 }
 
 // evalRerankRun evaluates a given TREC run and its top-N reranked.
@@ -737,38 +739,9 @@ func writeEvalReport(path, dataset, split string, rows []modeRow, queries int) e
 		run.Modes = append(run.Modes, report.ModeScores{Mode: r.key, NDCG10: s.NDCG10, Recall100: s.Recall100, MRR10: s.MRR10, MAP: s.MAP,
 			MsPerQuery: float64(r.took.Microseconds()) / 1000 / float64(max(1, queries))})
 	}
-	return writeFileAtomic(path, func(f *os.File) error {
+	return atomicfile.Write(path, func(f io.Writer) error {
 		return report.WriteEval(f, "anna eval: "+dataset, []report.EvalRun{run})
 	})
-}
-
-// writeFileAtomic writes path through a temporary file in the same folder,
-// renamed into place only when write succeeds: a failed run leaves no
-// partial output.
-func writeFileAtomic(path string, write func(*os.File) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // recordableModes checks that every rerank mode's candidates are evaluated

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/rerank"
@@ -423,7 +425,7 @@ func (a *app) calibrateFusion(ctx context.Context, r *mineRun, miner *mining.Min
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(f *os.File) error {
+	return atomicfile.Write(path, func(f io.Writer) error {
 		_, err := f.Write(append(b, '\n'))
 		return err
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/index/dense/hnsw"
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 // Meta is what the engine records with a saved graph to tell whether it is
@@ -78,7 +79,7 @@ func (ix *Index) Save(path string, meta Meta) error {
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	err := hnsw.WriteFileAtomic(path, func(w io.Writer) error {
+	err := atomicfile.Write(path, func(w io.Writer) error {
 		h := crc32.New(castagnoli)
 		cw := &countingWriter{w: w}
 		mw := io.MultiWriter(cw, h)

@@ -17,6 +17,8 @@ import (
 	"math"
 	"os"
 	"sort"
+
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 // Tensor is one named tensor converted to float32, row-major.
@@ -252,50 +254,32 @@ func WriteFile(path string, tensors map[string]*Tensor, metadata map[string]stri
 	for len(hj)%8 != 0 {
 		hj = append(hj, ' ')
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("safetensors: create: %w", err)
-	}
-	w := &errWriter{w: f}
-	var hl [8]byte
-	binary.LittleEndian.PutUint64(hl[:], uint64(len(hj)))
-	w.write(hl[:])
-	w.write(hj)
-	buf := make([]byte, 0, 1<<16)
-	for _, n := range names {
-		for _, v := range tensors[n].Data {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-			if len(buf) >= 1<<16 {
-				w.write(buf)
-				buf = buf[:0]
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		var hl [8]byte
+		binary.LittleEndian.PutUint64(hl[:], uint64(len(hj)))
+		if _, err := w.Write(hl[:]); err != nil {
+			return err
+		}
+		if _, err := w.Write(hj); err != nil {
+			return err
+		}
+		buf := make([]byte, 0, 1<<16)
+		for _, n := range names {
+			for _, v := range tensors[n].Data {
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+				if len(buf) == cap(buf) {
+					if _, err := w.Write(buf); err != nil {
+						return err
+					}
+					buf = buf[:0]
+				}
 			}
 		}
-	}
-	w.write(buf)
-	if w.err == nil {
-		w.err = f.Sync()
-	}
-	if cerr := f.Close(); w.err == nil {
-		w.err = cerr
-	}
-	if w.err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("safetensors: writing %s: %w", path, w.err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+		_, err := w.Write(buf)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) write(b []byte) {
-	if e.err == nil {
-		_, e.err = e.w.Write(b)
-	}
 }

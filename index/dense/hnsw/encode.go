@@ -11,9 +11,10 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"unsafe"
+
+	"github.com/anna-search/anna/internal/atomicfile"
 )
 
 var byteOrder = binary.LittleEndian
@@ -862,46 +863,5 @@ func LoadSavedGraph[K cmp.Ordered](path string) (*SavedGraph[K], error) {
 // Save writes the graph to the file atomically: a temporary file in the same
 // directory is written, synced and renamed over Path.
 func (g *SavedGraph[K]) Save() error {
-	return WriteFileAtomic(g.Path, g.Export)
-}
-
-// WriteFileAtomic writes path through write into a temporary file in the
-// same directory, fsyncs it, renames it over path and fsyncs the directory,
-// so readers see either the old or the new content, never a torn file.
-func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", path, err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<16)
-	if err := write(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
-	}
-	done = true
-	if d, err := os.Open(dir); err == nil {
-		// Best effort: makes the rename itself durable on Linux.
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(g.Path, g.Export)
 }
