@@ -9,7 +9,9 @@
 # MINE_ARGS adds mine-negatives flags, e.g. MINE_ARGS="--teacher-model bge-small-en-v1.5" (the default teacher is the
 # calibrated fusion of BM25 and the model's cosine; MINE_ARGS="--teacher dense" is the cosine alone);
 # MODEL is the student, an installed model's NAME or an anna model DIR (default: the default model, all-MiniLM-L6-v2),
-# e.g. MODEL=bge-small-en-v1.5 (trained from the weights read out of its ONNX graph, CLS pooling and query instruction kept)
+# e.g. MODEL=bge-small-en-v1.5 (trained from the weights read out of its ONNX graph, CLS pooling and query instruction kept);
+# EXTRA adds already-mined files to the training input, e.g. EXTRA=GEN-mined.jsonl (annactl doc2query's queries mined
+# with --require-positive-top 1)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -57,8 +59,14 @@ case " $MINE_ARGS " in *" --teacher "* | *" --teacher="* | *" --reranker"*) ;; *
 step "mine hard negatives on the train split (margin 0.95, 7 negatives; ${MINE_ARGS:-fusion teacher})"
 # shellcheck disable=SC2086
 "$A" mine-negatives --dataset "$DATA" --split train --index "$W/idx" --output "$W/mined.jsonl" --seed "$MINE_SEED" --resume $MINE_ARGS
-step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)"
-"$A" train "${MODEL_ARGS[@]}" --input "$W/mined.jsonl" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
+IN=$W/mined.jsonl
+if [ -n "${EXTRA:-}" ]; then
+	IN=$W/train.jsonl
+	# shellcheck disable=SC2086
+	cat "$W/mined.jsonl" $EXTRA >"$IN.tmp" && mv "$IN.tmp" "$IN"
+fi
+step "fine-tune on the CPU: $STEPS steps x $BATCH queries x (1 + $((GROUP-1)) negatives)${EXTRA:+, with $EXTRA}"
+"$A" train "${MODEL_ARGS[@]}" --input "$IN" --output "$W/ft" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
 	--distill 0.5 --seed "$TRAIN_SEED" --eval-every "$EVAL_EVERY" --checkpoint-every 25 $( [ -d "$W/ft/checkpoint" ] && echo --resume )
 step "re-encode the index with the fine-tuned model"
 "$A" reindex --index "$W/idx" --model "$W/ft/model"

@@ -22,7 +22,7 @@
 # record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone), MORE (more BEIR
 # sets to mine and train on, each DIR:SPLIT, e.g. MORE=../shared/datasets/squad2-dev-half:dev; default none),
 # MORE_MINE_ARGS (more mine-negatives flags for the MORE sets, e.g. "--require-positive-top 1" for queries written by
-# annactl doc2query, MORE=GEN_DIR:generated).
+# annactl doc2query, MORE=GEN_DIR:generated), INSTALL (1; 0 measures the model and leaves it in WORK_DIR/ce/model).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
@@ -41,6 +41,7 @@ SEED=${SEED:-42}
 DEPTH=${DEPTH:-100}
 MORE=${MORE:-}
 MORE_MINE_ARGS=${MORE_MINE_ARGS:-}
+INSTALL=${INSTALL:-1}
 EVALS=${EVALS-$ROOT/../shared/datasets/cranfield $ROOT/../shared/datasets/cisi $ROOT/../shared/datasets/cacm}
 if [ ! -f "$DATA/corpus.jsonl" ]; then
 	echo "reranker: no SciFact at $DATA (it ships in ../shared beside the repository)" >&2
@@ -81,7 +82,9 @@ for d in $EVALS; do
 	step "evaluate on $n (top $DEPTH reranked) and record it"
 	"$A" eval "$d" --split test --index "$W/idx-$n" --reranker "$W/ce/model" --rerank-depth "$DEPTH" --modes "$MODES" --record --json | tee "$W/eval-$n.json"
 done
-step "install as $NAME"
-"$A" models add "$W/ce/model" "$NAME"
-"$A" models list | grep -A1 "^  $NAME "
+if [ "$INSTALL" = 1 ]; then
+	step "install as $NAME"
+	"$A" models add "$W/ce/model" "$NAME"
+	"$A" models list | grep -A1 "^  $NAME "
+fi
 echo "training $(( (t1 - t0) / 60 )) min (index + mine + train), all $(( ($(date +%s) - t0) / 60 )) min"
