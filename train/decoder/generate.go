@@ -293,8 +293,8 @@ type GenerateOptions struct {
 // and returns its new tokens, up to the first stop token (excluded) or
 // MaxNew. The prompts are fed together, each at its own positions; the
 // prefix they share is fed once and its keys and values copied. A finished
-// sequence is fed its last token again until all are done, its output no
-// longer read. ctx is checked between tokens.
+// sequence is fed nothing more (its rows cost nothing while the others go
+// on). ctx is checked between tokens.
 func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptions) ([][]int32, error) {
 	if len(prompts) == 0 {
 		return nil, nil
@@ -346,6 +346,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptio
 	out := make([][]int32, len(prompts))
 	done := make([]bool, len(prompts))
 	next := make([]int32, len(prompts))
+	feed := make([][]int32, len(prompts))
 	for step := 0; step < o.MaxNew; step++ {
 		all := true
 		for n := range prompts {
@@ -367,7 +368,13 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptio
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if logits, err = m.Step(c, next); err != nil {
+		for n := range feed {
+			feed[n] = nil
+			if !done[n] {
+				feed[n] = next[n : n+1]
+			}
+		}
+		if logits, err = m.Extend(c, feed); err != nil {
 			return nil, err
 		}
 	}
