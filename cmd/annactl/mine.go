@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -425,10 +424,7 @@ func (a *app) calibrateFusion(ctx context.Context, r *mineRun, miner *mining.Min
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, func(f io.Writer) error {
-		_, err := f.Write(append(b, '\n'))
-		return err
-	})
+	return atomicfile.WriteBytes(path, append(b, '\n'))
 }
 
 func floats(v []float64) string {
