@@ -293,8 +293,8 @@ type GenerateOptions struct {
 // and returns its new tokens, up to the first stop token (excluded) or
 // MaxNew. The prompts are fed together, each at its own positions; the
 // prefix they share is fed once and its keys and values copied. A finished
-// sequence is fed nothing more (its rows cost nothing while the others go
-// on). ctx is checked between tokens.
+// sequence is fed nothing more (it adds no rows to the layers' products
+// while the others go on). ctx is checked between tokens.
 func (m *Model) Generate(ctx context.Context, prompts [][]int32, o GenerateOptions) ([][]int32, error) {
 	if len(prompts) == 0 {
 		return nil, nil
