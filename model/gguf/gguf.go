@@ -2,7 +2,10 @@
 // 3): the key-value metadata, the tensor table, and each tensor's data
 // dequantized to float32 bit-exactly as gguf-py (the gguf package that
 // llama.cpp publishes on PyPI) dequantizes it — F32, F16, BF16, Q4_0, Q4_1,
-// Q8_0, Q4_K and Q6_K. Any other type is refused, naming the tensor.
+// Q8_0, Q4_K and Q6_K — whole, or kept in its stored type as a Matrix whose
+// rows are dequantized on demand, bit for bit the same values (the
+// trainer's frozen LoRA base). Any other type is refused, naming the
+// tensor.
 //
 // Invariants: Open reads only the header and the tensor table, checking
 // every length against the file's size before it allocates, so a truncated
@@ -493,5 +496,86 @@ func deqQ6K(dst []float32, b []byte) {
 		q := int8(lo|hi<<4) - 32
 		ds := d * float32(int8(sc[p/16]))
 		dst[p] = ds * float32(q)
+	}
+}
+
+// Matrix is a 2-D tensor left in its stored type (a block quantization,
+// float16, bfloat16): Read dequantizes the elements it is asked for, bit
+// for bit as Float32 does, so a frozen weight can stay at its stored size
+// (4.5–5 bits per weight for the 4-bit types) and be widened where it is
+// used. It satisfies the trainer's tensor.Rows.
+type Matrix struct {
+	Type       Type
+	Rows, Cols int // PyTorch's shape: Dims {Cols, Rows}
+	data       []byte
+	rowBytes   int
+	block      typeInfo
+	perm       []int32 // row i is stored row perm[i]; nil: the identity
+}
+
+// Matrix reads t, a 2-D tensor of a type Dequantize supports, keeping its
+// stored bytes.
+func (g *File) Matrix(t Tensor) (*Matrix, error) {
+	ti, ok := types[t.Type]
+	if !ok || ti.dequantizeBlock == nil {
+		_, err := Dequantize(t.Type, nil)
+		return nil, fmt.Errorf("gguf: %s: tensor %q: %w", g.path, t.Name, err)
+	}
+	if len(t.Dims) != 2 || t.Dims[0]%uint64(ti.block) != 0 {
+		return nil, fmt.Errorf("gguf: %s: tensor %q: dims %v are not a matrix of whole %s blocks", g.path, t.Name, t.Dims, ti.name)
+	}
+	b, err := g.Raw(t)
+	if err != nil {
+		return nil, err
+	}
+	cols := int(t.Dims[0])
+	return &Matrix{Type: t.Type, Rows: int(t.Dims[1]), Cols: cols, data: b, rowBytes: cols / ti.block * ti.bytes, block: ti}, nil
+}
+
+// Bytes is the size of the stored data.
+func (m *Matrix) Bytes() int { return len(m.data) }
+
+// Dims is the shape, rows × columns.
+func (m *Matrix) Dims() (rows, cols int) { return m.Rows, m.Cols }
+
+// PermuteRows returns m with its rows reordered: row i of the result is
+// row perm[i] of m. The data is shared.
+func (m *Matrix) PermuteRows(perm []int32) *Matrix {
+	if len(perm) != m.Rows {
+		panic(fmt.Sprintf("gguf: PermuteRows: %d indices for %d rows", len(perm), m.Rows))
+	}
+	p := *m
+	p.perm = make([]int32, len(perm))
+	for i, r := range perm {
+		p.perm[i] = m.row(int(r))
+	}
+	return &p
+}
+
+func (m *Matrix) row(i int) int32 {
+	if m.perm != nil {
+		return m.perm[i]
+	}
+	return int32(i)
+}
+
+// Read writes elements [j, j+len(dst)) of row i into dst, dequantized.
+func (m *Matrix) Read(dst []float32, i, j int) {
+	if j < 0 || j+len(dst) > m.Cols {
+		panic(fmt.Sprintf("gguf: Matrix.Read: columns [%d,%d) of %d", j, j+len(dst), m.Cols))
+	}
+	row := m.data[int(m.row(i))*m.rowBytes:][:m.rowBytes]
+	bs, bb := m.block.block, m.block.bytes
+	if bs == 1 {
+		for c := range dst {
+			m.block.dequantizeBlock(dst[c:c+1], row[(j+c)*bb:])
+		}
+		return
+	}
+	var buf [256]float32 // the largest block (the K types)
+	for c := 0; c < len(dst); {
+		blk, off := (j+c)/bs, (j+c)%bs
+		m.block.dequantizeBlock(buf[:bs], row[blk*bb:(blk+1)*bb])
+		c += copy(dst[c:], buf[off:bs])
 	}
 }

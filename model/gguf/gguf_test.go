@@ -239,3 +239,57 @@ func FuzzOpen(f *testing.F) {
 		g.Close()
 	})
 }
+
+// TestMatrixReadMatchesFloat32: a Matrix kept in its stored type reads,
+// for every supported type and any window of columns (across block
+// boundaries, inside one block, a whole row), exactly the values Float32
+// dequantizes; PermuteRows reorders rows and nothing else.
+func TestMatrixReadMatchesFloat32(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K} {
+		ti := types[typ]
+		rows, cols := 5, 2*max(ti.block, 32)
+		data := make([]byte, rows*cols/ti.block*ti.bytes)
+		for i := range data {
+			data[i] = byte(r.UintN(256))
+		}
+		path := filepath.Join(dir, typ.String()+".gguf")
+		os.WriteFile(path, tiny(typ, []uint64{uint64(cols), uint64(rows)}, data), 0o644)
+		f, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := f.Float32(f.Tensors[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := f.Matrix(f.Tensors[0])
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Rows != rows || m.Cols != cols || m.Bytes() != len(data) {
+			t.Fatalf("%s: Matrix %d×%d of %d bytes, want %d×%d of %d", typ, m.Rows, m.Cols, m.Bytes(), rows, cols, len(data))
+		}
+		perm := []int32{4, 2, 0, 1, 3}
+		pm := m.PermuteRows(perm)
+		for _, w := range [][2]int{{0, cols}, {0, 1}, {3, 16}, {cols/2 - 5, 10}, {cols - 7, 7}, {16, cols - 16}} {
+			got := make([]float32, w[1])
+			for i := 0; i < rows; i++ {
+				for pass, mm := range []*Matrix{m, pm} {
+					src := i
+					if pass == 1 {
+						src = int(perm[i])
+					}
+					mm.Read(got, i, w[0])
+					for c, g := range got {
+						if v := want[src*cols+w[0]+c]; !sameBits(g, v) {
+							t.Fatalf("%s permuted=%v row %d columns [%d,%d): column %d is %v, Float32 %v", typ, pass == 1, i, w[0], w[0]+w[1], w[0]+c, g, v)
+						}
+					}
+				}
+			}
+		}
+	}
+}

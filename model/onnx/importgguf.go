@@ -36,9 +36,19 @@ var ggufBlock = regexp.MustCompile(`^blk\.(\d+)\.(.+)$`)
 // GGUF file. The output projection (output.weight), when the file has one,
 // is left out: an embedder does not use it.
 func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config, error) {
+	ts, _, cfg, err := LlamaFromGGUFKeeping(f, nil)
+	return ts, cfg, err
+}
+
+// LlamaFromGGUFKeeping is LlamaFromGGUF, except that the 2-D tensors keep
+// says yes to (by their Hugging Face names, as in the map) are not
+// dequantized: they come back in kept, in the file's stored type with their
+// rows in transformers' order, and are not in tensors. keep nil keeps
+// nothing; a tensor stored as float32 is never kept (nothing to save).
+func LlamaFromGGUFKeeping(f *gguf.File, keep func(name string) bool) (map[string]*safetensors.Tensor, map[string]*gguf.Matrix, *model.Config, error) {
 	arch, _ := f.KV["general.architecture"].(string)
 	if arch != "llama" {
-		return nil, nil, fmt.Errorf("general.architecture %q is not supported (anna imports llama GGUF files)", arch)
+		return nil, nil, nil, fmt.Errorf("general.architecture %q is not supported (anna imports llama GGUF files)", arch)
 	}
 	flt := func(key string, def float64) float64 {
 		if v, ok := f.KV[key].(float64); ok {
@@ -59,7 +69,7 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 		{"llama.context_length", &cfg.MaxPositionEmbeddings},
 	} {
 		if *p.dst, err = f.Int(p.key); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if cfg.NumKeyValueHeads, err = f.Int("llama.attention.head_count_kv"); err != nil {
@@ -74,13 +84,13 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 		cfg.EOSTokenID = n
 	}
 	if n, err := f.Int("llama.rope.dimension_count"); err == nil && cfg.NumAttentionHeads > 0 && n != cfg.HiddenSize/cfg.NumAttentionHeads {
-		return nil, nil, fmt.Errorf("llama.rope.dimension_count %d: partial rotary embeddings are not supported (head size %d)", n, cfg.HiddenSize/cfg.NumAttentionHeads)
+		return nil, nil, nil, fmt.Errorf("llama.rope.dimension_count %d: partial rotary embeddings are not supported (head size %d)", n, cfg.HiddenSize/cfg.NumAttentionHeads)
 	}
 	if _, ok := f.KV["llama.rope.scaling.type"]; ok {
-		return nil, nil, fmt.Errorf("llama.rope.scaling.type: scaled rotary embeddings are not supported")
+		return nil, nil, nil, fmt.Errorf("llama.rope.scaling.type: scaled rotary embeddings are not supported")
 	}
 
-	out := map[string]*safetensors.Tensor{}
+	out, kept := map[string]*safetensors.Tensor{}, map[string]*gguf.Matrix{}
 	for _, t := range f.Tensors {
 		var name string
 		heads := 0 // the query and key projections are un-permuted per head
@@ -94,7 +104,7 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 		default:
 			m := ggufBlock.FindStringSubmatch(t.Name)
 			if m == nil || ggufNames[m[2]] == "" {
-				return nil, nil, fmt.Errorf("tensor %q is not part of a llama model", t.Name)
+				return nil, nil, nil, fmt.Errorf("tensor %q is not part of a llama model", t.Name)
 			}
 			name = "layers." + m[1] + "." + ggufNames[m[2]]
 			switch m[2] {
@@ -104,14 +114,25 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 				heads = cfg.KVHeads()
 			}
 		}
-		data, err := f.Float32(t)
-		if err != nil {
-			return nil, nil, err
-		}
 		// GGUF dims run fastest first: PyTorch's shape is their reverse.
 		shape := make([]int, len(t.Dims))
 		for i, d := range t.Dims {
 			shape[len(t.Dims)-1-i] = int(d)
+		}
+		if keep != nil && len(shape) == 2 && t.Type != gguf.F32 && keep(name) {
+			m, err := f.Matrix(t)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if heads > 0 {
+				m = m.PermuteRows(unpermutation(shape[0], heads))
+			}
+			kept[name] = m
+			continue
+		}
+		data, err := f.Float32(t)
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		if heads > 0 {
 			data = unpermute(data, shape, heads)
@@ -120,14 +141,16 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 	}
 	if e, ok := out["embed_tokens.weight"]; ok && len(e.Shape) == 2 {
 		cfg.VocabSize = e.Shape[0]
+	} else if e, ok := kept["embed_tokens.weight"]; ok {
+		cfg.VocabSize = e.Rows
 	}
 	if n, err := f.Int("llama.vocab_size"); err == nil && cfg.VocabSize != 0 && n != cfg.VocabSize {
-		return nil, nil, fmt.Errorf("llama.vocab_size %d disagrees with token_embd.weight (%d rows)", n, cfg.VocabSize)
+		return nil, nil, nil, fmt.Errorf("llama.vocab_size %d disagrees with token_embd.weight (%d rows)", n, cfg.VocabSize)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return out, cfg, nil
+	return out, kept, cfg, nil
 }
 
 // unpermute undoes llama.cpp's permutation of a query or key projection
@@ -135,21 +158,29 @@ func LlamaFromGGUF(f *gguf.File) (map[string]*safetensors.Tensor, *model.Config,
 // interleaved; this restores transformers' order, as its GGUF loader
 // (reverse_permute_weights) does.
 func unpermute(w []float32, shape []int, heads int) []float32 {
-	rows, cols := shape[0], shape[1]
-	hd := rows / heads
+	cols := shape[1]
 	out := make([]float32, len(w))
+	for dst, src := range unpermutation(shape[0], heads) {
+		copy(out[dst*cols:(dst+1)*cols], w[int(src)*cols:(int(src)+1)*cols])
+	}
+	return out
+}
+
+// unpermutation is unpermute as row indices: row i of the result is row
+// perm[i] of the file's matrix (rows = heads × head size).
+func unpermutation(rows, heads int) []int32 {
+	hd := rows / heads
+	perm := make([]int32, rows)
 	for h := 0; h < heads; h++ {
 		for i := 0; i < hd/2; i++ {
 			for j := 0; j < 2; j++ {
 				// llama.cpp's convert_hf_to_gguf.py permute() put
 				// transformers' row j*hd/2+i of a head at row i*2+j.
-				src := (h*hd + i*2 + j) * cols
-				dst := (h*hd + j*(hd/2) + i) * cols
-				copy(out[dst:dst+cols], w[src:src+cols])
+				perm[h*hd+j*(hd/2)+i] = int32(h*hd + i*2 + j)
 			}
 		}
 	}
-	return out
+	return perm
 }
 
 // ImportGGUF converts a llama GGUF file into a model directory dest for

@@ -32,24 +32,29 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
+	gemm(transA, transB, m, n, k, alpha, a, lda, bmat{f: b, ld: ldb}, c, ldc, threads)
+}
+
+// gemm is Gemm after beta·C, with B dense or compact.
+func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b bmat, c []float32, ldc int, threads int) {
+	nBlocks := (n + nc - 1) / nc
+	mBlocks := (m + mc - 1) / mc
+	if threads <= 1 || 2*m*n*k < 1<<20 {
+		var s Scratch
+		s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, c, ldc, nBlocks)
+		return
+	}
 	// Work is split into tasks of (a group of row blocks, one column block)
 	// of C. Each task walks the whole k range in order, packing each k×nc
 	// slice of B once for all its row blocks. Group boundaries are multiples
 	// of mc, so every element is reduced in the same order whatever the
 	// number of goroutines.
-	nBlocks := (n + nc - 1) / nc
-	mBlocks := (m + mc - 1) / mc
-	if threads <= 1 || 2*m*n*k < 1<<20 {
-		var s Scratch
-		s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc, nBlocks)
-		return
-	}
 	groups := min(mBlocks, max(1, (threads*4+nBlocks-1)/nBlocks))
 	rowsPer := (mBlocks + groups - 1) / groups * mc
 	tasks := ((m + rowsPer - 1) / rowsPer) * nBlocks
 	runTasks(threads, tasks, func(s *Scratch, t int) {
 		i0 := (t / nBlocks) * rowsPer
-		s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, c, ldc)
 	})
 }
 
@@ -107,7 +112,7 @@ func GemmSerial(s *Scratch, transA, transB bool, m, n, k int, alpha float32, a [
 	if !scaleC(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
-	s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc, (n+nc-1)/nc)
+	s.run(0, m, transA, transB, m, n, k, alpha, a, lda, bmat{f: b, ld: ldb}, c, ldc, (n+nc-1)/nc)
 }
 
 // Scratch is one goroutine's packing buffers.
@@ -115,16 +120,17 @@ type Scratch struct {
 	pa []float32 // packed A: mc/mr panels of kc×mr
 	pb []float32 // packed B: nc/nr panels of kc×nr
 	ct [mr * nr]float32
+	wr []float32 // one widened run of a compact B
 }
 
-func (s *Scratch) run(i0, i1 int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, nBlocks int) {
+func (s *Scratch) run(i0, i1 int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b bmat, c []float32, ldc int, nBlocks int) {
 	for jb := 0; jb < nBlocks; jb++ {
-		s.block(i0, i1, jb, transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		s.block(i0, i1, jb, transA, transB, m, n, k, alpha, a, lda, b, c, ldc)
 	}
 }
 
 // block computes C rows [i0,i1) × column block jb over all of k.
-func (s *Scratch) block(i0, i1, jb int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+func (s *Scratch) block(i0, i1, jb int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b bmat, c []float32, ldc int) {
 	j0 := jb * nc
 	nn := min(nc, n-j0)
 	rn := (nn + nr - 1) / nr * nr
@@ -138,7 +144,7 @@ func (s *Scratch) block(i0, i1, jb int, transA, transB bool, m, n, k int, alpha 
 	}
 	for p0 := 0; p0 < k; p0 += kc {
 		kk := min(kc, k-p0)
-		packB(s.pb, transB, b, ldb, p0, kk, j0, nn)
+		s.packB(s.pb, transB, b, p0, kk, j0, nn)
 		s.panels(i0, i1, transA, a, lda, p0, kk, s.pb, j0, nn, alpha, c, ldc)
 	}
 }
@@ -206,9 +212,49 @@ func packA(dst []float32, trans bool, a []float32, lda, i0, mm, p0, kk int) {
 	}
 }
 
-// packB copies op(B)[p0:p0+kk, j0:j0+nn] into panels of nr columns, each
-// stored k-major (nr values per k), zero-padding the last panel.
-func packB(dst []float32, trans bool, b []float32, ldb, p0, kk, j0, nn int) {
+// packB is packDense, or for a compact B the same panels from its rows
+// widened one run at a time.
+func (s *Scratch) packB(dst []float32, trans bool, b bmat, p0, kk, j0, nn int) {
+	if b.r == nil {
+		packDense(dst, trans, b.f, b.ld, p0, kk, j0, nn)
+		return
+	}
+	if len(s.wr) < max(kc, nc) {
+		s.wr = make([]float32, max(kc, nc))
+	}
+	if trans { // op(B) = Wᵀ: panel column j is W's row j0+jr+j over k
+		run := s.wr[:kk]
+		for jr := 0; jr < nn; jr += nr {
+			panel := dst[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
+			for j := 0; j < nr; j++ {
+				if jr+j >= nn {
+					for p := 0; p < kk; p++ {
+						panel[p*nr+j] = 0
+					}
+					continue
+				}
+				b.r.Read(run, j0+jr+j, p0)
+				for p, v := range run {
+					panel[p*nr+j] = v
+				}
+			}
+		}
+		return
+	}
+	run := s.wr[:nn] // op(B) = W: row p0+p over the block's columns
+	for p := 0; p < kk; p++ {
+		b.r.Read(run, p0+p, j0)
+		for jr := 0; jr < nn; jr += nr {
+			d := dst[(jr/nr)*kk*nr+p*nr : (jr/nr)*kk*nr+p*nr+nr]
+			cols := copy(d, run[jr:min(nn, jr+nr)])
+			clear(d[cols:])
+		}
+	}
+}
+
+// packDense copies op(B)[p0:p0+kk, j0:j0+nn] into panels of nr columns,
+// each stored k-major (nr values per k), zero-padding the last panel.
+func packDense(dst []float32, trans bool, b []float32, ldb, p0, kk, j0, nn int) {
 	for jr := 0; jr < nn; jr += nr {
 		panel := dst[(jr/nr)*kk*nr : (jr/nr+1)*kk*nr]
 		cols := min(nr, nn-jr)
@@ -281,6 +327,15 @@ type PackedB struct {
 
 // PackBT packs Wᵀ (w is n×k with row stride ldw).
 func PackBT(w []float32, n, k, ldw int) *PackedB {
+	return packBT(bmat{f: w, ld: ldw}, n, k)
+}
+
+// PackBTRows is PackBT for a compact n×k W, bit for bit PackBT of W
+// widened.
+func PackBTRows(w Rows, n, k int) *PackedB { return packBT(bmat{r: w}, n, k) }
+
+func packBT(w bmat, n, k int) *PackedB {
+	var s Scratch
 	p := &PackedB{N: n, K: k}
 	for j0 := 0; j0 < n; j0 += nc {
 		nn := min(nc, n-j0)
@@ -289,7 +344,7 @@ func PackBT(w []float32, n, k, ldw int) *PackedB {
 		for p0 := 0; p0 < k; p0 += kc {
 			kk := min(kc, k-p0)
 			d := make([]float32, rn*kk)
-			packB(d, true, w, ldw, p0, kk, j0, nn)
+			s.packB(d, true, w, p0, kk, j0, nn)
 			kb = append(kb, d)
 		}
 		p.blocks = append(p.blocks, kb)
