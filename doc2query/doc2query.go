@@ -212,7 +212,7 @@ func Load(path string) (*Generator, error) {
 	if eos, err := f.Int("tokenizer.ggml.eos_token_id"); err == nil && int32(eos) != g.stop[0] {
 		g.stop = append(g.stop, int32(eos))
 	}
-	if g.m, err = decoder.Load(path); err != nil {
+	if g.m, err = decoder.Load(path, decoder.LoadOptions{KeepBase: true}); err != nil { // generation trains nothing
 		g.tok.Close()
 		return nil, fmt.Errorf("doc2query: %w", err)
 	}

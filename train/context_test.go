@@ -26,7 +26,7 @@ func TestCausal2VecContextEncoderGradient(t *testing.T) {
 			name = "lora"
 		}
 		t.Run(name, func(t *testing.T) {
-			d, err := decoder.Load(tinyDecoder(t, "llama"))
+			d, err := decoder.Load(tinyDecoder(t, "llama"), decoder.LoadOptions{})
 			must(t, err)
 			ce, err := newContextEncoder(ContextTrain{Checkpoint: tinyCheckpoint(t, false), LoRA: lora, Pooling: PoolMean, Normalize: true, MaxLength: 32}, 1, 5)
 			must(t, err)

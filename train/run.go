@@ -662,8 +662,10 @@ func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
 	return ev, nil
 }
 
-// saveCheckpoint writes the params, the optimizer moments and the state to
-// dir atomically (a temporary directory renamed over the old one).
+// saveCheckpoint writes the trained params, the optimizer moments and the
+// state to dir atomically (a temporary directory renamed over the old
+// one). Frozen params (LoRA's base, kept compact or not) are left out: a
+// resumed run loads them from the model again, as the first run did.
 func saveCheckpoint(dir string, ps []*Param, opt *AdamW, st runState) error {
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
@@ -672,6 +674,9 @@ func saveCheckpoint(dir string, ps []*Param, opt *AdamW, st runState) error {
 	}
 	params, moments := map[string]*safetensors.Tensor{}, map[string]*safetensors.Tensor{}
 	for _, p := range ps {
+		if p.Frozen {
+			continue
+		}
 		params[p.Name] = &safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: p.W}
 		if mm, ok := opt.m[p]; ok {
 			moments["m."+p.Name] = &safetensors.Tensor{Name: "m." + p.Name, Shape: p.Shape, Data: mm}
@@ -731,6 +736,9 @@ func loadCheckpoint(dir string, ps []*Param, opt *AdamW) (runState, error) {
 		}
 	}
 	for _, p := range ps {
+		if p.Frozen {
+			continue // not saved (an older checkpoint has it, unchanged)
+		}
 		t, ok := params[p.Name]
 		if !ok || len(t.Data) != len(p.W) {
 			return st.runState, fmt.Errorf("train: checkpoint %s does not match the model: tensor %s missing or misshapen (was it made with other LoRA settings?)", dir, p.Name)

@@ -83,7 +83,7 @@ func TestRunDecoderLoRAExports(t *testing.T) {
 	if a := params["layers.1.mlp.down_proj.lora_B.weight"]; a == nil || a.Shape[1] != 4 {
 		t.Fatal("checkpoint lacks the down_proj LoRA factor (default targets are every projection)")
 	}
-	m2, err := decoder.Load(res.HFDir)
+	m2, err := decoder.Load(res.HFDir, decoder.LoadOptions{})
 	must(t, err)
 	T := 10
 	var ids, types, mask []int64
@@ -157,7 +157,7 @@ func TestRunDecoderRefusals(t *testing.T) {
 	if cfg, err := model.LoadConfig(res.HFDir); err != nil || !cfg.Bidirectional() {
 		t.Fatalf("bidirectional export: config %+v, %v", cfg, err)
 	}
-	if m, err := decoder.Load(res.HFDir); err != nil || m.Causal {
+	if m, err := decoder.Load(res.HFDir, decoder.LoadOptions{}); err != nil || m.Causal {
 		t.Fatalf("the exported bidirectional model loads causal (%v)", err)
 	}
 	// Without the export, a bidirectional Qwen3 trains, and so does a
@@ -212,7 +212,7 @@ func TestPoolingHeadServedByEncoder(t *testing.T) {
 			got, err := enc.EmbedDocuments(context.Background(), texts)
 			must(t, err)
 
-			m, err := decoder.Load(res.HFDir)
+			m, err := decoder.Load(res.HFDir, decoder.LoadOptions{})
 			must(t, err)
 			if hc := m.HeadConfig(); hc == nil || hc.Mode != c.pooling || hc.Latents != 3 || hc.Heads != 4 {
 				t.Fatalf("the exported checkpoint loads with head %+v", hc)
@@ -419,7 +419,7 @@ func checkCausal2VecServed(t *testing.T, res *Result, out, cdir, fingerprint str
 		raw[formatted[i]] = q
 	}
 	prefix := len(tok.Encode(enc.FormatQuery("", prompt), 0).IDs) - 1 // [CLS] and the instruction
-	d, err := decoder.Load(res.HFDir)
+	d, err := decoder.Load(res.HFDir, decoder.LoadOptions{})
 	must(t, err)
 	tech, err := causal2vec.New(d, causal2vec.Frozen(func(texts []string) ([]float32, int, error) {
 		vs, err := embedRaw(texts)

@@ -156,6 +156,18 @@ func TestRunLoRAExports(t *testing.T) {
 	if man.Task != model.TaskEmbed || man.Dim != 32 || len(man.Fingerprint) != 64 {
 		t.Fatalf("unexpected manifest %+v", man)
 	}
+	// The training checkpoint holds what trains (the LoRA factors), not
+	// the frozen base, which a resumed run loads from the model again.
+	ck, err := safetensors.ReadFile(filepath.Join(res.Checkpoint, "params.safetensors"))
+	must(t, err)
+	for n := range ck {
+		if !strings.Contains(n, "lora_") {
+			t.Fatalf("training checkpoint holds the frozen %s", n)
+		}
+	}
+	if len(ck) == 0 {
+		t.Fatal("training checkpoint holds no LoRA factors")
+	}
 	// The exported checkpoint holds merged weights and no LoRA factors.
 	ts, err := safetensors.ReadFile(filepath.Join(res.HFDir, "model.safetensors"))
 	must(t, err)

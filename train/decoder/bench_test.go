@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,8 +44,11 @@ func stepFLOPs(c *model.Config, N, T int) float64 {
 // T tokens (BENCH_Q, BENCH_G, BENCH_T; default 4, 4, 128; the size is
 // 8, 8, 128), against the same step in PyTorch CPU
 // (tools/decoder_step_bench.py) in the same run (BENCH_NO_TORCH skips it;
-// BENCH_RECOMPUTE times the step with recomputation). Run it with
-// -benchtime=1x: every b.N round runs the PyTorch step again.
+// BENCH_RECOMPUTE times the step with recomputation; BENCH_KEEP_BASE=1
+// keeps the base projections in the file's Q4_1 as training does, =0
+// widens them to float32). It reports the process's peak resident memory
+// and the heap the model and its workspace hold after the step.
+// Run it with -benchtime=1x: every b.N round runs the PyTorch step again.
 func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 	env := func(k string, def int) int {
 		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
@@ -54,10 +58,12 @@ func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 	}
 	Q, G, T := env("BENCH_Q", 4), env("BENCH_G", 4), env("BENCH_T", 128)
 	dir := b.TempDir()
-	m, err := decoder.Load(gguftest.SmolLM2(b, dir))
+	keep := os.Getenv("BENCH_KEEP_BASE") != "0"
+	m, err := decoder.Load(gguftest.SmolLM2(b, dir), decoder.LoadOptions{KeepBase: keep})
 	if err != nil {
 		b.Fatal(err)
 	}
+	noTorch := os.Getenv("BENCH_NO_TORCH") != ""
 	recompute := os.Getenv("BENCH_RECOMPUTE") != ""
 	m.Recompute = recompute
 	src := filepath.Join(dir, "hf")
@@ -68,8 +74,12 @@ func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(src, "config.json"), cj, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	if err := safetensors.WriteFile(filepath.Join(src, "model.safetensors"), m.Tensors(), nil); err != nil {
-		b.Fatal(err)
+	if !noTorch { // the float32 checkpoint PyTorch loads
+		if err := safetensors.WriteFile(filepath.Join(src, "model.safetensors"), m.Tensors(), nil); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
 	}
 	if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 64, Alpha: 32}, 1); err != nil {
 		b.Fatal(err)
@@ -129,7 +139,18 @@ func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 		b.ReportMetric(gemm, "gemm-GFLOP/s")
 		b.ReportMetric(flops/goSec/1e9/gemm, "step/gemm")
 	}
-	if os.Getenv("BENCH_NO_TORCH") != "" {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB") // Linux: KiB
+	}
+	// What the model and its workspace hold (the peak also counts garbage
+	// the collector had not yet freed).
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-heap-MB")
+	runtime.KeepAlive(m)
+	if noTorch {
 		return
 	}
 	// PyTorch needs the memory the Go step holds (15 GB at 8×9×128).
@@ -152,6 +173,6 @@ func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 	}
 	b.ReportMetric(ref.Seconds, "torch-s/step")
 	b.ReportMetric(goSec/ref.Seconds, "go/torch")
-	b.Logf("SmolLM2 LoRA r64 step, %d×%d tokens (%.2f TFLOP): Go %.2fs (%.1f GFLOP/s, recompute %v), PyTorch %.2fs on %d threads (%.1f GFLOP/s): ratio %.2f (goal ≤ 1.0)",
-		N, T, flops/1e12, goSec, flops/goSec/1e9, recompute, ref.Seconds, ref.Threads, flops/ref.Seconds/1e9, goSec/ref.Seconds)
+	b.Logf("SmolLM2 LoRA r64 step, %d×%d tokens (%.2f TFLOP): Go %.2fs (%.1f GFLOP/s, recompute %v, base kept %v), PyTorch %.2fs on %d threads (%.1f GFLOP/s): ratio %.2f (goal ≤ 1.0)",
+		N, T, flops/1e12, goSec, flops/goSec/1e9, recompute, keep, ref.Seconds, ref.Threads, flops/ref.Seconds/1e9, goSec/ref.Seconds)
 }

@@ -11,7 +11,11 @@
 // layer's last-token state); attention is causal (as pretrained) or
 // bidirectional, chosen per model. LoRA adapts any of q, k, v, o, gate, up and down projections
 // (rank 64, alpha 32 by default) with the base frozen; without LoRA every
-// weight trains. The losses are train/objective's.
+// weight trains. Under LoRA a GGUF file's projection weights can stay in the
+// type the file stores them in (LoadOptions.KeepBase: Q4_1, Q8_0, F16, …,
+// widened while the GEMM packs them, so every product is bit for bit the
+// float32 model's; the trainer does this whenever it trains LoRA). The
+// losses are train/objective's.
 //
 // Weights are named as transformers' LlamaModel / Qwen2Model state dict,
 // with or without the "model." prefix — what onnx.LlamaFromGGUF returns for
@@ -39,6 +43,7 @@ package decoder
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -51,6 +56,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/objective"
 	"github.com/anna-search/anna/train/ops"
+	"github.com/anna-search/anna/train/tensor"
 )
 
 // Projections of a layer, by their transformers (and peft target) names.
@@ -142,6 +148,30 @@ func (m *Model) threads() int {
 // tensors' data as its weights (no copy): training changes them, and the
 // caller must not change them.
 func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, error) {
+	return newModel(cfg, tensors, nil)
+}
+
+// isProjectionWeight reports whether name is a layer's q, k, v, o, gate,
+// up or down weight (with or without the "model." prefix).
+func isProjectionWeight(name string) bool {
+	for _, p := range projNames {
+		if strings.HasSuffix(name, "."+projPath(p)+".weight") && strings.Contains(name, "layers.") {
+			return true
+		}
+	}
+	return false
+}
+
+// compactWeight is a weight kept in its stored type (a gguf.Matrix).
+type compactWeight interface {
+	tensor.Rows
+	Dims() (rows, cols int)
+	Bytes() int
+}
+
+// newModel is New with some projection weights compact (kept, by
+// name): those become frozen Params with Base set and no W.
+func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]compactWeight) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("decoder: config: %w", err)
 	}
@@ -152,12 +182,25 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	if _, ok := tensors["model.embed_tokens.weight"]; ok {
 		m.prefix = "model."
 	}
+	if _, ok := kept["model.embed_tokens.weight"]; ok {
+		m.prefix = "model."
+	}
 	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
 	Hq, Hk := cfg.NumAttentionHeads*D, cfg.KVHeads()*D
 	var bad []string
 	add := func(name string, noDecay bool, shape ...int) *ops.Param {
 		full := m.prefix + name
 		p := &ops.Param{Name: full, Shape: shape, NoDecay: noDecay}
+		if r, ok := kept[full]; ok {
+			if rr, cc := r.Dims(); len(shape) != 2 || rr != shape[0] || cc != shape[1] {
+				bad = append(bad, fmt.Sprintf("%s (shape [%d %d], want %v)", full, rr, cc, shape))
+				return p
+			}
+			p.Base, p.Frozen = r, true
+			m.Params = append(m.Params, p)
+			m.byName[full] = p
+			return p
+		}
 		t, ok := tensors[full]
 		switch {
 		case !ok:
@@ -216,6 +259,11 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 			continue // a Causal2Vec export's MLP, an AutoRegEmbed export's memory tokens: the technique's, not the decoder's
 		}
 		if _, read := m.byName[name]; !read && !used[name] && !strings.HasSuffix(name, "lm_head.weight") && !strings.HasSuffix(name, "rotary_emb.inv_freq") {
+			bad = append(bad, name+" (not part of a "+cfg.ModelType+" model: unsupported variant)")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(kept)) {
+		if _, read := m.byName[name]; !read {
 			bad = append(bad, name+" (not part of a "+cfg.ModelType+" model: unsupported variant)")
 		}
 	}
@@ -380,7 +428,10 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 		if isLoRAName(p.Name) {
 			continue
 		}
-		w := append([]float32(nil), p.W...)
+		w := p.Floats()
+		if p.W != nil {
+			w = append([]float32(nil), p.W...)
+		}
 		if lin := merge[p]; lin != nil {
 			lin.LoRA.MergeInto(w, lin.Out, lin.In)
 		}
@@ -390,6 +441,23 @@ func (m *Model) Tensors() map[string]*safetensors.Tensor {
 		out[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: append([]int(nil), p.Shape...), Data: append([]float32(nil), p.W...)}
 	}
 	return out
+}
+
+// BaseBytes is the memory the layers' projection weights take as float32,
+// and as the model keeps them (the same, unless loaded with
+// LoadOptions.KeepBase).
+func (m *Model) BaseBytes() (asFloat32, kept int64) {
+	for _, ly := range m.layers {
+		for _, lin := range ly.proj {
+			n := int64(4 * lin.In * lin.Out)
+			asFloat32 += n
+			if c, ok := lin.W.Base.(compactWeight); ok && lin.W.W == nil {
+				n = int64(c.Bytes())
+			}
+			kept += n
+		}
+	}
+	return asFloat32, kept
 }
 
 // ZeroGrad clears every trainable parameter's gradient.

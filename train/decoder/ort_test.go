@@ -39,7 +39,7 @@ func TestSmolLM2ForwardMatchesONNXRuntime(t *testing.T) {
 	if _, err := onnx.ImportGGUF(context.Background(), path, mdir, onnx.Settings{MaxLength: 512}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(path)
+	m, err := Load(path, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,13 +28,22 @@ type Linear struct {
 // Forward writes out (rows×Out) from x (rows×In). With LoRA, xa (rows×Rank)
 // receives x·Aᵀ, which Backward needs; it may be nil otherwise.
 func (l *Linear) Forward(out, x, xa []float32, rows, th int) {
-	tensor.Gemm(false, true, rows, l.Out, l.In, 1, x, l.In, l.W.W, l.In, 0, out, l.Out, th)
+	if l.W.W == nil {
+		tensor.GemmRows(true, rows, l.Out, l.In, 1, x, l.In, l.W.Base, 0, out, l.Out, th)
+	} else {
+		tensor.Gemm(false, true, rows, l.Out, l.In, 1, x, l.In, l.W.W, l.In, 0, out, l.Out, th)
+	}
 	l.adapt(out, x, xa, rows, th)
 }
 
 // PackW packs W for ForwardPacked (valid while W does not change: a frozen
 // weight during generation).
-func (l *Linear) PackW() *tensor.PackedB { return tensor.PackBT(l.W.W, l.Out, l.In, l.In) }
+func (l *Linear) PackW() *tensor.PackedB {
+	if l.W.W == nil {
+		return tensor.PackBTRows(l.W.Base, l.Out, l.In)
+	}
+	return tensor.PackBT(l.W.W, l.Out, l.In, l.In)
+}
 
 // ForwardPacked is Forward with W packed beforehand by PackW, bit for bit:
 // for a few rows at a time (a decoding step), where packing W at every
@@ -68,7 +77,11 @@ func (l *Linear) adapt(out, x, xa []float32, rows, th int) {
 // and xa.
 func (l *Linear) Backward(dx, dout, x, xa []float32, rows, th int) {
 	in, out := l.In, l.Out
-	if dx != nil {
+	switch {
+	case dx == nil:
+	case l.W.W == nil:
+		tensor.GemmRows(false, rows, in, out, 1, dout, out, l.W.Base, 1, dx, in, th)
+	default:
 		tensor.Gemm(false, false, rows, in, out, 1, dout, out, l.W.W, in, 1, dx, in, th)
 	}
 	if g := l.W.Grad(); g != nil {

@@ -9,7 +9,9 @@
 // Invariants: every forward writes (overwrites) its outputs; every backward
 // adds (accumulates) into its input gradients and into the gradients of the
 // parameters it is given, and a nil gradient slice (a frozen parameter) is
-// skipped. Work is split over rows in contiguous chunks, one goroutine per
+// skipped. A frozen weight may be kept compact (Param.Base, W nil): the
+// ops that read it widen it while packing, so results are bit for bit
+// those with the float32 weight. Work is split over rows in contiguous chunks, one goroutine per
 // chunk, and every reduction runs in a fixed order, so results do not
 // depend on the number of goroutines. Sizes are the caller's contract: the
 // ops do not check slice lengths beyond what indexing does, so a short
@@ -19,6 +21,8 @@ package ops
 
 import (
 	"sync"
+
+	"github.com/anna-search/anna/train/tensor"
 )
 
 // Param is one trainable tensor, its gradient and optimizer flags.
@@ -32,6 +36,25 @@ type Param struct {
 	// NoDecay params (biases, norms) are excluded from weight decay, as in
 	// the Hugging Face trainers.
 	NoDecay bool
+	// Base, when W is nil, is a frozen 2-D weight (Shape rows×cols) kept
+	// in the compact form it was loaded in (float16, bfloat16, GGUF
+	// blocks): Linear widens it while its GEMM packs it, bit for bit the
+	// products with the widened weight. Such a Param is Frozen.
+	Base tensor.Rows
+}
+
+// Floats returns p's values as float32: W, or Base widened into a new
+// slice.
+func (p *Param) Floats() []float32 {
+	if p.W != nil || p.Base == nil {
+		return p.W
+	}
+	rows, cols := p.Shape[0], p.Shape[1]
+	w := make([]float32, rows*cols)
+	for i := 0; i < rows; i++ {
+		p.Base.Read(w[i*cols:(i+1)*cols], i, 0)
+	}
+	return w
 }
 
 // Grad is p's gradient, or nil when p is nil or frozen (ops skip it).
