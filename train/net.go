@@ -142,8 +142,9 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		return nil, fmt.Errorf("train: the GGUF file %q is not on this machine (pass --model FILE.gguf, e.g. the file the catalogue's download holds): %w", cfg.ModelDir, err)
 	}
 	// Under LoRA the base does not train: its projections stay in the
-	// file's stored type (bit for bit the same products, a fifth of the
-	// memory for Q4 files). AutoRegEmbed copies the base into its own models.
+	// file's stored type (bit for bit the same products; a fifth of the
+	// memory for Q4 GGUF files, half for float16 or bfloat16 checkpoints).
+	// AutoRegEmbed copies the base into its own models.
 	d, err := decoder.Load(cfg.ModelDir, decoder.LoadOptions{KeepBase: cfg.LoRA != nil && !isAutoReg(cfg.Technique)})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)

@@ -119,28 +119,48 @@ func Import(ctx context.Context, src, dest string, s Settings) (*model.Manifest,
 // ReadCheckpoint reads every *.safetensors file in dir (sharded checkpoints
 // are merged) into one map.
 func ReadCheckpoint(dir string) (map[string]*safetensors.Tensor, error) {
+	ts, _, err := ReadCheckpointKeeping(dir, nil)
+	return ts, err
+}
+
+// ReadCheckpointKeeping is ReadCheckpoint, except that the 2-D float16 and
+// bfloat16 tensors keep says yes to come back in kept, as stored
+// (safetensors.ReadFileKeeping), and not in tensors. keep nil keeps
+// nothing.
+func ReadCheckpointKeeping(dir string, keep func(name string) bool) (tensors map[string]*safetensors.Tensor, kept map[string]*safetensors.Half, err error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no *.safetensors file in %s (PyTorch .bin checkpoints are not read)", dir)
+		return nil, nil, fmt.Errorf("no *.safetensors file in %s (PyTorch .bin checkpoints are not read)", dir)
 	}
 	sort.Strings(files)
-	all := map[string]*safetensors.Tensor{}
+	all, allKept := map[string]*safetensors.Tensor{}, map[string]*safetensors.Half{}
 	for _, f := range files {
-		ts, err := safetensors.ReadFile(f)
+		ts, ks, err := safetensors.ReadFileKeeping(f, keep)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for n, t := range ts {
 			if _, dup := all[n]; dup {
-				return nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+				return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
 			}
 			all[n] = t
 		}
+		for n, k := range ks {
+			if _, dup := allKept[n]; dup {
+				return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+			}
+			allKept[n] = k
+		}
 	}
-	return all, nil
+	for n := range allKept {
+		if _, dup := all[n]; dup {
+			return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+		}
+	}
+	return all, allKept, nil
 }
 
 // WriteDir exports tensors as dest/model.onnx and writes the rest of a model

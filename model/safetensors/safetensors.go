@@ -3,7 +3,9 @@
 // dtype, shape and byte range, then the raw little-endian data.
 //
 // Reading converts F16, BF16 and F32 tensors to float32, because every
-// consumer in anna (ONNX export, the trainer) computes in fp32. Integer
+// consumer in anna (ONNX export, the trainer) computes in fp32; the trainer
+// may keep a frozen F16/BF16 weight as stored instead (ReadFileKeeping,
+// Half), widening it where it is used. Integer
 // tensors (I64, I32: e.g. BERT's embeddings.position_ids buffer, stored by
 // older PyTorch exports) are converted too, exactly for |v| ≤ 2^24; nothing
 // in anna reads their values.
@@ -66,47 +68,115 @@ func ReadFile(path string) (map[string]*Tensor, error) {
 	return ts, nil
 }
 
+// Half is a 2-D F16 or BF16 tensor kept as stored (ReadFileKeeping): Read
+// widens the elements asked for, exactly as ReadFile converts them, so a
+// frozen weight takes half the memory of its float32 form. It satisfies
+// the trainer's tensor.Rows.
+type Half struct {
+	Name       string
+	DType      string // F16 or BF16
+	Rows, Cols int
+	data       []byte // little-endian, row-major
+}
+
+// Read writes elements [j, j+len(dst)) of row i into dst as float32.
+func (h *Half) Read(dst []float32, i, j int) {
+	widen(dst, h.data[2*(i*h.Cols+j):2*(i*h.Cols+j+len(dst))], h.DType)
+}
+
+// widen converts little-endian F16 or BF16 values b into dst.
+func widen(dst []float32, b []byte, dtype string) {
+	if dtype == "BF16" {
+		for c := range dst {
+			dst[c] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*c:])) << 16)
+		}
+		return
+	}
+	for c := range dst {
+		dst[c] = HalfToFloat(binary.LittleEndian.Uint16(b[2*c:]))
+	}
+}
+
+// Dims is the shape, rows × columns.
+func (h *Half) Dims() (rows, cols int) { return h.Rows, h.Cols }
+
+// Bytes is the size of the kept data.
+func (h *Half) Bytes() int { return len(h.data) }
+
+// ReadFileKeeping is ReadFile, except that the 2-D F16 and BF16 tensors
+// keep says yes to (by name) come back in kept, as stored, and are not in
+// tensors.
+func ReadFileKeeping(path string, keep func(name string) bool) (tensors map[string]*Tensor, kept map[string]*Half, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("safetensors: open: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("safetensors: stat %s: %w", path, err)
+	}
+	if tensors, kept, err = read(f, st.Size(), keep); err != nil {
+		return nil, nil, fmt.Errorf("safetensors: %s: %w", path, err)
+	}
+	return tensors, kept, nil
+}
+
 // Read parses a safetensors stream of the given total size.
 func Read(r io.Reader, size int64) (map[string]*Tensor, error) {
+	ts, _, err := read(r, size, nil)
+	return ts, err
+}
+
+func read(r io.Reader, size int64, keep func(string) bool) (map[string]*Tensor, map[string]*Half, error) {
 	var hl [8]byte
 	if _, err := io.ReadFull(r, hl[:]); err != nil {
-		return nil, fmt.Errorf("reading header length: %w", err)
+		return nil, nil, fmt.Errorf("reading header length: %w", err)
 	}
 	n := binary.LittleEndian.Uint64(hl[:])
 	if n == 0 || n > maxHeader || int64(n)+8 > size {
-		return nil, fmt.Errorf("header length %d is not plausible for a file of %d bytes", n, size)
+		return nil, nil, fmt.Errorf("header length %d is not plausible for a file of %d bytes", n, size)
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, fmt.Errorf("reading header: %w", err)
+		return nil, nil, fmt.Errorf("reading header: %w", err)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(hdr, &raw); err != nil {
-		return nil, fmt.Errorf("parsing header JSON: %w", err)
+		return nil, nil, fmt.Errorf("parsing header JSON: %w", err)
 	}
 	if raw == nil {
-		return nil, fmt.Errorf("parsing header JSON: %s is not an object", hdr)
+		return nil, nil, fmt.Errorf("parsing header JSON: %s is not an object", hdr)
 	}
 	body := make([]byte, size-8-int64(n))
 	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, fmt.Errorf("reading tensor data: %w", err)
+		return nil, nil, fmt.Errorf("reading tensor data: %w", err)
 	}
-	out := make(map[string]*Tensor, len(raw))
+	out, kept := make(map[string]*Tensor, len(raw)), map[string]*Half{}
 	for name, msg := range raw {
 		if name == "__metadata__" {
 			continue
 		}
 		e, err := parseEntry(msg)
 		if err != nil {
-			return nil, fmt.Errorf("tensor %q: bad header entry: %w", name, err)
+			return nil, nil, fmt.Errorf("tensor %q: bad header entry: %w", name, err)
+		}
+		if keep != nil && (e.DType == "F16" || e.DType == "BF16") && len(e.Shape) == 2 && keep(name) {
+			b, err := span(name, e, body, 2)
+			if err != nil {
+				return nil, nil, err
+			}
+			// A copy: the file's other tensors are not kept alive by it.
+			kept[name] = &Half{Name: name, DType: e.DType, Rows: e.Shape[0], Cols: e.Shape[1], data: append([]byte(nil), b...)}
+			continue
 		}
 		t, err := decode(name, e, body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[name] = t
 	}
-	return out, nil
+	return out, kept, nil
 }
 
 // parseEntry reads one tensor's header entry: "dtype", "shape" and
@@ -175,23 +245,19 @@ func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 	default:
 		return nil, fmt.Errorf("tensor %q: dtype %s not supported (want F32, F16, BF16, I64 or I32)", name, e.DType)
 	}
-	// No tensor holds more elements than the data section has room for;
-	// bounding the product by that also rules out overflow.
-	n := elements(e.Shape, len(body)/width)
-	lo, hi := e.DataOffsets[0], e.DataOffsets[1]
-	if n < 0 || lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
-		return nil, fmt.Errorf("tensor %q: data offsets [%d,%d) do not fit shape %v of %s in %d bytes", name, lo, hi, e.Shape, e.DType, len(body))
+	b, err := span(name, e, body, width)
+	if err != nil {
+		return nil, err
 	}
-	b := body[lo:hi]
-	t.Data = make([]float32, n)
+	t.Data = make([]float32, len(b)/width)
+	if width == 2 {
+		widen(t.Data, b, e.DType)
+		return t, nil
+	}
 	for i := range t.Data {
 		switch e.DType {
 		case "F32":
 			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		case "F16":
-			t.Data[i] = HalfToFloat(binary.LittleEndian.Uint16(b[2*i:]))
-		case "BF16":
-			t.Data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 		case "I64":
 			t.Data[i] = float32(int64(binary.LittleEndian.Uint64(b[8*i:])))
 		case "I32":
@@ -199,6 +265,18 @@ func decode(name string, e headerEntry, body []byte) (*Tensor, error) {
 		}
 	}
 	return t, nil
+}
+
+// span is e's bytes in body, checked against its shape and width.
+func span(name string, e headerEntry, body []byte, width int) ([]byte, error) {
+	// No tensor holds more elements than the data section has room for;
+	// bounding the product by that also rules out overflow.
+	n := elements(e.Shape, len(body)/width)
+	lo, hi := e.DataOffsets[0], e.DataOffsets[1]
+	if n < 0 || lo < 0 || hi < lo || hi > int64(len(body)) || hi-lo != int64(n*width) {
+		return nil, fmt.Errorf("tensor %q: data offsets [%d,%d) do not fit shape %v of %s in %d bytes", name, lo, hi, e.Shape, e.DType, len(body))
+	}
+	return body[lo:hi], nil
 }
 
 // HalfToFloat converts an IEEE 754 binary16 value to float32 exactly.

@@ -3,7 +3,9 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,6 +92,68 @@ func TestBadFiles(t *testing.T) {
 		_, err := Read(bytes.NewReader(b), int64(len(b)))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want error containing %q, got %v", want, err)
+		}
+	}
+}
+
+// TestReadFileKeeping: the 2-D F16 and BF16 tensors chosen come back kept
+// as stored, and their Read gives, for any window of any row, exactly the
+// values ReadFile converts; other tensors (unchosen, 1-D, F32) are read as
+// ReadFile reads them.
+func TestReadFileKeeping(t *testing.T) {
+	var data []byte
+	hdr := `{`
+	add := func(name, dtype string, shape string, n, width int) {
+		lo := len(data)
+		for i := 0; i < n*width; i++ {
+			data = append(data, byte(i*37+len(name)*11+lo)) // varied bits: normals, subnormals, NaNs
+		}
+		hdr += fmt.Sprintf(`"%s":{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]},`, name, dtype, shape, lo, len(data))
+	}
+	add("h", "F16", "[3,7]", 21, 2)
+	add("bf", "BF16", "[4,5]", 20, 2)
+	add("skip", "F16", "[2,2]", 4, 2)
+	add("vec", "F16", "[6]", 6, 2)
+	add("f", "F32", "[2,3]", 6, 4)
+	hdr = strings.TrimSuffix(hdr, ",") + `}`
+	path := filepath.Join(t.TempDir(), "k.safetensors")
+	if err := os.WriteFile(path, file(hdr, data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, kept, err := ReadFileKeeping(path, func(n string) bool { return n != "skip" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 2 || kept["h"] == nil || kept["bf"] == nil || len(ts) != 3 || ts["skip"] == nil || ts["vec"] == nil || ts["f"] == nil {
+		t.Fatalf("kept %v, converted %v", kept, ts)
+	}
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+	for name, h := range kept {
+		want := all[name].Data
+		if r, c := h.Dims(); r*c != len(want) || h.Bytes() != 2*len(want) {
+			t.Fatalf("%s: %d×%d in %d bytes for %d values", name, r, c, h.Bytes(), len(want))
+		}
+		for i := 0; i < h.Rows; i++ {
+			for j := 0; j < h.Cols; j++ {
+				got := make([]float32, h.Cols-j)
+				h.Read(got, i, j)
+				for c, g := range got {
+					if w := want[i*h.Cols+j+c]; !same(g, w) {
+						t.Fatalf("%s row %d from %d: column %d is %v, ReadFile %v", name, i, j, j+c, g, w)
+					}
+				}
+			}
+		}
+	}
+	for name, tt := range ts {
+		for i, v := range tt.Data {
+			if !same(v, all[name].Data[i]) {
+				t.Fatalf("%s[%d] = %v, ReadFile %v", name, i, v, all[name].Data[i])
+			}
 		}
 	}
 }

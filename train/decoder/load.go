@@ -7,17 +7,18 @@ import (
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf"
 	"github.com/anna-search/anna/model/onnx"
+	"github.com/anna-search/anna/model/safetensors"
 )
 
 // LoadOptions are Load's choices.
 type LoadOptions struct {
 	// KeepBase loads the layers' projection weights (q, k, v, o, gate, up,
-	// down) frozen and in the type the GGUF file stores them in (Q4_1,
-	// Q8_0, float16, …: ops.Param.Base), for LoRA, where the base does not
-	// train: SmolLM2's Q4_1 projections take 67 MB instead of 424 MB as
-	// float32, and every product is bit for bit the same. Training such a
-	// model without EnableLoRA trains the rest (embeddings, norms) only.
-	// A checkpoint directory's weights are read as float32 either way.
+	// down) frozen and in the type the file stores them in (ops.Param.Base:
+	// a GGUF file's Q4_1, Q8_0, float16, …; a checkpoint's float16 or
+	// bfloat16; float32 is read as float32), for LoRA, where the base does
+	// not train: SmolLM2's Q4_1 projections take 63 MB instead of 405 MB
+	// as float32, and every product is bit for bit the same. Training such
+	// a model without EnableLoRA trains the rest (embeddings, norms) only.
 	KeepBase bool
 }
 
@@ -26,41 +27,48 @@ type LoadOptions struct {
 // GGUF import writes into model.onnx) or from a Hugging Face checkpoint
 // directory (config.json and *.safetensors).
 func Load(path string, o LoadOptions) (*Model, error) {
+	var keep func(string) bool
+	if o.KeepBase {
+		keep = isProjectionWeight
+	}
+	var (
+		cfg     *model.Config
+		tensors map[string]*safetensors.Tensor
+		rows    map[string]compactWeight
+		err     error
+	)
 	if strings.HasSuffix(strings.ToLower(path), ".gguf") {
 		f, err := gguf.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("decoder: %w", err)
 		}
 		defer f.Close()
-		var keep func(string) bool
-		if o.KeepBase {
-			keep = func(name string) bool { return isProjectionWeight(name) }
-		}
-		tensors, kept, cfg, err := onnx.LlamaFromGGUFKeeping(f, keep)
-		if err != nil {
+		var kept map[string]*gguf.Matrix
+		if tensors, kept, cfg, err = onnx.LlamaFromGGUFKeeping(f, keep); err != nil {
 			return nil, fmt.Errorf("decoder: %s: %w", path, err)
 		}
-		rows := make(map[string]compactWeight, len(kept))
-		for n, k := range kept {
-			rows[n] = k
+		rows = compact(kept)
+	} else {
+		if cfg, err = model.LoadConfig(path); err != nil {
+			return nil, fmt.Errorf("decoder: %w", err)
 		}
-		m, err := newModel(cfg, tensors, rows)
-		if err != nil {
+		var kept map[string]*safetensors.Half
+		if tensors, kept, err = onnx.ReadCheckpointKeeping(path, keep); err != nil {
 			return nil, fmt.Errorf("decoder: %s: %w", path, err)
 		}
-		return m, nil
+		rows = compact(kept)
 	}
-	cfg, err := model.LoadConfig(path)
-	if err != nil {
-		return nil, fmt.Errorf("decoder: %w", err)
-	}
-	tensors, err := onnx.ReadCheckpoint(path)
-	if err != nil {
-		return nil, fmt.Errorf("decoder: %s: %w", path, err)
-	}
-	m, err := New(cfg, tensors)
+	m, err := newModel(cfg, tensors, rows)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %s: %w", path, err)
 	}
 	return m, nil
+}
+
+func compact[W compactWeight](kept map[string]W) map[string]compactWeight {
+	out := make(map[string]compactWeight, len(kept))
+	for n, k := range kept {
+		out[n] = k
+	}
+	return out
 }

@@ -1,0 +1,135 @@
+package decoder
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/anna-search/anna/train/objective"
+)
+
+// writeHalfCheckpoint writes a Hugging Face directory for cfg whose 2-D
+// tensors are stored as float16 (even layers and the embeddings) or
+// bfloat16 (odd layers), random, and whose norms are float32 ones.
+func writeHalfCheckpoint(t *testing.T, modelType string) string {
+	t.Helper()
+	cfg := tinyConfig(modelType)
+	dir := t.TempDir()
+	cj, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	header := map[string]any{}
+	var data []byte
+	ts := RandomTensors(cfg, 0.02, 5)
+	for _, name := range slices.Sorted(maps.Keys(ts)) {
+		tn := ts[name]
+		lo := len(data)
+		dtype := "F32"
+		switch {
+		case len(tn.Shape) != 2:
+			for _, v := range tn.Data {
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+			}
+		case bytes.Contains([]byte(name), []byte("layers.1.")):
+			dtype = "BF16" // sign, exponent 2^-7..2^-3, random mantissa
+			for range tn.Data {
+				data = binary.LittleEndian.AppendUint16(data, uint16(r.UintN(2))<<15|uint16(120+r.UintN(5))<<7|uint16(r.UintN(128)))
+			}
+		default:
+			dtype = "F16"
+			for range tn.Data {
+				data = binary.LittleEndian.AppendUint16(data, uint16(r.UintN(2))<<15|uint16(8+r.UintN(5))<<10|uint16(r.UintN(1024)))
+			}
+		}
+		header[name] = map[string]any{"dtype": dtype, "shape": tn.Shape, "data_offsets": []int{lo, len(data)}}
+	}
+	hj, _ := json.Marshal(header)
+	var f bytes.Buffer
+	binary.Write(&f, binary.LittleEndian, uint64(len(hj)))
+	f.Write(hj)
+	f.Write(data)
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), f.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestKeepBaseFromCheckpointMatchesFloat: a checkpoint directory whose
+// projections are float16 and bfloat16, loaded with KeepBase (the
+// projections kept as stored, half the bytes), trains exactly as the
+// float32 model: loss, every LoRA gradient and the merged export bit for
+// bit equal, for Llama and Qwen3 (q/k norms, a head width that is not
+// hidden/heads), causal and bidirectional.
+func TestKeepBaseFromCheckpointMatchesFloat(t *testing.T) {
+	for _, mt := range []string{"llama", "qwen3"} {
+		dir := writeHalfCheckpoint(t, mt)
+		for _, causal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/causal=%v", mt, causal), func(t *testing.T) {
+				var models [2]*Model
+				for i, keep := range []bool{false, true} {
+					m, err := Load(dir, LoadOptions{KeepBase: keep})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := m.EnableLoRA(LoRAConfig{Rank: 4, Alpha: 8}, 3); err != nil {
+						t.Fatal(err)
+					}
+					r := rand.New(rand.NewPCG(1, 2))
+					for _, p := range m.Params {
+						if !p.Frozen {
+							for j := range p.W {
+								p.W[j] = float32(0.05 * r.NormFloat64())
+							}
+						}
+					}
+					m.Causal, m.Threads = causal, 2
+					models[i] = m
+				}
+				dense, _ := models[0].BaseBytes()
+				_, kept := models[1].BaseBytes()
+				if kept*2 != dense {
+					t.Fatalf("kept projections take %d bytes, want half of %d", kept, dense)
+				}
+				var loss [2]float64
+				for i, m := range models {
+					b := randomBatch(rand.New(rand.NewPCG(4, 4)), 2+2*3, 9, m.Cfg.VocabSize)
+					var err error
+					if loss[i], err = m.ContrastiveGrad(b, 2, 3, PoolMean, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if loss[0] != loss[1] || math.IsNaN(loss[0]) {
+					t.Fatalf("loss %v as float32, %v kept", loss[0], loss[1])
+				}
+				n := 0
+				for _, p := range models[0].Params {
+					if q := models[1].Param(p.Name); !p.Frozen && (q == nil || !slices.Equal(p.G, q.G)) {
+						t.Fatalf("%s: gradient differs with the base kept", p.Name)
+					}
+					if !p.Frozen {
+						n++
+					}
+				}
+				a, k := models[0].Tensors(), models[1].Tensors()
+				for name, ta := range a {
+					if tk := k[name]; tk == nil || !slices.Equal(ta.Data, tk.Data) {
+						t.Fatalf("export of %s differs with the base kept", name)
+					}
+				}
+				if n != 2*7*2 || len(a) != len(k) {
+					t.Fatalf("%d trainable params (want 28), export %d vs %d tensors", n, len(a), len(k))
+				}
+			})
+		}
+	}
+}
