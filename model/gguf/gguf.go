@@ -56,33 +56,33 @@ const (
 )
 
 type typeInfo struct {
-	name            string
-	block, bytes    int // elements per block, bytes per block
-	dequantizeBlock func(dst []float32, b []byte)
+	name         string
+	block, bytes int  // elements per block, bytes per block
+	dequantizes  bool // deq has a case for it
 }
 
 var types = map[Type]typeInfo{
-	F32:  {"F32", 1, 4, deqF32},
-	F16:  {"F16", 1, 2, deqF16},
-	BF16: {"BF16", 1, 2, deqBF16},
-	Q4_0: {"Q4_0", 32, 18, deqQ4_0},
-	Q4_1: {"Q4_1", 32, 20, deqQ4_1},
-	Q8_0: {"Q8_0", 32, 34, deqQ8_0},
-	Q4_K: {"Q4_K", 256, 144, deqQ4K},
-	Q6_K: {"Q6_K", 256, 210, deqQ6K},
+	F32:  {"F32", 1, 4, true},
+	F16:  {"F16", 1, 2, true},
+	BF16: {"BF16", 1, 2, true},
+	Q4_0: {"Q4_0", 32, 18, true},
+	Q4_1: {"Q4_1", 32, 20, true},
+	Q8_0: {"Q8_0", 32, 34, true},
+	Q4_K: {"Q4_K", 256, 144, true},
+	Q6_K: {"Q6_K", 256, 210, true},
 	// Known sizes, no dequantizer (refused by name).
-	Q5_0: {"Q5_0", 32, 22, nil},
-	Q5_1: {"Q5_1", 32, 24, nil},
-	Q8_1: {"Q8_1", 32, 36, nil},
-	Q2_K: {"Q2_K", 256, 84, nil},
-	Q3_K: {"Q3_K", 256, 110, nil},
-	Q5_K: {"Q5_K", 256, 176, nil},
-	Q8_K: {"Q8_K", 256, 292, nil},
-	I8:   {"I8", 1, 1, nil},
-	I16:  {"I16", 1, 2, nil},
-	I32:  {"I32", 1, 4, nil},
-	I64:  {"I64", 1, 8, nil},
-	F64:  {"F64", 1, 8, nil},
+	Q5_0: {"Q5_0", 32, 22, false},
+	Q5_1: {"Q5_1", 32, 24, false},
+	Q8_1: {"Q8_1", 32, 36, false},
+	Q2_K: {"Q2_K", 256, 84, false},
+	Q3_K: {"Q3_K", 256, 110, false},
+	Q5_K: {"Q5_K", 256, 176, false},
+	Q8_K: {"Q8_K", 256, 292, false},
+	I8:   {"I8", 1, 1, false},
+	I16:  {"I16", 1, 2, false},
+	I32:  {"I32", 1, 4, false},
+	I64:  {"I64", 1, 8, false},
+	F64:  {"F64", 1, 8, false},
 }
 
 func (t Type) String() string {
@@ -396,7 +396,7 @@ func (g *File) Float32(t Tensor) ([]float32, error) {
 // gguf-py's quants.dequantize does, bit for bit.
 func Dequantize(t Type, data []byte) ([]float32, error) {
 	ti, ok := types[t]
-	if !ok || ti.dequantizeBlock == nil {
+	if !ok || !ti.dequantizes {
 		var have []string
 		for _, x := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K} {
 			have = append(have, x.String())
@@ -409,7 +409,7 @@ func Dequantize(t Type, data []byte) ([]float32, error) {
 	nb := len(data) / ti.bytes
 	out := make([]float32, nb*ti.block)
 	for i := 0; i < nb; i++ {
-		ti.dequantizeBlock(out[i*ti.block:(i+1)*ti.block], data[i*ti.bytes:(i+1)*ti.bytes])
+		deq(t, out[i*ti.block:(i+1)*ti.block], data[i*ti.bytes:(i+1)*ti.bytes])
 	}
 	return out, nil
 }
@@ -517,7 +517,7 @@ type Matrix struct {
 // stored bytes.
 func (g *File) Matrix(t Tensor) (*Matrix, error) {
 	ti, ok := types[t.Type]
-	if !ok || ti.dequantizeBlock == nil {
+	if !ok || !ti.dequantizes {
 		_, err := Dequantize(t.Type, nil)
 		return nil, fmt.Errorf("gguf: %s: tensor %q: %w", g.path, t.Name, err)
 	}
@@ -566,16 +566,42 @@ func (m *Matrix) Read(dst []float32, i, j int) {
 	}
 	row := m.data[int(m.row(i))*m.rowBytes:][:m.rowBytes]
 	bs, bb := m.block.block, m.block.bytes
-	if bs == 1 {
-		for c := range dst {
-			m.block.dequantizeBlock(dst[c:c+1], row[(j+c)*bb:])
-		}
-		return
-	}
-	var buf [256]float32 // the largest block (the K types)
+	var buf [256]float32 // a partial block (256: the K types'); kept on the stack by deq's direct calls
 	for c := 0; c < len(dst); {
 		blk, off := (j+c)/bs, (j+c)%bs
-		m.block.dequantizeBlock(buf[:bs], row[blk*bb:(blk+1)*bb])
+		if off == 0 && len(dst)-c >= bs { // a whole block: straight into dst
+			deq(m.Type, dst[c:c+bs], row[blk*bb:(blk+1)*bb])
+			c += bs
+			continue
+		}
+		deq(m.Type, buf[:bs], row[blk*bb:(blk+1)*bb])
 		c += copy(dst[c:], buf[off:bs])
+	}
+}
+
+// deq dequantizes one block of type t. It calls each type's function
+// directly (not through types' function values), so that a caller's
+// stack buffer does not escape to the heap: Matrix.Read runs for every
+// row a product packs.
+func deq(t Type, dst []float32, b []byte) {
+	switch t {
+	case F32:
+		deqF32(dst, b)
+	case F16:
+		deqF16(dst, b)
+	case BF16:
+		deqBF16(dst, b)
+	case Q4_0:
+		deqQ4_0(dst, b)
+	case Q4_1:
+		deqQ4_1(dst, b)
+	case Q8_0:
+		deqQ8_0(dst, b)
+	case Q4_K:
+		deqQ4K(dst, b)
+	case Q6_K:
+		deqQ6K(dst, b)
+	default:
+		panic(fmt.Sprintf("gguf: no dequantizer for %s", t)) // Matrix refuses such tensors
 	}
 }
