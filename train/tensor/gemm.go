@@ -40,8 +40,9 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	nBlocks := (n + nc - 1) / nc
 	mBlocks := (m + mc - 1) / mc
 	if threads <= 1 || 2*m*n*k < 1<<20 {
-		var s Scratch
+		s := scratches.Get().(*Scratch)
 		s.run(0, m, transA, transB, m, n, k, alpha, a, lda, b, c, ldc, nBlocks)
+		scratches.Put(s)
 		return
 	}
 	// Work is split into tasks of (a group of row blocks, one column block)
@@ -49,7 +50,11 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	// slice of B once for all its row blocks. Group boundaries are multiples
 	// of mc, so every element is reduced in the same order whatever the
 	// number of goroutines.
-	groups := min(mBlocks, max(1, (threads*4+nBlocks-1)/nBlocks))
+	per := 4 // tasks per goroutine: enough to balance the load
+	if b.r != nil {
+		per = 2 // each group widens its B again: fewer groups
+	}
+	groups := min(mBlocks, max(1, (threads*per+nBlocks-1)/nBlocks))
 	rowsPer := (mBlocks + groups - 1) / groups * mc
 	tasks := ((m + rowsPer - 1) / rowsPer) * nBlocks
 	runTasks(threads, tasks, func(s *Scratch, t int) {
@@ -57,6 +62,13 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 		s.block(i0, min(m, i0+rowsPer), t%nBlocks, transA, transB, m, n, k, alpha, a, lda, b, c, ldc)
 	})
 }
+
+// scratches keeps packing buffers between products. A Scratch carries
+// nothing from one product to the next (every packed value is written
+// before it is read), so which one a goroutine gets changes no result;
+// without it each product allocated its buffers anew, gigabytes of garbage
+// per decoder training step, which set the process's peak memory.
+var scratches = sync.Pool{New: func() any { return new(Scratch) }}
 
 // runTasks runs tasks 0..tasks−1 on up to threads goroutines, each with
 // its own Scratch, taking the next task as it finishes one.
@@ -68,7 +80,8 @@ func runTasks(threads, tasks int, do func(s *Scratch, t int)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var s Scratch
+			s := scratches.Get().(*Scratch)
+			defer scratches.Put(s)
 			for {
 				mu.Lock()
 				t := next
@@ -77,7 +90,7 @@ func runTasks(threads, tasks int, do func(s *Scratch, t int)) {
 				if t >= tasks {
 					return
 				}
-				do(&s, t)
+				do(s, t)
 			}
 		}()
 	}
