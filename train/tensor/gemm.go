@@ -1,5 +1,7 @@
 // Package tensor holds the float32 kernels the trainer is built on: a packed,
-// blocked, multi-goroutine GEMM and a few row-wise helpers.
+// blocked, multi-goroutine GEMM (whose B may also be a compact matrix, Rows:
+// a frozen weight in float16, bfloat16 or GGUF blocks, widened while it is
+// packed) and a few row-wise helpers.
 //
 // Every output element is reduced in the same order whatever the number of
 // goroutines, so results are bit-for-bit reproducible across thread counts —
