@@ -11,11 +11,12 @@
 // layer's last-token state); attention is causal (as pretrained) or
 // bidirectional, chosen per model. LoRA adapts any of q, k, v, o, gate, up and down projections
 // (rank 64, alpha 32 by default) with the base frozen; without LoRA every
-// weight trains. Under LoRA a GGUF file's projection weights can stay in the
-// type the file stores them in (LoadOptions.KeepBase: Q4_1, Q8_0, F16, …,
-// widened while the GEMM packs them, so every product is bit for bit the
-// float32 model's; the trainer does this whenever it trains LoRA). The
-// losses are train/objective's.
+// weight trains. Under LoRA the projection weights can stay in the type
+// their file stores them in (LoadOptions.KeepBase: a GGUF file's Q4_1,
+// Q8_0, …, a checkpoint's float16 or bfloat16), widened while the GEMM
+// packs them, so every product is bit for bit the float32 model's; the
+// trainer does this whenever it trains LoRA. The losses are
+// train/objective's.
 //
 // Weights are named as transformers' LlamaModel / Qwen2Model state dict,
 // with or without the "model." prefix — what onnx.LlamaFromGGUF returns for
@@ -162,7 +163,8 @@ func isProjectionWeight(name string) bool {
 	return false
 }
 
-// compactWeight is a weight kept in its stored type (a gguf.Matrix).
+// compactWeight is a weight kept in its stored type (a gguf.Matrix, a
+// safetensors.Half).
 type compactWeight interface {
 	tensor.Rows
 	Dims() (rows, cols int)
