@@ -14,6 +14,7 @@ import (
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/model/safetensors/safetensorstest"
 	"github.com/anna-search/anna/tokenizer"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/technique/autoregembed"
@@ -257,10 +258,39 @@ func TestPoolingHeadServedByEncoder(t *testing.T) {
 	}
 }
 
+// tinyDecoderBF16 is tinyDecoder with its projections stored as bfloat16,
+// which a LoRA run keeps as stored (decoder.LoadOptions.KeepBase).
+func tinyDecoderBF16(t *testing.T, modelType string) string {
+	dir := tinyDecoder(t, modelType)
+	path := filepath.Join(dir, "model.safetensors")
+	ts, err := safetensors.ReadFile(path)
+	must(t, err)
+	safetensorstest.WriteHalf(t, path, ts, func(name string) string {
+		if strings.Contains(name, "_proj.weight") {
+			return "BF16"
+		}
+		return "F32"
+	})
+	return dir
+}
+
 // A decoder run interrupted and resumed from its checkpoint ends
-// bit-for-bit where an uninterrupted run ends (LoRA, recomputation on).
+// bit-for-bit where an uninterrupted run ends (LoRA, recomputation on),
+// with a float32 base and with a bfloat16 base kept as stored.
 func TestRunDecoderResumesExactly(t *testing.T) {
-	src := tinyDecoder(t, "qwen2")
+	t.Run("float32", func(t *testing.T) { testRunDecoderResumes(t, tinyDecoder(t, "qwen2")) })
+	t.Run("bf16", func(t *testing.T) {
+		src := tinyDecoderBF16(t, "qwen2")
+		d, err := decoder.Load(src, decoder.LoadOptions{KeepBase: true})
+		must(t, err)
+		if f32, kept := d.BaseBytes(); kept*2 != f32 {
+			t.Fatalf("the bfloat16 base is kept in %d bytes, want half of %d", kept, f32)
+		}
+		testRunDecoderResumes(t, src)
+	})
+}
+
+func testRunDecoderResumes(t *testing.T, src string) {
 	data := writeData(t, 24, true)
 	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4, LR: 1e-3, DistillWeight: 0.5,
 		Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100, LoRA: &LoRAConfig{Rank: 4}, Recompute: true, Pooling: PoolMean}

@@ -1,24 +1,24 @@
 package decoder
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/model/safetensors/safetensorstest"
 	"github.com/anna-search/anna/train/objective"
 )
 
 // writeHalfCheckpoint writes a Hugging Face directory for cfg whose 2-D
-// tensors are stored as float16 (even layers and the embeddings) or
-// bfloat16 (odd layers), random, and whose norms are float32 ones.
+// tensors are stored as float16 (random float16 values: the embeddings and
+// layer 0) or bfloat16 (layer 1), and whose norms are float32 ones.
 func writeHalfCheckpoint(t *testing.T, modelType string) string {
 	t.Helper()
 	cfg := tinyConfig(modelType)
@@ -28,39 +28,24 @@ func writeHalfCheckpoint(t *testing.T, modelType string) string {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(11, 12))
-	header := map[string]any{}
-	var data []byte
-	ts := RandomTensors(cfg, 0.02, 5)
-	for _, name := range slices.Sorted(maps.Keys(ts)) {
-		tn := ts[name]
-		lo := len(data)
-		dtype := "F32"
+	ts := RandomTensors(cfg, 0.05, 5)
+	dtype := func(name string) string {
 		switch {
-		case len(tn.Shape) != 2:
-			for _, v := range tn.Data {
-				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
-			}
-		case bytes.Contains([]byte(name), []byte("layers.1.")):
-			dtype = "BF16" // sign, exponent 2^-7..2^-3, random mantissa
-			for range tn.Data {
-				data = binary.LittleEndian.AppendUint16(data, uint16(r.UintN(2))<<15|uint16(120+r.UintN(5))<<7|uint16(r.UintN(128)))
-			}
-		default:
-			dtype = "F16"
-			for range tn.Data {
-				data = binary.LittleEndian.AppendUint16(data, uint16(r.UintN(2))<<15|uint16(8+r.UintN(5))<<10|uint16(r.UintN(1024)))
+		case len(ts[name].Shape) != 2:
+			return "F32"
+		case strings.Contains(name, "layers.1."):
+			return "BF16"
+		}
+		return "F16"
+	}
+	for name, tn := range ts {
+		if dtype(name) == "F16" { // sign, exponent 2^-7..2^-3, random mantissa
+			for i := range tn.Data {
+				tn.Data[i] = safetensors.HalfToFloat(uint16(r.UintN(2))<<15 | uint16(8+r.UintN(5))<<10 | uint16(r.UintN(1024)))
 			}
 		}
-		header[name] = map[string]any{"dtype": dtype, "shape": tn.Shape, "data_offsets": []int{lo, len(data)}}
 	}
-	hj, _ := json.Marshal(header)
-	var f bytes.Buffer
-	binary.Write(&f, binary.LittleEndian, uint64(len(hj)))
-	f.Write(hj)
-	f.Write(data)
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), f.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	safetensorstest.WriteHalf(t, filepath.Join(dir, "model.safetensors"), ts, dtype)
 	return dir
 }
 
