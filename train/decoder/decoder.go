@@ -149,7 +149,7 @@ func (m *Model) threads() int {
 // tensors' data as its weights (no copy): training changes them, and the
 // caller must not change them.
 func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, error) {
-	return newModel(cfg, tensors, nil)
+	return newModel(cfg, tensors, nil, false)
 }
 
 // isProjectionWeight reports whether name is a layer's q, k, v, o, gate,
@@ -172,8 +172,9 @@ type compactWeight interface {
 }
 
 // newModel is New with some projection weights compact (kept, by
-// name): those become frozen Params with Base set and no W.
-func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]compactWeight) (*Model, error) {
+// name): those become frozen Params with Base set and no W. frozen loads
+// every weight frozen, with no gradient buffer.
+func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]compactWeight, frozen bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("decoder: config: %w", err)
 	}
@@ -213,7 +214,9 @@ func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept ma
 			return p
 		}
 		p.W = t.Data // kept, not copied: a decoder's weights are most of the memory
-		p.G = make([]float32, len(p.W))
+		if p.Frozen = frozen; !frozen {
+			p.G = make([]float32, len(p.W))
+		}
 		m.Params = append(m.Params, p)
 		m.byName[full] = p
 		return p

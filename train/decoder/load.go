@@ -12,13 +12,14 @@ import (
 
 // LoadOptions are Load's choices.
 type LoadOptions struct {
-	// KeepBase loads the layers' projection weights (q, k, v, o, gate, up,
-	// down) frozen and in the type the file stores them in (ops.Param.Base:
-	// a GGUF file's Q4_1, Q8_0, float16, …; a checkpoint's float16 or
-	// bfloat16; float32 is read as float32), for LoRA, where the base does
-	// not train: SmolLM2's Q4_1 projections take 63 MB instead of 405 MB
-	// as float32, and every product is bit for bit the same. Training such
-	// a model without EnableLoRA trains the rest (embeddings, norms) only.
+	// KeepBase loads the model for LoRA or generation, where the base does
+	// not train: every weight frozen, with no gradient buffer (EnableLoRA
+	// adds the trainable factors, EnableHead a trainable head), and the
+	// layers' projection weights (q, k, v, o, gate, up, down) in the type
+	// the file stores them in (ops.Param.Base: a GGUF file's Q4_1, Q8_0,
+	// float16, …; a checkpoint's float16 or bfloat16; float32 is read as
+	// float32): SmolLM2's Q4_1 projections take 63 MB instead of 405 MB as
+	// float32, and every product is bit for bit the same.
 	KeepBase bool
 }
 
@@ -58,7 +59,7 @@ func Load(path string, o LoadOptions) (*Model, error) {
 		}
 		rows = compact(kept)
 	}
-	m, err := newModel(cfg, tensors, rows)
+	m, err := newModel(cfg, tensors, rows, o.KeepBase)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %s: %w", path, err)
 	}
