@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,25 +143,31 @@ func ReadCheckpointKeeping(dir string, keep func(name string) bool) (tensors map
 		if err != nil {
 			return nil, nil, err
 		}
-		for n, t := range ts {
-			if _, dup := all[n]; dup {
-				return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+		for n := range ts {
+			if err := noDuplicate(n, dir, all, allKept); err != nil {
+				return nil, nil, err
 			}
-			all[n] = t
 		}
-		for n, k := range ks {
-			if _, dup := allKept[n]; dup {
-				return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
+		for n := range ks {
+			if err := noDuplicate(n, dir, all, allKept); err != nil {
+				return nil, nil, err
 			}
-			allKept[n] = k
 		}
-	}
-	for n := range allKept {
-		if _, dup := all[n]; dup {
-			return nil, nil, fmt.Errorf("tensor %q appears in more than one file of %s", n, dir)
-		}
+		maps.Copy(all, ts)
+		maps.Copy(allKept, ks)
 	}
 	return all, allKept, nil
+}
+
+// noDuplicate refuses a tensor name an earlier file of dir already had,
+// converted or kept (a file's own names are unique: its header is a map).
+func noDuplicate(name, dir string, all map[string]*safetensors.Tensor, kept map[string]*safetensors.Half) error {
+	_, a := all[name]
+	_, k := kept[name]
+	if a || k {
+		return fmt.Errorf("tensor %q appears in more than one file of %s", name, dir)
+	}
+	return nil
 }
 
 // WriteDir exports tensors as dest/model.onnx and writes the rest of a model

@@ -18,8 +18,7 @@ import (
 
 // WriteHalf writes tensors to path, each in the dtype dtype names for it:
 // "F32", "BF16" (the float32 value truncated to its top 16 bits) or "F16"
-// (the value must be a float16 value: the test fails otherwise). A reader
-// gets back exactly what Widen returns.
+// (the value must be a float16 value: the test fails otherwise).
 func WriteHalf(tb testing.TB, path string, tensors map[string]*safetensors.Tensor, dtype func(name string) string) {
 	tb.Helper()
 	header := map[string]any{}
@@ -56,14 +55,6 @@ func WriteHalf(tb testing.TB, path string, tensors map[string]*safetensors.Tenso
 	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// Widen is what a reader gets back for v written as dtype.
-func Widen(v float32, dtype string) float32 {
-	if dtype == "BF16" {
-		return math.Float32frombits(math.Float32bits(v) &^ 0xffff)
-	}
-	return v
 }
 
 // toHalf is v's float16 bits when v is a normal or zero float16 value.
