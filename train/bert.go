@@ -4,7 +4,18 @@
 // AdamW, LoRA, checkpoints that resume exactly, and export back to a
 // Hugging Face checkpoint and an anna model directory. Run trains
 // Llama-family decoders (train/decoder, built on train/ops) as bi-encoders
-// through the same loop.
+// through the same loop, and, with Config.Device (an Accelerator:
+// train/cuda's Device), a BERT bi-encoder's steps on a GPU.
+//
+// Crash behaviour: Run writes its checkpoint (params, AdamW moments,
+// state.json) to a temporary directory renamed over the previous one, at
+// every CheckpointEvery steps, at the end and when its context is
+// cancelled; a kill -9 loses at most the steps since the last one, and
+// Resume continues bit for bit (on the CPU) from it. Only a missing
+// state.json means "no checkpoint"; a checkpoint lacking a file it names is
+// an error, never a fresh start over it. On a device the checkpoint holds
+// the device's weights and moments, copied back first, so a run may stop
+// on one side and resume on the other.
 //
 // The backward pass is checked against PyTorch autograd
 // (TestGradientsMatchPyTorch, tools/torch_ref.py) and the forward pass

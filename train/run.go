@@ -100,6 +100,12 @@ type Config struct {
 	// the TechniqueAutoRegCompress run it continues.
 	AutoRegStage1 string
 
+	// Device, when set, runs the steps on an accelerator (train/cuda's
+	// Device) instead of the Go CPU path: BERT bi-encoders, full
+	// fine-tuning (Accelerator says what it covers). Checkpoints and the
+	// export are the same files either way.
+	Device Accelerator
+
 	Seed            uint64
 	Threads         int     // goroutines per op (≤ 0: GOMAXPROCS)
 	EvalFraction    float64 // held-out share of the examples (default 0.05; negative: none)
@@ -314,6 +320,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cross && src.bert != nil {
 		servedPrefixes(examples, cfg.servedAs())
 	}
+	if cfg.Device != nil {
+		if src.bert == nil {
+			return nil, fmt.Errorf("train: %s is a decoder: decoders train on the CPU (the device path holds BERT encoders)", cfg.ModelDir)
+		}
+		dn, err := onDevice(cfg.Device, src.bert, &cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer dn.close()
+		src.net = dn
+	}
 	m := src.net
 	tok, err := tokenizer.Load(src.tokPath)
 	if err != nil {
@@ -360,17 +377,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	warmup := int(cfg.Warmup * float64(steps))
 
 	opt := NewAdamW(cfg.WeightDecay)
+	store := residentOf(m) // where the weights live: the host, or a device
 	ckptDir := filepath.Join(cfg.OutDir, "checkpoint")
+	save := func(st runState) error {
+		if err := store.toHost(opt); err != nil {
+			return err
+		}
+		return saveCheckpoint(ckptDir, m.params(), opt, st)
+	}
 	start := 0
 	if cfg.Resume {
 		st, err := loadCheckpoint(ckptDir, m.params(), opt)
 		switch {
-		case errors.Is(err, os.ErrNotExist):
+		case errors.Is(err, errNoCheckpoint):
 		case err != nil:
 			return nil, err
 		default:
 			if st.Seed != cfg.Seed || st.Examples != len(examples) {
 				return nil, fmt.Errorf("train: checkpoint %s was made with seed %d over %d examples; this run has seed %d over %d: resuming would not continue the same run", ckptDir, st.Seed, st.Examples, cfg.Seed, len(examples))
+			}
+			if err := store.fromHost(opt); err != nil {
+				return nil, err
 			}
 			start = st.Step
 		}
@@ -417,7 +444,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for step := start; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
 			if step > start {
-				if err := saveCheckpoint(ckptDir, m.params(), opt, runState{Step: step, Steps: steps, Loss: lastLoss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+				if err := save(runState{Step: step, Steps: steps, Loss: lastLoss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
 					return nil, err
 				}
 			}
@@ -448,13 +475,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			parts.InfoNCE += tr.parts.InfoNCE / float64(cfg.Accum)
 			parts.Distill += tr.parts.Distill / float64(cfg.Accum)
 		}
-		norm := ClipGradNorm(m.params(), cfg.ClipNorm)
+		norm, err := store.clip(cfg.ClipNorm)
+		if err != nil {
+			return nil, fmt.Errorf("train: step %d: %w", step+1, err)
+		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 			err := fmt.Errorf("train: loss became %v (gradient norm %v) at step %d: stopped without updating; the last good checkpoint is %s (lower the learning rate or raise the temperature)", loss, norm, step+1, ckptDir)
 			return nil, errors.Join(err, cfg.writeReport(steps, mlog.Metrics()))
 		}
 		lr := LinearSchedule(step, warmup, steps, cfg.LR)
-		opt.Update(m.params(), lr)
+		if err := store.update(opt, lr); err != nil {
+			return nil, fmt.Errorf("train: step %d: %w", step+1, err)
+		}
 		lastLoss = loss
 		done := step + 1
 		rec := report.Step{Step: done, Loss: loss, LR: lr, GradNorm: norm, ExamplesPerS: float64(perStep) / time.Since(t1).Seconds(), ElapsedS: elapsed()}
@@ -472,7 +504,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		saved := done%cfg.CheckpointEvery == 0 || done == steps
 		if saved {
-			if err := saveCheckpoint(ckptDir, m.params(), opt, runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
+			if err := save(runState{Step: done, Steps: steps, Loss: loss, Seed: cfg.Seed, Data: cfg.Data, Examples: len(examples)}); err != nil {
 				return nil, err
 			}
 		}
@@ -491,6 +523,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Steps, res.FinalLoss = steps, lastLoss
+	if err := store.toHost(opt); err != nil { // for the export
+		return nil, err
+	}
 	if c2v, ok := src.technique.(*causal2vec.Technique); ok {
 		// Its MLP and the pairing, beside the checkpoint (which holds the
 		// decoder's weights); then, unless NoExport, the anna model the
@@ -712,15 +747,24 @@ func saveCheckpoint(dir string, ps []*Param, opt *AdamW, st runState) error {
 	return nil
 }
 
-// loadCheckpoint restores params and optimizer state saved by saveCheckpoint.
+// errNoCheckpoint: there is no checkpoint to resume (no state.json).
+var errNoCheckpoint = errors.New("train: no checkpoint")
+
+// loadCheckpoint restores params and optimizer state saved by
+// saveCheckpoint. Only a missing state.json means "no checkpoint"
+// (errNoCheckpoint); a checkpoint that has one but lacks a file it names is
+// an error, never a fresh start over the progress it holds.
 func loadCheckpoint(dir string, ps []*Param, opt *AdamW) (runState, error) {
 	var st struct {
 		runState
 		OptimizerStep int `json:"optimizer_step"`
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return st.runState, errNoCheckpoint
+	}
 	if err != nil {
-		return st.runState, err
+		return st.runState, fmt.Errorf("train: checkpoint: %w", err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st.runState, fmt.Errorf("train: checkpoint %s/state.json: %w", dir, err)

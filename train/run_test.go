@@ -128,6 +128,26 @@ func TestRunResumesExactly(t *testing.T) {
 	}
 }
 
+// A checkpoint that has its state.json but lacks a file it names is an
+// error on resume, not a fresh start that would overwrite its progress.
+func TestRunRefusesIncompleteCheckpoint(t *testing.T) {
+	cfg := Config{ModelDir: tinyCheckpoint(t, false), Data: writeData(t, 24, false), BatchSize: 4, GroupSize: 3, MaxSteps: 2,
+		LR: 1e-3, Seed: 3, NoExport: true, EvalFraction: -1, OutDir: filepath.Join(t.TempDir(), "out")}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	opt := filepath.Join(cfg.OutDir, "checkpoint", "optimizer.safetensors")
+	must(t, os.Remove(opt))
+	cfg.MaxSteps, cfg.Resume = 4, true
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), opt) {
+		t.Fatalf("resume from a checkpoint without its moments: want an error naming %s, got %v", opt, err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.OutDir, "checkpoint", "state.json")); err != nil {
+		t.Fatalf("the checkpoint was touched: %v", err)
+	}
+}
+
 // A few steps on an easy task lower the held-out loss; the LoRA model
 // exports through the import path to a model dir with a new fingerprint.
 func TestRunLoRAExports(t *testing.T) {

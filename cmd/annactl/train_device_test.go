@@ -7,9 +7,10 @@ import (
 )
 
 func TestTrainDeviceCUDAClearError(t *testing.T) {
-	err := checkCUDA(context.Background())
+	d, err := openCUDA(context.Background(), false)
 	if err == nil {
-		t.Fatal("checkCUDA must refuse until the CUDA loop is verified on hardware")
+		d.Close()
+		t.Skip("a GPU is here: train/cuda's TestRunOnGPUMatchesCPU covers the run")
 	}
 	// Without a GPU (CI) the message names what is missing.
 	if !strings.Contains(err.Error(), "--device cuda:") || !(strings.Contains(err.Error(), "libcuda") || strings.Contains(err.Error(), "GPU") || strings.Contains(err.Error(), "found")) {

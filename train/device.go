@@ -1,0 +1,206 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/objective"
+)
+
+// Accelerator is the seam to a device other than the Go CPU path
+// (train/cuda's Device): Run hands it the BERT bi-encoder it loaded, and
+// from then on the weights, their gradients and the AdamW moments live on
+// the device. Each step tokenises and batches on the host, runs forward,
+// pooling and backward on the device, and the loss on the host (the
+// pooled N×C embeddings, the same objective.ContrastiveStep as the CPU
+// path); clipping and AdamW run on the device with the host optimizer's
+// hyperparameters and step count. Checkpoints and the export copy the
+// weights and moments back to the host Model first, so they are the CPU
+// run's files: a run can stop on one device and resume on the other.
+//
+// What runs on a device today: BERT-family bi-encoders (objective
+// contrastive), full fine-tuning. LoRA, the cross-encoder objectives and
+// decoders are refused with an error naming the option.
+type Accelerator interface {
+	// TrainEncoder uploads a BERT encoder's weights, named as in the
+	// Hugging Face checkpoint after prefix ("" or "bert.").
+	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32) (DeviceEncoder, error)
+	String() string // the device, for logs
+}
+
+// DeviceEncoder is a BERT encoder resident on an Accelerator: the same ops
+// in the same order as Model's bi-encoder path.
+type DeviceEncoder interface {
+	// Forward runs the encoder over an N×T batch (types nil: all zero).
+	Forward(ids, types []int32, mask []float32, N, T int) error
+	// Pool pools the last Forward (PoolMean, PoolCLS, PoolLast) into N×C
+	// embeddings on the host.
+	Pool(mode string) ([]float32, error)
+	// Backward adds to every gradient that of the loss given ∂loss/∂pooled.
+	Backward(mode string, dPooled []float32) error
+	ZeroGrad() error
+	// ClipGradNorm is ClipGradNorm on the device's gradients.
+	ClipGradNorm(maxNorm float64) (float64, error)
+	// AdamW is one AdamW.Update (step counts from 1).
+	AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) error
+	// Has reports whether the device holds (and trains) the named weight.
+	Has(name string) bool
+	// State copies a weight and its AdamW moments into w, m and v (host
+	// slices of its size); moments reports false before the first step,
+	// leaving m and v alone.
+	State(name string, w, m, v []float32) (moments bool, err error)
+	// SetState replaces a weight and, when m is not nil, its moments.
+	SetState(name string, w, m, v []float32) error
+	Close() error
+}
+
+// deviceNet is Run's net over a DeviceEncoder; host is the Model it was
+// loaded from, whose Params receive the device's values for checkpoints
+// and the export (toHost) and give them back after a resume (fromHost).
+type deviceNet struct {
+	host *Model
+	enc  DeviceEncoder
+	err  error // a failed zeroGrad, reported by the next step
+}
+
+// onDevice binds a loaded bi-encoder to acc, refusing what the device path
+// does not cover.
+func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
+	switch {
+	case cfg.Objective != ObjectiveContrastive:
+		return nil, fmt.Errorf("train: objective %q on %s: the device path trains bi-encoders (contrastive); cross-encoders train on the CPU", cfg.Objective, acc)
+	case cfg.LoRA != nil:
+		return nil, fmt.Errorf("train: LoRA on %s: the device path fine-tunes every weight; LoRA trains on the CPU", acc)
+	case m.HasClassifier():
+		return nil, fmt.Errorf("train: %s carries a cross-encoder head; the device path trains bi-encoders", cfg.ModelDir)
+	}
+	weights := map[string][]float32{}
+	for _, p := range m.Params {
+		weights[p.Name] = p.W
+	}
+	enc, err := acc.TrainEncoder(&m.Cfg, m.prefix, weights)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", acc, err)
+	}
+	for _, p := range m.Params {
+		if !p.Frozen && !enc.Has(p.Name) {
+			enc.Close()
+			return nil, fmt.Errorf("train: %s trains on the CPU but %s does not hold it", p.Name, acc)
+		}
+	}
+	return &deviceNet{host: m, enc: enc}, nil
+}
+
+func (d *deviceNet) params() []*Param { return d.host.Params }
+func (d *deviceNet) positions() int   { return d.host.Cfg.MaxPositionEmbeddings }
+func (d *deviceNet) zeroGrad()        { d.err = errors.Join(d.err, d.enc.ZeroGrad()) }
+
+// pooled runs the batch forward and pools it on the device.
+func (d *deviceNet) pooled(b *Batch, pooling string) ([]float32, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	if err := b.validate(&d.host.Cfg); err != nil {
+		return nil, err
+	}
+	if err := d.enc.Forward(b.IDs, b.Types, b.Mask, b.N, b.T); err != nil {
+		return nil, err
+	}
+	return d.enc.Pool(pooling)
+}
+
+func (d *deviceNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
+	if b.N != Q+Q*G {
+		return 0, objective.Parts{}, fmt.Errorf("train: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
+	}
+	e, err := d.pooled(b, pooling)
+	if err != nil {
+		return 0, objective.Parts{}, err
+	}
+	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, d.host.Cfg.HiddenSize, teacher, cc, scale)
+	if de == nil {
+		return loss, parts, err
+	}
+	return loss, parts, d.enc.Backward(pooling, de)
+}
+
+func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {
+	e, err := d.pooled(b, pooling)
+	if err != nil {
+		return 0, 0, err
+	}
+	C := d.host.Cfg.HiddenSize
+	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cc)
+	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
+}
+
+// The optimizer's side of a net: where its weights live.
+
+func (d *deviceNet) clip(maxNorm float64) (float64, error) { return d.enc.ClipGradNorm(maxNorm) }
+
+func (d *deviceNet) update(opt *AdamW, lr float64) error {
+	opt.Step++
+	return d.enc.AdamW(lr, opt.WeightDecay, opt.Beta1, opt.Beta2, opt.Eps, opt.Step)
+}
+
+func (d *deviceNet) toHost(opt *AdamW) error {
+	for _, p := range d.host.Params {
+		if p.Frozen {
+			continue
+		}
+		m, v := make([]float32, len(p.W)), make([]float32, len(p.W))
+		ok, err := d.enc.State(p.Name, p.W, m, v)
+		if err != nil {
+			return fmt.Errorf("train: %s from the device: %w", p.Name, err)
+		}
+		if ok {
+			opt.m[p], opt.v[p] = m, v
+		}
+	}
+	return nil
+}
+
+func (d *deviceNet) fromHost(opt *AdamW) error {
+	for _, p := range d.host.Params {
+		if p.Frozen {
+			continue
+		}
+		m, v := opt.m[p], opt.v[p]
+		if err := d.enc.SetState(p.Name, p.W, m, v); err != nil {
+			return fmt.Errorf("train: %s to the device: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *deviceNet) close() error { return d.enc.Close() }
+
+// resident is a net whose weights live off the host (deviceNet); the CPU
+// nets' optimizer side is hostSide.
+type resident interface {
+	clip(maxNorm float64) (float64, error)
+	update(opt *AdamW, lr float64) error
+	toHost(opt *AdamW) error   // before a checkpoint or the export reads the params
+	fromHost(opt *AdamW) error // after a checkpoint restored them
+	close() error
+}
+
+// hostSide is resident for nets whose params are the host's.
+type hostSide struct{ ps []*Param }
+
+func (h hostSide) clip(maxNorm float64) (float64, error) { return ClipGradNorm(h.ps, maxNorm), nil }
+func (h hostSide) update(opt *AdamW, lr float64) error {
+	opt.Update(h.ps, lr)
+	return nil
+}
+func (hostSide) toHost(*AdamW) error   { return nil }
+func (hostSide) fromHost(*AdamW) error { return nil }
+func (hostSide) close() error          { return nil }
+
+func residentOf(n net) resident {
+	if r, ok := n.(resident); ok {
+		return r
+	}
+	return hostSide{n.params()}
+}
