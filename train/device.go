@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/objective"
@@ -10,18 +11,22 @@ import (
 
 // Accelerator is the seam to a device other than the Go CPU path
 // (train/cuda's Device): Run hands it the BERT bi-encoder it loaded, and
-// from then on the weights, their gradients and the AdamW moments live on
-// the device. Each step tokenises and batches on the host, runs forward,
-// pooling and backward on the device, and the loss on the host (the
-// pooled N×C embeddings, the same objective.ContrastiveStep as the CPU
-// path); clipping and AdamW run on the device with the host optimizer's
-// hyperparameters and step count. Checkpoints and the export copy the
-// weights and moments back to the host Model first, so they are the CPU
-// run's files: a run can stop on one device and resume on the other.
+// from then on the encoder's weights, their gradients and the AdamW
+// moments live on the device. Each step tokenises and batches on the host,
+// runs the encoder forward, pooling and backward on the device, and the
+// loss on the host over the pooled N×C rows: the same
+// objective.ContrastiveStep as the CPU path for bi-encoders, and for
+// cross-encoders the head (pooler, tanh, classifier: N×C×C flops, kept on
+// the host with its weights) and objective.CrossEncoderLoss over the [CLS]
+// rows. Clipping takes one norm over both sides; AdamW runs on the device
+// with the host optimizer's hyperparameters and step count. Checkpoints
+// and the export copy the device's weights and moments back to the host
+// Model first, so they are the CPU run's files: a run can stop on one
+// device and resume on the other.
 //
-// What runs on a device today: BERT-family bi-encoders (objective
-// contrastive), full fine-tuning. LoRA, the cross-encoder objectives and
-// decoders are refused with an error naming the option.
+// What runs on a device today: BERT-family encoders, bi-encoder or
+// cross-encoder (every objective), full fine-tuning. LoRA and decoders are
+// refused with an error naming the option.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert.").
@@ -40,8 +45,10 @@ type DeviceEncoder interface {
 	// Backward adds to every gradient that of the loss given ∂loss/∂pooled.
 	Backward(mode string, dPooled []float32) error
 	ZeroGrad() error
-	// ClipGradNorm is ClipGradNorm on the device's gradients.
-	ClipGradNorm(maxNorm float64) (float64, error)
+	// GradSumSquares is Σ g² over every gradient (for the global norm).
+	GradSumSquares() (float64, error)
+	// ScaleGrads multiplies every gradient by c (clipping).
+	ScaleGrads(c float32) error
 	// AdamW is one AdamW.Update (step counts from 1).
 	AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) error
 	// Has reports whether the device holds (and trains) the named weight.
@@ -58,22 +65,19 @@ type DeviceEncoder interface {
 // deviceNet is Run's net over a DeviceEncoder; host is the Model it was
 // loaded from, whose Params receive the device's values for checkpoints
 // and the export (toHost) and give them back after a resume (fromHost).
+// head are the host-side trainable params: a cross-encoder's head.
 type deviceNet struct {
 	host *Model
 	enc  DeviceEncoder
+	head []*Param
 	err  error // a failed zeroGrad, reported by the next step
 }
 
-// onDevice binds a loaded bi-encoder to acc, refusing what the device path
+// onDevice binds a loaded encoder to acc, refusing what the device path
 // does not cover.
 func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
-	switch {
-	case cfg.Objective != ObjectiveContrastive:
-		return nil, fmt.Errorf("train: objective %q on %s: the device path trains bi-encoders (contrastive); cross-encoders train on the CPU", cfg.Objective, acc)
-	case cfg.LoRA != nil:
+	if cfg.LoRA != nil {
 		return nil, fmt.Errorf("train: LoRA on %s: the device path fine-tunes every weight; LoRA trains on the CPU", acc)
-	case m.HasClassifier():
-		return nil, fmt.Errorf("train: %s carries a cross-encoder head; the device path trains bi-encoders", cfg.ModelDir)
 	}
 	weights := map[string][]float32{}
 	for _, p := range m.Params {
@@ -83,18 +87,33 @@ func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
+	d := &deviceNet{host: m, enc: enc}
+	head := map[*Param]bool{}
+	if m.HasClassifier() {
+		head = map[*Param]bool{m.poolW: true, m.poolB: true, m.clsW: true, m.clsB: true}
+	}
 	for _, p := range m.Params {
-		if !p.Frozen && !enc.Has(p.Name) {
+		switch {
+		case p.Frozen || enc.Has(p.Name):
+		case head[p]:
+			d.head = append(d.head, p)
+		default:
 			enc.Close()
 			return nil, fmt.Errorf("train: %s trains on the CPU but %s does not hold it", p.Name, acc)
 		}
 	}
-	return &deviceNet{host: m, enc: enc}, nil
+	return d, nil
 }
 
 func (d *deviceNet) params() []*Param { return d.host.Params }
 func (d *deviceNet) positions() int   { return d.host.Cfg.MaxPositionEmbeddings }
-func (d *deviceNet) zeroGrad()        { d.err = errors.Join(d.err, d.enc.ZeroGrad()) }
+
+func (d *deviceNet) zeroGrad() {
+	for _, p := range d.head {
+		clear(p.G)
+	}
+	d.err = errors.Join(d.err, d.enc.ZeroGrad())
+}
 
 // pooled runs the batch forward and pools it on the device.
 func (d *deviceNet) pooled(b *Batch, pooling string) ([]float32, error) {
@@ -135,18 +154,65 @@ func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher 
 	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
 }
 
+func (d *deviceNet) crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error) {
+	if err := d.host.crossBatch(b, Q, G); err != nil {
+		return 0, objective.Parts{}, err
+	}
+	a, err := d.clsRows(b)
+	if err != nil {
+		return 0, objective.Parts{}, err
+	}
+	dcls := make([]float32, len(a.Hidden))
+	loss, back, err := d.host.crossHead(a, obj, labels, teacher, cc, Q, G, scale, dcls)
+	if back {
+		err = d.enc.Backward(PoolCLS, dcls)
+	}
+	return loss, d.host.lastParts, err
+}
+
+func (d *deviceNet) evalCross(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (float64, int, error) {
+	a, err := d.clsRows(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	loss, _, err := d.host.crossHead(a, obj, labels, teacher, cc, Q, G, 0, nil)
+	return loss, d.host.lastCorrect, err
+}
+
+// clsRows runs the batch on the device and brings back its [CLS] rows as
+// the N×1×C activations the host's head reads.
+func (d *deviceNet) clsRows(b *Batch) (*Acts, error) {
+	cls, err := d.pooled(b, PoolCLS)
+	return &Acts{N: b.N, T: 1, Hidden: cls}, err
+}
+
 // The optimizer's side of a net: where its weights live.
 
-func (d *deviceNet) clip(maxNorm float64) (float64, error) { return d.enc.ClipGradNorm(maxNorm) }
+func (d *deviceNet) clip(maxNorm float64) (float64, error) {
+	s, err := d.enc.GradSumSquares()
+	if err != nil {
+		return 0, err
+	}
+	norm := math.Sqrt(s + gradSumSquares(d.head))
+	if c, ok := clipFactor(norm, maxNorm); ok {
+		scaleGrads(d.head, c)
+		return norm, d.enc.ScaleGrads(c)
+	}
+	return norm, nil
+}
 
 func (d *deviceNet) update(opt *AdamW, lr float64) error {
-	opt.Step++
+	if len(d.head) > 0 {
+		opt.Update(d.head, lr) // counts the step
+	} else {
+		opt.Step++
+	}
 	return d.enc.AdamW(lr, opt.WeightDecay, opt.Beta1, opt.Beta2, opt.Eps, opt.Step)
 }
 
 func (d *deviceNet) toHost(opt *AdamW) error {
 	for _, p := range d.host.Params {
-		if p.Frozen {
+		if p.Frozen || !d.enc.Has(p.Name) {
 			continue
 		}
 		m, v := make([]float32, len(p.W)), make([]float32, len(p.W))
@@ -163,7 +229,7 @@ func (d *deviceNet) toHost(opt *AdamW) error {
 
 func (d *deviceNet) fromHost(opt *AdamW) error {
 	for _, p := range d.host.Params {
-		if p.Frozen {
+		if p.Frozen || !d.enc.Has(p.Name) {
 			continue
 		}
 		m, v := opt.m[p], opt.v[p]

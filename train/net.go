@@ -42,6 +42,23 @@ func (m *Model) evalContrastive(b *Batch, Q, G int, pooling string, teacher []fl
 	return l, m.lastCorrect, err
 }
 
+// crossNet is what Run trains as a cross-encoder: a BERT Model with its
+// head, or a deviceNet over one.
+type crossNet interface {
+	crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error)
+	evalCross(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (loss float64, correct int, err error)
+}
+
+func (m *Model) crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error) {
+	l, err := m.CrossEncoderGrad(b, obj, labels, teacher, cc, Q, G, scale)
+	return l, m.lastParts, err
+}
+
+func (m *Model) evalCross(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (float64, int, error) {
+	l, err := m.EvalCrossEncoder(b, obj, labels, teacher, cc, Q, G)
+	return l, m.lastCorrect, err
+}
+
 // decoderNet trains a decoder.Model (token types are ignored).
 type decoderNet struct{ m *decoder.Model }
 

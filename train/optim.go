@@ -56,6 +56,15 @@ func (o *AdamW) moments(p *Param) (m, v []float32) {
 // most maxNorm (torch.nn.utils.clip_grad_norm_), returning the norm before
 // clipping. maxNorm ≤ 0 only measures.
 func ClipGradNorm(params []*Param, maxNorm float64) float64 {
+	norm := math.Sqrt(gradSumSquares(params))
+	if c, ok := clipFactor(norm, maxNorm); ok {
+		scaleGrads(params, c)
+	}
+	return norm
+}
+
+// gradSumSquares is Σ g² over the trainable params' gradients.
+func gradSumSquares(params []*Param) float64 {
 	var s float64
 	for _, p := range params {
 		if p.Frozen {
@@ -65,19 +74,27 @@ func ClipGradNorm(params []*Param, maxNorm float64) float64 {
 			s += float64(g) * float64(g)
 		}
 	}
-	norm := math.Sqrt(s)
+	return s
+}
+
+// clipFactor is the factor that brings a gradient of this norm to maxNorm,
+// and whether it applies (maxNorm ≤ 0: never).
+func clipFactor(norm, maxNorm float64) (float32, bool) {
 	if maxNorm > 0 && norm > maxNorm {
-		c := float32(maxNorm / (norm + 1e-6))
-		for _, p := range params {
-			if p.Frozen {
-				continue
-			}
-			for i := range p.G {
-				p.G[i] *= c
-			}
+		return float32(maxNorm / (norm + 1e-6)), true
+	}
+	return 1, false
+}
+
+func scaleGrads(params []*Param, c float32) {
+	for _, p := range params {
+		if p.Frozen {
+			continue
+		}
+		for i := range p.G {
+			p.G[i] *= c
 		}
 	}
-	return norm
 }
 
 // LinearSchedule is linear warm-up to the peak over warmup steps, then

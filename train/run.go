@@ -405,7 +405,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	tr := &trainer{cfg: &cfg, m: m, bert: src.bert, tok: tok}
+	tr := &trainer{cfg: &cfg, m: m, tok: tok}
+	if cross {
+		tr.cross = src.bert
+		if dn, ok := m.(*deviceNet); ok {
+			tr.cross = dn
+		}
+	}
 	res := &Result{Checkpoint: ckptDir}
 	// The metrics file goes on from the checkpoint's step; its elapsed
 	// times go on from the last one recorded.
@@ -587,10 +593,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // trainer turns groups into batches and runs the objective.
 type trainer struct {
-	cfg  *Config
-	m    net
-	bert *Model // the cross-encoder objectives' model (BERT only)
-	tok  *tokenizer.Tokenizer
+	cfg   *Config
+	m     net
+	cross crossNet // the cross-encoder objectives' model (BERT only)
+	tok   *tokenizer.Tokenizer
 	// After grad: a contrastive loss's terms (backward), or how many
 	// queries ranked their positive first (evaluation).
 	parts   objective.Parts
@@ -657,12 +663,12 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (float64, erro
 	b := tr.batch(encs)
 	cc := CrossConfig{DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 	if !backward {
-		l, err := tr.bert.EvalCrossEncoder(b, cfg.Objective, labels, teacher, cc, Q, G)
-		tr.correct = tr.bert.lastCorrect
+		l, correct, err := tr.cross.evalCross(b, cfg.Objective, labels, teacher, cc, Q, G)
+		tr.correct = correct
 		return l, err
 	}
-	l, err := tr.bert.CrossEncoderGrad(b, cfg.Objective, labels, teacher, cc, Q, G, scale)
-	tr.parts = tr.bert.lastParts
+	l, parts, err := tr.cross.crossGrad(b, cfg.Objective, labels, teacher, cc, Q, G, scale)
+	tr.parts = parts
 	return l, err
 }
 

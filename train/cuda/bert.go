@@ -413,24 +413,34 @@ func (e *Encoder) ZeroGrad() error {
 // maxNorm (≤ 0: only measure), returning the norm before clipping, as
 // train.ClipGradNorm.
 func (e *Encoder) ClipGradNorm(maxNorm float64) (float64, error) {
-	gs := make([]*Buffer, len(e.Params))
-	for i, p := range e.Params {
-		gs[i] = p.G
-	}
-	s, err := e.d.SumSquares(gs...)
+	s, err := e.GradSumSquares()
 	if err != nil {
 		return 0, err
 	}
 	norm := math.Sqrt(s)
 	if maxNorm > 0 && norm > maxNorm {
-		c := float32(maxNorm / (norm + 1e-6))
-		for _, p := range e.Params {
-			if err := e.d.Scale(p.G, c, p.N); err != nil {
-				return 0, err
-			}
-		}
+		return norm, e.ScaleGrads(float32(maxNorm / (norm + 1e-6)))
 	}
 	return norm, nil
+}
+
+// GradSumSquares is Σ g² over every parameter's gradient.
+func (e *Encoder) GradSumSquares() (float64, error) {
+	gs := make([]*Buffer, len(e.Params))
+	for i, p := range e.Params {
+		gs[i] = p.G
+	}
+	return e.d.SumSquares(gs...)
+}
+
+// ScaleGrads multiplies every gradient by c.
+func (e *Encoder) ScaleGrads(c float32) error {
+	for _, p := range e.Params {
+		if err := e.d.Scale(p.G, c, p.N); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AdamW applies one train.AdamW step (step counts from 1) with learning
