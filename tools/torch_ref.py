@@ -51,7 +51,7 @@ def encoder(w, cfg, lora=None):
     def encode(ids, types, mask):
         N, T = ids.shape
         dt = mask.dtype
-        pos = torch.arange(T)
+        pos = torch.arange(T, device=ids.device)
         x = w[pre + "embeddings.word_embeddings.weight"][ids] + w[pre + "embeddings.position_embeddings.weight"][pos][None] \
             + w[pre + "embeddings.token_type_embeddings.weight"][types]
         x = ln(x, pre + "embeddings.LayerNorm")
