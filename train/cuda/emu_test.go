@@ -412,6 +412,99 @@ func (e *emu) launch(name string, grid, block [3]uint32, shmem uint32, args []ar
 				dst[i] = v
 			}
 		}
+	case "gather_rows":
+		rows, C, V := I(3), I(4), I(5)
+		out, ids := F32(P(0), rows*C), e.i32(P(1), rows)
+		for i := 0; i < min(rows*C, threads); i++ {
+			c, id := i%C, int(ids[i/C])
+			if id < 0 || id >= V {
+				out[i] = float32(math.NaN())
+			} else {
+				out[i] = F32(P(2)+uint64(4*(id*C+c)), 1)[0]
+			}
+		}
+	case "rmsnorm_forward":
+		rows, C, eps := I(4), I(5), F(6)
+		w, rstd := F32(P(3), C), F32(P(1), rows)
+		for r := 0; r < min(rows, warps); r++ {
+			x, o := F32(P(2)+uint64(4*r*C), C), F32(P(0)+uint64(4*r*C), C)
+			var ss float32
+			for _, v := range x {
+				ss += v * v
+			}
+			rs := float32(1 / math.Sqrt(float64(ss/float32(C)+eps)))
+			for c := range o {
+				o[c] = x[c] * rs * w[c]
+			}
+			rstd[r] = rs
+		}
+	case "rmsnorm_backward_input":
+		rows, C := I(5), I(6)
+		w, rstd := F32(P(3), C), F32(P(4), rows)
+		for r := 0; r < min(rows, warps); r++ {
+			di, d, x := F32(P(0)+uint64(4*r*C), C), F32(P(1)+uint64(4*r*C), C), F32(P(2)+uint64(4*r*C), C)
+			rs := rstd[r]
+			var dot float32
+			for c := range x {
+				dot += w[c] * d[c] * x[c] * rs
+			}
+			m := dot / float32(C)
+			for c := range x {
+				di[c] += rs * (w[c]*d[c] - x[c]*rs*m)
+			}
+		}
+	case "rope_apply":
+		rows, T, heads, D, sign := I(3), I(4), I(5), I(6), F(7)
+		h2 := D / 2
+		x, cs, sn := F32(P(0), rows*heads*D), F32(P(1), T*h2), F32(P(2), T*h2)
+		for k := 0; k < min(rows*heads*h2, threads); k++ {
+			i, rh := k%h2, k/h2
+			r, hd := rh/heads, rh%heads
+			t := r % T
+			p := x[r*heads*D+hd*D:]
+			c, s := cs[t*h2+i], sign*sn[t*h2+i]
+			a, b := p[i], p[i+h2]
+			p[i], p[i+h2] = a*c-b*s, b*c+a*s
+		}
+	case "swiglu_forward":
+		n := L(3)
+		out, g, u := F32(P(0), n), F32(P(1), n), F32(P(2), n)
+		for i := 0; i < min(n, threads); i++ {
+			sg := float32(1 / (1 + math.Exp(-float64(g[i]))))
+			out[i] = g[i] * sg * u[i]
+		}
+	case "swiglu_backward":
+		n := L(5)
+		dg, du, dout, g, u := F32(P(0), n), F32(P(1), n), F32(P(2), n), F32(P(3), n), F32(P(4), n)
+		for i := 0; i < min(n, threads); i++ {
+			x, d := g[i], dout[i]
+			sg := float32(1 / (1 + math.Exp(-float64(x))))
+			du[i] += d * x * sg
+			dg[i] += d * u[i] * sg * (1 + x*(1-sg))
+		}
+	case "repeat_kv", "reduce_kv":
+		N, KV, rep, TD := I(2), I(3), I(4), I(5)
+		H := KV * rep
+		big, small := N*H*TD, N*KV*TD
+		if name == "repeat_kv" {
+			dst, src := F32(P(0), big), F32(P(1), small)
+			for i := 0; i < min(big, threads); i++ {
+				td, nh := i%TD, i/TD
+				h, n := nh%H, nh/H
+				dst[i] = src[(n*KV+h/rep)*TD+td]
+			}
+			break
+		}
+		dst, src := F32(P(0), small), F32(P(1), big)
+		for i := 0; i < min(small, threads); i++ {
+			td, ng := i%TD, i/TD
+			g, n := ng%KV, ng/KV
+			var sum float32
+			for r := 0; r < rep; r++ {
+				sum += src[(n*H+g*rep+r)*TD+td]
+			}
+			dst[i] = sum
+		}
 	case "attn_softmax_forward":
 		N, H, T := I(3), I(4), I(5)
 		att, mask, lens := F32(P(0), N*H*T*T), F32(P(1), N*T), e.i32(P(2), N)
@@ -422,15 +515,19 @@ func (e *emu) launch(name string, grid, block [3]uint32, shmem uint32, args []ar
 				clear(p)
 				continue
 			}
+			seen := T
+			if I(6) != 0 {
+				seen = i + 1
+			}
 			mx := float32(math.Inf(-1))
-			for j := range p {
+			for j := range p[:seen] {
 				if m[j] != 0 {
 					mx = max(mx, p[j])
 				}
 			}
 			var s float32
 			for j := range p {
-				if m[j] != 0 {
+				if j < seen && m[j] != 0 {
 					p[j] = float32(math.Exp(float64(p[j] - mx)))
 				} else {
 					p[j] = 0

@@ -68,13 +68,21 @@ var kernelSigs = map[string]string{
 	"cast_bf16_f32":                     "ppl",
 	"permute_heads":                     "ppiiii",
 	"unpermute_heads":                   "ppiiiii",
-	"attn_softmax_forward":              "pppiii",
+	"attn_softmax_forward":              "pppiiii",
 	"attn_softmax_backward":             "ppli",
 	"pool_forward":                      "ppppiiii",
 	"pool_backward":                     "ppppiiii",
 	"l2norm_forward":                    "pppii",
 	"l2norm_backward":                   "ppppii",
 	"adamw_update":                      "pppppl" + "ffffff",
+	"gather_rows":                       "pppiii",
+	"rmsnorm_forward":                   "ppppiif",
+	"rmsnorm_backward_input":            "pppppii",
+	"rope_apply":                        "pppiiiif",
+	"swiglu_forward":                    "pppl",
+	"swiglu_backward":                   "pppppl",
+	"repeat_kv":                         "ppiiii",
+	"reduce_kv":                         "ppiiii",
 }
 
 // Program is the kernels compiled for one GPU architecture.

@@ -2,10 +2,13 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	cpu "github.com/anna-search/anna/train/ops"
 )
 
 // The op suite compares every op with a float64 reference written from the
@@ -61,7 +64,7 @@ func runSuite(t *testing.T, d *Device) {
 		{"gemm", testGemm}, {"embedding", testEmbedding}, {"layernorm", testLayerNorm},
 		{"activations", testActivations}, {"attention", testAttention}, {"pooling", testPooling},
 		{"l2norm", testL2Norm}, {"adamw", testAdamW}, {"reductions", testReductions},
-		{"casts", testCasts}, {"bad input", testBadInput},
+		{"casts", testCasts}, {"bad input", testBadInput}, {"decoder ops", testDecoderOps},
 	} {
 		seed++
 		t.Run(tc.name, func(t *testing.T) {
@@ -767,5 +770,102 @@ func testBadInput(f *fixture) {
 	}
 	if _, err := small.View32(8, 4); err == nil {
 		f.t.Error("a view past the end of its buffer was allowed")
+	}
+}
+
+// testDecoderOps checks the decoder's ops against the CPU trainer's own
+// (train/ops, float32): the rows gather, RMSNorm, rotary embeddings, SwiGLU
+// and grouped-query attention, causal and bidirectional.
+func testDecoderOps(f *fixture) {
+	const tol = 1e-5
+	V, rows, C := 11, 10, 24
+	table := f.randn(V*C, 1)
+	ids := make([]int32, rows)
+	want := make([]float64, rows*C)
+	for r := range ids {
+		ids[r] = int32(f.rng.IntN(V))
+		for c := 0; c < C; c++ {
+			want[r*C+c] = float64(table[int(ids[r])*C+c])
+		}
+	}
+	out := f.poisoned(rows * C)
+	f.ok(f.d.GatherRows(out, f.upI(ids), f.up(table), rows, C, V))
+	f.close("gather rows", f.down(out, rows*C), want, 0)
+
+	x, w := f.randn(rows*C, 1), f.randn(C, 1)
+	cout, crstd := make([]float32, rows*C), make([]float32, rows)
+	cpu.RMSNormForward(cout, crstd, x, w, rows, C, 1e-5, 1)
+	xb, wb, rstd := f.up(x), f.up(w), f.poisoned(rows)
+	out = f.poisoned(rows * C)
+	f.ok(f.d.RMSNormForward(out, rstd, xb, wb, rows, C, 1e-5))
+	f.close("rms norm", f.down(out, rows*C), f64(cout), tol)
+	f.close("rms norm rstd", f.down(rstd, rows), f64(crstd), tol)
+	dout, dx0 := f.randn(rows*C, 1), f.randn(rows*C, 1)
+	cdx := append([]float32(nil), dx0...)
+	cpu.RMSNormBackward(cdx, nil, dout, x, w, crstd, rows, C, 1)
+	dx := f.up(dx0)
+	f.ok(f.d.RMSNormBackward(dx, f.up(dout), xb, wb, rstd, rows, C))
+	f.close("rms norm backward", f.down(dx, rows*C), f64(cdx), tol)
+
+	N, T, heads, D := 2, 5, 3, 8
+	rope := cpu.NewRope(T, D, 10000)
+	rx := f.randn(N*T*heads*D, 1)
+	crx := append([]float32(nil), rx...)
+	rope.Forward(crx, N*T, heads, 1)
+	rb, cosb, sinb := f.up(rx), f.up(rope.Cos), f.up(rope.Sin)
+	f.ok(f.d.Rope(rb, cosb, sinb, N*T, T, heads, D, 1))
+	f.close("rope", f.down(rb, len(rx)), f64(crx), tol)
+	rope.Backward(crx, N*T, heads, 1)
+	f.ok(f.d.Rope(rb, cosb, sinb, N*T, T, heads, D, -1))
+	f.close("rope backward", f.down(rb, len(rx)), f64(crx), tol)
+
+	n := 37
+	g, u := f.randn(n, 2), f.randn(n, 1)
+	cs := make([]float32, n)
+	cpu.SwiGLUForward(cs, g, u, 1)
+	sb := f.poisoned(n)
+	gb, ub := f.up(g), f.up(u)
+	f.ok(f.d.SwiGLUForward(sb, gb, ub, n))
+	f.close("swiglu", f.down(sb, n), f64(cs), tol)
+	sd, dg0, du0 := f.randn(n, 1), f.randn(n, 1), f.randn(n, 1)
+	cdg, cdu := append([]float32(nil), dg0...), append([]float32(nil), du0...)
+	cpu.SwiGLUBackward(cdg, cdu, sd, g, u, 1)
+	dgb, dub := f.up(dg0), f.up(du0)
+	f.ok(f.d.SwiGLUBackward(dgb, dub, f.up(sd), gb, ub, n))
+	f.close("swiglu dg", f.down(dgb, n), f64(cdg), tol)
+	f.close("swiglu du", f.down(dub, n), f64(cdu), tol)
+
+	for _, causal := range []bool{true, false} {
+		for _, kv := range []int{2, 4} {
+			s := Attn{N: 3, T: 6, H: 4, KV: kv, D: 4, Causal: causal}
+			lens := []int{6, 4, 1}
+			lens32 := make([]int32, s.N)
+			mask := make([]float32, s.N*s.T)
+			for i, L := range lens {
+				lens32[i] = int32(L)
+				for t := 0; t < L; t++ {
+					mask[i*s.T+t] = 1
+				}
+			}
+			ca := cpu.Attention{N: s.N, T: s.T, H: s.H, KV: s.KV, D: s.D, Causal: causal}
+			NQ, NK := s.N*s.T*s.H*s.D, s.N*s.T*s.KV*s.D
+			q, k, v := f.randn(NQ, 1), f.randn(NK, 1), f.randn(NK, 1)
+			cctx, catt := make([]float32, NQ), make([]float32, ca.AttSize())
+			ca.Forward(cctx, catt, q, k, v, lens, 1)
+			ctx, att := f.poisoned(NQ), f.poisoned(s.N*s.H*s.T*s.T)
+			qb, kb, vb := f.up(q), f.up(k), f.up(v)
+			f.ok(f.d.AttentionGQAForward(ctx, att, qb, kb, vb, f.up(mask), f.upI(lens32), s))
+			what := fmt.Sprintf("attention (causal %v, %d kv heads)", causal, kv)
+			f.close(what+" ctx", f.down(ctx, NQ), f64(cctx), tol)
+			dctx := f.randn(NQ, 1)
+			dq0, dk0, dv0 := f.randn(NQ, 1), f.randn(NK, 1), f.randn(NK, 1)
+			cdq, cdk, cdv := append([]float32(nil), dq0...), append([]float32(nil), dk0...), append([]float32(nil), dv0...)
+			ca.Backward(cdq, cdk, cdv, dctx, catt, q, k, v, lens, 1)
+			dq, dk, dv := f.up(dq0), f.up(dk0), f.up(dv0)
+			f.ok(f.d.AttentionGQABackward(dq, dk, dv, f.up(dctx), att, qb, kb, vb, s))
+			f.close(what+" dq", f.down(dq, NQ), f64(cdq), tol)
+			f.close(what+" dk", f.down(dk, NK), f64(cdk), tol)
+			f.close(what+" dv", f.down(dv, NK), f64(cdv), tol)
+		}
 	}
 }

@@ -46,7 +46,8 @@ extern "C" __global__ void unpermute_heads(float *dst, const float *src, int N, 
 
 // attn_softmax_forward turns the scaled scores att (N·H blocks of T×T)
 // into probabilities in place. One warp per row (b, i), b = n·H + h.
-extern "C" __global__ void attn_softmax_forward(float *att, const float *mask, const int *lens, int N, int H, int T) {
+// causal: query i sees keys 0..i only (decoders).
+extern "C" __global__ void attn_softmax_forward(float *att, const float *mask, const int *lens, int N, int H, int T, int causal) {
 	const i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	const int lane = threadIdx.x & 31;
 	if (row >= (i64)N * H * T) return;
@@ -57,13 +58,14 @@ extern "C" __global__ void attn_softmax_forward(float *att, const float *mask, c
 		for (int j = lane; j < T; j += 32) p[j] = 0.f;
 		return;
 	}
+	const int seen = causal ? i + 1 : T;
 	float mx = NEG_INF;
-	for (int j = lane; j < T; j += 32)
+	for (int j = lane; j < seen; j += 32)
 		if (m[j] != 0.f) mx = fmaxf(mx, p[j]);
 	mx = warp_max(mx);
 	float s = 0.f;
 	for (int j = lane; j < T; j += 32) {
-		const float e = m[j] != 0.f ? expf(p[j] - mx) : 0.f;
+		const float e = (j < seen && m[j] != 0.f) ? expf(p[j] - mx) : 0.f;
 		p[j] = e;
 		s += e;
 	}
