@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
 )
 
@@ -25,17 +26,24 @@ import (
 // device and resume on the other.
 //
 // What runs on a device today: BERT-family encoders, bi-encoder or
-// cross-encoder (every objective), full fine-tuning. LoRA and decoders are
-// refused with an error naming the option.
+// cross-encoder (every objective), full fine-tuning; Llama-family decoders
+// (Llama, Mistral, Qwen2, Qwen3) under LoRA with last-token or mean
+// pooling, causal or bidirectional. LoRA on BERT, full fine-tuning of a
+// decoder, trainable pooling heads and the papers' techniques are refused
+// with an error naming the option: they train on the CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert.").
 	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32) (DeviceEncoder, error)
+	// TrainDecoder uploads a decoder under LoRA (decoder.Model.DeviceLayout):
+	// its trainable params are the LoRA factors, by name.
+	TrainDecoder(m *decoder.Model) (DeviceEncoder, error)
 	String() string // the device, for logs
 }
 
-// DeviceEncoder is a BERT encoder resident on an Accelerator: the same ops
-// in the same order as Model's bi-encoder path.
+// DeviceEncoder is an encoder resident on an Accelerator — a BERT encoder
+// or a decoder — running the same ops in the same order as the CPU
+// trainer's Model or decoder.Model.
 type DeviceEncoder interface {
 	// Forward runs the encoder over an N×T batch (types nil: all zero).
 	Forward(ids, types []int32, mask []float32, N, T int) error
@@ -62,15 +70,20 @@ type DeviceEncoder interface {
 	Close() error
 }
 
-// deviceNet is Run's net over a DeviceEncoder; host is the Model it was
-// loaded from, whose Params receive the device's values for checkpoints
-// and the export (toHost) and give them back after a resume (fromHost).
-// head are the host-side trainable params: a cross-encoder's head.
+// deviceNet is Run's net over a DeviceEncoder. ps are the Params of the
+// host model it was loaded from (a BERT Model or a decoder.Model), which
+// receive the device's values for checkpoints and the export (toHost) and
+// give them back after a resume (fromHost); check validates a batch as the
+// host's Forward would. head are the host-side trainable params: a
+// cross-encoder's head, run by bert.
 type deviceNet struct {
-	host *Model
-	enc  DeviceEncoder
-	head []*Param
-	err  error // a failed zeroGrad, reported by the next step
+	ps    []*Param
+	cfg   *model.Config
+	check func(*Batch) error
+	bert  *Model // nil for decoders
+	enc   DeviceEncoder
+	head  []*Param
+	err   error // a failed zeroGrad, reported by the next step
 }
 
 // onDevice binds a loaded encoder to acc, refusing what the device path
@@ -87,7 +100,7 @@ func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	d := &deviceNet{host: m, enc: enc}
+	d := &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m, enc: enc}
 	head := map[*Param]bool{}
 	if m.HasClassifier() {
 		head = map[*Param]bool{m.poolW: true, m.poolB: true, m.clsW: true, m.clsB: true}
@@ -105,8 +118,26 @@ func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
 	return d, nil
 }
 
-func (d *deviceNet) params() []*Param { return d.host.Params }
-func (d *deviceNet) positions() int   { return d.host.Cfg.MaxPositionEmbeddings }
+// decoderOnDevice binds a loaded decoder (under LoRA) to acc.
+func decoderOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (*deviceNet, error) {
+	if cfg.Technique != "" {
+		return nil, fmt.Errorf("train: technique %s on %s: the papers' techniques train on the CPU", cfg.Technique, acc)
+	}
+	enc, err := acc.TrainDecoder(m)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", acc, err)
+	}
+	for _, p := range m.Params {
+		if !p.Frozen && !enc.Has(p.Name) {
+			enc.Close()
+			return nil, fmt.Errorf("train: %s trains on the CPU but %s does not hold it", p.Name, acc)
+		}
+	}
+	return &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, enc: enc}, nil
+}
+
+func (d *deviceNet) params() []*Param { return d.ps }
+func (d *deviceNet) positions() int   { return d.cfg.MaxPositionEmbeddings }
 
 func (d *deviceNet) zeroGrad() {
 	for _, p := range d.head {
@@ -120,7 +151,7 @@ func (d *deviceNet) pooled(b *Batch, pooling string) ([]float32, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	if err := b.validate(&d.host.Cfg); err != nil {
+	if err := d.check(b); err != nil {
 		return nil, err
 	}
 	if err := d.enc.Forward(b.IDs, b.Types, b.Mask, b.N, b.T); err != nil {
@@ -137,7 +168,7 @@ func (d *deviceNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher 
 	if err != nil {
 		return 0, objective.Parts{}, err
 	}
-	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, d.host.Cfg.HiddenSize, teacher, cc, scale)
+	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, d.cfg.HiddenSize, teacher, cc, scale)
 	if de == nil {
 		return loss, parts, err
 	}
@@ -149,13 +180,13 @@ func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher 
 	if err != nil {
 		return 0, 0, err
 	}
-	C := d.host.Cfg.HiddenSize
+	C := d.cfg.HiddenSize
 	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cc)
 	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
 }
 
 func (d *deviceNet) crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error) {
-	if err := d.host.crossBatch(b, Q, G); err != nil {
+	if err := d.bert.crossBatch(b, Q, G); err != nil {
 		return 0, objective.Parts{}, err
 	}
 	a, err := d.clsRows(b)
@@ -163,11 +194,11 @@ func (d *deviceNet) crossGrad(b *Batch, obj string, labels, teacher []float32, c
 		return 0, objective.Parts{}, err
 	}
 	dcls := make([]float32, len(a.Hidden))
-	loss, back, err := d.host.crossHead(a, obj, labels, teacher, cc, Q, G, scale, dcls)
+	loss, back, err := d.bert.crossHead(a, obj, labels, teacher, cc, Q, G, scale, dcls)
 	if back {
 		err = d.enc.Backward(PoolCLS, dcls)
 	}
-	return loss, d.host.lastParts, err
+	return loss, d.bert.lastParts, err
 }
 
 func (d *deviceNet) evalCross(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (float64, int, error) {
@@ -175,8 +206,8 @@ func (d *deviceNet) evalCross(b *Batch, obj string, labels, teacher []float32, c
 	if err != nil {
 		return 0, 0, err
 	}
-	loss, _, err := d.host.crossHead(a, obj, labels, teacher, cc, Q, G, 0, nil)
-	return loss, d.host.lastCorrect, err
+	loss, _, err := d.bert.crossHead(a, obj, labels, teacher, cc, Q, G, 0, nil)
+	return loss, d.bert.lastCorrect, err
 }
 
 // clsRows runs the batch on the device and brings back its [CLS] rows as
@@ -211,7 +242,7 @@ func (d *deviceNet) update(opt *AdamW, lr float64) error {
 }
 
 func (d *deviceNet) toHost(opt *AdamW) error {
-	for _, p := range d.host.Params {
+	for _, p := range d.ps {
 		if p.Frozen || !d.enc.Has(p.Name) {
 			continue
 		}
@@ -228,7 +259,7 @@ func (d *deviceNet) toHost(opt *AdamW) error {
 }
 
 func (d *deviceNet) fromHost(opt *AdamW) error {
-	for _, p := range d.host.Params {
+	for _, p := range d.ps {
 		if p.Frozen || !d.enc.Has(p.Name) {
 			continue
 		}

@@ -321,10 +321,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		servedPrefixes(examples, cfg.servedAs())
 	}
 	if cfg.Device != nil {
-		if src.bert == nil {
-			return nil, fmt.Errorf("train: %s is a decoder: decoders train on the CPU (the device path holds BERT encoders)", cfg.ModelDir)
+		var dn *deviceNet
+		if src.bert != nil {
+			dn, err = onDevice(cfg.Device, src.bert, &cfg)
+		} else {
+			dn, err = decoderOnDevice(cfg.Device, src.dec, &cfg)
 		}
-		dn, err := onDevice(cfg.Device, src.bert, &cfg)
 		if err != nil {
 			return nil, err
 		}

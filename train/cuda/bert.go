@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -34,8 +33,7 @@ type Param struct {
 type Encoder struct {
 	d                         *Device
 	Cfg                       EncoderConfig
-	Params                    []*Param // in train.NewModel's order, without the unused pooler
-	byName                    map[string]*Param
+	paramSet                  // in train.NewModel's order, without the unused pooler
 	layers                    []encLayer
 	wte, wpe, wtt, elnw, elnb *Param
 
@@ -67,7 +65,7 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 	if _, err := actCode(cfg.Act); err != nil {
 		return nil, err
 	}
-	e = &Encoder{d: d, Cfg: cfg, byName: map[string]*Param{}}
+	e = &Encoder{d: d, Cfg: cfg, paramSet: paramSet{dev: d, byName: map[string]*Param{}}}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -124,9 +122,6 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 	}
 	return e, err
 }
-
-// Param returns the parameter with the given Hugging Face name, or nil.
-func (e *Encoder) Param(name string) *Param { return e.byName[name] }
 
 // Close frees the encoder's device memory.
 func (e *Encoder) Close() error {
@@ -397,74 +392,6 @@ func (e *Encoder) Backward(mode string, dPooled []float32) error {
 		func() error {
 			return d.EmbeddingBackward(e.wte.G, e.wpe.G, e.wtt.G, e.dres, e.ids, e.types, N, T, C, cfg.Vocab, cfg.TypeVocab)
 		})
-}
-
-// ZeroGrad clears every gradient.
-func (e *Encoder) ZeroGrad() error {
-	for _, p := range e.Params {
-		if err := p.G.Zero(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ClipGradNorm scales the gradients so their global L2 norm is at most
-// maxNorm (≤ 0: only measure), returning the norm before clipping, as
-// train.ClipGradNorm.
-func (e *Encoder) ClipGradNorm(maxNorm float64) (float64, error) {
-	s, err := e.GradSumSquares()
-	if err != nil {
-		return 0, err
-	}
-	norm := math.Sqrt(s)
-	if maxNorm > 0 && norm > maxNorm {
-		return norm, e.ScaleGrads(float32(maxNorm / (norm + 1e-6)))
-	}
-	return norm, nil
-}
-
-// GradSumSquares is Σ g² over every parameter's gradient.
-func (e *Encoder) GradSumSquares() (float64, error) {
-	gs := make([]*Buffer, len(e.Params))
-	for i, p := range e.Params {
-		gs[i] = p.G
-	}
-	return e.d.SumSquares(gs...)
-}
-
-// ScaleGrads multiplies every gradient by c.
-func (e *Encoder) ScaleGrads(c float32) error {
-	for _, p := range e.Params {
-		if err := e.d.Scale(p.G, c, p.N); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// AdamW applies one train.AdamW step (step counts from 1) with learning
-// rate lr to every parameter.
-func (e *Encoder) AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) error {
-	for _, p := range e.Params {
-		if p.m == nil {
-			var err error
-			if p.m, err = e.d.AllocF32(p.N); err != nil {
-				return err
-			}
-			if p.v, err = e.d.AllocF32(p.N); err != nil {
-				return err
-			}
-			if err := errors.Join(p.m.Zero(), p.v.Zero()); err != nil {
-				return err
-			}
-		}
-		s := AdamWScalars(beta1, beta2, eps, weightDecay, lr, step, p.NoDecay)
-		if err := e.d.AdamW(p.W, p.G, p.m, p.v, nil, p.N, s); err != nil {
-			return fmt.Errorf("cuda: adamw %s: %w", p.Name, err)
-		}
-	}
-	return nil
 }
 
 // Download copies a parameter's weights (or gradient) to the host.

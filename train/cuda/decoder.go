@@ -1,0 +1,489 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/ops"
+)
+
+// Decoder is a Llama-family decoder (Llama, Mistral, Qwen2's QKV biases,
+// Qwen3's q/k norms) resident on a Device, the GPU twin of
+// train/decoder.Model under LoRA: the frozen base in float32, the LoRA
+// factors trained, the same ops in the same order as its Forward and
+// Backward (no recomputation: a GPU holds every layer's activations), with
+// last-token or mean pooling. The contrastive loss runs on the host, as
+// for Encoder. Not safe for concurrent use.
+type Decoder struct {
+	d   *Device
+	cfg model.Config
+	paramSet
+	causal      bool
+	embed, norm *Buffer
+	layers      []decLayer
+	weights     []*Buffer // the frozen base, for Close
+
+	// the rotary tables of the last T
+	rope  *ops.Rope
+	cosT  *Buffer
+	sinT  *Buffer
+	ropeT int
+
+	// the batch and its activations, sized for capNT rows (capAtt
+	// attention probabilities)
+	N, T            int
+	capNT, capAtt   int
+	ids, mask, lens *Buffer
+	xs              []*Buffer // each layer's input, then the last output
+	acts            []decActs
+	hidden, rstdF   *Buffer
+	dx, dh, dn      *Buffer
+	dact, dg, du    *Buffer
+	dctx, dq, dk    *Buffer
+	dv, dqraw       *Buffer
+	dkraw, dhid     *Buffer
+	dxa             *Buffer
+	pooled, dpl     *Buffer
+	bufs            []*Buffer // the activations, for reshapes and Close
+}
+
+type decLin struct {
+	w, bias *Buffer
+	a, b    *Param // LoRA factors, nil when the projection has none
+	in, out int
+	rank    int
+	scale   float32
+}
+
+type decLayer struct {
+	ln1, ln2, qn, kn *Buffer
+	proj             [7]decLin // q, k, v, o, gate, up, down
+}
+
+type decActs struct {
+	xn1, rstd1, qraw, kraw, qrstd, krstd *Buffer
+	q, k, v, att, ctx, h, xn2, rstd2     *Buffer
+	g, u, act                            *Buffer
+	xa                                   [7]*Buffer
+}
+
+// NewDecoder uploads a decoder under LoRA (m.DeviceLayout: the frozen base
+// widened to float32, the LoRA factors as trainable Params named as on the
+// host).
+func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
+	lo, err := m.DeviceLayout()
+	if err != nil {
+		return nil, err
+	}
+	cfg := m.Cfg
+	if len(lo.Layers) == 0 {
+		return nil, errors.New("cuda: a decoder without layers")
+	}
+	c := &Decoder{d: d, cfg: cfg, causal: lo.Causal, paramSet: paramSet{dev: d, byName: map[string]*Param{}}}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	up := func(p *ops.Param) (*Buffer, error) {
+		if p == nil {
+			return nil, nil
+		}
+		b, err := d.NewF32(p.Floats())
+		if err == nil {
+			c.weights = append(c.weights, b)
+		}
+		return b, err
+	}
+	train := func(p *ops.Param) (*Param, error) {
+		q := &Param{Name: p.Name, N: len(p.W), NoDecay: p.NoDecay}
+		var err error
+		if q.W, err = d.NewF32(p.W); err != nil {
+			return nil, err
+		}
+		c.weights = append(c.weights, q.W)
+		if q.G, err = d.AllocF32(q.N); err != nil {
+			return nil, err
+		}
+		c.weights = append(c.weights, q.G)
+		if err := q.G.Zero(); err != nil {
+			return nil, err
+		}
+		c.byName[q.Name] = q
+		return q, nil
+	}
+	if c.embed, err = up(lo.Embed); err != nil {
+		return nil, err
+	}
+	if c.norm, err = up(lo.Norm); err != nil {
+		return nil, err
+	}
+	for _, ly := range lo.Layers {
+		var dl decLayer
+		for _, pr := range []struct {
+			dst **Buffer
+			src *ops.Param
+		}{{&dl.ln1, ly.LN1}, {&dl.ln2, ly.LN2}, {&dl.qn, ly.QN}, {&dl.kn, ly.KN}} {
+			if *pr.dst, err = up(pr.src); err != nil {
+				return nil, err
+			}
+		}
+		for i, lin := range ly.Proj {
+			dp := decLin{in: lin.In, out: lin.Out}
+			if dp.w, err = up(lin.W); err != nil {
+				return nil, err
+			}
+			if dp.bias, err = up(lin.Bias); err != nil {
+				return nil, err
+			}
+			if l := lin.LoRA; l != nil {
+				if dp.a, err = train(l.A); err != nil {
+					return nil, err
+				}
+				if dp.b, err = train(l.B); err != nil {
+					return nil, err
+				}
+				dp.rank, dp.scale = l.Rank, l.Scale
+			}
+			dl.proj[i] = dp
+		}
+		c.layers = append(c.layers, dl)
+	}
+	// Params in the host model's order (its checkpoint and optimizer order).
+	for _, p := range m.Params {
+		if q := c.byName[p.Name]; q != nil {
+			c.Params = append(c.Params, q)
+		}
+	}
+	ok = true
+	return c, nil
+}
+
+// Close frees the decoder's device memory.
+func (c *Decoder) Close() error {
+	var errs []error
+	for _, b := range append(c.weights, c.bufs...) {
+		errs = append(errs, b.Free())
+	}
+	for _, p := range c.Params {
+		errs = append(errs, p.m.Free(), p.v.Free())
+	}
+	errs = append(errs, c.cosT.Free(), c.sinT.Free())
+	c.weights, c.bufs, c.cosT, c.sinT = nil, nil, nil, nil
+	return errors.Join(errs...)
+}
+
+// shape (re)allocates the activations when the batch outgrows them.
+func (c *Decoder) shape(N, T int) error {
+	cfg := &c.cfg
+	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
+	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	NT, att := N*T, N*H*T*T
+	if NT <= c.capNT && att <= c.capAtt {
+		return nil
+	}
+	for _, b := range c.bufs {
+		if err := b.Free(); err != nil {
+			return err
+		}
+	}
+	c.bufs, c.capNT, c.capAtt = nil, 0, 0
+	var err error
+	get := func(n int) *Buffer {
+		if err != nil || n == 0 {
+			return nil
+		}
+		var b *Buffer
+		if b, err = c.d.AllocF32(n); err == nil {
+			c.bufs = append(c.bufs, b)
+		}
+		return b
+	}
+	qk := func(n int) int {
+		if cfg.QKNorm() {
+			return n
+		}
+		return 0
+	}
+	c.ids, c.mask, c.lens = get(NT), get(NT), get(N)
+	c.xs = make([]*Buffer, len(c.layers)+1)
+	for l := range c.xs {
+		c.xs[l] = get(NT * C)
+	}
+	c.acts = make([]decActs, len(c.layers))
+	for l := range c.acts {
+		a, ly := &c.acts[l], &c.layers[l]
+		a.xn1, a.rstd1 = get(NT*C), get(NT)
+		a.qraw, a.kraw, a.qrstd, a.krstd = get(qk(NT*H*D)), get(qk(NT*KV*D)), get(qk(NT*H)), get(qk(NT*KV))
+		a.q, a.k, a.v = get(NT*H*D), get(NT*KV*D), get(NT*KV*D)
+		a.att, a.ctx = get(att), get(NT*H*D)
+		a.h, a.xn2, a.rstd2 = get(NT*C), get(NT*C), get(NT)
+		a.g, a.u, a.act = get(NT*F), get(NT*F), get(NT*F)
+		for i, p := range ly.proj {
+			if p.a != nil {
+				a.xa[i] = get(NT * p.rank)
+			}
+		}
+	}
+	maxRank := 1
+	for _, p := range c.layers[0].proj {
+		maxRank = max(maxRank, p.rank)
+	}
+	c.hidden, c.rstdF = get(NT*C), get(NT)
+	c.dx, c.dh, c.dn, c.dhid = get(NT*C), get(NT*C), get(NT*C), get(NT*C)
+	c.dact, c.dg, c.du = get(NT*F), get(NT*F), get(NT*F)
+	c.dctx, c.dq, c.dk, c.dv = get(NT*H*D), get(NT*H*D), get(NT*KV*D), get(NT*KV*D)
+	c.dqraw, c.dkraw = get(qk(NT*H*D)), get(qk(NT*KV*D))
+	c.dxa = get(NT * maxRank)
+	c.pooled, c.dpl = get(N*C), get(N*C)
+	if err != nil {
+		return err
+	}
+	c.capNT, c.capAtt = NT, att
+	return nil
+}
+
+// linear: out = x·Wᵀ (+ scale·(x·Aᵀ)·Bᵀ, xa keeping x·Aᵀ) (+ bias), as
+// ops.Linear.Forward.
+func (c *Decoder) linear(p *decLin, out, x, xa *Buffer, rows int) error {
+	d := c.d
+	if err := d.Gemm(false, true, rows, p.out, p.in, 1, x, p.in, p.w, p.in, 0, out, p.out); err != nil {
+		return err
+	}
+	if p.a != nil {
+		if err := d.Gemm(false, true, rows, p.rank, p.in, 1, x, p.in, p.a.W, p.in, 0, xa, p.rank); err != nil {
+			return err
+		}
+		if err := d.Gemm(false, true, rows, p.out, p.rank, p.scale, xa, p.rank, p.b.W, p.rank, 1, out, p.out); err != nil {
+			return err
+		}
+	}
+	if p.bias != nil {
+		return d.BiasAdd(out, p.bias, rows, p.out)
+	}
+	return nil
+}
+
+// linearBackward adds ∂/∂x to dx and the LoRA factors' gradients, given
+// dout (ops.Linear.Backward with a frozen W and bias).
+func (c *Decoder) linearBackward(p *decLin, dx, dout, x, xa *Buffer, rows int) error {
+	d := c.d
+	if err := d.Gemm(false, false, rows, p.in, p.out, 1, dout, p.out, p.w, p.in, 1, dx, p.in); err != nil {
+		return err
+	}
+	if p.a == nil {
+		return nil
+	}
+	r := p.rank
+	for _, f := range []func() error{
+		func() error { return d.Gemm(false, false, rows, r, p.out, p.scale, dout, p.out, p.b.W, r, 0, c.dxa, r) },
+		func() error { return d.Gemm(true, false, p.out, r, rows, p.scale, dout, p.out, xa, r, 1, p.b.G, r) },
+		func() error { return d.Gemm(true, false, r, p.in, rows, 1, c.dxa, r, x, p.in, 1, p.a.G, p.in) },
+		func() error { return d.Gemm(false, false, rows, p.in, r, 1, c.dxa, r, p.a.W, p.in, 1, dx, p.in) },
+	} {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Decoder) attn() Attn {
+	return Attn{N: c.N, T: c.T, H: c.cfg.NumAttentionHeads, KV: c.cfg.KVHeads(), D: c.cfg.HeadDim(), Causal: c.causal}
+}
+
+// Forward runs the decoder over N right-padded sequences of T tokens
+// (types are ignored: train.DeviceEncoder's signature); the final hidden
+// state stays on the device.
+func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
+	cfg := &c.cfg
+	if N <= 0 || T <= 0 || len(ids) != N*T || len(mask) != N*T {
+		return fmt.Errorf("cuda: batch N=%d T=%d does not match its %d ids, %d mask values", N, T, len(ids), len(mask))
+	}
+	if T > cfg.MaxPositionEmbeddings {
+		return fmt.Errorf("cuda: sequence length %d exceeds max_position_embeddings %d", T, cfg.MaxPositionEmbeddings)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= cfg.VocabSize {
+			return fmt.Errorf("cuda: token %d at position %d outside the vocabulary of %d", id, i, cfg.VocabSize)
+		}
+	}
+	lens := make([]int32, N)
+	for n := 0; n < N; n++ {
+		for t := 0; t < T && mask[n*T+t] != 0; t++ {
+			lens[n] = int32(t + 1)
+		}
+		if lens[n] == 0 {
+			return fmt.Errorf("cuda: sequence %d has no tokens", n)
+		}
+	}
+	if err := c.shape(N, T); err != nil {
+		return err
+	}
+	c.N, c.T = N, T
+	C, D := cfg.HiddenSize, cfg.HeadDim()
+	H, KV, F := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
+	if c.ropeT != T {
+		c.rope = ops.NewRope(T, D, cfg.RopeTheta)
+		if err := errors.Join(c.cosT.Free(), c.sinT.Free()); err != nil {
+			return err
+		}
+		c.cosT, c.sinT, c.ropeT = nil, nil, 0
+		var err error
+		if c.cosT, err = c.d.NewF32(c.rope.Cos); err != nil {
+			return err
+		}
+		if c.sinT, err = c.d.NewF32(c.rope.Sin); err != nil {
+			return err
+		}
+		c.ropeT = T
+	}
+	if err := errors.Join(Upload(c.ids, ids), Upload(c.mask, mask), Upload(c.lens, lens)); err != nil {
+		return err
+	}
+	d, rows := c.d, N*T
+	eps := float32(cfg.RMSNormEps)
+	if err := d.GatherRows(c.xs[0], c.ids, c.embed, rows, C, cfg.VocabSize); err != nil {
+		return err
+	}
+	for l := range c.layers {
+		ly, a, x, out := &c.layers[l], &c.acts[l], c.xs[l], c.xs[l+1]
+		p := &ly.proj
+		steps := []func() error{
+			func() error { return d.RMSNormForward(a.xn1, a.rstd1, x, ly.ln1, rows, C, eps) },
+		}
+		if cfg.QKNorm() {
+			steps = append(steps,
+				func() error { return c.linear(&p[0], a.qraw, a.xn1, a.xa[0], rows) },
+				func() error { return c.linear(&p[1], a.kraw, a.xn1, a.xa[1], rows) },
+				func() error { return d.RMSNormForward(a.q, a.qrstd, a.qraw, ly.qn, rows*H, D, eps) },
+				func() error { return d.RMSNormForward(a.k, a.krstd, a.kraw, ly.kn, rows*KV, D, eps) })
+		} else {
+			steps = append(steps,
+				func() error { return c.linear(&p[0], a.q, a.xn1, a.xa[0], rows) },
+				func() error { return c.linear(&p[1], a.k, a.xn1, a.xa[1], rows) })
+		}
+		steps = append(steps,
+			func() error { return c.linear(&p[2], a.v, a.xn1, a.xa[2], rows) },
+			func() error { return d.Rope(a.q, c.cosT, c.sinT, rows, T, H, D, 1) },
+			func() error { return d.Rope(a.k, c.cosT, c.sinT, rows, T, KV, D, 1) },
+			func() error { return d.AttentionGQAForward(a.ctx, a.att, a.q, a.k, a.v, c.mask, c.lens, c.attn()) },
+			func() error { return c.linear(&p[3], a.h, a.ctx, a.xa[3], rows) },
+			func() error { return d.AddInPlace(a.h, x, rows*C) },
+			func() error { return d.RMSNormForward(a.xn2, a.rstd2, a.h, ly.ln2, rows, C, eps) },
+			func() error { return c.linear(&p[4], a.g, a.xn2, a.xa[4], rows) },
+			func() error { return c.linear(&p[5], a.u, a.xn2, a.xa[5], rows) },
+			func() error { return d.SwiGLUForward(a.act, a.g, a.u, rows*F) },
+			func() error { return c.linear(&p[6], out, a.act, a.xa[6], rows) },
+			func() error { return d.AddInPlace(out, a.h, rows*C) })
+		for _, f := range steps {
+			if err := f(); err != nil {
+				return fmt.Errorf("cuda: decoder layer %d: %w", l, err)
+			}
+		}
+	}
+	return d.RMSNormForward(c.hidden, c.rstdF, c.xs[len(c.layers)], c.norm, rows, C, eps)
+}
+
+// Hidden is the last Forward's final hidden state, N×T×C on the device.
+func (c *Decoder) Hidden() *Buffer { return c.hidden }
+
+// Pool pools the last Forward's hidden state (decoder.PoolLast: the EOS
+// the tokenizer appended; decoder.PoolMean) into N×C on the host.
+func (c *Decoder) Pool(mode string) ([]float32, error) {
+	if c.N == 0 {
+		return nil, errors.New("cuda: Pool before Forward")
+	}
+	if mode != decoder.PoolLast && mode != decoder.PoolMean {
+		return nil, fmt.Errorf("cuda: decoder pooling %q (want %s or %s)", mode, decoder.PoolLast, decoder.PoolMean)
+	}
+	C := c.cfg.HiddenSize
+	if err := c.d.Pool(c.pooled, c.hidden, c.mask, c.lens, c.N, c.T, C, mode); err != nil {
+		return nil, err
+	}
+	out := make([]float32, c.N*C)
+	return out, Download(out, c.pooled)
+}
+
+// Backward adds to the LoRA factors' gradients that of the loss given
+// dPooled = ∂loss/∂(pooled), N×C on the host.
+func (c *Decoder) Backward(mode string, dPooled []float32) error {
+	cfg := &c.cfg
+	if c.N == 0 {
+		return errors.New("cuda: Backward before Forward")
+	}
+	N, T, C := c.N, c.T, cfg.HiddenSize
+	D, H, KV, F := cfg.HeadDim(), cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
+	rows := N * T
+	if len(dPooled) != N*C {
+		return fmt.Errorf("cuda: backward needs %d pooled gradients, got %d", N*C, len(dPooled))
+	}
+	d := c.d
+	zero := func(b *Buffer) func() error { return b.Zero }
+	run := func(fs ...func() error) error {
+		for _, f := range fs {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := run(
+		func() error { return Upload(c.dpl, dPooled) },
+		zero(c.dhid),
+		func() error { return d.PoolBackward(c.dhid, c.dpl, c.mask, c.lens, N, T, C, mode) },
+		zero(c.dx),
+		func() error {
+			return d.RMSNormBackward(c.dx, c.dhid, c.xs[len(c.layers)], c.norm, c.rstdF, rows, C)
+		}); err != nil {
+		return err
+	}
+	for l := len(c.layers) - 1; l >= 0; l-- {
+		ly, a, x := &c.layers[l], &c.acts[l], c.xs[l]
+		p := &ly.proj
+		steps := []func() error{
+			// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
+			func() error { return c.dh.CopyFrom(c.dx) },
+			zero(c.dact),
+			func() error { return c.linearBackward(&p[6], c.dact, c.dx, a.act, a.xa[6], rows) },
+			zero(c.dg), zero(c.du),
+			func() error { return d.SwiGLUBackward(c.dg, c.du, c.dact, a.g, a.u, rows*F) },
+			zero(c.dn),
+			func() error { return c.linearBackward(&p[4], c.dn, c.dg, a.xn2, a.xa[4], rows) },
+			func() error { return c.linearBackward(&p[5], c.dn, c.du, a.xn2, a.xa[5], rows) },
+			func() error { return d.RMSNormBackward(c.dh, c.dn, a.h, ly.ln2, a.rstd2, rows, C) },
+			// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
+			func() error { return c.dx.CopyFrom(c.dh) },
+			zero(c.dctx),
+			func() error { return c.linearBackward(&p[3], c.dctx, c.dh, a.ctx, a.xa[3], rows) },
+			zero(c.dq), zero(c.dk), zero(c.dv),
+			func() error {
+				return d.AttentionGQABackward(c.dq, c.dk, c.dv, c.dctx, a.att, a.q, a.k, a.v, c.attn())
+			},
+			func() error { return d.Rope(c.dq, c.cosT, c.sinT, rows, T, H, D, -1) },
+			func() error { return d.Rope(c.dk, c.cosT, c.sinT, rows, T, KV, D, -1) },
+			zero(c.dn),
+		}
+		if cfg.QKNorm() {
+			steps = append(steps, zero(c.dqraw), zero(c.dkraw),
+				func() error { return d.RMSNormBackward(c.dqraw, c.dq, a.qraw, ly.qn, a.qrstd, rows*H, D) },
+				func() error { return d.RMSNormBackward(c.dkraw, c.dk, a.kraw, ly.kn, a.krstd, rows*KV, D) },
+				func() error { return c.linearBackward(&p[0], c.dn, c.dqraw, a.xn1, a.xa[0], rows) },
+				func() error { return c.linearBackward(&p[1], c.dn, c.dkraw, a.xn1, a.xa[1], rows) })
+		} else {
+			steps = append(steps,
+				func() error { return c.linearBackward(&p[0], c.dn, c.dq, a.xn1, a.xa[0], rows) },
+				func() error { return c.linearBackward(&p[1], c.dn, c.dk, a.xn1, a.xa[1], rows) })
+		}
+		steps = append(steps,
+			func() error { return c.linearBackward(&p[2], c.dn, c.dv, a.xn1, a.xa[2], rows) },
+			func() error { return d.RMSNormBackward(c.dx, c.dn, x, ly.ln1, a.rstd1, rows, C) })
+		if err := run(steps...); err != nil {
+			return fmt.Errorf("cuda: decoder layer %d backward: %w", l, err)
+		}
+	}
+	return nil // the embedding is frozen: nothing flows past the first layer
+}

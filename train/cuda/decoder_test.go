@@ -1,0 +1,190 @@
+package cuda_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/cuda"
+	"github.com/anna-search/anna/train/decoder"
+)
+
+// The device decoder against the CPU trainer's (train/decoder.Model) under
+// LoRA: tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
+// Qwen3 (q/k norms, a head width that is not hidden/heads), causal and
+// bidirectional, last-token and mean pooling, right-padded sequences:
+// hidden states at the real positions, pooled vectors, every LoRA factor's
+// gradient, the clipped norm and the factors after AdamW, three steps.
+
+// 1e-4 (the encoder's emulator test holds 2e-5): the CPU sums RMSNorm in
+// float64 and orders its products differently, and three AdamW steps (about
+// ±lr per element at first) carry the difference into the next forwards;
+// Qwen3's q/k norms reach 5e-5. A wrong op is off by O(1).
+func TestDecoderMatchesCPUOnEmulator(t *testing.T) {
+	decoderMatchesCPU(t, cuda.NewEmulatedDevice(), 1e-4)
+}
+
+func TestDecoderMatchesCPUOnGPU(t *testing.T) {
+	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
+	if err != nil {
+		t.Skipf("no GPU here; the decoder is checked against the CPU on a machine with one: %v", err)
+	}
+	defer d.Close()
+	decoderMatchesCPU(t, d, 1e-4)
+}
+
+func tinyDecoder(arch string) *model.Config {
+	c := &model.Config{ModelType: arch, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
+		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
+		RopeTheta: 10000}
+	if arch == "qwen3" {
+		c.HeadDimField, c.RopeTheta = 12, 1e6
+	}
+	return c
+}
+
+func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		for _, causal := range []bool{true, false} {
+			for _, pool := range []string{decoder.PoolLast, decoder.PoolMean} {
+				t.Run(fmt.Sprintf("%s/causal=%v/%s", arch, causal, pool), func(t *testing.T) {
+					oneDecoder(t, d, arch, causal, pool, tol)
+				})
+			}
+		}
+	}
+}
+
+func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, tol float64) {
+	cfg := tinyDecoder(arch)
+	cpu, err := decoder.New(cfg, decoder.RandomTensors(cfg, 0.1, 11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu.Causal = causal
+	if err := cpu.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, 3); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, p := range cpu.Params {
+		if strings.HasSuffix(p.Name, ".lora_B.weight") { // zero at init: give A a gradient
+			for i := range p.W {
+				p.W[i] = float32(rng.NormFloat64() * 0.1)
+			}
+		}
+	}
+	dev, err := cuda.NewDecoder(d, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if len(dev.Params) == 0 {
+		t.Fatal("no LoRA factors on the device")
+	}
+
+	N, T, C := 5, 9, cfg.HiddenSize
+	b := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
+	lens := make([]int, N)
+	for n := 0; n < N; n++ {
+		lens[n] = 2 + rng.IntN(T-1)
+		if n == 0 {
+			lens[n] = T
+		}
+		for i := 0; i < T; i++ {
+			b.IDs[n*T+i] = int32(rng.IntN(cfg.VocabSize))
+			if i < lens[n] {
+				b.Mask[n*T+i] = 1
+			}
+		}
+	}
+	opt := train.NewAdamW(0.01)
+	for step := 1; step <= 3; step++ {
+		a, err := cpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Forward(b.IDs, nil, b.Mask, N, T); err != nil {
+			t.Fatal(err)
+		}
+		hid := make([]float32, N*T*C)
+		if err := cuda.Download(hid, dev.Hidden()); err != nil {
+			t.Fatal(err)
+		}
+		var gotReal, wantReal []float32 // padded positions hold values nothing reads
+		for n := 0; n < N; n++ {
+			gotReal = append(gotReal, hid[n*T*C:(n*T+lens[n])*C]...)
+			wantReal = append(wantReal, a.Hidden[n*T*C:(n*T+lens[n])*C]...)
+		}
+		closeTo(t, "hidden state", gotReal, wantReal, tol)
+		want, err := cpu.Pool(a, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dev.Pool(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeTo(t, "pooled", got, want, tol)
+
+		dp := make([]float32, N*C)
+		for i := range dp {
+			dp[i] = float32(rng.NormFloat64())
+		}
+		cpu.ZeroGrad()
+		dh := make([]float32, N*T*C)
+		cpu.PoolBackward(a, pool, dp, dh)
+		cpu.Backward(a, dh)
+		if err := dev.ZeroGrad(); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Backward(pool, dp); err != nil {
+			t.Fatal(err)
+		}
+		compared := 0
+		for _, p := range cpu.Params {
+			gp := dev.Param(p.Name)
+			if p.Frozen {
+				if gp != nil {
+					t.Errorf("%s is frozen on the CPU but trained on the device", p.Name)
+				}
+				continue
+			}
+			if gp == nil {
+				t.Fatalf("%s trains on the CPU, missing on the device", p.Name)
+			}
+			g, err := gp.Download(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "gradient of "+p.Name, g, p.G, tol)
+			compared++
+		}
+		if compared != len(dev.Params) {
+			t.Errorf("compared %d gradients, the device trains %d", compared, len(dev.Params))
+		}
+		norm := train.ClipGradNorm(cpu.Params, 1.0)
+		dnorm, err := dev.ClipGradNorm(1.0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(norm-dnorm) > tol*norm {
+			t.Errorf("gradient norm %v on the device, %v on the CPU", dnorm, norm)
+		}
+		opt.Update(cpu.Params, 1e-3)
+		if err := dev.AdamW(1e-3, 0.01, 0.9, 0.999, 1e-8, step); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range dev.Params {
+			w, err := p.Download(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "updated "+p.Name, w, cpu.Param(p.Name).W, tol)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// paramSet is a device model's trainable parameters by name: the part of
+// train.DeviceEncoder that Encoder and Decoder share (gradients, clipping,
+// AdamW, checkpoint state).
+type paramSet struct {
+	dev    *Device
+	Params []*Param
+	byName map[string]*Param
+}
+
+// Param returns the parameter with the given name, or nil.
+func (e *paramSet) Param(name string) *Param { return e.byName[name] }
+
+// ZeroGrad clears every gradient.
+func (e *paramSet) ZeroGrad() error {
+	for _, p := range e.Params {
+		if err := p.G.Zero(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClipGradNorm scales the gradients so their global L2 norm is at most
+// maxNorm (≤ 0: only measure), returning the norm before clipping, as
+// train.ClipGradNorm.
+func (e *paramSet) ClipGradNorm(maxNorm float64) (float64, error) {
+	s, err := e.GradSumSquares()
+	if err != nil {
+		return 0, err
+	}
+	norm := math.Sqrt(s)
+	if maxNorm > 0 && norm > maxNorm {
+		return norm, e.ScaleGrads(float32(maxNorm / (norm + 1e-6)))
+	}
+	return norm, nil
+}
+
+// GradSumSquares is Σ g² over every parameter's gradient.
+func (e *paramSet) GradSumSquares() (float64, error) {
+	gs := make([]*Buffer, len(e.Params))
+	for i, p := range e.Params {
+		gs[i] = p.G
+	}
+	return e.dev.SumSquares(gs...)
+}
+
+// ScaleGrads multiplies every gradient by c.
+func (e *paramSet) ScaleGrads(c float32) error {
+	for _, p := range e.Params {
+		if err := e.dev.Scale(p.G, c, p.N); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AdamW applies one train.AdamW step (step counts from 1) with learning
+// rate lr to every parameter.
+func (e *paramSet) AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) error {
+	for _, p := range e.Params {
+		if p.m == nil {
+			var err error
+			if p.m, err = e.dev.AllocF32(p.N); err != nil {
+				return err
+			}
+			if p.v, err = e.dev.AllocF32(p.N); err != nil {
+				return err
+			}
+			if err := errors.Join(p.m.Zero(), p.v.Zero()); err != nil {
+				return err
+			}
+		}
+		s := AdamWScalars(beta1, beta2, eps, weightDecay, lr, step, p.NoDecay)
+		if err := e.dev.AdamW(p.W, p.G, p.m, p.v, nil, p.N, s); err != nil {
+			return fmt.Errorf("cuda: adamw %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Has reports whether the encoder holds the named weight.
+func (e *paramSet) Has(name string) bool { return e.byName[name] != nil }
+
+// State copies a weight and, after the first AdamW step, its moments into
+// w, m and v (train.DeviceEncoder).
+func (e *paramSet) State(name string, w, m, v []float32) (bool, error) {
+	p := e.byName[name]
+	if p == nil {
+		return false, fmt.Errorf("cuda: no parameter %s", name)
+	}
+	if len(w) != p.N || len(m) != p.N || len(v) != p.N {
+		return false, fmt.Errorf("cuda: %s: host slices of %d, %d and %d values, want %d", name, len(w), len(m), len(v), p.N)
+	}
+	if err := Download(w, p.W); err != nil {
+		return false, err
+	}
+	if p.m == nil {
+		return false, nil
+	}
+	return true, errors.Join(Download(m, p.m), Download(v, p.v))
+}
+
+// SetState replaces a weight and, when m is not nil, its moments
+// (train.DeviceEncoder; resuming from a checkpoint).
+func (e *paramSet) SetState(name string, w, m, v []float32) error {
+	p := e.byName[name]
+	if p == nil {
+		return fmt.Errorf("cuda: no parameter %s", name)
+	}
+	if err := p.Upload(w); err != nil {
+		return err
+	}
+	if m == nil {
+		return nil
+	}
+	return p.SetMoments(e.dev, m, v)
+}
