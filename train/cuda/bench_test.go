@@ -48,107 +48,13 @@ func BenchmarkTrainStepOnGPU(b *testing.B) {
 		weights[name] = tn.Data
 	}
 	N, C := Q+Q*G, cfg.HiddenSize
-	r := rand.New(rand.NewPCG(1, 2))
-	ids, mask := make([]int32, N*T), make([]float32, N*T)
-	for i := range ids {
-		ids[i], mask[i] = int32(1000+r.IntN(cfg.VocabSize-1000)), 1
-	}
 	L, FF := cfg.NumHiddenLayers, cfg.IntermediateSize
 	tokens := float64(N * T)
 	flops := 3 * (2*tokens*float64(L*(4*C*C+2*C*FF)) + 4*float64(N*L)*float64(T*T*C))
 	b.Logf("%s; one step, %d sequences × %d tokens (%.2f TFLOP)", desc, N, T, flops/1e12)
-
-	step := func(math cuda.MathMode) float64 {
-		d, err := cuda.Open(context.Background(), cuda.Options{Math: math})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		enc, err := d.TrainEncoder(cfg, "", weights)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer enc.Close()
-		cc := train.ContrastiveConfig{Temperature: 0.05, InBatch: true}
-		best := 0.0
-		for i := 0; i < 4; i++ { // the first warms up (allocations, cuBLAS heuristics)
-			if err := d.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			t0 := time.Now()
-			if err := enc.ZeroGrad(); err != nil {
-				b.Fatal(err)
-			}
-			if err := enc.Forward(ids, nil, mask, N, T); err != nil {
-				b.Fatal(err)
-			}
-			e, err := enc.Pool(train.PoolMean)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _, de, err := objective.ContrastiveStep(e, Q, G, C, nil, cc, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := enc.Backward(train.PoolMean, de); err != nil {
-				b.Fatal(err)
-			}
-			s, err := enc.GradSumSquares()
-			if err != nil || s != s {
-				b.Fatalf("gradient: Σg² %v, %v", s, err)
-			}
-			if err := enc.AdamW(2e-5, 0.01, 0.9, 0.999, 1e-8, i+1); err != nil {
-				b.Fatal(err)
-			}
-			if err := d.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			if sec := time.Since(t0).Seconds(); i > 0 && (best == 0 || sec < best) {
-				best = sec
-			}
-		}
-		return best
-	}
-	var fp32, tf32 float64
-	for i := 0; i < b.N; i++ {
-		fp32, tf32 = step(cuda.MathFP32), step(cuda.MathTF32)
-	}
-	b.ReportMetric(fp32*1e3, "fp32-ms/step")
-	b.ReportMetric(tf32*1e3, "tf32-ms/step")
-	b.ReportMetric(flops/fp32/1e12, "fp32-TFLOP/s")
-	b.ReportMetric(flops/tf32/1e12, "tf32-TFLOP/s")
-
-	python := torchPython()
-	dir := b.TempDir()
-	cj, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
-		b.Fatal(err)
-	}
-	script := filepath.Join("..", "..", "tools", "torch_step_bench.py")
-	for _, m := range []struct {
-		name string
-		sec  float64
-	}{{"fp32", fp32}, {"tf32", tf32}} {
-		out, err := exec.Command(python, script, dir, strconv.Itoa(Q), strconv.Itoa(G), strconv.Itoa(T), "4", "cuda", m.name).Output()
-		if err != nil {
-			b.Logf("PyTorch reference (%s) skipped: %s %s: %v", m.name, python, script, err)
-			continue
-		}
-		var ref struct {
-			Seconds float64 `json:"seconds"`
-			Name    string  `json:"name"`
-		}
-		if err := json.Unmarshal(out, &ref); err != nil {
-			b.Fatalf("torch_step_bench.py output %q: %v", out, err)
-		}
-		b.ReportMetric(ref.Seconds*1e3, "torch-"+m.name+"-ms/step")
-		b.ReportMetric(m.sec/ref.Seconds, "anna/torch-"+m.name)
-		b.Logf("%s: anna %.1f ms (%.1f TFLOP/s), PyTorch on %s %.1f ms: ratio %.2f", m.name, m.sec*1e3, flops/m.sec/1e12,
-			ref.Name, ref.Seconds*1e3, m.sec/ref.Seconds)
-	}
+	sb := stepBench{Q: Q, G: G, T: T, C: C, pool: train.PoolMean, lr: 2e-5, flops: flops,
+		build: func(d *cuda.Device) (train.DeviceEncoder, error) { return d.TrainEncoder(cfg, "", weights) }}
+	sb.run(b, cfg, tensors, "torch_step_bench.py")
 }
 
 // torchPython is the python that runs the PyTorch references:
@@ -203,103 +109,129 @@ func BenchmarkDecoderStepOnGPU(b *testing.B) {
 		}
 	}
 	N, C := Q+Q*G, cfg.HiddenSize
-	ids, mask := make([]int32, N*T), make([]float32, N*T)
-	for i := range ids {
-		ids[i], mask[i] = int32(1000+r.IntN(cfg.VocabSize-1000)), 1
-	}
 	nn, t := float64(N), float64(T)
 	Cf, F, D := float64(C), float64(cfg.IntermediateSize), float64(cfg.HeadDim())
 	Hq, Hk := float64(cfg.NumAttentionHeads)*D, float64(cfg.KVHeads())*D
 	proj := 2 * nn * t * (Cf*Hq + 2*Cf*Hk + Hq*Cf + 3*Cf*F)
 	flops := float64(cfg.NumHiddenLayers) * (2*proj + 3*2*2*nn*t*t*Hq) // forward + input gradients (frozen base)
 	b.Logf("%s; one LoRA step, %d sequences × %d tokens (%.2f TFLOP)", desc, N, T, flops/1e12)
+	sb := stepBench{Q: Q, G: G, T: T, C: C, pool: decoder.PoolLast, lr: 1e-4, flops: flops,
+		build: func(d *cuda.Device) (train.DeviceEncoder, error) { return d.TrainDecoder(m) }}
+	sb.run(b, cfg, m.Tensors(), "decoder_step_bench.py", "64", "32")
+}
 
-	step := func(math cuda.MathMode) float64 {
-		d, err := cuda.Open(context.Background(), cuda.Options{Math: math})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		dec, err := cuda.NewDecoder(d, m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer dec.Close()
-		cc := train.ContrastiveConfig{Temperature: 0.05, InBatch: true}
-		best := 0.0
-		for i := 0; i < 4; i++ { // the first warms up
-			if err := d.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			t0 := time.Now()
-			if err := dec.ZeroGrad(); err != nil {
-				b.Fatal(err)
-			}
-			if err := dec.Forward(ids, nil, mask, N, T); err != nil {
-				b.Fatal(err)
-			}
-			e, err := dec.Pool(decoder.PoolLast)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _, de, err := objective.ContrastiveStep(e, Q, G, C, nil, cc, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := dec.Backward(decoder.PoolLast, de); err != nil {
-				b.Fatal(err)
-			}
-			if s, err := dec.GradSumSquares(); err != nil || s != s {
-				b.Fatalf("gradient: Σg² %v, %v", s, err)
-			}
-			if err := dec.AdamW(1e-4, 0.01, 0.9, 0.999, 1e-8, i+1); err != nil {
-				b.Fatal(err)
-			}
-			if err := d.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			if sec := time.Since(t0).Seconds(); i > 0 && (best == 0 || sec < best) {
-				best = sec
-			}
-		}
-		return best
+// stepBench is what both benchmarks time: one training step of a device
+// model as train.Run takes it (forward, pooling, InfoNCE on the host,
+// backward, the clipping norm, AdamW), over N = Q·(1+G) sequences of T
+// random tokens.
+type stepBench struct {
+	Q, G, T, C int
+	pool       string
+	lr         float64
+	flops      float64
+	// build puts the model on a device.
+	build func(*cuda.Device) (train.DeviceEncoder, error)
+}
+
+// best is the fastest of three steps after a warm-up (allocations, cuBLAS
+// heuristics) on a fresh device with the given math.
+func (sb stepBench) best(b *testing.B, math cuda.MathMode) float64 {
+	d, err := cuda.Open(context.Background(), cuda.Options{Math: math})
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer d.Close()
+	m, err := sb.build(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	N := sb.Q + sb.Q*sb.G
+	r := rand.New(rand.NewPCG(1, 2))
+	ids, mask := make([]int32, N*sb.T), make([]float32, N*sb.T)
+	for i := range ids {
+		ids[i], mask[i] = int32(1000+r.IntN(20000)), 1
+	}
+	cc := train.ContrastiveConfig{Temperature: 0.05, InBatch: true}
+	best := 0.0
+	for i := 0; i < 4; i++ {
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := m.ZeroGrad(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Forward(ids, nil, mask, N, sb.T); err != nil {
+			b.Fatal(err)
+		}
+		e, err := m.Pool(sb.pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _, de, err := objective.ContrastiveStep(e, sb.Q, sb.G, sb.C, nil, cc, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Backward(sb.pool, de); err != nil {
+			b.Fatal(err)
+		}
+		if s, err := m.GradSumSquares(); err != nil || s != s {
+			b.Fatalf("gradient: Σg² %v, %v", s, err)
+		}
+		if err := m.AdamW(sb.lr, 0.01, 0.9, 0.999, 1e-8, i+1); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if sec := time.Since(t0).Seconds(); i > 0 && (best == 0 || sec < best) {
+			best = sec
+		}
+	}
+	return best
+}
+
+// run times the step in FP32 and TF32 and the PyTorch reference on the
+// same GPU (script with args, then "4 cuda fp32|tf32"), writing cfg and
+// tensors where the script reads them, and reports every figure.
+func (sb stepBench) run(b *testing.B, cfg *model.Config, tensors map[string]*safetensors.Tensor, script string, args ...string) {
 	var fp32, tf32 float64
 	for i := 0; i < b.N; i++ {
-		fp32, tf32 = step(cuda.MathFP32), step(cuda.MathTF32)
+		fp32, tf32 = sb.best(b, cuda.MathFP32), sb.best(b, cuda.MathTF32)
 	}
 	b.ReportMetric(fp32*1e3, "fp32-ms/step")
 	b.ReportMetric(tf32*1e3, "tf32-ms/step")
-	b.ReportMetric(flops/fp32/1e12, "fp32-TFLOP/s")
-	b.ReportMetric(flops/tf32/1e12, "tf32-TFLOP/s")
-
+	b.ReportMetric(sb.flops/fp32/1e12, "fp32-TFLOP/s")
+	b.ReportMetric(sb.flops/tf32/1e12, "tf32-TFLOP/s")
 	dir := b.TempDir()
 	cj, _ := json.Marshal(cfg)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), m.Tensors(), nil); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
 		b.Fatal(err)
 	}
-	script := filepath.Join("..", "..", "tools", "decoder_step_bench.py")
-	for _, mm := range []struct {
+	script = filepath.Join("..", "..", "tools", script)
+	for _, m := range []struct {
 		name string
 		sec  float64
 	}{{"fp32", fp32}, {"tf32", tf32}} {
-		out, err := exec.Command(torchPython(), script, dir, strconv.Itoa(Q), strconv.Itoa(G), strconv.Itoa(T), "64", "32", "4", "cuda", mm.name).Output()
+		a := append(append([]string{script, dir, strconv.Itoa(sb.Q), strconv.Itoa(sb.G), strconv.Itoa(sb.T)}, args...), "4", "cuda", m.name)
+		out, err := exec.Command(torchPython(), a...).Output()
 		if err != nil {
-			b.Logf("PyTorch reference (%s) skipped: %s: %v", mm.name, script, err)
+			b.Logf("PyTorch reference (%s) skipped: %s: %v", m.name, script, err)
 			continue
 		}
 		var ref struct {
 			Seconds float64 `json:"seconds"`
 		}
 		if err := json.Unmarshal(out, &ref); err != nil {
-			b.Fatalf("decoder_step_bench.py output %q: %v", out, err)
+			b.Fatalf("%s output %q: %v", script, out, err)
 		}
-		b.ReportMetric(ref.Seconds*1e3, "torch-"+mm.name+"-ms/step")
-		b.ReportMetric(mm.sec/ref.Seconds, "anna/torch-"+mm.name)
-		b.Logf("%s: anna %.1f ms (%.1f TFLOP/s), PyTorch %.1f ms: ratio %.2f", mm.name, mm.sec*1e3, flops/mm.sec/1e12,
-			ref.Seconds*1e3, mm.sec/ref.Seconds)
+		b.ReportMetric(ref.Seconds*1e3, "torch-"+m.name+"-ms/step")
+		b.ReportMetric(m.sec/ref.Seconds, "anna/torch-"+m.name)
+		b.Logf("%s: anna %.1f ms (%.1f TFLOP/s), PyTorch %.1f ms: ratio %.2f", m.name, m.sec*1e3, sb.flops/m.sec/1e12,
+			ref.Seconds*1e3, m.sec/ref.Seconds)
 	}
 }

@@ -302,7 +302,6 @@ func (d *Device) AttentionGQAForward(ctx, att, q, k, v, mask, lens *Buffer, s At
 		need(op, "mask", mask, N*T), need(op, "lens", lens, N)); err != nil {
 		return err
 	}
-	rep := H / KV
 	sc, err := d.scratchF32(4*NTQ + 2*NTK)
 	if err != nil {
 		return err
@@ -312,20 +311,8 @@ func (d *Device) AttentionGQAForward(ctx, att, q, k, v, mask, lens *Buffer, s At
 	if err := d.permute(qp, q, N, T, H, D); err != nil {
 		return err
 	}
-	for _, pr := range [][3]*Buffer{{kp, kg, k}, {vp, vg, v}} {
-		if rep == 1 {
-			if err := d.permute(pr[0], pr[2], N, T, KV, D); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.permute(pr[1], pr[2], N, T, KV, D); err != nil {
-			return err
-		}
-		if err := d.launch("repeat_kv", elementwise(int64(NTQ)), block1(256), 0,
-			ptr(pr[0]), ptr(pr[1]), i32(N), i32(KV), i32(rep), i32(T*D)); err != nil {
-			return err
-		}
+	if err := errors.Join(d.kvHeads(kp, kg, k, s), d.kvHeads(vp, vg, v, s)); err != nil {
+		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(D)))
 	B, Thd, TT := N*H, T*D, T*T
@@ -367,20 +354,8 @@ func (d *Device) AttentionGQABackward(dq, dk, dv, dctx, att, q, k, v *Buffer, s 
 			return err
 		}
 	}
-	for _, pr := range [][3]*Buffer{{kp, kg, k}, {vp, vg, v}} {
-		if rep == 1 {
-			if err := d.permute(pr[0], pr[2], N, T, KV, D); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.permute(pr[1], pr[2], N, T, KV, D); err != nil {
-			return err
-		}
-		if err := d.launch("repeat_kv", elementwise(int64(NTQ)), block1(256), 0,
-			ptr(pr[0]), ptr(pr[1]), i32(N), i32(KV), i32(rep), i32(T*D)); err != nil {
-			return err
-		}
+	if err := errors.Join(d.kvHeads(kp, kg, k, s), d.kvHeads(vp, vg, v, s)); err != nil {
+		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(D)))
 	// dP = dctx·Vᵀ; dV = Pᵀ·dctx
@@ -418,6 +393,21 @@ func (d *Device) AttentionGQABackward(dq, dk, dv, dctx, att, q, k, v *Buffer, s 
 		}
 	}
 	return nil
+}
+
+// kvHeads writes key or value rows x (N·T rows of KV·D) to dst in the
+// batched layout [N, H, T, D], each key/value head repeated for its H/KV
+// query heads (through grouped, [N, KV, T, D], when there are several).
+func (d *Device) kvHeads(dst, grouped, x *Buffer, s Attn) error {
+	rep := s.H / s.KV
+	if rep == 1 {
+		return d.permute(dst, x, s.N, s.T, s.KV, s.D)
+	}
+	if err := d.permute(grouped, x, s.N, s.T, s.KV, s.D); err != nil {
+		return err
+	}
+	return d.launch("repeat_kv", elementwise(int64(s.N*s.H*s.T*s.D)), block1(256), 0,
+		ptr(dst), ptr(grouped), i32(s.N), i32(s.KV), i32(rep), i32(s.T*s.D))
 }
 
 func b2i(b bool) int {
