@@ -1,0 +1,54 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/decoder"
+)
+
+// refusing is an Accelerator that takes no model: what the device path
+// does not cover must be refused, naming the option, before a model
+// reaches it (or by decoder.Model.DeviceLayout, which cuda.NewDecoder
+// calls first).
+type refusing struct{}
+
+var errReached = errors.New("the accelerator was reached")
+
+func (refusing) String() string { return "test accelerator" }
+func (refusing) TrainEncoder(*model.Config, string, map[string][]float32) (DeviceEncoder, error) {
+	return nil, errReached
+}
+func (refusing) TrainDecoder(m *decoder.Model) (DeviceEncoder, error) {
+	if _, err := m.DeviceLayout(); err != nil {
+		return nil, err
+	}
+	return nil, errReached
+}
+
+func TestDeviceRefusals(t *testing.T) {
+	bert, llama := tinyCheckpoint(t, false), tinyDecoder(t, "llama")
+	data := writeData(t, 24, false)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"bert lora", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, "LoRA on test accelerator: the device path fine-tunes every weight"},
+		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
+		{"decoder head", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolLatent, HeadLatents: 2, HeadHeads: 4},
+			"the latent pooling head trains on the CPU only"},
+		{"technique", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor},
+			"technique anchor on test accelerator: the papers' techniques train on the CPU"},
+		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
+		{"decoder lora reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
+	} {
+		c.cfg.Data, c.cfg.OutDir, c.cfg.Device, c.cfg.NoExport = data, t.TempDir(), refusing{}, true
+		if _, err := Run(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want an error containing %q, got %v", c.name, c.want, err)
+		}
+	}
+}
