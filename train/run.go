@@ -101,9 +101,10 @@ type Config struct {
 	AutoRegStage1 string
 
 	// Device, when set, runs the steps on an accelerator (train/cuda's
-	// Device) instead of the Go CPU path: BERT bi-encoders, full
-	// fine-tuning (Accelerator says what it covers). Checkpoints and the
-	// export are the same files either way.
+	// Device) instead of the Go CPU path: BERT encoders fully fine-tuned
+	// (any objective) and decoders under LoRA (Accelerator says what it
+	// covers; the rest is refused). Checkpoints and the export are the same
+	// files either way.
 	Device Accelerator
 
 	Seed            uint64
