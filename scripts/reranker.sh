@@ -16,7 +16,8 @@
 #      mining use it unasked only where those measurements say it helps
 #      (annactl models list).
 # Usage: scripts/reranker.sh [WORK_DIR]  (default $ANNA_HOME/work/reranker, kept for --resume)
-# Environment: BASE (model to start from, default all-MiniLM-L6-v2), NAME (anna-reranker-minilm),
+# Environment: BASE (model to start from, default bge-small-en-v1.5, installed if absent; all-MiniLM-L6-v2 for
+# the first reranker, NAME=anna-reranker-minilm), NAME (anna-reranker-bge),
 # STEPS (120), BATCH (8 queries), GROUP (8 = 1 + 7), MAXLEN (192 tokens per pair), LR (7e-5),
 # DISTILL (1), SEED (42), DEPTH (100 candidates reranked), EVALS (more BEIR folders to measure on and
 # record, default Cranfield, CISI and CACM from ../shared; EVALS="" for SciFact alone), MORE (more BEIR
@@ -29,8 +30,8 @@ A=$ROOT/bin/annactl
 DATA=${DATA:-$ROOT/../shared/datasets/scifact}
 HOME_DIR=${ANNA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/anna}
 W=${1:-$HOME_DIR/work/reranker}
-BASE=${BASE:-all-MiniLM-L6-v2}
-NAME=${NAME:-anna-reranker-minilm}
+BASE=${BASE:-bge-small-en-v1.5}
+NAME=${NAME:-anna-reranker-bge}
 STEPS=${STEPS:-120}
 BATCH=${BATCH:-8}
 GROUP=${GROUP:-8}
@@ -51,6 +52,7 @@ mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 t0=$(date +%s)
 
+[ -f "$HOME_DIR/models/$BASE/anna-model.json" ] || "$A" models install "$BASE"
 step "index SciFact with the base embedding model"
 [ -f "$W/idx.done" ] || { "$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl" && touch "$W/idx.done"; }
 step "mine SciFact train with the pipeline teacher"
