@@ -100,21 +100,32 @@ func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	d := &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m, enc: enc}
-	head := map[*Param]bool{}
+	var head []*Param
 	if m.HasClassifier() {
-		head = map[*Param]bool{m.poolW: true, m.poolB: true, m.clsW: true, m.clsB: true}
+		head = []*Param{m.poolW, m.poolB, m.clsW, m.clsB}
 	}
-	for _, p := range m.Params {
+	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m}, head)
+}
+
+// bind completes d with enc once every trainable param of d.ps is either
+// on the device or one of head (trained on the host); otherwise it closes
+// enc and says which param is missing.
+func bind(acc Accelerator, enc DeviceEncoder, d *deviceNet, head []*Param) (*deviceNet, error) {
+	onHost := map[*Param]bool{}
+	for _, p := range head {
+		onHost[p] = true
+	}
+	for _, p := range d.ps {
 		switch {
 		case p.Frozen || enc.Has(p.Name):
-		case head[p]:
+		case onHost[p]:
 			d.head = append(d.head, p)
 		default:
 			enc.Close()
 			return nil, fmt.Errorf("train: %s trains on the CPU but %s does not hold it", p.Name, acc)
 		}
 	}
+	d.enc = enc
 	return d, nil
 }
 
@@ -127,13 +138,7 @@ func decoderOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (*deviceNet
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	for _, p := range m.Params {
-		if !p.Frozen && !enc.Has(p.Name) {
-			enc.Close()
-			return nil, fmt.Errorf("train: %s trains on the CPU but %s does not hold it", p.Name, acc)
-		}
-	}
-	return &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, enc: enc}, nil
+	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }}, nil)
 }
 
 func (d *deviceNet) params() []*Param { return d.ps }
@@ -180,9 +185,7 @@ func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher 
 	if err != nil {
 		return 0, 0, err
 	}
-	C := d.cfg.HiddenSize
-	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cc)
-	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
+	return objective.ContrastiveEval(e, Q, G, d.cfg.HiddenSize, teacher, cc)
 }
 
 func (d *deviceNet) crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error) {
@@ -280,7 +283,6 @@ type resident interface {
 	update(opt *AdamW, lr float64) error
 	toHost(opt *AdamW) error   // before a checkpoint or the export reads the params
 	fromHost(opt *AdamW) error // after a checkpoint restored them
-	close() error
 }
 
 // hostSide is resident for nets whose params are the host's.
@@ -293,7 +295,6 @@ func (h hostSide) update(opt *AdamW, lr float64) error {
 }
 func (hostSide) toHost(*AdamW) error   { return nil }
 func (hostSide) fromHost(*AdamW) error { return nil }
-func (hostSide) close() error          { return nil }
 
 func residentOf(n net) resident {
 	if r, ok := n.(resident); ok {

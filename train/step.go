@@ -120,9 +120,8 @@ func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []fl
 	if err != nil {
 		return 0, err
 	}
-	C := m.Cfg.HiddenSize
-	loss, _, _, err := ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
-	m.lastCorrect = objective.Correct(e[:Q*C], e[Q*C:], Q, G, C)
+	loss, correct, err := objective.ContrastiveEval(e, Q, G, m.Cfg.HiddenSize, teacher, cfg)
+	m.lastCorrect = correct
 	return loss, err
 }
 

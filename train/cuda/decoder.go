@@ -26,7 +26,6 @@ type Decoder struct {
 	weights     []*Buffer // the frozen base, for Close
 
 	// the rotary tables of the last T
-	rope  *ops.Rope
 	cosT  *Buffer
 	sinT  *Buffer
 	ropeT int
@@ -327,16 +326,16 @@ func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
 	C, D := cfg.HiddenSize, cfg.HeadDim()
 	H, KV, F := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
 	if c.ropeT != T {
-		c.rope = ops.NewRope(T, D, cfg.RopeTheta)
+		rope := ops.NewRope(T, D, cfg.RopeTheta)
 		if err := errors.Join(c.cosT.Free(), c.sinT.Free()); err != nil {
 			return err
 		}
 		c.cosT, c.sinT, c.ropeT = nil, nil, 0
 		var err error
-		if c.cosT, err = c.d.NewF32(c.rope.Cos); err != nil {
+		if c.cosT, err = c.d.NewF32(rope.Cos); err != nil {
 			return err
 		}
-		if c.sinT, err = c.d.NewF32(c.rope.Sin); err != nil {
+		if c.sinT, err = c.d.NewF32(rope.Sin); err != nil {
 			return err
 		}
 		c.ropeT = T

@@ -472,7 +472,5 @@ func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []fl
 	if err != nil {
 		return 0, 0, err
 	}
-	C := m.Cfg.HiddenSize
-	loss, _, _, err = objective.ContrastiveLoss(e[:Q*C], e[Q*C:], Q, G, C, teacher, cfg)
-	return loss, objective.Correct(e[:Q*C], e[Q*C:], Q, G, C), err
+	return objective.ContrastiveEval(e, Q, G, m.Cfg.HiddenSize, teacher, cfg)
 }

@@ -42,6 +42,15 @@ type Parts struct {
 	InfoNCE, Distill float64
 }
 
+// ContrastiveEval is a held-out evaluation of a batch's pooled embeddings e
+// (laid out as for ContrastiveStep): the loss, and how many queries rank
+// their positive above all of their own negatives (Correct).
+func ContrastiveEval(e []float32, Q, G, C int, teacher []float32, cfg ContrastiveConfig) (loss float64, correct int, err error) {
+	q, d := e[:Q*C], e[Q*C:]
+	loss, _, _, err = ContrastiveLoss(q, d, Q, G, C, teacher, cfg)
+	return loss, Correct(q, d, Q, G, C), err
+}
+
 // ContrastiveStep is what a model's contrastive backward pass starts from:
 // the loss of a batch's pooled embeddings e (Q queries, then Q·G
 // documents, each C wide), its parts, and ∂loss/∂e multiplied by scale (a
