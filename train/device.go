@@ -28,9 +28,11 @@ import (
 // What runs on a device today: BERT-family encoders, bi-encoder or
 // cross-encoder (every objective), full fine-tuning; Llama-family decoders
 // (Llama, Mistral, Qwen2, Qwen3) under LoRA with last-token or mean
-// pooling, causal or bidirectional. LoRA on BERT, full fine-tuning of a
-// decoder, trainable pooling heads and the papers' techniques are refused
-// with an error naming the option: they train on the CPU.
+// pooling, or a trainable pooling head (latent or multi-layer: the head,
+// N×r×C-sized, trains on the host over the rows the device returns, as a
+// cross-encoder's head does), causal or bidirectional. LoRA on BERT, full
+// fine-tuning of a decoder and the papers' techniques are refused with an
+// error naming the option: they train on the CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert.").
@@ -48,9 +50,12 @@ type DeviceEncoder interface {
 	// Forward runs the encoder over an N×T batch (types nil: all zero).
 	Forward(ids, types []int32, mask []float32, N, T int) error
 	// Pool pools the last Forward (PoolMean, PoolCLS, PoolLast) into N×C
-	// embeddings on the host.
+	// embeddings on the host; for a decoder's trainable head (PoolLatent,
+	// PoolMultiLayer) it returns the head's input rows instead
+	// (decoder.Model.HeadForward's layout).
 	Pool(mode string) ([]float32, error)
-	// Backward adds to every gradient that of the loss given ∂loss/∂pooled.
+	// Backward adds to every gradient that of the loss given ∂loss/∂pooled
+	// (for a head's mode, ∂loss/∂ its input rows).
 	Backward(mode string, dPooled []float32) error
 	ZeroGrad() error
 	// GradSumSquares is Σ g² over every gradient (for the global norm).
@@ -75,15 +80,18 @@ type DeviceEncoder interface {
 // receive the device's values for checkpoints and the export (toHost) and
 // give them back after a resume (fromHost); check validates a batch as the
 // host's Forward would. head are the host-side trainable params: a
-// cross-encoder's head, run by bert.
+// cross-encoder's head, run by bert, or a decoder's pooling head, run by
+// dec.
 type deviceNet struct {
-	ps    []*Param
-	cfg   *model.Config
-	check func(*Batch) error
-	bert  *Model // nil for decoders
-	enc   DeviceEncoder
-	head  []*Param
-	err   error // a failed zeroGrad, reported by the next step
+	ps       []*Param
+	cfg      *model.Config
+	check    func(*Batch) error
+	bert     *Model         // nil for decoders
+	dec      *decoder.Model // nil for BERT
+	enc      DeviceEncoder
+	head     []*Param
+	headActs *decoder.Acts // the last pooled batch's, for a decoder's head
+	err      error         // a failed zeroGrad, reported by the next step
 }
 
 // onDevice binds a loaded encoder to acc, refusing what the device path
@@ -138,7 +146,7 @@ func decoderOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (*deviceNet
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }}, nil)
+	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, dec: m}, m.HeadParams())
 }
 
 func (d *deviceNet) params() []*Param { return d.ps }
@@ -162,7 +170,22 @@ func (d *deviceNet) pooled(b *Batch, pooling string) ([]float32, error) {
 	if err := d.enc.Forward(b.IDs, b.Types, b.Mask, b.N, b.T); err != nil {
 		return nil, err
 	}
-	return d.enc.Pool(pooling)
+	rows, err := d.enc.Pool(pooling)
+	if err != nil || d.dec == nil || !isHead(pooling) {
+		return rows, err
+	}
+	a, e, err := d.dec.HeadForward(pooling, rows, decoderBatch(b))
+	d.headActs = a
+	return e, err
+}
+
+// backward hands ∂loss/∂pooled to the device, through the host's head
+// first for a decoder's trainable head.
+func (d *deviceNet) backward(pooling string, de []float32) error {
+	if d.dec != nil && isHead(pooling) {
+		de = d.dec.HeadBackward(d.headActs, de)
+	}
+	return d.enc.Backward(pooling, de)
 }
 
 func (d *deviceNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
@@ -177,7 +200,7 @@ func (d *deviceNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher 
 	if de == nil {
 		return loss, parts, err
 	}
-	return loss, parts, d.enc.Backward(pooling, de)
+	return loss, parts, d.backward(pooling, de)
 }
 
 func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {

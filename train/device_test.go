@@ -39,12 +39,12 @@ func TestDeviceRefusals(t *testing.T) {
 	}{
 		{"bert lora", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, "LoRA on test accelerator: the device path fine-tunes every weight"},
 		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
-		{"decoder head", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolLatent, HeadLatents: 2, HeadHeads: 4},
-			"the latent pooling head trains on the CPU only"},
 		{"technique", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor},
 			"technique anchor on test accelerator: the papers' techniques train on the CPU"},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
 		{"decoder lora reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
+		{"decoder head reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolLatent, HeadLatents: 2, HeadHeads: 4},
+			errReached.Error()},
 	} {
 		c.cfg.Data, c.cfg.OutDir, c.cfg.Device, c.cfg.NoExport = data, t.TempDir(), refusing{}, true
 		if _, err := Run(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -65,7 +65,7 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 	if c.Recompute {
 		add("recompute layers in the backward", true)
 	}
-	if c.Pooling == PoolLatent || c.Pooling == PoolMultiLayer {
+	if isHead(c.Pooling) {
 		add("pooling head (latents, attention heads; 0: default)", fmt.Sprintf("%d, %d", c.HeadLatents, c.HeadHeads))
 	}
 	if c.LoRA != nil {

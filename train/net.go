@@ -19,6 +19,9 @@ const (
 	PoolMultiLayer = decoder.PoolMultiLayer
 )
 
+// isHead reports whether pooling is a decoder's trainable head.
+func isHead(pooling string) bool { return pooling == PoolLatent || pooling == PoolMultiLayer }
+
 // net is what Run trains as a bi-encoder: a BERT Model or a decoder.
 type net interface {
 	params() []*Param
@@ -111,7 +114,7 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		mc = c
 	}
 	if !isGGUF && !mc.IsDecoder() {
-		if cfg.Bidirectional || cfg.Recompute || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer || cfg.Technique != "" {
+		if cfg.Bidirectional || cfg.Recompute || isHead(cfg.Pooling) || cfg.Technique != "" {
 			return nil, fmt.Errorf("train: bidirectional attention, recomputation, trainable pooling heads and techniques are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)
 		}
 		if cfg.LoRA != nil {
@@ -139,18 +142,18 @@ func loadSource(cfg *Config, cross bool) (*source, error) {
 		if !cfg.NoExport && cfg.ContextTrain == nil && (cfg.ContextEncoderName == "" || cfg.ContextEncoderFingerprint == "") {
 			return nil, fmt.Errorf("train: technique %s: the export pairs the decoder with its context encoder, so it needs the encoder's name and fingerprint (or train with NoExport: OUT/causal2vec holds the MLP and the pairing)", cfg.Technique)
 		}
-		if cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
+		if isHead(cfg.Pooling) {
 			return nil, fmt.Errorf("train: technique %s embeds as [h_C; h_EOS]: no pooling head", cfg.Technique)
 		}
 	case TechniqueAutoRegCompress, TechniqueAutoRegAlign:
-		if cfg.Bidirectional || cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer {
+		if cfg.Bidirectional || isHead(cfg.Pooling) {
 			return nil, fmt.Errorf("train: technique %s generates through a causal decoder and pools its memory tokens: no bidirectional attention or pooling head", cfg.Technique)
 		}
 	case TechniqueAnchor:
 	default:
 		return nil, fmt.Errorf("train: technique %q (want %s)", cfg.Technique, strings.Join(Techniques(), ", "))
 	}
-	headPool := cfg.Pooling == PoolLatent || cfg.Pooling == PoolMultiLayer
+	headPool := isHead(cfg.Pooling)
 	if cfg.Pooling != PoolLast && cfg.Pooling != PoolMean && !headPool {
 		return nil, fmt.Errorf("train: pooling %q: decoders pool the last token (EOS), the mean, or with a trainable head (latent, multilayer)", cfg.Pooling)
 	}

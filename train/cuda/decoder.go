@@ -391,24 +391,50 @@ func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
 func (c *Decoder) Hidden() *Buffer { return c.hidden }
 
 // Pool pools the last Forward's hidden state (decoder.PoolLast: the EOS
-// the tokenizer appended; decoder.PoolMean) into N×C on the host.
+// the tokenizer appended; decoder.PoolMean) into N×C on the host. For a
+// trainable head (decoder.PoolLatent, decoder.PoolMultiLayer), which runs
+// on the host, it returns the head's input instead, laid out as
+// decoder.Model.HeadForward reads it: the final hidden state (N×T×C), or
+// each layer's output at each sequence's last token (L×N×C, the last
+// layer's after the final norm).
 func (c *Decoder) Pool(mode string) ([]float32, error) {
 	if c.N == 0 {
 		return nil, errors.New("cuda: Pool before Forward")
 	}
-	if mode != decoder.PoolLast && mode != decoder.PoolMean {
-		return nil, fmt.Errorf("cuda: decoder pooling %q (want %s or %s)", mode, decoder.PoolLast, decoder.PoolMean)
+	C, L := c.cfg.HiddenSize, len(c.layers)
+	NC := c.N * C
+	switch mode {
+	case decoder.PoolLast, decoder.PoolMean:
+		if err := c.d.Pool(c.pooled, c.hidden, c.mask, c.lens, c.N, c.T, C, mode); err != nil {
+			return nil, err
+		}
+		out := make([]float32, NC)
+		return out, Download(out, c.pooled)
+	case decoder.PoolLatent:
+		out := make([]float32, NC*c.T)
+		return out, Download(out, c.hidden)
+	case decoder.PoolMultiLayer:
+		out := make([]float32, L*NC)
+		for l := 0; l < L; l++ {
+			src := c.hidden
+			if l < L-1 {
+				src = c.xs[l+1]
+			}
+			if err := c.d.Pool(c.pooled, src, c.mask, c.lens, c.N, c.T, C, decoder.PoolLast); err != nil {
+				return nil, err
+			}
+			if err := Download(out[l*NC:(l+1)*NC], c.pooled); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
-	C := c.cfg.HiddenSize
-	if err := c.d.Pool(c.pooled, c.hidden, c.mask, c.lens, c.N, c.T, C, mode); err != nil {
-		return nil, err
-	}
-	out := make([]float32, c.N*C)
-	return out, Download(out, c.pooled)
+	return nil, fmt.Errorf("cuda: decoder pooling %q (want %s, %s, %s or %s)", mode, decoder.PoolLast, decoder.PoolMean, decoder.PoolLatent, decoder.PoolMultiLayer)
 }
 
 // Backward adds to the LoRA factors' gradients that of the loss given
-// dPooled = ∂loss/∂(pooled), N×C on the host.
+// dPooled = ∂loss/∂(pooled), N×C on the host — for a trainable head's mode,
+// ∂loss/∂ the head's input, laid out as Pool returned it.
 func (c *Decoder) Backward(mode string, dPooled []float32) error {
 	cfg := &c.cfg
 	if c.N == 0 {
@@ -416,9 +442,16 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 	}
 	N, T, C := c.N, c.T, cfg.HiddenSize
 	D, H, KV, F := cfg.HeadDim(), cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
-	rows := N * T
-	if len(dPooled) != N*C {
-		return fmt.Errorf("cuda: backward needs %d pooled gradients, got %d", N*C, len(dPooled))
+	rows, NC, L := N*T, N*C, len(c.layers)
+	want := NC
+	switch mode {
+	case decoder.PoolLatent:
+		want = rows * C
+	case decoder.PoolMultiLayer:
+		want = L * NC
+	}
+	if len(dPooled) != want {
+		return fmt.Errorf("cuda: backward (%s) needs %d gradients, got %d", mode, want, len(dPooled))
 	}
 	d := c.d
 	zero := func(b *Buffer) func() error { return b.Zero }
@@ -430,19 +463,38 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 		}
 		return nil
 	}
-	if err := run(
-		func() error { return Upload(c.dpl, dPooled) },
-		zero(c.dhid),
-		func() error { return d.PoolBackward(c.dhid, c.dpl, c.mask, c.lens, N, T, C, mode) },
+	// dhid = ∂loss/∂hidden; eos, for a multilayer head, the inner layers'
+	// outputs' share at the last tokens, added as the loop reaches them.
+	var eos []float32
+	start := []func() error{func() error { return Upload(c.dhid, dPooled) }}
+	if mode != decoder.PoolLatent {
+		last, pool := dPooled, mode
+		if mode == decoder.PoolMultiLayer {
+			eos, last, pool = dPooled[:(L-1)*NC], dPooled[(L-1)*NC:], decoder.PoolLast
+		}
+		start = []func() error{
+			func() error { return Upload(c.dpl, last) },
+			zero(c.dhid),
+			func() error { return d.PoolBackward(c.dhid, c.dpl, c.mask, c.lens, N, T, C, pool) },
+		}
+	}
+	if err := run(append(start,
 		zero(c.dx),
 		func() error {
-			return d.RMSNormBackward(c.dx, c.dhid, c.xs[len(c.layers)], c.norm, c.rstdF, rows, C)
-		}); err != nil {
+			return d.RMSNormBackward(c.dx, c.dhid, c.xs[L], c.norm, c.rstdF, rows, C)
+		})...); err != nil {
 		return err
 	}
 	for l := len(c.layers) - 1; l >= 0; l-- {
 		ly, a, x := &c.layers[l], &c.acts[l], c.xs[l]
 		p := &ly.proj
+		if eos != nil && l < L-1 { // the head read this layer's output
+			if err := run(
+				func() error { return Upload(c.dpl, eos[l*NC:(l+1)*NC]) },
+				func() error { return d.PoolBackward(c.dx, c.dpl, c.mask, c.lens, N, T, C, decoder.PoolLast) }); err != nil {
+				return err
+			}
+		}
 		steps := []func() error{
 			// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 			func() error { return c.dh.CopyFrom(c.dx) },

@@ -17,9 +17,12 @@ import (
 // The device decoder against the CPU trainer's (train/decoder.Model) under
 // LoRA: tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
 // Qwen3 (q/k norms, a head width that is not hidden/heads), causal and
-// bidirectional, last-token and mean pooling, right-padded sequences:
-// hidden states at the real positions, pooled vectors, every LoRA factor's
-// gradient, the clipped norm and the factors after AdamW, three steps.
+// bidirectional, last-token and mean pooling, and the trainable heads
+// (latent, multi-layer) run on the host over the rows the device returns
+// (decoder.Model.HeadForward, as train.Run's device path does), right-padded
+// sequences: hidden states at the real positions, pooled vectors, every
+// LoRA factor's and head parameter's gradient, the clipped norm and the
+// parameters after AdamW, three steps.
 
 // 1e-4 (the encoder's emulator test holds 2e-5): the CPU sums RMSNorm in
 // float64 and orders its products differently, and three AdamW steps (about
@@ -51,7 +54,7 @@ func tinyDecoder(arch string) *model.Config {
 func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		for _, causal := range []bool{true, false} {
-			for _, pool := range []string{decoder.PoolLast, decoder.PoolMean} {
+			for _, pool := range []string{decoder.PoolLast, decoder.PoolMean, decoder.PoolLatent, decoder.PoolMultiLayer} {
 				t.Run(fmt.Sprintf("%s/causal=%v/%s", arch, causal, pool), func(t *testing.T) {
 					oneDecoder(t, d, arch, causal, pool, tol)
 				})
@@ -62,23 +65,38 @@ func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 
 func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, tol float64) {
 	cfg := tinyDecoder(arch)
-	cpu, err := decoder.New(cfg, decoder.RandomTensors(cfg, 0.1, 11))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu.Causal = causal
-	if err := cpu.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, 3); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, p := range cpu.Params {
-		if strings.HasSuffix(p.Name, ".lora_B.weight") { // zero at init: give A a gradient
-			for i := range p.W {
-				p.W[i] = float32(rng.NormFloat64() * 0.1)
+	headPool := pool == decoder.PoolLatent || pool == decoder.PoolMultiLayer
+	// build makes the CPU reference and, for a head, the host model whose
+	// head runs beside the device (the same weights).
+	build := func() *decoder.Model {
+		m, err := decoder.New(cfg, decoder.RandomTensors(cfg, 0.1, 11))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Causal = causal
+		if headPool {
+			if err := m.EnableHead(decoder.HeadConfig{Mode: pool, Latents: 3, Heads: 4}, 2); err != nil {
+				t.Fatal(err)
 			}
 		}
+		if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, 3); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, p := range m.Params {
+			// lora_B is zero at init: give A a gradient; so are the head's
+			// layer weights and biases.
+			if strings.HasSuffix(p.Name, ".lora_B.weight") || strings.HasPrefix(p.Name, "pooling.") {
+				for i := range p.W {
+					p.W[i] = float32(rng.NormFloat64() * 0.1)
+				}
+			}
+		}
+		return m
 	}
-	dev, err := cuda.NewDecoder(d, cpu)
+	cpu, host := build(), build()
+	rng := rand.New(rand.NewPCG(5, 7))
+	dev, err := cuda.NewDecoder(d, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +120,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			}
 		}
 	}
-	opt := train.NewAdamW(0.01)
+	opt, hostOpt := train.NewAdamW(0.01), train.NewAdamW(0.01)
 	for step := 1; step <= 3; step++ {
 		a, err := cpu.Forward(b)
 		if err != nil {
@@ -129,6 +147,12 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 		if err != nil {
 			t.Fatal(err)
 		}
+		var ha *decoder.Acts
+		if headPool {
+			if ha, got, err = host.HeadForward(pool, got, b); err != nil {
+				t.Fatal(err)
+			}
+		}
 		closeTo(t, "pooled", got, want, tol)
 
 		dp := make([]float32, N*C)
@@ -142,11 +166,22 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 		if err := dev.ZeroGrad(); err != nil {
 			t.Fatal(err)
 		}
-		if err := dev.Backward(pool, dp); err != nil {
+		host.ZeroGrad()
+		dd := dp
+		if headPool {
+			dd = host.HeadBackward(ha, dp)
+		}
+		if err := dev.Backward(pool, dd); err != nil {
 			t.Fatal(err)
 		}
 		compared := 0
+		for _, p := range cpu.HeadParams() {
+			closeTo(t, "gradient of "+p.Name, host.Param(p.Name).G, p.G, tol)
+		}
 		for _, p := range cpu.Params {
+			if strings.HasPrefix(p.Name, "pooling.") { // compared above
+				continue
+			}
 			gp := dev.Param(p.Name)
 			if p.Frozen {
 				if gp != nil {
@@ -168,16 +203,43 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			t.Errorf("compared %d gradients, the device trains %d", compared, len(dev.Params))
 		}
 		norm := train.ClipGradNorm(cpu.Params, 1.0)
-		dnorm, err := dev.ClipGradNorm(1.0)
-		if err != nil {
+		var dnorm float64
+		if headPool { // one norm over the device's gradients and the host head's
+			ss, err := dev.GradSumSquares()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range host.HeadParams() {
+				for _, g := range p.G {
+					ss += float64(g) * float64(g)
+				}
+			}
+			dnorm = math.Sqrt(ss)
+			c := float32(1 / (dnorm + 1e-6)) // train's clip factor at max norm 1 (every norm here is above it)
+			if err := dev.ScaleGrads(c); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range host.HeadParams() {
+				for i := range p.G {
+					p.G[i] *= c
+				}
+			}
+			hostOpt.Update(host.HeadParams(), 1e-3)
+		} else if dnorm, err = dev.ClipGradNorm(1.0); err != nil {
 			t.Fatal(err)
 		}
 		if math.Abs(norm-dnorm) > tol*norm {
 			t.Errorf("gradient norm %v on the device, %v on the CPU", dnorm, norm)
 		}
+		if norm <= 1 {
+			t.Fatalf("gradient norm %v: the test wants clipping to happen", norm)
+		}
 		opt.Update(cpu.Params, 1e-3)
 		if err := dev.AdamW(1e-3, 0.01, 0.9, 0.999, 1e-8, step); err != nil {
 			t.Fatal(err)
+		}
+		for _, p := range cpu.HeadParams() {
+			closeTo(t, "updated "+p.Name, host.Param(p.Name).W, p.W, tol)
 		}
 		for _, p := range dev.Params {
 			w, err := p.Download(false)

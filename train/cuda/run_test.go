@@ -28,8 +28,9 @@ import (
 
 // runCases: a BERT bi-encoder and cross-encoder (its head on the host)
 // with each objective, fully fine-tuned, and a decoder (Llama with
-// grouped-query attention) under LoRA, causal with last-token pooling and
-// bidirectional with mean pooling.
+// grouped-query attention) under LoRA, causal with last-token pooling,
+// bidirectional with mean pooling, and with each trainable pooling head
+// (trained on the host beside the device).
 var runCases = []struct {
 	name, objective, pooling string
 	decoder, bidirectional   bool
@@ -39,6 +40,8 @@ var runCases = []struct {
 	{name: "bert/bce", objective: train.ObjectiveBCE},
 	{name: "llama-lora/lasttoken", objective: train.ObjectiveContrastive, decoder: true},
 	{name: "llama-lora/bidirectional-mean", objective: train.ObjectiveContrastive, decoder: true, bidirectional: true, pooling: train.PoolMean},
+	{name: "llama-lora/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer},
+	{name: "llama-lora/latent-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolLatent},
 }
 
 func TestRunOnEmulatorMatchesCPU(t *testing.T) {

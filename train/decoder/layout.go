@@ -26,15 +26,13 @@ type LayerLayout struct {
 }
 
 // DeviceLayout describes the model for a device trainer, which trains
-// LoRA factors over a frozen base with last-token or mean pooling: it
-// refuses a model without LoRA, with a trainable pooling head, or with any
-// other parameter still training.
+// LoRA factors over a frozen base (a trainable pooling head stays on the
+// host: HeadForward, HeadBackward): it refuses a model without LoRA, or
+// with any other parameter still training.
 func (m *Model) DeviceLayout() (*Layout, error) {
 	switch {
 	case !m.lora:
 		return nil, errors.New("decoder: the device path trains LoRA factors over a frozen base; enable LoRA (full fine-tuning of a decoder runs on the CPU)")
-	case m.head != nil:
-		return nil, fmt.Errorf("decoder: the %s pooling head trains on the CPU only", m.head.mode)
 	}
 	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal}
 	lora := map[*ops.Param]bool{}
@@ -47,7 +45,7 @@ func (m *Model) DeviceLayout() (*Layout, error) {
 		}
 	}
 	for _, p := range m.Params {
-		if !p.Frozen && !lora[p] {
+		if !p.Frozen && !lora[p] && !isHeadName(p.Name) {
 			return nil, fmt.Errorf("decoder: %s trains, and the device path trains LoRA factors only", p.Name)
 		}
 	}

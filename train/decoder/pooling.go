@@ -351,3 +351,74 @@ func (m *Model) headBackward(a *Acts, dPooled, dHidden []float32) {
 		}
 	}
 }
+
+// HeadParams are the trainable pooling head's parameters (nil without
+// one): a device trainer runs the head on the host with them, beside the
+// decoder it holds (HeadForward, HeadBackward).
+func (m *Model) HeadParams() []*ops.Param {
+	if m.head == nil {
+		return nil
+	}
+	return m.head.params
+}
+
+// HeadRows is how many values the head's input holds for b (HeadForward's
+// rows): N×T×C for PoolLatent, L×N×C for PoolMultiLayer.
+func (m *Model) HeadRows(mode string, N, T int) int {
+	C := m.Cfg.HiddenSize
+	if mode == PoolMultiLayer {
+		return len(m.layers) * N * C
+	}
+	return N * T * C
+}
+
+// HeadForward runs the trainable head (of mode) over the rows a device
+// trainer computed for b, instead of over a Forward of this model:
+// PoolLatent reads the final hidden state, N×T×C; PoolMultiLayer each
+// layer's output at each sequence's last token, layer-major L×N×C — layers
+// 0…L−2, then the final hidden state's row (after the final norm), as
+// Pool reads them. It returns the N×C embeddings and the activations
+// HeadBackward takes (overwritten by the next Forward or HeadForward).
+func (m *Model) HeadForward(mode string, rows []float32, b *Batch) (*Acts, []float32, error) {
+	if m.head == nil || m.head.mode != mode {
+		return nil, nil, fmt.Errorf("decoder: pooling %q needs that trainable head (EnableHead)", mode)
+	}
+	lens, err := b.lengths(&m.Cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if want := m.HeadRows(mode, b.N, b.T); len(rows) != want {
+		return nil, nil, fmt.Errorf("decoder: the %s head's input has %d values, want %d (N=%d T=%d)", mode, len(rows), want, b.N, b.T)
+	}
+	a := &Acts{N: b.N, T: b.T, lens: lens, Hidden: rows}
+	if mode == PoolMultiLayer { // one row per sequence and layer: T = 1
+		NC, L := b.N*m.Cfg.HiddenSize, len(m.layers)
+		a.T, a.lens, a.xs = 1, make([]int, b.N), make([][]float32, L)
+		for n := range a.lens {
+			a.lens[n] = 1
+		}
+		for l := 0; l < L-1; l++ {
+			a.xs[l+1] = rows[l*NC : (l+1)*NC]
+		}
+		a.Hidden = rows[(L-1)*NC:]
+	}
+	return a, m.headForward(a), nil
+}
+
+// HeadBackward adds the head's parameter gradients given dPooled (N×C)
+// and returns ∂loss/∂rows, laid out as HeadForward's rows. a is the latest
+// HeadForward's.
+func (m *Model) HeadBackward(a *Acts, dPooled []float32) []float32 {
+	C := m.Cfg.HiddenSize
+	d := make([]float32, a.N*a.T*C)
+	m.headBackward(a, dPooled, d)
+	if m.head.mode != PoolMultiLayer {
+		return d
+	}
+	out := make([]float32, 0, len(m.layers)*a.N*C)
+	for _, dl := range a.dEOS {
+		out = append(out, dl...)
+	}
+	a.dEOS = a.dEOS[:0]
+	return append(out, d...)
+}
