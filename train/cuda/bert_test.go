@@ -2,12 +2,12 @@ package cuda_test
 
 import (
 	"context"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/cuda"
 )
@@ -32,9 +32,7 @@ func TestEncoderMatchesCPUOnGPU(t *testing.T) {
 }
 
 func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
-	cfg := &model.Config{ModelType: "bert", VocabSize: 100, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		IntermediateSize: 64, MaxPositionEmbeddings: 16, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
-		PositionEmbeddingType: "absolute"}
+	cfg := testmodels.BERT()
 	tensors := train.RandomTensors(cfg, false, 0.1, 11)
 	cpu, err := train.NewModel(cfg, tensors, false, 11)
 	if err != nil {

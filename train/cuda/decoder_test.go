@@ -3,12 +3,12 @@ package cuda_test
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/cuda"
 	"github.com/anna-search/anna/train/decoder"
@@ -41,16 +41,6 @@ func TestDecoderMatchesCPUOnGPU(t *testing.T) {
 	decoderMatchesCPU(t, d, 1e-4)
 }
 
-func tinyDecoder(arch string) *model.Config {
-	c := &model.Config{ModelType: arch, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
-		RopeTheta: 10000}
-	if arch == "qwen3" {
-		c.HeadDimField, c.RopeTheta = 12, 1e6
-	}
-	return c
-}
-
 func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		for _, causal := range []bool{true, false} {
@@ -64,7 +54,7 @@ func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 }
 
 func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, tol float64) {
-	cfg := tinyDecoder(arch)
+	cfg := testmodels.Decoder(arch)
 	headPool := pool == decoder.PoolLatent || pool == decoder.PoolMultiLayer
 	// build makes the CPU reference and, for a head, the host model whose
 	// head runs beside the device (the same weights).

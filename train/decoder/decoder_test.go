@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,7 +16,7 @@ import (
 // pass unchanged, and the LoRA factors did move it.
 func TestLoRAMergeKeepsForward(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
-		cfg := tinyConfig(arch)
+		cfg := testmodels.Decoder(arch)
 		r := rand.New(rand.NewPCG(4, 4))
 		m, err := New(cfg, RandomTensors(cfg, 0.1, 4))
 		if err != nil {
@@ -59,7 +60,7 @@ func TestLoRAMergeKeepsForward(t *testing.T) {
 }
 
 func TestBadInputRefused(t *testing.T) {
-	cfg := tinyConfig("qwen3")
+	cfg := testmodels.Decoder("qwen3")
 	ts := RandomTensors(cfg, 0.1, 1)
 	delete(ts, "layers.1.self_attn.k_norm.weight")
 	if _, err := New(cfg, ts); err == nil || !strings.Contains(err.Error(), "layers.1.self_attn.k_norm.weight (missing)") {
@@ -75,7 +76,7 @@ func TestBadInputRefused(t *testing.T) {
 	if _, err := New(bert, nil); err == nil || !strings.Contains(err.Error(), "not a decoder") {
 		t.Fatalf("bert config: got %v", err)
 	}
-	m, err := New(tinyConfig("llama"), RandomTensors(tinyConfig("llama"), 0.1, 1))
+	m, err := New(testmodels.Decoder("llama"), RandomTensors(testmodels.Decoder("llama"), 0.1, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestRecomputeSameGradients(t *testing.T) {
 		for _, lora := range []bool{false, true} {
 			grads := make([]map[string][]float32, 2)
 			for i, recompute := range []bool{false, true} {
-				cfg := tinyConfig(arch)
+				cfg := testmodels.Decoder(arch)
 				cfg.NumHiddenLayers = 3
 				m, err := New(cfg, RandomTensors(cfg, 0.1, 9))
 				if err != nil {
@@ -189,7 +190,7 @@ func TestQwen3Config(t *testing.T) {
 // and trains exactly as the same batch given as ids, once Backward's
 // DInputs are routed into the embedding by EmbedBackward.
 func TestInputsEmbedsSameAsIDs(t *testing.T) {
-	cfg := tinyConfig("qwen2")
+	cfg := testmodels.Decoder("qwen2")
 	r := rand.New(rand.NewPCG(4, 4))
 	b := randomBatch(r, 5, 7, cfg.VocabSize)
 	var hidden [2][]float32

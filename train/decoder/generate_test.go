@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"context"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -58,7 +59,7 @@ func maxDiff(a, b []float32) (d, scale float64) {
 func TestStepMatchesForward(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		for _, lora := range []bool{false, true} {
-			cfg := tinyConfig(arch)
+			cfg := testmodels.Decoder(arch)
 			r := rand.New(rand.NewPCG(7, 7))
 			m, err := New(cfg, RandomTensors(cfg, 0.2, 7))
 			if err != nil {
@@ -147,7 +148,7 @@ func TestStepMatchesForward(t *testing.T) {
 // token ends a sequence and is not returned; sampling with a seed is
 // reproducible and at temperature → 0 agrees with greedy.
 func TestGenerateGreedy(t *testing.T) {
-	cfg := tinyConfig("qwen2")
+	cfg := testmodels.Decoder("qwen2")
 	m, err := New(cfg, RandomTensors(cfg, 0.5, 3))
 	if err != nil {
 		t.Fatal(err)

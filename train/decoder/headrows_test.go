@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // token — bit for bit, as the same code runs on the same values.
 func TestHeadOverRowsSameAsPool(t *testing.T) {
 	for _, mode := range []string{PoolLatent, PoolMultiLayer} {
-		cfg := tinyConfig("llama")
+		cfg := testmodels.Decoder("llama")
 		cfg.NumHiddenLayers = 3
 		models := make([]*Model, 2)
 		for i := range models {

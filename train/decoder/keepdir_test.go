@@ -3,6 +3,7 @@ package decoder
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -21,7 +22,7 @@ import (
 // layer 0) or bfloat16 (layer 1), and whose norms are float32 ones.
 func writeHalfCheckpoint(t *testing.T, modelType string) string {
 	t.Helper()
-	cfg := tinyConfig(modelType)
+	cfg := testmodels.Decoder(modelType)
 	dir := t.TempDir()
 	cj, _ := json.Marshal(cfg)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {

@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"context"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -101,7 +102,7 @@ func TestTinyDecodersMatchONNXRuntime(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen2-bidirectional"} {
 		t.Run(arch, func(t *testing.T) {
 			typ, attention, _ := strings.Cut(arch, "-")
-			cfg := tinyConfig(typ)
+			cfg := testmodels.Decoder(typ)
 			cfg.Attention = attention
 			tensors := RandomTensors(cfg, 0.2, 7)
 			g, err := onnx.BuildLlama(cfg, tensors, model.TaskEmbed)

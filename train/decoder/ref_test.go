@@ -2,29 +2,16 @@ package decoder
 
 import (
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/anna-search/anna/internal/pyref"
-	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/objective"
 )
-
-// tinyConfig is a 2-layer decoder with grouped-query attention (4 query
-// heads over 2 key/value heads); Qwen3's head width (12) is not
-// hidden/heads (8), as in the released Qwen3 models.
-func tinyConfig(modelType string) *model.Config {
-	c := &model.Config{ModelType: modelType, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
-		RopeTheta: 10000}
-	if modelType == "qwen3" {
-		c.HeadDimField, c.RopeTheta = 12, 1e6
-	}
-	return c
-}
 
 // randomBatch makes n right-padded sequences of length T with random
 // lengths in [2,T] (the first one full).
@@ -112,7 +99,7 @@ func TestLlamaGradientsMatchPyTorch(t *testing.T) {
 
 func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	t.Helper()
-	cfg := tinyConfig(c.arch)
+	cfg := testmodels.Decoder(c.arch)
 	r := rand.New(rand.NewPCG(seed, 99))
 	m, err := New(cfg, RandomTensors(cfg, 0.1, seed))
 	if err != nil {

@@ -2,6 +2,7 @@ package anchor
 
 import (
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -22,9 +23,9 @@ const eosID = 1 // the tiny vocabulary's EOS
 // tinyConfig is train/decoder's test decoder (2 layers, 4 query heads over
 // 2 key/value heads), its embeddings tied to the LM head as SmolLM2's.
 func tinyConfig(modelType string, tied bool) *model.Config {
-	return &model.Config{ModelType: modelType, VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
-		RopeTheta: 10000, TieWordEmbeddings: tied, EOSTokenID: eosID}
+	c := testmodels.Decoder(modelType)
+	c.TieWordEmbeddings, c.EOSTokenID = tied, eosID
+	return c
 }
 
 // randomStep makes Q queries and Q·G documents, right-padded to T, of

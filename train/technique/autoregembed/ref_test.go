@@ -1,6 +1,7 @@
 package autoregembed
 
 import (
+	"github.com/anna-search/anna/internal/testmodels"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +20,9 @@ import (
 // key/value heads) with tied word embeddings: the frozen decoder's LM head
 // is its input embedding.
 func tinyConfig() *model.Config {
-	return &model.Config{ModelType: "llama", VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
-		RopeTheta: 10000, TieWordEmbeddings: true}
+	c := testmodels.Decoder("llama")
+	c.TieWordEmbeddings = true
+	return c
 }
 
 const testEOS = 2

@@ -2,6 +2,7 @@ package causal2vec
 
 import (
 	"fmt"
+	"github.com/anna-search/anna/internal/testmodels"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -14,13 +15,8 @@ import (
 	"github.com/anna-search/anna/train/objective"
 )
 
-// tinyConfig is train/decoder's test decoder: 2 layers, grouped-query
-// attention (4 query heads over 2 key/value heads).
-func tinyConfig() *model.Config {
-	return &model.Config{ModelType: "llama", VocabSize: 64, HiddenSize: 32, NumHiddenLayers: 2, NumAttentionHeads: 4,
-		NumKeyValueHeads: 2, IntermediateSize: 48, MaxPositionEmbeddings: 32, HiddenAct: "silu", RMSNormEps: 1e-6,
-		RopeTheta: 10000}
-}
+// tinyConfig is the trainer's tiny test Llama (testmodels.Decoder).
+func tinyConfig() *model.Config { return testmodels.Decoder("llama") }
 
 // recorder is a frozen table encoder that keeps what Backward received.
 type recorder struct {
