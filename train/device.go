@@ -30,16 +30,20 @@ import (
 // (Llama, Mistral, Qwen2, Qwen3) under LoRA with last-token or mean
 // pooling, or a trainable pooling head (latent or multi-layer: the head,
 // N×r×C-sized, trains on the host over the rows the device returns, as a
-// cross-encoder's head does), causal or bidirectional. LoRA on BERT, full
-// fine-tuning of a decoder and the papers' techniques are refused with an
-// error naming the option: they train on the CPU.
+// cross-encoder's head does), causal or bidirectional; and the papers'
+// techniques Anchor (stage I) and Causal2Vec, whose decoder passes run on
+// the device (a deviceRunner) while their own parts — the LM head's
+// cross-entropy over the frozen tied embedding, Causal2Vec's MLP and
+// context encoder — run on the host. LoRA on BERT, full fine-tuning of a
+// decoder and AutoRegEmbed are refused with an error naming the option:
+// they train on the CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert.").
 	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32) (DeviceEncoder, error)
 	// TrainDecoder uploads a decoder under LoRA (decoder.Model.DeviceLayout):
 	// its trainable params are the LoRA factors, by name.
-	TrainDecoder(m *decoder.Model) (DeviceEncoder, error)
+	TrainDecoder(m *decoder.Model) (DeviceDecoder, error)
 	String() string // the device, for logs
 }
 
@@ -73,6 +77,54 @@ type DeviceEncoder interface {
 	// SetState replaces a weight and, when m is not nil, its moments.
 	SetState(name string, w, m, v []float32) error
 	Close() error
+}
+
+// DeviceDecoder is a decoder resident on an Accelerator. Beyond a
+// DeviceEncoder's steps it runs the papers' techniques' passes
+// (decoder.Runner, through deviceRunner): a forward over input embeddings
+// instead of token ids, the whole final hidden state back on the host, and
+// after Backward (in the PoolLatent mode: ∂loss/∂ that hidden state) the
+// gradient of the first layer's input.
+type DeviceDecoder interface {
+	DeviceEncoder
+	// ForwardInputs is Forward over N×T×C input embeddings.
+	ForwardInputs(inputs, mask []float32, N, T int) error
+	// LastHidden is the last forward's final hidden state, N×T×C.
+	LastHidden() ([]float32, error)
+	// DInputs is, after Backward, ∂loss/∂ the first layer's input (N×T×C,
+	// zero at padded positions).
+	DInputs() ([]float32, error)
+}
+
+// deviceRunner is a technique's decoder.Runner on a device: the passes
+// run there, the hidden states and their gradients cross to the host.
+type deviceRunner struct {
+	dec    DeviceDecoder
+	inputs bool // the last Forward's batch gave Inputs
+}
+
+func (r *deviceRunner) Forward(b *decoder.Batch) (*decoder.Acts, error) {
+	var err error
+	r.inputs = b.Inputs != nil
+	if r.inputs {
+		err = r.dec.ForwardInputs(b.Inputs, b.Mask, b.N, b.T)
+	} else {
+		err = r.dec.Forward(b.IDs, nil, b.Mask, b.N, b.T)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, err := r.dec.LastHidden()
+	return &decoder.Acts{N: b.N, T: b.T, Hidden: h}, err
+}
+
+func (r *deviceRunner) Backward(a *decoder.Acts, dHidden []float32) error {
+	if err := r.dec.Backward(PoolLatent, dHidden); err != nil || !r.inputs {
+		return err
+	}
+	var err error
+	a.DInputs, err = r.dec.DInputs()
+	return err
 }
 
 // deviceNet is Run's net over a DeviceEncoder. ps are the Params of the
@@ -138,10 +190,7 @@ func bind(acc Accelerator, enc DeviceEncoder, d *deviceNet, head []*Param) (*dev
 }
 
 // decoderOnDevice binds a loaded decoder (under LoRA) to acc.
-func decoderOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (*deviceNet, error) {
-	if cfg.Technique != "" {
-		return nil, fmt.Errorf("train: technique %s on %s: the papers' techniques train on the CPU", cfg.Technique, acc)
-	}
+func decoderOnDevice(acc Accelerator, m *decoder.Model) (*deviceNet, error) {
 	enc, err := acc.TrainDecoder(m)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
@@ -325,3 +374,62 @@ func residentOf(n net) resident {
 	}
 	return hostSide{n.params()}
 }
+
+// techniqueOnDevice uploads the decoder a technique (cfg.Technique) trains
+// to acc, for a deviceRunner; the technique's own params (Causal2Vec's MLP
+// and context encoder) train on the host (deviceTechnique).
+// AutoRegEmbed, whose frozen decoder copies are not device models yet, is
+// refused.
+func techniqueOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (DeviceDecoder, error) {
+	if isAutoReg(cfg.Technique) {
+		return nil, fmt.Errorf("train: technique %s on %s: AutoRegEmbed trains on the CPU (its frozen decoder copies do not run on a device yet)", cfg.Technique, acc)
+	}
+	dd, err := acc.TrainDecoder(m)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", acc, err)
+	}
+	return dd, nil
+}
+
+// deviceTechnique is a technique whose decoder runs on a device (its
+// Runner a deviceRunner): the steps are the technique's, the optimizer
+// side — clipping over both sides, AdamW, checkpoints — dev's, whose head
+// are the technique's host-side params.
+type deviceTechnique struct {
+	techniqueNet
+	dev *deviceNet
+}
+
+// onDeviceTechnique binds tn, whose decoder m is resident as dd, into a
+// deviceTechnique.
+func onDeviceTechnique(acc Accelerator, dd DeviceDecoder, tn techniqueNet, m *decoder.Model) (deviceTechnique, error) {
+	ofModel := map[*Param]bool{}
+	for _, p := range m.Params {
+		ofModel[p] = true
+	}
+	var host []*Param
+	for _, p := range tn.params() {
+		if !ofModel[p] {
+			host = append(host, p)
+		}
+	}
+	dn, err := bind(acc, dd, &deviceNet{ps: tn.params(), cfg: &m.Cfg}, host)
+	return deviceTechnique{tn, dn}, err
+}
+
+func (n deviceTechnique) zeroGrad() {
+	n.techniqueNet.zeroGrad()
+	n.dev.zeroGrad()
+}
+
+func (n deviceTechnique) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
+	if n.dev.err != nil {
+		return 0, objective.Parts{}, n.dev.err
+	}
+	return n.techniqueNet.contrastiveGrad(b, Q, G, pooling, teacher, cc, scale)
+}
+
+func (n deviceTechnique) clip(maxNorm float64) (float64, error) { return n.dev.clip(maxNorm) }
+func (n deviceTechnique) update(opt *AdamW, lr float64) error   { return n.dev.update(opt, lr) }
+func (n deviceTechnique) toHost(opt *AdamW) error               { return n.dev.toHost(opt) }
+func (n deviceTechnique) fromHost(opt *AdamW) error             { return n.dev.fromHost(opt) }

@@ -22,7 +22,7 @@ func (refusing) String() string { return "test accelerator" }
 func (refusing) TrainEncoder(*model.Config, string, map[string][]float32) (DeviceEncoder, error) {
 	return nil, errReached
 }
-func (refusing) TrainDecoder(m *decoder.Model) (DeviceEncoder, error) {
+func (refusing) TrainDecoder(m *decoder.Model) (DeviceDecoder, error) {
 	if _, err := m.DeviceLayout(); err != nil {
 		return nil, err
 	}
@@ -39,8 +39,10 @@ func TestDeviceRefusals(t *testing.T) {
 	}{
 		{"bert lora", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, "LoRA on test accelerator: the device path fine-tunes every weight"},
 		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
-		{"technique", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor},
-			"technique anchor on test accelerator: the papers' techniques train on the CPU"},
+		{"autoregembed", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress},
+			"technique autoregembed-compress on test accelerator: AutoRegEmbed trains on the CPU"},
+		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
+		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
 		{"decoder lora reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
 		{"decoder head reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolLatent, HeadLatents: 2, HeadHeads: 4},

@@ -321,12 +321,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cross && src.bert != nil {
 		servedPrefixes(examples, cfg.servedAs())
 	}
-	if cfg.Device != nil {
+	if cfg.Device != nil && cfg.Technique == "" { // a technique's decoder goes on the device below
 		var dn *deviceNet
 		if src.bert != nil {
 			dn, err = onDevice(cfg.Device, src.bert, &cfg)
 		} else {
-			dn, err = decoderOnDevice(cfg.Device, src.dec, &cfg)
+			dn, err = decoderOnDevice(cfg.Device, src.dec)
 		}
 		if err != nil {
 			return nil, err
@@ -347,7 +347,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				prompts[e.Prompt+e.Query] = e.Prompt
 			}
 		}
-		tn, err := newTechnique(&cfg, src.dec, tok, prompts)
+		var run *deviceRunner
+		if cfg.Device != nil {
+			dd, err := techniqueOnDevice(cfg.Device, src.dec, &cfg)
+			if err != nil {
+				return nil, err
+			}
+			defer dd.Close()
+			run = &deviceRunner{dec: dd}
+		}
+		tn, err := newTechnique(&cfg, src.dec, run, tok, prompts)
 		if err != nil {
 			return nil, err
 		}
@@ -355,6 +364,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer tn.context.Close()
 		}
 		m, src.net, src.technique = tn, tn, tn.t
+		if run != nil {
+			if m, err = onDeviceTechnique(cfg.Device, run.dec, tn, src.dec); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	// Held-out split: a seeded shuffle, the tail held out.

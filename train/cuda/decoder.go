@@ -33,6 +33,7 @@ type Decoder struct {
 	// the batch and its activations, sized for capNT rows (capAtt
 	// attention probabilities)
 	N, T            int
+	hostLens        []int32 // the last batch's lengths
 	capNT, capAtt   int
 	ids, mask, lens *Buffer
 	xs              []*Buffer // each layer's input, then the last output
@@ -298,17 +299,33 @@ func (c *Decoder) attn() Attn {
 // (types are ignored: train.DeviceEncoder's signature); the final hidden
 // state stays on the device.
 func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
-	cfg := &c.cfg
 	if N <= 0 || T <= 0 || len(ids) != N*T || len(mask) != N*T {
 		return fmt.Errorf("cuda: batch N=%d T=%d does not match its %d ids, %d mask values", N, T, len(ids), len(mask))
 	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= c.cfg.VocabSize {
+			return fmt.Errorf("cuda: token %d at position %d outside the vocabulary of %d", id, i, c.cfg.VocabSize)
+		}
+	}
+	return c.forward(ids, nil, mask, N, T)
+}
+
+// ForwardInputs is Forward over input embeddings (N×T×C, transformers'
+// inputs_embeds) instead of token ids: how the papers' techniques put
+// their own vectors into the decoder. Backward then leaves ∂loss/∂inputs
+// for DInputs.
+func (c *Decoder) ForwardInputs(inputs, mask []float32, N, T int) error {
+	if N <= 0 || T <= 0 || len(inputs) != N*T*c.cfg.HiddenSize || len(mask) != N*T {
+		return fmt.Errorf("cuda: batch N=%d T=%d C=%d does not match its %d input values, %d mask values", N, T, c.cfg.HiddenSize, len(inputs), len(mask))
+	}
+	return c.forward(nil, inputs, mask, N, T)
+}
+
+// forward runs a batch given by ids or by inputs.
+func (c *Decoder) forward(ids []int32, inputs, mask []float32, N, T int) error {
+	cfg := &c.cfg
 	if T > cfg.MaxPositionEmbeddings {
 		return fmt.Errorf("cuda: sequence length %d exceeds max_position_embeddings %d", T, cfg.MaxPositionEmbeddings)
-	}
-	for i, id := range ids {
-		if id < 0 || int(id) >= cfg.VocabSize {
-			return fmt.Errorf("cuda: token %d at position %d outside the vocabulary of %d", id, i, cfg.VocabSize)
-		}
 	}
 	lens := make([]int32, N)
 	for n := 0; n < N; n++ {
@@ -340,12 +357,17 @@ func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
 		}
 		c.ropeT = T
 	}
-	if err := errors.Join(Upload(c.ids, ids), Upload(c.mask, mask), Upload(c.lens, lens)); err != nil {
+	if err := errors.Join(Upload(c.mask, mask), Upload(c.lens, lens)); err != nil {
 		return err
 	}
+	c.hostLens = lens
 	d, rows := c.d, N*T
 	eps := float32(cfg.RMSNormEps)
-	if err := d.GatherRows(c.xs[0], c.ids, c.embed, rows, C, cfg.VocabSize); err != nil {
+	if inputs != nil {
+		if err := Upload(c.xs[0], inputs); err != nil {
+			return err
+		}
+	} else if err := errors.Join(Upload(c.ids, ids), d.GatherRows(c.xs[0], c.ids, c.embed, rows, C, cfg.VocabSize)); err != nil {
 		return err
 	}
 	for l := range c.layers {
@@ -390,6 +412,34 @@ func (c *Decoder) Forward(ids, _ []int32, mask []float32, N, T int) error {
 // Hidden is the last Forward's final hidden state, N×T×C on the device.
 func (c *Decoder) Hidden() *Buffer { return c.hidden }
 
+// LastHidden copies the last Forward's final hidden state (N×T×C) to the
+// host.
+func (c *Decoder) LastHidden() ([]float32, error) {
+	if c.N == 0 {
+		return nil, errors.New("cuda: LastHidden before Forward")
+	}
+	out := make([]float32, c.N*c.T*c.cfg.HiddenSize)
+	return out, Download(out, c.hidden)
+}
+
+// DInputs is, after Backward, ∂loss/∂ the first layer's input (the
+// inputs of ForwardInputs, or the token rows), N×T×C on the host, zero at
+// padded positions (decoder.Acts.DInputs).
+func (c *Decoder) DInputs() ([]float32, error) {
+	if c.N == 0 {
+		return nil, errors.New("cuda: DInputs before Backward")
+	}
+	C := c.cfg.HiddenSize
+	out := make([]float32, c.N*c.T*C)
+	if err := Download(out, c.dx); err != nil {
+		return nil, err
+	}
+	for n, L := range c.hostLens {
+		clear(out[(n*c.T+int(L))*C : (n+1)*c.T*C])
+	}
+	return out, nil
+}
+
 // Pool pools the last Forward's hidden state (decoder.PoolLast: the EOS
 // the tokenizer appended; decoder.PoolMean) into N×C on the host. For a
 // trainable head (decoder.PoolLatent, decoder.PoolMultiLayer), which runs
@@ -411,8 +461,7 @@ func (c *Decoder) Pool(mode string) ([]float32, error) {
 		out := make([]float32, NC)
 		return out, Download(out, c.pooled)
 	case decoder.PoolLatent:
-		out := make([]float32, NC*c.T)
-		return out, Download(out, c.hidden)
+		return c.LastHidden()
 	case decoder.PoolMultiLayer:
 		out := make([]float32, L*NC)
 		for l := 0; l < L; l++ {
@@ -536,5 +585,5 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 			return fmt.Errorf("cuda: decoder layer %d backward: %w", l, err)
 		}
 	}
-	return nil // the embedding is frozen: nothing flows past the first layer
+	return nil // c.dx holds ∂loss/∂ the first layer's input (DInputs); the embedding is frozen
 }

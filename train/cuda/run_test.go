@@ -29,11 +29,15 @@ import (
 // runCases: a BERT bi-encoder and cross-encoder (its head on the host)
 // with each objective, fully fine-tuned, and a decoder (Llama with
 // grouped-query attention) under LoRA, causal with last-token pooling,
-// bidirectional with mean pooling, and with each trainable pooling head
-// (trained on the host beside the device).
+// bidirectional with mean pooling, with each trainable pooling head
+// (trained on the host beside the device), and under the papers'
+// techniques that run on a device: Anchor's stage I, and Causal2Vec with a
+// frozen context encoder or a trained one (a small BERT under LoRA, on the
+// host) — the technique's passes on the device, its MLP on the host.
 var runCases = []struct {
 	name, objective, pooling string
 	decoder, bidirectional   bool
+	tweak                    func(t *testing.T, c *train.Config)
 }{
 	{name: "bert/contrastive", objective: train.ObjectiveContrastive},
 	{name: "bert/listwise", objective: train.ObjectiveListwise},
@@ -42,14 +46,39 @@ var runCases = []struct {
 	{name: "llama-lora/bidirectional-mean", objective: train.ObjectiveContrastive, decoder: true, bidirectional: true, pooling: train.PoolMean},
 	{name: "llama-lora/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer},
 	{name: "llama-lora/latent-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolLatent},
+	{name: "llama-lora/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
+		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0 // stage I has no distillation term
+	}},
+	{name: "llama-lora/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
+		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
+		c.ContextEncoder, c.ContextEncoderDim = letters, 8
+	}},
+	{name: "llama-lora/causal2vec-trained-context", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
+		c.ContextTrain = &train.ContextTrain{Checkpoint: tinyBERT(t), LoRA: &train.LoRAConfig{Rank: 2}, Pooling: train.PoolMean, Normalize: true, MaxLength: 32}
+	}},
 }
 
 func TestRunOnEmulatorMatchesCPU(t *testing.T) {
 	for _, c := range runCases {
 		t.Run(c.name, func(t *testing.T) {
-			runMatchesCPU(t, cuda.NewEmulatedDevice(), c.decoder, c.bidirectional, c.objective, c.pooling, 1e-4)
+			runMatchesCPU(t, cuda.NewEmulatedDevice(), c.decoder, c.bidirectional, c.objective, c.pooling, c.tweak, 1e-4)
 		})
 	}
+}
+
+// letters is a frozen context encoder for Causal2Vec: each text's letter
+// counts folded into 8 dimensions.
+func letters(texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		v := make([]float32, 8)
+		for _, r := range s {
+			v[int(r)%8] += 0.1
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func TestRunOnGPUMatchesCPU(t *testing.T) {
@@ -60,7 +89,7 @@ func TestRunOnGPUMatchesCPU(t *testing.T) {
 	defer d.Close()
 	for _, c := range runCases {
 		t.Run(c.name, func(t *testing.T) {
-			runMatchesCPU(t, d, c.decoder, c.bidirectional, c.objective, c.pooling, 1e-3)
+			runMatchesCPU(t, d, c.decoder, c.bidirectional, c.objective, c.pooling, c.tweak, 1e-3)
 		})
 	}
 }
@@ -129,7 +158,7 @@ func run(t *testing.T, ctx context.Context, cfg train.Config, stopAt int, cancel
 // runMatchesCPU trains a BERT bi-encoder (contrastive) or cross-encoder
 // (listwise, bce; its head on the host), or a decoder under LoRA, with
 // distillation.
-func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, objective, pooling string, tol float64) {
+func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, objective, pooling string, tweak func(*testing.T, *train.Config), tol float64) {
 	data := mined(t, 30)
 	base := train.Config{Data: data, Objective: objective, Pooling: pooling, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4,
 		LR: 1e-3, DistillWeight: 0.5, Seed: 3, EvalFraction: 0.2, EvalEvery: 2, CheckpointEvery: 100}
@@ -137,6 +166,9 @@ func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, object
 		base.ModelDir, base.LoRA, base.Bidirectional = tinyLlama(t), &train.LoRAConfig{Rank: 4}, bidirectional
 	} else {
 		base.ModelDir = tinyBERT(t)
+	}
+	if tweak != nil {
+		tweak(t, &base)
 	}
 	at := func(name string, dev bool) train.Config {
 		c := base
@@ -162,19 +194,20 @@ func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, object
 	sameTrace(t, "device run", devTr, cpuTr, tol)
 	want := params(t, cpu.OutDir)
 	sameParams(t, "device run", params(t, dev.OutDir), want, objective, tol)
-
-	// The export holds the device's weights, not the host's loaded ones
-	// (a decoder's with its LoRA factors merged): the CPU run's export.
-	hf := func(out string) map[string]*safetensors.Tensor {
-		ts, err := safetensors.ReadFile(filepath.Join(out, "hf", "model.safetensors"))
-		if err != nil {
-			t.Fatal(err)
+	if !base.NoExport {
+		// The export holds the device's weights, not the host's loaded ones
+		// (a decoder's with its LoRA factors merged): the CPU run's export.
+		hf := func(out string) map[string]*safetensors.Tensor {
+			ts, err := safetensors.ReadFile(filepath.Join(out, "hf", "model.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ts
 		}
-		return ts
-	}
-	sameParams(t, "device export", hf(dev.OutDir), hf(cpu.OutDir), objective, tol)
-	if _, err := model.LoadManifest(filepath.Join(dev.OutDir, "model")); err != nil {
-		t.Fatalf("device run's anna model: %v", err)
+		sameParams(t, "device export", hf(dev.OutDir), hf(cpu.OutDir), objective, tol)
+		if _, err := model.LoadManifest(filepath.Join(dev.OutDir, "model")); err != nil {
+			t.Fatalf("device run's anna model: %v", err)
+		}
 	}
 
 	// Stopped at step 2 on one side, resumed on the other.

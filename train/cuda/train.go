@@ -9,7 +9,7 @@ import (
 )
 
 // TrainDecoder uploads a decoder under LoRA (NewDecoder).
-func (d *Device) TrainDecoder(m *decoder.Model) (train.DeviceEncoder, error) {
+func (d *Device) TrainDecoder(m *decoder.Model) (train.DeviceDecoder, error) {
 	c, err := NewDecoder(d, m)
 	if err != nil {
 		return nil, err

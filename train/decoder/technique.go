@@ -34,3 +34,29 @@ type Technique interface {
 	// does not rank).
 	Eval(s *Step, cc objective.ContrastiveConfig) (loss float64, correct int, err error)
 }
+
+// Runner runs a decoder's forward and backward passes for a Technique: the
+// Model itself on the CPU (Model.Runner), or its twin on a device, which
+// hands back the final hidden state (Acts.Hidden) and, after Backward of a
+// batch given by Inputs, ∂loss/∂Inputs (Acts.DInputs). Either way the
+// Model stays the technique's description of the decoder (its config, its
+// frozen embedding table and LM head, read on the host) and its Params
+// the checkpoint's; a Runner holds one activation workspace, so each
+// Forward overwrites the last, as the Model's own does.
+type Runner interface {
+	Forward(b *Batch) (*Acts, error)
+	// Backward adds to the trained parameters' gradients that of the loss
+	// given dHidden = ∂loss/∂Hidden (N×T×C) of a, the latest Forward.
+	Backward(a *Acts, dHidden []float32) error
+}
+
+// Runner is the Model as its own Runner.
+func (m *Model) Runner() Runner { return cpuRunner{m} }
+
+type cpuRunner struct{ m *Model }
+
+func (r cpuRunner) Forward(b *Batch) (*Acts, error) { return r.m.Forward(b) }
+func (r cpuRunner) Backward(a *Acts, dHidden []float32) error {
+	r.m.Backward(a, dHidden)
+	return nil
+}

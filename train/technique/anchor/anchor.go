@@ -88,6 +88,8 @@ const DefaultAlpha = 0.2
 type Anchor struct {
 	m     *decoder.Model
 	alpha float64
+	// Runner runs m's passes; nil: m itself, on the CPU.
+	Runner decoder.Runner
 	// q2d and d2q are the last step's two cross-entropies (0 for a
 	// direction whose weight is 0, which is not computed).
 	q2d, d2q float64
@@ -316,12 +318,16 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 		return 0, err
 	}
 	m, C, th := a.m, a.m.Cfg.HiddenSize, a.threads()
+	run := a.Runner
+	if run == nil {
+		run = m.Runner()
+	}
 	V := m.Cfg.VocabSize
 	head := m.LMHead()
 	a.q2d, a.d2q = 0, 0
 
 	// 1. The embedding pass: e at each source's EOS.
-	enc, err := m.Forward(p.enc)
+	enc, err := run.Forward(p.enc)
 	if err != nil {
 		return 0, fmt.Errorf("anchor: embedding pass: %w", err)
 	}
@@ -337,7 +343,7 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 		L := p.genLens[r]
 		m.EmbedTokens(g.Inputs[(r*Tg+1)*C:(r*Tg+L)*C], p.genIDs[r*Tg+1:r*Tg+L])
 	}
-	gen, err := m.Forward(g)
+	gen, err := run.Forward(g)
 	if err != nil {
 		return 0, fmt.Errorf("anchor: generation pass: %w", err)
 	}
@@ -364,7 +370,9 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 	if !backward || math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, nil
 	}
-	m.Backward(gen, dH)
+	if err := run.Backward(gen, dH); err != nil {
+		return 0, fmt.Errorf("anchor: generation pass backward: %w", err)
+	}
 	// The token rows' share of ∂L/∂inputs_embeds goes to the embedding;
 	// the prefix rows' is ∂L/∂e.
 	m.EmbedBackward(p.genIDs, gen.DInputs)
@@ -378,7 +386,7 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 
 	// 3. The embedding pass again (the generation pass overwrote its
 	// activations) and its backward from ∂L/∂e at each EOS.
-	enc, err = m.Forward(p.enc)
+	enc, err = run.Forward(p.enc)
 	if err != nil {
 		return 0, fmt.Errorf("anchor: embedding pass: %w", err)
 	}
@@ -386,6 +394,8 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 	for i, L := range p.encLens {
 		copy(dHe[(i*p.enc.T+L-1)*C:(i*p.enc.T+L)*C], de[i*C:(i+1)*C])
 	}
-	m.Backward(enc, dHe)
+	if err := run.Backward(enc, dHe); err != nil {
+		return 0, fmt.Errorf("anchor: embedding pass backward: %w", err)
+	}
 	return loss, nil
 }

@@ -86,7 +86,9 @@ type Technique struct {
 	Cfg   Config
 	Model *decoder.Model
 	Enc   Encoder
-	mlp   *mlp
+	// Runner runs Model's passes; nil: Model itself, on the CPU.
+	Runner decoder.Runner
+	mlp    *mlp
 	// lastParts are the terms of the last Grad's loss.
 	lastParts objective.Parts
 }
@@ -146,6 +148,13 @@ func (t *Technique) ZeroGrad() {
 
 // LossParts are the terms of the last Grad's loss.
 func (t *Technique) LossParts() objective.Parts { return t.lastParts }
+
+func (t *Technique) runner() decoder.Runner {
+	if t.Runner != nil {
+		return t.Runner
+	}
+	return t.Model.Runner()
+}
 
 func (t *Technique) threads() int {
 	if t.Model.Threads > 0 {
@@ -258,7 +267,7 @@ func (t *Technique) forward(texts []string, b *decoder.Batch, nq int) (*pass, er
 		copy(in.Inputs[(r+pos)*d:(r+pos+1)*d], c[n*d:(n+1)*d])
 		t.Model.EmbedTokens(in.Inputs[(r+pos+1)*d:(r+lens[n]+1)*d], p.ids[r+pos+1:r+lens[n]+1])
 	}
-	a, err := t.Model.Forward(in)
+	a, err := t.runner().Forward(in)
 	if err != nil {
 		return nil, fmt.Errorf("causal2vec: decoder: %w", err)
 	}
@@ -284,7 +293,9 @@ func (t *Technique) backward(p *pass, dEmb []float32) error {
 			de[i] += dEmb[n*2*d+d+i]
 		}
 	}
-	t.Model.Backward(p.acts, dHidden)
+	if err := t.runner().Backward(p.acts, dHidden); err != nil {
+		return fmt.Errorf("causal2vec: decoder backward: %w", err)
+	}
 	dIn := p.acts.DInputs
 	t.Model.EmbedBackward(p.ids, dIn) // the token rows; C's and padding's ids are −1
 	dC := make([]float32, p.N*d)
