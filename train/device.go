@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
+	"github.com/anna-search/anna/train/technique/causal2vec"
+
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
@@ -31,12 +35,14 @@ import (
 // pooling, or a trainable pooling head (latent or multi-layer: the head,
 // N×r×C-sized, trains on the host over the rows the device returns, as a
 // cross-encoder's head does), causal or bidirectional; and the papers'
-// techniques Anchor (stage I) and Causal2Vec, whose decoder passes run on
-// the device (a deviceRunner) while their own parts — the LM head's
-// cross-entropy over the frozen tied embedding, Causal2Vec's MLP and
-// context encoder — run on the host. LoRA on BERT, full fine-tuning of a
-// decoder and AutoRegEmbed are refused with an error naming the option:
-// they train on the CPU.
+// techniques — Anchor (stage I), Causal2Vec, AutoRegEmbed (both stages;
+// its frozen decoder and reference encoder resident beside the trained
+// one) — whose decoder passes run on the device (deviceRunner) while
+// their own parts run on the host: the LM head's cross-entropy over the
+// frozen tied embedding, Causal2Vec's MLP and context encoder,
+// AutoRegEmbed's memory tokens. LoRA on BERT and full fine-tuning of a
+// decoder are refused with an error naming the option: they train on the
+// CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert.").
@@ -375,36 +381,66 @@ func residentOf(n net) resident {
 	return hostSide{n.params()}
 }
 
-// techniqueOnDevice uploads the decoder a technique (cfg.Technique) trains
-// to acc, for a deviceRunner; the technique's own params (Causal2Vec's MLP
-// and context encoder) train on the host (deviceTechnique).
-// AutoRegEmbed, whose frozen decoder copies are not device models yet, is
-// refused.
-func techniqueOnDevice(acc Accelerator, m *decoder.Model, cfg *Config) (DeviceDecoder, error) {
-	if isAutoReg(cfg.Technique) {
-		return nil, fmt.Errorf("train: technique %s on %s: AutoRegEmbed trains on the CPU (its frozen decoder copies do not run on a device yet)", cfg.Technique, acc)
-	}
-	dd, err := acc.TrainDecoder(m)
-	if err != nil {
-		return nil, fmt.Errorf("train: %s: %w", acc, err)
-	}
-	return dd, nil
-}
-
-// deviceTechnique is a technique whose decoder runs on a device (its
-// Runner a deviceRunner): the steps are the technique's, the optimizer
+// deviceTechnique is a technique whose decoders run on a device (their
+// Runners deviceRunners): the steps are the technique's, the optimizer
 // side — clipping over both sides, AdamW, checkpoints — dev's, whose head
-// are the technique's host-side params.
+// are the technique's host-side params (Causal2Vec's MLP and context
+// encoder, AutoRegEmbed's memory tokens). frozen are decoders uploaded
+// beside the trained one (AutoRegEmbed's D and reference encoder).
 type deviceTechnique struct {
 	techniqueNet
-	dev *deviceNet
+	dev    *deviceNet
+	frozen []DeviceDecoder
 }
 
-// onDeviceTechnique binds tn, whose decoder m is resident as dd, into a
-// deviceTechnique.
-func onDeviceTechnique(acc Accelerator, dd DeviceDecoder, tn techniqueNet, m *decoder.Model) (deviceTechnique, error) {
+// techniqueOnDevice uploads the decoders tn runs — the one it trains
+// (under LoRA) and, for AutoRegEmbed, its frozen decoder and reference
+// encoder — to acc and makes them its Runners.
+func techniqueOnDevice(acc Accelerator, tn techniqueNet) (dt deviceTechnique, err error) {
+	dt.techniqueNet = tn
+	defer func() {
+		if err != nil {
+			dt.close()
+			dt = deviceTechnique{}
+		}
+	}()
+	up := func(m *decoder.Model) (*deviceRunner, error) {
+		dd, err := acc.TrainDecoder(m)
+		if err != nil {
+			return nil, fmt.Errorf("train: technique on %s: %w", acc, err)
+		}
+		if dt.dev == nil {
+			dt.dev = &deviceNet{enc: dd} // closed by close until bound
+		} else {
+			dt.frozen = append(dt.frozen, dd)
+		}
+		return &deviceRunner{dec: dd}, nil
+	}
+	run, err := up(tn.d)
+	if err != nil {
+		return dt, err
+	}
+	switch t := tn.t.(type) {
+	case *anchor.Anchor:
+		t.Runner = run
+	case *causal2vec.Technique:
+		t.Runner = run
+	case *autoregembed.Technique:
+		t.Run.Enc = run
+		if t.Run.Dec, err = up(t.Decoder()); err != nil {
+			return dt, err
+		}
+		if ref := t.Reference(); ref != nil {
+			ref.Causal = tn.d.Causal
+			if t.Run.Ref, err = up(ref); err != nil {
+				return dt, err
+			}
+		}
+	default:
+		return dt, fmt.Errorf("train: technique %T on %s: not covered by the device path", tn.t, acc)
+	}
 	ofModel := map[*Param]bool{}
-	for _, p := range m.Params {
+	for _, p := range tn.d.Params {
 		ofModel[p] = true
 	}
 	var host []*Param
@@ -413,8 +449,24 @@ func onDeviceTechnique(acc Accelerator, dd DeviceDecoder, tn techniqueNet, m *de
 			host = append(host, p)
 		}
 	}
-	dn, err := bind(acc, dd, &deviceNet{ps: tn.params(), cfg: &m.Cfg}, host)
-	return deviceTechnique{tn, dn}, err
+	dn, err := bind(acc, run.dec, &deviceNet{ps: tn.params(), cfg: &tn.d.Cfg}, host)
+	if err != nil {
+		dt.dev = nil // bind closed it
+		return dt, err
+	}
+	dt.dev = dn
+	return dt, nil
+}
+
+func (n deviceTechnique) close() error {
+	var errs []error
+	if n.dev != nil {
+		errs = append(errs, n.dev.close())
+	}
+	for _, f := range n.frozen {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (n deviceTechnique) zeroGrad() {

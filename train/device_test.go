@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"github.com/anna-search/anna/internal/testmodels"
 	"strings"
 	"testing"
 
@@ -31,6 +32,9 @@ func (refusing) TrainDecoder(m *decoder.Model) (DeviceDecoder, error) {
 
 func TestDeviceRefusals(t *testing.T) {
 	bert, llama := tinyCheckpoint(t, false), tinyDecoder(t, "llama")
+	tc := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
+	tc.TieWordEmbeddings = true // AutoRegEmbed's frozen decoder generates through the LM head
+	tied := testmodels.Checkpoint(t, tc, decoder.RandomTensors(tc, 0.02, 7))
 	data := writeData(t, 24, false)
 	for _, c := range []struct {
 		name string
@@ -39,8 +43,8 @@ func TestDeviceRefusals(t *testing.T) {
 	}{
 		{"bert lora", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, "LoRA on test accelerator: the device path fine-tunes every weight"},
 		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
-		{"autoregembed", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress},
-			"technique autoregembed-compress on test accelerator: AutoRegEmbed trains on the CPU"},
+		{"autoregembed full", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
+		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress}, errReached.Error()},
 		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
 		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},

@@ -347,16 +347,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				prompts[e.Prompt+e.Query] = e.Prompt
 			}
 		}
-		var run *deviceRunner
-		if cfg.Device != nil {
-			dd, err := techniqueOnDevice(cfg.Device, src.dec, &cfg)
-			if err != nil {
-				return nil, err
-			}
-			defer dd.Close()
-			run = &deviceRunner{dec: dd}
-		}
-		tn, err := newTechnique(&cfg, src.dec, run, tok, prompts)
+		tn, err := newTechnique(&cfg, src.dec, tok, prompts)
 		if err != nil {
 			return nil, err
 		}
@@ -364,10 +355,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer tn.context.Close()
 		}
 		m, src.net, src.technique = tn, tn, tn.t
-		if run != nil {
-			if m, err = onDeviceTechnique(cfg.Device, run.dec, tn, src.dec); err != nil {
+		if cfg.Device != nil {
+			dt, err := techniqueOnDevice(cfg.Device, tn)
+			if err != nil {
 				return nil, err
 			}
+			defer dt.close()
+			m = dt
 		}
 	}
 

@@ -83,10 +83,9 @@ func (n techniqueNet) evalContrastive(b *Batch, Q, G int, _ string, teacher []fl
 	return n.t.Eval(techniqueStep(b, Q, G, teacher), cc)
 }
 
-// newTechnique wraps the loaded decoder in cfg.Technique, its passes run by
-// run (nil: on the CPU). prompts maps each training query text
-// (instruction + query) to its instruction.
-func newTechnique(cfg *Config, d *decoder.Model, run *deviceRunner, tok *tokenizer.Tokenizer, prompts map[string]string) (techniqueNet, error) {
+// newTechnique wraps the loaded decoder in cfg.Technique. prompts maps each
+// training query text (instruction + query) to its instruction.
+func newTechnique(cfg *Config, d *decoder.Model, tok *tokenizer.Tokenizer, prompts map[string]string) (techniqueNet, error) {
 	if isAutoReg(cfg.Technique) {
 		return newAutoReg(cfg, d, tok)
 	}
@@ -105,9 +104,6 @@ func newTechnique(cfg *Config, d *decoder.Model, run *deviceRunner, tok *tokeniz
 		t, err := anchor.New(d, alpha)
 		if err != nil {
 			return techniqueNet{}, fmt.Errorf("train: %w", err)
-		}
-		if run != nil {
-			t.Runner = run
 		}
 		return techniqueNet{t: t, d: d}, nil
 	case TechniqueCausal2Vec:
@@ -180,9 +176,6 @@ func newTechnique(cfg *Config, d *decoder.Model, run *deviceRunner, tok *tokeniz
 				trained.Close()
 			}
 			return techniqueNet{}, fmt.Errorf("train: %w", err)
-		}
-		if run != nil {
-			t.Runner = run
 		}
 		return techniqueNet{t: t, d: d, parts: t.LossParts, context: trained}, nil
 	}

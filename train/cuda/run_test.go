@@ -31,9 +31,11 @@ import (
 // grouped-query attention) under LoRA, causal with last-token pooling,
 // bidirectional with mean pooling, with each trainable pooling head
 // (trained on the host beside the device), and under the papers'
-// techniques that run on a device: Anchor's stage I, and Causal2Vec with a
-// frozen context encoder or a trained one (a small BERT under LoRA, on the
-// host) — the technique's passes on the device, its MLP on the host.
+// techniques: Anchor's stage I, AutoRegEmbed's two stages (E, the frozen
+// decoder and the reference encoder on the device, the memory tokens on the
+// host), and Causal2Vec with a frozen context encoder or a trained one (a
+// small BERT under LoRA, on the host) — the technique's passes on the
+// device, its own parameters on the host.
 var runCases = []struct {
 	name, objective, pooling string
 	decoder, bidirectional   bool
@@ -52,6 +54,18 @@ var runCases = []struct {
 	{name: "llama-lora/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
 		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
 		c.ContextEncoder, c.ContextEncoderDim = letters, 8
+	}},
+	{name: "llama-lora/autoregembed-compress", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), train.TechniqueAutoRegCompress, 0, true
+	}},
+	{name: "llama-lora/autoregembed-align", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		// stage 2 from a short stage 1 on the CPU
+		stage1 := train.Config{ModelDir: tinyLlamaTied(t), Data: c.Data, OutDir: t.TempDir(), Technique: train.TechniqueAutoRegCompress,
+			BatchSize: 4, GroupSize: 3, MaxSteps: 2, LR: 1e-3, Seed: 3, EvalFraction: -1, LoRA: &train.LoRAConfig{Rank: 4}, NoExport: true}
+		if _, err := train.Run(context.Background(), stage1); err != nil {
+			t.Fatal(err)
+		}
+		c.ModelDir, c.Technique, c.AutoRegStage1, c.DistillWeight, c.NoExport = stage1.ModelDir, train.TechniqueAutoRegAlign, stage1.OutDir, 0, true
 	}},
 	{name: "llama-lora/causal2vec-trained-context", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
@@ -98,6 +112,14 @@ func TestRunOnGPUMatchesCPU(t *testing.T) {
 // heads) with the MiniLM tokenizer.
 func tinyLlama(t *testing.T) string {
 	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
+	return testmodels.Checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
+}
+
+// tinyLlamaTied is tinyLlama with its LM head tied to the embedding, as
+// SmolLM2's (AutoRegEmbed's frozen decoder generates through it).
+func tinyLlamaTied(t *testing.T) string {
+	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
+	cfg.TieWordEmbeddings = true
 	return testmodels.Checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
 }
 

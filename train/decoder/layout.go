@@ -3,6 +3,7 @@ package decoder
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/anna-search/anna/train/ops"
 )
@@ -27,11 +28,13 @@ type LayerLayout struct {
 
 // DeviceLayout describes the model for a device trainer, which trains
 // LoRA factors over a frozen base (a trainable pooling head stays on the
-// host: HeadForward, HeadBackward): it refuses a model without LoRA, or
-// with any other parameter still training.
+// host: HeadForward, HeadBackward), or runs a model with every parameter
+// frozen (AutoRegEmbed's frozen decoder: its backward reaches the inputs
+// only): it refuses a model with any other parameter training — full
+// fine-tuning.
 func (m *Model) DeviceLayout() (*Layout, error) {
 	switch {
-	case !m.lora:
+	case !m.lora && slices.ContainsFunc(m.Params, func(p *ops.Param) bool { return !p.Frozen }):
 		return nil, errors.New("decoder: the device path trains LoRA factors over a frozen base; enable LoRA (full fine-tuning of a decoder runs on the CPU)")
 	}
 	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal}

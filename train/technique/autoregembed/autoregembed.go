@@ -159,7 +159,34 @@ type Technique struct {
 	// refMem are the memory tokens as stage 2 began.
 	refMem []float32
 	params []*ops.Param
+	// Run runs the models' passes (nil: each model itself, on the CPU).
+	Run Runners
 }
+
+// Runners run E's, D's and the reference encoder's passes.
+type Runners struct{ Enc, Dec, Ref decoder.Runner }
+
+// on is m's Runner: t.Run's for E, D or the reference, else m itself.
+func (t *Technique) on(m *decoder.Model) decoder.Runner {
+	var r decoder.Runner
+	switch m {
+	case t.enc:
+		r = t.Run.Enc
+	case t.dec:
+		r = t.Run.Dec
+	case t.ref:
+		r = t.Run.Ref
+	}
+	if r == nil {
+		return m.Runner()
+	}
+	return r
+}
+
+// Decoder is D, the frozen decoder; Reference the frozen reference
+// encoder (nil in stage 1). A device trainer uploads them (Run).
+func (t *Technique) Decoder() *decoder.Model   { return t.dec }
+func (t *Technique) Reference() *decoder.Model { return t.ref }
 
 // New builds the technique over a decoder config, the checkpoint E starts
 // from (enc) and the frozen decoder's (dec: the base LLM, with its lm_head
@@ -366,7 +393,7 @@ func (t *Technique) Embed(b *decoder.Batch, role Role) ([]float32, error) {
 		instrs[i] = instr
 	}
 	eb := t.encoderBatch(t.enc, t.mem.W, texts, instrs)
-	a, err := t.enc.Forward(eb.b)
+	a, err := t.on(t.enc).Forward(eb.b)
 	if err != nil {
 		return nil, fmt.Errorf("autoregembed: encoder: %w", err)
 	}

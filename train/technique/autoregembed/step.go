@@ -103,13 +103,15 @@ func (eb *encBatch) compressed(a *decoder.Acts, k, C int) []float32 {
 // backward runs the encoder's backward from dE (N×k×C, the gradient of its
 // compressed vectors): memory rows to the memory tokens, token rows to the
 // embedding table.
-func (t *Technique) encoderBackward(eb *encBatch, a *decoder.Acts, dE []float32) {
+func (t *Technique) encoderBackward(eb *encBatch, a *decoder.Acts, dE []float32) error {
 	k, C, T := t.k, t.C, eb.b.T
 	dh := make([]float32, eb.b.N*T*C)
 	for n, L := range eb.lens {
 		copy(dh[(n*T+L-k)*C:(n*T+L)*C], dE[n*k*C:(n+1)*k*C])
 	}
-	t.enc.Backward(a, dh)
+	if err := t.on(t.enc).Backward(a, dh); err != nil {
+		return fmt.Errorf("autoregembed: encoder backward: %w", err)
+	}
 	g := t.mem.G
 	for n, L := range eb.lens {
 		for i, v := range a.DInputs[(n*T+L-k)*C : (n*T+L)*C] {
@@ -117,6 +119,7 @@ func (t *Technique) encoderBackward(eb *encBatch, a *decoder.Acts, dE []float32)
 		}
 	}
 	t.enc.EmbedBackward(eb.ids, a.DInputs)
+	return nil
 }
 
 // decBatch is a frozen-decoder input: k compressed vectors, then the
@@ -260,7 +263,7 @@ func repeat(x []int32, n int) [][]int32 {
 // reconstructed; the mean token cross-entropy.
 func (t *Technique) compression(texts [][]int32, Q, G int, scale float32, grad bool) (float64, error) {
 	eb := t.encoderBatch(t.enc, t.mem.W, texts[:Q], repeat(t.cfg.QueryInstruction, Q))
-	ea, err := t.enc.Forward(eb.b)
+	ea, err := t.on(t.enc).Forward(eb.b)
 	if err != nil {
 		return 0, fmt.Errorf("autoregembed: encoder: %w", err)
 	}
@@ -270,7 +273,7 @@ func (t *Technique) compression(texts [][]int32, Q, G int, scale float32, grad b
 		src[i], tgts[i] = i, texts[Q+i*G]
 	}
 	db := t.decoderBatch(e, src, tgts)
-	da, err := t.dec.Forward(db.b)
+	da, err := t.on(t.dec).Forward(db.b)
 	if err != nil {
 		return 0, fmt.Errorf("autoregembed: frozen decoder: %w", err)
 	}
@@ -279,11 +282,12 @@ func (t *Technique) compression(texts [][]int32, Q, G int, scale float32, grad b
 	if !grad || math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, nil
 	}
-	t.dec.Backward(da, dh)
+	if err := t.on(t.dec).Backward(da, dh); err != nil {
+		return 0, fmt.Errorf("autoregembed: frozen decoder backward: %w", err)
+	}
 	dE := make([]float32, len(e))
 	t.dInputs(dE, da, db, src)
-	t.encoderBackward(eb, ea, dE)
-	return loss, nil
+	return loss, t.encoderBackward(eb, ea, dE)
 }
 
 // alignment is stage 2 (Eq. 2).
@@ -303,12 +307,12 @@ func (t *Technique) alignment(texts [][]int32, Q, G int, tau float64, scale floa
 	// and D's main forward (their workspaces).
 	t.ref.Causal = t.enc.Causal
 	rb := t.encoderBatch(t.ref, t.refMem, queries, repeat(t.cfg.QueryInstruction, Q))
-	ra, err := t.ref.Forward(rb.b)
+	ra, err := t.on(t.ref).Forward(rb.b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("autoregembed: reference encoder: %w", err)
 	}
 	rdb := t.decoderBatch(rb.compressed(ra, t.k, t.C), src[:Q*G], tgts[:Q*G])
-	rda, err := t.dec.Forward(rdb.b)
+	rda, err := t.on(t.dec).Forward(rdb.b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("autoregembed: frozen decoder: %w", err)
 	}
@@ -322,13 +326,13 @@ func (t *Technique) alignment(texts [][]int32, Q, G int, tau float64, scale floa
 		in[Q+i], instrs[Q+i] = docs[i*G], t.cfg.DocInstruction
 	}
 	eb := t.encoderBatch(t.enc, t.mem.W, in, instrs)
-	ea, err := t.enc.Forward(eb.b)
+	ea, err := t.on(t.enc).Forward(eb.b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("autoregembed: encoder: %w", err)
 	}
 	e := eb.compressed(ea, t.k, t.C)
 	db := t.decoderBatch(e, src, tgts)
-	da, err := t.dec.Forward(db.b)
+	da, err := t.on(t.dec).Forward(db.b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("autoregembed: frozen decoder: %w", err)
 	}
@@ -366,11 +370,12 @@ func (t *Technique) alignment(texts [][]int32, Q, G int, tau float64, scale floa
 			dh[n*T*C+i] *= f
 		}
 	}
-	t.dec.Backward(da, dh)
+	if err := t.on(t.dec).Backward(da, dh); err != nil {
+		return 0, 0, fmt.Errorf("autoregembed: frozen decoder backward: %w", err)
+	}
 	dE := make([]float32, len(e))
 	t.dInputs(dE, da, db, src)
-	t.encoderBackward(eb, ea, dE)
-	return loss, correct, nil
+	return loss, correct, t.encoderBackward(eb, ea, dE)
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
