@@ -83,3 +83,18 @@ func Checkpoint(t testing.TB, cfg *model.Config, tensors map[string]*safetensors
 	}
 	return dir
 }
+
+// Letters is a frozen stand-in for a context encoder (Causal2Vec's small
+// bidirectional model): each text's letter counts folded into 8
+// dimensions, 0.1 a letter.
+func Letters(texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		v := make([]float32, 8)
+		for _, r := range s {
+			v[int(r)%8] += 0.1
+		}
+		out[i] = v
+	}
+	return out, nil
+}

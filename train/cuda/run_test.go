@@ -53,7 +53,7 @@ var runCases = []struct {
 	}},
 	{name: "llama-lora/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
 		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
-		c.ContextEncoder, c.ContextEncoderDim = letters, 8
+		c.ContextEncoder, c.ContextEncoderDim = testmodels.Letters, 8
 	}},
 	{name: "llama-lora/autoregembed-compress", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), train.TechniqueAutoRegCompress, 0, true
@@ -79,20 +79,6 @@ func TestRunOnEmulatorMatchesCPU(t *testing.T) {
 			runMatchesCPU(t, cuda.NewEmulatedDevice(), c.decoder, c.bidirectional, c.objective, c.pooling, c.tweak, 1e-4)
 		})
 	}
-}
-
-// letters is a frozen context encoder for Causal2Vec: each text's letter
-// counts folded into 8 dimensions.
-func letters(texts []string) ([][]float32, error) {
-	out := make([][]float32, len(texts))
-	for i, s := range texts {
-		v := make([]float32, 8)
-		for _, r := range s {
-			v[int(r)%8] += 0.1
-		}
-		out[i] = v
-	}
-	return out, nil
 }
 
 func TestRunOnGPUMatchesCPU(t *testing.T) {
