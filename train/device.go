@@ -327,7 +327,10 @@ func (d *deviceNet) toHost(opt *AdamW) error {
 		if p.Frozen || !d.enc.Has(p.Name) {
 			continue
 		}
-		m, v := make([]float32, len(p.W)), make([]float32, len(p.W))
+		m, v := opt.m[p], opt.v[p] // the last checkpoint's, reused
+		if len(m) != len(p.W) || len(v) != len(p.W) {
+			m, v = make([]float32, len(p.W)), make([]float32, len(p.W))
+		}
 		ok, err := d.enc.State(p.Name, p.W, m, v)
 		if err != nil {
 			return fmt.Errorf("train: %s from the device: %w", p.Name, err)
