@@ -17,6 +17,8 @@
 #               causal2vectuned anchor autoregembed; causal2vectuned trains the context encoder with LoRA r16)
 #   NLI_PAIRS   SNLI dev premises added to the training data, each with its entailment as the positive and
 #               its contradiction as a hard negative (default 2000)
+#   DEVICE      cpu (default) or cuda: where the rows train (`annactl train --device`; every row runs on
+#               either); the evaluations run on the CPU
 # Each finished row leaves WORK/ROW[-seed]/done, so a rerun (after Ctrl-C or a
 # crash) skips it; training itself resumes from its checkpoint.
 set -euo pipefail
@@ -51,7 +53,7 @@ train() {
 	local t0=$SECONDS
 	"$A" train --model "$GGUF" --input "$W/data.jsonl" --output "$out" --lora 64 --max-length "$MAXLEN" \
 		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 --checkpoint-every 5 --export-max-length "$EVAL_MAXLEN" \
-		$( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
+		--device "${DEVICE:-cpu}" $( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
 	echo $((SECONDS - t0)) > "$out/seconds"
 	touch "$out/done"
 }
