@@ -22,7 +22,9 @@
 # Environment (prepare; collect must see the same): STEPS (1000), BATCH (8
 # queries), GROUP (8: 1 positive + 7 negatives), MAXLEN (128), RANK (8: the
 # checkpoint with its AdamW moments comes back within $OUT's 64 MiB: 31 MB
-# at rank 8), POOLING (lasttoken), SEED (1), EVALS for collect ("stsb
+# at rank 8), POOLING (lasttoken; mean, multilayer or latent for the
+# ablation's other single-stage rows), TRAIN_FLAGS (more `annactl train`
+# flags, e.g. --bidirectional), SEED (1), EVALS for collect ("stsb
 # scifact"; scifact is dense nDCG@10 at 128 tokens, ~18 min on 2 cores).
 # DEVICE (cuda) and OUT_DIR ($OUT) let run.sh be tried on a CPU.
 set -euo pipefail
@@ -35,6 +37,7 @@ GROUP=${GROUP:-8}
 MAXLEN=${MAXLEN:-128}
 RANK=${RANK:-8}
 POOLING=${POOLING:-lasttoken}
+TRAIN_FLAGS=${TRAIN_FLAGS:-}
 SEED=${SEED:-1}
 EVALS=${EVALS-stsb scifact}
 cmd=${1:?usage: scripts/gpu-decoder.sh prepare|collect WORK [FILES_AT]}
@@ -44,7 +47,7 @@ GGUF=$W/SmolLM2-135M-Instruct.Q4_1.gguf
 # resumed one here).
 train_args() {
 	echo --input "$1" --output "$2" --lora "$RANK" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
-		--max-length "$MAXLEN" --pooling "$POOLING" --seed "$SEED" --eval-fraction -1 --checkpoint-every 100
+		--max-length "$MAXLEN" --pooling "$POOLING" --seed "$SEED" --eval-fraction -1 --checkpoint-every 100 $TRAIN_FLAGS
 }
 
 case $cmd in
