@@ -38,6 +38,8 @@ NLI_PAIRS=${NLI_PAIRS:-2000}
 SEED1=${SEEDS%% *}
 mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)" >&2; }
+# shellcheck source=scripts/ablation-rows.sh
+. "$ROOT/scripts/ablation-rows.sh"
 
 # SmolLM2's GGUF file and the training data (scripts/decoder-data.sh).
 GGUF=$W/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -56,6 +58,19 @@ train() {
 		--device "${DEVICE:-cpu}" $( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
 	echo $((SECONDS - t0)) > "$out/seconds"
 	touch "$out/done"
+}
+
+# train_row ROW SEED: the row's stages (scripts/ablation-rows.sh), in order.
+train_row() {
+	local stages name share flags
+	if ! stages=$(row_stages "$1"); then
+		echo "unknown row $1" >&2
+		exit 2
+	fi
+	while read -r name share flags; do
+		# shellcheck disable=SC2046
+		train "$name" "$2" --steps "$(stage_steps "$share" "$STEPS")" $(stage_flags "$flags" "$W" "$2") </dev/null
+	done <<<"$stages"
 }
 
 # evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl;
@@ -88,22 +103,8 @@ for row in $ROWS; do
 		echo 0 > "$d/seconds"
 		;;
 	contrastive)
-		for s in $SEEDS; do train contrastive "$s" --steps "$STEPS"; done ;;
-	mean) train mean "$SEED1" --steps "$STEPS" --pooling mean ;;
-	multilayer) train multilayer "$SEED1" --steps "$STEPS" --pooling multilayer ;;
-	bidirectional) train bidirectional "$SEED1" --steps "$STEPS" --bidirectional ;;
-	causal2vec) train causal2vec "$SEED1" --steps "$STEPS" --technique causal2vec ;;
-	causal2vectuned) train causal2vectuned "$SEED1" --steps "$STEPS" --technique causal2vec --context-train lora=16 ;;
-	anchor)
-		# Stage I (half the budget) exports the decoder; stage II is a plain contrastive run from it.
-		train anchor1 "$SEED1" --steps $((STEPS / 2)) --technique anchor
-		train anchor "$SEED1" --steps $((STEPS - STEPS / 2)) --model "$W/anchor1-$SEED1/hf"
-		;;
-	autoregembed)
-		train autoregembed1 "$SEED1" --steps $((STEPS / 2)) --technique autoregembed-compress
-		train autoregembed "$SEED1" --steps $((STEPS - STEPS / 2)) --technique autoregembed-align --autoreg-stage1 "$W/autoregembed1-$SEED1"
-		;;
-	*) echo "unknown row $row" >&2; exit 2 ;;
+		for s in $SEEDS; do train_row contrastive "$s"; done ;;
+	*) train_row "$row" "$SEED1" ;;
 	esac
 done
 # The rows asked for, evaluated (ROWS and EVALS choose the cells to fill).

@@ -1,0 +1,41 @@
+# The ablation's rows (issue #15) as `annactl train` stages, sourced by
+# scripts/ablation.sh (on this CPU) and scripts/gpu-decoder.sh (on a lent
+# GPU), so both train a row the same way.
+#
+# row_stages ROW prints one line per training stage of ROW: the stage's name
+# (its output is WORK/NAME-SEED), its share of the step budget (all; first
+# or second: the two halves of a two-stage row) and its `annactl train`
+# flags beyond the common ones, where {NAME} stands for an earlier stage's
+# output directory. It fails for a row it does not know (zeroshot is no
+# training: the GGUF imported as it is).
+row_stages() {
+	case $1 in
+	contrastive) echo "contrastive all" ;;
+	mean) echo "mean all --pooling mean" ;;
+	multilayer) echo "multilayer all --pooling multilayer" ;;
+	bidirectional) echo "bidirectional all --bidirectional" ;;
+	causal2vec) echo "causal2vec all --technique causal2vec" ;;
+	causal2vectuned) echo "causal2vectuned all --technique causal2vec --context-train lora=16" ;; # the context encoder trained too
+	anchor) # stage I exports the decoder; stage II is a plain contrastive run from it
+		echo "anchor1 first --technique anchor"
+		echo "anchor second --model {anchor1}/hf" ;;
+	autoregembed)
+		echo "autoregembed1 first --technique autoregembed-compress"
+		echo "autoregembed second --technique autoregembed-align --autoreg-stage1 {autoregembed1}" ;;
+	*) return 1 ;;
+	esac
+}
+
+# stage_steps SHARE STEPS: a stage's steps.
+stage_steps() {
+	case $1 in
+	first) echo $(($2 / 2)) ;;
+	second) echo $(($2 - $2 / 2)) ;;
+	*) echo "$2" ;;
+	esac
+}
+
+# stage_flags FLAGS WORK SEED: FLAGS with each {NAME} as WORK/NAME-SEED.
+stage_flags() {
+	sed "s|{\([a-z0-9]*\)}|$2/\1-$3|g" <<<"$1"
+}
