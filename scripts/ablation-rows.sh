@@ -39,3 +39,21 @@ stage_steps() {
 stage_flags() {
 	sed "s|{\([a-z0-9]*\)}|$2/\1-$3|g" <<<"$1"
 }
+
+# eval_value EVAL MODEL prints MODEL's score on EVAL, by `annactl eval` ($A,
+# the datasets under $SHARED): Spearman of cosine on STS-B and SICK test
+# (stsb, sick), average precision of cosine for entailment against
+# contradiction on SNLI test (snli), dense nDCG@10 with documents cut at
+# the model's max length (scifact, cranfield, cisi, cacm).
+eval_value() {
+	case $1 in
+	stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$2" --json ;;
+	sick) "$A" eval "$SHARED/sick" --task sts --model "$2" --json ;;
+	snli) "$A" eval "$SHARED/snli" --task pairclass --model "$2" --json ;;
+	scifact | cranfield | cisi | cacm) "$A" eval "$SHARED/$1" --split test --model "$2" --modes dense --no-chunking --json ;;
+	*)
+		echo "unknown evaluation $1" >&2
+		return 2
+		;;
+	esac | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d.get("spearman", d.get("ap")); print(d["dense"]["ndcg@10"] if v is None else v)'
+}

@@ -76,21 +76,13 @@ train_row() {
 # evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl;
 # an evaluation already there is not run again (a later run can add columns).
 evaluate() {
-	local dir=$1 model=$2
+	local dir=$1 model=$2 e v
 	touch "$dir/evals.jsonl"
 	for e in $EVALS; do
 		grep -q "\"eval\": \"$e\"" "$dir/evals.jsonl" && continue
 		step "evaluate $(basename "$dir"): $e"
-		case $e in
-		stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$model" --json ;;
-		sick) "$A" eval "$SHARED/sick" --task sts --model "$model" --json ;;
-		snli) "$A" eval "$SHARED/snli" --task pairclass --model "$model" --json ;;
-		scifact | cranfield | cisi | cacm)
-			"$A" eval "$SHARED/$e" --split test --model "$model" --modes dense --no-chunking --json ;;
-		*) echo "unknown evaluation $e" >&2; exit 2 ;;
-		esac | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d.get("spearman", d.get("ap")); v=d["dense"]["ndcg@10"] if v is None else v; print(json.dumps({"eval": sys.argv[1], "value": v}))' "$e" > "$dir/eval.tmp"
-		cat "$dir/eval.tmp" >> "$dir/evals.jsonl"
-		rm "$dir/eval.tmp"
+		v=$(eval_value "$e" "$model") # an assignment: a failed evaluation stops the script
+		echo "{\"eval\": \"$e\", \"value\": $v}" >> "$dir/evals.jsonl"
 	done
 }
 
