@@ -29,8 +29,9 @@
 # there from the setup's source), STEPS (300), BATCH (8 queries), GROUP (8:
 # 1 positive + 7 negatives), MAXLEN (128), RANK (64), SEED (1), EVALS ("stsb
 # cacm"; any of scripts/ablation-rows.sh's eval_value, each dataset
-# travelling), EVAL_MAXLEN (128), TIME_LIMIT (420 s). DEVICE (cuda) and
-# OUT_DIR ($OUT) let run.sh be tried on a CPU.
+# travelling), EVAL_MAXLEN (128), TIME_LIMIT (420 s: a device call ends at
+# 600 s, so size STEPS and EVALS for one row to take under 3 minutes).
+# DEVICE (cuda) and OUT_DIR ($OUT) let run.sh be tried on a CPU.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${SHARED:-$ROOT/../shared/datasets}
@@ -127,8 +128,8 @@ for row in $ROWS; do
 	else
 		stages=\$(row_stages "\$row")
 		while read -r name share fl; do
-			# shellcheck disable=SC2046
 			last=\$name
+			# shellcheck disable=SC2046
 			train "\$name" --steps "\$(stage_steps "\$share" $STEPS)" \$(stage_flags "\$fl" "\$W/runs" $SEED)
 			secs=\$((secs + \$(cat "runs/\$name-$SEED/seconds")))
 			grep -q "\"stage\": \"\$name\"" metrics.jsonl 2>/dev/null ||
