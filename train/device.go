@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/anna-search/anna/train/technique/anchor"
-	"github.com/anna-search/anna/train/technique/autoregembed"
-	"github.com/anna-search/anna/train/technique/causal2vec"
-
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // Accelerator is the seam to a device other than the Go CPU path
