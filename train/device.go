@@ -29,7 +29,8 @@ import (
 // device and resume on the other.
 //
 // What runs on a device today: BERT-family encoders, bi-encoder or
-// cross-encoder (every objective), full fine-tuning; Llama-family decoders
+// cross-encoder (every objective), fully fine-tuned or under LoRA (the
+// factors on the device, a cross-encoder's head on the host); Llama-family decoders
 // (Llama, Mistral, Qwen2, Qwen3) under LoRA with last-token or mean
 // pooling, or a trainable pooling head (latent or multi-layer: the head,
 // N×r×C-sized, trains on the host over the rows the device returns, as a
@@ -39,17 +40,26 @@ import (
 // one) — whose decoder passes run on the device (deviceRunner) while
 // their own parts run on the host: the LM head's cross-entropy over the
 // frozen tied embedding, Causal2Vec's MLP and context encoder,
-// AutoRegEmbed's memory tokens. LoRA on BERT and full fine-tuning of a
-// decoder are refused with an error naming the option: they train on the
-// CPU.
+// AutoRegEmbed's memory tokens. Full fine-tuning of a decoder is refused
+// with an error naming the option: it trains on the CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
-	// Hugging Face checkpoint after prefix ("" or "bert.").
-	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32) (DeviceEncoder, error)
+	// Hugging Face checkpoint after prefix ("" or "bert."): all of them
+	// trained, or, given lora, the factors trained over a frozen encoder.
+	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32, lora []EncoderLoRA) (DeviceEncoder, error)
 	// TrainDecoder uploads a decoder under LoRA (decoder.Model.DeviceLayout):
 	// its trainable params are the LoRA factors, by name.
 	TrainDecoder(m *decoder.Model) (DeviceDecoder, error)
 	String() string // the device, for logs
+}
+
+// EncoderLoRA is a LoRA pair on the encoder weight named Weight: its
+// factors A and B (trained, by their names), rank and scale α/r.
+type EncoderLoRA struct {
+	Weight string
+	A, B   *Param
+	Rank   int
+	Scale  float32
 }
 
 // DeviceEncoder is an encoder resident on an Accelerator — a BERT encoder
@@ -151,17 +161,18 @@ type deviceNet struct {
 	err      error         // a failed zeroGrad, reported by the next step
 }
 
-// onDevice binds a loaded encoder to acc, refusing what the device path
-// does not cover.
-func onDevice(acc Accelerator, m *Model, cfg *Config) (*deviceNet, error) {
-	if cfg.LoRA != nil {
-		return nil, fmt.Errorf("train: LoRA on %s: the device path fine-tunes every weight; LoRA trains on the CPU", acc)
-	}
+// onDevice binds a loaded encoder (every weight trained, or LoRA factors)
+// to acc.
+func onDevice(acc Accelerator, m *Model) (*deviceNet, error) {
 	weights := map[string][]float32{}
+	var lora []EncoderLoRA
 	for _, p := range m.Params {
 		weights[p.Name] = p.W
+		if lp := m.lora[p]; lp != nil {
+			lora = append(lora, EncoderLoRA{Weight: p.Name, A: lp.A, B: lp.B, Rank: lp.Rank, Scale: lp.Scale})
+		}
 	}
-	enc, err := acc.TrainEncoder(&m.Cfg, m.prefix, weights)
+	enc, err := acc.TrainEncoder(&m.Cfg, m.prefix, weights, lora)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}

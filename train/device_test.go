@@ -20,7 +20,7 @@ type refusing struct{}
 var errReached = errors.New("the accelerator was reached")
 
 func (refusing) String() string { return "test accelerator" }
-func (refusing) TrainEncoder(*model.Config, string, map[string][]float32) (DeviceEncoder, error) {
+func (refusing) TrainEncoder(*model.Config, string, map[string][]float32, []EncoderLoRA) (DeviceEncoder, error) {
 	return nil, errReached
 }
 func (refusing) TrainDecoder(m *decoder.Model) (DeviceDecoder, error) {
@@ -41,13 +41,13 @@ func TestDeviceRefusals(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"bert lora", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, "LoRA on test accelerator: the device path fine-tunes every weight"},
 		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
 		{"autoregembed full", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
 		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress}, errReached.Error()},
 		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
 		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
+		{"bert lora reaches it", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
 		{"decoder lora reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
 		{"decoder head reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolLatent, HeadLatents: 2, HeadHeads: 4},
 			errReached.Error()},

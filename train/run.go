@@ -324,7 +324,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Device != nil && cfg.Technique == "" { // a technique's decoder goes on the device below
 		var dn *deviceNet
 		if src.bert != nil {
-			dn, err = onDevice(cfg.Device, src.bert, &cfg)
+			dn, err = onDevice(cfg.Device, src.bert)
 		} else {
 			dn, err = decoderOnDevice(cfg.Device, src.dec)
 		}

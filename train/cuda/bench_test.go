@@ -53,7 +53,7 @@ func BenchmarkTrainStepOnGPU(b *testing.B) {
 	flops := 3 * (2*tokens*float64(L*(4*C*C+2*C*FF)) + 4*float64(N*L)*float64(T*T*C))
 	b.Logf("%s; one step, %d sequences × %d tokens (%.2f TFLOP)", desc, N, T, flops/1e12)
 	sb := stepBench{Q: Q, G: G, T: T, C: C, pool: train.PoolMean, lr: 2e-5, flops: flops,
-		build: func(d *cuda.Device) (train.DeviceEncoder, error) { return d.TrainEncoder(cfg, "", weights) }}
+		build: func(d *cuda.Device) (train.DeviceEncoder, error) { return d.TrainEncoder(cfg, "", weights, nil) }}
 	sb.run(b, cfg, tensors, "torch_step_bench.py")
 }
 

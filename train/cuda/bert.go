@@ -25,17 +25,23 @@ type Param struct {
 }
 
 // Encoder is a BERT encoder resident on a Device, the GPU twin of
-// train.Model's bi-encoder path (forward, backward, pooling; no LoRA and
-// no cross-encoder head yet): the same ops in the same order, with
-// cuBLAS products in place of tensor.Gemm. The contrastive loss on the
-// pooled N×C embeddings stays on the host (train.ContrastiveLoss): it is a
-// few thousand numbers. Not safe for concurrent use.
+// train.Model (forward, backward, pooling; every weight trained, or LoRA
+// factors over a frozen encoder: EnableLoRA): the same ops in the same
+// order, with cuBLAS products in place of tensor.Gemm. The losses on the
+// pooled N×C embeddings (and a cross-encoder's head) stay on the host: they
+// are a few thousand numbers. Not safe for concurrent use.
 type Encoder struct {
 	d                         *Device
 	Cfg                       EncoderConfig
 	paramSet                  // in train.NewModel's order, without the unused pooler
 	layers                    []encLayer
 	wte, wpe, wtt, elnw, elnb *Param
+	// lora adapts weights with trained factors (EnableLoRA); frozen: the
+	// encoder's own weights get no gradient products.
+	lora      map[*Param]*encLoRA
+	frozen    bool
+	dxa       *Buffer // NT×the largest rank: the LoRA backward's scratch
+	paramBufs int     // bufs[:paramBufs] are the parameters'
 
 	// the batch and its activations, sized for capN·capT rows
 	N, T                        int
@@ -46,6 +52,15 @@ type Encoder struct {
 	dx, dres, dln1, dctx        *Buffer
 	dq, dk, dv, dg, pooled, dpl *Buffer
 	bufs                        []*Buffer // everything above, for Close
+}
+
+// encLoRA is a LoRA pair on one weight (train's ops.LoRA): out +=
+// scale·(x·Aᵀ)·Bᵀ, with xa = x·Aᵀ kept for the backward.
+type encLoRA struct {
+	a, b  *Param
+	rank  int
+	scale float32
+	xa    *Buffer // NT×rank
 }
 
 type encLayer struct {
@@ -120,7 +135,71 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 			ln2w: add(p+"output.LayerNorm.weight", C), ln2b: add(p+"output.LayerNorm.bias", C),
 		})
 	}
+	e.paramBufs = len(e.bufs)
 	return e, err
+}
+
+// LoRAFactors is a LoRA pair for the encoder weight Weight (its name with
+// the encoder's prefix, out×in): A (Rank×in) and B (out×Rank), named AName
+// and BName, the product scaled by Scale (α/r).
+type LoRAFactors struct {
+	Weight, AName, BName string
+	A, B                 []float32
+	Rank                 int
+	Scale                float32
+}
+
+// EnableLoRA freezes every weight of the encoder and trains the given
+// LoRA factors instead (train.Model.EnableLoRA's): Params and Param then
+// hold the factors only, in the order given. It must come before the
+// first Forward. (The LayerNorm kernels still write their gains'
+// gradients, which nothing reads.)
+func (e *Encoder) EnableLoRA(fs []LoRAFactors) error {
+	if e.lora != nil || e.N != 0 || len(e.bufs) != e.paramBufs {
+		return errors.New("cuda: EnableLoRA once, before the first Forward")
+	}
+	base := e.byName
+	e.Params, e.byName, e.frozen, e.lora = nil, map[string]*Param{}, true, map[*Param]*encLoRA{}
+	up := func(name string, w []float32) (*Param, error) {
+		p := &Param{Name: name, N: len(w)}
+		var err error
+		if p.W, err = e.d.NewF32(w); err != nil {
+			return nil, err
+		}
+		e.bufs = append(e.bufs, p.W)
+		if p.G, err = e.d.AllocF32(len(w)); err != nil {
+			return nil, err
+		}
+		e.bufs = append(e.bufs, p.G)
+		if err := p.G.Zero(); err != nil {
+			return nil, err
+		}
+		e.Params = append(e.Params, p)
+		e.byName[name] = p
+		return p, nil
+	}
+	for _, f := range fs {
+		w := base[f.Weight]
+		switch {
+		case w == nil:
+			return fmt.Errorf("cuda: LoRA on %s: the encoder has no such weight", f.Weight)
+		case e.lora[w] != nil:
+			return fmt.Errorf("cuda: LoRA on %s twice", f.Weight)
+		case f.Rank <= 0 || len(f.A)%f.Rank != 0 || len(f.B)%f.Rank != 0 || (len(f.A)/f.Rank)*(len(f.B)/f.Rank) != w.N:
+			return fmt.Errorf("cuda: LoRA on %s: factors of %d and %d values at rank %d do not fit its %d", f.Weight, len(f.A), len(f.B), f.Rank, w.N)
+		}
+		a, err := up(f.AName, f.A)
+		if err != nil {
+			return err
+		}
+		b, err := up(f.BName, f.B)
+		if err != nil {
+			return err
+		}
+		e.lora[w] = &encLoRA{a: a, b: b, rank: f.Rank, scale: f.Scale}
+	}
+	e.paramBufs = len(e.bufs)
+	return nil
 }
 
 // Close frees the encoder's device memory.
@@ -151,7 +230,7 @@ func (e *Encoder) shape(N, T int) error {
 		return nil
 	}
 	// Free the old activations (the parameters come first in bufs).
-	keep := 2 * len(e.Params)
+	keep := e.paramBufs
 	for _, b := range e.bufs[keep:] {
 		if err := b.Free(); err != nil {
 			return err
@@ -185,6 +264,12 @@ func (e *Encoder) shape(N, T int) error {
 	e.dx, e.dres, e.dln1, e.dctx = get(NT*C), get(NT*C), get(NT*C), get(NT*C)
 	e.dq, e.dk, e.dv = get(NT*C), get(NT*C), get(NT*C)
 	e.pooled, e.dpl = get(N*C), get(N*C)
+	maxRank := 0
+	for _, lp := range e.lora {
+		lp.xa = get(NT * lp.rank)
+		maxRank = max(maxRank, lp.rank)
+	}
+	e.dxa = get(NT * maxRank)
 	if err != nil {
 		return err
 	}
@@ -241,6 +326,14 @@ func (e *Encoder) Forward(ids, types []int32, mask []float32, N, T int) error {
 		return func() error {
 			if err := d.Gemm(false, true, NT, outC, in, 1, inp, in, w.W, in, 0, out, outC); err != nil {
 				return err
+			}
+			if lp := e.lora[w]; lp != nil { // + scale·(inp·Aᵀ)·Bᵀ, as ops.Linear
+				if err := d.Gemm(false, true, NT, lp.rank, in, 1, inp, in, lp.a.W, in, 0, lp.xa, lp.rank); err != nil {
+					return err
+				}
+				if err := d.Gemm(false, true, NT, outC, lp.rank, lp.scale, lp.xa, lp.rank, lp.b.W, lp.rank, 1, out, outC); err != nil {
+					return err
+				}
 			}
 			return d.BiasAdd(out, b.W, NT, outC)
 		}
@@ -335,14 +428,28 @@ func (e *Encoder) Backward(mode string, dPooled []float32) error {
 		}
 		return nil
 	}
-	// linB: dinp += dout·W; dW += doutᵀ·inp; db += Σ_rows dout.
+	// linB: dinp += dout·W; dW += doutᵀ·inp; db += Σ_rows dout — or, over a
+	// frozen encoder, the LoRA factors' (ops.Linear.Backward's order):
+	// dxa = s·dout·B; dB += s·doutᵀ·xa; dA += dxaᵀ·inp; dinp += dxa·A.
 	linB := func(w, b *Param, dinp, dout, inp *Buffer, in, outC int) func() error {
 		return func() error {
-			return run(
+			steps := []func() error{
 				func() error { return d.Gemm(false, false, NT, in, outC, 1, dout, outC, w.W, in, 1, dinp, in) },
-				func() error { return d.Gemm(true, false, outC, in, NT, 1, dout, outC, inp, in, 1, w.G, in) },
-				func() error { return d.ColSumAdd(b.G, dout, NT, outC) },
-			)
+			}
+			if !e.frozen {
+				steps = append(steps,
+					func() error { return d.Gemm(true, false, outC, in, NT, 1, dout, outC, inp, in, 1, w.G, in) },
+					func() error { return d.ColSumAdd(b.G, dout, NT, outC) })
+			}
+			if lp := e.lora[w]; lp != nil {
+				r := lp.rank
+				steps = append(steps,
+					func() error { return d.Gemm(false, false, NT, r, outC, lp.scale, dout, outC, lp.b.W, r, 0, e.dxa, r) },
+					func() error { return d.Gemm(true, false, outC, r, NT, lp.scale, dout, outC, lp.xa, r, 1, lp.b.G, r) },
+					func() error { return d.Gemm(true, false, r, in, NT, 1, e.dxa, r, inp, in, 1, lp.a.G, in) },
+					func() error { return d.Gemm(false, false, NT, in, r, 1, e.dxa, r, lp.a.W, in, 1, dinp, in) })
+			}
+			return run(steps...)
 		}
 	}
 	zero := func(b *Buffer) func() error { return b.Zero }
@@ -384,6 +491,9 @@ func (e *Encoder) Backward(mode string, dPooled []float32) error {
 		); err != nil {
 			return fmt.Errorf("cuda: encoder layer %d backward: %w", l, err)
 		}
+	}
+	if e.frozen { // nothing below the first layer trains
+		return nil
 	}
 	return run(zero(e.dres),
 		func() error {

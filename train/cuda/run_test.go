@@ -27,7 +27,7 @@ import (
 // the training run's numerics.
 
 // runCases: a BERT bi-encoder and cross-encoder (its head on the host)
-// with each objective, fully fine-tuned, and a decoder (Llama with
+// with each objective, fully fine-tuned, and under LoRA; and a decoder (Llama with
 // grouped-query attention) under LoRA, causal with last-token pooling,
 // bidirectional with mean pooling, with each trainable pooling head
 // (trained on the host beside the device), and under the papers'
@@ -44,6 +44,8 @@ var runCases = []struct {
 	{name: "bert/contrastive", objective: train.ObjectiveContrastive},
 	{name: "bert/listwise", objective: train.ObjectiveListwise},
 	{name: "bert/bce", objective: train.ObjectiveBCE},
+	{name: "bert-lora/contrastive", objective: train.ObjectiveContrastive, tweak: bertLoRA},
+	{name: "bert-lora/listwise", objective: train.ObjectiveListwise, tweak: bertLoRA},
 	{name: "llama-lora/lasttoken", objective: train.ObjectiveContrastive, decoder: true},
 	{name: "llama-lora/bidirectional-mean", objective: train.ObjectiveContrastive, decoder: true, bidirectional: true, pooling: train.PoolMean},
 	{name: "llama-lora/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer},
@@ -99,6 +101,13 @@ func TestRunOnGPUMatchesCPU(t *testing.T) {
 func tinyLlama(t *testing.T) string {
 	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
 	return testmodels.Checkpoint(t, cfg, decoder.RandomTensors(cfg, 0.02, 7))
+}
+
+// bertLoRA puts LoRA factors on every linear layer of the BERT encoder
+// (its own weights frozen; a cross-encoder's head still trained, on the
+// host).
+func bertLoRA(_ *testing.T, c *train.Config) {
+	c.LoRA = &train.LoRAConfig{Rank: 4, Targets: []string{"query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"}}
 }
 
 // tinyLlamaTied is tinyLlama with its LM head tied to the embedding, as

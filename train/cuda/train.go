@@ -19,10 +19,10 @@ func (d *Device) TrainDecoder(m *decoder.Model) (train.DeviceDecoder, error) {
 
 // TrainEncoder and TrainDecoder make the Device a train.Accelerator:
 // train.Run with Config.Device set to it runs a BERT encoder's steps (full
-// fine-tuning) or a decoder's (LoRA) here — weights, gradients and AdamW
+// fine-tuning or LoRA) or a decoder's (LoRA) here — weights, gradients and AdamW
 // moments on the device; tokenising, the loss on the pooled embeddings,
 // checkpoints and the export on the host.
-func (d *Device) TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32) (train.DeviceEncoder, error) {
+func (d *Device) TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32, lora []train.EncoderLoRA) (train.DeviceEncoder, error) {
 	if cfg.ModelType != "bert" {
 		return nil, fmt.Errorf("cuda: model_type %q: the device encoder is BERT", cfg.ModelType)
 	}
@@ -35,6 +35,16 @@ func (d *Device) TrainEncoder(cfg *model.Config, prefix string, weights map[stri
 	e, err := NewEncoder(d, ec, prefix, weights)
 	if err != nil {
 		return nil, err
+	}
+	if len(lora) > 0 {
+		fs := make([]LoRAFactors, len(lora))
+		for i, l := range lora {
+			fs[i] = LoRAFactors{Weight: l.Weight, AName: l.A.Name, BName: l.B.Name, A: l.A.W, B: l.B.W, Rank: l.Rank, Scale: l.Scale}
+		}
+		if err := e.EnableLoRA(fs); err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	return e, nil
 }
