@@ -2,12 +2,12 @@ package rerank
 
 import (
 	"context"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"

@@ -3,10 +3,10 @@ package train
 import (
 	"context"
 	"errors"
-	"github.com/anna-search/anna/internal/testmodels"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
 )

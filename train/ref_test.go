@@ -2,7 +2,6 @@ package train
 
 import (
 	"encoding/json"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )

@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/model/safetensors/safetensorstest"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )

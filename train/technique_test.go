@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"encoding/json"
-	"github.com/anna-search/anna/internal/testmodels"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/technique/causal2vec"

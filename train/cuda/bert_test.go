@@ -2,12 +2,12 @@ package cuda_test
 
 import (
 	"context"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/cuda"
 )

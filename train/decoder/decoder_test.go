@@ -1,13 +1,13 @@
 package decoder
 
 import (
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/objective"
 )

@@ -2,12 +2,12 @@ package decoder
 
 import (
 	"context"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train/tensor"
 )
 

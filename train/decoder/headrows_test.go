@@ -1,10 +1,11 @@
 package decoder
 
 import (
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/anna-search/anna/internal/testmodels"
 )
 
 // A trainable head run over the rows a device trainer returns

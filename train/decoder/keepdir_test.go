@@ -3,7 +3,6 @@ package decoder
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/model/safetensors/safetensorstest"
 	"github.com/anna-search/anna/train/objective"

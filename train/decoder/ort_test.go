@@ -2,7 +2,6 @@ package decoder
 
 import (
 	"context"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/onnx"

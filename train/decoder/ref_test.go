@@ -2,13 +2,13 @@ package decoder
 
 import (
 	"fmt"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/objective"
 )

@@ -2,7 +2,6 @@ package anchor
 
 import (
 	"fmt"
-	"github.com/anna-search/anna/internal/testmodels"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"

@@ -1,7 +1,6 @@
 package autoregembed
 
 import (
-	"github.com/anna-search/anna/internal/testmodels"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
