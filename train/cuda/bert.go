@@ -38,10 +38,10 @@ type Encoder struct {
 	wte, wpe, wtt, elnw, elnb *Param
 	// lora adapts weights with trained factors (EnableLoRA); frozen: the
 	// encoder's own weights get no gradient products.
-	lora      map[*Param]*encLoRA
-	frozen    bool
-	dxa       *Buffer // NT×the largest rank: the LoRA backward's scratch
-	paramBufs int     // bufs[:paramBufs] are the parameters'
+	lora   map[*Param]*encLoRA
+	frozen bool
+	dxa    *Buffer  // NT×the largest rank: the LoRA backward's scratch
+	owned  []*Param // every parameter uploaded (trained or frozen), for Close
 
 	// the batch and its activations, sized for capN·capT rows
 	N, T                        int
@@ -51,7 +51,7 @@ type Encoder struct {
 	g                           *Buffer // N·T×FF activation output (recomputed in backward)
 	dx, dres, dln1, dctx        *Buffer
 	dq, dk, dv, dg, pooled, dpl *Buffer
-	bufs                        []*Buffer // everything above, for Close
+	bufs                        []*Buffer // the activations above, for reshapes and Close
 }
 
 // encLoRA is a LoRA pair on one weight (train's ops.LoRA): out +=
@@ -101,20 +101,12 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 			err = fmt.Errorf("cuda: %s%s has %d values, want %d", prefix, name, len(w), n)
 			return nil
 		}
-		p := &Param{Name: prefix + name, N: n, NoDecay: strings.HasSuffix(name, ".bias") || strings.Contains(name, "LayerNorm")}
-		if p.W, err = d.NewF32(w); err != nil {
+		p, err2 := newParam(d, prefix+name, w, strings.HasSuffix(name, ".bias") || strings.Contains(name, "LayerNorm"))
+		if err = err2; err != nil {
 			return nil
 		}
-		e.bufs = append(e.bufs, p.W)
-		if p.G, err = d.AllocF32(n); err != nil {
-			return nil
-		}
-		e.bufs = append(e.bufs, p.G)
-		if err = p.G.Zero(); err != nil {
-			return nil
-		}
-		e.Params = append(e.Params, p)
-		e.byName[p.Name] = p
+		e.owned = append(e.owned, p)
+		e.add(p)
 		return p
 	}
 	e.wte = add("embeddings.word_embeddings.weight", cfg.Vocab*C)
@@ -135,7 +127,6 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 			ln2w: add(p+"output.LayerNorm.weight", C), ln2b: add(p+"output.LayerNorm.bias", C),
 		})
 	}
-	e.paramBufs = len(e.bufs)
 	return e, err
 }
 
@@ -155,28 +146,18 @@ type LoRAFactors struct {
 // first Forward. (The LayerNorm kernels still write their gains'
 // gradients, which nothing reads.)
 func (e *Encoder) EnableLoRA(fs []LoRAFactors) error {
-	if e.lora != nil || e.N != 0 || len(e.bufs) != e.paramBufs {
+	if e.lora != nil || len(e.bufs) != 0 {
 		return errors.New("cuda: EnableLoRA once, before the first Forward")
 	}
 	base := e.byName
 	e.Params, e.byName, e.frozen, e.lora = nil, map[string]*Param{}, true, map[*Param]*encLoRA{}
 	up := func(name string, w []float32) (*Param, error) {
-		p := &Param{Name: name, N: len(w)}
-		var err error
-		if p.W, err = e.d.NewF32(w); err != nil {
-			return nil, err
+		p, err := newParam(e.d, name, w, false)
+		if err == nil {
+			e.owned = append(e.owned, p)
+			e.add(p)
 		}
-		e.bufs = append(e.bufs, p.W)
-		if p.G, err = e.d.AllocF32(len(w)); err != nil {
-			return nil, err
-		}
-		e.bufs = append(e.bufs, p.G)
-		if err := p.G.Zero(); err != nil {
-			return nil, err
-		}
-		e.Params = append(e.Params, p)
-		e.byName[name] = p
-		return p, nil
+		return p, err
 	}
 	for _, f := range fs {
 		w := base[f.Weight]
@@ -198,7 +179,6 @@ func (e *Encoder) EnableLoRA(fs []LoRAFactors) error {
 		}
 		e.lora[w] = &encLoRA{a: a, b: b, rank: f.Rank, scale: f.Scale}
 	}
-	e.paramBufs = len(e.bufs)
 	return nil
 }
 
@@ -208,10 +188,10 @@ func (e *Encoder) Close() error {
 	for _, b := range e.bufs {
 		errs = append(errs, b.Free())
 	}
-	for _, p := range e.Params {
-		errs = append(errs, p.m.Free(), p.v.Free())
+	for _, p := range e.owned {
+		errs = append(errs, p.free())
 	}
-	e.bufs = nil
+	e.bufs, e.owned = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -229,14 +209,13 @@ func (e *Encoder) shape(N, T int) error {
 	if N == e.N && T == e.T {
 		return nil
 	}
-	// Free the old activations (the parameters come first in bufs).
-	keep := e.paramBufs
-	for _, b := range e.bufs[keep:] {
+	// Free the old activations.
+	for _, b := range e.bufs {
 		if err := b.Free(); err != nil {
 			return err
 		}
 	}
-	e.bufs = e.bufs[:keep]
+	e.bufs = nil
 	e.N, e.T = 0, 0
 	C, FF, H := e.Cfg.Hidden, e.Cfg.FF, e.Cfg.Heads
 	NT := N * T

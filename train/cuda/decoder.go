@@ -99,21 +99,11 @@ func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 		return b, err
 	}
 	train := func(p *ops.Param) (*Param, error) {
-		q := &Param{Name: p.Name, N: len(p.W), NoDecay: p.NoDecay}
-		var err error
-		if q.W, err = d.NewF32(p.W); err != nil {
-			return nil, err
+		q, err := newParam(d, p.Name, p.W, p.NoDecay)
+		if err == nil {
+			c.byName[q.Name] = q // Params, in the host's order, below
 		}
-		c.weights = append(c.weights, q.W)
-		if q.G, err = d.AllocF32(q.N); err != nil {
-			return nil, err
-		}
-		c.weights = append(c.weights, q.G)
-		if err := q.G.Zero(); err != nil {
-			return nil, err
-		}
-		c.byName[q.Name] = q
-		return q, nil
+		return q, err
 	}
 	if c.embed, err = up(lo.Embed); err != nil {
 		return nil, err
@@ -168,8 +158,8 @@ func (c *Decoder) Close() error {
 	for _, b := range append(c.weights, c.bufs...) {
 		errs = append(errs, b.Free())
 	}
-	for _, p := range c.Params {
-		errs = append(errs, p.m.Free(), p.v.Free())
+	for _, p := range c.byName { // every trained parameter, Params or not yet
+		errs = append(errs, p.free())
 	}
 	errs = append(errs, c.cosT.Free(), c.sinT.Free())
 	c.weights, c.bufs, c.cosT, c.sinT = nil, nil, nil, nil

@@ -15,6 +15,33 @@ type paramSet struct {
 	byName map[string]*Param
 }
 
+// newParam uploads w as a trained parameter named name: its weights and a
+// zeroed gradient (the AdamW moments come with its first step). free
+// releases all of it.
+func newParam(d *Device, name string, w []float32, noDecay bool) (*Param, error) {
+	p := &Param{Name: name, N: len(w), NoDecay: noDecay}
+	var err error
+	if p.W, err = d.NewF32(w); err != nil {
+		return nil, err
+	}
+	if p.G, err = d.AllocF32(len(w)); err == nil {
+		err = p.G.Zero()
+	}
+	if err != nil {
+		return nil, errors.Join(err, p.free())
+	}
+	return p, nil
+}
+
+// free releases a parameter's weights, gradient and moments.
+func (p *Param) free() error { return errors.Join(p.W.Free(), p.G.Free(), p.m.Free(), p.v.Free()) }
+
+// add makes p one of the set's trained parameters.
+func (e *paramSet) add(p *Param) {
+	e.Params = append(e.Params, p)
+	e.byName[p.Name] = p
+}
+
 // Param returns the parameter with the given name, or nil.
 func (e *paramSet) Param(name string) *Param { return e.byName[name] }
 
