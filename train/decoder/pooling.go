@@ -362,16 +362,6 @@ func (m *Model) HeadParams() []*ops.Param {
 	return m.head.params
 }
 
-// HeadRows is how many values the head's input holds for b (HeadForward's
-// rows): N×T×C for PoolLatent, L×N×C for PoolMultiLayer.
-func (m *Model) HeadRows(mode string, N, T int) int {
-	C := m.Cfg.HiddenSize
-	if mode == PoolMultiLayer {
-		return len(m.layers) * N * C
-	}
-	return N * T * C
-}
-
 // HeadForward runs the trainable head (of mode) over the rows a device
 // trainer computed for b, instead of over a Forward of this model:
 // PoolLatent reads the final hidden state, N×T×C; PoolMultiLayer each
@@ -387,7 +377,11 @@ func (m *Model) HeadForward(mode string, rows []float32, b *Batch) (*Acts, []flo
 	if err != nil {
 		return nil, nil, err
 	}
-	if want := m.HeadRows(mode, b.N, b.T); len(rows) != want {
+	want := b.N * b.T * m.Cfg.HiddenSize
+	if mode == PoolMultiLayer {
+		want = len(m.layers) * b.N * m.Cfg.HiddenSize
+	}
+	if len(rows) != want {
 		return nil, nil, fmt.Errorf("decoder: the %s head's input has %d values, want %d (N=%d T=%d)", mode, len(rows), want, b.N, b.T)
 	}
 	a := &Acts{N: b.N, T: b.T, lens: lens, Hidden: rows}

@@ -36,7 +36,7 @@ type Technique interface {
 }
 
 // Runner runs a decoder's forward and backward passes for a Technique: the
-// Model itself on the CPU (Model.Runner), or its twin on a device, which
+// Model itself on the CPU (Model.RunnerOr), or its twin on a device, which
 // hands back the final hidden state (Acts.Hidden) and, after Backward of a
 // batch given by Inputs, ∂loss/∂Inputs (Acts.DInputs). Either way the
 // Model stays the technique's description of the decoder (its config, its
@@ -50,8 +50,14 @@ type Runner interface {
 	Backward(a *Acts, dHidden []float32) error
 }
 
-// Runner is the Model as its own Runner.
-func (m *Model) Runner() Runner { return cpuRunner{m} }
+// RunnerOr is r, or, when r is nil, the Model as its own Runner (on the
+// CPU): what a technique runs its passes through.
+func (m *Model) RunnerOr(r Runner) Runner {
+	if r != nil {
+		return r
+	}
+	return cpuRunner{m}
+}
 
 type cpuRunner struct{ m *Model }
 

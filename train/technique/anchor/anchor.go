@@ -318,10 +318,7 @@ func (a *Anchor) run(s *decoder.Step, scale float32, backward bool) (float64, er
 		return 0, err
 	}
 	m, C, th := a.m, a.m.Cfg.HiddenSize, a.threads()
-	run := a.Runner
-	if run == nil {
-		run = m.Runner()
-	}
+	run := m.RunnerOr(a.Runner)
 	V := m.Cfg.VocabSize
 	head := m.LMHead()
 	a.q2d, a.d2q = 0, 0

@@ -177,10 +177,7 @@ func (t *Technique) on(m *decoder.Model) decoder.Runner {
 	case t.ref:
 		r = t.Run.Ref
 	}
-	if r == nil {
-		return m.Runner()
-	}
-	return r
+	return m.RunnerOr(r)
 }
 
 // Decoder is D, the frozen decoder; Reference the frozen reference

@@ -149,12 +149,7 @@ func (t *Technique) ZeroGrad() {
 // LossParts are the terms of the last Grad's loss.
 func (t *Technique) LossParts() objective.Parts { return t.lastParts }
 
-func (t *Technique) runner() decoder.Runner {
-	if t.Runner != nil {
-		return t.Runner
-	}
-	return t.Model.Runner()
-}
+func (t *Technique) runner() decoder.Runner { return t.Model.RunnerOr(t.Runner) }
 
 func (t *Technique) threads() int {
 	if t.Model.Threads > 0 {
