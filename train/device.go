@@ -409,29 +409,26 @@ type deviceTechnique struct {
 // techniqueOnDevice uploads the decoders tn runs — the one it trains
 // (under LoRA) and, for AutoRegEmbed, its frozen decoder and reference
 // encoder — to acc and makes them its Runners.
-func techniqueOnDevice(acc Accelerator, tn techniqueNet) (dt deviceTechnique, err error) {
-	dt.techniqueNet = tn
-	defer func() {
-		if err != nil {
-			dt.close()
-			dt = deviceTechnique{}
-		}
-	}()
+func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error) {
 	up := func(m *decoder.Model) (*deviceRunner, error) {
 		dd, err := acc.TrainDecoder(m)
 		if err != nil {
 			return nil, fmt.Errorf("train: technique on %s: %w", acc, err)
 		}
-		if dt.dev == nil {
-			dt.dev = &deviceNet{enc: dd} // closed by close until bound
-		} else {
-			dt.frozen = append(dt.frozen, dd)
-		}
 		return &deviceRunner{dec: dd}, nil
 	}
 	run, err := up(tn.d)
 	if err != nil {
-		return dt, err
+		return deviceTechnique{}, err
+	}
+	dt := deviceTechnique{techniqueNet: tn}
+	upFrozen := func(m *decoder.Model) (decoder.Runner, error) {
+		r, err := up(m)
+		if err != nil {
+			return nil, err
+		}
+		dt.frozen = append(dt.frozen, r.dec)
+		return r, nil
 	}
 	switch t := tn.t.(type) {
 	case *anchor.Anchor:
@@ -440,17 +437,18 @@ func techniqueOnDevice(acc Accelerator, tn techniqueNet) (dt deviceTechnique, er
 		t.Runner = run
 	case *autoregembed.Technique:
 		t.Run.Enc = run
-		if t.Run.Dec, err = up(t.Decoder()); err != nil {
-			return dt, err
-		}
-		if ref := t.Reference(); ref != nil {
-			ref.Causal = tn.d.Causal
-			if t.Run.Ref, err = up(ref); err != nil {
-				return dt, err
+		if t.Run.Dec, err = upFrozen(t.Decoder()); err == nil {
+			if ref := t.Reference(); ref != nil {
+				ref.Causal = tn.d.Causal
+				t.Run.Ref, err = upFrozen(ref)
 			}
 		}
 	default:
-		return dt, fmt.Errorf("train: technique %T on %s: not covered by the device path", tn.t, acc)
+		err = fmt.Errorf("train: technique %T on %s: not covered by the device path", tn.t, acc)
+	}
+	if err != nil {
+		run.dec.Close()
+		return deviceTechnique{}, errors.Join(err, dt.close())
 	}
 	ofModel := map[*Param]bool{}
 	for _, p := range tn.d.Params {
@@ -462,12 +460,9 @@ func techniqueOnDevice(acc Accelerator, tn techniqueNet) (dt deviceTechnique, er
 			host = append(host, p)
 		}
 	}
-	dn, err := bind(acc, run.dec, &deviceNet{ps: tn.params(), cfg: &tn.d.Cfg}, host)
-	if err != nil {
-		dt.dev = nil // bind closed it
-		return dt, err
+	if dt.dev, err = bind(acc, run.dec, &deviceNet{ps: tn.params(), cfg: &tn.d.Cfg}, host); err != nil { // bind closes run.dec
+		return deviceTechnique{}, errors.Join(err, dt.close())
 	}
-	dt.dev = dn
 	return dt, nil
 }
 
