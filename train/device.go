@@ -40,15 +40,19 @@ import (
 // one) — whose decoder passes run on the device (deviceRunner) while
 // their own parts run on the host: the LM head's cross-entropy over the
 // frozen tied embedding, Causal2Vec's MLP and context encoder,
-// AutoRegEmbed's memory tokens. Full fine-tuning of a decoder is refused
-// with an error naming the option: it trains on the CPU.
+// AutoRegEmbed's memory tokens. A decoder fully fine-tuned (every weight
+// and the token embedding trained on the device) runs the plain
+// contrastive path and the heads; under a technique it is refused with an
+// error naming the option (the technique's host parts read and train the
+// embedding): it trains on the CPU.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert."): all of them
 	// trained, or, given lora, the factors trained over a frozen encoder.
 	TrainEncoder(cfg *model.Config, prefix string, weights map[string][]float32, lora []EncoderLoRA) (DeviceEncoder, error)
-	// TrainDecoder uploads a decoder under LoRA (decoder.Model.DeviceLayout):
-	// its trainable params are the LoRA factors, by name.
+	// TrainDecoder uploads a decoder (decoder.Model.DeviceLayout): its
+	// trainable params, by name, are the LoRA factors, or every weight
+	// under full fine-tuning.
 	TrainDecoder(m *decoder.Model) (DeviceDecoder, error)
 	String() string // the device, for logs
 }
@@ -410,6 +414,12 @@ type deviceTechnique struct {
 // (under LoRA) and, for AutoRegEmbed, its frozen decoder and reference
 // encoder — to acc and makes them its Runners.
 func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error) {
+	if tn.d.TrainsEmbedding() {
+		// Their host parts read the token embedding (EmbedTokens, the tied
+		// LM head) and add to its gradient, which full fine-tuning keeps on
+		// the device.
+		return deviceTechnique{}, fmt.Errorf("train: technique on %s: the technique reads and trains the decoder's token embedding on the host: enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)", acc)
+	}
 	up := func(m *decoder.Model) (*deviceRunner, error) {
 		dd, err := acc.TrainDecoder(m)
 		if err != nil {

@@ -41,10 +41,10 @@ func TestDeviceRefusals(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"decoder full", Config{ModelDir: llama}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
-		{"autoregembed full", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
+		{"decoder full reaches it", Config{ModelDir: llama}, errReached.Error()},
+		{"autoregembed full", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, "enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)"},
 		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress}, errReached.Error()},
-		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder runs on the CPU)"},
+		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)"},
 		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
 		{"bert lora reaches it", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},

@@ -11,17 +11,22 @@ import (
 
 // Decoder is a Llama-family decoder (Llama, Mistral, Qwen2's QKV biases,
 // Qwen3's q/k norms) resident on a Device, the GPU twin of
-// train/decoder.Model under LoRA: the frozen base in float32, the LoRA
-// factors trained, the same ops in the same order as its Forward and
-// Backward (no recomputation: a GPU holds every layer's activations), with
-// last-token or mean pooling. The contrastive loss runs on the host, as
-// for Encoder. Not safe for concurrent use.
+// train/decoder.Model: under LoRA the frozen base in float32 and the LoRA
+// factors trained, or fully fine-tuned (every weight, gain, bias and the
+// token embedding trained; an untied lm_head, which an embedder does not
+// use, stays on the host), the same ops in the same order as its Forward
+// and Backward (no recomputation: a GPU holds every layer's activations),
+// with last-token or mean pooling or a trainable head's input. The
+// contrastive loss runs on the host, as for Encoder. Not safe for
+// concurrent use.
 type Decoder struct {
 	d   *Device
 	cfg model.Config
 	paramSet
 	causal      bool
 	embed, norm *Buffer
+	dembed      *Buffer // the trained embedding's gradient, else nil
+	dnorm       *Buffer // the trained final norm gain's, else nil
 	layers      []decLayer
 	weights     []*Buffer // the frozen base, for Close
 
@@ -34,6 +39,7 @@ type Decoder struct {
 	// attention probabilities)
 	N, T            int
 	hostLens        []int32 // the last batch's lengths
+	byIDs           bool    // the last batch gave token ids (not inputs)
 	capNT, capAtt   int
 	ids, mask, lens *Buffer
 	xs              []*Buffer // each layer's input, then the last output
@@ -51,15 +57,17 @@ type Decoder struct {
 
 type decLin struct {
 	w, bias *Buffer
-	a, b    *Param // LoRA factors, nil when the projection has none
+	gw, gb  *Buffer // their gradients when trained (full fine-tuning), else nil
+	a, b    *Param  // LoRA factors, nil when the projection has none
 	in, out int
 	rank    int
 	scale   float32
 }
 
 type decLayer struct {
-	ln1, ln2, qn, kn *Buffer
-	proj             [7]decLin // q, k, v, o, gate, up, down
+	ln1, ln2, qn, kn     *Buffer
+	dln1, dln2, dqn, dkn *Buffer   // the gains' gradients when trained, else nil
+	proj                 [7]decLin // q, k, v, o, gate, up, down
 }
 
 type decActs struct {
@@ -69,9 +77,9 @@ type decActs struct {
 	xa                                   [7]*Buffer
 }
 
-// NewDecoder uploads a decoder under LoRA (m.DeviceLayout: the frozen base
-// widened to float32, the LoRA factors as trainable Params named as on the
-// host).
+// NewDecoder uploads a decoder (m.DeviceLayout): its frozen weights
+// widened to float32, its trained ones — the LoRA factors, or under full
+// fine-tuning every weight — as Params named as on the host.
 func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 	lo, err := m.DeviceLayout()
 	if err != nil {
@@ -88,16 +96,6 @@ func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 			c.Close()
 		}
 	}()
-	up := func(p *ops.Param) (*Buffer, error) {
-		if p == nil {
-			return nil, nil
-		}
-		b, err := d.NewF32(p.Floats())
-		if err == nil {
-			c.weights = append(c.weights, b)
-		}
-		return b, err
-	}
 	train := func(p *ops.Param) (*Param, error) {
 		q, err := newParam(d, p.Name, p.W, p.NoDecay)
 		if err == nil {
@@ -105,28 +103,45 @@ func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 		}
 		return q, err
 	}
-	if c.embed, err = up(lo.Embed); err != nil {
+	// up uploads a weight: frozen, or trained with its gradient.
+	up := func(p *ops.Param) (w, g *Buffer, err error) {
+		switch {
+		case p == nil:
+			return nil, nil, nil
+		case p.Frozen:
+			if w, err = d.NewF32(p.Floats()); err == nil {
+				c.weights = append(c.weights, w)
+			}
+			return w, nil, err
+		}
+		q, err := train(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return q.W, q.G, nil
+	}
+	if c.embed, c.dembed, err = up(lo.Embed); err != nil {
 		return nil, err
 	}
-	if c.norm, err = up(lo.Norm); err != nil {
+	if c.norm, c.dnorm, err = up(lo.Norm); err != nil {
 		return nil, err
 	}
 	for _, ly := range lo.Layers {
 		var dl decLayer
 		for _, pr := range []struct {
-			dst **Buffer
-			src *ops.Param
-		}{{&dl.ln1, ly.LN1}, {&dl.ln2, ly.LN2}, {&dl.qn, ly.QN}, {&dl.kn, ly.KN}} {
-			if *pr.dst, err = up(pr.src); err != nil {
+			dst, grad **Buffer
+			src       *ops.Param
+		}{{&dl.ln1, &dl.dln1, ly.LN1}, {&dl.ln2, &dl.dln2, ly.LN2}, {&dl.qn, &dl.dqn, ly.QN}, {&dl.kn, &dl.dkn, ly.KN}} {
+			if *pr.dst, *pr.grad, err = up(pr.src); err != nil {
 				return nil, err
 			}
 		}
 		for i, lin := range ly.Proj {
 			dp := decLin{in: lin.In, out: lin.Out}
-			if dp.w, err = up(lin.W); err != nil {
+			if dp.w, dp.gw, err = up(lin.W); err != nil {
 				return nil, err
 			}
-			if dp.bias, err = up(lin.Bias); err != nil {
+			if dp.bias, dp.gb, err = up(lin.Bias); err != nil {
 				return nil, err
 			}
 			if l := lin.LoRA; l != nil {
@@ -257,12 +272,23 @@ func (c *Decoder) linear(p *decLin, out, x, xa *Buffer, rows int) error {
 	return nil
 }
 
-// linearBackward adds ∂/∂x to dx and the LoRA factors' gradients, given
-// dout (ops.Linear.Backward with a frozen W and bias).
+// linearBackward adds ∂/∂x to dx and the trained weights' gradients
+// (W's and the bias's, or the LoRA factors'), given dout
+// (ops.Linear.Backward).
 func (c *Decoder) linearBackward(p *decLin, dx, dout, x, xa *Buffer, rows int) error {
 	d := c.d
 	if err := d.Gemm(false, false, rows, p.in, p.out, 1, dout, p.out, p.w, p.in, 1, dx, p.in); err != nil {
 		return err
+	}
+	if p.gw != nil {
+		if err := d.Gemm(true, false, p.out, p.in, rows, 1, dout, p.out, x, p.in, 1, p.gw, p.in); err != nil {
+			return err
+		}
+	}
+	if p.gb != nil {
+		if err := d.ColSumAdd(p.gb, dout, rows, p.out); err != nil {
+			return err
+		}
 	}
 	if p.a == nil {
 		return nil
@@ -350,7 +376,7 @@ func (c *Decoder) forward(ids []int32, inputs, mask []float32, N, T int) error {
 	if err := errors.Join(Upload(c.mask, mask), Upload(c.lens, lens)); err != nil {
 		return err
 	}
-	c.hostLens = lens
+	c.hostLens, c.byIDs = lens, inputs == nil
 	d, rows := c.d, N*T
 	eps := float32(cfg.RMSNormEps)
 	if inputs != nil {
@@ -471,7 +497,7 @@ func (c *Decoder) Pool(mode string) ([]float32, error) {
 	return nil, fmt.Errorf("cuda: decoder pooling %q (want %s, %s, %s or %s)", mode, decoder.PoolLast, decoder.PoolMean, decoder.PoolLatent, decoder.PoolMultiLayer)
 }
 
-// Backward adds to the LoRA factors' gradients that of the loss given
+// Backward adds to the trained weights' gradients that of the loss given
 // dPooled = ∂loss/∂(pooled), N×C on the host — for a trainable head's mode,
 // ∂loss/∂ the head's input, laid out as Pool returned it.
 func (c *Decoder) Backward(mode string, dPooled []float32) error {
@@ -520,7 +546,7 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 	if err := run(append(start,
 		zero(c.dx),
 		func() error {
-			return d.RMSNormBackward(c.dx, c.dhid, c.xs[L], c.norm, c.rstdF, rows, C)
+			return d.RMSNormBackward(c.dx, c.dnorm, c.dhid, c.xs[L], c.norm, c.rstdF, rows, C)
 		})...); err != nil {
 		return err
 	}
@@ -544,7 +570,7 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 			zero(c.dn),
 			func() error { return c.linearBackward(&p[4], c.dn, c.dg, a.xn2, a.xa[4], rows) },
 			func() error { return c.linearBackward(&p[5], c.dn, c.du, a.xn2, a.xa[5], rows) },
-			func() error { return d.RMSNormBackward(c.dh, c.dn, a.h, ly.ln2, a.rstd2, rows, C) },
+			func() error { return d.RMSNormBackward(c.dh, ly.dln2, c.dn, a.h, ly.ln2, a.rstd2, rows, C) },
 			// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
 			func() error { return c.dx.CopyFrom(c.dh) },
 			zero(c.dctx),
@@ -559,8 +585,8 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 		}
 		if cfg.QKNorm() {
 			steps = append(steps, zero(c.dqraw), zero(c.dkraw),
-				func() error { return d.RMSNormBackward(c.dqraw, c.dq, a.qraw, ly.qn, a.qrstd, rows*H, D) },
-				func() error { return d.RMSNormBackward(c.dkraw, c.dk, a.kraw, ly.kn, a.krstd, rows*KV, D) },
+				func() error { return d.RMSNormBackward(c.dqraw, ly.dqn, c.dq, a.qraw, ly.qn, a.qrstd, rows*H, D) },
+				func() error { return d.RMSNormBackward(c.dkraw, ly.dkn, c.dk, a.kraw, ly.kn, a.krstd, rows*KV, D) },
 				func() error { return c.linearBackward(&p[0], c.dn, c.dqraw, a.xn1, a.xa[0], rows) },
 				func() error { return c.linearBackward(&p[1], c.dn, c.dkraw, a.xn1, a.xa[1], rows) })
 		} else {
@@ -570,10 +596,16 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 		}
 		steps = append(steps,
 			func() error { return c.linearBackward(&p[2], c.dn, c.dv, a.xn1, a.xa[2], rows) },
-			func() error { return d.RMSNormBackward(c.dx, c.dn, x, ly.ln1, a.rstd1, rows, C) })
+			func() error { return d.RMSNormBackward(c.dx, ly.dln1, c.dn, x, ly.ln1, a.rstd1, rows, C) })
 		if err := run(steps...); err != nil {
 			return fmt.Errorf("cuda: decoder layer %d backward: %w", l, err)
 		}
 	}
-	return nil // c.dx holds ∂loss/∂ the first layer's input (DInputs); the embedding is frozen
+	// c.dx holds ∂loss/∂ the first layer's input (DInputs); a trained
+	// embedding takes the token rows' share (padded rows skipped, as
+	// decoder.Model.Backward does).
+	if c.dembed == nil || !c.byIDs {
+		return nil
+	}
+	return d.ScatterAddRows(c.dembed, c.dx, c.ids, c.mask, rows, C, cfg.VocabSize)
 }

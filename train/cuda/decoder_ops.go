@@ -31,16 +31,31 @@ func (d *Device) RMSNormForward(out, rstd, inp, w *Buffer, rows, C int, eps floa
 		ptr(out), ptr(rstd), ptr(inp), ptr(w), i32(rows), i32(C), f32(eps))
 }
 
-// RMSNormBackward adds to dinp the input's gradient given dout (the gain
-// is frozen on the device: LoRA trains the projections only).
-func (d *Device) RMSNormBackward(dinp, dout, inp, w, rstd *Buffer, rows, C int) error {
+// RMSNormBackward adds to dinp the input's gradient given dout, and to dw,
+// when not nil (a trained gain), the gain's.
+func (d *Device) RMSNormBackward(dinp, dw, dout, inp, w, rstd *Buffer, rows, C int) error {
 	const op = "rms norm backward"
 	if err := errors.Join(dims(op, "rows", rows, "C", C), need(op, "dinp", dinp, rows*C), need(op, "dout", dout, rows*C),
-		need(op, "inp", inp, rows*C), need(op, "w", w, C), need(op, "rstd", rstd, rows)); err != nil {
+		need(op, "inp", inp, rows*C), need(op, "w", w, C), need(op, "rstd", rstd, rows), needOpt(op, "dw", dw, C)); err != nil {
 		return err
 	}
-	return d.launch("rmsnorm_backward_input", grid1(blocks(int64(rows), 8)), block1(256), 0,
-		ptr(dinp), ptr(dout), ptr(inp), ptr(w), ptr(rstd), i32(rows), i32(C))
+	if err := d.launch("rmsnorm_backward_input", grid1(blocks(int64(rows), 8)), block1(256), 0,
+		ptr(dinp), ptr(dout), ptr(inp), ptr(w), ptr(rstd), i32(rows), i32(C)); err != nil {
+		return err
+	}
+	return d.normParamsBackward(dw, nil, dout, inp, nil, rstd, rows, C)
+}
+
+// ScatterAddRows adds d's rows to dtable's rows ids[r] (rows of C, V of
+// them), skipping rows whose mask is zero: GatherRows' backward.
+func (d *Device) ScatterAddRows(dtable, dd, ids, mask *Buffer, rows, C, V int) error {
+	const op = "scatter add rows"
+	if err := errors.Join(dims(op, "rows", rows, "C", C, "V", V), need(op, "dtable", dtable, V*C), need(op, "d", dd, rows*C),
+		need(op, "ids", ids, rows), need(op, "mask", mask, rows)); err != nil {
+		return err
+	}
+	return d.launch("scatter_add_rows", elementwise(int64(rows)*int64(C)), block1(256), 0,
+		ptr(dtable), ptr(dd), ptr(ids), ptr(mask), i32(rows), i32(C), i32(V))
 }
 
 // Rope rotates x in place (ops.Rope: sign 1 Forward, −1 Backward): rows of

@@ -15,14 +15,15 @@ import (
 )
 
 // The device decoder against the CPU trainer's (train/decoder.Model) under
-// LoRA: tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
+// LoRA and fully fine-tuned (every weight, gain, bias and the token
+// embedding): tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
 // Qwen3 (q/k norms, a head width that is not hidden/heads), causal and
 // bidirectional, last-token and mean pooling, and the trainable heads
 // (latent, multi-layer) run on the host over the rows the device returns
 // (decoder.Model.HeadForward, as train.Run's device path does), right-padded
 // sequences: hidden states at the real positions, pooled vectors, every
-// LoRA factor's and head parameter's gradient, the clipped norm and the
-// parameters after AdamW, three steps.
+// trained parameter's gradient, the clipped norm and the parameters after
+// AdamW, three steps.
 
 // 1e-4 (the encoder's emulator test holds 2e-5): the CPU sums RMSNorm in
 // float64 and orders its products differently, and three AdamW steps (about
@@ -46,14 +47,22 @@ func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 		for _, causal := range []bool{true, false} {
 			for _, pool := range []string{decoder.PoolLast, decoder.PoolMean, decoder.PoolLatent, decoder.PoolMultiLayer} {
 				t.Run(fmt.Sprintf("%s/causal=%v/%s", arch, causal, pool), func(t *testing.T) {
-					oneDecoder(t, d, arch, causal, pool, tol)
+					oneDecoder(t, d, arch, causal, pool, true, tol)
 				})
 			}
+		}
+		for _, c := range []struct {
+			causal bool
+			pool   string
+		}{{true, decoder.PoolLast}, {false, decoder.PoolMean}, {true, decoder.PoolMultiLayer}, {false, decoder.PoolLatent}} {
+			t.Run(fmt.Sprintf("%s/full/causal=%v/%s", arch, c.causal, c.pool), func(t *testing.T) {
+				oneDecoder(t, d, arch, c.causal, c.pool, false, tol)
+			})
 		}
 	}
 }
 
-func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, tol float64) {
+func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, lora bool, tol float64) {
 	cfg := testmodels.Decoder(arch)
 	headPool := pool == decoder.PoolLatent || pool == decoder.PoolMultiLayer
 	// build makes the CPU reference and, for a head, the host model whose
@@ -68,6 +77,9 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			if err := m.EnableHead(decoder.HeadConfig{Mode: pool, Latents: 3, Heads: 4}, 2); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if !lora {
+			return m
 		}
 		if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, 3); err != nil {
 			t.Fatal(err)
@@ -92,7 +104,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 	}
 	defer dev.Close()
 	if len(dev.Params) == 0 {
-		t.Fatal("no LoRA factors on the device")
+		t.Fatal("nothing trains on the device")
 	}
 
 	N, T, C := 5, 9, cfg.HiddenSize

@@ -285,7 +285,11 @@ func (e *emu) launch(name string, grid, block [3]uint32, shmem uint32, args []ar
 				for r := chunk * rpc; r < min(rows, chunk*rpc+rpc); r++ {
 					d := x[r*C+c]
 					if ln {
-						aw += (inp[r*C+c] - mean[r]) * rstd[r] * d
+						var mu float32
+						if mean != nil { // nil: RMSNorm's
+							mu = mean[r]
+						}
+						aw += (inp[r*C+c] - mu) * rstd[r] * d
 					}
 					ab += d
 				}
@@ -421,6 +425,14 @@ func (e *emu) launch(name string, grid, block [3]uint32, shmem uint32, args []ar
 				out[i] = float32(math.NaN())
 			} else {
 				out[i] = F32(P(2)+uint64(4*(id*C+c)), 1)[0]
+			}
+		}
+	case "scatter_add_rows":
+		rows, C, V := I(4), I(5), I(6)
+		dt, d, ids, mask := F32(P(0), V*C), F32(P(1), rows*C), e.i32(P(2), rows), F32(P(3), rows)
+		for i := 0; i < min(rows*C, threads); i++ {
+			if id := int(ids[i/C]); mask[i/C] != 0 && id >= 0 && id < V {
+				dt[id*C+i%C] += d[i]
 			}
 		}
 	case "rmsnorm_forward":

@@ -76,6 +76,7 @@ var kernelSigs = map[string]string{
 	"l2norm_backward":                   "ppppii",
 	"adamw_update":                      "pppppl" + "ffffff",
 	"gather_rows":                       "pppiii",
+	"scatter_add_rows":                  "ppppiii",
 	"rmsnorm_forward":                   "ppppiif",
 	"rmsnorm_backward_input":            "pppppii",
 	"rope_apply":                        "pppiiiif",

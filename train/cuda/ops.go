@@ -96,7 +96,14 @@ func (d *Device) LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd *Buffe
 		ptr(dinp), ptr(dout), ptr(inp), ptr(w), ptr(mean), ptr(rstd), i32(rows), i32(C)); err != nil {
 		return err
 	}
-	if dw == nil && db == nil {
+	return d.normParamsBackward(dw, db, dout, inp, mean, rstd, rows, C)
+}
+
+// normParamsBackward adds to dw (and db) when not nil a norm's gain (and
+// bias) gradient given dout: Σ x̂·dout and Σ dout over the rows, with
+// x̂ = (x − mean)·rstd, or x·rstd for RMSNorm (mean nil).
+func (d *Device) normParamsBackward(dw, db, dout, inp, mean, rstd *Buffer, rows, C int) error {
+	if (dw == nil && db == nil) || rows == 0 {
 		return nil
 	}
 	chunks, rpc := d.chunking(rows, C)

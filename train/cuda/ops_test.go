@@ -800,12 +800,36 @@ func testDecoderOps(f *fixture) {
 	f.ok(f.d.RMSNormForward(out, rstd, xb, wb, rows, C, 1e-5))
 	f.close("rms norm", f.down(out, rows*C), f64(cout), tol)
 	f.close("rms norm rstd", f.down(rstd, rows), f64(crstd), tol)
-	dout, dx0 := f.randn(rows*C, 1), f.randn(rows*C, 1)
-	cdx := append([]float32(nil), dx0...)
-	cpu.RMSNormBackward(cdx, nil, dout, x, w, crstd, rows, C, 1)
-	dx := f.up(dx0)
-	f.ok(f.d.RMSNormBackward(dx, f.up(dout), xb, wb, rstd, rows, C))
+	dout, dx0, dw0 := f.randn(rows*C, 1), f.randn(rows*C, 1), f.randn(C, 1)
+	cdx, cdw := append([]float32(nil), dx0...), append([]float32(nil), dw0...)
+	cpu.RMSNormBackward(cdx, cdw, dout, x, w, crstd, rows, C, 1)
+	dx, dw := f.up(dx0), f.up(dw0)
+	f.ok(f.d.RMSNormBackward(dx, dw, f.up(dout), xb, wb, rstd, rows, C))
 	f.close("rms norm backward", f.down(dx, rows*C), f64(cdx), tol)
+	f.close("rms norm gain gradient", f.down(dw, C), f64(cdw), tol)
+	// frozen gain (dw nil): dinp only
+	cdx = append(cdx[:0], dx0...)
+	cpu.RMSNormBackward(cdx, nil, dout, x, w, crstd, rows, C, 1)
+	dx = f.up(dx0)
+	f.ok(f.d.RMSNormBackward(dx, nil, f.up(dout), xb, wb, rstd, rows, C))
+	f.close("rms norm backward, frozen gain", f.down(dx, rows*C), f64(cdx), tol)
+
+	// the gather's backward: rows sharing an id add up; masked rows do not
+	dt0, dr := f.randn(V*C, 1), f.randn(rows*C, 1)
+	mask := make([]float32, rows)
+	wantT := f64(dt0)
+	for r := range ids {
+		if r%4 == 3 {
+			continue
+		}
+		mask[r] = 1
+		for c := 0; c < C; c++ {
+			wantT[int(ids[r])*C+c] += float64(dr[r*C+c])
+		}
+	}
+	dt := f.up(dt0)
+	f.ok(f.d.ScatterAddRows(dt, f.up(dr), f.upI(ids), f.up(mask), rows, C, V))
+	f.close("scatter add rows", f.down(dt, V*C), wantT, tol)
 
 	N, T, heads, D := 2, 5, 3, 8
 	rope := cpu.NewRope(T, D, 10000)

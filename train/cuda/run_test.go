@@ -27,8 +27,9 @@ import (
 // the training run's numerics.
 
 // runCases: a BERT bi-encoder and cross-encoder (its head on the host)
-// with each objective, fully fine-tuned, and under LoRA; and a decoder (Llama with
-// grouped-query attention) under LoRA, causal with last-token pooling,
+// with each objective, fully fine-tuned, and under LoRA; a decoder (Llama
+// with grouped-query attention) fully fine-tuned, with last-token pooling
+// and with the multi-layer head; and under LoRA, causal with last-token pooling,
 // bidirectional with mean pooling, with each trainable pooling head
 // (trained on the host beside the device), and under the papers'
 // techniques: Anchor's stage I, AutoRegEmbed's two stages (E, the frozen
@@ -50,6 +51,8 @@ var runCases = []struct {
 	{name: "llama-lora/bidirectional-mean", objective: train.ObjectiveContrastive, decoder: true, bidirectional: true, pooling: train.PoolMean},
 	{name: "llama-lora/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer},
 	{name: "llama-lora/latent-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolLatent},
+	{name: "llama-full/lasttoken", objective: train.ObjectiveContrastive, decoder: true, tweak: decoderFull},
+	{name: "llama-full/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer, tweak: decoderFull},
 	{name: "llama-lora/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
 		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0 // stage I has no distillation term
 	}},
@@ -109,6 +112,10 @@ func tinyLlama(t *testing.T) string {
 func bertLoRA(_ *testing.T, c *train.Config) {
 	c.LoRA = &train.LoRAConfig{Rank: 4, Targets: []string{"query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"}}
 }
+
+// decoderFull fully fine-tunes the decoder: every weight and the token
+// embedding trained on the device.
+func decoderFull(_ *testing.T, c *train.Config) { c.LoRA = nil }
 
 // tinyLlamaTied is tinyLlama with its LM head tied to the embedding, as
 // SmolLM2's (AutoRegEmbed's frozen decoder generates through it).
@@ -173,7 +180,7 @@ func run(t *testing.T, ctx context.Context, cfg train.Config, stopAt int, cancel
 }
 
 // runMatchesCPU trains a BERT bi-encoder (contrastive) or cross-encoder
-// (listwise, bce; its head on the host), or a decoder under LoRA, with
+// (listwise, bce; its head on the host), or a decoder, with
 // distillation.
 func runMatchesCPU(t *testing.T, d *cuda.Device, dec, bidirectional bool, objective, pooling string, tweak func(*testing.T, *train.Config), tol float64) {
 	data := mined(t, 30)

@@ -1,17 +1,16 @@
 package decoder
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/anna-search/anna/train/ops"
 )
 
 // Layout is the model as a device trainer (train/cuda) reads it: the same
 // parameters, in the same order of ops as Forward and Backward. It is a
-// view (no copies): the device uploads the weights and the LoRA factors,
-// trains the factors, and copies them back into these Params.
+// view (no copies): the device uploads the weights, trains those that are
+// not Frozen (the LoRA factors, or under full fine-tuning every weight),
+// and copies them back into these Params.
 type Layout struct {
 	Embed, Norm *ops.Param
 	Layers      []LayerLayout
@@ -27,29 +26,29 @@ type LayerLayout struct {
 }
 
 // DeviceLayout describes the model for a device trainer, which trains
-// LoRA factors over a frozen base (a trainable pooling head stays on the
-// host: HeadForward, HeadBackward), or runs a model with every parameter
-// frozen (AutoRegEmbed's frozen decoder: its backward reaches the inputs
-// only): it refuses a model with any other parameter training — full
-// fine-tuning.
+// what the model trains — LoRA factors over a frozen base, or every
+// weight (full fine-tuning), or nothing (AutoRegEmbed's frozen decoder:
+// its backward reaches the inputs only) — except a trainable pooling
+// head, which stays on the host (HeadForward, HeadBackward). A trained
+// parameter the layout does not hold is an error.
 func (m *Model) DeviceLayout() (*Layout, error) {
-	switch {
-	case !m.lora && slices.ContainsFunc(m.Params, func(p *ops.Param) bool { return !p.Frozen }):
-		return nil, errors.New("decoder: the device path trains LoRA factors over a frozen base; enable LoRA (full fine-tuning of a decoder runs on the CPU)")
-	}
 	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal}
-	lora := map[*ops.Param]bool{}
+	held := map[*ops.Param]bool{m.embed: true, m.norm: true}
 	for _, ly := range m.layers {
 		lo.Layers = append(lo.Layers, LayerLayout{LN1: ly.ln1, LN2: ly.ln2, QN: ly.qn, KN: ly.kn, Proj: ly.proj})
+		for _, p := range []*ops.Param{ly.ln1, ly.ln2, ly.qn, ly.kn} {
+			held[p] = true
+		}
 		for _, lin := range ly.proj {
+			held[lin.W], held[lin.Bias] = true, true
 			if lin.LoRA != nil {
-				lora[lin.LoRA.A], lora[lin.LoRA.B] = true, true
+				held[lin.LoRA.A], held[lin.LoRA.B] = true, true
 			}
 		}
 	}
 	for _, p := range m.Params {
-		if !p.Frozen && !lora[p] && !isHeadName(p.Name) {
-			return nil, fmt.Errorf("decoder: %s trains, and the device path trains LoRA factors only", p.Name)
+		if !p.Frozen && !held[p] && !isHeadName(p.Name) {
+			return nil, fmt.Errorf("decoder: %s trains, and the device path does not hold it", p.Name)
 		}
 	}
 	return lo, nil

@@ -10,6 +10,20 @@ extern "C" __global__ void gather_rows(float *out, const int *ids, const float *
 	out[i] = (id < 0 || id >= V) ? __int_as_float(0x7fc00000) : table[(i64)id * C + c];
 }
 
+// scatter_add_rows: dtable[ids[r]] += d[r] for the rows whose mask is not
+// zero (gather_rows' backward: the token embedding's gradient). One thread
+// per element; rows sharing a token add atomically, so the sums are the
+// CPU's but their order (and so the last bits) is not reproducible run to
+// run, as embedding_backward's.
+extern "C" __global__ void scatter_add_rows(float *dtable, const float *d, const int *ids, const float *mask,
+		int rows, int C, int V) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= (i64)rows * C) return;
+	const int r = i / C, c = i % C, id = ids[r];
+	if (mask[r] == 0.f || id < 0 || id >= V) return;
+	atomicAdd(dtable + (i64)id * C + c, d[i]);
+}
+
 // rmsnorm_forward: out[r] = x[r]·rstd[r]⊙w, rstd = 1/sqrt(mean(x²)+eps).
 // One warp per row.
 extern "C" __global__ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int rows, int C, float eps) {

@@ -51,7 +51,7 @@ extern "C" __global__ void layernorm_backward_input(float *dinp, const float *do
 // rows (blockIdx.y), the partial sums of dw = Σ x̂·dout and db = Σ dout per
 // column into pdw/pdb[chunk·C + c]; colsum_finish adds the chunks up. Block
 // 32×8: 32 adjacent columns (coalesced) × 8 row lanes. Fixed order, so the
-// sums are reproducible.
+// sums are reproducible. mean NULL is RMSNorm's x̂ = x·rstd (no centring).
 extern "C" __global__ void layernorm_backward_params_partial(float *pdw, float *pdb, const float *dout,
 		const float *inp, const float *mean, const float *rstd, int rows, int C, int rowsPerChunk) {
 	__shared__ float sw[8][33], sb[8][33];
@@ -61,7 +61,7 @@ extern "C" __global__ void layernorm_backward_params_partial(float *pdw, float *
 	if (c < C) {
 		for (int r = r0 + threadIdx.y; r < r1; r += 8) {
 			const float d = dout[(i64)r * C + c];
-			aw += (inp[(i64)r * C + c] - mean[r]) * rstd[r] * d;
+			aw += (inp[(i64)r * C + c] - (mean ? mean[r] : 0.f)) * rstd[r] * d;
 			ab += d;
 		}
 	}
