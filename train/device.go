@@ -30,21 +30,21 @@ import (
 //
 // What runs on a device today: BERT-family encoders, bi-encoder or
 // cross-encoder (every objective), fully fine-tuned or under LoRA (the
-// factors on the device, a cross-encoder's head on the host); Llama-family decoders
-// (Llama, Mistral, Qwen2, Qwen3) under LoRA with last-token or mean
-// pooling, or a trainable pooling head (latent or multi-layer: the head,
+// factors on the device, a cross-encoder's head on the host); Llama-family
+// decoders (Llama, Mistral, Qwen2, Qwen3), fully fine-tuned or under LoRA,
+// with last-token or mean pooling, or a trainable pooling head (latent or multi-layer: the head,
 // N×r×C-sized, trains on the host over the rows the device returns, as a
 // cross-encoder's head does), causal or bidirectional; and the papers'
 // techniques — Anchor (stage I), Causal2Vec, AutoRegEmbed (both stages;
 // its frozen decoder and reference encoder resident beside the trained
 // one) — whose decoder passes run on the device (deviceRunner) while
 // their own parts run on the host: the LM head's cross-entropy over the
-// frozen tied embedding, Causal2Vec's MLP and context encoder,
-// AutoRegEmbed's memory tokens. A decoder fully fine-tuned (every weight
-// and the token embedding trained on the device) runs the plain
-// contrastive path and the heads; under a technique it is refused with an
-// error naming the option (the technique's host parts read and train the
-// embedding): it trains on the CPU.
+// tied embedding, Causal2Vec's MLP and context encoder, AutoRegEmbed's
+// memory tokens. Under a technique a fully fine-tuned decoder's token
+// embedding is also read on the host, so its host copy
+// follows the device's after each update and its host-side gradient (the
+// inputs' rows, the tied LM head's) joins the device's before clipping —
+// V×C floats each way per optimizer step.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert."): all of them
@@ -90,9 +90,11 @@ type DeviceEncoder interface {
 	// Has reports whether the device holds (and trains) the named weight.
 	Has(name string) bool
 	// State copies a weight and its AdamW moments into w, m and v (host
-	// slices of its size); moments reports false before the first step,
-	// leaving m and v alone.
+	// slices of its size; m and v nil: the weight only); moments reports
+	// false before the first step, leaving m and v alone.
 	State(name string, w, m, v []float32) (moments bool, err error)
+	// AddGrad adds a gradient computed on the host to the named weight's.
+	AddGrad(name string, g []float32) error
 	// SetState replaces a weight and, when m is not nil, its moments.
 	SetState(name string, w, m, v []float32) error
 	Close() error
@@ -152,7 +154,10 @@ func (r *deviceRunner) Backward(a *decoder.Acts, dHidden []float32) error {
 // give them back after a resume (fromHost); check validates a batch as the
 // host's Forward would. head are the host-side trainable params: a
 // cross-encoder's head, run by bert, or a decoder's pooling head, run by
-// dec.
+// dec. shared are params the device trains that the host reads and adds
+// gradients to as well (a technique's token embedding under full
+// fine-tuning): their host gradient goes to the device before clipping and
+// their weights come back after each update.
 type deviceNet struct {
 	ps       []*Param
 	cfg      *model.Config
@@ -161,6 +166,7 @@ type deviceNet struct {
 	dec      *decoder.Model // nil for BERT
 	enc      DeviceEncoder
 	head     []*Param
+	shared   []*Param
 	headActs *decoder.Acts // the last pooled batch's, for a decoder's head
 	err      error         // a failed zeroGrad, reported by the next step
 }
@@ -222,7 +228,7 @@ func (d *deviceNet) params() []*Param { return d.ps }
 func (d *deviceNet) positions() int   { return d.cfg.MaxPositionEmbeddings }
 
 func (d *deviceNet) zeroGrad() {
-	for _, p := range d.head {
+	for _, p := range append(d.head, d.shared...) {
 		clear(p.G)
 	}
 	d.err = errors.Join(d.err, d.enc.ZeroGrad())
@@ -315,6 +321,12 @@ func (d *deviceNet) clsRows(b *Batch) (*Acts, error) {
 // The optimizer's side of a net: where its weights live.
 
 func (d *deviceNet) clip(maxNorm float64) (float64, error) {
+	for _, p := range d.shared {
+		if err := d.enc.AddGrad(p.Name, p.G); err != nil {
+			return 0, fmt.Errorf("train: %s's host gradient to the device: %w", p.Name, err)
+		}
+		clear(p.G)
+	}
 	s, err := d.enc.GradSumSquares()
 	if err != nil {
 		return 0, err
@@ -333,7 +345,15 @@ func (d *deviceNet) update(opt *AdamW, lr float64) error {
 	} else {
 		opt.Step++
 	}
-	return d.enc.AdamW(lr, opt.WeightDecay, opt.Beta1, opt.Beta2, opt.Eps, opt.Step)
+	if err := d.enc.AdamW(lr, opt.WeightDecay, opt.Beta1, opt.Beta2, opt.Eps, opt.Step); err != nil {
+		return err
+	}
+	for _, p := range d.shared {
+		if _, err := d.enc.State(p.Name, p.W, nil, nil); err != nil {
+			return fmt.Errorf("train: %s from the device: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 func (d *deviceNet) toHost(opt *AdamW) error {
@@ -414,12 +434,6 @@ type deviceTechnique struct {
 // (under LoRA) and, for AutoRegEmbed, its frozen decoder and reference
 // encoder — to acc and makes them its Runners.
 func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error) {
-	if tn.d.TrainsEmbedding() {
-		// Their host parts read the token embedding (EmbedTokens, the tied
-		// LM head) and add to its gradient, which full fine-tuning keeps on
-		// the device.
-		return deviceTechnique{}, fmt.Errorf("train: technique on %s: the technique reads and trains the decoder's token embedding on the host: enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)", acc)
-	}
 	up := func(m *decoder.Model) (*deviceRunner, error) {
 		dd, err := acc.TrainDecoder(m)
 		if err != nil {
@@ -472,6 +486,11 @@ func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error
 	}
 	if dt.dev, err = bind(acc, run.dec, &deviceNet{ps: tn.params(), cfg: &tn.d.Cfg}, host); err != nil { // bind closes run.dec
 		return deviceTechnique{}, errors.Join(err, dt.close())
+	}
+	if e := tn.d.Embedding(); !e.Frozen {
+		// Fully fine-tuned: the technique's host parts read the token
+		// embedding (EmbedTokens, the tied LM head) and add to its gradient.
+		dt.dev.shared = []*Param{e}
 	}
 	return dt, nil
 }

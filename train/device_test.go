@@ -42,9 +42,9 @@ func TestDeviceRefusals(t *testing.T) {
 		want string
 	}{
 		{"decoder full reaches it", Config{ModelDir: llama}, errReached.Error()},
-		{"autoregembed full", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, "enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)"},
+		{"autoregembed full reaches it", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, errReached.Error()},
 		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress}, errReached.Error()},
-		{"technique full", Config{ModelDir: llama, Technique: TechniqueAnchor}, "enable LoRA (full fine-tuning of a decoder under a technique runs on the CPU)"},
+		{"technique full reaches it", Config{ModelDir: llama, Technique: TechniqueAnchor}, errReached.Error()},
 		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
 		{"bert lora reaches it", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},

@@ -248,7 +248,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.IntVar(&c.CheckpointEvery, "checkpoint-every", 50, "steps between checkpoints")
 	f.BoolVar(&c.Resume, "resume", false, "continue from --output/checkpoint")
 	f.StringVar(&c.Name, "name", "", "exported model name (default: --output's base name)")
-	f.StringVar(&device, "device", "cpu", "cpu, or cuda: the steps on the GPU — a BERT encoder fully fine-tuned or under --lora (any objective), or a decoder fully fine-tuned or under --lora (any pooling; a --technique needs --lora); CUDA driver, cuBLAS and NVRTC loaded at run time (train/cuda)")
+	f.StringVar(&device, "device", "cpu", "cpu, or cuda: the steps on the GPU — a BERT encoder fully fine-tuned or under --lora (any objective), or a decoder fully fine-tuned or under --lora (any pooling, any --technique); CUDA driver, cuBLAS and NVRTC loaded at run time (train/cuda)")
 	f.BoolVar(&tf32, "tf32", false, "with --device cuda: TF32 products (about 3e-4 relative error, several times faster) instead of FP32")
 	return cmd
 }

@@ -117,22 +117,43 @@ func (e *paramSet) AdamW(lr, weightDecay, beta1, beta2, eps float64, step int) e
 func (e *paramSet) Has(name string) bool { return e.byName[name] != nil }
 
 // State copies a weight and, after the first AdamW step, its moments into
-// w, m and v (train.DeviceEncoder).
+// w, m and v; m and v nil: the weight only (train.DeviceEncoder).
 func (e *paramSet) State(name string, w, m, v []float32) (bool, error) {
 	p := e.byName[name]
 	if p == nil {
 		return false, fmt.Errorf("cuda: no parameter %s", name)
 	}
-	if len(w) != p.N || len(m) != p.N || len(v) != p.N {
+	only := m == nil && v == nil
+	if len(w) != p.N || !only && (len(m) != p.N || len(v) != p.N) {
 		return false, fmt.Errorf("cuda: %s: host slices of %d, %d and %d values, want %d", name, len(w), len(m), len(v), p.N)
 	}
 	if err := Download(w, p.W); err != nil {
 		return false, err
 	}
-	if p.m == nil {
+	if p.m == nil || only {
 		return false, nil
 	}
 	return true, errors.Join(Download(m, p.m), Download(v, p.v))
+}
+
+// AddGrad adds g, computed on the host, to the named parameter's gradient
+// (train.DeviceEncoder).
+func (e *paramSet) AddGrad(name string, g []float32) error {
+	p := e.byName[name]
+	if p == nil {
+		return fmt.Errorf("cuda: no parameter %s", name)
+	}
+	if len(g) != p.N {
+		return fmt.Errorf("cuda: %s: a gradient of %d values, want %d", name, len(g), p.N)
+	}
+	s, err := e.dev.scratchF32(p.N)
+	if err != nil {
+		return err
+	}
+	if err := Upload(s, g); err != nil {
+		return err
+	}
+	return e.dev.AddInPlace(p.G, s, p.N)
 }
 
 // SetState replaces a weight and, when m is not nil, its moments

@@ -53,6 +53,19 @@ var runCases = []struct {
 	{name: "llama-lora/latent-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolLatent},
 	{name: "llama-full/lasttoken", objective: train.ObjectiveContrastive, decoder: true, tweak: decoderFull},
 	{name: "llama-full/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer, tweak: decoderFull},
+	{name: "llama-full/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		decoderFull(t, c)
+		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0
+	}},
+	{name: "llama-full/autoregembed-compress", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		decoderFull(t, c)
+		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), train.TechniqueAutoRegCompress, 0, true
+	}},
+	{name: "llama-full/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		decoderFull(t, c)
+		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
+		c.ContextEncoder, c.ContextEncoderDim = testmodels.Letters, 8
+	}},
 	{name: "llama-lora/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
 		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0 // stage I has no distillation term
 	}},

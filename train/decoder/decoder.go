@@ -137,10 +137,9 @@ func (m *Model) LossParts() objective.Parts { return m.lastParts }
 // Param returns the parameter with the given name, or nil.
 func (m *Model) Param(name string) *ops.Param { return m.byName[name] }
 
-// TrainsEmbedding reports whether the token embedding trains (full
-// fine-tuning), which makes it — and the LM head when tied to it — change
-// with every step.
-func (m *Model) TrainsEmbedding() bool { return !m.embed.Frozen }
+// Embedding is the token embedding (vocabulary × C), trained under full
+// fine-tuning, frozen under LoRA; the LM head when tied.
+func (m *Model) Embedding() *ops.Param { return m.embed }
 
 func (m *Model) threads() int {
 	if m.Threads > 0 {
