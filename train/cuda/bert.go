@@ -143,13 +143,19 @@ type LoRAFactors struct {
 // EnableLoRA freezes every weight of the encoder and trains the given
 // LoRA factors instead (train.Model.EnableLoRA's): Params and Param then
 // hold the factors only, in the order given. It must come before the
-// first Forward. (The LayerNorm kernels still write their gains'
-// gradients, which nothing reads.)
+// first Forward. The frozen weights' gradient buffers are freed: a
+// frozen LayerNorm's backward writes the input's gradient only.
 func (e *Encoder) EnableLoRA(fs []LoRAFactors) error {
 	if e.lora != nil || len(e.bufs) != 0 {
 		return errors.New("cuda: EnableLoRA once, before the first Forward")
 	}
 	base := e.byName
+	for _, p := range base {
+		if err := p.G.Free(); err != nil {
+			return err
+		}
+		p.G = nil
+	}
 	e.Params, e.byName, e.frozen, e.lora = nil, map[string]*Param{}, true, map[*Param]*encLoRA{}
 	up := func(name string, w []float32) (*Param, error) {
 		p, err := newParam(e.d, name, w, false)
