@@ -1,6 +1,6 @@
 # The ablation's rows (issue #15) as `annactl train` stages, sourced by
 # scripts/ablation.sh (on this CPU) and scripts/gpu-decoder.sh (on a lent
-# GPU), so both train a row the same way.
+# GPU), so both train and evaluate a row the same way.
 #
 # row_stages ROW prints one line per training stage of ROW: the stage's name
 # (its output is WORK/NAME-SEED), its share of the step budget (all; first
@@ -38,6 +38,45 @@ stage_steps() {
 # stage_flags FLAGS WORK SEED: FLAGS with each {NAME} as WORK/NAME-SEED.
 stage_flags() {
 	sed "s|{\([a-z0-9]*\)}|$2/\1-$3|g" <<<"$1"
+}
+
+# train_stage NAME SEED FLAGS...: one `annactl train` stage ($A) into
+# $RUNS/NAME-SEED, from $GGUF on $DATA with the rows' common flags — LoRA
+# rank $RANK (0: full fine-tuning), $MAXLEN tokens, $BATCH queries × $GROUP
+# documents, no held-out split, a checkpoint every $CKPT_EVERY steps, the
+# export at $EVAL_MAXLEN tokens, --device $DEVICE, $TRAIN_FLAGS — and FLAGS.
+# A finished stage (NAME-SEED/done) is skipped, a stopped one resumes from
+# its checkpoint; its wall seconds go to NAME-SEED/seconds.
+train_stage() {
+	local out=$RUNS/$1-$2 seed=$2 t0=$SECONDS lora=()
+	shift 2
+	[ -f "$out/done" ] && return
+	printf '\n== train %s (%s)\n' "$(basename "$out")" "$(date -u +%T)" >&2
+	[ "$RANK" -gt 0 ] && lora=(--lora "$RANK")
+	# shellcheck disable=SC2086
+	"$A" train --model "$GGUF" --input "$DATA" --output "$out" "${lora[@]}" --max-length "$MAXLEN" \
+		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 \
+		--checkpoint-every "$CKPT_EVERY" --export-max-length "$EVAL_MAXLEN" --device "$DEVICE" $TRAIN_FLAGS \
+		$([ -d "$out/checkpoint" ] && echo --resume) "$@" </dev/null
+	echo $((SECONDS - t0)) >"$out/seconds"
+	touch "$out/done"
+}
+
+# train_row ROW SEED: ROW's stages in order, $STEPS split between them as
+# stage_steps says; it prints the last stage's name (the row's model is
+# $RUNS/NAME-SEED/model).
+train_row() {
+	local stages name share flags last
+	if ! stages=$(row_stages "$1"); then
+		echo "unknown row $1" >&2
+		return 2
+	fi
+	while read -r name share flags; do
+		# shellcheck disable=SC2046
+		train_stage "$name" "$2" --steps "$(stage_steps "$share" "$STEPS")" $(stage_flags "$flags" "$RUNS" "$2") >&2
+		last=$name
+	done <<<"$stages"
+	echo "$last"
 }
 
 # eval_value EVAL MODEL prints MODEL's score on EVAL, by `annactl eval` ($A,

@@ -45,33 +45,8 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)" >&2; }
 GGUF=$W/SmolLM2-135M-Instruct.Q4_1.gguf
 NLI_PAIRS=$NLI_PAIRS SHARED=$SHARED bash "$ROOT/scripts/decoder-data.sh" "$W"
 
-# train ROW SEED [annactl train flags...]: one run into WORK/ROW-SEED, its model in .../model.
-train() {
-	local row=$1 seed=$2
-	shift 2
-	local out=$W/$row-$seed
-	[ -f "$out/done" ] && return
-	step "train $row (seed $seed)"
-	local t0=$SECONDS
-	"$A" train --model "$GGUF" --input "$W/data.jsonl" --output "$out" --lora 64 --max-length "$MAXLEN" \
-		--batch-queries "$BATCH" --group "$GROUP" --seed "$seed" --eval-fraction -1 --checkpoint-every 5 --export-max-length "$EVAL_MAXLEN" \
-		--device "${DEVICE:-cpu}" $( [ -d "$out/checkpoint" ] && echo --resume ) "$@"
-	echo $((SECONDS - t0)) > "$out/seconds"
-	touch "$out/done"
-}
-
-# train_row ROW SEED: the row's stages (scripts/ablation-rows.sh), in order.
-train_row() {
-	local stages name share flags
-	if ! stages=$(row_stages "$1"); then
-		echo "unknown row $1" >&2
-		exit 2
-	fi
-	while read -r name share flags; do
-		# shellcheck disable=SC2046
-		train "$name" "$2" --steps "$(stage_steps "$share" "$STEPS")" $(stage_flags "$flags" "$W" "$2") </dev/null
-	done <<<"$stages"
-}
+# The rows' training (scripts/ablation-rows.sh's train_row): into WORK.
+RUNS=$W DATA=$W/data.jsonl RANK=64 CKPT_EVERY=5 DEVICE=${DEVICE:-cpu} TRAIN_FLAGS=""
 
 # evaluate ROW-DIR MODEL: one JSON line per evaluation into ROW-DIR/evals.jsonl;
 # an evaluation already there is not run again (a later run can add columns).
@@ -95,8 +70,8 @@ for row in $ROWS; do
 		echo 0 > "$d/seconds"
 		;;
 	contrastive)
-		for s in $SEEDS; do train_row contrastive "$s"; done ;;
-	*) train_row "$row" "$SEED1" ;;
+		for s in $SEEDS; do train_row contrastive "$s" >/dev/null; done ;;
+	*) train_row "$row" "$SEED1" >/dev/null ;;
 	esac
 done
 # The rows asked for, evaluated (ROWS and EVALS choose the cells to fill).

@@ -27,7 +27,8 @@
 # multilayer": issue #14's poolings; zeroshot and any row of
 # scripts/ablation-rows.sh, Causal2Vec's with all-MiniLM-L6-v2 imported
 # there from the setup's source), STEPS (300), BATCH (8 queries), GROUP (8:
-# 1 positive + 7 negatives), MAXLEN (128), RANK (64), SEED (1), EVALS ("stsb
+# 1 positive + 7 negatives), MAXLEN (128), RANK (64; 0: full fine-tuning, as
+# AutoRegEmbed's paper trains), SEED (1), EVALS ("stsb
 # cacm"; any of scripts/ablation-rows.sh's eval_value, each dataset
 # travelling), EVAL_MAXLEN (128), TIME_LIMIT (420 s: a device call ends at
 # 600 s, so size STEPS and EVALS for one row to take under 3 minutes).
@@ -97,6 +98,9 @@ flags=""
 [ "\$DEVICE" = cuda ] && flags="--tf32"
 A=\$W/annactl
 SHARED=\$W/datasets
+# the rows' stages as scripts/ablation.sh trains them (train_row), at this run's budget
+GGUF=smollm2.gguf DATA=data.jsonl RUNS=\$W/runs STEPS=$STEPS RANK=$RANK MAXLEN=$MAXLEN BATCH=$BATCH GROUP=$GROUP
+EVAL_MAXLEN=$EVAL_MAXLEN CKPT_EVERY=50 TRAIN_FLAGS=\$flags
 . ./ablation-rows.sh
 if [ -d minilm ] && [ ! -f home/models/all-MiniLM-L6-v2/anna-model.json ]; then
 	"\$A" models import --pooling mean --max-length 256 --normalize --name all-MiniLM-L6-v2 minilm home/models/all-MiniLM-L6-v2 >/dev/null
@@ -104,18 +108,6 @@ fi
 mkdir -p runs
 touch results.jsonl
 t0=\$SECONDS
-# train NAME FLAGS...: one stage into runs/NAME-$SEED.
-train() {
-	local out=runs/\$1-$SEED s=\$SECONDS
-	shift
-	[ -f "\$out/done" ] && return
-	echo "== train \$(basename "\$out") (\$(date -u +%T))" >&2
-	"\$A" train --model smollm2.gguf --input data.jsonl --output "\$out" --lora $RANK --max-length $MAXLEN \\
-		--batch-queries $BATCH --group $GROUP --seed $SEED --eval-fraction -1 --checkpoint-every 50 \\
-		--export-max-length $EVAL_MAXLEN --device "\$DEVICE" \$flags \$( [ -d "\$out/checkpoint" ] && echo --resume ) "\$@" </dev/null
-	echo \$((SECONDS - s)) > "\$out/seconds"
-	touch "\$out/done"
-}
 for row in $ROWS; do
 	if [ \$((SECONDS - t0)) -ge $TIME_LIMIT ]; then
 		echo "time limit ($TIME_LIMIT s): the rows from \$row on are left for the next call" >&2
@@ -126,16 +118,13 @@ for row in $ROWS; do
 		dir=runs/zeroshot-0
 		[ -f "\$dir/model/anna-model.json" ] || "\$A" models import --max-length $EVAL_MAXLEN smollm2.gguf "\$dir/model" >/dev/null
 	else
-		stages=\$(row_stages "\$row")
-		while read -r name share fl; do
-			last=\$name
-			# shellcheck disable=SC2046
-			train "\$name" --steps "\$(stage_steps "\$share" $STEPS)" \$(stage_flags "\$fl" "\$W/runs" $SEED)
+		last=\$(train_row "\$row" $SEED)
+		for name in \$(row_stages "\$row" | cut -d' ' -f1); do
 			secs=\$((secs + \$(cat "runs/\$name-$SEED/seconds")))
 			grep -q "\"stage\": \"\$name\"" metrics.jsonl 2>/dev/null ||
 				sed "s/^/{\"stage\": \"\$name\", \"metrics\": /; s/\$/}/" "runs/\$name-$SEED/metrics.jsonl" >> metrics.jsonl
-		done <<<"\$stages"
-		dir=runs/\$last-$SEED # (read cleared name at the end)
+		done
+		dir=runs/\$last-$SEED
 	fi
 	grep -q "\"row\": \"\$row\", \"seconds\"" results.jsonl || echo "{\"row\": \"\$row\", \"seconds\": \$secs}" >> results.jsonl
 	for e in $EVALS; do
@@ -176,7 +165,8 @@ for line in open(path):
     rows.setdefault(r["row"], {})[r["eval"]] = r["value"]
     if r["eval"] not in evals:
         evals.append(r["eval"])
-print(f"SmolLM2-135M-Instruct on a GPU, LoRA r{rank}: {steps} steps × {batch} queries × {group} documents, {maxlen} tokens\n")
+train = "full fine-tuning" if rank == "0" else f"LoRA r{rank}"
+print(f"SmolLM2-135M-Instruct on a GPU, {train}: {steps} steps × {batch} queries × {group} documents, {maxlen} tokens\n")
 print("| row | " + " | ".join(evals) + " | training s |")
 print("|---|" + "---|" * (len(evals) + 1))
 for row, ev in rows.items():
