@@ -6,7 +6,6 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/ops"
-	"github.com/anna-search/anna/train/tensor"
 )
 
 // layerActs is what one encoder layer's backward needs from its forward.
@@ -112,7 +111,7 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 		m.linearForward(ly.q, ly.qb, la.q, x, NT, C, C, la)
 		m.linearForward(ly.k, ly.kb, la.k, x, NT, C, C, la)
 		m.linearForward(ly.v, ly.vb, la.v, x, NT, C, C, la)
-		attentionForward(la.ctx, la.att, la.q, la.k, la.v, a.mask, a.lens, b.N, T, C, m.Cfg.NumAttentionHeads, th)
+		m.attention(b.N, T, a.mask).Forward(la.ctx, la.att, la.q, la.k, la.v, a.lens, th)
 		m.linearForward(ly.ao, ly.aob, la.res1, la.ctx, NT, C, C, la)
 		ops.AddInPlace(la.res1, x, th)
 		layernormForward(la.ln1, la.ln1Mean, la.ln1Rstd, la.res1, ly.ln1w.W, ly.ln1b.W, NT, C, eps, th)
@@ -125,6 +124,15 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 	}
 	a.Hidden = x
 	return a, nil
+}
+
+// attention is BERT's multi-head self-attention over N sequences of T
+// positions as ops.Attention: bidirectional, every head its own key/value
+// head, keys hidden by the batch's mask (Hugging Face adds the float32
+// minimum there, which underflows exp to exactly 0).
+func (m *Model) attention(N, T int, mask []float32) ops.Attention {
+	H := m.Cfg.NumAttentionHeads
+	return ops.Attention{N: N, T: T, H: H, KV: H, D: m.Cfg.HiddenSize / H, KeyMask: mask}
 }
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
@@ -161,7 +169,7 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		clear(a.dq)
 		clear(a.dk)
 		clear(a.dv)
-		attentionBackward(a.dq, a.dk, a.dv, a.dctx, la.att, la.q, la.k, la.v, a.lens, a.N, T, C, m.Cfg.NumAttentionHeads, th)
+		m.attention(a.N, T, a.mask).Backward(a.dq, a.dk, a.dv, a.dctx, la.att, la.q, la.k, la.v, a.lens, th)
 		copy(a.dx, a.dres) // the residual path
 		m.linearBackward(ly.q, ly.qb, a.dx, a.dq, in, NT, C, C, la)
 		m.linearBackward(ly.k, ly.kb, a.dx, a.dk, in, NT, C, C, la)
@@ -364,90 +372,6 @@ func activationBackward(act string, d, inp []float32, th int) {
 					g[i] = 0
 				}
 			}
-		}
-	})
-}
-
-// --- attention ---
-
-// attentionForward computes per sequence n and head h, over the first
-// lens[n] positions: att = softmax(Q·Kᵀ/√d + mask), ctx = att·V. Keys whose
-// mask is 0 get probability 0 (Hugging Face adds the float32 minimum, which
-// underflows exp to exactly 0). Padded query rows of ctx are zero.
-func attentionForward(ctx, att, q, k, v, mask []float32, lens []int, N, T, C, H, th int) {
-	hs := C / H
-	scale := float32(1 / math.Sqrt(float64(hs)))
-	ops.ParallelFor(N*H, th, func(lo, hi int) {
-		var sc tensor.Scratch
-		for task := lo; task < hi; task++ {
-			n, h := task/H, task%H
-			L := lens[n]
-			base := n*T*C + h*hs
-			p := att[task*T*T:]
-			tensor.GemmSerial(&sc, false, true, L, L, hs, scale, q[base:], C, k[base:], C, 0, p, L)
-			msk := mask[n*T : n*T+L]
-			for i := 0; i < L; i++ {
-				row := p[i*L : i*L+L]
-				mx := float32(math.Inf(-1))
-				for j, s := range row {
-					if msk[j] != 0 && s > mx {
-						mx = s
-					}
-				}
-				var sum float32
-				for j, s := range row {
-					if msk[j] == 0 {
-						row[j] = 0
-						continue
-					}
-					e := ops.Exp32(s - mx)
-					row[j] = e
-					sum += e
-				}
-				inv := 1 / sum
-				for j := range row {
-					row[j] *= inv
-				}
-			}
-			tensor.GemmSerial(&sc, false, false, L, hs, L, 1, p, L, v[base:], C, 0, ctx[base:], C)
-			for t := L; t < T; t++ {
-				clear(ctx[n*T*C+t*C+h*hs : n*T*C+t*C+h*hs+hs])
-			}
-		}
-	})
-}
-
-// attentionBackward adds to dq, dk, dv the gradient given dctx.
-func attentionBackward(dq, dk, dv, dctx, att, q, k, v []float32, lens []int, N, T, C, H, th int) {
-	hs := C / H
-	scale := float32(1 / math.Sqrt(float64(hs)))
-	ops.ParallelFor(N*H, th, func(lo, hi int) {
-		dp := make([]float32, T*T)
-		var sc tensor.Scratch
-		for task := lo; task < hi; task++ {
-			n := task / H
-			h := task % H
-			L := lens[n]
-			base := n*T*C + h*hs
-			p := att[task*T*T : task*T*T+L*L]
-			d := dp[:L*L]
-			// dP = dctx·Vᵀ; dV += Pᵀ·dctx
-			tensor.GemmSerial(&sc, false, true, L, L, hs, 1, dctx[base:], C, v[base:], C, 0, d, L)
-			tensor.GemmSerial(&sc, true, false, L, hs, L, 1, p, L, dctx[base:], C, 1, dv[base:], C)
-			// softmax backward: dS = P ⊙ (dP − Σ_j dP⊙P)
-			for i := 0; i < L; i++ {
-				pr, dr := p[i*L:i*L+L], d[i*L:i*L+L]
-				var dot float32
-				for j := range pr {
-					dot += pr[j] * dr[j]
-				}
-				for j := range pr {
-					dr[j] = pr[j] * (dr[j] - dot)
-				}
-			}
-			// S = scale·Q·Kᵀ: dQ += scale·dS·K; dK += scale·dSᵀ·Q
-			tensor.GemmSerial(&sc, false, false, L, hs, L, scale, d, L, k[base:], C, 1, dq[base:], C)
-			tensor.GemmSerial(&sc, true, false, L, hs, L, scale, d, L, q[base:], C, 1, dk[base:], C)
 		}
 	})
 }

@@ -10,9 +10,13 @@ import (
 // positions, H query heads and KV key/value heads (H a multiple of KV;
 // query head h reads key/value head h/(H/KV)), each D wide. Causal lets
 // position i see keys 0..i; otherwise every query sees every real key.
+// KeyMask (N×T, nil: none) hides, within each sequence's length, the keys
+// whose value is 0 (BERT's attention mask, which may leave holes).
+// Multi-head attention is KV = H.
 type Attention struct {
 	N, T, H, KV, D int
 	Causal         bool
+	KeyMask        []float32
 }
 
 // AttSize is the length of the probability workspace: N·H·T·T.
@@ -40,12 +44,16 @@ func (s Attention) Forward(out, att, q, k, v []float32, lens []int, th int) {
 				qb := n*T*qs + h*D
 				p := att[(n*H+h)*T*T:]
 				tensor.GemmSerial(&sc, false, true, L, L, D, scale, q[qb:], qs, k[kb:], ks, 0, p, L)
+				var msk []float32
+				if s.KeyMask != nil {
+					msk = s.KeyMask[n*T : n*T+L]
+				}
 				for i := 0; i < L; i++ {
 					seen := L
 					if s.Causal {
 						seen = i + 1
 					}
-					SoftmaxPrefix(p[i*L:i*L+L], seen)
+					softmaxMasked(p[i*L:i*L+L], seen, msk)
 				}
 				tensor.GemmSerial(&sc, false, false, L, D, L, 1, p, L, v[kb:], ks, 0, out[qb:], qs)
 				for t := L; t < T; t++ {
@@ -99,13 +107,23 @@ func (s Attention) Backward(dq, dk, dv, dout, att, q, k, v []float32, lens []int
 
 // SoftmaxPrefix turns row[:seen] into its softmax, in place, and zeroes
 // row[seen:] (the masked keys: probability exactly 0).
-func SoftmaxPrefix(row []float32, seen int) {
+func SoftmaxPrefix(row []float32, seen int) { softmaxMasked(row, seen, nil) }
+
+// softmaxMasked is SoftmaxPrefix that also gives probability exactly 0 to
+// the keys j < seen whose msk[j] is 0 (msk nil: none).
+func softmaxMasked(row []float32, seen int, msk []float32) {
 	mx := float32(math.Inf(-1))
-	for _, x := range row[:seen] {
-		mx = max(mx, x)
+	for j, x := range row[:seen] {
+		if msk == nil || msk[j] != 0 {
+			mx = max(mx, x)
+		}
 	}
 	var sum float32
 	for j := range row[:seen] {
+		if msk != nil && msk[j] == 0 {
+			row[j] = 0
+			continue
+		}
 		e := Exp32(row[j] - mx)
 		row[j] = e
 		sum += e

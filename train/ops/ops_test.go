@@ -138,7 +138,8 @@ func TestLinearLoRAGrad(t *testing.T) {
 }
 
 // naiveAttention is the textbook float64 attention over the same layout:
-// repeated key/value heads, an explicit mask, softmax, padded rows zero.
+// repeated key/value heads, an explicit mask (lengths, causality, the key
+// mask), softmax, padded rows zero.
 func naiveAttention(s Attention, q, k, v []float32, lens []int) []float64 {
 	N, T, H, KV, D := s.N, s.T, s.H, s.KV, s.D
 	out := make([]float64, N*T*H*D)
@@ -149,7 +150,7 @@ func naiveAttention(s Attention, q, k, v []float32, lens []int) []float64 {
 				sc := make([]float64, T)
 				mx := math.Inf(-1)
 				for j := 0; j < T; j++ {
-					if j >= lens[n] || (s.Causal && j > i) {
+					if j >= lens[n] || (s.Causal && j > i) || (s.KeyMask != nil && s.KeyMask[n*s.T+j] == 0) {
 						sc[j] = math.Inf(-1)
 						continue
 					}
@@ -178,9 +179,16 @@ func naiveAttention(s Attention, q, k, v []float32, lens []int) []float64 {
 }
 
 func TestAttentionMatchesNaiveAndGrad(t *testing.T) {
-	for _, causal := range []bool{true, false} {
+	// holes in the key mask (BERT's), within the lengths 6, 4, 2
+	holes := []float32{1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0}
+	for _, c := range []struct {
+		causal bool
+		kv     int
+		mask   []float32
+	}{{true, 2, nil}, {false, 2, nil}, {false, 4, holes}, {true, 2, holes}} {
+		causal := c.causal
 		r := rand.New(rand.NewPCG(5, 5))
-		s := Attention{N: 3, T: 6, H: 4, KV: 2, D: 8, Causal: causal}
+		s := Attention{N: 3, T: 6, H: 4, KV: c.kv, D: 8, Causal: causal, KeyMask: c.mask}
 		lens := []int{6, 4, 2}
 		q := randn(r, s.N*s.T*s.H*s.D, 1)
 		k := randn(r, s.N*s.T*s.KV*s.D, 1)
@@ -191,7 +199,7 @@ func TestAttentionMatchesNaiveAndGrad(t *testing.T) {
 		want := naiveAttention(s, q, k, v, lens)
 		for i := range want {
 			if math.Abs(float64(out[i])-want[i]) > 1e-5 {
-				t.Fatalf("causal=%v: attention out[%d] = %g, naive %g", causal, i, out[i], want[i])
+				t.Fatalf("causal=%v kv=%d mask=%v: attention out[%d] = %g, naive %g", causal, c.kv, c.mask != nil, i, out[i], want[i])
 			}
 		}
 		R := randn(r, len(out), 1)
