@@ -5,7 +5,7 @@ BenchmarkDecoderStepOnGPU: transformers' LlamaModel (float32,
 its default sdpa attention, causal) from DIR (config.json + model.safetensors
 as the Go benchmark writes them), LoRA on q, k, v, o, gate, up and down
 applied by hand as peft does (y = base(x) + alpha/r · (x·Aᵀ)·Bᵀ, base frozen),
-over Q queries + Q*G documents of T random tokens, last-token pooling,
+or, with RANK 0, every parameter trained (full fine-tuning), over Q queries + Q*G documents of T random tokens, last-token pooling,
 InfoNCE (in-batch, temperature 0.05), backward, gradient clipping at 1 and an
 AdamW update. Prints JSON {"seconds": best step time over STEPS}.
 
@@ -58,17 +58,18 @@ def main():
                      rope_theta=cfg["rope_theta"], tie_word_embeddings=False)
     net = LlamaModel(hf)
     net.load_state_dict(load_file(f"{d}/model.safetensors"), strict=True)
-    for p in net.parameters():
-        p.requires_grad_(False)
-    for layer in net.layers:
-        for mod, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (layer.mlp, ("gate_proj", "up_proj", "down_proj"))):
-            for n in names:
-                setattr(mod, n, LoRALinear(getattr(mod, n), r, alpha))
+    if r > 0:
+        for p in net.parameters():
+            p.requires_grad_(False)
+        for layer in net.layers:
+            for mod, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (layer.mlp, ("gate_proj", "up_proj", "down_proj"))):
+                for n in names:
+                    setattr(mod, n, LoRALinear(getattr(mod, n), r, alpha))
     net.to(dev)
     params = [p for p in net.parameters() if p.requires_grad]
     with torch.no_grad():  # B nonzero, as after the first steps
         for p in params:
-            if p.shape[1] == r:
+            if r > 0 and p.shape[1] == r:
                 p.normal_(0, 0.01)
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
     N = Q + Q * G

@@ -71,15 +71,23 @@ func torchPython() string {
 	return "python3"
 }
 
-// BenchmarkDecoderStepOnGPU times one LoRA step (rank 64, alpha 32, every
-// projection) of a SmolLM2-135M sized decoder (random weights) on the GPU
-// as train.Run takes it — forward, last-token pooling, InfoNCE on the host,
-// backward, clipping, AdamW — at the decoder issue's 8 × (1 + 1 + 7) × 128
-// tokens (ANNA_BENCH_DEC_Q changes the queries), FP32 and TF32, against
-// the same step in PyTorch on the same GPU (tools/decoder_step_bench.py:
-// transformers' LlamaModel, LoRA applied by hand as peft does). It skips
+// BenchmarkDecoderStepOnGPU times one step of a SmolLM2-135M sized decoder
+// (random weights) on the GPU as train.Run takes it — forward, last-token
+// pooling, InfoNCE on the host, backward, clipping, AdamW — under LoRA
+// (rank 64, alpha 32, every projection) and fully fine-tuned, at the
+// decoder issue's 8 × (1 + 1 + 7) × 128 tokens (ANNA_BENCH_DEC_Q changes
+// the queries), FP32 and TF32, against the same step in PyTorch on the
+// same GPU (tools/decoder_step_bench.py: transformers' LlamaModel, LoRA
+// applied by hand as peft does, or every parameter trained). It skips
 // without a GPU.
 func BenchmarkDecoderStepOnGPU(b *testing.B) {
+	b.Run("lora-r64", func(b *testing.B) { decoderStepOnGPU(b, 64) })
+	b.Run("full", func(b *testing.B) { decoderStepOnGPU(b, 0) })
+}
+
+// decoderStepOnGPU is BenchmarkDecoderStepOnGPU at one LoRA rank (0: full
+// fine-tuning).
+func decoderStepOnGPU(b *testing.B, rank int) {
 	d, err := cuda.Open(context.Background(), cuda.Options{})
 	if err != nil {
 		b.Skipf("no GPU here: %v", err)
@@ -97,14 +105,16 @@ func BenchmarkDecoderStepOnGPU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 64, Alpha: 32}, 1); err != nil {
-		b.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, p := range m.Params {
-		if !p.Frozen && len(p.Shape) == 2 && p.Shape[1] == 64 { // B: nonzero, as after the first steps
-			for i := range p.W {
-				p.W[i] = float32(r.NormFloat64() * 0.01)
+	if rank > 0 {
+		if err := m.EnableLoRA(decoder.LoRAConfig{Rank: rank, Alpha: 32}, 1); err != nil {
+			b.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, p := range m.Params {
+			if !p.Frozen && len(p.Shape) == 2 && p.Shape[1] == rank { // B: nonzero, as after the first steps
+				for i := range p.W {
+					p.W[i] = float32(r.NormFloat64() * 0.01)
+				}
 			}
 		}
 	}
@@ -113,11 +123,15 @@ func BenchmarkDecoderStepOnGPU(b *testing.B) {
 	Cf, F, D := float64(C), float64(cfg.IntermediateSize), float64(cfg.HeadDim())
 	Hq, Hk := float64(cfg.NumAttentionHeads)*D, float64(cfg.KVHeads())*D
 	proj := 2 * nn * t * (Cf*Hq + 2*Cf*Hk + Hq*Cf + 3*Cf*F)
-	flops := float64(cfg.NumHiddenLayers) * (2*proj + 3*2*2*nn*t*t*Hq) // forward + input gradients (frozen base)
-	b.Logf("%s; one LoRA step, %d sequences × %d tokens (%.2f TFLOP)", desc, N, T, flops/1e12)
+	passes, what := 2.0, "LoRA r"+strconv.Itoa(rank) // forward + input gradients (frozen base)
+	if rank == 0 {
+		passes, what = 3, "fully fine-tuned" // + weight gradients
+	}
+	flops := float64(cfg.NumHiddenLayers) * (passes*proj + 3*2*2*nn*t*t*Hq)
+	b.Logf("%s; one %s step, %d sequences × %d tokens (%.2f TFLOP)", desc, what, N, T, flops/1e12)
 	sb := stepBench{Q: Q, G: G, T: T, C: C, pool: decoder.PoolLast, lr: 1e-4, flops: flops,
 		build: func(d *cuda.Device) (train.DeviceEncoder, error) { return d.TrainDecoder(m) }}
-	sb.run(b, cfg, m.Tensors(), "decoder_step_bench.py", "64", "32")
+	sb.run(b, cfg, m.Tensors(), "decoder_step_bench.py", strconv.Itoa(rank), "32")
 }
 
 // stepBench is what both benchmarks time: one training step of a device
