@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
@@ -190,7 +191,9 @@ func onDevice(acc Accelerator, m *Model) (*deviceNet, error) {
 	if m.HasClassifier() {
 		head = []*Param{m.poolW, m.poolB, m.clsW, m.clsB}
 	}
-	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m}, head)
+	d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m}, head)
+	d.releaseHostGrads()
+	return d, err
 }
 
 // bind completes d with enc once every trainable param of d.ps is either
@@ -221,7 +224,24 @@ func decoderOnDevice(acc Accelerator, m *decoder.Model) (*deviceNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	return bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, dec: m}, m.HeadParams())
+	d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, dec: m}, m.HeadParams())
+	d.releaseHostGrads()
+	return d, err
+}
+
+// releaseHostGrads drops the host gradients of the params the device
+// trains (its own gradients are the ones used), but for shared ones, whose
+// host gradient the host still fills: for a decoder fully fine-tuned, the
+// size of the model in host memory. A nil d is left alone.
+func (d *deviceNet) releaseHostGrads() {
+	if d == nil {
+		return
+	}
+	for _, p := range d.ps {
+		if !p.Frozen && d.enc.Has(p.Name) && !slices.Contains(d.shared, p) {
+			p.G = nil
+		}
+	}
 }
 
 func (d *deviceNet) params() []*Param { return d.ps }
@@ -492,6 +512,7 @@ func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error
 		// embedding (EmbedTokens, the tied LM head) and add to its gradient.
 		dt.dev.shared = []*Param{e}
 	}
+	dt.dev.releaseHostGrads()
 	return dt, nil
 }
 
