@@ -15,15 +15,17 @@ import (
 // factors trained, or fully fine-tuned (every weight, gain, bias and the
 // token embedding trained; an untied lm_head, which an embedder does not
 // use, stays on the host), the same ops in the same order as its Forward
-// and Backward (no recomputation: a GPU holds every layer's activations),
-// with last-token or mean pooling or a trainable head's input. The
-// contrastive loss runs on the host, as for Encoder. Not safe for
-// concurrent use.
+// and Backward — every layer's activations held, or, with the model's
+// Recompute (gradient checkpointing), one layer's, each layer but the last
+// run forward again from its kept input before its backward — with
+// last-token or mean pooling or a trainable head's input. The contrastive
+// loss runs on the host, as for Encoder. Not safe for concurrent use.
 type Decoder struct {
 	d   *Device
 	cfg model.Config
 	paramSet
 	causal      bool
+	recompute   bool
 	embed, norm *Buffer
 	dembed      *Buffer // the trained embedding's gradient, else nil
 	dnorm       *Buffer // the trained final norm gain's, else nil
@@ -43,7 +45,8 @@ type Decoder struct {
 	capNT, capAtt   int
 	ids, mask, lens *Buffer
 	xs              []*Buffer // each layer's input, then the last output
-	acts            []decActs
+	acts            []decActs // each layer's, or under recompute the one layer's at hand
+	recOut          *Buffer   // under recompute, a layer's output recomputed (discarded)
 	hidden, rstdF   *Buffer
 	dx, dh, dn      *Buffer
 	dact, dg, du    *Buffer
@@ -89,7 +92,7 @@ func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 	if len(lo.Layers) == 0 {
 		return nil, errors.New("cuda: a decoder without layers")
 	}
-	c := &Decoder{d: d, cfg: cfg, causal: lo.Causal, paramSet: paramSet{dev: d, byName: map[string]*Param{}}}
+	c := &Decoder{d: d, cfg: cfg, causal: lo.Causal, recompute: lo.Recompute, paramSet: paramSet{dev: d, byName: map[string]*Param{}}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -219,6 +222,10 @@ func (c *Decoder) shape(N, T int) error {
 		c.xs[l] = get(NT * C)
 	}
 	c.acts = make([]decActs, len(c.layers))
+	if c.recompute {
+		c.acts = c.acts[:1]
+		c.recOut = get(NT * C)
+	}
 	for l := range c.acts {
 		a, ly := &c.acts[l], &c.layers[l]
 		a.xn1, a.rstd1 = get(NT*C), get(NT)
@@ -357,7 +364,6 @@ func (c *Decoder) forward(ids []int32, inputs, mask []float32, N, T int) error {
 	}
 	c.N, c.T = N, T
 	C, D := cfg.HiddenSize, cfg.HeadDim()
-	H, KV, F := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
 	if c.ropeT != T {
 		rope := ops.NewRope(T, D, cfg.RopeTheta)
 		if err := errors.Join(c.cosT.Free(), c.sinT.Free()); err != nil {
@@ -387,42 +393,63 @@ func (c *Decoder) forward(ids []int32, inputs, mask []float32, N, T int) error {
 		return err
 	}
 	for l := range c.layers {
-		ly, a, x, out := &c.layers[l], &c.acts[l], c.xs[l], c.xs[l+1]
-		p := &ly.proj
-		steps := []func() error{
-			func() error { return d.RMSNormForward(a.xn1, a.rstd1, x, ly.ln1, rows, C, eps) },
-		}
-		if cfg.QKNorm() {
-			steps = append(steps,
-				func() error { return c.linear(&p[0], a.qraw, a.xn1, a.xa[0], rows) },
-				func() error { return c.linear(&p[1], a.kraw, a.xn1, a.xa[1], rows) },
-				func() error { return d.RMSNormForward(a.q, a.qrstd, a.qraw, ly.qn, rows*H, D, eps) },
-				func() error { return d.RMSNormForward(a.k, a.krstd, a.kraw, ly.kn, rows*KV, D, eps) })
-		} else {
-			steps = append(steps,
-				func() error { return c.linear(&p[0], a.q, a.xn1, a.xa[0], rows) },
-				func() error { return c.linear(&p[1], a.k, a.xn1, a.xa[1], rows) })
-		}
-		steps = append(steps,
-			func() error { return c.linear(&p[2], a.v, a.xn1, a.xa[2], rows) },
-			func() error { return d.Rope(a.q, c.cosT, c.sinT, rows, T, H, D, 1) },
-			func() error { return d.Rope(a.k, c.cosT, c.sinT, rows, T, KV, D, 1) },
-			func() error { return d.AttentionGQAForward(a.ctx, a.att, a.q, a.k, a.v, c.mask, c.lens, c.attn()) },
-			func() error { return c.linear(&p[3], a.h, a.ctx, a.xa[3], rows) },
-			func() error { return d.AddInPlace(a.h, x, rows*C) },
-			func() error { return d.RMSNormForward(a.xn2, a.rstd2, a.h, ly.ln2, rows, C, eps) },
-			func() error { return c.linear(&p[4], a.g, a.xn2, a.xa[4], rows) },
-			func() error { return c.linear(&p[5], a.u, a.xn2, a.xa[5], rows) },
-			func() error { return d.SwiGLUForward(a.act, a.g, a.u, rows*F) },
-			func() error { return c.linear(&p[6], out, a.act, a.xa[6], rows) },
-			func() error { return d.AddInPlace(out, a.h, rows*C) })
-		for _, f := range steps {
-			if err := f(); err != nil {
-				return fmt.Errorf("cuda: decoder layer %d: %w", l, err)
-			}
+		if err := c.layerForward(l, c.layerActs(l), c.xs[l], c.xs[l+1]); err != nil {
+			return err
 		}
 	}
 	return d.RMSNormForward(c.hidden, c.rstdF, c.xs[len(c.layers)], c.norm, rows, C, eps)
+}
+
+// layerAct is the activations layer l's forward writes and its backward
+// reads: its own, or under recompute the one set every layer shares.
+func (c *Decoder) layerActs(l int) *decActs {
+	if c.recompute {
+		return &c.acts[0]
+	}
+	return &c.acts[l]
+}
+
+// layerForward runs layer l from its input x into out, keeping its
+// activations in a.
+func (c *Decoder) layerForward(l int, a *decActs, x, out *Buffer) error {
+	cfg, d := &c.cfg, c.d
+	rows, T, C, D := c.N*c.T, c.T, cfg.HiddenSize, cfg.HeadDim()
+	H, KV, F := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.IntermediateSize
+	eps := float32(cfg.RMSNormEps)
+	ly, p := &c.layers[l], &c.layers[l].proj
+	steps := []func() error{
+		func() error { return d.RMSNormForward(a.xn1, a.rstd1, x, ly.ln1, rows, C, eps) },
+	}
+	if cfg.QKNorm() {
+		steps = append(steps,
+			func() error { return c.linear(&p[0], a.qraw, a.xn1, a.xa[0], rows) },
+			func() error { return c.linear(&p[1], a.kraw, a.xn1, a.xa[1], rows) },
+			func() error { return d.RMSNormForward(a.q, a.qrstd, a.qraw, ly.qn, rows*H, D, eps) },
+			func() error { return d.RMSNormForward(a.k, a.krstd, a.kraw, ly.kn, rows*KV, D, eps) })
+	} else {
+		steps = append(steps,
+			func() error { return c.linear(&p[0], a.q, a.xn1, a.xa[0], rows) },
+			func() error { return c.linear(&p[1], a.k, a.xn1, a.xa[1], rows) })
+	}
+	steps = append(steps,
+		func() error { return c.linear(&p[2], a.v, a.xn1, a.xa[2], rows) },
+		func() error { return d.Rope(a.q, c.cosT, c.sinT, rows, T, H, D, 1) },
+		func() error { return d.Rope(a.k, c.cosT, c.sinT, rows, T, KV, D, 1) },
+		func() error { return d.AttentionGQAForward(a.ctx, a.att, a.q, a.k, a.v, c.mask, c.lens, c.attn()) },
+		func() error { return c.linear(&p[3], a.h, a.ctx, a.xa[3], rows) },
+		func() error { return d.AddInPlace(a.h, x, rows*C) },
+		func() error { return d.RMSNormForward(a.xn2, a.rstd2, a.h, ly.ln2, rows, C, eps) },
+		func() error { return c.linear(&p[4], a.g, a.xn2, a.xa[4], rows) },
+		func() error { return c.linear(&p[5], a.u, a.xn2, a.xa[5], rows) },
+		func() error { return d.SwiGLUForward(a.act, a.g, a.u, rows*F) },
+		func() error { return c.linear(&p[6], out, a.act, a.xa[6], rows) },
+		func() error { return d.AddInPlace(out, a.h, rows*C) })
+	for _, f := range steps {
+		if err := f(); err != nil {
+			return fmt.Errorf("cuda: decoder layer %d: %w", l, err)
+		}
+	}
+	return nil
 }
 
 // Hidden is the last Forward's final hidden state, N×T×C on the device.
@@ -551,8 +578,13 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 		return err
 	}
 	for l := len(c.layers) - 1; l >= 0; l-- {
-		ly, a, x := &c.layers[l], &c.acts[l], c.xs[l]
+		ly, a, x := &c.layers[l], c.layerActs(l), c.xs[l]
 		p := &ly.proj
+		if c.recompute && l < L-1 { // the last layer's are still there from the forward
+			if err := c.layerForward(l, a, x, c.recOut); err != nil {
+				return fmt.Errorf("cuda: recomputing: %w", err)
+			}
+		}
 		if eos != nil && l < L-1 { // the head read this layer's output
 			if err := run(
 				func() error { return Upload(c.dpl, eos[l*NC:(l+1)*NC]) },

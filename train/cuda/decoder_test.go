@@ -16,7 +16,7 @@ import (
 
 // The device decoder against the CPU trainer's (train/decoder.Model) under
 // LoRA and fully fine-tuned (every weight, gain, bias and the token
-// embedding): tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
+// embedding), with and without gradient checkpointing: tiny random Llama (grouped-query attention), Qwen2 (QKV biases) and
 // Qwen3 (q/k norms, a head width that is not hidden/heads), causal and
 // bidirectional, last-token and mean pooling, and the trainable heads
 // (latent, multi-layer) run on the host over the rows the device returns
@@ -47,7 +47,7 @@ func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 		for _, causal := range []bool{true, false} {
 			for _, pool := range []string{decoder.PoolLast, decoder.PoolMean, decoder.PoolLatent, decoder.PoolMultiLayer} {
 				t.Run(fmt.Sprintf("%s/causal=%v/%s", arch, causal, pool), func(t *testing.T) {
-					oneDecoder(t, d, arch, causal, pool, true, tol)
+					oneDecoder(t, d, arch, causal, pool, true, false, tol)
 				})
 			}
 		}
@@ -56,13 +56,20 @@ func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
 			pool   string
 		}{{true, decoder.PoolLast}, {false, decoder.PoolMean}, {true, decoder.PoolMultiLayer}, {false, decoder.PoolLatent}} {
 			t.Run(fmt.Sprintf("%s/full/causal=%v/%s", arch, c.causal, c.pool), func(t *testing.T) {
-				oneDecoder(t, d, arch, c.causal, c.pool, false, tol)
+				oneDecoder(t, d, arch, c.causal, c.pool, false, false, tol)
 			})
 		}
+		// gradient checkpointing: one layer's activations on the device
+		t.Run(arch+"/recompute/lora/causal=true/lasttoken", func(t *testing.T) {
+			oneDecoder(t, d, arch, true, decoder.PoolLast, true, true, tol)
+		})
+		t.Run(arch+"/recompute/full/causal=false/multilayer", func(t *testing.T) {
+			oneDecoder(t, d, arch, false, decoder.PoolMultiLayer, false, true, tol)
+		})
 	}
 }
 
-func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, lora bool, tol float64) {
+func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool string, lora, recompute bool, tol float64) {
 	cfg := testmodels.Decoder(arch)
 	headPool := pool == decoder.PoolLatent || pool == decoder.PoolMultiLayer
 	// build makes the CPU reference and, for a head, the host model whose
@@ -72,7 +79,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.Causal = causal
+		m.Causal, m.Recompute = causal, recompute
 		if headPool {
 			if err := m.EnableHead(decoder.HeadConfig{Mode: pool, Latents: 3, Heads: 4}, 2); err != nil {
 				t.Fatal(err)

@@ -28,8 +28,8 @@ import (
 
 // runCases: a BERT bi-encoder and cross-encoder (its head on the host)
 // with each objective, fully fine-tuned, and under LoRA; a decoder (Llama
-// with grouped-query attention) fully fine-tuned, with last-token pooling
-// and with the multi-layer head; and under LoRA, causal with last-token pooling,
+// with grouped-query attention) fully fine-tuned, with last-token pooling,
+// with the multi-layer head and with gradient checkpointing; and under LoRA, causal with last-token pooling,
 // bidirectional with mean pooling, with each trainable pooling head
 // (trained on the host beside the device), and under the papers'
 // techniques: Anchor's stage I, AutoRegEmbed's two stages (E, the frozen
@@ -53,6 +53,10 @@ var runCases = []struct {
 	{name: "llama-lora/latent-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolLatent},
 	{name: "llama-full/lasttoken", objective: train.ObjectiveContrastive, decoder: true, tweak: decoderFull},
 	{name: "llama-full/multilayer-head", objective: train.ObjectiveContrastive, decoder: true, pooling: train.PoolMultiLayer, tweak: decoderFull},
+	{name: "llama-full/recompute", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
+		decoderFull(t, c)
+		c.Recompute = true // gradient checkpointing on both sides
+	}},
 	{name: "llama-full/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		decoderFull(t, c)
 		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0

@@ -15,6 +15,7 @@ type Layout struct {
 	Embed, Norm *ops.Param
 	Layers      []LayerLayout
 	Causal      bool
+	Recompute   bool // Model.Recompute: one layer's activations held, recomputed in the backward
 }
 
 // LayerLayout is one layer: its norms (QN, KN are Qwen3's per-head q/k
@@ -32,7 +33,7 @@ type LayerLayout struct {
 // head, which stays on the host (HeadForward, HeadBackward). A trained
 // parameter the layout does not hold is an error.
 func (m *Model) DeviceLayout() (*Layout, error) {
-	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal}
+	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal, Recompute: m.Recompute}
 	held := map[*ops.Param]bool{m.embed: true, m.norm: true}
 	for _, ly := range m.layers {
 		lo.Layers = append(lo.Layers, LayerLayout{LN1: ly.ln1, LN2: ly.ln2, QN: ly.qn, KN: ly.kn, Proj: ly.proj})
