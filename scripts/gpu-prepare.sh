@@ -6,15 +6,16 @@
 #
 #   export ANNA_CUDA_LIBS=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib
 #   export ANNA_HOME=$PWD/gpu/anna-home
-#   cd train/cuda && ../../gpu/cuda.test -test.v -test.count 1 -test.timeout 300s \
+#   cd train/cuda && ../../gpu/cuda.test -test.v -test.count 1 -test.timeout 480s \
 #     -test.bench 'StepOnGPU' -test.benchtime 1x
 #
 # (never put the toolkit's lib/stubs on ANNA_CUDA_LIBS: its libcuda.so is a
 # stub that fails cuInit). The tests compare every op, the encoder and the
 # decoder (three steps each) and whole train.Run runs (each BERT objective,
-# a Llama under LoRA, resume across devices, export) with the CPU; the
+# a Llama fully fine-tuned and under LoRA, with each technique, resume
+# across devices, export) with the CPU; the
 # benchmarks time a MiniLM-sized step (32 × 9 × 128) and a SmolLM2-sized
-# LoRA step (8 × 9 × 128) against PyTorch on the same GPU
+# step, LoRA and full (8 × 9 × 128), against PyTorch on the same GPU
 # (tools/torch_step_bench.py, tools/decoder_step_bench.py; python from
 # /opt/torch/.venv). About 2–4 minutes with the machine's start.
 set -euo pipefail
