@@ -17,7 +17,7 @@
 # benchmarks time a MiniLM-sized step (32 × 9 × 128) and a SmolLM2-sized
 # step, LoRA and full (8 × 9 × 128), against PyTorch on the same GPU
 # (tools/torch_step_bench.py, tools/decoder_step_bench.py; python from
-# /opt/torch/.venv). About 2–4 minutes with the machine's start.
+# /opt/torch/.venv). About 3–6 minutes with the machine's start.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
