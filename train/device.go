@@ -33,8 +33,9 @@ import (
 // cross-encoder (every objective), fully fine-tuned or under LoRA (the
 // factors on the device, a cross-encoder's head on the host); Llama-family
 // decoders (Llama, Mistral, Qwen2, Qwen3), fully fine-tuned or under LoRA,
-// with last-token or mean pooling, or a trainable pooling head (latent or multi-layer: the head,
-// N×r×C-sized, trains on the host over the rows the device returns, as a
+// with gradient checkpointing or not, with last-token or mean pooling, or
+// a trainable pooling head (latent or multi-layer: the head, N×r×C-sized,
+// trains on the host over the rows the device returns, as a
 // cross-encoder's head does), causal or bidirectional; and the papers'
 // techniques — Anchor (stage I), Causal2Vec, AutoRegEmbed (both stages;
 // its frozen decoder and reference encoder resident beside the trained
@@ -42,10 +43,10 @@ import (
 // their own parts run on the host: the LM head's cross-entropy over the
 // tied embedding, Causal2Vec's MLP and context encoder, AutoRegEmbed's
 // memory tokens. Under a technique a fully fine-tuned decoder's token
-// embedding is also read on the host, so its host copy
-// follows the device's after each update and its host-side gradient (the
-// inputs' rows, the tied LM head's) joins the device's before clipping —
-// V×C floats each way per optimizer step.
+// embedding is also read on the host, so its host copy follows the
+// device's after each update and its host-side gradient (the inputs' rows,
+// the tied LM head's) joins the device's before clipping — V×C floats each
+// way per optimizer step.
 type Accelerator interface {
 	// TrainEncoder uploads a BERT encoder's weights, named as in the
 	// Hugging Face checkpoint after prefix ("" or "bert."): all of them
@@ -248,8 +249,10 @@ func (d *deviceNet) params() []*Param { return d.ps }
 func (d *deviceNet) positions() int   { return d.cfg.MaxPositionEmbeddings }
 
 func (d *deviceNet) zeroGrad() {
-	for _, p := range append(d.head, d.shared...) {
-		clear(p.G)
+	for _, ps := range [][]*Param{d.head, d.shared} {
+		for _, p := range ps {
+			clear(p.G)
+		}
 	}
 	d.err = errors.Join(d.err, d.enc.ZeroGrad())
 }
