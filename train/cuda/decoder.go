@@ -400,8 +400,9 @@ func (c *Decoder) forward(ids []int32, inputs, mask []float32, N, T int) error {
 	return d.RMSNormForward(c.hidden, c.rstdF, c.xs[len(c.layers)], c.norm, rows, C, eps)
 }
 
-// layerAct is the activations layer l's forward writes and its backward
-// reads: its own, or under recompute the one set every layer shares.
+// layerActs is where layer l's forward writes its activations and its
+// backward reads them: its own set, or under recompute the one set every
+// layer shares.
 func (c *Decoder) layerActs(l int) *decActs {
 	if c.recompute {
 		return &c.acts[0]
