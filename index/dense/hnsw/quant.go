@@ -25,8 +25,9 @@ import (
 // For DotDistance, q·x ≈ q·mid + Σ (q[j]·scale[j])·c[j], so a query is
 // prepared once (p = q⊙scale, c0 = q·mid). A search then quantizes p too,
 // with one scale (p ≈ ps·s, s in [-127, 127]), and each distance is one
-// int8×int8 dot product (dotI8: VPSIGNB, VPMADDUBSW, VPMADDWD on AVX2, 32
-// dimensions a step, exact in int32) over a quarter of the bytes; the
+// int8×int8 dot product (dotI8: VPSIGNB, VPMADDUBSW, VPMADDWD on AVX2, or
+// VPSIGNB, VPDPBUSD with AVX-512 VNNI; 32 dimensions a step, exact in
+// int32) over a quarter of the bytes; the
 // candidate list it ends with is re-scored with the float vectors, so
 // only the walk sees the rounding. An insert's searches do the same; the
 // neighbour heuristic's distances between two stored nodes decode one of

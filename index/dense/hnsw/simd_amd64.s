@@ -297,3 +297,57 @@ i8reduce:
 	VZEROUPPER
 	MOVL X0, ret+32(FP)
 	RET
+
+// func dotI8VNNI(a *uint8, s *int8, c *int8, n int) int32
+// dotI8AVX2 with AVX-512 VNNI: VPDPBUSD multiplies |s| (unsigned) by the
+// sign-moved codes and adds each group of four products into an int32 lane
+// in one instruction (EVEX-encoded on YMM registers: AVX512VL).
+TEXT ·dotI8VNNI(SB), NOSPLIT, $0-36
+	MOVQ a+0(FP), SI
+	MOVQ s+8(FP), R8
+	MOVQ c+16(FP), DI
+	MOVQ n+24(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+
+vn64:
+	CMPQ CX, $64
+	JL   vn32
+	VMOVDQU (DI), Y2
+	VMOVDQU 32(DI), Y3
+	VPSIGNB (R8), Y2, Y2
+	VPSIGNB 32(R8), Y3, Y3
+	VMOVDQU (SI), Y4
+	VMOVDQU 32(SI), Y5
+	VPDPBUSD Y2, Y4, Y0
+	VPDPBUSD Y3, Y5, Y1
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ $64, DI
+	SUBQ $64, CX
+	JMP  vn64
+
+vn32:
+	CMPQ CX, $32
+	JL   vnreduce
+	VMOVDQU (DI), Y2
+	VPSIGNB (R8), Y2, Y2
+	VMOVDQU (SI), Y4
+	VPDPBUSD Y2, Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JMP  vn32
+
+vnreduce:
+	VPADDD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VZEROUPPER
+	MOVL X0, ret+32(FP)
+	RET
