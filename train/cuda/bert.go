@@ -63,6 +63,21 @@ type encLoRA struct {
 	xa    *Buffer // NT×rank
 }
 
+// linear is weight w and bias b (in → out features) as a linearLayer:
+// trained, or frozen under LoRA with w's factors, if any, and their xa.
+func (e *Encoder) linear(w, b *Param, in, out int) (linearLayer, *Buffer) {
+	l := linearLayer{w: w.W, bias: b.W, in: in, out: out}
+	if !e.frozen {
+		l.gw, l.gb = w.G, b.G
+	}
+	lp := e.lora[w]
+	if lp == nil {
+		return l, nil
+	}
+	l.a, l.b, l.rank, l.scale = lp.a, lp.b, lp.rank, lp.scale
+	return l, lp.xa
+}
+
 type encLayer struct {
 	q, qb, k, kb, v, vb, ao, aob, ln1w, ln1b, fi, fib, fo, fob, ln2w, ln2b *Param
 }
@@ -309,18 +324,8 @@ func (e *Encoder) Forward(ids, types []int32, mask []float32, N, T int) error {
 	}
 	lin := func(w, b *Param, out, inp *Buffer, in, outC int) func() error {
 		return func() error {
-			if err := d.Gemm(false, true, NT, outC, in, 1, inp, in, w.W, in, 0, out, outC); err != nil {
-				return err
-			}
-			if lp := e.lora[w]; lp != nil { // + scale·(inp·Aᵀ)·Bᵀ, as ops.Linear
-				if err := d.Gemm(false, true, NT, lp.rank, in, 1, inp, in, lp.a.W, in, 0, lp.xa, lp.rank); err != nil {
-					return err
-				}
-				if err := d.Gemm(false, true, NT, outC, lp.rank, lp.scale, lp.xa, lp.rank, lp.b.W, lp.rank, 1, out, outC); err != nil {
-					return err
-				}
-			}
-			return d.BiasAdd(out, b.W, NT, outC)
+			l, xa := e.linear(w, b, in, outC)
+			return d.linearForward(&l, out, inp, xa, NT)
 		}
 	}
 	if err := run(
@@ -413,28 +418,10 @@ func (e *Encoder) Backward(mode string, dPooled []float32) error {
 		}
 		return nil
 	}
-	// linB: dinp += dout·W; dW += doutᵀ·inp; db += Σ_rows dout — or, over a
-	// frozen encoder, the LoRA factors' (ops.Linear.Backward's order):
-	// dxa = s·dout·B; dB += s·doutᵀ·xa; dA += dxaᵀ·inp; dinp += dxa·A.
 	linB := func(w, b *Param, dinp, dout, inp *Buffer, in, outC int) func() error {
 		return func() error {
-			steps := []func() error{
-				func() error { return d.Gemm(false, false, NT, in, outC, 1, dout, outC, w.W, in, 1, dinp, in) },
-			}
-			if !e.frozen {
-				steps = append(steps,
-					func() error { return d.Gemm(true, false, outC, in, NT, 1, dout, outC, inp, in, 1, w.G, in) },
-					func() error { return d.ColSumAdd(b.G, dout, NT, outC) })
-			}
-			if lp := e.lora[w]; lp != nil {
-				r := lp.rank
-				steps = append(steps,
-					func() error { return d.Gemm(false, false, NT, r, outC, lp.scale, dout, outC, lp.b.W, r, 0, e.dxa, r) },
-					func() error { return d.Gemm(true, false, outC, r, NT, lp.scale, dout, outC, lp.xa, r, 1, lp.b.G, r) },
-					func() error { return d.Gemm(true, false, r, in, NT, 1, e.dxa, r, inp, in, 1, lp.a.G, in) },
-					func() error { return d.Gemm(false, false, NT, in, r, 1, e.dxa, r, lp.a.W, in, 1, dinp, in) })
-			}
-			return run(steps...)
+			l, xa := e.linear(w, b, in, outC)
+			return d.linearBackward(&l, dinp, dout, inp, xa, e.dxa, NT)
 		}
 	}
 	zero := func(b *Buffer) func() error { return b.Zero }

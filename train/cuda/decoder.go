@@ -58,19 +58,10 @@ type Decoder struct {
 	bufs            []*Buffer // the activations, for reshapes and Close
 }
 
-type decLin struct {
-	w, bias *Buffer
-	gw, gb  *Buffer // their gradients when trained (full fine-tuning), else nil
-	a, b    *Param  // LoRA factors, nil when the projection has none
-	in, out int
-	rank    int
-	scale   float32
-}
-
 type decLayer struct {
 	ln1, ln2, qn, kn     *Buffer
-	dln1, dln2, dqn, dkn *Buffer   // the gains' gradients when trained, else nil
-	proj                 [7]decLin // q, k, v, o, gate, up, down
+	dln1, dln2, dqn, dkn *Buffer        // the gains' gradients when trained, else nil
+	proj                 [7]linearLayer // q, k, v, o, gate, up, down
 }
 
 type decActs struct {
@@ -140,7 +131,7 @@ func NewDecoder(d *Device, m *decoder.Model) (*Decoder, error) {
 			}
 		}
 		for i, lin := range ly.Proj {
-			dp := decLin{in: lin.In, out: lin.Out}
+			dp := linearLayer{in: lin.In, out: lin.Out}
 			if dp.w, dp.gw, err = up(lin.W); err != nil {
 				return nil, err
 			}
@@ -258,62 +249,6 @@ func (c *Decoder) shape(N, T int) error {
 	return nil
 }
 
-// linear: out = x·Wᵀ (+ scale·(x·Aᵀ)·Bᵀ, xa keeping x·Aᵀ) (+ bias), as
-// ops.Linear.Forward.
-func (c *Decoder) linear(p *decLin, out, x, xa *Buffer, rows int) error {
-	d := c.d
-	if err := d.Gemm(false, true, rows, p.out, p.in, 1, x, p.in, p.w, p.in, 0, out, p.out); err != nil {
-		return err
-	}
-	if p.a != nil {
-		if err := d.Gemm(false, true, rows, p.rank, p.in, 1, x, p.in, p.a.W, p.in, 0, xa, p.rank); err != nil {
-			return err
-		}
-		if err := d.Gemm(false, true, rows, p.out, p.rank, p.scale, xa, p.rank, p.b.W, p.rank, 1, out, p.out); err != nil {
-			return err
-		}
-	}
-	if p.bias != nil {
-		return d.BiasAdd(out, p.bias, rows, p.out)
-	}
-	return nil
-}
-
-// linearBackward adds ∂/∂x to dx and the trained weights' gradients
-// (W's and the bias's, or the LoRA factors'), given dout
-// (ops.Linear.Backward).
-func (c *Decoder) linearBackward(p *decLin, dx, dout, x, xa *Buffer, rows int) error {
-	d := c.d
-	if err := d.Gemm(false, false, rows, p.in, p.out, 1, dout, p.out, p.w, p.in, 1, dx, p.in); err != nil {
-		return err
-	}
-	if p.gw != nil {
-		if err := d.Gemm(true, false, p.out, p.in, rows, 1, dout, p.out, x, p.in, 1, p.gw, p.in); err != nil {
-			return err
-		}
-	}
-	if p.gb != nil {
-		if err := d.ColSumAdd(p.gb, dout, rows, p.out); err != nil {
-			return err
-		}
-	}
-	if p.a == nil {
-		return nil
-	}
-	r := p.rank
-	for _, f := range []func() error{
-		func() error { return d.Gemm(false, false, rows, r, p.out, p.scale, dout, p.out, p.b.W, r, 0, c.dxa, r) },
-		func() error { return d.Gemm(true, false, p.out, r, rows, p.scale, dout, p.out, xa, r, 1, p.b.G, r) },
-		func() error { return d.Gemm(true, false, r, p.in, rows, 1, c.dxa, r, x, p.in, 1, p.a.G, p.in) },
-		func() error { return d.Gemm(false, false, rows, p.in, r, 1, c.dxa, r, p.a.W, p.in, 1, dx, p.in) },
-	} {
-		if err := f(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (c *Decoder) attn() Attn {
 	return Attn{N: c.N, T: c.T, H: c.cfg.NumAttentionHeads, KV: c.cfg.KVHeads(), D: c.cfg.HeadDim(), Causal: c.causal}
 }
@@ -423,27 +358,27 @@ func (c *Decoder) layerForward(l int, a *decActs, x, out *Buffer) error {
 	}
 	if cfg.QKNorm() {
 		steps = append(steps,
-			func() error { return c.linear(&p[0], a.qraw, a.xn1, a.xa[0], rows) },
-			func() error { return c.linear(&p[1], a.kraw, a.xn1, a.xa[1], rows) },
+			func() error { return d.linearForward(&p[0], a.qraw, a.xn1, a.xa[0], rows) },
+			func() error { return d.linearForward(&p[1], a.kraw, a.xn1, a.xa[1], rows) },
 			func() error { return d.RMSNormForward(a.q, a.qrstd, a.qraw, ly.qn, rows*H, D, eps) },
 			func() error { return d.RMSNormForward(a.k, a.krstd, a.kraw, ly.kn, rows*KV, D, eps) })
 	} else {
 		steps = append(steps,
-			func() error { return c.linear(&p[0], a.q, a.xn1, a.xa[0], rows) },
-			func() error { return c.linear(&p[1], a.k, a.xn1, a.xa[1], rows) })
+			func() error { return d.linearForward(&p[0], a.q, a.xn1, a.xa[0], rows) },
+			func() error { return d.linearForward(&p[1], a.k, a.xn1, a.xa[1], rows) })
 	}
 	steps = append(steps,
-		func() error { return c.linear(&p[2], a.v, a.xn1, a.xa[2], rows) },
+		func() error { return d.linearForward(&p[2], a.v, a.xn1, a.xa[2], rows) },
 		func() error { return d.Rope(a.q, c.cosT, c.sinT, rows, T, H, D, 1) },
 		func() error { return d.Rope(a.k, c.cosT, c.sinT, rows, T, KV, D, 1) },
 		func() error { return d.AttentionGQAForward(a.ctx, a.att, a.q, a.k, a.v, c.mask, c.lens, c.attn()) },
-		func() error { return c.linear(&p[3], a.h, a.ctx, a.xa[3], rows) },
+		func() error { return d.linearForward(&p[3], a.h, a.ctx, a.xa[3], rows) },
 		func() error { return d.AddInPlace(a.h, x, rows*C) },
 		func() error { return d.RMSNormForward(a.xn2, a.rstd2, a.h, ly.ln2, rows, C, eps) },
-		func() error { return c.linear(&p[4], a.g, a.xn2, a.xa[4], rows) },
-		func() error { return c.linear(&p[5], a.u, a.xn2, a.xa[5], rows) },
+		func() error { return d.linearForward(&p[4], a.g, a.xn2, a.xa[4], rows) },
+		func() error { return d.linearForward(&p[5], a.u, a.xn2, a.xa[5], rows) },
 		func() error { return d.SwiGLUForward(a.act, a.g, a.u, rows*F) },
-		func() error { return c.linear(&p[6], out, a.act, a.xa[6], rows) },
+		func() error { return d.linearForward(&p[6], out, a.act, a.xa[6], rows) },
 		func() error { return d.AddInPlace(out, a.h, rows*C) })
 	for _, f := range steps {
 		if err := f(); err != nil {
@@ -597,17 +532,17 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 			// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 			func() error { return c.dh.CopyFrom(c.dx) },
 			zero(c.dact),
-			func() error { return c.linearBackward(&p[6], c.dact, c.dx, a.act, a.xa[6], rows) },
+			func() error { return d.linearBackward(&p[6], c.dact, c.dx, a.act, a.xa[6], c.dxa, rows) },
 			zero(c.dg), zero(c.du),
 			func() error { return d.SwiGLUBackward(c.dg, c.du, c.dact, a.g, a.u, rows*F) },
 			zero(c.dn),
-			func() error { return c.linearBackward(&p[4], c.dn, c.dg, a.xn2, a.xa[4], rows) },
-			func() error { return c.linearBackward(&p[5], c.dn, c.du, a.xn2, a.xa[5], rows) },
+			func() error { return d.linearBackward(&p[4], c.dn, c.dg, a.xn2, a.xa[4], c.dxa, rows) },
+			func() error { return d.linearBackward(&p[5], c.dn, c.du, a.xn2, a.xa[5], c.dxa, rows) },
 			func() error { return d.RMSNormBackward(c.dh, ly.dln2, c.dn, a.h, ly.ln2, a.rstd2, rows, C) },
 			// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
 			func() error { return c.dx.CopyFrom(c.dh) },
 			zero(c.dctx),
-			func() error { return c.linearBackward(&p[3], c.dctx, c.dh, a.ctx, a.xa[3], rows) },
+			func() error { return d.linearBackward(&p[3], c.dctx, c.dh, a.ctx, a.xa[3], c.dxa, rows) },
 			zero(c.dq), zero(c.dk), zero(c.dv),
 			func() error {
 				return d.AttentionGQABackward(c.dq, c.dk, c.dv, c.dctx, a.att, a.q, a.k, a.v, c.attn())
@@ -620,15 +555,15 @@ func (c *Decoder) Backward(mode string, dPooled []float32) error {
 			steps = append(steps, zero(c.dqraw), zero(c.dkraw),
 				func() error { return d.RMSNormBackward(c.dqraw, ly.dqn, c.dq, a.qraw, ly.qn, a.qrstd, rows*H, D) },
 				func() error { return d.RMSNormBackward(c.dkraw, ly.dkn, c.dk, a.kraw, ly.kn, a.krstd, rows*KV, D) },
-				func() error { return c.linearBackward(&p[0], c.dn, c.dqraw, a.xn1, a.xa[0], rows) },
-				func() error { return c.linearBackward(&p[1], c.dn, c.dkraw, a.xn1, a.xa[1], rows) })
+				func() error { return d.linearBackward(&p[0], c.dn, c.dqraw, a.xn1, a.xa[0], c.dxa, rows) },
+				func() error { return d.linearBackward(&p[1], c.dn, c.dkraw, a.xn1, a.xa[1], c.dxa, rows) })
 		} else {
 			steps = append(steps,
-				func() error { return c.linearBackward(&p[0], c.dn, c.dq, a.xn1, a.xa[0], rows) },
-				func() error { return c.linearBackward(&p[1], c.dn, c.dk, a.xn1, a.xa[1], rows) })
+				func() error { return d.linearBackward(&p[0], c.dn, c.dq, a.xn1, a.xa[0], c.dxa, rows) },
+				func() error { return d.linearBackward(&p[1], c.dn, c.dk, a.xn1, a.xa[1], c.dxa, rows) })
 		}
 		steps = append(steps,
-			func() error { return c.linearBackward(&p[2], c.dn, c.dv, a.xn1, a.xa[2], rows) },
+			func() error { return d.linearBackward(&p[2], c.dn, c.dv, a.xn1, a.xa[2], c.dxa, rows) },
 			func() error { return d.RMSNormBackward(c.dx, ly.dln1, c.dn, x, ly.ln1, a.rstd1, rows, C) })
 		if err := run(steps...); err != nil {
 			return fmt.Errorf("cuda: decoder layer %d backward: %w", l, err)
