@@ -85,14 +85,7 @@ func BenchmarkCosine384(b *testing.B)     { benchDist(b, CosineDistance) }
 func TestDotI8(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	for n := 0; n <= 200; n++ {
-		s, c, a := make([]int8, n), make([]int8, n), make([]uint8, n)
-		for i := range s {
-			s[i], c[i] = int8(rng.Intn(255)-127), int8(rng.Intn(255)-127)
-			if rng.Intn(8) == 0 {
-				s[i], c[i] = 127, -127
-			}
-			a[i] = uint8(max(s[i], -s[i]))
-		}
+		a, s, c := randI8(rng, n)
 		var want int32
 		for i := range s {
 			want += int32(s[i]) * int32(c[i])
@@ -101,6 +94,20 @@ func TestDotI8(t *testing.T) {
 			t.Fatalf("n=%d: dotI8 %d, want %d", n, got, want)
 		}
 	}
+}
+
+// randI8 is an int8 query (s, and a = |s|) and codes c of n values in
+// [-127, 127], one in eight pairs at the ends of the range.
+func randI8(rng *rand.Rand, n int) (a []uint8, s, c []int8) {
+	s, c, a = make([]int8, n), make([]int8, n), make([]uint8, n)
+	for i := range s {
+		s[i], c[i] = int8(rng.Intn(255)-127), int8(rng.Intn(255)-127)
+		if rng.Intn(8) == 0 {
+			s[i], c[i] = 127, -127
+		}
+		a[i] = uint8(max(s[i], -s[i]))
+	}
+	return a, s, c
 }
 
 func BenchmarkDotF32I8_384(b *testing.B) {
@@ -117,12 +124,7 @@ func BenchmarkDotF32I8_384(b *testing.B) {
 }
 
 func BenchmarkDotI8_384(b *testing.B) {
-	rng := rand.New(rand.NewSource(1))
-	s, c, a := make([]int8, 384), make([]int8, 384), make([]uint8, 384)
-	for i := range c {
-		s[i], c[i] = int8(rng.Intn(255)-127), int8(rng.Intn(255)-127)
-		a[i] = uint8(max(s[i], -s[i]))
-	}
+	a, s, c := randI8(rand.New(rand.NewSource(1)), 384)
 	var d int32
 	for b.Loop() {
 		d += dotI8(a, s, c)

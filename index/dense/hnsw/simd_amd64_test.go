@@ -13,22 +13,10 @@ func i8Kernels() map[string]func(a *uint8, s *int8, c *int8, n int) int32 {
 	if useAVX2 {
 		k["avx2"] = dotI8AVX2
 	}
-	if hasAVX512VNNI() {
+	if useVNNI {
 		k["vnni"] = dotI8VNNI
 	}
 	return k
-}
-
-func randI8(rng *rand.Rand, n int) (a []uint8, s, c []int8) {
-	s, c, a = make([]int8, n), make([]int8, n), make([]uint8, n)
-	for i := range s {
-		s[i], c[i] = int8(rng.Intn(255)-127), int8(rng.Intn(255)-127)
-		if rng.Intn(8) == 0 {
-			s[i], c[i] = 127, -127
-		}
-		a[i] = uint8(max(s[i], -s[i]))
-	}
-	return a, s, c
 }
 
 // Each assembly kernel equals the exact integer sum over multiples of 32
