@@ -42,6 +42,14 @@ func (e *paramSet) add(p *Param) {
 	e.byName[p.Name] = p
 }
 
+// named is the parameter called name, or an error naming it.
+func (e *paramSet) named(name string) (*Param, error) {
+	if p := e.byName[name]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("cuda: no parameter %s", name)
+}
+
 // Param returns the parameter with the given name, or nil.
 func (e *paramSet) Param(name string) *Param { return e.byName[name] }
 
@@ -119,9 +127,9 @@ func (e *paramSet) Has(name string) bool { return e.byName[name] != nil }
 // State copies a weight and, after the first AdamW step, its moments into
 // w, m and v; m and v nil: the weight only (train.DeviceEncoder).
 func (e *paramSet) State(name string, w, m, v []float32) (bool, error) {
-	p := e.byName[name]
-	if p == nil {
-		return false, fmt.Errorf("cuda: no parameter %s", name)
+	p, err := e.named(name)
+	if err != nil {
+		return false, err
 	}
 	only := m == nil && v == nil
 	if len(w) != p.N || !only && (len(m) != p.N || len(v) != p.N) {
@@ -139,9 +147,9 @@ func (e *paramSet) State(name string, w, m, v []float32) (bool, error) {
 // AddGrad adds g, computed on the host, to the named parameter's gradient
 // (train.DeviceEncoder).
 func (e *paramSet) AddGrad(name string, g []float32) error {
-	p := e.byName[name]
-	if p == nil {
-		return fmt.Errorf("cuda: no parameter %s", name)
+	p, err := e.named(name)
+	if err != nil {
+		return err
 	}
 	if len(g) != p.N {
 		return fmt.Errorf("cuda: %s: a gradient of %d values, want %d", name, len(g), p.N)
@@ -159,9 +167,9 @@ func (e *paramSet) AddGrad(name string, g []float32) error {
 // SetState replaces a weight and, when m is not nil, its moments
 // (train.DeviceEncoder; resuming from a checkpoint).
 func (e *paramSet) SetState(name string, w, m, v []float32) error {
-	p := e.byName[name]
-	if p == nil {
-		return fmt.Errorf("cuda: no parameter %s", name)
+	p, err := e.named(name)
+	if err != nil {
+		return err
 	}
 	if err := p.Upload(w); err != nil {
 		return err
