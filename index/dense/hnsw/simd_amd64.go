@@ -111,10 +111,7 @@ func dotF32I8(p []float32, c []int8) float32 {
 }
 
 //go:noescape
-func dotI8AVX2(a *uint8, s *int8, c *int8, n int) int32
-
-//go:noescape
-func dotI8VNNI(a *uint8, s *int8, c *int8, n int) int32
+func dotI8Asm(a *uint8, s *int8, c *int8, n int, vnni bool) int32
 
 // dotI8 returns Σ s[i]·c[i] given a[i] = |s[i]| (len(a) = len(s) ≤
 // len(c); every value in [-127, 127]): the search's distance kernel of
@@ -127,12 +124,7 @@ func dotI8(a []uint8, s, c []int8) int32 {
 	if useAVX2 && n >= 32 {
 		_, _, _ = a[n-1], c[n-1], s[n-1]
 		v := n &^ 31
-		var d int32
-		if useVNNI {
-			d = dotI8VNNI(&a[0], &s[0], &c[0], v)
-		} else {
-			d = dotI8AVX2(&a[0], &s[0], &c[0], v)
-		}
+		d := dotI8Asm(&a[0], &s[0], &c[0], v, useVNNI)
 		if v < n {
 			d += dotI8Generic(s[v:], c[v:n])
 		}

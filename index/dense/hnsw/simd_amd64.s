@@ -235,18 +235,23 @@ pbloop:
 pbdone:
 	RET
 
-// func dotI8AVX2(a *uint8, s *int8, c *int8, n int) int32
+// func dotI8Asm(a *uint8, s *int8, c *int8, n int, vnni bool) int32
 // Σ s[i]·c[i] over int8 values for n a multiple of 32, given a[i] = |s[i]|:
-// VPSIGNB moves s's signs onto the codes, VPMADDUBSW multiplies the
-// unsigned |s| by them and adds pairs into int16 (|s|, |c| ≤ 127: at most
-// 2·127² = 32,258, no saturation), VPMADDWD by ones adds pairs into int32.
-TEXT ·dotI8AVX2(SB), NOSPLIT, $0-36
+// VPSIGNB moves s's signs onto the codes; then on AVX2 VPMADDUBSW
+// multiplies the unsigned |s| by them and adds pairs into int16 (|s|,
+// |c| ≤ 127: at most 2·127² = 32,258, no saturation) and VPMADDWD by ones
+// adds pairs into int32, or with vnni (AVX-512 VNNI, EVEX on YMM:
+// AVX512VL) VPDPBUSD does both, four products into each int32 lane.
+TEXT ·dotI8Asm(SB), NOSPLIT, $0-44
 	MOVQ a+0(FP), SI
 	MOVQ s+8(FP), R8
 	MOVQ c+16(FP), DI
 	MOVQ n+24(FP), CX
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
+	MOVBLZX vnni+32(FP), AX
+	TESTL AX, AX
+	JNZ   vn64
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW $15, Y15, Y15 // int16 ones
 
@@ -286,30 +291,6 @@ i832:
 	SUBQ $32, CX
 	JMP  i832
 
-i8reduce:
-	VPADDD Y1, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xb1, X0, X1
-	VPADDD X1, X0, X0
-	VZEROUPPER
-	MOVL X0, ret+32(FP)
-	RET
-
-// func dotI8VNNI(a *uint8, s *int8, c *int8, n int) int32
-// dotI8AVX2 with AVX-512 VNNI: VPDPBUSD multiplies |s| (unsigned) by the
-// sign-moved codes and adds each group of four products into an int32 lane
-// in one instruction (EVEX-encoded on YMM registers: AVX512VL).
-TEXT ·dotI8VNNI(SB), NOSPLIT, $0-36
-	MOVQ a+0(FP), SI
-	MOVQ s+8(FP), R8
-	MOVQ c+16(FP), DI
-	MOVQ n+24(FP), CX
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-
 vn64:
 	CMPQ CX, $64
 	JL   vn32
@@ -329,7 +310,7 @@ vn64:
 
 vn32:
 	CMPQ CX, $32
-	JL   vnreduce
+	JL   i8reduce
 	VMOVDQU (DI), Y2
 	VPSIGNB (R8), Y2, Y2
 	VMOVDQU (SI), Y4
@@ -340,7 +321,7 @@ vn32:
 	SUBQ $32, CX
 	JMP  vn32
 
-vnreduce:
+i8reduce:
 	VPADDD Y1, Y0, Y0
 	VEXTRACTI128 $1, Y0, X1
 	VPADDD X1, X0, X0
@@ -349,5 +330,6 @@ vnreduce:
 	VPSHUFD $0xb1, X0, X1
 	VPADDD X1, X0, X0
 	VZEROUPPER
-	MOVL X0, ret+32(FP)
+	MOVL X0, ret+40(FP)
 	RET
+

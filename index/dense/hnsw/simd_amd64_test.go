@@ -11,10 +11,10 @@ import (
 func i8Kernels() map[string]func(a *uint8, s *int8, c *int8, n int) int32 {
 	k := map[string]func(a *uint8, s *int8, c *int8, n int) int32{}
 	if useAVX2 {
-		k["avx2"] = dotI8AVX2
+		k["avx2"] = func(a *uint8, s *int8, c *int8, n int) int32 { return dotI8Asm(a, s, c, n, false) }
 	}
 	if useVNNI {
-		k["vnni"] = dotI8VNNI
+		k["vnni"] = func(a *uint8, s *int8, c *int8, n int) int32 { return dotI8Asm(a, s, c, n, true) }
 	}
 	return k
 }
