@@ -61,9 +61,10 @@ func hasAVX512VNNI() bool {
 	return xcr0&0xe6 == 0xe6
 }
 
-// useVNNI picks dotI8's VNNI kernel over its AVX2 one. On 384-d codes
-// (BenchmarkDotI8Kernels_384, an AMD EPYC with both, 2026-11-27, a busy
-// machine: fastest of 12 runs) 8.1 ns against 9.8.
+// useVNNI picks dotI8's VNNI loop over its AVX2 one. On 384-d codes
+// (BenchmarkDotI8Kernels_384, an AMD EPYC with both, 2026-11-27, fastest
+// of the runs) 8.1 ns against 9.8 on a busy machine, 8.5 against 9.0 on
+// a quiet one.
 var useVNNI = useAVX2 && hasAVX512VNNI()
 
 // Dot returns the inner product of a and b (len(b) must be >= len(a)).
