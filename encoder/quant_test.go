@@ -134,7 +134,8 @@ func TestFusedMatchesUnfused(t *testing.T) {
 // recorded as such in its manifest, has its own fingerprint, and embeds 48
 // SciFact abstracts each with cosine ≥ 0.99 to the float32 vector, the
 // golden texts (empty, blank, one word, ...) with ≥ 0.95, and all of them
-// with mean cosine ≥ 0.99.
+// with mean cosine ≥ 0.994 (0.9959 with its products' inputs quantized per
+// row; 0.9922 when they were quantized per batch).
 func TestQuantizedMiniLM(t *testing.T) {
 	forms := graphForms(t)
 	texts := append(append([]string(nil), goldenTexts...), sciFactTexts(t, 48)...)
@@ -166,7 +167,7 @@ func TestQuantizedMiniLM(t *testing.T) {
 	}
 	mean := sum / float64(len(texts))
 	t.Logf("int8 vs float32 MiniLM, %d texts: cosine mean %.5f, min %.5f", len(texts), mean, lowest)
-	if mean < 0.99 {
-		t.Errorf("mean cosine %.4f < 0.99", mean)
+	if mean < 0.994 {
+		t.Errorf("mean cosine %.4f < 0.994", mean)
 	}
 }

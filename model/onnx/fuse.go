@@ -18,8 +18,9 @@ package onnx
 // scores of padding keys, so both forms compute the same function.
 //
 // Quantized (BuildOptions.Quantize), the input of each layer's attention
-// is quantized once (DynamicQuantizeLinear) for QAttention, and every other
-// MatMul is a DynamicQuantizeMatMul, which quantizes its input per call.
+// is quantized once (DynamicQuantizeLinear, one scale per batch) for
+// QAttention, and every other MatMul quantizes its input per row
+// (rowQuantizedMatMul).
 // Decoders (llama.go) share matmul for their projections, float32 or int4
 // (MatMulNBits).
 
@@ -90,8 +91,8 @@ func (w *weights) packedQKV(prefix string) ([]float32, []float32) {
 }
 
 // matmul is x·Wᵀ for the Linear module name's weight (no bias): a MatMul
-// with the float32 weight, a DynamicQuantizeMatMul with the int8 one
-// (model.QuantizeInt8), or a MatMulNBits with 4-bit blocks
+// with the float32 weight, a per-row quantized product with the int8 one
+// (model.QuantizeInt8, rowQuantizedMatMul), or a MatMulNBits with 4-bit blocks
 // (model.QuantizeInt4).
 func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) string {
 	if quant == model.QuantizeInt4 {
@@ -124,7 +125,37 @@ func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) st
 	q, scale := quantizeColumns(data, in, out)
 	wt := g.Int8s(sanitize(w.prefix+name+".weight_int8"), []int64{int64(in), int64(out)}, q)
 	sc := g.Floats(sanitize(w.prefix+name+".weight_scale"), []int64{int64(out)}, scale)
-	return g.MS("DynamicQuantizeMatMul", []string{x, wt, sc})
+	return rowQuantizedMatMul(g, x, wt, sc, in)
+}
+
+// rowQuantizedMatMul is x·W for x [batch, seq, in] and the int8 weight wt
+// [in, out] with per-column scales sc, x quantized per row (per token):
+// s = max|x_row| / 127, q = round(x_row / s) + 128 as uint8 (zero point
+// 128, symmetric), so every activation is within s/2 of (q − 128)·s, and
+//
+//	y = MatMulIntegerToFloat(q, wt, 1, sc, 128) · s
+//
+// DynamicQuantizeMatMul, what ran here before, takes one scale for the
+// whole batch: a token with a large activation (BERT's feed-forward
+// outputs have them at [SEP] and punctuation) coarsened every token of
+// every document beside it, and a document's vector depended on its batch.
+// Per row, MiniLM's int8 vectors of 256 SciFact abstracts went from cosine
+// 0.9935 to 0.9965 with their float32 vectors (bge-small: 0.9981 to
+// 0.9991) for ~3–8% more time (ONNX Runtime 1.24, one thread, VNNI CPU).
+// QuantizeLinear quantizes along one axis only, so x is viewed as [rows,
+// in] for it. QAttention (fusedLayer) keeps one scale per batch: it takes
+// no other, and its float replacement (MultiHeadAttention after a per-row
+// Q/K/V product) cost 7% more and moved the vectors no closer.
+func rowQuantizedMatMul(g *Graph, x, wt, sc string, in int) string {
+	amax := g.Op("ReduceMax", []string{g.Op("Abs", []string{x})}, AttrInts("axes", -1), AttrInt("keepdims", 1))
+	s := g.Op("Mul", []string{g.Op("Max", []string{amax, g.Scalar(1e-12)}), g.Scalar(1.0 / 127)}) // [batch, seq, 1]
+	rows := g.Op("Reshape", []string{s, g.Int64s("", []int64{1}, []int64{-1})})
+	zp := g.Op("Expand", []string{g.Uint8s("", nil, []uint8{128}), g.Op("Shape", []string{rows})})
+	x2 := g.Op("Reshape", []string{x, g.Int64s("", []int64{2}, []int64{-1, int64(in)})})
+	q := g.Op("QuantizeLinear", []string{x2, rows, zp}, AttrInt("axis", 0))
+	q = g.Op("Reshape", []string{q, g.Op("Shape", []string{x})})
+	y := g.MS("MatMulIntegerToFloat", []string{q, wt, g.Scalar(1), sc, g.Uint8s("", nil, []uint8{128})})
+	return g.Op("Mul", []string{y, s})
 }
 
 // skipLayerNorm is LayerNorm(y + x + bias) for the dense module

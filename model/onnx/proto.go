@@ -40,7 +40,7 @@ const (
 
 // MSDomain is ONNX Runtime's contrib operator set, com.microsoft (version
 // 1): the fused kernels its CPU provider has, such as Attention,
-// SkipLayerNormalization, BiasGelu and DynamicQuantizeMatMul. A model that
+// SkipLayerNormalization, BiasGelu and MatMulIntegerToFloat. A model that
 // uses them runs in ONNX Runtime only.
 const MSDomain = "com.microsoft"
 

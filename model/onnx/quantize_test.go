@@ -51,8 +51,8 @@ func TestQuantizeColumns(t *testing.T) {
 }
 
 // TestQuantizedGraph: an int8 export of a tiny BERT runs in ONNX Runtime
-// as QAttention and DynamicQuantizeMatMul (read back from the optimized
-// graph it saves), holds no float32 copy of the quantized weights, and
+// as QAttention and per-row quantized MatMulIntegerToFloat (read back from
+// the optimized graph it saves), holds no float32 copy of the quantized weights, and
 // gives hidden states and logits close to the float32 graph's: within 0.1
 // where the hidden states' std is 1 (8-bit weights and activations of a
 // random model; TestQuantizedMiniLM in package encoder checks real text).
@@ -68,9 +68,9 @@ func TestQuantizedGraph(t *testing.T) {
 			q := export(t, cfg, ts, model.TaskEmbed, BuildOptions{Quantize: model.QuantizeInt8})
 			ops := optimizedOps(t, q, OutputHidden)
 			t.Logf("int8, as ONNX Runtime runs it: %s", formatOps(ops))
-			if ops["com.microsoft.QAttention"] != L || ops["com.microsoft.DynamicQuantizeMatMul"] != 3*L || ops["MatMul"] != 0 {
-				t.Errorf("optimized int8 graph: %d QAttention, %d DynamicQuantizeMatMul, %d MatMul (want %d, %d, 0)",
-					ops["com.microsoft.QAttention"], ops["com.microsoft.DynamicQuantizeMatMul"], ops["MatMul"], L, 3*L)
+			if ops["com.microsoft.QAttention"] != L || ops["com.microsoft.MatMulIntegerToFloat"] != 3*L || ops["QuantizeLinear"] != 3*L || ops["MatMul"] != 0 {
+				t.Errorf("optimized int8 graph: %d QAttention, %d MatMulIntegerToFloat, %d QuantizeLinear, %d MatMul (want %d, %d, %d, 0)",
+					ops["com.microsoft.QAttention"], ops["com.microsoft.MatMulIntegerToFloat"], ops["QuantizeLinear"], ops["MatMul"], L, 3*L, 3*L)
 			}
 			m, err := Read(q)
 			if err != nil {
