@@ -17,9 +17,10 @@
 // session. A text's vector does not depend on Workers; the other texts of
 // a call (which batch it lands in, how far that is padded) change it by
 // rounding only (under 1e-5, TestBatchInvariance), except in an int8
-// model (Manifest.Quantization), whose activations are quantized with one
-// scale per batch: there the batch changes a vector by quantization noise
-// (TestQuantizedMiniLM bounds how far int8 vectors are from float32 ones).
+// model (Manifest.Quantization), whose attention input is quantized with
+// one scale per batch (its other products' inputs, one per token): there
+// the batch changes a vector by quantization noise (TestQuantizedMiniLM
+// bounds how far int8 vectors are from float32 ones).
 // The encoder runs whatever graph model.onnx holds, float32, int8 or int4; the
 // manifest's fingerprint tells their vectors apart. Loading, the session,
 // the BERT run and the length-sorted batching are internal/bert's, shared
