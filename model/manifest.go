@@ -54,12 +54,13 @@ const (
 // The quantizations anna writes (Manifest.Quantization). Norms, biases
 // and task heads stay float32 in both.
 const (
-	// QuantizeInt8: BERT-family encoders only; every MatMul weight of the
-	// layers is int8, symmetric, with one scale per output column;
-	// activations are quantized to uint8 per tensor on every call (ONNX
-	// Runtime's QAttention and DynamicQuantizeMatMul). Decoders refuse it:
-	// their outlier activation channels do not survive one scale per
-	// tensor.
+	// QuantizeInt8: every MatMul weight of the layers is int8, symmetric,
+	// with one scale per output column; activations are quantized to
+	// uint8 on every call, per tensor for a BERT's QAttention and per row
+	// (token) for the other products (MatMulIntegerToFloat) — a
+	// decoder's every projection, whose first token's activations are
+	// thousands of times the others' (one scale per tensor gave SmolLM2
+	// vectors of cosine 0.64 to float32's; per row, 0.9875).
 	QuantizeInt8 = "int8"
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point

@@ -10,11 +10,11 @@ import (
 // BuildOptions choose the form of the graph a builder writes. The zero
 // value is anna's default: the fused float32 graph.
 type BuildOptions struct {
-	// Quantize is "" (float32 weights), for BERT-family encoders
-	// model.QuantizeInt8 (the layers' MatMul weights stored as int8 with a
-	// scale per output column, activations quantized per call), for
-	// decoders model.QuantizeInt4 (4-bit blocks of weights, activations
-	// float32); see quantize.go.
+	// Quantize is "" (float32 weights), model.QuantizeInt8 (the layers'
+	// MatMul weights stored as int8 with a scale per output column,
+	// activations quantized per call), or for decoders also
+	// model.QuantizeInt4 (4-bit blocks of weights, activations float32);
+	// see quantize.go.
 	Quantize string
 	// Unfused writes a BERT encoder with standard ONNX operators only
 	// (MatMul, Softmax, LayerNormalization, the erf GELU), the graph anna
@@ -34,13 +34,11 @@ func BuildWith(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	if cfg.IsDecoder() {
-		if o.Quantize == model.QuantizeInt8 {
-			// Measured (BenchmarkQuantSciFact): SmolLM2's int8 vectors had
-			// cosine 0.64 on average with its float32 ones (0.40 at worst)
-			// for 1.7x the speed: one activation scale per tensor cannot
-			// hold a decoder's outlier channels (LLM.int8()'s finding).
-			return nil, fmt.Errorf("onnx: quantization %s is for BERT-family encoders: a %s decoder's activations have outlier channels that one int8 scale per tensor cannot hold (SmolLM2's int8 vectors: cosine 0.64 to float32's); use %s (its weights, in 4-bit blocks)", o.Quantize, cfg.ModelType, model.QuantizeInt4)
-		}
+		// int8 was refused here while activations took one scale per
+		// tensor: SmolLM2's int8 vectors had cosine 0.64 to float32's (a
+		// decoder's first token carries activations thousands of times
+		// the others'). Per row (rowQuantizedMatMul) they have 0.9875 at
+		// 2.0x float32's speed (BenchmarkQuantSciFact/smollm2).
 		if o.Unfused {
 			return nil, fmt.Errorf("onnx: the unfused form is a BERT encoder option; %s decoders have one graph", cfg.ModelType)
 		}
