@@ -60,7 +60,7 @@ const (
 	// (token) for the other products (MatMulIntegerToFloat) — a
 	// decoder's every projection, whose first token's activations are
 	// thousands of times the others' (one scale per tensor gave SmolLM2
-	// vectors of cosine 0.64 to float32's; per row, 0.9875).
+	// vectors of cosine 0.64 to float32's; per row, 0.987).
 	QuantizeInt8 = "int8"
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point
