@@ -130,7 +130,7 @@ the last label's logit minus the first's at the last token.`,
 	return cmd
 }
 
-const quantizeUsage = "int8: MatMul weights as int8 (a scale per output column; activations quantized per token on each call): 1.8-2.0x the float32 model's docs/s on an AVX-512 VNNI CPU (MiniLM, bge-small, SmolLM2; 1.5-1.6x with AVX2 only), vectors of cosine >= 0.99 to float32 ones for the encoders (0.987 for SmolLM2); int4: decoders, projection weights in 4-bit blocks of 32 with scales and zero points (MatMulNBits, activations float32): token embeddings int8 in blocks of 32: SmolLM2 116 MB against 542 MB at 0.9x the speed, a Q4_1/Q8_0 GGUF's weights kept exactly. Each has its own fingerprint (default: float32)"
+const quantizeUsage = "int8: MatMul weights as int8 (a scale per output column; activations quantized per token on each call): 1.8-2.2x the float32 model's docs/s on an AVX-512 VNNI CPU (MiniLM, bge-small, SmolLM2; 1.5-1.6x with AVX2 only), vectors of cosine >= 0.99 to float32 ones for the encoders (0.987 for SmolLM2); int4: decoders, projection weights in 4-bit blocks of 32 with scales and zero points (MatMulNBits, activations float32): token embeddings int8 in blocks of 32: SmolLM2 116 MB against 542 MB at 0.9x the speed, a Q4_1/Q8_0 GGUF's weights kept exactly. Each has its own fingerprint (default: float32)"
 
 // checkQuantize checks --quantize.
 func checkQuantize(q string) error {
