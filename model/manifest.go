@@ -57,9 +57,8 @@ const (
 	// QuantizeInt8: every MatMul weight of the layers is int8, symmetric,
 	// with one scale per output column; activations are quantized to
 	// uint8 on every call, per tensor for a BERT's QAttention and per row
-	// (token) for the other products (MatMulIntegerToFloat) — a
-	// decoder's every projection, whose first token's activations are
-	// thousands of times the others' (one scale per tensor gave SmolLM2
+	// (token) for the other products (MatMulIntegerToFloat), a decoder's
+	// every projection among them (one scale per tensor gave SmolLM2
 	// vectors of cosine 0.64 to float32's; per row, 0.987).
 	QuantizeInt8 = "int8"
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in

@@ -35,10 +35,9 @@ func BuildWith(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	}
 	if cfg.IsDecoder() {
 		// int8 was refused here while activations took one scale per
-		// tensor: SmolLM2's int8 vectors had cosine 0.64 to float32's (a
-		// decoder's first token carries activations thousands of times
-		// the others'). Per row (rowQuantizedMatMul) they have 0.987 at
-		// 2.2x float32's speed (BenchmarkQuantSciFact/smollm2).
+		// tensor: SmolLM2's int8 vectors had cosine 0.64 to float32's. Per
+		// row (rowQuantizedMatMul) they have 0.987 at 2.2x float32's speed
+		// (BenchmarkQuantSciFact/smollm2).
 		if o.Unfused {
 			return nil, fmt.Errorf("onnx: the unfused form is a BERT encoder option; %s decoders have one graph", cfg.ModelType)
 		}

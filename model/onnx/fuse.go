@@ -142,12 +142,13 @@ func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) st
 // its batch through QAttention's scale).
 // Per row, MiniLM's int8 vectors of 256 SciFact abstracts went from cosine
 // 0.9935 to 0.9965 with their float32 vectors (bge-small: 0.9981 to
-// 0.9991) for ~3–8% more time (ONNX Runtime 1.24, one thread, VNNI CPU),
+// 0.9991) for 5% (MiniLM) and 9% (bge-small) more int8 time
+// (BenchmarkQuantSciFact's ratios, ONNX Runtime 1.24, VNNI CPU),
 // and SciFact nDCG@10 came within 0.005 of float32's (BenchmarkQuantNDCG).
 // QuantizeLinear quantizes along one axis only, so x is viewed as [rows,
 // in] for it. QAttention (fusedLayer) keeps one scale per batch: it takes
 // no other, and its float replacement (MultiHeadAttention after a per-row
-// Q/K/V product) cost 7% more and moved the vectors no closer.
+// Q/K/V product) cost 7–10% more and moved the vectors no closer.
 func rowQuantizedMatMul(g *Graph, x, wt, sc string, in int) string {
 	// max|x| as max(max x, −min x): two reading passes, where Abs would
 	// also write a copy of x (1.4% of bge-small's int8 time).
@@ -155,11 +156,11 @@ func rowQuantizedMatMul(g *Graph, x, wt, sc string, in int) string {
 	lo := g.Op("Neg", []string{g.Op("ReduceMin", []string{x}, AttrInts("axes", -1), AttrInt("keepdims", 1))})
 	s := g.Op("Mul", []string{g.Op("Max", []string{hi, lo, g.Scalar(1e-12)}), g.Scalar(1.0 / 127)}) // [batch, seq, 1]
 	rows := g.Op("Reshape", []string{s, g.Int64s("", []int64{1}, []int64{-1})})
-	zp := g.Op("Expand", []string{g.Uint8s("", nil, []uint8{128}), g.Op("Shape", []string{rows})})
+	zp := g.Uint8s("", nil, []uint8{128})
 	x2 := g.Op("Reshape", []string{x, g.Int64s("", []int64{2}, []int64{-1, int64(in)})})
-	q := g.Op("QuantizeLinear", []string{x2, rows, zp}, AttrInt("axis", 0))
+	q := g.Op("QuantizeLinear", []string{x2, rows, g.Op("Expand", []string{zp, g.Op("Shape", []string{rows})})}, AttrInt("axis", 0))
 	q = g.Op("Reshape", []string{q, g.Op("Shape", []string{x})})
-	y := g.MS("MatMulIntegerToFloat", []string{q, wt, g.Scalar(1), sc, g.Uint8s("", nil, []uint8{128})})
+	y := g.MS("MatMulIntegerToFloat", []string{q, wt, g.Scalar(1), sc, zp})
 	return g.Op("Mul", []string{y, s})
 }
 

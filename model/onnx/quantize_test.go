@@ -248,15 +248,24 @@ func TestQuantizedDecoder(t *testing.T) {
 		}
 	}
 	f32, int4, ref := run(ts, ""), run(ts, model.QuantizeInt4), run(deq, "")
-	var exact, d2, n2 float64
+	// relRMS is got's relative RMS error against f32 over unpadded tokens.
+	relRMS := func(got []float32) float64 {
+		var d2, n2 float64
+		for i := range got {
+			if mask[i/H] != 0 {
+				d2 += float64(got[i]-f32[i]) * float64(got[i]-f32[i])
+				n2 += float64(f32[i]) * float64(f32[i])
+			}
+		}
+		return math.Sqrt(d2 / n2)
+	}
+	var exact float64
 	for i := range int4 {
 		if mask[i/H] != 0 {
 			exact = math.Max(exact, math.Abs(float64(int4[i]-ref[i])))
-			d2 += float64(int4[i]-f32[i]) * float64(int4[i]-f32[i])
-			n2 += float64(f32[i]) * float64(f32[i])
 		}
 	}
-	rel := math.Sqrt(d2 / n2)
+	rel := relRMS(int4)
 	t.Logf("int4 vs float32 of its dequantized weights: max abs diff %.3g; relative RMS error vs float32 %.3g", exact, rel)
 	if exact > 1e-4 {
 		t.Errorf("int4 graph differs from the float32 graph of its dequantized weights by %.3g (want ≤ 1e-4)", exact)
@@ -273,15 +282,7 @@ func TestQuantizedDecoder(t *testing.T) {
 
 	// int8: every projection a per-row quantized product (7-bit weights,
 	// 8-bit activations of a random model: a few percent off).
-	int8 := run(ts, model.QuantizeInt8)
-	d2, n2 = 0, 0
-	for i := range int8 {
-		if mask[i/H] != 0 {
-			d2 += float64(int8[i]-f32[i]) * float64(int8[i]-f32[i])
-			n2 += float64(f32[i]) * float64(f32[i])
-		}
-	}
-	rel = math.Sqrt(d2 / n2)
+	rel = relRMS(run(ts, model.QuantizeInt8))
 	t.Logf("int8 vs float32: relative RMS error %.3g", rel)
 	if rel > 0.05 {
 		t.Errorf("int8 hidden states' relative RMS error vs float32 %.3g (want ≤ 0.05)", rel)
