@@ -25,8 +25,14 @@ func maxAbsDiff(a, b []float32) float64 {
 // A text's vector must not depend on what it is batched with: padding is
 // masked out of attention and pooling.
 func TestBatchInvariance(t *testing.T) {
-	enc := testEncoder(t)
 	ctx := context.Background()
+	// One padded batch of all seven texts (the token cap lifted), so the
+	// truncated 256-token text pads every other.
+	enc, err := Load(ctx, testModel(t), Options{BatchTokens: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
 	texts := []string{
 		"short",
 		"A considerably longer sentence about protein folding, with several clauses, commas and a number: 42.",
@@ -86,6 +92,26 @@ func TestBatchInvariance(t *testing.T) {
 	}
 	if st := small.Stats(); st.Batches != 4 || st.Texts != int64(len(texts)) || st.RunTime <= 0 || st.FLOPs <= 0 {
 		t.Errorf("stats after one call of 7 texts in batches of 2: %+v", st)
+	}
+	if st := enc.Stats(); st.Batches != 1+int64(len(texts)) {
+		t.Errorf("uncapped: %d batches for one call of 7 texts and 7 alone, want 8", st.Batches)
+	}
+	// A token cap under every text's length runs each alone.
+	capped, err := Load(ctx, testModel(t), Options{BatchTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Close()
+	if got, err = capped.EmbedDocuments(ctx, texts); err != nil {
+		t.Fatal(err)
+	}
+	for i := range texts {
+		if d := maxAbsDiff(got[i], batch[i]); d >= 1e-5 {
+			t.Errorf("one token a batch: text %d differs by %.2g from the padded batch", i, d)
+		}
+	}
+	if st := capped.Stats(); st.Batches != int64(len(texts)) || st.PaddedTokens != st.Tokens {
+		t.Errorf("one token a batch: %d batches, %d padded tokens for %d tokens; want 7 batches, no padding", st.Batches, st.PaddedTokens, st.Tokens)
 	}
 }
 

@@ -35,7 +35,11 @@ type Options struct {
 	// Workers is how many batches of one call run at once (default: the
 	// cores divided by IntraOpThreads).
 	Workers   int
-	BatchSize int // texts per ONNX Runtime call (default 32)
+	BatchSize int // texts per ONNX Runtime call, at most (default 32)
+	// BatchTokens caps a batch's padded tokens (default 1024): texts of
+	// 512 tokens go two at a time, of 32 tokens BatchSize at a time. See
+	// internal/bert's Options for what it bought.
+	BatchTokens int
 	// MaxLength overrides the manifest's max length (at most the model's
 	// max_position_embeddings). Vectors of longer texts change, so the
 	// fingerprint changes with it.

@@ -39,7 +39,8 @@ type Reranker interface {
 type Options struct {
 	IntraOpThreads int // default: all cores
 	InterOpThreads int // default 1
-	BatchSize      int // pairs per ONNX Runtime call (default 16)
+	BatchSize      int // pairs per ONNX Runtime call, at most (default 16)
+	BatchTokens    int // padded tokens per call, at most (default 1024)
 	// MaxLength caps query+document tokens (default: the manifest's);
 	// longer pairs are truncated longest-first, so long documents lose
 	// their tail and the query is kept.
@@ -79,7 +80,7 @@ var spec = bert.Spec{
 func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, error) {
 	m, err := bert.Open(ctx, modelDir, spec, bert.Options{
 		IntraOpThreads: opts.IntraOpThreads, InterOpThreads: opts.InterOpThreads,
-		Workers: opts.Workers, BatchSize: opts.BatchSize, MaxLength: opts.MaxLength,
+		Workers: opts.Workers, BatchSize: opts.BatchSize, BatchTokens: opts.BatchTokens, MaxLength: opts.MaxLength,
 	})
 	if err != nil {
 		return nil, err

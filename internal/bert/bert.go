@@ -15,10 +15,11 @@
 //     creates it, exactly once however many goroutines call Run at once; if
 //     that fails, that Run and every later one return the error.
 //   - Run batches its inputs by token length (a stable sort: equal lengths
-//     keep input order) within windows of Spec.Window inputs, BatchSize
-//     inputs a batch. For the same inputs and Options the batches, and so
-//     the outputs, are the same whatever Workers is: workers only choose
-//     which goroutine runs which batch.
+//     keep input order) within windows of Spec.Window inputs, at most
+//     BatchSize inputs and BatchTokens padded tokens a batch (an input
+//     longer than BatchTokens alone). For the same inputs and Options the
+//     batches, and so the outputs, are the same whatever Workers is:
+//     workers only choose which goroutine runs which batch.
 //   - Close waits for running calls, then frees the session (if one was
 //     created) and the tokenizer. Later Runs fail; a second Close does
 //     nothing.
@@ -54,7 +55,14 @@ type Options struct {
 	// Workers is how many batches of one Run go through the model at once
 	// (0: the cores divided by IntraOpThreads, at least 1).
 	Workers   int
-	BatchSize int // inputs per ONNX Runtime call (0: 32)
+	BatchSize int // inputs per ONNX Runtime call, at most (0: 32)
+	// BatchTokens caps a batch's padded tokens (inputs × the longest
+	// one's tokens; 0: 1024): long inputs go a few at a time, short ones
+	// BatchSize at a time. Smaller batches of long texts pad less and keep
+	// their activations in cache; on SciFact abstracts with bge-small
+	// (up to 512 tokens, one thread) 1,024 tokens instead of 32 inputs
+	// ran 1.5× faster in float32 and int8 alike.
+	BatchTokens int
 	// MaxLength is the token limit inputs are truncated to (0: the
 	// manifest's). A limit other than the manifest's must be at most the
 	// model's max_position_embeddings.
@@ -84,7 +92,7 @@ type Model struct {
 	tok     *tokenizer.Tokenizer
 	spec    Spec
 	maxLen  int
-	batch   int
+	batch   batching
 	workers int
 	output  string // the graph output of spec.Task
 	// prompt is a decoder reranker's pair layout (the manifest's
@@ -120,7 +128,7 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 		return nil, fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want)
 	}
 	o = o.withDefaults(spec.Defaults)
-	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: o.BatchSize, workers: o.Workers,
+	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: batching{o.BatchSize, o.BatchTokens}, workers: o.Workers,
 		output:   onnx.OutputHidden,
 		sessOpts: ort.Options{IntraOpThreads: o.IntraOpThreads, InterOpThreads: o.InterOpThreads}}
 	switch {
@@ -157,7 +165,7 @@ type prompt struct {
 func (o Options) withDefaults(d Options) Options {
 	for _, f := range []struct{ v, d *int }{
 		{&o.IntraOpThreads, &d.IntraOpThreads}, {&o.InterOpThreads, &d.InterOpThreads},
-		{&o.Workers, &d.Workers}, {&o.BatchSize, &d.BatchSize},
+		{&o.Workers, &d.Workers}, {&o.BatchSize, &d.BatchSize}, {&o.BatchTokens, &d.BatchTokens},
 	} {
 		if *f.v <= 0 {
 			*f.v = max(0, *f.d)
@@ -172,6 +180,9 @@ func (o Options) withDefaults(d Options) Options {
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 32
+	}
+	if o.BatchTokens == 0 {
+		o.BatchTokens = 1024
 	}
 	return o
 }
@@ -342,12 +353,30 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	return nil
 }
 
+// batching is where Run cuts its length-sorted inputs: a batch takes at
+// most size inputs and tokens padded tokens, and at least one input.
+type batching struct{ size, tokens int }
+
+// cuts returns the batch boundaries of encs, sorted by token count through
+// order: batch b is order[cut[b]:cut[b+1]].
+func (c batching) cuts(encs []tokenizer.Encoding, order []int) []int {
+	cut := []int{0}
+	for i := range order {
+		lo := cut[len(cut)-1]
+		// Sorted ascending, so input i is the longest of the batch it joins.
+		if n := i - lo + 1; i > lo && (n > c.size || n*len(encs[order[i]].IDs) > c.tokens) {
+			cut = append(cut, i)
+		}
+	}
+	return append(cut, len(order))
+}
+
 // forEachBatch is Run's schedule, apart from the model: inputs [0, n) are
 // tokenised by encode a window at a time (window <= 0: all at once),
-// stably sorted by token count within the window and cut into batches of
-// size, which run (rows: input indices; encs: their encodings, in row
-// order) on up to workers goroutines. The first error stops the rest.
-func forEachBatch(ctx context.Context, n, window, size, workers int, encode func(lo, hi int) []tokenizer.Encoding, run func(rows []int, encs []tokenizer.Encoding) error) error {
+// stably sorted by token count within the window and cut into batches by
+// c, which run (rows: input indices; encs: their encodings, in row order)
+// on up to workers goroutines. The first error stops the rest.
+func forEachBatch(ctx context.Context, n, window int, c batching, workers int, encode func(lo, hi int) []tokenizer.Encoding, run func(rows []int, encs []tokenizer.Encoding) error) error {
 	if window <= 0 {
 		window = n
 	}
@@ -359,9 +388,9 @@ func forEachBatch(ctx context.Context, n, window, size, workers int, encode func
 			order[i] = i
 		}
 		sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
-		nb := (len(order) + size - 1) / size
-		err := parallel.Each(ctx, nb, workers, func(b int) error {
-			local := order[b*size : min((b+1)*size, len(order))]
+		cut := c.cuts(encs, order)
+		err := parallel.Each(ctx, len(cut)-1, workers, func(b int) error {
+			local := order[cut[b]:cut[b+1]]
 			rows := make([]int, len(local))
 			batch := make([]tokenizer.Encoding, len(local))
 			for j, i := range local {
