@@ -59,9 +59,9 @@ type Options struct {
 	// BatchTokens caps a batch's padded tokens (inputs × the longest
 	// one's tokens; 0: 1024): long inputs go a few at a time, short ones
 	// BatchSize at a time. Smaller batches of long texts pad less and keep
-	// their activations in cache; on SciFact abstracts with bge-small
-	// (up to 512 tokens, one thread) 1,024 tokens instead of 32 inputs
-	// ran 1.5× faster in float32 and int8 alike.
+	// their activations in cache: bge-small embedded SciFact abstracts
+	// (up to 512 tokens) 1.4× faster in float32 and int8 alike with 1,024
+	// tokens than with 32 inputs a batch (BenchmarkQuantSciFact).
 	BatchTokens int
 	// MaxLength is the token limit inputs are truncated to (0: the
 	// manifest's). A limit other than the manifest's must be at most the
