@@ -10,7 +10,7 @@ package onnx
 //
 //	a = Attention(x, Wqkv, bqkv, mask)          Q, K and V in one [H, 3H] MatMul
 //	x = SkipLayerNormalization(a·Wo, x, γ, β, bo)
-//	f = BiasGelu(x·W1, b1)                       FastGelu for gelu_new; Relu(x·W1 + b1) for relu
+//	f = BiasGelu(x·W1, b1)                       FastGelu for gelu_new (and quantized); Relu(x·W1 + b1) for relu
 //	x = SkipLayerNormalization(f·W2, x, γ, β, b2)
 //
 // Attention takes the raw [batch, seq] int32 mask and adds
@@ -20,7 +20,7 @@ package onnx
 // Quantized (BuildOptions.Quantize), the input of each layer's attention
 // is quantized once (DynamicQuantizeLinear, one scale per batch) for
 // QAttention, and every other MatMul quantizes its input per row
-// (rowQuantizedMatMul).
+// (rowQuantizedMatMul). GELU is FastGelu's tanh form there.
 // Decoders (llama.go) share matmul for their projections, float32, int8
 // (every projection per row) or int4 (MatMulNBits).
 
@@ -55,6 +55,17 @@ func (w *weights) fusedLayer(g *Graph, x, p, maskIdx string, eps Attr, quant str
 	case "relu":
 		f = g.Op("Relu", []string{g.Op("Add", []string{f, b1})})
 	case "gelu_new", "gelu_pytorch_tanh":
+		f = g.MS("FastGelu", []string{f, b1})
+	case "gelu":
+		if quant == "" {
+			f = g.MS("BiasGelu", []string{f, b1})
+			break
+		}
+		// Quantized, the tanh form: its difference from erf's (under 1e-3)
+		// is lost in int8's noise — bge-small's int8 vectors against
+		// float32's, cosine 0.99909 with erf, 0.99907 with tanh — and
+		// FastGelu took 5 % less of the int8 run (Python ONNX Runtime,
+		// 100 SciFact abstracts, one thread: 9.10 vs 9.57 CPU-s).
 		f = g.MS("FastGelu", []string{f, b1})
 	default:
 		f = g.MS("BiasGelu", []string{f, b1})

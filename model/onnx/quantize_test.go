@@ -72,6 +72,9 @@ func TestQuantizedGraph(t *testing.T) {
 				t.Errorf("optimized int8 graph: %d QAttention, %d MatMulIntegerToFloat, %d QuantizeLinear, %d MatMul (want %d, %d, %d, 0)",
 					ops["com.microsoft.QAttention"], ops["com.microsoft.MatMulIntegerToFloat"], ops["QuantizeLinear"], ops["MatMul"], L, 3*L, 3*L)
 			}
+			if act != "relu" && (ops["com.microsoft.FastGelu"] != L || ops["com.microsoft.BiasGelu"] != 0) { // the tanh GELU, quantized
+				t.Errorf("optimized int8 graph: %d FastGelu, %d BiasGelu (want %d, 0)", ops["com.microsoft.FastGelu"], ops["com.microsoft.BiasGelu"], L)
+			}
 			m, err := Read(q)
 			if err != nil {
 				t.Fatal(err)
