@@ -34,8 +34,8 @@ type Reranker interface {
 }
 
 // Options tune an ORTReranker. Zero values pick the defaults. Threads,
-// Workers, BatchSize and MaxLength mean what they mean for the encoder
-// (both run through internal/bert); the defaults differ.
+// Workers, BatchSize, BatchTokens and MaxLength mean what they mean for the
+// encoder (both run through internal/bert); the defaults differ.
 type Options struct {
 	IntraOpThreads int // default: all cores
 	InterOpThreads int // default 1
