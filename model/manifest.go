@@ -56,7 +56,7 @@ const (
 const (
 	// QuantizeInt8: every MatMul weight of the layers is int8, symmetric,
 	// with one scale per output column; activations are quantized to
-	// uint8 on every call, per tensor for a BERT's QAttention and per row
+	// uint8 on every call, per tensor for a BERT's Q/K/V product and per row
 	// (token) for the other products (MatMulIntegerToFloat), a decoder's
 	// every projection among them (one scale per tensor gave SmolLM2
 	// vectors of cosine 0.64 to float32's; per row, 0.987).

@@ -23,11 +23,11 @@ func fakeEncs(lens []int) func(lo, hi int) []tokenizer.Encoding {
 }
 
 // schedule records the batches forEachBatch runs, in a canonical order.
-func schedule(t *testing.T, lens []int, window, size, tokens, workers int) [][]int {
+func schedule(t *testing.T, lens []int, window, size, tokens, even, workers int) [][]int {
 	t.Helper()
 	var mu sync.Mutex
 	var batches [][]int
-	err := forEachBatch(context.Background(), len(lens), window, batching{size, tokens}, workers, fakeEncs(lens), func(rows []int, encs []tokenizer.Encoding) error {
+	err := forEachBatch(context.Background(), len(lens), window, batching{size, tokens, even}, workers, fakeEncs(lens), func(rows []int, encs []tokenizer.Encoding) error {
 		for j, i := range rows {
 			if len(encs[j].IDs) != lens[i] || (lens[i] > 0 && encs[j].IDs[0] != int64(i)) {
 				t.Errorf("row %d of a batch is input %d but carries another's encoding", j, i)
@@ -48,14 +48,14 @@ func schedule(t *testing.T, lens []int, window, size, tokens, workers int) [][]i
 func TestForEachBatch(t *testing.T) {
 	lens := []int{5, 2, 7, 2, 1, 9, 2, 3, 5, 4}
 	// One window: sorted by length, ties in input order, batches of 3.
-	got := schedule(t, lens, 0, 3, 1024, 1)
+	got := schedule(t, lens, 0, 3, 1024, 0, 1)
 	want := [][]int{{4, 1, 3}, {6, 7, 9}, {0, 8, 2}, {5}}
 	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("one window: batches %v, want %v", got, want)
 	}
 	// Windows of 4 sort and batch separately: [0,4) [4,8) [8,10).
-	got = schedule(t, lens, 4, 3, 1024, 1)
+	got = schedule(t, lens, 4, 3, 1024, 0, 1)
 	want = [][]int{{1, 3, 0}, {2}, {4, 6, 7}, {5}, {9, 8}}
 	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
 	if !slices.EqualFunc(got, want, slices.Equal) {
@@ -63,24 +63,32 @@ func TestForEachBatch(t *testing.T) {
 	}
 	// Workers change which goroutine runs a batch, not the batches.
 	for _, w := range []int{2, 3, 8} {
-		if g := schedule(t, lens, 4, 3, 1024, w); !slices.EqualFunc(g, want, slices.Equal) {
+		if g := schedule(t, lens, 4, 3, 1024, 0, w); !slices.EqualFunc(g, want, slices.Equal) {
 			t.Errorf("%d workers: batches %v, want %v", w, g, want)
 		}
 	}
-	if g := schedule(t, nil, 0, 3, 1024, 2); len(g) != 0 {
+	if g := schedule(t, nil, 0, 3, 1024, 0, 2); len(g) != 0 {
 		t.Errorf("no inputs: %v", g)
 	}
 	// A token cap of 10: sorted lengths 1 2 2 2 3 4 5 5 7 9 go 1 2 2 (size
 	// 3) | 2 3 (with the 4, 3 × 4 > 10) | 4 5 | 5 (2 × 7 > 10) | 7 | 9.
-	got = schedule(t, lens, 0, 3, 10, 2)
+	got = schedule(t, lens, 0, 3, 10, 0, 2)
 	want = [][]int{{4, 1, 3}, {6, 7}, {9, 0}, {8}, {2}, {5}}
 	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("at most 10 tokens: batches %v, want %v", got, want)
 	}
 	// A cap of 4: 1 2 | 2 2 | then every input alone, 5, 7 and 9 over it.
-	if g := schedule(t, lens, 0, 3, 4, 1); len(g) != 8 {
+	if g := schedule(t, lens, 0, 3, 4, 0, 1); len(g) != 8 {
 		t.Errorf("at most 4 tokens: %d batches %v, want 8", len(g), g)
+	}
+	// One length a batch from 4 tokens: 1 2 2 | 2 3 (under 4, padded) |
+	// 4 | 5 5 | 7 | 9, each from 4 on unpadded, batches of 3 at most.
+	got = schedule(t, lens, 0, 3, 1024, 4, 2)
+	want = [][]int{{4, 1, 3}, {6, 7}, {9}, {0, 8}, {2}, {5}}
+	slices.SortFunc(want, func(a, b []int) int { return slices.Compare(a, b) })
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("one length from 4 tokens: batches %v, want %v", got, want)
 	}
 }
 
@@ -89,7 +97,7 @@ func TestForEachBatchStops(t *testing.T) {
 	boom := errors.New("boom")
 	var mu sync.Mutex
 	ran := 0
-	err := forEachBatch(context.Background(), len(lens), 10, batching{2, 1024}, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
+	err := forEachBatch(context.Background(), len(lens), 10, batching{2, 1024, 0}, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if ran++; ran == 3 {
@@ -102,7 +110,7 @@ func TestForEachBatchStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran = 0
-	err = forEachBatch(ctx, len(lens), 10, batching{2, 1024}, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
+	err = forEachBatch(ctx, len(lens), 10, batching{2, 1024, 0}, 1, fakeEncs(lens), func(rows []int, _ []tokenizer.Encoding) error {
 		if ran++; ran == 2 {
 			cancel()
 		}

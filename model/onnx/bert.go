@@ -85,10 +85,9 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	if o.Unfused {
 		x = w.unfusedLayers(g, x, mask, eps)
 	} else {
-		// Attention's raw mask: [batch, seq] int32, 1 for tokens.
-		maskIdx := g.Op("Cast", []string{mask}, AttrInt("to", Int32))
+		am := newAttentionMask(g, mask)
 		for l := 0; l < cfg.NumHiddenLayers; l++ {
-			x = w.fusedLayer(g, x, fmt.Sprintf("encoder.layer.%d.", l), maskIdx, eps, o.Quantize)
+			x = w.fusedLayer(g, x, fmt.Sprintf("encoder.layer.%d.", l), am, eps, o.Quantize)
 		}
 	}
 

@@ -36,15 +36,25 @@ func optimizedOps(t *testing.T, onnxBytes []byte, output string) map[string]int 
 	return opCounts(m)
 }
 
+// opCounts counts m's operators, those of If branches included.
 func opCounts(m *ReadModel) map[string]int {
 	ops := map[string]int{}
-	for _, n := range m.Nodes {
-		name := n.OpType
-		if n.Domain != "" {
-			name = n.Domain + "." + name
+	var count func(m *ReadModel)
+	count = func(m *ReadModel) {
+		for _, n := range m.Nodes {
+			name := n.OpType
+			if n.Domain != "" {
+				name = n.Domain + "." + name
+			}
+			ops[name]++
+			for _, a := range n.Attrs {
+				if a.G != nil {
+					count(a.G)
+				}
+			}
 		}
-		ops[name]++
 	}
+	count(m)
 	return ops
 }
 
@@ -71,6 +81,18 @@ func paddedBatch() (ids, types, mask []int64, batch, seq int) {
 	return ids, types, mask, batch, seq
 }
 
+// fullBatch is two sequences of the same length: no padding, so the
+// fused graph's attention takes its unmasked branch.
+func fullBatch() (ids, types, mask []int64, batch, seq int) {
+	ids = []int64{2, 17, 33, 8, 41, 3, 2, 9, 12, 5, 40, 3}
+	batch, seq = 2, 6
+	types, mask = make([]int64, batch*seq), make([]int64, batch*seq)
+	for i := range mask {
+		mask[i], types[i] = 1, int64(i%seq/3)
+	}
+	return ids, types, mask, batch, seq
+}
+
 func export(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, task string, o BuildOptions) []byte {
 	t.Helper()
 	g, err := BuildWith(cfg, ts, task, o)
@@ -81,20 +103,22 @@ func export(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, 
 }
 
 // TestFusedGraph: the graph ONNX Runtime runs for a fused export (saved by
-// the session, read back) has one Attention, two SkipLayerNormalizations
-// and one BiasGelu (FastGelu for gelu_new) per layer, and none of the
-// unfused graph's Softmax, Erf or per-layer LayerNormalization; the
-// unfused graph gets no Attention or SkipLayerNormalization from ONNX
-// Runtime's optimizer (which is why anna writes the fused operators
-// itself). Then the two forms give the same outputs on a padded batch,
-// for each activation and for RoBERTa's positions, both tasks.
+// the session, read back) has per layer one If choosing between two
+// MultiHeadAttentions (unmasked, masked), two SkipLayerNormalizations
+// and one BiasGelu (FastGelu for gelu_new), and none of the unfused
+// graph's Softmax, Erf or per-layer LayerNormalization; the unfused graph
+// gets no Attention or SkipLayerNormalization from ONNX Runtime's
+// optimizer (which is why anna writes the fused operators itself). Then
+// the two forms give the same outputs on a padded batch and on one
+// without padding (each branch of the If), for each activation and for
+// RoBERTa's positions, both tasks.
 func TestFusedGraph(t *testing.T) {
 	needORT(t)
 	cfg := tinyConfig("gelu")
 	L := cfg.NumHiddenLayers
 	fused := optimizedOps(t, export(t, cfg, tinyTensors(cfg, "", 7), model.TaskEmbed, BuildOptions{}), OutputHidden)
 	t.Logf("fused, as ONNX Runtime runs it: %s", formatOps(fused))
-	want := map[string]int{"com.microsoft.Attention": L, "com.microsoft.SkipLayerNormalization": 2 * L, "com.microsoft.BiasGelu": L,
+	want := map[string]int{"If": L, "com.microsoft.MultiHeadAttention": 2 * L, "com.microsoft.SkipLayerNormalization": 2 * L, "com.microsoft.BiasGelu": L,
 		"Softmax": 0, "Erf": 0, "LayerNormalization": 1, "Transpose": 0}
 	for op, n := range want {
 		if fused[op] != n {
@@ -111,37 +135,39 @@ func TestFusedGraph(t *testing.T) {
 		t.Errorf("gelu_new: optimized graph has %d FastGelu, want %d (%s)", ops["com.microsoft.FastGelu"], L, formatOps(ops))
 	}
 
-	ids, types, mask, B, S := paddedBatch()
 	for _, c := range []struct{ act, prefix, arch string }{{"gelu", "", "bert"}, {"relu", "bert.", "bert"}, {"gelu_new", "bert.", "bert"}, {"gelu", "roberta.", "roberta"}} {
 		t.Run(c.arch+"/"+c.act, func(t *testing.T) {
-			cfg := tinyConfig(c.act)
-			cfg.ModelType = c.arch
-			if c.arch == "roberta" {
-				cfg.PadTokenID = 1
-			}
-			ts := tinyTensors(cfg, c.prefix, 11)
-			H, NL := cfg.HiddenSize, cfg.NumLabels()
-			tasks := []string{model.TaskEmbed, model.TaskRerank}
-			if c.arch == "roberta" {
-				tasks = tasks[:1] // tinyTensors has BERT's head only
-			}
-			for _, task := range tasks {
-				out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(H))
-				if task == model.TaskRerank {
-					out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(NL))
+			for bi, batch := range []func() ([]int64, []int64, []int64, int, int){paddedBatch, fullBatch} {
+				ids, types, mask, B, S := batch()
+				cfg := tinyConfig(c.act)
+				cfg.ModelType = c.arch
+				if c.arch == "roberta" {
+					cfg.PadTokenID = 1
 				}
-				f := runModel(t, export(t, cfg, ts, task, BuildOptions{}), out, ids, types, mask, B, S, shape)
-				u := runModel(t, export(t, cfg, ts, task, BuildOptions{Unfused: true}), out, ids, types, mask, B, S, shape)
-				worst := 0.0
-				for i := range f {
-					if task == model.TaskEmbed && mask[i/H] == 0 {
-						continue // padding positions are not outputs anyone reads
+				ts := tinyTensors(cfg, c.prefix, 11)
+				H, NL := cfg.HiddenSize, cfg.NumLabels()
+				tasks := []string{model.TaskEmbed, model.TaskRerank}
+				if c.arch == "roberta" {
+					tasks = tasks[:1] // tinyTensors has BERT's head only
+				}
+				for _, task := range tasks {
+					out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(H))
+					if task == model.TaskRerank {
+						out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(NL))
 					}
-					worst = math.Max(worst, math.Abs(float64(f[i]-u[i])))
-				}
-				t.Logf("%s: fused vs unfused max abs diff %.2g", task, worst)
-				if worst > 1e-5 {
-					t.Errorf("%s: fused and unfused graphs differ by %g (want ≤ 1e-5)", task, worst)
+					f := runModel(t, export(t, cfg, ts, task, BuildOptions{}), out, ids, types, mask, B, S, shape)
+					u := runModel(t, export(t, cfg, ts, task, BuildOptions{Unfused: true}), out, ids, types, mask, B, S, shape)
+					worst := 0.0
+					for i := range f {
+						if task == model.TaskEmbed && mask[i/H] == 0 {
+							continue // padding positions are not outputs anyone reads
+						}
+						worst = math.Max(worst, math.Abs(float64(f[i]-u[i])))
+					}
+					t.Logf("%s, %s batch: fused vs unfused max abs diff %.2g", task, []string{"padded", "full"}[bi], worst)
+					if worst > 1e-5 {
+						t.Errorf("%s, %s batch: fused and unfused graphs differ by %g (want ≤ 1e-5)", task, []string{"padded", "full"}[bi], worst)
+					}
 				}
 			}
 		})

@@ -168,22 +168,16 @@ func (g *Graph) node(domain, op string, inputs, outputs []string, attrs []Attr) 
 	g.nodes = append(g.nodes, b)
 }
 
-// MaxModelBytes is protobuf's 2 GiB message limit; larger models would need
-// ONNX external data, which this writer does not produce.
-const MaxModelBytes = 1<<31 - 1
+// field is one length-delimited field of a GraphProto.
+type field struct {
+	num protowire.Number
+	b   []byte
+}
 
-// WriteTo writes the graph as a complete ModelProto. It streams the
-// initializers rather than building one big buffer.
-func (g *Graph) WriteTo(w io.Writer) (int64, error) {
-	if g.err != nil {
-		return 0, g.err
-	}
-	// GraphProto body = nodes, name, initializers, inputs, outputs; each a
-	// length-delimited field, so its size is known before writing.
-	type field struct {
-		num protowire.Number
-		b   []byte
-	}
+// fields is the GraphProto body: nodes, name, initializers, inputs,
+// outputs; each a length-delimited field, so its size is known before
+// writing.
+func (g *Graph) fields() []field {
 	var fields []field
 	for _, n := range g.nodes {
 		fields = append(fields, field{graphNode, n})
@@ -198,6 +192,47 @@ func (g *Graph) WriteTo(w io.Writer) (int64, error) {
 	for _, v := range g.outputs {
 		fields = append(fields, field{graphOutput, v})
 	}
+	return fields
+}
+
+// If appends an If node on the boolean scalar cond: then and els each
+// build one branch, in a subgraph that can read every value of g defined
+// so far, and return the branch's output, of element type elemType and
+// shape dims. If returns the node's output. A branch's values share g's
+// names, so no name is defined twice anywhere in the model.
+func (g *Graph) If(cond string, elemType int, dims []Dim, then, els func(b *Graph) string) string {
+	out := g.fresh("If")
+	var attrs []Attr
+	for i, build := range []func(*Graph) string{then, els} {
+		name := []string{"then_branch", "else_branch"}[i]
+		b := &Graph{name: out + "_" + name, names: g.names, counter: g.counter}
+		res := build(b)
+		g.counter, g.ms = b.counter, g.ms || b.ms
+		if b.err != nil && g.err == nil {
+			g.err = b.err
+		}
+		b.outputs = append(b.outputs, encodeValueInfo(res, elemType, dims))
+		var body []byte
+		for _, f := range b.fields() {
+			body = appendBytes(body, f.num, f.b)
+		}
+		attrs = append(attrs, attrGraph(name, body))
+	}
+	g.node("", "If", []string{cond}, []string{out}, attrs)
+	return out
+}
+
+// MaxModelBytes is protobuf's 2 GiB message limit; larger models would need
+// ONNX external data, which this writer does not produce.
+const MaxModelBytes = 1<<31 - 1
+
+// WriteTo writes the graph as a complete ModelProto. It streams the
+// initializers rather than building one big buffer.
+func (g *Graph) WriteTo(w io.Writer) (int64, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	fields := g.fields()
 	var graphLen int
 	for _, f := range fields {
 		graphLen += protowire.SizeTag(f.num) + protowire.SizeBytes(len(f.b))

@@ -4,7 +4,7 @@
 // built from safetensors weights.
 //
 // BERT-family graphs are written fused by default: each layer is ONNX
-// Runtime's com.microsoft Attention, SkipLayerNormalization and
+// Runtime's com.microsoft MultiHeadAttention, SkipLayerNormalization and
 // BiasGelu/FastGelu kernels (fuse.go), which its optimizer does not find
 // in the standard-operator form; they run in ONNX Runtime only.
 // BuildOptions.Unfused writes the standard-operator form (the graph of
@@ -36,10 +36,11 @@ const (
 	Int8  = 3
 	Int32 = 6
 	Int64 = 7
+	Bool  = 9
 )
 
 // MSDomain is ONNX Runtime's contrib operator set, com.microsoft (version
-// 1): the fused kernels its CPU provider has, such as Attention,
+// 1): the fused kernels its CPU provider has, such as MultiHeadAttention,
 // SkipLayerNormalization, BiasGelu and MatMulIntegerToFloat. A model that
 // uses them runs in ONNX Runtime only.
 const MSDomain = "com.microsoft"
@@ -73,10 +74,12 @@ const (
 	attrName  = 1
 	attrF     = 2
 	attrI     = 3
+	attrG     = 6
 	attrInts  = 8
 	attrType  = 20
 	attrFLOAT = 1
 	attrINT   = 2
+	attrGRAPH = 5
 	attrINTS  = 7
 
 	tensorDims     = 1
@@ -141,6 +144,14 @@ func AttrInts(name string, v ...int64) Attr {
 		b = appendInt(b, attrInts, x)
 	}
 	return appendInt(b, attrType, attrINTS)
+}
+
+// attrGraph is a GRAPH attribute holding an encoded GraphProto (an If
+// node's branch).
+func attrGraph(name string, graph []byte) Attr {
+	b := appendString(nil, attrName, name)
+	b = appendBytes(b, attrG, graph)
+	return appendInt(b, attrType, attrGRAPH)
 }
 
 // encodeTensor encodes a TensorProto with raw little-endian data.

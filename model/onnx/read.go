@@ -32,6 +32,7 @@ type Attribute struct {
 	I    int64
 	Ints []int64
 	T    *Tensor
+	G    *ReadModel // a GRAPH attribute: an If node's branch
 }
 
 // Tensor is a decoded TensorProto: Float holds FLOAT (and DOUBLE) data,
@@ -77,6 +78,15 @@ func Read(b []byte) (*ReadModel, error) {
 	if graph == nil {
 		return nil, fmt.Errorf("not an ONNX model: no graph")
 	}
+	m, err := readGraph(graph)
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	return m, nil
+}
+
+// readGraph decodes a GraphProto's nodes and initializers.
+func readGraph(graph []byte) (*ReadModel, error) {
 	m := &ReadModel{Initializers: map[string]*Tensor{}}
 	err := fields(graph, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -98,10 +108,7 @@ func Read(b []byte) (*ReadModel, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("graph: %w", err)
-	}
-	return m, nil
+	return m, err
 }
 
 // fields calls fn for each field of a protobuf message: v is the payload of
@@ -204,6 +211,12 @@ func readAttr(b []byte) (string, Attribute, error) {
 				return err
 			}
 			a.T = t
+		case num == attrG && typ == protowire.BytesType:
+			g, err := readGraph(v)
+			if err != nil {
+				return err
+			}
+			a.G = g
 		}
 		return nil
 	})
