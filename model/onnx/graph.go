@@ -199,7 +199,9 @@ func (g *Graph) fields() []field {
 // build one branch, in a subgraph that can read every value of g defined
 // so far, and return the branch's output, of element type elemType and
 // shape dims. If returns the node's output. A branch's values share g's
-// names, so no name is defined twice anywhere in the model.
+// names, so no name is defined twice anywhere in the model; reading a
+// branch's value outside it is not caught here but by ONNX Runtime when
+// it loads the model.
 func (g *Graph) If(cond string, elemType int, dims []Dim, then, els func(b *Graph) string) string {
 	out := g.fresh("If")
 	var attrs []Attr
