@@ -17,10 +17,11 @@
 //   - Run batches its inputs by token length (a stable sort: equal lengths
 //     keep input order) within windows of Spec.Window inputs, at most
 //     BatchSize inputs and BatchTokens padded tokens a batch (an input
-//     longer than BatchTokens alone), and inputs of unpaddedFrom tokens
-//     or more only with inputs of their own length (no padding). For the same inputs and Options the
-//     batches, and so the outputs, are the same whatever Workers is:
-//     workers only choose which goroutine runs which batch.
+//     longer than BatchTokens alone), and an input of unpaddedFrom tokens
+//     or more only with inputs of its own length (no padding). For the
+//     same inputs and Options the batches, and so the outputs, are the
+//     same whatever Workers is: workers only choose which goroutine runs
+//     which batch.
 //   - Close waits for running calls, then frees the session (if one was
 //     created) and the tokenizer. Later Runs fail; a second Close does
 //     nothing.
