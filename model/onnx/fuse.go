@@ -102,7 +102,7 @@ func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, q
 }
 
 // packedQKV is the layer's query, key and value weights as the one
-// [H, 3H] matrix Attention multiplies by (row i: Wq[:, i], Wk[:, i],
+// [H, 3H] matrix of the layer's Q/K/V product (row i: Wq[:, i], Wk[:, i],
 // Wv[:, i], each Linear weight being [out, in]) and their biases
 // concatenated; nil when a tensor is missing or malformed.
 func (w *weights) packedQKV(prefix string) ([]float32, []float32) {

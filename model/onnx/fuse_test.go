@@ -93,6 +93,13 @@ func fullBatch() (ids, types, mask []int64, batch, seq int) {
 	return ids, types, mask, batch, seq
 }
 
+// testBatches are the batches the fused and int8 graphs are checked on:
+// one with padding (the masked attention) and one without (the unmasked).
+var testBatches = []struct {
+	name string
+	make func() (ids, types, mask []int64, batch, seq int)
+}{{"padded", paddedBatch}, {"full", fullBatch}}
+
 func export(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, task string, o BuildOptions) []byte {
 	t.Helper()
 	g, err := BuildWith(cfg, ts, task, o)
@@ -137,26 +144,27 @@ func TestFusedGraph(t *testing.T) {
 
 	for _, c := range []struct{ act, prefix, arch string }{{"gelu", "", "bert"}, {"relu", "bert.", "bert"}, {"gelu_new", "bert.", "bert"}, {"gelu", "roberta.", "roberta"}} {
 		t.Run(c.arch+"/"+c.act, func(t *testing.T) {
-			for bi, batch := range []func() ([]int64, []int64, []int64, int, int){paddedBatch, fullBatch} {
-				ids, types, mask, B, S := batch()
-				cfg := tinyConfig(c.act)
-				cfg.ModelType = c.arch
-				if c.arch == "roberta" {
-					cfg.PadTokenID = 1
-				}
-				ts := tinyTensors(cfg, c.prefix, 11)
-				H, NL := cfg.HiddenSize, cfg.NumLabels()
-				tasks := []string{model.TaskEmbed, model.TaskRerank}
-				if c.arch == "roberta" {
-					tasks = tasks[:1] // tinyTensors has BERT's head only
-				}
-				for _, task := range tasks {
+			cfg := tinyConfig(c.act)
+			cfg.ModelType = c.arch
+			if c.arch == "roberta" {
+				cfg.PadTokenID = 1
+			}
+			ts := tinyTensors(cfg, c.prefix, 11)
+			H, NL := cfg.HiddenSize, cfg.NumLabels()
+			tasks := []string{model.TaskEmbed, model.TaskRerank}
+			if c.arch == "roberta" {
+				tasks = tasks[:1] // tinyTensors has BERT's head only
+			}
+			for _, task := range tasks {
+				fused, unfused := export(t, cfg, ts, task, BuildOptions{}), export(t, cfg, ts, task, BuildOptions{Unfused: true})
+				for _, tb := range testBatches {
+					ids, types, mask, B, S := tb.make()
 					out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(H))
 					if task == model.TaskRerank {
 						out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(NL))
 					}
-					f := runModel(t, export(t, cfg, ts, task, BuildOptions{}), out, ids, types, mask, B, S, shape)
-					u := runModel(t, export(t, cfg, ts, task, BuildOptions{Unfused: true}), out, ids, types, mask, B, S, shape)
+					f := runModel(t, fused, out, ids, types, mask, B, S, shape)
+					u := runModel(t, unfused, out, ids, types, mask, B, S, shape)
 					worst := 0.0
 					for i := range f {
 						if task == model.TaskEmbed && mask[i/H] == 0 {
@@ -164,9 +172,9 @@ func TestFusedGraph(t *testing.T) {
 						}
 						worst = math.Max(worst, math.Abs(float64(f[i]-u[i])))
 					}
-					t.Logf("%s, %s batch: fused vs unfused max abs diff %.2g", task, []string{"padded", "full"}[bi], worst)
+					t.Logf("%s, %s batch: fused vs unfused max abs diff %.2g", task, tb.name, worst)
 					if worst > 1e-5 {
-						t.Errorf("%s, %s batch: fused and unfused graphs differ by %g (want ≤ 1e-5)", task, []string{"padded", "full"}[bi], worst)
+						t.Errorf("%s, %s batch: fused and unfused graphs differ by %g (want ≤ 1e-5)", task, tb.name, worst)
 					}
 				}
 			}
