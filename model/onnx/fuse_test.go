@@ -100,6 +100,28 @@ var testBatches = []struct {
 	make func() (ids, types, mask []int64, batch, seq int)
 }{{"padded", paddedBatch}, {"full", fullBatch}}
 
+// batchDiff runs graphs a and b of task on the batch batch makes and
+// returns the largest absolute difference between their outputs, padding
+// positions of hidden states left out (no one reads them).
+func batchDiff(t *testing.T, a, b []byte, task string, hidden, labels int, batch func() (ids, types, mask []int64, batch, seq int)) float64 {
+	t.Helper()
+	ids, types, mask, B, S := batch()
+	out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(hidden))
+	if task == model.TaskRerank {
+		out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(labels))
+	}
+	x := runModel(t, a, out, ids, types, mask, B, S, shape)
+	y := runModel(t, b, out, ids, types, mask, B, S, shape)
+	worst := 0.0
+	for i := range x {
+		if task == model.TaskEmbed && mask[i/hidden] == 0 {
+			continue
+		}
+		worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
+	}
+	return worst
+}
+
 func export(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, task string, o BuildOptions) []byte {
 	t.Helper()
 	g, err := BuildWith(cfg, ts, task, o)
@@ -158,20 +180,7 @@ func TestFusedGraph(t *testing.T) {
 			for _, task := range tasks {
 				fused, unfused := export(t, cfg, ts, task, BuildOptions{}), export(t, cfg, ts, task, BuildOptions{Unfused: true})
 				for _, tb := range testBatches {
-					ids, types, mask, B, S := tb.make()
-					out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(H))
-					if task == model.TaskRerank {
-						out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(NL))
-					}
-					f := runModel(t, fused, out, ids, types, mask, B, S, shape)
-					u := runModel(t, unfused, out, ids, types, mask, B, S, shape)
-					worst := 0.0
-					for i := range f {
-						if task == model.TaskEmbed && mask[i/H] == 0 {
-							continue // padding positions are not outputs anyone reads
-						}
-						worst = math.Max(worst, math.Abs(float64(f[i]-u[i])))
-					}
+					worst := batchDiff(t, fused, unfused, task, H, NL, tb.make)
 					t.Logf("%s, %s batch: fused vs unfused max abs diff %.2g", task, tb.name, worst)
 					if worst > 1e-5 {
 						t.Errorf("%s, %s batch: fused and unfused graphs differ by %g (want ≤ 1e-5)", task, tb.name, worst)

@@ -94,20 +94,7 @@ func TestQuantizedGraph(t *testing.T) {
 			for _, task := range []string{model.TaskEmbed, model.TaskRerank} {
 				fp32, q8 := export(t, cfg, ts, task, BuildOptions{}), export(t, cfg, ts, task, BuildOptions{Quantize: model.QuantizeInt8})
 				for _, tb := range testBatches {
-					ids, types, mask, B, S := tb.make()
-					out, shape := OutputHidden, ortgo.NewShape(int64(B), int64(S), int64(H))
-					if task == model.TaskRerank {
-						out, shape = OutputLogits, ortgo.NewShape(int64(B), int64(NL))
-					}
-					f := runModel(t, fp32, out, ids, types, mask, B, S, shape)
-					g := runModel(t, q8, out, ids, types, mask, B, S, shape)
-					worst := 0.0
-					for i := range f {
-						if task == model.TaskEmbed && mask[i/H] == 0 {
-							continue
-						}
-						worst = math.Max(worst, math.Abs(float64(f[i]-g[i])))
-					}
+					worst := batchDiff(t, fp32, q8, task, H, NL, tb.make)
 					t.Logf("%s, %s batch: int8 vs float32 max abs diff %.3g", task, tb.name, worst)
 					if worst > 0.1 {
 						t.Errorf("%s, %s batch: int8 outputs differ from float32 by %.3g (want ≤ 0.1; hidden states have std 1)", task, tb.name, worst)
