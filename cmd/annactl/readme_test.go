@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,14 +10,19 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// readmeCommand is one `annactl ...` line of a sh block of README.md.
+// readmeCommand is one `annactl ...` line of a sh block of README.md or of
+// a guide in docs/.
 type readmeCommand struct {
+	file  string // relative to the repository root
 	line  int
 	args  []string // after "annactl"
 	text  string
-	block int // which sh block (0-based)
+	block int // which sh block of its file (0-based)
 	tour  bool
 }
+
+// where is the command's file and line, for messages.
+func (c readmeCommand) where() string { return fmt.Sprintf("%s:%d", c.file, c.line) }
 
 // readmeCommands extracts every annactl command line from the ```sh blocks
 // of README.md, split into words as a POSIX shell would (quotes,
@@ -24,12 +30,46 @@ type readmeCommand struct {
 // section.
 func readmeCommands(t *testing.T) []readmeCommand {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	cmds, tourBlock := shCommands(t, "README.md", "The command line")
+	if tourBlock < 0 {
+		t.Fatal(`README.md has no sh block in "## The command line"`)
+	}
+	return cmds
+}
+
+// guideCommands extracts the annactl command lines of the guides, the
+// Markdown files directly in docs/ (docs/results/ records what was run and
+// is not checked), as readmeCommands does. It fails when the guides hold
+// none, so that moving the guides away cannot silently stop the check.
+func guideCommands(t *testing.T) []readmeCommand {
+	t.Helper()
+	guides, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []readmeCommand
-	inBlock, block, tourBlock, section := false, -1, -1, ""
+	for _, g := range guides {
+		cmds, _ := shCommands(t, filepath.ToSlash(strings.TrimPrefix(g, "../../")), "")
+		out = append(out, cmds...)
+	}
+	if len(out) == 0 {
+		t.Fatal("no annactl command in the sh blocks of docs/*.md")
+	}
+	return out
+}
+
+// shCommands extracts the annactl command lines of the ```sh blocks of
+// file (relative to the repository root). tourSection names the "## "
+// section whose first sh block is the tour ("" for none); tourBlock is that
+// block's index, -1 when there is none.
+func shCommands(t *testing.T, file, tourSection string) (out []readmeCommand, tourBlock int) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("../..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inBlock, block, section := false, -1, ""
+	tourBlock = -1
 	parser := syntax.NewParser()
 	for i, line := range strings.Split(string(raw), "\n") {
 		switch {
@@ -38,7 +78,7 @@ func readmeCommands(t *testing.T) []readmeCommand {
 		case strings.HasPrefix(line, "```sh"):
 			inBlock = true
 			block++
-			if section == "The command line" && tourBlock < 0 {
+			if tourSection != "" && section == tourSection && tourBlock < 0 {
 				tourBlock = block
 			}
 			continue
@@ -54,11 +94,11 @@ func readmeCommands(t *testing.T) []readmeCommand {
 		}
 		f, err := parser.Parse(strings.NewReader(text), "")
 		if err != nil || len(f.Stmts) != 1 {
-			t.Fatalf("README.md:%d: not one shell command: %q (%v)", i+1, text, err)
+			t.Fatalf("%s:%d: not one shell command: %q (%v)", file, i+1, text, err)
 		}
 		call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
 		if !ok {
-			t.Fatalf("README.md:%d: not a simple command: %q", i+1, text)
+			t.Fatalf("%s:%d: not a simple command: %q", file, i+1, text)
 		}
 		var words []string
 		for _, w := range call.Args {
@@ -74,49 +114,47 @@ func readmeCommands(t *testing.T) []readmeCommand {
 							if l, ok := qp.(*syntax.Lit); ok {
 								lit += l.Value
 							} else {
-								t.Fatalf("README.md:%d: expansion inside quotes in %q", i+1, text)
+								t.Fatalf("%s:%d: expansion inside quotes in %q", file, i+1, text)
 							}
 						}
 					case *syntax.Lit:
 						lit += q.Value
 					default:
-						t.Fatalf("README.md:%d: a word with an expansion in %q: write it out", i+1, text)
+						t.Fatalf("%s:%d: a word with an expansion in %q: write it out", file, i+1, text)
 					}
 				}
 			}
 			words = append(words, lit)
 		}
-		out = append(out, readmeCommand{line: i + 1, args: words[1:], text: text, block: block, tour: block == tourBlock})
+		out = append(out, readmeCommand{file: file, line: i + 1, args: words[1:], text: text, block: block, tour: tourBlock >= 0 && block == tourBlock})
 	}
-	if tourBlock < 0 {
-		t.Fatal(`README.md has no sh block in "## The command line"`)
-	}
-	return out
+	return out, tourBlock
 }
 
-// TestReadmeCommands checks every annactl command in README.md: each one
-// parses (its command exists, its flags exist and take the values given, its
-// arguments are of the right number), and the tour — the first block of
-// "The command line" — runs, in order, in a scratch directory where
-// testdata/ is this repository's, each command exiting 0.
+// TestReadmeCommands checks every annactl command in README.md and in the
+// guides (docs/*.md): each one parses (its command exists, its flags exist
+// and take the values given, its arguments are of the right number), and
+// the tour — the first block of README's "The command line" — runs, in
+// order, in a scratch directory where testdata/ is this repository's, each
+// command exiting 0.
 func TestReadmeCommands(t *testing.T) {
 	cmds := readmeCommands(t)
 	if len(cmds) < 10 {
 		t.Fatalf("only %d annactl commands found in README.md", len(cmds))
 	}
-	for _, c := range cmds {
+	for _, c := range append(append([]readmeCommand(nil), cmds...), guideCommands(t)...) {
 		root := (&app{}).rootCommand()
 		sub, rest, err := root.Find(c.args)
 		if err != nil {
-			t.Errorf("README.md:%d: %q: %v", c.line, c.text, err)
+			t.Errorf("%s: %q: %v", c.where(), c.text, err)
 			continue
 		}
 		if err := sub.ParseFlags(rest); err != nil {
-			t.Errorf("README.md:%d: %q: %v", c.line, c.text, err)
+			t.Errorf("%s: %q: %v", c.where(), c.text, err)
 			continue
 		}
 		if err := sub.ValidateArgs(sub.Flags().Args()); err != nil {
-			t.Errorf("README.md:%d: %q: %v", c.line, c.text, err)
+			t.Errorf("%s: %q: %v", c.where(), c.text, err)
 		}
 	}
 	if t.Failed() {
@@ -144,9 +182,9 @@ func TestReadmeCommands(t *testing.T) {
 		n++
 		r := annactl(t, "", c.args...)
 		if r.code != 0 {
-			t.Fatalf("README.md:%d: %s\n%s", c.line, c.text, r)
+			t.Fatalf("%s: %s\n%s", c.where(), c.text, r)
 		}
-		t.Logf("README.md:%d: %s: ok", c.line, c.text)
+		t.Logf("%s: %s: ok", c.where(), c.text)
 	}
 	if n == 0 {
 		t.Fatal("the tour block has no commands")
