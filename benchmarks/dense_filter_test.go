@@ -10,6 +10,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/dense/densetest"
 )
@@ -20,10 +21,14 @@ import (
 // EfConstruction and EfSearch (64). Each document gets metadata keys p1,
 // p2, p5, p10, p20, p50, each "1" with that probability in percent,
 // independently of the vector; the filter key=1 then matches that share of
-// the documents. For each selectivity it reports recall@10 against exact
+// the documents. Each document also gets the number u, uniform in [0, 100)
+// (metadata values, filter.NumberValue), and the range row's filter is
+// filter.Range("u", "40", "50"): about 10% of the documents, from the
+// numeric postings. For each selectivity it reports recall@10 against exact
 // filtered search and the p50 latency of the strategy Search chooses
 // (which one it chose), and of each strategy forced, beside the p50 of
-// unfiltered search in the same run. Single-threaded, k = 10.
+// unfiltered search in the same run; every search must return k hits.
+// Single-threaded, k = 10.
 //
 //	go test -v -run '^$' -bench DenseFilter100k -benchtime 1x ./benchmarks/
 //
@@ -35,6 +40,7 @@ func BenchmarkDenseFilter100k(b *testing.B) {
 		n = 20_000
 	}
 	percents := []int{1, 2, 5, 10, 20, 50}
+	const rangeRow = -1 // the row of the range filter on u, in percents' place
 	data := densetest.Clustered(1, n+nq, dim, 1000, 1.5)
 	base, queries := data[:n], data[n:]
 	rng := rand.New(rand.NewSource(1))
@@ -49,13 +55,21 @@ func BenchmarkDenseFilter100k(b *testing.B) {
 			}
 		}
 	}
+	// Drawn after the p keys, so that those are the same as before.
+	for i := range docs {
+		u := rng.Float64() * 100
+		docs[i].MetaValues = map[string]filter.Value{"u": filter.NumberValue(u)}
+		if 40 <= u && u < 50 {
+			members[rangeRow] = append(members[rangeRow], int32(i))
+		}
+	}
 	pos := make(map[string]int32, n)
 	for i, d := range docs {
 		pos[d.ID] = int32(i)
 	}
 	// Exact filtered neighbours: exact search over the matching vectors.
 	truth := map[int][][]int32{0: hnswExactKNN(base, queries, k)}
-	for _, p := range percents {
+	for _, p := range append(percents, rangeRow) {
 		sub := make([][]float32, len(members[p]))
 		for j, i := range members[p] {
 			sub[j] = base[i]
@@ -78,8 +92,11 @@ func BenchmarkDenseFilter100k(b *testing.B) {
 		b.Logf("built %d x %d in %.1fs (EfSearch %d)", n, dim, time.Since(start).Seconds(), ix.Config().EfSearch)
 		run := func(p int, strategy dense.Strategy) filterRun {
 			var opts dense.SearchOptions
-			if p > 0 {
+			switch {
+			case p > 0:
 				opts.Filter = termFilter{fmt.Sprint("p", p), "1"}
+			case p == rangeRow:
+				opts.Filter = filter.Range("u", "40", "50")
 			}
 			opts.Strategy = strategy
 			var st dense.SearchStats
@@ -111,17 +128,21 @@ func BenchmarkDenseFilter100k(b *testing.B) {
 		unfiltered := run(0, dense.StrategyAuto)
 		b.Logf("unfiltered: recall@10 %.4f, p50 %v, p99 %v", unfiltered.recall, unfiltered.p50, unfiltered.p99)
 		b.ReportMetric(float64(unfiltered.p50.Microseconds()), "unfiltered_p50_us")
-		for _, p := range percents {
+		for _, p := range append(percents, rangeRow) {
 			auto := run(p, dense.StrategyAuto)
 			trav := run(p, dense.StrategyTraverse)
 			scan := run(p, dense.StrategyScan)
-			b.Logf("%2d%% (%6d docs): chosen %v: recall@10 %.4f p50 %8v p99 %8v (%.1fx unfiltered) | traverse: recall %.4f p50 %8v | scan: recall %.4f p50 %8v",
-				p, len(members[p]), auto.used, auto.recall, auto.p50, auto.p99, float64(auto.p50)/float64(unfiltered.p50),
+			name, metric := fmt.Sprintf("%2d%%", p), fmt.Sprintf("%dpct", p)
+			if p == rangeRow {
+				name, metric = "u in [40, 50)", "range"
+			}
+			b.Logf("%s (%6d docs): chosen %v: recall@10 %.4f p50 %8v p99 %8v (%.1fx unfiltered) | traverse: recall %.4f p50 %8v | scan: recall %.4f p50 %8v",
+				name, len(members[p]), auto.used, auto.recall, auto.p50, auto.p99, float64(auto.p50)/float64(unfiltered.p50),
 				trav.recall, trav.p50, scan.recall, scan.p50)
-			b.ReportMetric(auto.recall, fmt.Sprintf("recall_%dpct", p))
-			b.ReportMetric(float64(auto.p50.Microseconds()), fmt.Sprintf("p50_us_%dpct", p))
+			b.ReportMetric(auto.recall, "recall_"+metric)
+			b.ReportMetric(float64(auto.p50.Microseconds()), "p50_us_"+metric)
 			if auto.recall < 0.95 && !testing.Short() {
-				b.Errorf("%d%%: recall@10 %.4f < 0.95", p, auto.recall)
+				b.Errorf("%s: recall@10 %.4f < 0.95", name, auto.recall)
 			}
 		}
 		// The same unfiltered queries again, for the drift over the run.

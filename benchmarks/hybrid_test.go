@@ -13,6 +13,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
@@ -151,10 +152,8 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	}
 	defer eng.Close()
 	start := time.Now()
-	for i := 0; i < len(docs); i += 5000 {
-		if _, err := eng.Add(ctx, docs[i:min(i+5000, len(docs))]); err != nil {
-			b.Fatal(err)
-		}
+	if _, err := ingest.Slice(ctx, eng, docs, ingest.Options{Batch: 5000}); err != nil {
+		b.Fatal(err)
 	}
 	b.Logf("indexed %d docs (BM25 + HNSW) in %s", len(docs), time.Since(start).Round(time.Second))
 	waitIdle(b)

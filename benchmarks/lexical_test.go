@@ -302,8 +302,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // overrides its size) with metadata on every document, {"bucket": i%100 as
 // two digits, "parity": "even" or "odd"}: per-query p50 and p99 of Search
 // and of SearchFilter with the zero filter and with filters matching 1%
-// (bucket = "07"), 10% (bucket prefix "3"), 50% (parity = "even") and 90%
-// (not bucket prefix "3") of the documents, each query run in every
+// (bucket = "07"), 10% (bucket prefix "3"; and the string range bucket in
+// ["40", "50")), 50% (parity = "even") and 90% (not bucket prefix "3") of
+// the documents, each query run in every
 // configuration in turn so that drift hits all alike.
 func BenchmarkLexicalSearchFilter100k(b *testing.B) {
 	ix, queries := lexVariants(b, func(i int) map[string]string {
@@ -318,6 +319,7 @@ func BenchmarkLexicalSearchFilter100k(b *testing.B) {
 		{"zero", &filter.Filter{}},
 		{"1pct", ptr(filter.Eq("bucket", "07"))},
 		{"10pct", ptr(filter.Prefix("bucket", "3"))},
+		{"10pct_range", ptr(filter.Range("bucket", "40", "50"))},
 		{"50pct", ptr(filter.Eq("parity", "even"))},
 		{"90pct", ptr(filter.Not(filter.Prefix("bucket", "3")))},
 	}

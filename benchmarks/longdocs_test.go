@@ -11,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
@@ -123,10 +124,8 @@ func BenchmarkLongDocuments(b *testing.B) {
 				b.Fatal(err)
 			}
 			start := time.Now()
-			for j := 0; j < len(ds.Corpus); j += 256 {
-				if _, err := eng.Add(ctx, asDocuments(ds.Corpus[j:min(j+256, len(ds.Corpus))])); err != nil {
-					b.Fatal(err)
-				}
+			if _, err := ingest.Slice(ctx, eng, ds.Corpus, ingest.Options{Batch: 256}); err != nil {
+				b.Fatal(err)
 			}
 			took := time.Since(start)
 			if err := eng.Flush(); err != nil {

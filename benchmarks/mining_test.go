@@ -10,6 +10,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
@@ -235,10 +236,8 @@ func miningSide(b *testing.B, ds *beir.Dataset, load func() (*encoder.ORTEncoder
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { eng.Close() })
-	for i := 0; i < len(ds.Corpus); i += 1024 {
-		if _, err := eng.Add(ctx, asDocuments(ds.Corpus[i:min(i+1024, len(ds.Corpus))])); err != nil {
-			b.Fatal(err)
-		}
+	if _, err := ingest.Slice(ctx, eng, ds.Corpus, ingest.Options{Batch: 1024}); err != nil {
+		b.Fatal(err)
 	}
 	return side{eng, enc, tq}
 }

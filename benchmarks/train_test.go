@@ -12,6 +12,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/bert"
 )
 
 // BenchmarkTrainStep times one full training step of all-MiniLM-L6-v2 —
@@ -29,13 +30,13 @@ func BenchmarkTrainStep(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("ANNA_BENCH_TRAIN_Q")); err == nil && v > 0 {
 		Q = v
 	}
-	m, err := train.LoadModel(src, false, 1)
+	m, err := bert.LoadModel(src, false, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
 	N := Q + Q*G
 	r := rand.New(rand.NewPCG(1, 2))
-	batch := &train.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
+	batch := &bert.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
 	for i := range batch.IDs {
 		batch.IDs[i] = int32(1000 + r.IntN(m.Cfg.VocabSize-1000))
 		batch.Mask[i] = 1

@@ -6,8 +6,8 @@
 //
 // The decoder is a llama GGUF file (smollm2-135m-instruct from the
 // catalogue, or any file with a ChatML chat template: SmolLM2, Qwen2,
-// Qwen3), run by the trainer's own forward (train/decoder) with a key/value
-// cache; its tokenizer is built from the file as the import path builds it,
+// Qwen3), run by model/llama (the trainer's decoder's forward) with a
+// key/value cache; its tokenizer is built from the file as the import path builds it,
 // without the EOS an embedder appends. Each document, cut to MaxDocTokens,
 // goes into one user turn after the instruction, in the file's chat format
 // with its default system turn; generation stops at the end of the turn.
@@ -28,6 +28,9 @@
 // names a query that queries.jsonl lacks. A document whose generations are
 // all empty gets no line and is generated again (with the same result) on
 // resume.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package doc2query
 
 import (
@@ -46,9 +49,10 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model/gguf"
+	"github.com/anna-search/anna/model/llama"
 	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/decoder"
 )
 
 // Split is the qrels split the output's judgments are in.
@@ -159,7 +163,7 @@ func docText(d beir.Doc) string {
 
 // Generator is a decoder and its tokenizer, ready to write queries.
 type Generator struct {
-	m      *decoder.Model
+	m      *llama.Model
 	tok    *tokenizer.Tokenizer
 	system string // the chat template's default system turn ("" when it has none)
 	stop   []int32
@@ -212,7 +216,7 @@ func Load(path string) (*Generator, error) {
 	if eos, err := f.Int("tokenizer.ggml.eos_token_id"); err == nil && int32(eos) != g.stop[0] {
 		g.stop = append(g.stop, int32(eos))
 	}
-	if g.m, err = decoder.Load(path, decoder.LoadOptions{KeepBase: true}); err != nil { // generation trains nothing
+	if g.m, err = llama.Load(path, llama.LoadOptions{KeepBase: true}); err != nil { // generation trains nothing
 		g.tok.Close()
 		return nil, fmt.Errorf("doc2query: %w", err)
 	}
@@ -294,6 +298,7 @@ func clean(s string) string {
 // when generations are empty or repeat), sampling document i with seeds[i]
 // (its j-th query with seeds[i]+j).
 func (g *Generator) Queries(ctx context.Context, docs []beir.Doc, seeds []uint64, o Options) ([][]string, error) {
+	ctx = safe.Ctx(ctx)
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -306,7 +311,7 @@ func (g *Generator) Queries(ctx context.Context, docs []beir.Doc, seeds []uint64
 			ps = append(ps, seeds[i]+uint64(j))
 		}
 	}
-	gen, err := g.m.Generate(ctx, prompts, decoder.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop, Temperature: o.Temperature, TopP: o.TopP, Seeds: ps})
+	gen, err := g.m.Generate(ctx, prompts, llama.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop, Temperature: o.Temperature, TopP: o.TopP, Seeds: ps})
 	if err != nil {
 		return nil, fmt.Errorf("doc2query: %w", err)
 	}
@@ -344,6 +349,7 @@ type line struct {
 // Run writes queries for the corpus of the BEIR folder src into the BEIR
 // folder out (see the package comment), resuming what out holds.
 func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
+	ctx = safe.Ctx(ctx)
 	if err := o.defaults(); err != nil {
 		return err
 	}

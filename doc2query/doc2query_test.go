@@ -17,8 +17,8 @@ import (
 	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
+	"github.com/anna-search/anna/model/llama"
 	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/decoder"
 )
 
 // tinyGenerator is a random decoder over the default model's WordPiece
@@ -37,7 +37,7 @@ func tinyGenerator(t *testing.T) *Generator {
 	t.Cleanup(func() { tok.Close() })
 	cfg := &model.Config{ModelType: "llama", VocabSize: 30522, HiddenSize: 16, NumHiddenLayers: 2, NumAttentionHeads: 2,
 		NumKeyValueHeads: 1, IntermediateSize: 24, MaxPositionEmbeddings: 512, HiddenAct: "silu", RMSNormEps: 1e-6, RopeTheta: 10000}
-	m, err := decoder.New(cfg, decoder.RandomTensors(cfg, 0.5, 3))
+	m, err := llama.New(cfg, llama.RandomTensors(cfg, 0.5, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 	for _, d := range docs {
 		turns = append(turns, g.turn(docText(d), o))
 	}
-	gen, err := g.m.Generate(context.Background(), turns, decoder.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop})
+	gen, err := g.m.Generate(context.Background(), turns, llama.GenerateOptions{Prefix: g.prefix(o), MaxNew: o.MaxNew, Stop: g.stop})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Formatter is implemented by encoders that can say which exact text they
@@ -102,6 +103,7 @@ func (c *Cache) Misses() int64 { return c.misses.Load() }
 
 // EmbedDocuments returns cached vectors and embeds (and stores) the rest.
 func (c *Cache) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	return c.embed(ctx, texts, c.docKeys(texts), c.enc.EmbedDocuments)
 }
 
@@ -121,6 +123,7 @@ func (c *Cache) docKeys(texts []string) [][32]byte {
 
 // EmbedQueries returns cached vectors and embeds (and stores) the rest.
 func (c *Cache) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	f, _ := c.enc.(Formatter)
 	var pj []byte
 	if f == nil {

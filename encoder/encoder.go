@@ -25,6 +25,9 @@
 // manifest's fingerprint tells their vectors apart. Loading, the session,
 // the BERT run and the length-sorted batching are internal/bert's, shared
 // with package rerank.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package encoder
 
 import (

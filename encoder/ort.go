@@ -14,8 +14,8 @@ import (
 
 	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // Options tune an ORTEncoder. Zero values pick the defaults. The fields
@@ -80,6 +80,7 @@ func DefaultDir() string { return home.DefaultModel() }
 
 // Default loads the default model (DefaultDir).
 func Default(ctx context.Context) (*ORTEncoder, error) {
+	ctx = safe.Ctx(ctx)
 	dir, err := home.RequireDefaultModel()
 	if err != nil {
 		return nil, fmt.Errorf("encoder: %w", err)
@@ -92,6 +93,7 @@ func Default(ctx context.Context) (*ORTEncoder, error) {
 // by the first embed call that needs it, which also returns its error (a
 // damaged model.onnx, say).
 func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, error) {
+	ctx = safe.Ctx(ctx)
 	m, err := bert.Open(ctx, modelDir, spec, bert.Options(opts))
 	if err != nil {
 		return nil, err
@@ -167,6 +169,7 @@ func (e *ORTEncoder) FormatQuery(q string, p Prompt) string {
 
 // EmbedDocuments embeds texts as documents, in input order.
 func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	in := texts
 	if e.Manifest().DocumentPrefix != "" {
 		in = make([]string, len(texts))
@@ -185,6 +188,7 @@ func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]fl
 
 // EmbedQueries embeds queries formatted with p (see Prompt), in input order.
 func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	in := make([]string, len(queries))
 	for i, q := range queries {
 		in[i] = e.FormatQuery(q, p)
@@ -223,7 +227,7 @@ func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, p
 		for n < len(pre) && n < len(ids)-1 && pre[n] == ids[n] {
 			n++
 		}
-		return slices.Concat(ids[:n], []int64{onnx.ContextPlaceholder}, ids[n:])
+		return slices.Concat(ids[:n], []int64{model.ContextPlaceholder}, ids[n:])
 	}})
 }
 

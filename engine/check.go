@@ -14,6 +14,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -106,7 +107,9 @@ func (ps *problems) addID(part, what, id string) {
 // It opens everything read-only and may run beside other readers, not
 // beside a writer (ErrLocked). The error is for a check that could not run
 // (no such directory, a cancelled context); damage is in the Report.
-func Check(ctx context.Context, dir string) (*Report, error) {
+func Check(ctx context.Context, dir string) (_ *Report, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	c := &checker{dir: dir, rep: &Report{Dir: dir}}
 	if err := c.run(ctx); err != nil {
 		return nil, err
@@ -419,7 +422,9 @@ type RepairReport struct {
 // indexes are then rebuilt from the store, documents without a vector for
 // the model are embedded, and Check runs again. Documents the old indexes
 // held that the store no longer does are listed in Lost.
-func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport, error) {
+func Repair(ctx context.Context, dir string, opts RepairOptions) (_ *RepairReport, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -573,6 +578,11 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 	need, err := e.store.NeedVectors(e.vecKey(), ids)
 	if err != nil {
 		return 0, err
+	}
+	if len(need) > 0 {
+		if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
+			return 0, err
+		}
 	}
 	for start := 0; start < len(need); start += 256 {
 		batch := need[start:min(start+256, len(need))]

@@ -299,7 +299,7 @@ func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp strin
 func addDense(ctx context.Context, ix *dense.Index, docs []storage.Doc, embs []storage.Embedding) error {
 	dd := make([]dense.Doc, len(docs))
 	for i, d := range docs {
-		dd[i] = dense.Doc{ID: d.ID, Vectors: embs[i].Vectors, Meta: d.Meta}
+		dd[i] = dense.Doc{ID: d.ID, Vectors: embs[i].Vectors, Meta: d.Meta, MetaValues: d.MetaValues}
 	}
 	return ix.Add(ctx, dd)
 }
@@ -326,12 +326,13 @@ func (e *Engine) buildDense(ctx context.Context, m Model, ch Chunking) (*dense.I
 		if err != nil {
 			return err
 		}
-		meta := make(map[string]map[string]string, len(stored))
+		meta := make(map[string]storage.Doc, len(stored))
 		for _, d := range stored {
-			meta[d.ID] = d.Meta
+			meta[d.ID] = d
 		}
 		for i := range docs {
-			docs[i].Meta = meta[docs[i].ID]
+			d := meta[docs[i].ID]
+			docs[i].Meta, docs[i].MetaValues = d.Meta, d.MetaValues
 		}
 		err = ix.Add(ctx, docs)
 		docs, ids = docs[:0], ids[:0]

@@ -19,6 +19,10 @@
 //	             state (package storage); the only file that holds data
 //	lexical/     Bleve index (derived: rebuilt from anna.db when lost)
 //	dense.hnsw   HNSW graph (derived: rebuilt from anna.db when lost)
+//	anna.sock    Unix socket (0600) on which the process that has the
+//	             directory open for writing answers other processes'
+//	             read-only opens (see Read-only and sharing); removed on
+//	             Close, replaced by the next writer when one was killed
 //
 // # Invariants
 //
@@ -34,10 +38,21 @@
 //     older copy, or damaged) is rebuilt from the store, and Warnings says
 //     why. The applied seq of the graph moves only once a batch is wholly in
 //     it, so a graph saved after a failed update replays that batch.
-//   - An engine directory belongs to one embedding model, recorded with its
-//     first documents (a directory that holds none is bound to none).
-//     Opening it with another model is refused (ModelMismatchError);
-//     Reindex is the way to change models.
+//   - An engine directory belongs to one embedding model, recorded by
+//     fingerprint (with its dimension, directory and manifest name) with
+//     its first documents (a directory that holds none is bound to none).
+//     Opening it with another model is refused (ModelMismatchError, naming
+//     both models); Reindex is the way to change models.
+//   - Opened with neither Options.Model nor Options.Encoder, a bound
+//     directory loads its model only when something first embeds (a
+//     dense, hybrid or rerank search, Add of new text, Repair): lexical
+//     searches and Stats never need it. It is looked for where it was
+//     recorded, then among the models installed under $ANNA_HOME/models by
+//     fingerprint (FindModel); one found nowhere is a ModelNotFoundError
+//     naming it. With Options.KeepModel (annactl index and reindex) the
+//     model a directory binds to is copied under $ANNA_HOME/models first
+//     (unless one of its fingerprint is there), so moving or deleting the
+//     model directory given breaks nothing.
 //   - A directory may record a fusion of its own (SetFusion; annactl eval
 //     --choose-fusion measures and records one), kept in anna.db's state
 //     with the model fingerprint it was chosen for: searches that name no
@@ -45,8 +60,18 @@
 //     model, and RRF otherwise (after Reindex to another model, or when
 //     none is recorded).
 //   - Any number of searches may run concurrently with one writer. Writers
-//     (Add, Delete, Reindex) are serialised; across processes bbolt's file
-//     lock admits one writer or any number of read-only opens.
+//     (Add, Delete, Reindex) are serialised. Across processes bbolt's file
+//     lock admits one writer or any number of read-only opens, and the
+//     writer answers the read-only opens of other processes, so readers
+//     work beside it (Read-only and sharing). A writable Open fails at
+//     once with ErrLocked when another process has the directory open for
+//     writing, and waits up to 10 s for read-only opens that hold the lock
+//     (reading the directory themselves) to close before failing with
+//     ErrLocked. A directory already open in this process is not opened
+//     again for writing (ErrLocked, "already open ... in this process");
+//     a read-only Open beside this process's own writer reads through it
+//     like another process's. The package keeps one piece of global
+//     state for this: the set of directories the process has open.
 //
 // # Crash behaviour
 //
@@ -57,7 +82,22 @@
 // again. anna.db is never re-created over what it held: a missing or empty
 // anna.db beside derived indexes, or a damaged one, is refused with a
 // DamageError. Check reports every problem of a directory without changing
-// it; Repair salvages the store and rebuilds the rest.
+// it; Repair salvages the store and rebuilds the rest. A writer killed
+// leaves anna.sock behind; it keeps nobody waiting: a read-only open tries
+// it only while the lock is held, a reader that read through the writer
+// opens the directory itself on its next call, and the next writer
+// replaces it.
+//
+// # Contexts and panics
+//
+// A nil context.Context given to a function of this package is
+// context.Background(). Open, Check, Repair and the methods that take a
+// context never panic: a panic in a plug-in (Options.Encoder,
+// Options.Reranker) or in the engine's own code, on the caller's goroutine
+// or on one the engine started, is returned as an error naming the panic
+// value and the function that panicked, and the engine stays usable (a
+// write that panicked after its commit is finished by the next write or
+// Open, like any failed index update).
 //
 // # Backends
 //
@@ -72,10 +112,31 @@
 // fills a new collection and moves the alias. Check and Repair look at the
 // local indexes only.
 //
-// # Read-only
+// # Read-only and sharing
 //
 // Options.ReadOnly writes nothing and binds nothing. The dense graph is
 // brought up to date in memory; a BM25 index out of step with the store
 // cannot be, so lexical and hybrid searches then fail with a RecoveryError
 // until the directory is opened for writing once.
+//
+// A read-only Open of a directory that another process has open for
+// writing reads through that process: the writer answers on anna.sock
+// (HTTP with JSON, internal to this package, owner-only) and Search, Get,
+// Vectors, LexicalScores and Stats are its answers, from its last
+// committed state, the same as its own calls give (Stats.WriterPID names
+// it). Such an engine holds no lock and loads no model unless asked
+// (LoadEncoder): the writer embeds the queries; a reranking search
+// retrieves through the writer and reranks with this engine's
+// Options.Reranker; Options.Encoder, or Options.Model (by its manifest),
+// is checked against the writer's model. A writer still opening the
+// directory is waited for (Logf says so). When the writer closes or dies,
+// the next call opens the directory itself (or reads through the next
+// writer) and goes on. Options.NoShare turns all this off for an engine:
+// then a reader beside a writer fails with ErrLocked. Check and Repair
+// read the files themselves: beside a writer they fail with ErrLocked.
+//
+// Read-only opens that read the directory themselves (including one that
+// read through a writer which has closed since) hold bbolt's shared lock
+// until they Close, so a writer waits for them (up to 10 s, above): close
+// read-only engines between uses where another process may want to write.
 package engine

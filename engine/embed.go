@@ -103,6 +103,23 @@ func (c Chunking) window(maxLen int) (int, int) {
 	return w, s
 }
 
+// DefaultMaxPassages is the most passages a document is embedded as when
+// Options.MaxPassages is 0: with the default windows (256 tokens, each next
+// one 128 further) some 65,000 tokens, a quarter of a megabyte of English.
+const DefaultMaxPassages = 512
+
+// embedBatch is how many passages embedDocs gives the encoder at once
+// (Options.EmbedProgress is told after each).
+const embedBatch = 1024
+
+// maxPassagesOrDefault is the engine's cap on passages per document.
+func (e *Engine) maxPassagesOrDefault() int {
+	if e.maxPassages > 0 {
+		return e.maxPassages
+	}
+	return DefaultMaxPassages
+}
+
 // embedDocs embeds docs with enc, one embedding per document: its passages
 // (windows of the text, each with the title in front, see Chunking) when
 // the document is longer than the window and the encoder can split; else
@@ -110,12 +127,21 @@ func (c Chunking) window(maxLen int) (int, int) {
 // truncates. A document that fits is embedded exactly as it was before
 // documents were split. Every write path (Add, Reindex, Repair) embeds
 // through here.
+//
+// A document of more than Options.MaxPassages passages is embedded by its
+// first MaxPassages, which are the first passages of the whole text (see
+// splitCapped), and Logf names it; BM25 still indexes all of its text.
+// Options.EmbedProgress hears of every embedBatch passages embedded.
 func (e *Engine) embedDocs(ctx context.Context, enc encoder.Encoder, ch Chunking, docs []storage.Doc) ([]storage.Embedding, error) {
 	sp, canSplit := encoder.SplitterOf(enc)
+	limit := e.maxPassagesOrDefault()
 	var texts []string
 	first := make([]int, len(docs)+1) // passages of doc i: texts[first[i]:first[i+1]]
 	spans := make([][]storage.Span, len(docs))
 	for i, d := range docs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		first[i] = len(texts)
 		var ps []encoder.Passage
 		if canSplit && !ch.Off && d.Text != "" {
@@ -124,7 +150,11 @@ func (e *Engine) embedDocs(ctx context.Context, enc encoder.Encoder, ch Chunking
 				prefix = d.Title + " "
 			}
 			w, s := ch.window(sp.MaxLength())
-			ps = sp.Split(prefix, d.Text, w, s)
+			var cut bool
+			if ps, cut = splitCapped(sp, prefix, d.Text, w, s, limit); cut {
+				e.logf("document %q is longer than %d passages: its first %d (bytes 0-%d of %d) are embedded, the rest of its text only indexed for BM25 (Options.MaxPassages, annactl --max-passages)",
+					d.ID, limit, len(ps), ps[len(ps)-1].End, len(d.Text))
+			}
 		}
 		if len(ps) <= 1 {
 			texts = append(texts, EmbedText(Document(d)))
@@ -137,16 +167,50 @@ func (e *Engine) embedDocs(ctx context.Context, enc encoder.Encoder, ch Chunking
 		}
 	}
 	first[len(docs)] = len(texts)
-	vecs, err := enc.EmbedDocuments(ctx, texts)
-	if err != nil {
-		return nil, fmt.Errorf("embedding %d documents (%d passages): %w", len(docs), len(texts), err)
-	}
-	if len(vecs) != len(texts) {
-		return nil, fmt.Errorf("the encoder returned %d vectors for %d texts", len(vecs), len(texts))
+	vecs := make([][]float32, 0, len(texts))
+	for start := 0; start < len(texts); start += embedBatch {
+		part := texts[start:min(start+embedBatch, len(texts))]
+		got, err := enc.EmbedDocuments(ctx, part)
+		if err != nil {
+			return nil, fmt.Errorf("embedding %d documents (%d passages): %w", len(docs), len(texts), err)
+		}
+		if len(got) != len(part) {
+			return nil, fmt.Errorf("the encoder returned %d vectors for %d texts", len(got), len(part))
+		}
+		vecs = append(vecs, got...)
+		if e.embedProgress != nil {
+			e.embedProgress(len(vecs), len(texts))
+		}
 	}
 	out := make([]storage.Embedding, len(docs))
 	for i := range docs {
 		out[i] = storage.Embedding{Vectors: vecs[first[i]:first[i+1]], Spans: spans[i]}
 	}
 	return out, nil
+}
+
+// splitCapped splits text as sp.Split does and keeps at most limit
+// passages; cut says whether there were more. It tokenizes only a prefix of
+// a long text, cut at ASCII white space: 8 bytes per token of limit+2
+// strides at first (about 1.6 times what English needs), doubled until it
+// holds more than limit passages or is the whole text. The prefix's words are the text's
+// words (a tokenizer splits at white space), and a window that is not the
+// last one of the prefix ends where it ends in the whole text, so the
+// passages kept are the whole text's first ones. Without the prefix a
+// 20 MB document was tokenized whole and split into 26,050 passages.
+func splitCapped(sp encoder.Splitter, prefix, text string, window, stride, limit int) ([]encoder.Passage, bool) {
+	for n := max(64<<10, (limit+2)*max(stride, 1)*8); n < len(text); n *= 2 {
+		end := strings.LastIndexAny(text[:n], " \t\n\r")
+		if end <= 0 {
+			continue
+		}
+		if ps := sp.Split(prefix, text[:end], window, stride); len(ps) > limit {
+			return ps[:limit], true
+		}
+	}
+	ps := sp.Split(prefix, text, window, stride)
+	if len(ps) > limit {
+		return ps[:limit], true
+	}
+	return ps, false
 }

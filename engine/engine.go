@@ -13,6 +13,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
@@ -27,25 +28,40 @@ const (
 
 // State keys kept in anna.db. The model keys are written together with the
 // first documents (so a directory that holds none is bound to no model) and
-// changed together by Reindex.
+// changed together by Reindex. The fingerprint binds the directory to its
+// model; the directory and name only say where to look first and what to
+// call it (directories indexed before names were recorded have none).
 const (
 	stateFingerprint   = "model.fingerprint"
 	stateDim           = "model.dim"
 	stateModelDir      = "model.dir"
+	stateModelName     = "model.name"     // the manifest's name
 	stateReindexTarget = "reindex.target" // fingerprint a running Reindex writes vectors for
 	stateChunking      = "model.chunking" // how long documents are split (Chunking.String)
 )
 
 // Options configure Open. The zero value is usable: it opens the directory
 // for writing with the model recorded in it, or the default model installed
-// by `make setup`.
+// by `go run github.com/anna-search/anna/cmd/anna-env setup`.
 type Options struct {
 	// Model is a model directory (see `annactl models`). "" means the model
-	// recorded in the directory, else the default model.
+	// recorded in the directory, else the default model. A directory bound
+	// to a model and opened with neither Model nor Encoder loads its model
+	// only when it first embeds (see Open).
 	Model string
 	// Encoder, when set, embeds instead of a model loaded from Model (which
 	// is then only recorded, so pass it when Encoder was loaded from it).
 	Encoder encoder.Encoder
+	// KeepModel, when set, keeps the model a directory binds to (with its
+	// first documents, or by Reindex) installed under $ANNA_HOME/models:
+	// a model directory is copied in by content (installed.Keep: as
+	// `annactl models add DIR`, named NAME-FINGERPRINT) unless a model of
+	// its fingerprint is installed already. The directory still records
+	// the model directory given; once that moves, is deleted or holds
+	// another model, the copy is found by fingerprint (FindModel), so
+	// moving or deleting it breaks nothing. `annactl index` and `annactl
+	// reindex` set it.
+	KeepModel bool
 	// EmbeddingCache, when set, is a directory in which embeddings are
 	// cached by model fingerprint and text, so that re-indexing the same
 	// texts costs no model time.
@@ -54,8 +70,16 @@ type Options struct {
 	Reranker Reranker
 	// ReadOnly opens without writing anything: no file is created or
 	// changed, nothing is bound to a model; Add, Delete and Reindex fail
-	// with ErrReadOnly. Other read-only opens may run at the same time.
+	// with ErrReadOnly. Other read-only opens may run at the same time, and
+	// a writer in another process: the engine then reads through it (see
+	// the package doc, Read-only and sharing).
 	ReadOnly bool
+	// NoShare turns off sharing the directory through its writer: opened
+	// for writing, the engine answers no other process's read-only opens
+	// (it makes no anna.sock), so they fail with ErrLocked while it is
+	// open; opened read-only, it never reads through another process and
+	// fails with ErrLocked while one has the directory open for writing.
+	NoShare bool
 	// HNSW shapes the dense graph; zero fields take the defaults.
 	HNSW HNSW
 	// Chunking says how documents longer than the model's window are
@@ -64,6 +88,17 @@ type Options struct {
 	// directory keeps its chunking (Reindex changes it), and opening it
 	// with another non-zero Chunking is refused.
 	Chunking Chunking
+	// MaxPassages caps the passages one document is embedded as (0:
+	// DefaultMaxPassages, 512). A document split into more (see Chunking)
+	// is embedded by its first MaxPassages passages: the dense list does
+	// not see the text after them (BM25 indexes all of it), and Logf names
+	// the document. It is not recorded: it applies to what this engine
+	// embeds (Add, Reindex, Repair).
+	MaxPassages int
+	// EmbedProgress, when set, is told how many passages of the documents
+	// being embedded (one Add, or one Reindex batch) are done, out of how
+	// many, after every 1,024.
+	EmbedProgress func(done, total int)
 	// Weaviate, when set, makes a Weaviate collection the retrieval
 	// backend instead of the directory's BM25 index and HNSW graph (see
 	// Weaviate). HNSW is then unused.
@@ -93,6 +128,10 @@ type Model struct {
 	Fingerprint string // names the exact vectors: equal fingerprints give equal vectors
 	Dir         string // model directory, "" for the default model or an Encoder given alone
 	Dim         int
+	// Name is the model's manifest name, "" when unknown (an Encoder given
+	// alone, or a directory indexed before names were recorded whose model
+	// is not where it was).
+	Name string
 }
 
 // Engine is an open anna directory. It is safe for concurrent use: any
@@ -107,6 +146,9 @@ type Engine struct {
 	closers  []func() error // what Open loaded and Close releases
 	warnings []string
 
+	maxPassages   int                   // Options.MaxPassages
+	embedProgress func(done, total int) // Options.EmbedProgress
+
 	// life is held for reading by every call and for writing by Close, so
 	// Close waits for running calls and later calls get ErrClosed.
 	life   sync.RWMutex
@@ -119,8 +161,12 @@ type Engine struct {
 	lexApplied uint64 // last store seq applied to lex (guarded by writeMu)
 	lexStale   string // read-only: why lex cannot answer ("" when in step)
 
-	mu           sync.RWMutex // guards the model snapshot below (swapped by Reindex)
-	enc          encoder.Encoder
+	loadMu   sync.Mutex // serialises loading the model when first needed (ensureEncoder)
+	cacheDir string     // Options.EmbeddingCache, for a model loaded when first needed
+	keep     bool       // Options.KeepModel
+
+	mu           sync.RWMutex    // guards the model snapshot below (swapped by Reindex)
+	enc          encoder.Encoder // nil until first needed when Open did not load the model
 	model        Model
 	chunking     Chunking
 	bound        bool // model recorded in the store (it holds or held documents)
@@ -132,6 +178,9 @@ type Engine struct {
 	hlOnce sync.Once // makes hl for snippets on first use
 	hl     *snippet.Highlighter
 	hlErr  error
+
+	srv *server // answers other processes' read-only opens (writable, share.go)
+	via *via    // read-only: reads through the process writing dir (share.go)
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)
@@ -145,25 +194,37 @@ type Engine struct {
 // is rebuilt from the store, and Warnings says why. Read-only, the dense
 // graph is brought up to date in memory and a BM25 index out of step makes
 // lexical searches fail with a RecoveryError.
-func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
+func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if err := opts.HNSW.validate(); err != nil {
 		return nil, err
 	}
 	if err := opts.Chunking.validate(); err != nil {
 		return nil, err
 	}
+	if opts.MaxPassages < 0 {
+		return nil, optErr("Options.MaxPassages", opts.MaxPassages, "must be 0 (the default, 512) or positive")
+	}
 	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
+	e.maxPassages, e.embedProgress = opts.MaxPassages, opts.EmbedProgress
 	ok := false
 	defer func() {
 		if !ok {
 			e.release()
+		} else if e.srv != nil {
+			e.srv.opened()
 		}
 	}()
-	if err := e.openStore(); err != nil {
+	if err := e.openStore(ctx, opts); err != nil {
 		return nil, err
+	}
+	if e.via != nil { // read-only, through the process writing dir
+		ok = true
+		return e, nil
 	}
 	if w := e.store.Warning(); w != "" {
 		e.warn("anna.db: %s", w)
@@ -198,8 +259,11 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 }
 
 // openStore opens anna.db, refusing to create one beside derived indexes
-// (their store is gone) or over an empty file.
-func (e *Engine) openStore() error {
+// (their store is gone) or over an empty file. A read-only open of a
+// directory another process has open for writing reads through that
+// process instead (e.via, no store: see lockStore); a writable one answers
+// other processes' read-only opens unless opts.NoShare (serve).
+func (e *Engine) openStore(ctx context.Context, opts Options) error {
 	path := filepath.Join(e.dir, storeFile)
 	fi, err := os.Stat(path)
 	derived := e.derivedPresent()
@@ -220,19 +284,29 @@ func (e *Engine) openStore() error {
 			return fmt.Errorf("engine: creating %s: %w", e.dir, err)
 		}
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: e.readOnly, Create: !e.readOnly})
+	st, err := e.lockStore(ctx, path, opts)
+	if err != nil || st == nil { // nil, nil: e reads through the writer
+		return err
+	}
+	e.store = st
+	e.closers = append(e.closers, st.Close)
+	if !e.readOnly && !opts.NoShare {
+		e.serve()
+	}
+	e.closers = append(e.closers, holdHere(e.dir, !e.readOnly, e.srv != nil))
+	return nil
+}
+
+// storeError is the engine's error for storage.Open's err.
+func (e *Engine) storeError(err error) error {
 	switch {
 	case errors.Is(err, storage.ErrLocked):
 		return fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, err)
 	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrEmptyFile):
 		return &DamageError{Dir: e.dir, What: "anna.db cannot be read", Err: err,
 			Fix: fmt.Sprintf("run `annactl check --index %s` to see the damage and `--repair` to salvage every whole record into a new store", e.dir)}
-	case err != nil:
-		return fmt.Errorf("engine: %w", err)
 	}
-	e.store = st
-	e.closers = append(e.closers, st.Close)
-	return nil
+	return fmt.Errorf("engine: %w", err)
 }
 
 // derivedPresent lists the derived indexes found in the directory.
@@ -248,42 +322,26 @@ func (e *Engine) derivedPresent() []string {
 }
 
 // openModel picks the encoder and checks it against the model recorded in
-// the store.
+// the store. A directory bound to a model and opened with neither
+// opts.Model nor opts.Encoder takes the recorded model without loading it:
+// ensureEncoder loads it when something first embeds, so lexical searches
+// and Stats work without the model. A model given explicitly (or the
+// default model of an unbound directory) is loaded here, and one of
+// another fingerprint than the recorded one is refused here.
 func (e *Engine) openModel(ctx context.Context, opts Options) error {
 	recorded, err := recordedModel(e.store)
 	if err != nil {
 		return err
 	}
 	e.bound = recorded.Fingerprint != ""
-	e.model.Dir = opts.Model
-	enc := opts.Encoder
-	if enc == nil {
-		if e.model.Dir == "" {
-			e.model.Dir = recorded.Dir
-		}
-		var ort *encoder.ORTEncoder
-		if e.model.Dir == "" {
-			ort, err = encoder.Default(ctx)
-		} else {
-			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
-		}
-		if err != nil {
-			return fmt.Errorf("engine: loading the model: %w", err)
-		}
-		e.closers = append(e.closers, ort.Close)
-		enc = ort
+	e.cacheDir, e.keep = opts.EmbeddingCache, opts.KeepModel
+	if e.bound && recorded.Name == "" {
+		recorded.Name = manifestName(recorded.Dir, recorded.Fingerprint) // indexed before names were recorded
 	}
-	if opts.EmbeddingCache != "" {
-		c, err := encoder.NewCache(enc, opts.EmbeddingCache)
-		if err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-		enc = c
-	}
-	e.enc = enc
-	e.model.Fingerprint, e.model.Dim = enc.Fingerprint(), enc.Dim()
-	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
-		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, Model: e.model.Fingerprint}
+	if e.bound && opts.Encoder == nil && opts.Model == "" {
+		e.model = recorded
+	} else if err := e.loadModel(ctx, opts, recorded); err != nil {
+		return err
 	}
 	e.chunking = opts.Chunking
 	if e.bound {
@@ -305,12 +363,56 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// loadModel loads the model opts name (opts.Encoder, opts.Model, else the
+// default model), refuses one of another fingerprint than a bound
+// directory's, and keeps it (opts.KeepModel) in an unbound directory that
+// may bind to it.
+func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) error {
+	e.model.Dir = opts.Model
+	enc := opts.Encoder
+	if enc == nil {
+		if e.model.Dir == "" {
+			e.model.Dir = recorded.Dir
+		}
+		var ort *encoder.ORTEncoder
+		var err error
+		if e.model.Dir == "" {
+			ort, err = encoder.Default(ctx)
+		} else {
+			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
+		}
+		if err != nil {
+			return fmt.Errorf("engine: loading the model: %w", err)
+		}
+		e.closers = append(e.closers, ort.Close)
+		enc = ort
+	}
+	if opts.EmbeddingCache != "" {
+		c, err := encoder.NewCache(enc, opts.EmbeddingCache)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		enc = c
+	}
+	e.enc = enc
+	e.model.Fingerprint, e.model.Dim = enc.Fingerprint(), enc.Dim()
+	e.model.Name = modelName(enc, e.model.Dir, e.model.Fingerprint)
+	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
+		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, IndexName: recorded.Name, Model: e.model.Fingerprint, ModelName: e.model.Name}
+	}
+	if !e.bound && opts.KeepModel && !e.readOnly {
+		return e.keepModel(ctx, e.model)
+	}
+	return nil
+}
+
 // modelState is what binds the store to the engine's model.
 func (e *Engine) modelState(m Model, ch Chunking) map[string][]byte {
 	return map[string][]byte{
 		stateFingerprint: []byte(m.Fingerprint),
 		stateDim:         []byte(strconv.Itoa(m.Dim)),
 		stateModelDir:    []byte(m.Dir),
+		stateModelName:   []byte(m.Name),
 		stateChunking:    []byte(ch.String()),
 	}
 }
@@ -331,7 +433,7 @@ func (e *Engine) Chunking() Chunking {
 
 func recordedModel(st *storage.Store) (Model, error) {
 	var m Model
-	for key, dst := range map[string]*string{stateFingerprint: &m.Fingerprint, stateModelDir: &m.Dir} {
+	for key, dst := range map[string]*string{stateFingerprint: &m.Fingerprint, stateModelDir: &m.Dir, stateModelName: &m.Name} {
 		v, err := st.State(key)
 		if err != nil {
 			return Model{}, fmt.Errorf("engine: reading the recorded model: %w", err)
@@ -355,7 +457,10 @@ func RecordedModel(dir string) (Model, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return Model{}, nil
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: true})
+	st, err := storage.Open(path, storage.Options{ReadOnly: true, LockWait: -1})
+	if errors.Is(err, storage.ErrLocked) {
+		return writerModel(dir) // another process writes dir: it knows
+	}
 	if err != nil {
 		return Model{}, fmt.Errorf("engine: %w", err)
 	}
@@ -484,11 +589,12 @@ func (e *Engine) Model() Model {
 }
 
 // Encoder is the encoder the engine embeds with (for tools that embed
-// queries or documents the same way).
+// queries or documents the same way), loading the model if it is not
+// loaded yet; nil when it cannot be loaded (LoadEncoder says why) or the
+// engine is closed.
 func (e *Engine) Encoder() encoder.Encoder {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.enc
+	enc, _ := e.LoadEncoder(context.Background())
+	return enc
 }
 
 func (h HNSW) validate() error {

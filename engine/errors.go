@@ -11,6 +11,9 @@ var (
 	ErrReadOnly      = errors.New("engine: opened read-only")
 	ErrEmptyQuery    = errors.New("engine: empty query")
 	ErrEmptyDocument = errors.New("empty title and text")
+	// ErrEmptyID: a document given to Add, or an ID given to Get or
+	// Delete, is "" (for Add, blank).
+	ErrEmptyID       = errors.New("empty ID")
 	ErrInvalidOption = errors.New("engine: invalid option")
 	// ErrNotIndex: a read-only Open (or Check) of a directory without anna.db.
 	ErrNotIndex = errors.New("not an anna directory")
@@ -87,11 +90,17 @@ func (e *RecoveryError) Error() string {
 func (e *RecoveryError) Unwrap() error { return ErrNeedsRecovery }
 
 // ModelMismatchError reports an index opened with a model other than the one
-// that built it.
-type ModelMismatchError struct{ Dir, Index, Model string }
+// that built it. Index and Model are the two fingerprints; the message names
+// each model by its manifest name (IndexName, ModelName; "" when unknown)
+// and short fingerprint.
+type ModelMismatchError struct{ Dir, Index, Model, IndexName, ModelName string }
 
 func (m *ModelMismatchError) Error() string {
-	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or run `annactl reindex` to move it to the new one", m.Dir, m.Index, m.Model)
+	a, b := modelLabel(m.IndexName, m.Index), modelLabel(m.ModelName, m.Model)
+	if a == b { // equal names and 12-digit prefixes: show all of both
+		a, b = m.IndexName+" ("+m.Index+")", m.ModelName+" ("+m.Model+")"
+	}
+	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or run `annactl reindex` to move it to the new one", m.Dir, a, b)
 }
 
 func optErr(field string, value any, reason string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // LexicalScores returns the BM25 score of query against each document:
@@ -17,11 +18,16 @@ import (
 // scored, and they are named by ID (Document.ID; title and text are not
 // read): Weaviate's BM25 restricted to those IDs. A document without an ID
 // is refused with ErrUnsupported.
-func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
+func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) (_ []float64, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil {
+		return e.via.lexicalScores(ctx, query, docs)
+	}
 	if r, ok := e.be.(*remote); ok {
 		return r.lexicalScores(ctx, query, docs)
 	}

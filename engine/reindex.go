@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -33,9 +34,12 @@ type ReindexOptions struct {
 // than their document) are kept, so an interrupted Reindex started again
 // only embeds what is missing; run again once it has finished, it does
 // nothing. Until the swap the directory stays on the old
-// model; the swap (fingerprint, dimension and model directory) is one
-// transaction.
-func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
+// model; the swap (fingerprint, dimension, model directory and name) is one
+// transaction. With Options.KeepModel the new model is first kept under
+// $ANNA_HOME/models (see KeepModel).
+func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if opts.BatchSize < 0 {
 		return optErr("ReindexOptions.BatchSize", opts.BatchSize, "must be 0 (the default, 256) or positive")
 	}
@@ -66,7 +70,9 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 		enc = ort
 		// Kept open until Close: a search may still hold the old snapshot,
 		// and the new model becomes the engine's.
+		e.mu.Lock()
 		e.closers = append(e.closers, ort.Close)
+		e.mu.Unlock()
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
@@ -77,12 +83,19 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) error {
 		ch = *opts.Chunking
 	}
 	next := Model{Fingerprint: enc.Fingerprint(), Dir: opts.Model, Dim: enc.Dim()}
+	next.Name = modelName(enc, next.Dir, next.Fingerprint)
 	oldKey, nextKey := vectorKey(old.Fingerprint, e.Chunking()), vectorKey(next.Fingerprint, ch)
 	if nextKey == oldKey {
 		// Already on it (a reindex run again after it finished, or after a
 		// crash past its switch): Open has already rebuilt what was not.
-		e.logf("reindex: the directory is already on model %s", old.Fingerprint)
+		e.logf("reindex: the directory is already on model %s", old.Label())
 		return nil
+	}
+	if e.keep {
+		// Before any work, so that a failure to keep it costs none.
+		if kerr := e.keepModel(ctx, next); kerr != nil {
+			return fmt.Errorf("engine: reindex: %w", kerr)
+		}
 	}
 	if err := e.store.SetState(stateReindexTarget, []byte(nextKey)); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)

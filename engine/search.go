@@ -9,6 +9,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -106,13 +107,14 @@ func (p Prompt) encoder() encoder.Prompt {
 // Result is one hit. Explain lists the hit's rank and score in every list
 // that contributed to it (lexical, dense, rerank), in pipeline order.
 type Result struct {
-	ID      string
-	Score   float64 // the final list's score: BM25, cosine, fused (RRF, minmax, DBSF) or cross-encoder logit
-	Title   string
-	Text    string
-	Meta    map[string]string
-	Explain []Contribution
-	Snippet *Snippet // with SearchOptions.Snippets
+	ID         string
+	Score      float64 // the final list's score: BM25, cosine, fused (RRF, minmax, DBSF) or cross-encoder logit
+	Title      string
+	Text       string
+	Meta       map[string]string
+	MetaValues map[string]Value // the numbers and multi-valued keys (see Document)
+	Explain    []Contribution
+	Snippet    *Snippet // with SearchOptions.Snippets
 }
 
 // Snippet is the part of a result's Text to show beside it, and the query's
@@ -206,7 +208,9 @@ func (o *SearchOptions) validate() error {
 
 // Search runs query through the pipeline chosen by opts.Mode. An empty
 // query is refused with ErrEmptyQuery.
-func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) ([]Result, error) {
+func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (_ []Result, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if strings.TrimSpace(query) == "" {
 		return nil, ErrEmptyQuery
 	}
@@ -217,11 +221,15 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
+		return e.via.search(ctx, e, query, opts)
+	}
 	if opts.Fusion == "" {
 		opts.Fusion = e.fusionInEffect()
 	}
 	if opts.Mode == ModeRerank && e.rr == nil {
-		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker)")
+		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
+			"none ships with anna: `annactl rerankers build` (or rerank/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
 	}
 	base := opts
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
@@ -272,7 +280,11 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 		}
 		ch := make(chan res, 1)
 		go func() {
-			l, err := e.lexicalList(ctx, query, opts.Depth, opts.Filter)
+			var l fusion.List
+			err := safe.Call(func() (err error) {
+				l, err = e.lexicalList(ctx, query, opts.Depth, opts.Filter)
+				return err
+			})
 			ch <- res{l, err}
 		}()
 		dl, ps, derr := e.denseList(ctx, query, opts.Depth, opts)
@@ -332,7 +344,7 @@ func (e *Engine) finish(ctx context.Context, query string, r retrieved, opts Sea
 	if err != nil || !opts.Snippets {
 		return out, err
 	}
-	if err := e.snippets(query, out, r.passage, opts.SnippetSize); err != nil {
+	if err := e.snippets(ctx, query, out, r.passage, opts.SnippetSize); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -356,6 +368,9 @@ func (e *Engine) lexicalList(ctx context.Context, query string, k int, f Filter)
 
 // denseList also returns each hit's best passage.
 func (e *Engine) denseList(ctx context.Context, query string, k int, opts SearchOptions) (fusion.List, map[string]int, error) {
+	if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
+		return fusion.List{}, nil, err
+	}
 	// One consistent (model, index) snapshot: during a Reindex a search
 	// sees either the old pair or the new one, never a mix.
 	e.mu.RLock()
@@ -418,6 +433,9 @@ func resultIDs(rs []fusion.Result) []string {
 }
 
 func (e *Engine) docsByID(ids []string) (map[string]storage.Doc, error) {
+	if e.via != nil {
+		return e.via.docs(ids)
+	}
 	docs, err := e.store.GetMany(ids)
 	if err != nil {
 		return nil, fmt.Errorf("engine: reading documents: %w", err)
@@ -446,7 +464,7 @@ func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
 		for i, c := range r.Contributions {
 			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused}
 		}
-		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, Explain: ex})
+		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, MetaValues: d.MetaValues, Explain: ex})
 	}
 	return out, nil
 }

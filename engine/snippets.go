@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/anna-search/anna/snippet"
@@ -8,13 +9,19 @@ import (
 
 // snippets attaches a Snippet to each result (see Snippet for the choice
 // of fragment). passage holds the dense list's best passage per document.
-func (e *Engine) snippets(query string, rs []Result, passage map[string]int, size int) error {
+// The work per result is bounded (package snippet: at most
+// snippet.MaxAnalysed bytes analysed), and it stops with ctx's error when
+// ctx is cancelled.
+func (e *Engine) snippets(ctx context.Context, query string, rs []Result, passage map[string]int, size int) error {
 	hl, err := e.highlighter()
 	if err != nil {
 		return err
 	}
 	key := e.vecKey()
 	for i := range rs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("engine: snippets: %w", err)
+		}
 		r := &rs[i]
 		var s snippet.Snippet
 		source := ""
@@ -27,15 +34,23 @@ func (e *Engine) snippets(query string, rs []Result, passage map[string]int, siz
 			// fragment below is the same search over it.
 			if found && len(emb.Spans) > 1 && p < len(emb.Spans) {
 				sp := emb.Spans[p]
-				s, source = hl.Passage(r.Text, sp.Start, sp.End, query, size), "passage"
+				if s, err = hl.PassageContext(ctx, r.Text, sp.Start, sp.End, query, size); err != nil {
+					return fmt.Errorf("engine: snippet of %q: %w", r.ID, err)
+				}
+				source = "passage"
 			}
 		}
 		if source == "" {
 			var ok bool
-			if s, ok = hl.Lexical(r.Text, query, size); ok {
+			if s, ok, err = hl.LexicalContext(ctx, r.Text, query, size); err != nil {
+				return fmt.Errorf("engine: snippet of %q: %w", r.ID, err)
+			}
+			if ok {
 				source = "lexical"
 			} else {
-				s, source = hl.Passage(r.Text, 0, len(r.Text), query, size), "lead"
+				// No query term in the text: its beginning (no term to
+				// look for, so no analysis).
+				s, source = hl.Passage(r.Text, 0, len(r.Text), "", size), "lead"
 			}
 		}
 		out := &Snippet{Text: r.Text[s.Start:s.End], Start: s.Start, End: s.End, Source: source}

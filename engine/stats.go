@@ -27,6 +27,10 @@ type Stats struct {
 	FusionChoice FusionChoice
 	Backend      string   // "local", or "weaviate ALIAS (COLLECTION)": where the lists come from
 	Warnings     []string // see Engine.Warnings
+	// WriterPID is, for a read-only engine that reads through the process
+	// that has its directory open for writing (see Options.ReadOnly), that
+	// process's id; 0 when the engine reads the directory itself.
+	WriterPID int
 }
 
 // Stats reports counts from the store and both indexes.
@@ -35,6 +39,9 @@ func (e *Engine) Stats() (Stats, error) {
 		return Stats{}, err
 	}
 	defer e.leave()
+	if e.via != nil {
+		return e.via.stats(e)
+	}
 	n, err := e.store.Count()
 	if err != nil {
 		return Stats{}, fmt.Errorf("engine: %w", err)

@@ -3,20 +3,32 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
 // Document is one document. ID is required and unique within a directory;
-// Title and Text are searched (one of them must not be blank); Meta is kept
-// and returned with results.
+// Title and Text are searched (one of them must not be blank); Meta and
+// MetaValues are its metadata: kept, returned with results, and what
+// filters match (SearchOptions.Filter).
+//
+// Meta holds the keys with one string value. MetaValues holds the others:
+// a number (NumberValue(1960)), which filters compare as a number, or a
+// list (StringsValue("a", "b"), ListValue(...)), a multi-valued key that a
+// filter matches when any element does. A key is in one of the two only;
+// Add stores a MetaValues string in Meta, so stored documents and results
+// keep every single string in Meta. Keys must not be empty, numbers must
+// be finite, keys and strings at most 1 MiB.
 type Document struct {
-	ID    string
-	Title string
-	Text  string
-	Meta  map[string]string
+	ID         string
+	Title      string
+	Text       string
+	Meta       map[string]string
+	MetaValues map[string]Value
 }
 
 // AddResult tells what an Add did.
@@ -54,6 +66,8 @@ func EmbedText(d Document) string {
 // repaired from the store by the next write or Open. res.Committed tells
 // whether the batch is stored, also when err is not nil.
 func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if err := validate(docs); err != nil {
 		return res, err
 	}
@@ -65,6 +79,9 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 		return res, ErrReadOnly
 	}
 	docs = lastWins(docs)
+	for i := range docs {
+		docs[i] = canonicalMeta(docs[i])
+	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	ids := make([]string, len(docs))
@@ -95,6 +112,9 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	}
 	if len(changed) == 0 {
 		return res, nil
+	}
+	if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
+		return AddResult{}, err
 	}
 	e.mu.RLock()
 	enc, m, bound, ch := e.enc, e.model, e.bound, e.chunking
@@ -157,12 +177,12 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 
 // Delete removes documents by ID. Unknown IDs are ignored. It returns the
 // number of documents that existed. Like Add, it finishes the indexes once
-// the deletion is committed.
-func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
-	for i, id := range ids {
-		if id == "" {
-			return 0, fmt.Errorf("engine: delete: ID %d is empty", i)
-		}
+// the deletion is committed. An empty ID is refused with ErrEmptyID.
+func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := checkIDs("delete", ids); err != nil {
+		return 0, err
 	}
 	if err := e.enter(); err != nil {
 		return 0, err
@@ -199,12 +219,24 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (int, error) {
 }
 
 // Get returns the stored documents with the given IDs, in the order given;
-// unknown IDs are skipped.
-func (e *Engine) Get(ids ...string) ([]Document, error) {
+// unknown IDs are skipped. An empty ID is refused with ErrEmptyID. ctx is
+// checked before the store is read.
+func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := checkIDs("get", ids); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil {
+		return e.via.get(ctx, ids)
+	}
 	docs, err := e.store.GetMany(ids)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -223,6 +255,9 @@ func (e *Engine) Vectors(id string) ([][]float32, bool, error) {
 		return nil, false, err
 	}
 	defer e.leave()
+	if e.via != nil {
+		return e.via.vectors(id)
+	}
 	emb, ok, err := e.store.Vector(e.vecKey(), id)
 	if err != nil {
 		return nil, false, fmt.Errorf("engine: %w", err)
@@ -243,11 +278,24 @@ func validate(docs []Document) error {
 	for i, d := range docs {
 		switch {
 		case strings.TrimSpace(d.ID) == "":
-			return fmt.Errorf("engine: document %d in batch: empty ID", i)
+			return fmt.Errorf("engine: document %d in batch: %w", i, ErrEmptyID)
 		case !utf8.ValidString(d.ID):
 			return fmt.Errorf("engine: document %d in batch: ID is not valid UTF-8", i)
 		case IsEmpty(d):
 			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
+		}
+		if err := checkMeta(d); err != nil {
+			return fmt.Errorf("engine: document %q: %w", d.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkIDs refuses an empty ID among ids, naming its position.
+func checkIDs(op string, ids []string) error {
+	for i, id := range ids {
+		if id == "" {
+			return fmt.Errorf("engine: %s: ID %d: %w", op, i, ErrEmptyID)
 		}
 	}
 	return nil
@@ -269,7 +317,8 @@ func lastWins(docs []Document) []Document {
 }
 
 func sameDoc(a storage.Doc, b Document) bool {
-	if a.Title != b.Title || a.Text != b.Text || len(a.Meta) != len(b.Meta) {
+	if a.Title != b.Title || a.Text != b.Text || len(a.Meta) != len(b.Meta) ||
+		!maps.EqualFunc(a.MetaValues, b.MetaValues, Value.Equal) {
 		return false
 	}
 	for k, v := range a.Meta {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 )
 
@@ -21,13 +21,7 @@ import (
 // and seeded pseudo-random runs that mix judged and unjudged docs.
 func TestAgainstPytrecEval(t *testing.T) {
 	dir := shareddata.Path(t, "datasets", "cranfield")
-	home := os.Getenv("ANNA_HOME")
-	if home == "" {
-		if c, err := os.UserCacheDir(); err == nil {
-			home = filepath.Join(c, "anna")
-		}
-	}
-	python := filepath.Join(home, "venv", "bin", "python")
+	python := filepath.Join(home.Dir(), "venv", "bin", "python")
 	if err := exec.Command(python, "-c", "import pytrec_eval").Run(); err != nil {
 		t.Skipf("pytrec_eval not available in %s (run `make pydeps`): %v", python, err)
 	}

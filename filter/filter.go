@@ -1,24 +1,38 @@
 // Package filter is anna's one language for restricting a search by the
-// documents' metadata (Meta map[string]string). Both indexes evaluate it
-// over posting lists (Eval); Match is the reference semantics they are
-// tested against.
+// documents' metadata: the strings of Meta map[string]string and the
+// numbers and lists of MetaValues map[string]Value (see Value). Both
+// indexes evaluate it over posting lists (Eval); Match is the reference
+// semantics they are tested against.
 //
 // # The language
 //
 // A Filter is a value built by constructors:
 //
-//	Eq(key, value)       Meta[key] == value
-//	In(key, values...)   Meta[key] is one of values
-//	Prefix(key, prefix)  Meta[key] starts with prefix (byte-wise)
+//	Eq(key, value)       a value of key is value
+//	In(key, values...)   a value of key is one of values
+//	Prefix(key, prefix)  a string value of key starts with prefix (byte-wise)
+//	Gt, Gte, Lt, Lte(key, bound)
+//	                     a value of key is >, >=, <, <= bound
+//	Range(key, lo, hi)   a value of key is >= lo and < hi
 //	And(fs...)           all of fs
 //	Or(fs...)            any of fs
 //	Not(f)               not f
 //
+// A key's values are its string in Meta, or its MetaValues value: a
+// number, or each element of a list (a multi-valued key matches when any
+// element does, so Not(Eq("tags", "a")) keeps the documents none of whose
+// tags is "a"). Strings compare as exact bytes — no case folding, no
+// trimming, no Unicode normalisation — and ranges over them are
+// lexicographic (byte-wise: ISO dates such as "2024-05-01" order as dates,
+// "10" sorts before "9"). Numbers compare as numbers: a filter value or
+// bound that reads as a decimal number (ReadNumber: "1960", "-2.5", "1e3")
+// matches number values numerically, besides the strings it equals or
+// bounds; a bound that does not read as a number matches no number. Prefix
+// matches strings only.
+//
 // The zero Filter matches every document, and And() with no operands is the
-// zero Filter. A document that lacks key matches no Eq, In or Prefix on
-// that key (not even Eq(key, "")), so Not of one matches it. Keys and values
-// are compared as exact bytes: no case folding, no trimming, no Unicode
-// normalisation.
+// zero Filter. A document that lacks key matches no Eq, In, Prefix or range
+// on that key (not even Eq(key, "")), so Not of one matches it.
 //
 // # Invariants
 //
@@ -37,13 +51,15 @@
 //
 // Eval computes the matching documents of one index (or one segment of it)
 // as a roaring bitmap of its own document numbers, from that index's
-// Postings: the documents holding key=value, those whose value of key has a
-// prefix, and every live document. It never looks at a document's metadata
-// one document at a time. Not is All minus its operand; And intersects its
-// positive operands, smallest first, then subtracts its negated ones (And(a,
-// Not(b)) costs one AndNot, not a complement); Or is one union. The result
-// is always within All, so Postings may return bitmaps that still hold
-// deleted documents; Eval never modifies a bitmap Postings returns.
+// Postings: the documents holding a string key=value, those whose string
+// value of key lies in a range (a prefix is one), those whose number value
+// of key lies in a range (of EncodeNumber keys), and every live document.
+// It never looks at a document's metadata one document at a time. Not is
+// All minus its operand; And intersects its positive operands, smallest
+// first, then subtracts its negated ones (And(a, Not(b)) costs one AndNot,
+// not a complement); Or is one union. The result is always within All, so
+// Postings may return bitmaps that still hold deleted documents; Eval never
+// modifies a bitmap Postings returns.
 //
 // # JSON
 //
@@ -52,23 +68,30 @@
 //	{"eq": {"k": "v"}}
 //	{"in": {"k": ["a", "b"]}}
 //	{"prefix": {"k": "p"}}
+//	{"gt": {"k": "v"}}  {"gte": ...}  {"lt": ...}  {"lte": ...}
+//	{"range": {"k": {"gte": "a", "lt": "b"}}}   any of gt/gte and lt/lte
 //	{"and": [F, ...]}
 //	{"or": [F, ...]}
 //	{"not": F}
 //	{"k": "v", "k2": "v2"}    shorthand: And(Eq(k, v), Eq(k2, v2))
 //	{}, null                  the zero Filter (matches everything)
 //
-// An object with several members is the And of them, in document order, so
-// {"k": "v", "or": [...]} is And(Eq(k, v), Or(...)); the member names eq,
-// in, prefix, and, or and not are operators, never shorthand keys (write
-// {"eq": {"and": "x"}} to filter on a key named "and"). {"eq": {"a": "1",
-// "b": "2"}} is the And of both, likewise for in and prefix. Duplicate
-// member names are refused. MarshalJSON writes the explicit form only, one
-// member per object, so Parse(MarshalJSON(f)) rebuilds f exactly for every
-// valid f whose strings are valid UTF-8 (JSON strings cannot carry other
-// bytes; encoding/json replaces them with U+FFFD). Parse's errors, and
-// Validate's, are *Error values naming the JSON path of the bad part, e.g.
-// `filter $.and[1].in.color: no values`.
+// Wherever a value or bound is expected, a JSON number or boolean is read
+// as the text it is written as ({"year": 1960} is Eq("year", "1960"),
+// {"flag": true} is Eq("flag", "true")). An object with several members is
+// the And of them, in document order, so {"k": "v", "or": [...]} is
+// And(Eq(k, v), Or(...)); the member names eq, in, prefix, and, or and not
+// are operators, never shorthand keys (write {"eq": {"and": "x"}} to filter
+// on a key named "and"). gt, gte, lt, lte and range, added later, are
+// operators when their value is an object and shorthand keys otherwise
+// ({"gt": "x"} is still Eq("gt", "x")). {"eq": {"a": "1", "b": "2"}} is
+// the And of both, likewise for in, prefix and the ranges. Duplicate member
+// names are refused. MarshalJSON writes the explicit form only, one member
+// per object, values as strings, so Parse(MarshalJSON(f)) rebuilds f
+// exactly for every valid f whose strings are valid UTF-8 (JSON strings
+// cannot carry other bytes; encoding/json replaces them with U+FFFD).
+// Parse's errors, and Validate's, are *Error values naming the JSON path of
+// the bad part, e.g. `filter $.and[1].in.color: no values`.
 package filter
 
 import (
@@ -95,28 +118,68 @@ const (
 	opAnd
 	opOr
 	opNot
+	opRange
+)
+
+// bound flags of an opRange.
+const (
+	hasLo  uint8 = 1 << iota // lo is a lower bound
+	loIncl                   // lo itself is in (gte), else not (gt)
+	hasHi                    // hi is an upper bound
+	hiIncl                   // hi itself is in (lte), else not (lt)
 )
 
 // Filter is a predicate over a document's metadata. The zero Filter matches
-// everything. Build one with Eq, In, Prefix, And, Or, Not or Parse.
+// everything. Build one with Eq, In, Prefix, Gt, Gte, Lt, Lte, Range, And,
+// Or, Not or Parse.
 type Filter struct {
-	op   op
-	key  string
-	vals []string // opEq, opPrefix: one; opIn: the values
-	subs []Filter // opAnd, opOr: the operands; opNot: one
+	op     op
+	key    string
+	vals   []string // opEq, opPrefix: one; opIn: the values; opRange: lo, hi ("" where absent)
+	subs   []Filter // opAnd, opOr: the operands; opNot: one
+	bounds uint8    // opRange: hasLo, loIncl, hasHi, hiIncl
 }
 
-// Eq matches documents whose value of key is value.
+// Eq matches documents with a value of key equal to value: a string equal
+// to it, or a number equal to it when value reads as a number.
 func Eq(key, value string) Filter { return Filter{op: opEq, key: key, vals: []string{value}} }
 
-// In matches documents whose value of key is one of values.
+// In matches documents with a value of key equal to one of values (as Eq).
 func In(key string, values ...string) Filter {
 	return Filter{op: opIn, key: key, vals: slices.Clone(values)}
 }
 
-// Prefix matches documents whose value of key starts with prefix.
+// Prefix matches documents with a string value of key that starts with
+// prefix.
 func Prefix(key, prefix string) Filter {
 	return Filter{op: opPrefix, key: key, vals: []string{prefix}}
+}
+
+// Gt matches documents with a value of key greater than bound: a string
+// after it byte-wise, or a number above it when bound reads as a number.
+func Gt(key, bound string) Filter { return rangeOf(key, hasLo, bound, "") }
+
+// Gte matches documents with a value of key greater than or equal to bound
+// (as Gt): Gte("year", "1960"), Gte("date", "2024-01-01").
+func Gte(key, bound string) Filter { return rangeOf(key, hasLo|loIncl, bound, "") }
+
+// Lt matches documents with a value of key less than bound (as Gt).
+func Lt(key, bound string) Filter { return rangeOf(key, hasHi, "", bound) }
+
+// Lte matches documents with a value of key less than or equal to bound
+// (as Gt).
+func Lte(key, bound string) Filter { return rangeOf(key, hasHi|hiIncl, "", bound) }
+
+// Range matches documents with a value of key at least lo and below hi,
+// the half-open [lo, hi), so that adjacent ranges do not overlap:
+// Range("year", "1960", "1970") is the sixties, Range("date", "2024-01",
+// "2024-02") January 2024. Numbers match only when both bounds read as
+// numbers. Other combinations of bounds: And(Gt(...), Lte(...)), or JSON's
+// {"range": {"k": {"gt": ..., "lte": ...}}}.
+func Range(key, lo, hi string) Filter { return rangeOf(key, hasLo|loIncl|hasHi, lo, hi) }
+
+func rangeOf(key string, bounds uint8, lo, hi string) Filter {
+	return Filter{op: opRange, key: key, vals: []string{lo, hi}, bounds: bounds}
 }
 
 // And matches documents that every f matches. And() is the zero Filter.
@@ -136,36 +199,110 @@ func Not(f Filter) Filter { return Filter{op: opNot, subs: []Filter{f}} }
 // IsZero reports whether f is the zero Filter, which matches everything.
 func (f Filter) IsZero() bool { return f.op == opAll }
 
-// Match reports whether a document with metadata meta matches f (a nil
-// meta has no keys). It is the reference semantics of Eval.
-func (f Filter) Match(meta map[string]string) bool {
+// Keys returns the metadata keys f names, sorted, each once.
+func (f Filter) Keys() []string {
+	var keys []string
+	var walk func(g Filter)
+	walk = func(g Filter) {
+		switch g.op {
+		case opEq, opIn, opPrefix, opRange:
+			keys = append(keys, g.key)
+		}
+		for _, s := range g.subs {
+			walk(s)
+		}
+	}
+	walk(f)
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// Match reports whether a document with the string metadata meta matches
+// f (a nil meta has no keys). It is MatchValues(meta, nil).
+func (f Filter) Match(meta map[string]string) bool { return f.MatchValues(meta, nil) }
+
+// MatchValues reports whether a document with metadata meta and values
+// matches f; a key's values are its string in meta and its Value in values
+// (a list's elements), both when both hold it. It is the reference
+// semantics of Eval.
+func (f Filter) MatchValues(meta map[string]string, values map[string]Value) bool {
 	switch f.op {
 	case opAll:
 		return true
-	case opEq, opIn:
-		v, ok := meta[f.key]
-		return ok && slices.Contains(f.vals, v)
-	case opPrefix:
-		v, ok := meta[f.key]
-		return ok && strings.HasPrefix(v, f.vals[0])
+	case opEq, opIn, opPrefix, opRange:
+		if s, ok := meta[f.key]; ok && f.matchValue(StringValue(s)) {
+			return true
+		}
+		if v, ok := values[f.key]; ok {
+			for _, e := range v.Values() {
+				if f.matchValue(e) {
+					return true
+				}
+			}
+		}
+		return false
 	case opAnd:
 		for _, s := range f.subs {
-			if !s.Match(meta) {
+			if !s.MatchValues(meta, values) {
 				return false
 			}
 		}
 		return true
 	case opOr:
 		for _, s := range f.subs {
-			if s.Match(meta) {
+			if s.MatchValues(meta, values) {
 				return true
 			}
 		}
 		return false
 	case opNot:
-		return !f.subs[0].Match(meta)
+		return !f.subs[0].MatchValues(meta, values)
 	}
 	panic(fmt.Sprintf("filter: unknown op %d", f.op))
+}
+
+// matchValue reports whether one scalar value (a string or a number)
+// matches the leaf f.
+func (f Filter) matchValue(v Value) bool {
+	if x, isNum := v.Number(); isNum {
+		switch f.op {
+		case opEq, opIn:
+			return slices.ContainsFunc(f.vals, func(s string) bool {
+				y, ok := ReadNumber(s)
+				return ok && x == y
+			})
+		case opRange:
+			lo, hi, ok := f.numberBounds()
+			return ok && (f.bounds&hasLo == 0 || x > lo || f.bounds&loIncl != 0 && x == lo) &&
+				(f.bounds&hasHi == 0 || x < hi || f.bounds&hiIncl != 0 && x == hi)
+		}
+		return false
+	}
+	s := v.s
+	switch f.op {
+	case opEq, opIn:
+		return slices.Contains(f.vals, s)
+	case opPrefix:
+		return strings.HasPrefix(s, f.vals[0])
+	case opRange:
+		lo, hi := f.vals[0], f.vals[1]
+		return (f.bounds&hasLo == 0 || s > lo || f.bounds&loIncl != 0 && s == lo) &&
+			(f.bounds&hasHi == 0 || s < hi || f.bounds&hiIncl != 0 && s == hi)
+	}
+	return false
+}
+
+// numberBounds reads a range's bounds as numbers; ok is false when a bound
+// it has does not read as one.
+func (f Filter) numberBounds() (lo, hi float64, ok bool) {
+	ok = true
+	if f.bounds&hasLo != 0 {
+		lo, ok = ReadNumber(f.vals[0])
+	}
+	if ok && f.bounds&hasHi != 0 {
+		hi, ok = ReadNumber(f.vals[1])
+	}
+	return lo, hi, ok
 }
 
 // Error is a bad part of a filter: Path is where, in JSON path notation
@@ -197,7 +334,7 @@ func (f Filter) validate(path string) error {
 	switch f.op {
 	case opAll:
 		return nil
-	case opEq, opIn, opPrefix:
+	case opEq, opIn, opPrefix, opRange:
 		at := path + "." + f.opName()
 		if msg := checkKey(f.key); msg != "" {
 			return &Error{at, msg}
@@ -226,6 +363,19 @@ func (f Filter) validate(path string) error {
 }
 
 func (f Filter) opName() string {
+	if f.op == opRange {
+		switch f.bounds {
+		case hasLo:
+			return "gt"
+		case hasLo | loIncl:
+			return "gte"
+		case hasHi:
+			return "lt"
+		case hasHi | hiIncl:
+			return "lte"
+		}
+		return "range"
+	}
 	return [...]string{"all", "eq", "in", "prefix", "and", "or", "not"}[f.op]
 }
 
@@ -256,7 +406,8 @@ func isPlain(s string) bool {
 }
 
 // String returns f in a readable infix form, such as
-// `(lang = "en" and not year in ["1999", "2000"])`; "all" for the zero
+// `(lang = "en" and not year in ["1999", "2000"] and size >= "10")`, a
+// two-sided range as `("1960" <= year < "1970")`; "all" for the zero
 // Filter and "none" for Or().
 func (f Filter) String() string {
 	var b strings.Builder
@@ -291,6 +442,21 @@ func (f Filter) format(b *strings.Builder) {
 	case opPrefix:
 		key()
 		b.WriteString(" prefix " + strconv.Quote(f.vals[0]))
+	case opRange:
+		lower := map[uint8]string{hasLo: " > ", hasLo | loIncl: " >= "}[f.bounds&(hasLo|loIncl)]
+		upper := map[uint8]string{hasHi: " < ", hasHi | hiIncl: " <= "}[f.bounds&(hasHi|hiIncl)]
+		switch {
+		case lower != "" && upper != "":
+			b.WriteString("(" + strconv.Quote(f.vals[0]) + map[string]string{" > ": " < ", " >= ": " <= "}[lower])
+			key()
+			b.WriteString(upper + strconv.Quote(f.vals[1]) + ")")
+		case lower != "":
+			key()
+			b.WriteString(lower + strconv.Quote(f.vals[0]))
+		default:
+			key()
+			b.WriteString(upper + strconv.Quote(f.vals[1]))
+		}
 	case opAnd, opOr:
 		if len(f.subs) == 0 {
 			b.WriteString("none")
@@ -318,23 +484,34 @@ func (f Filter) format(b *strings.Builder) {
 // (Had either side a defined interface type, the two Eval signatures would
 // differ and Filter would not satisfy it.)
 //
-// Term and Prefix may include documents that All does not (deleted ones):
-// Eval intersects with All. A nil bitmap is an empty one. Eval does not
-// modify the bitmaps it is given, so implementations may return shared
+// String values and number values are posted apart: Term, Prefix and Range
+// read the strings (a list's string elements included), NumberRange the
+// numbers, by their EncodeNumber keys. A range [lo, hi) with hi "" has no
+// upper bound. They may include documents that All does not (deleted
+// ones): Eval intersects with All. A nil bitmap is an empty one. Eval does
+// not modify the bitmaps it is given, so implementations may return shared
 // ones.
 type Postings = interface {
-	// Term returns the documents with key=value (nil or empty: none).
+	// Term returns the documents with the string value key=value (nil or
+	// empty: none).
 	Term(key, value string) *roaring.Bitmap
-	// Prefix returns the documents with a value of key starting with
-	// prefix.
+	// Prefix returns the documents with a string value of key starting
+	// with prefix.
 	Prefix(key, prefix string) *roaring.Bitmap
+	// Range returns the documents with a string value v of key such that
+	// lo <= v < hi (byte-wise; hi "": no upper bound).
+	Range(key, lo, hi string) *roaring.Bitmap
+	// NumberRange returns the documents with a number value x of key such
+	// that lo <= EncodeNumber(x) < hi (hi "": no upper bound).
+	NumberRange(key, lo, hi string) *roaring.Bitmap
 	// All returns every live document (Not needs it).
 	All() *roaring.Bitmap
 }
 
 // Eval returns the live documents of p that f matches, as a new bitmap the
 // caller owns: a subset of p.All(), equal to the documents d of p.All()
-// for which Match(meta of d) holds. It reads only p's posting lists.
+// for which MatchValues(metadata of d) holds. It reads only p's posting
+// lists.
 func (f Filter) Eval(p Postings) *roaring.Bitmap {
 	all := nonNil(p.All())
 	if f.op == opAll {
@@ -349,21 +526,25 @@ func (f Filter) eval(p Postings, all *roaring.Bitmap) *roaring.Bitmap {
 	switch f.op {
 	case opAll:
 		return all
-	case opEq:
-		return nonNil(p.Term(f.key, f.vals[0]))
-	case opIn:
+	case opEq, opIn:
 		bms := make([]*roaring.Bitmap, 0, len(f.vals))
-		for _, v := range f.vals {
-			if bm := p.Term(f.key, v); bm != nil && !bm.IsEmpty() {
+		add := func(bm *roaring.Bitmap) {
+			if bm != nil && !bm.IsEmpty() {
 				bms = append(bms, bm)
 			}
 		}
-		if len(bms) == 1 {
-			return bms[0]
+		for _, v := range f.vals {
+			add(p.Term(f.key, v))
+			if x, ok := ReadNumber(v); ok {
+				k := EncodeNumber(x)
+				add(p.NumberRange(f.key, k, k+"\x00"))
+			}
 		}
-		return roaring.FastOr(bms...)
+		return union(bms)
 	case opPrefix:
 		return nonNil(p.Prefix(f.key, f.vals[0]))
+	case opRange:
+		return f.evalRange(p)
 	case opAnd:
 		return f.evalAnd(p, all)
 	case opOr:
@@ -371,14 +552,104 @@ func (f Filter) eval(p Postings, all *roaring.Bitmap) *roaring.Bitmap {
 		for i, s := range f.subs {
 			bms[i] = s.eval(p, all)
 		}
-		if len(bms) == 1 {
-			return bms[0]
-		}
-		return roaring.FastOr(bms...)
+		return union(bms)
 	case opNot:
 		return roaring.AndNot(all, f.subs[0].eval(p, all))
 	}
 	panic(fmt.Sprintf("filter: unknown op %d", f.op))
+}
+
+// evalRange unions the string values in range and, when the bounds read as
+// numbers, the number values in range, each as a half-open [lo, hi) of
+// keys: an exclusive lower bound b starts at b+"\x00" (the least key after
+// b), an inclusive upper bound b ends there.
+func (f Filter) evalRange(p Postings) *roaring.Bitmap {
+	var bms []*roaring.Bitmap
+	span := func(lo, hi string) (string, string, bool) {
+		var from, to string
+		if f.bounds&hasLo != 0 {
+			from = lo
+			if f.bounds&loIncl == 0 {
+				from += "\x00"
+			}
+		}
+		if f.bounds&hasHi != 0 {
+			to = hi
+			if f.bounds&hiIncl != 0 {
+				to += "\x00"
+			} else if to == "" {
+				return "", "", false // below "": nothing
+			}
+		}
+		return from, to, to == "" || from < to
+	}
+	if from, to, ok := span(f.vals[0], f.vals[1]); ok {
+		if bm := p.Range(f.key, from, to); bm != nil {
+			bms = append(bms, bm)
+		}
+	}
+	if lo, hi, ok := f.numberBounds(); ok {
+		var klo, khi string
+		if f.bounds&hasLo != 0 {
+			klo = EncodeNumber(lo)
+		}
+		if f.bounds&hasHi != 0 {
+			khi = EncodeNumber(hi)
+		}
+		if from, to, ok := span(klo, khi); ok {
+			if bm := p.NumberRange(f.key, from, to); bm != nil {
+				bms = append(bms, bm)
+			}
+		}
+	}
+	return union(bms)
+}
+
+// union returns the union of bms: one of them when there is one (not to be
+// modified), an empty bitmap for none.
+func union(bms []*roaring.Bitmap) *roaring.Bitmap {
+	switch len(bms) {
+	case 0:
+		return roaring.New()
+	case 1:
+		return nonNil(bms[0])
+	}
+	return Union(bms...)
+}
+
+// Union returns the union of bms (nil ones are empty) as a new bitmap,
+// also fast when they are many small posting lists, such as the postings
+// of a range over distinct numbers: roaring.FastOr merges each into a
+// growing sorted array, quadratic in their number (2,000 one-document
+// bitmaps: 3 ms), where Union sets their bits in a plain bitset first
+// (0.13 ms; both on a loaded 2-core machine). Bitmaps of more than 64
+// documents, and those reaching past 2^27, are merged by FastOr.
+func Union(bms ...*roaring.Bitmap) *roaring.Bitmap {
+	if len(bms) <= 16 {
+		return roaring.FastOr(slices.DeleteFunc(slices.Clone(bms), func(bm *roaring.Bitmap) bool { return bm == nil })...)
+	}
+	var large []*roaring.Bitmap
+	var words []uint64
+	for _, bm := range bms {
+		if bm == nil || bm.IsEmpty() {
+			continue
+		}
+		if bm.GetCardinality() > 64 || bm.Maximum() >= 1<<27 {
+			large = append(large, bm)
+			continue
+		}
+		if need := int(bm.Maximum()>>6) + 1; need > len(words) {
+			words = append(words, make([]uint64, need-len(words))...)
+		}
+		bm.Iterate(func(x uint32) bool {
+			words[x>>6] |= 1 << (x & 63)
+			return true
+		})
+	}
+	if len(words) > 0 {
+		large = append(large, roaring.FromDense(words, false))
+	}
+	return roaring.FastOr(large...)
 }
 
 // evalAnd intersects the positive operands, smallest first, stopping once

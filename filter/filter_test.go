@@ -23,7 +23,7 @@ func TestEvalMatchesMatch(t *testing.T) {
 	for round := range 20 {
 		p := &filtertest.Postings{Live: roaring.New()}
 		for i := range 50 + rng.IntN(300) {
-			p.Docs = append(p.Docs, filtertest.Meta(rng))
+			p.Docs = append(p.Docs, filtertest.Doc{Meta: filtertest.Meta(rng), Values: filtertest.MetaValues(rng)})
 			if rng.IntN(5) > 0 {
 				p.Live.Add(uint32(i))
 			}
@@ -35,7 +35,7 @@ func TestEvalMatchesMatch(t *testing.T) {
 			f := filtertest.Random(rng, 1+rng.IntN(4))
 			want := roaring.New()
 			for _, d := range p.Live.ToArray() {
-				if f.Match(p.Docs[d]) {
+				if f.MatchValues(p.Docs[d].Meta, p.Docs[d].Values) {
 					want.Add(d)
 				}
 			}
@@ -90,6 +90,78 @@ func TestMatchSemantics(t *testing.T) {
 	}
 }
 
+// TestMatchValues: lists match when any element does, numbers compare
+// numerically with values that read as numbers, strings byte-wise, and
+// ranges pick the comparison by the value's kind (issue #41 items 8).
+func TestMatchValues(t *testing.T) {
+	meta := map[string]string{"lang": "en", "date": "2024-05-01", "syear": "1999"}
+	values := map[string]filter.Value{
+		"tags":  filter.StringsValue("a", "b"),
+		"year":  filter.NumberValue(1960),
+		"mixed": filter.ListValue(filter.NumberValue(9), filter.StringValue("10")),
+		"none":  filter.ListValue(),
+		"neg":   filter.NumberValue(-2.5),
+	}
+	for _, tc := range []struct {
+		f    filter.Filter
+		want bool
+	}{
+		{filter.Eq("tags", "a"), true},
+		{filter.Eq("tags", "b"), true},
+		{filter.Eq("tags", `["a","b"]`), false},
+		{filter.Not(filter.Eq("tags", "a")), false},
+		{filter.Not(filter.Eq("tags", "c")), true},
+		{filter.In("tags", "c", "b"), true},
+		{filter.Prefix("tags", "a"), true},
+		{filter.And(filter.Eq("tags", "a"), filter.Eq("tags", "b")), true},
+		{filter.Eq("year", "1960"), true},
+		{filter.Eq("year", "1960.0"), true},
+		{filter.Eq("year", "1.96e3"), true},
+		{filter.Eq("year", "196"), false},
+		{filter.Prefix("year", "19"), false}, // prefix reads strings only
+		{filter.Gte("year", "1960"), true},
+		{filter.Gt("year", "1960"), false},
+		{filter.Lt("year", "1960"), false},
+		{filter.Lte("year", "1960"), true},
+		{filter.Gte("year", "200"), true}, // numerically, where the string "1960" < "200"
+		{filter.Range("year", "1950", "1970"), true},
+		{filter.Range("year", "1960", "1960"), false},
+		{filter.Range("year", "1961", "1970"), false},
+		{filter.Gte("year", "abc"), false}, // a bound that is no number matches no number
+		{filter.Lt("neg", "-2"), true},
+		{filter.Lt("neg", "-3"), false},
+		{filter.Gte("syear", "200"), false}, // a string compares byte-wise: "1999" < "200"
+		{filter.Lt("syear", "200"), true},
+		{filter.Eq("syear", "1999.0"), false}, // a string is no number
+		{filter.Range("date", "2024-05", "2024-06"), true},
+		{filter.Range("date", "2024-01-01", "2024-05-01"), false},
+		{filter.Lte("date", "2024-05-01"), true},
+		{filter.Gt("mixed", "9"), false}, // neither 9 > 9 nor "10" > "9" (byte-wise)
+		{filter.Gte("mixed", "10"), true},
+		{filter.Eq("mixed", "9"), true},
+		{filter.Eq("mixed", "10"), true},
+		{filter.Eq("none", ""), false},
+		{filter.Not(filter.Gte("none", "")), true},
+		{filter.Lt("lang", ""), false},
+		{filter.Gte("lang", ""), true},
+		{filter.Eq("missing", "1"), false},
+	} {
+		if got := tc.f.MatchValues(meta, values); got != tc.want {
+			t.Errorf("%s: MatchValues = %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	f := filter.And(filter.Eq("b", "1"), filter.Not(filter.Or(filter.Gte("a", "1"), filter.Prefix("b", ""))), filter.Filter{})
+	if got := f.Keys(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("Keys = %q", got)
+	}
+	if got := (filter.Filter{}).Keys(); len(got) != 0 {
+		t.Fatalf("Keys of the zero Filter = %q", got)
+	}
+}
+
 func TestConstructorsCopy(t *testing.T) {
 	vals := []string{"a", "b"}
 	f := filter.In("k", vals...)
@@ -107,8 +179,10 @@ func TestString(t *testing.T) {
 		filter.Not(filter.In("year", "1999", "2000")),
 		filter.Or(filter.Prefix("my key", "a\x00"), filter.Filter{}),
 		filter.Or(),
+		filter.Gte("year", "1960"),
+		filter.Range("d", "a", "b"),
 	)
-	want := `(lang = "en" and not year in ["1999", "2000"] and ("my key" prefix "a\x00" or all) and none)`
+	want := `(lang = "en" and not year in ["1999", "2000"] and ("my key" prefix "a\x00" or all) and none and year >= "1960" and ("a" <= d < "b"))`
 	if got := f.String(); got != want {
 		t.Fatalf("String = %s\nwant       %s", got, want)
 	}
@@ -198,6 +272,16 @@ func TestParseForms(t *testing.T) {
 		{`{"not": {}}`, `not all`},
 		{`{"and": [{"k": "a"}]}`, `(k = "a")`},
 		{`{"eq": {"k": "a\u0000b<>&"}}`, `k = "a\x00b<>&"`},
+		{`{"year": 1960, "flag": true}`, `(year = "1960" and flag = "true")`},
+		{`{"in": {"year": [1960, "1961", 1.962e3]}}`, `year in ["1960", "1961", "1.962e3"]`},
+		{`{"gte": {"year": 1960}}`, `year >= "1960"`},
+		{`{"gt": {"year": "1960"}, "lte": {"date": "2024-12-31"}}`, `(year > "1960" and date <= "2024-12-31")`},
+		{`{"lt": {"a": "1", "b": "2"}}`, `(a < "1" and b < "2")`},
+		{`{"range": {"year": {"gte": 1960, "lt": 1970}}}`, `("1960" <= year < "1970")`},
+		{`{"range": {"year": {"lt": 1970, "gt": "1960"}}}`, `("1960" < year < "1970")`},
+		{`{"range": {"d": {"lte": "b", "gte": "a"}}}`, `("a" <= d <= "b")`},
+		{`{"range": {"year": {"gte": 1960}}}`, `year >= "1960"`},
+		{`{"gt": "x", "range": "y"}`, `(gt = "x" and range = "y")`}, // shorthand keys named like the newer operators
 	} {
 		f, err := filter.Parse([]byte(tc.in))
 		if err != nil {
@@ -214,8 +298,22 @@ func TestParseForms(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("shorthand %s != %s", a, b)
 	}
+	// A range object with one bound is that one-sided filter.
+	c, _ := filter.Parse([]byte(`{"range": {"y": {"gt": "1"}}}`))
+	if !reflect.DeepEqual(c, filter.Gt("y", "1")) {
+		t.Fatalf("one-bound range %s != %s", c, filter.Gt("y", "1"))
+	}
+	d, _ := filter.Parse([]byte(`{"range": {"y": {"gte": "1", "lt": "2"}}}`))
+	if !reflect.DeepEqual(d, filter.Range("y", "1", "2")) {
+		t.Fatalf("range %s != %s", d, filter.Range("y", "1", "2"))
+	}
+	// Ranges marshal as one-sided operators, or range with two bounds.
+	data, _ := json.Marshal(filter.And(filter.Gt("a", "1"), filter.Lte("b", "x"), filter.Range("c", "1", "2")))
+	if want := `{"and":[{"gt":{"a":"1"}},{"lte":{"b":"x"}},{"range":{"c":{"gte":"1","lt":"2"}}}]}`; string(data) != want {
+		t.Fatalf("MarshalJSON = %s\nwant          %s", data, want)
+	}
 	// MarshalJSON writes the explicit form.
-	data, _ := json.Marshal(filter.And(filter.Eq("k", "<a\x00>"), filter.Not(filter.In("y", "1")), filter.Prefix("p", "q"), filter.Filter{}))
+	data, _ = json.Marshal(filter.And(filter.Eq("k", "<a\x00>"), filter.Not(filter.In("y", "1")), filter.Prefix("p", "q"), filter.Filter{}))
 	if want := `{"and":[{"eq":{"k":"\u003ca\u0000\u003e"}},{"not":{"in":{"y":["1"]}}},{"prefix":{"p":"q"}},{}]}`; string(data) != want {
 		t.Fatalf("MarshalJSON = %s\nwant          %s", data, want)
 	}
@@ -242,7 +340,6 @@ func TestParseErrors(t *testing.T) {
 		{`{"eq": {"k": tru}}`, `filter $.eq.k: invalid JSON at byte`},
 		{`[]`, `filter $: want a filter object, got an array`},
 		{`"x"`, `filter $: want a filter object, got a string`},
-		{`{"k": 1}`, `filter $.k: want a string (shorthand for {"eq": {"k": "..."}}), got a number or boolean`},
 		{`{"k": ["a"]}`, `filter $.k: want a string (shorthand for {"eq": {"k": "..."}}), got an array`},
 		{`{"": "v"}`, `filter $[""]: empty key`},
 		{`{"a\u0000b": "v"}`, `filter $["a\x00b"]: key "a\x00b" contains the separator NUL`},
@@ -251,11 +348,19 @@ func TestParseErrors(t *testing.T) {
 		{`{"eq": {}}`, `filter $.eq: eq with no key`},
 		{`{"eq": {"": "v"}}`, `filter $.eq[""]: empty key`},
 		{`{"eq": {"k": null}}`, `filter $.eq.k: want a string, got null`},
-		{`{"prefix": {"k": 3}}`, `filter $.prefix.k: want a string, got a number or boolean`},
+		{`{"prefix": {"k": {}}}`, `filter $.prefix.k: want a string, got an object`},
+		{`{"gte": {"k": ["1"]}}`, `filter $.gte.k: want a string, got an array`},
+		{`{"range": {"k": {}}}`, `filter $.range.k: range with no bound`},
+		{`{"range": {"k": "1"}}`, `filter $.range.k: want an object of bounds`},
+		{`{"range": ["k"]}`, `filter $.range: want a string (shorthand for {"eq": {"range": "..."}}), got an array`},
+		{`{"range": {"k": {"gt": "1", "gte": "2"}}}`, `filter $.range.k.gte: a second lower bound`},
+		{`{"range": {"k": {"lt": "1", "lte": "2"}}}`, `filter $.range.k.lte: a second upper bound`},
+		{`{"range": {"k": {"from": "1"}}}`, `filter $.range.k.from: unknown bound "from" (want gt, gte, lt or lte)`},
+		{`{"range": {"": {"gt": "1"}}}`, `filter $.range[""]: empty key`},
 		{`{"in": ["a"]}`, `filter $.in: want an object {"key": ["value", ...]}, got an array`},
 		{`{"in": {"k": "a"}}`, `filter $.in.k: want an array of strings, got a string`},
 		{`{"in": {"k": []}}`, `filter $.in.k: in with no values`},
-		{`{"in": {"my k": ["a", 2]}}`, `filter $.in["my k"][1]: want a string, got a number or boolean`},
+		{`{"in": {"my k": ["a", null]}}`, `filter $.in["my k"][1]: want a string, got null`},
 		{`{"and": {}}`, `filter $.and: want an array of filters, got an object`},
 		{`{"or": []}`, `filter $.or: or with no filters`},
 		{`{"or": [{"a": "b"}, "c"]}`, `filter $.or[1]: want a filter object, got a string`},

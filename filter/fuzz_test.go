@@ -13,13 +13,15 @@ import (
 // FuzzParse: on any input Parse either fails with a *filter.Error or
 // returns a valid filter that MarshalJSON writes back in a form Parse
 // reads as the same filter (when its strings are UTF-8, which JSON
-// requires), and String and Match do not panic on it.
+// requires), and String, MatchValues and Keys do not panic on it.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `null`, `{"lang": "en", "year": "2001"}`,
 		`{"and": [{"eq": {"k": "v"}}, {"not": {"in": {"k": ["a", "b"]}}}]}`,
 		`{"or": [{"prefix": {"path": "docs/"}}, {"k": "a\u0000b"}]}`,
 		`{"in": {"k": []}}`, `{"eq": {"": "v"}}`, `{"k": 1}`, `[`, `{"a": "1", "a": "2"}`,
+		`{"range": {"year": {"gte": 1960, "lt": "1970"}}}`, `{"gt": {"k": "a"}, "lte": {"n": -2.5e1}}`,
+		`{"range": {"k": {"gt": "1", "gte": "2"}}}`, `{"gt": "x"}`, `{"in": {"n": [1, true, "x"]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -36,7 +38,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) returned an invalid filter %s: %v", data, g, err)
 		}
 		_ = g.String()
-		_ = g.Match(map[string]string{"k": "v", "lang": "en"})
+		_ = g.MatchValues(map[string]string{"k": "v", "lang": "en"},
+			map[string]filter.Value{"n": filter.NumberValue(-25), "tags": filter.StringsValue("a", "x")})
+		_ = g.Keys()
 		out, err := json.Marshal(g)
 		if err != nil {
 			t.Fatal(err)

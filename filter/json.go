@@ -29,6 +29,27 @@ func (f Filter) appendJSON(b []byte) []byte {
 		b = append(b, ':')
 		b = appendString(b, f.vals[0])
 		b = append(b, '}')
+	case opRange:
+		b = append(b, '{')
+		b = appendString(b, f.key)
+		b = append(b, ':')
+		switch f.opName() {
+		case "gt", "gte":
+			b = appendString(b, f.vals[0])
+		case "lt", "lte":
+			b = appendString(b, f.vals[1])
+		default: // {"gte": lo, "lt": hi}
+			b = append(b, `{"`...)
+			b = append(b, map[bool]string{true: "gte", false: "gt"}[f.bounds&loIncl != 0]...)
+			b = append(b, `":`...)
+			b = appendString(b, f.vals[0])
+			b = append(b, `,"`...)
+			b = append(b, map[bool]string{true: "lte", false: "lt"}[f.bounds&hiIncl != 0]...)
+			b = append(b, `":`...)
+			b = appendString(b, f.vals[1])
+			b = append(b, '}')
+		}
+		b = append(b, '}')
 	case opIn:
 		b = append(b, '{')
 		b = appendString(b, f.key)
@@ -197,19 +218,19 @@ func fromNode(n node, path string) (Filter, error) {
 		switch k {
 		case "eq", "prefix", "in":
 			f, err = fromLeaves(k, v, at)
+		case "gt", "gte", "lt", "lte", "range":
+			if v.kind != kindObject { // a shorthand key older than the operator
+				f, err = shorthand(k, v, at)
+				break
+			}
+			f, err = fromLeaves(k, v, at)
 		case "and", "or":
 			f, err = fromList(k, v, at)
 		case "not":
 			f, err = fromNode(v, at)
 			f = Not(f)
 		default:
-			if msg := checkKey(k); msg != "" {
-				return Filter{}, &Error{at, msg}
-			}
-			if v.kind != kindString {
-				return Filter{}, &Error{at, fmt.Sprintf(`want a string (shorthand for {"eq": {%q: "..."}}), got %s`, k, v.kind)}
-			}
-			f = Eq(k, v.str)
+			f, err = shorthand(k, v, at)
 		}
 		if err != nil {
 			return Filter{}, err
@@ -222,8 +243,24 @@ func fromNode(n node, path string) (Filter, error) {
 	return And(fs...), nil
 }
 
-// fromLeaves reads the operand of eq, prefix or in: an object of key:
-// value (in: key: [values]) members, the And of them when several.
+// shorthand reads the member key: value of a filter object, Eq(key, value).
+func shorthand(k string, v node, at string) (Filter, error) {
+	if msg := checkKey(k); msg != "" {
+		return Filter{}, &Error{at, msg}
+	}
+	if !v.scalar() {
+		return Filter{}, &Error{at, fmt.Sprintf(`want a string (shorthand for {"eq": {%q: "..."}}), got %s`, k, v.kind)}
+	}
+	return Eq(k, v.str), nil
+}
+
+// scalar reports whether n is a value a filter compares with: a string, or
+// a number or boolean, read as the text it is written as.
+func (n node) scalar() bool { return n.kind == kindString || n.kind == kindOther }
+
+// fromLeaves reads the operand of eq, prefix, in, gt, gte, lt, lte or
+// range: an object of key: value (in: key: [values]; range: key: {bounds})
+// members, the And of them when several.
 func fromLeaves(op string, n node, path string) (Filter, error) {
 	if n.kind != kindObject {
 		want := `{"key": "value"}`
@@ -251,20 +288,35 @@ func fromLeaves(op string, n node, path string) (Filter, error) {
 			}
 			vals := make([]string, len(v.vals))
 			for j, e := range v.vals {
-				if e.kind != kindString {
+				if !e.scalar() {
 					return Filter{}, &Error{at + "[" + strconv.Itoa(j) + "]", "want a string, got " + e.kind.String()}
 				}
 				vals[j] = e.str
 			}
 			fs = append(fs, In(k, vals...))
+		case "range":
+			f, err := fromBounds(k, v, at)
+			if err != nil {
+				return Filter{}, err
+			}
+			fs = append(fs, f)
 		default:
-			if v.kind != kindString {
+			if !v.scalar() {
 				return Filter{}, &Error{at, "want a string, got " + v.kind.String()}
 			}
-			if op == "eq" {
+			switch op {
+			case "eq":
 				fs = append(fs, Eq(k, v.str))
-			} else {
+			case "prefix":
 				fs = append(fs, Prefix(k, v.str))
+			case "gt":
+				fs = append(fs, Gt(k, v.str))
+			case "gte":
+				fs = append(fs, Gte(k, v.str))
+			case "lt":
+				fs = append(fs, Lt(k, v.str))
+			case "lte":
+				fs = append(fs, Lte(k, v.str))
 			}
 		}
 	}
@@ -272,6 +324,48 @@ func fromLeaves(op string, n node, path string) (Filter, error) {
 		return fs[0], nil
 	}
 	return And(fs...), nil
+}
+
+// fromBounds reads the bounds of range's key k: an object of gt or gte,
+// lt or lte, at least one.
+func fromBounds(k string, n node, path string) (Filter, error) {
+	if n.kind != kindObject {
+		return Filter{}, &Error{path, `want an object of bounds {"gte": "value", "lt": "value"}, got ` + n.kind.String()}
+	}
+	var bounds uint8
+	var lo, hi string
+	for i, name := range n.keys {
+		v, at := n.vals[i], path+pathKey(name)
+		var flags uint8
+		switch name {
+		case "gt":
+			flags = hasLo
+		case "gte":
+			flags = hasLo | loIncl
+		case "lt":
+			flags = hasHi
+		case "lte":
+			flags = hasHi | hiIncl
+		default:
+			return Filter{}, &Error{at, fmt.Sprintf("unknown bound %q (want gt, gte, lt or lte)", name)}
+		}
+		if !v.scalar() {
+			return Filter{}, &Error{at, "want a string, got " + v.kind.String()}
+		}
+		if bounds&flags&(hasLo|hasHi) != 0 {
+			return Filter{}, &Error{at, "a second " + map[bool]string{true: "lower", false: "upper"}[flags&hasLo != 0] + " bound"}
+		}
+		bounds |= flags
+		if flags&hasLo != 0 {
+			lo = v.str
+		} else {
+			hi = v.str
+		}
+	}
+	if bounds == 0 {
+		return Filter{}, &Error{path, "range with no bound"}
+	}
+	return rangeOf(k, bounds, lo, hi), nil
 }
 
 // fromList reads the operand of and, or: an array of filters.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // PairRecord is a prepared (query, positive) example: the mining input form.
@@ -33,6 +34,7 @@ type ConvertStats struct {
 // corpus (which may be nil when the input has texts only). With skipBad, bad
 // units are counted instead of failing.
 func ConvertPairs(ctx context.Context, src Source, corpus Corpus, w io.Writer, skipBad bool) (ConvertStats, error) {
+	ctx = safe.Ctx(ctx)
 	bw := bufio.NewWriter(w)
 	st, err := convertPairs(ctx, src, corpus, bw, skipBad)
 	// Keep what was converted before a failure: it is valid output.
@@ -189,6 +191,7 @@ func nliLabel(v any) (string, error) {
 // ("snli/dev.jsonl:12: ..."). "flag" output holds the premises in memory
 // until the end, to group hypotheses of a premise that are not adjacent.
 func ConvertNLI(ctx context.Context, r io.Reader, name string, w io.Writer, opt NLIOptions) (NLIStats, error) {
+	ctx = safe.Ctx(ctx)
 	var st NLIStats
 	if opt.Format == "" {
 		opt.Format = "pairs"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // EngineRetriever takes candidates from an engine's search pipeline.
@@ -25,6 +26,7 @@ func (r *EngineRetriever) Name() string {
 }
 
 func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candidate, error) {
+	ctx = safe.Ctx(ctx)
 	mode := r.Mode
 	if mode == "" {
 		mode = engine.ModeHybrid
@@ -56,7 +58,11 @@ func (r *EngineRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candi
 type EngineCorpus struct{ E *engine.Engine }
 
 func (c EngineCorpus) Text(ctx context.Context, id string) (string, bool, error) {
-	docs, err := c.E.Get(id)
+	ctx = safe.Ctx(ctx)
+	if id == "" {
+		return "", false, nil // no document has it (Get refuses it with ErrEmptyID)
+	}
+	docs, err := c.E.Get(ctx, id)
 	if err != nil || len(docs) == 0 {
 		return "", false, err
 	}
@@ -84,6 +90,7 @@ type EngineLexical struct{ E *engine.Engine }
 func (EngineLexical) Name() string { return "bm25" }
 
 func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	var ids []string
 	for _, d := range docs {
 		if d.ID != "" {
@@ -92,7 +99,7 @@ func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 	}
 	stored := map[string]engine.Document{}
 	if len(ids) > 0 {
-		got, err := t.E.Get(ids...)
+		got, err := t.E.Get(ctx, ids...)
 		if err != nil {
 			return nil, err
 		}
@@ -110,4 +117,25 @@ func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 		}
 	}
 	return t.E.LexicalScores(ctx, q.Text, in)
+}
+
+// Pipeline is mine-negatives' candidate retriever: eng's search in mode
+// alone (hybrid when ""), or, with other models' indexes of the same
+// corpus, the RRF of eng's lists (lexical unless mode is dense, dense
+// unless it is lexical) and each other index's dense list.
+func Pipeline(eng *engine.Engine, mode engine.Mode, others ...*engine.Engine) Retriever {
+	if len(others) == 0 {
+		return &EngineRetriever{E: eng, Mode: mode}
+	}
+	var lists []Retriever
+	if mode != engine.ModeDense {
+		lists = append(lists, &EngineRetriever{E: eng, Mode: engine.ModeLexical})
+	}
+	if mode != engine.ModeLexical {
+		lists = append(lists, &EngineRetriever{E: eng, Mode: engine.ModeDense})
+	}
+	for _, o := range others {
+		lists = append(lists, &EngineRetriever{E: o, Mode: engine.ModeDense})
+	}
+	return &FusedRetriever{Lists: lists}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Doc is a document by corpus ID, by text, or both (a positive given as
@@ -159,6 +160,7 @@ type pairsSource struct {
 
 // OpenPairs opens a JSON lines file of (query, positives).
 func OpenPairs(ctx context.Context, path string, d PromptDefaults) (Source, error) {
+	ctx = safe.Ctx(ctx)
 	s := &pairsSource{path: path, defaults: d, known: map[uint64][]uint64{}, first: map[uint64]int32{}}
 	if err := s.index(ctx); err != nil {
 		return nil, err
@@ -251,6 +253,7 @@ func (s *pairsSource) Name() string {
 func (s *pairsSource) Close() error { return s.f.Close() }
 
 func (s *pairsSource) Next(ctx context.Context) (Unit, error) {
+	ctx = safe.Ctx(ctx)
 	var b []byte
 	var err error
 	for {
@@ -323,6 +326,55 @@ type beirQuery struct {
 	pos   []string
 }
 
+// Splits lists the qrels splits of a BEIR folder (the names of
+// qrels/*.tsv), sorted; none when it has no qrels folder.
+func Splits(dir string) []string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "qrels", "*.tsv"))
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, strings.TrimSuffix(filepath.Base(p), ".tsv"))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckBEIR checks, reading none of them, that the files a run needs are
+// in the BEIR folder dir: corpus.jsonl, and with split != "" queries.jsonl
+// and the split's qrels. A missing split is named with the splits dir has
+// (its error does not wrap fs.ErrNotExist; a missing folder's or file's
+// does). Commands call it before they open or index anything.
+func CheckBEIR(dir, split string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("dataset %s: not a folder (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv)", dir)
+	}
+	need := []string{beir.CorpusPath(dir)}
+	if split != "" {
+		need = append(need, beir.QueriesPath(dir))
+	}
+	for _, p := range need {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("dataset %s: no %s (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv): %w", dir, filepath.Base(p), err)
+		}
+	}
+	if split == "" {
+		return nil
+	}
+	if _, err := os.Stat(beir.QrelsPath(dir, split)); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("split %q: %w", split, err)
+	}
+	have := Splits(dir)
+	if len(have) == 0 {
+		return fmt.Errorf("split %q: %s has no qrels (no qrels/*.tsv)", split, dir)
+	}
+	return fmt.Errorf("split %q: %s has no qrels/%s.tsv; its splits: %s", split, dir, split, strings.Join(have, ", "))
+}
+
 // OpenBEIR reads a BEIR folder's queries.jsonl and qrels/<split>.tsv with
 // package beir's rules (a repeated judgment: the last grade wins). Each
 // judged query is one unit, its positives the documents whose grade is > 0
@@ -330,6 +382,7 @@ type beirQuery struct {
 // queries.jsonl, or one without a positive, is bad input of its unit, named
 // by the qrels line that first judges it.
 func OpenBEIR(ctx context.Context, dir, split string, d PromptDefaults) (Source, error) {
+	ctx = safe.Ctx(ctx)
 	queries, err := beir.ReadQueriesFile(beir.QueriesPath(dir))
 	if err != nil {
 		return nil, err
@@ -374,6 +427,7 @@ func (s *beirSource) Name() string { return s.name }
 func (s *beirSource) Close() error { return nil }
 
 func (s *beirSource) Next(ctx context.Context) (Unit, error) {
+	ctx = safe.Ctx(ctx)
 	if s.next >= len(s.order) {
 		return Unit{}, io.EOF
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Miner mines hard negatives with one retriever, teacher and corpus.
@@ -66,7 +68,15 @@ func (m *Miner) process(ctx context.Context, u Unit) result {
 	}
 	r.stats.add(&p.stats)
 	if len(p.posTexts) == 0 {
-		return r // the teacher ranked no positive within RequireTop
+		// No positive in the corpus, or the teacher ranked none within
+		// RequireTop.
+		r.stats.QueriesDropped = 1
+		if p.stats.FilteredPositives > 0 {
+			r.stats.QueriesDroppedTop = 1
+		} else {
+			r.stats.QueriesDroppedMissing = 1
+		}
+		return r
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -80,6 +90,9 @@ func (m *Miner) process(ctx context.Context, u Unit) result {
 		}
 		if len(negs) < m.opt.MinNegatives || (m.opt.Format == FormatNTuple && len(negs) < m.opt.Negatives) {
 			r.stats.DroppedExamples++
+			if p.stats.filtered() > 0 {
+				r.stats.DroppedByFilters++
+			}
 			return nil
 		}
 		for i, s := range posScores {
@@ -110,6 +123,12 @@ func (m *Miner) process(ctx context.Context, u Unit) result {
 	if short {
 		r.stats.ShortUnits = 1
 	}
+	if r.stats.Examples == 0 {
+		r.stats.QueriesDropped = 1
+		if p.stats.filtered() > 0 {
+			r.stats.QueriesDroppedFiltered = 1
+		}
+	}
 	r.out = buf.Bytes()
 	return r
 }
@@ -122,6 +141,7 @@ func itoa(i int) string { return fmt.Sprint(i) }
 // When ctx is cancelled it stops at a unit boundary, checkpoints, and returns
 // the context's error: the run can then be resumed.
 func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error) {
+	ctx = safe.Ctx(ctx)
 	cfg := m.configKey(src)
 	ck, f, err := openOutput(out, cfg, m.opt.Resume)
 	if err != nil {
@@ -163,7 +183,8 @@ func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error)
 			case <-ctx.Done():
 				return
 			}
-			u, err := src.Next(ctx)
+			var u Unit
+			err := safe.Call(func() (err error) { u, err = src.Next(ctx); return err })
 			if err != nil {
 				if err != io.EOF {
 					readErr = err
@@ -184,7 +205,10 @@ func (m *Miner) Run(ctx context.Context, src Source, out string) (*Stats, error)
 		go func() {
 			defer wg.Done()
 			for u := range units {
-				r := m.process(ctx, u)
+				var r result
+				if err := safe.Call(func() error { r = m.process(ctx, u); return nil }); err != nil {
+					r = result{seq: u.seq, where: u.Where, err: err} // a panic: fails the run
+				}
 				select {
 				case results <- r:
 				case <-ctx.Done():

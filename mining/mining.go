@@ -13,6 +13,10 @@
 //
 // The package depends only on the small interfaces below; the command wires
 // them to the engine (or to the index, encoder and rerank packages).
+//
+// A nil context.Context given to a function of this package is
+// context.Background(), and a panic on a goroutine Miner.Run starts (a
+// Source, Retriever or Teacher that panics) fails the run with an error.
 package mining
 
 import (
@@ -117,7 +121,13 @@ type Options struct {
 	// many units (default 64).
 	CheckpointEvery int
 	SkipBad         bool // count and skip bad input units instead of failing
-	Resume          bool // continue an interrupted run of the same output
+	// Strict makes a positive that the corpus does not hold bad input of
+	// its unit (the run fails, or skips the unit with SkipBad). Without it
+	// such a positive is skipped and counted (Stats.MissingPositives), as
+	// evaluation treats a judged document missing from the corpus:
+	// published BEIR sets have such judgments.
+	Strict bool
+	Resume bool // continue an interrupted run of the same output
 	// Progress, if set, is called from the writer goroutine after each unit.
 	Progress func(done, total int)
 }

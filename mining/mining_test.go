@@ -357,6 +357,7 @@ func TestBadInput(t *testing.T) {
 	pairs := writeFile(t, "bad.jsonl", strings.Join(lines, "\n")+"\n")
 	opt := DefaultOptions()
 	opt.Margin = 0
+	opt.Strict = true // a positive not in the corpus is bad input (skipped and counted without it)
 	_, _, err := mine(t, c, overlapTeacher, pairs, opt)
 	if err == nil || !strings.Contains(err.Error(), "bad.jsonl:2:") || !strings.Contains(err.Error(), "no positive") {
 		t.Fatalf("want an error naming line 2, got %v", err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // The pipeline as teacher (LG-ANNA, paper 003 §4): candidates from BM25 and
@@ -47,6 +48,7 @@ func (r *FusedRetriever) Name() string {
 }
 
 func (r *FusedRetriever) Retrieve(ctx context.Context, q Query, k int) ([]Candidate, error) {
+	ctx = safe.Ctx(ctx)
 	depth := max(r.Depth, 100, k)
 	lists := make([]fusion.List, len(r.Lists))
 	byID := map[string]Candidate{}
@@ -89,6 +91,7 @@ type MaxNormalized struct{ Teacher }
 func (t MaxNormalized) Name() string { return t.Teacher.Name() + "/max" }
 
 func (t MaxNormalized) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	s, err := t.Teacher.Score(ctx, q, docs)
 	if err != nil || len(s) == 0 {
 		return s, err
@@ -184,6 +187,7 @@ func (t *FusionTeacher) features(ctx context.Context, q Query, docs []Doc) ([][]
 
 // Score is the calibrated log-odds of relevance of each document.
 func (t *FusionTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	if t.Cal == nil {
 		return nil, errors.New("fusion teacher: not calibrated (Miner.Calibrate, or load a saved Calibration)")
 	}
@@ -227,6 +231,7 @@ type featureRecorder struct {
 func (r *featureRecorder) Name() string { return r.t.Name() }
 
 func (r *featureRecorder) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	f, err := r.t.features(ctx, q, docs)
 	if err != nil {
 		return nil, err
@@ -244,6 +249,7 @@ func (r *featureRecorder) Score(ctx context.Context, q Query, docs []Doc) ([]flo
 // then mines; with a handful of weights this is calibration, not learning
 // the labels by heart.
 func (m *Miner) Calibrate(ctx context.Context, src Source, n int, t *FusionTeacher) (*Calibration, error) {
+	ctx = safe.Ctx(ctx)
 	if m.teacher != Teacher(t) {
 		return nil, errors.New("calibrate: t is not the miner's teacher")
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 )
 
 // scored is a candidate that survived exclusion, with its teacher score.
@@ -40,7 +41,11 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 				return nil, fmt.Errorf("look up positive %q: %w", pos.ID, err)
 			}
 			if !ok {
-				return nil, badInput(fmt.Errorf("positive %q is not in the corpus", pos.ID))
+				if m.opt.Strict {
+					return nil, badInput(fmt.Errorf("positive %q is not in the corpus", pos.ID))
+				}
+				st.missing(u, pos.ID)
+				continue
 			}
 			text = t
 		}
@@ -50,6 +55,7 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 			st.DuplicatePairs++
 			continue
 		}
+		st.Pairs++
 		posKeys = append(posKeys, k)
 		p.posTexts = append(p.posTexts, text)
 		p.posIDs = append(p.posIDs, pos.ID)
@@ -57,6 +63,9 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		if pos.ID != "" {
 			exclude[keyID(pos.ID)] = struct{}{}
 		}
+	}
+	if len(p.posTexts) == 0 {
+		return p, nil // no positive in the corpus: nothing to mine
 	}
 	// Ask for extra candidates so that K remain after the positives go.
 	want := m.opt.TopK + len(exclude)
@@ -92,6 +101,10 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		}
 		if isPos {
 			st.ExcludedPositive++
+			continue
+		}
+		if isQueryItself(u, c) {
+			st.ExcludedQueryID++
 			continue
 		}
 		if _, ok := seenText[k]; ok || k == qKey {
@@ -169,6 +182,24 @@ func (m *Miner) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 	}
 	return p, nil
 }
+
+// isQueryItself applies evaluation's identical-ID rule (eval.Run.DropIdentical,
+// BEIR's ignore_identical_ids) to a candidate: on collections whose queries
+// are also documents (ArguAna, Quora, SCIDOCS), the document with the
+// query's ID whose text contains the query's is the query itself. It is no
+// negative, and ranking it would make every query's top document itself.
+// A document that only shares the ID (another numbering) stays.
+func isQueryItself(u *Unit, c Candidate) bool {
+	if u.QueryID == "" || c.ID != u.QueryID {
+		return false
+	}
+	q := foldText(u.Query.Text)
+	return q != "" && (strings.Contains(foldText(c.Text), q) || (c.Body != "" && strings.Contains(foldText(c.Body), q)))
+}
+
+// foldText is the form in which the identical-ID rule compares texts: lower
+// case, runs of space collapsed (as annactl eval does).
+func foldText(s string) string { return strings.ToLower(normText(s)) }
 
 // requireTop keeps the positives the teacher ranks within the top k of
 // themselves and the candidates (rank 1 + the candidates scoring at least

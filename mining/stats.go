@@ -12,23 +12,48 @@ import (
 // saved in the progress sidecar, so a resumed run reports the same totals as
 // an uninterrupted one.
 type Stats struct {
-	Teacher          string `json:"teacher"`
-	Units            int    `json:"units"`             // input units processed (lines or queries)
-	BadUnits         int    `json:"bad_units"`         // skipped with --skip-bad
-	DuplicatePairs   int    `json:"duplicate_pairs"`   // (query, positive) pairs seen before, removed
-	Examples         int    `json:"examples"`          // examples written
-	Lines            int    `json:"lines"`             // output lines (differs from examples for triplets)
-	Retrieved        int    `json:"retrieved"`         // candidates returned by the retriever
-	ExcludedPositive int    `json:"excluded_positive"` // candidates that are known positives
-	ExcludedSameText int    `json:"excluded_same_text"`
-	OutsideWindow    int    `json:"outside_window"` // beyond top-k or outside the rank window
-	DroppedMargin    int    `json:"dropped_margin"` // above the relative margin threshold
-	DroppedAbsMargin int    `json:"dropped_abs_margin"`
-	DroppedCeiling   int    `json:"dropped_ceiling"`
-	DroppedFloor     int    `json:"dropped_floor"`
-	ShortExamples    int    `json:"short_examples"`   // examples with fewer negatives than asked
-	ShortUnits       int    `json:"short_queries"`    // units where some example was short
-	DroppedExamples  int    `json:"dropped_examples"` // fewer than min-negatives (or n-tuple short): not written
+	Teacher        string `json:"teacher"`
+	Units          int    `json:"units"`           // input units processed (lines or queries)
+	BadUnits       int    `json:"bad_units"`       // skipped with --skip-bad
+	DuplicatePairs int    `json:"duplicate_pairs"` // (query, positive) pairs seen before, removed
+	// Pairs are the (query, positive) pairs mined: positives found in the
+	// corpus, duplicates removed. Each becomes an example (one per query
+	// with Options.Grouped) unless counted below as not written.
+	Pairs int `json:"pairs"`
+	// MissingPositives are positives the corpus does not hold, skipped
+	// (Options.Strict fails instead); MissingFirst names the first few as
+	// "QUERY → DOCUMENT".
+	MissingPositives int      `json:"missing_positives"`
+	MissingFirst     []string `json:"missing_first,omitempty"`
+	Examples         int      `json:"examples"`          // examples written
+	Lines            int      `json:"lines"`             // output lines (differs from examples for triplets)
+	Retrieved        int      `json:"retrieved"`         // candidates returned by the retriever
+	ExcludedPositive int      `json:"excluded_positive"` // candidates that are known positives
+	ExcludedSameText int      `json:"excluded_same_text"`
+	// ExcludedQueryID are candidates that are the query itself: the
+	// document with the query's ID, holding its text (evaluation's
+	// identical-ID rule).
+	ExcludedQueryID  int `json:"excluded_query_id"`
+	OutsideWindow    int `json:"outside_window"` // beyond top-k or outside the rank window
+	DroppedMargin    int `json:"dropped_margin"` // above the relative margin threshold
+	DroppedAbsMargin int `json:"dropped_abs_margin"`
+	DroppedCeiling   int `json:"dropped_ceiling"`
+	DroppedFloor     int `json:"dropped_floor"`
+	ShortExamples    int `json:"short_examples"`   // examples with fewer negatives than asked
+	ShortUnits       int `json:"short_queries"`    // units where some example was short
+	DroppedExamples  int `json:"dropped_examples"` // fewer than min-negatives (or n-tuple short): not written
+	// DroppedByFilters are the DroppedExamples of units whose candidates
+	// the margin or a score filter thinned (the others had too few
+	// candidates to begin with).
+	DroppedByFilters int `json:"dropped_examples_filtered"`
+	// QueriesDropped are units with a positive that wrote no example, and
+	// why: every positive missing from the corpus, or filtered out by
+	// RequireTop, or too few negatives left after the margin and score
+	// filters; the rest had too few candidates.
+	QueriesDropped         int `json:"queries_dropped"`
+	QueriesDroppedMissing  int `json:"queries_dropped_missing"`
+	QueriesDroppedTop      int `json:"queries_dropped_require_top"`
+	QueriesDroppedFiltered int `json:"queries_dropped_filtered"`
 	// FilteredPositives are positives the teacher ranked below
 	// Options.RequireTop: their examples were not written.
 	FilteredPositives int     `json:"filtered_positives,omitempty"`
@@ -89,10 +114,43 @@ func (q *Quality) observe(pos, cand []float64) {
 	}
 }
 
+// missingNamed bounds Stats.MissingFirst.
+const missingNamed = 5
+
+// missing counts a positive of u that the corpus does not hold.
+func (s *Stats) missing(u *Unit, id string) {
+	s.MissingPositives++
+	if len(s.MissingFirst) < missingNamed {
+		q := u.QueryID
+		if q == "" {
+			q = u.Where
+		}
+		s.MissingFirst = append(s.MissingFirst, q+" → "+id)
+	}
+}
+
+// filtered is how many candidates the margin and score filters dropped.
+func (s *Stats) filtered() int {
+	return s.DroppedMargin + s.DroppedAbsMargin + s.DroppedCeiling + s.DroppedFloor
+}
+
 func (s *Stats) add(d *Stats) {
 	s.Units += d.Units
 	s.BadUnits += d.BadUnits
 	s.DuplicatePairs += d.DuplicatePairs
+	s.Pairs += d.Pairs
+	s.MissingPositives += d.MissingPositives
+	for _, m := range d.MissingFirst {
+		if len(s.MissingFirst) < missingNamed {
+			s.MissingFirst = append(s.MissingFirst, m)
+		}
+	}
+	s.ExcludedQueryID += d.ExcludedQueryID
+	s.DroppedByFilters += d.DroppedByFilters
+	s.QueriesDropped += d.QueriesDropped
+	s.QueriesDroppedMissing += d.QueriesDroppedMissing
+	s.QueriesDroppedTop += d.QueriesDroppedTop
+	s.QueriesDroppedFiltered += d.QueriesDroppedFiltered
 	s.Examples += d.Examples
 	s.Lines += d.Lines
 	s.Retrieved += d.Retrieved
@@ -223,10 +281,20 @@ func (s *Stats) Write(w io.Writer) {
 	fmt.Fprintf(&b, "queries (input units):   %d\n", s.Units)
 	fmt.Fprintf(&b, "bad input skipped:       %d\n", s.BadUnits)
 	fmt.Fprintf(&b, "duplicate pairs removed: %d\n", s.DuplicatePairs)
-	fmt.Fprintf(&b, "examples written:        %d (%d lines, %d negatives)\n", s.Examples, s.Lines, s.Negatives)
+	if s.MissingPositives > 0 {
+		more := ""
+		if s.MissingPositives > len(s.MissingFirst) {
+			more = fmt.Sprintf(" and %d more", s.MissingPositives-len(s.MissingFirst))
+		}
+		fmt.Fprintf(&b, "positives not in corpus: %d skipped (--strict fails instead): %s%s\n", s.MissingPositives, strings.Join(s.MissingFirst, ", "), more)
+	}
+	fmt.Fprintf(&b, "examples written:        %d from %d (query, positive) pairs (%d lines, %d negatives)\n", s.Examples, s.Pairs, s.Lines, s.Negatives)
 	fmt.Fprintf(&b, "candidates retrieved:    %d\n", s.Retrieved)
 	fmt.Fprintf(&b, "  known positives:       %d\n", s.ExcludedPositive)
 	fmt.Fprintf(&b, "  same text as q/pos:    %d\n", s.ExcludedSameText)
+	if s.ExcludedQueryID > 0 {
+		fmt.Fprintf(&b, "  the query itself:      %d (the document with the query's ID and text, as evaluation drops it)\n", s.ExcludedQueryID)
+	}
 	fmt.Fprintf(&b, "  outside top-k/window:  %d\n", s.OutsideWindow)
 	fmt.Fprintf(&b, "  dropped by margin:     %d\n", s.DroppedMargin)
 	if s.DroppedAbsMargin+s.DroppedCeiling+s.DroppedFloor > 0 {
@@ -236,6 +304,27 @@ func (s *Stats) Write(w io.Writer) {
 		fmt.Fprintf(&b, "positives filtered out:  %d (the teacher ranked them below --require-positive-top)\n", s.FilteredPositives)
 	}
 	fmt.Fprintf(&b, "queries short of negs:   %d (%d examples short, %d examples not written)\n", s.ShortUnits, s.ShortExamples, s.DroppedExamples)
+	if s.DroppedExamples > 0 {
+		fmt.Fprintf(&b, "examples not written:    %d: %d with fewer negatives than --min-negatives left after the margin and score filters (--margin, --abs-margin, --max-score, --min-score), %d with too few candidates retrieved\n",
+			s.DroppedExamples, s.DroppedByFilters, s.DroppedExamples-s.DroppedByFilters)
+	}
+	if s.QueriesDropped > 0 {
+		var why []string
+		for _, r := range []struct {
+			n    int
+			what string
+		}{
+			{s.QueriesDroppedFiltered, "too few negatives left after the margin and score filters"},
+			{s.QueriesDropped - s.QueriesDroppedFiltered - s.QueriesDroppedMissing - s.QueriesDroppedTop, "too few candidates retrieved"},
+			{s.QueriesDroppedMissing, "no positive in the corpus"},
+			{s.QueriesDroppedTop, "every positive filtered by --require-positive-top"},
+		} {
+			if r.n > 0 {
+				why = append(why, fmt.Sprintf("%d %s", r.n, r.what))
+			}
+		}
+		fmt.Fprintf(&b, "queries dropped:         %d of %d wrote no example: %s\n", s.QueriesDropped, s.Units, strings.Join(why, ", "))
+	}
 	fmt.Fprintf(&b, "positive scores:         %s\n", s.PosScores.String())
 	fmt.Fprintf(&b, "kept negative scores:    %s\n", s.NegScores.String())
 	if q := s.Quality; q.Units > 0 {

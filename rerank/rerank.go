@@ -16,6 +16,9 @@
 // 1e-4, TestScoreBehaviour). Scores are never NaN (Score fails instead).
 // Loading, the session, the BERT run and the length-sorted batching are
 // internal/bert's, shared with package encoder.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package rerank
 
 import (
@@ -24,6 +27,7 @@ import (
 	"math"
 
 	"github.com/anna-search/anna/internal/bert"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
 
@@ -78,6 +82,7 @@ var spec = bert.Spec{
 // directory and loads the tokenizer. The ONNX Runtime session is created
 // by the first Score that needs it, which also returns its error.
 func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, error) {
+	ctx = safe.Ctx(ctx)
 	m, err := bert.Open(ctx, modelDir, spec, bert.Options{
 		IntraOpThreads: opts.IntraOpThreads, InterOpThreads: opts.InterOpThreads,
 		Workers: opts.Workers, BatchSize: opts.BatchSize, BatchTokens: opts.BatchTokens, MaxLength: opts.MaxLength,
@@ -107,6 +112,7 @@ func (r *ORTReranker) Manifest() *model.Manifest { return r.m.Manifest() }
 // Score returns one score per document, in input order. Pairs are sorted by
 // length into batches to cut padding; ctx is checked between batches.
 func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
+	ctx = safe.Ctx(ctx)
 	logits, err := r.Logits(ctx, query, docs)
 	if err != nil {
 		return nil, err
@@ -129,6 +135,7 @@ func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([
 
 // Logits returns the raw logits, [len(docs) × num_labels] row-major.
 func (r *ORTReranker) Logits(ctx context.Context, query string, docs []string) ([]float32, error) {
+	ctx = safe.Ctx(ctx)
 	return r.pairLogits(ctx, func(i int) string { return query }, docs)
 }
 

@@ -15,12 +15,13 @@ row() { # row DESCRIPTION COMMAND...
 	local desc=$1
 	shift
 	local out code
-	# The line that says what is wrong: annactl's own error line on stderr,
-	# or for check, the first problem it lists on stdout.
+	# The line that says what is wrong: annactl's own error line on stderr
+	# (or the first line matching $SAID, for input that is taken and
+	# reported), or for check, the first problem it lists on stdout.
 	if [[ $2 == check ]]; then
 		out=$("$@" 2>/dev/null | sed -n 's/^  //p' | head -1)
 	else
-		out=$("$@" 2>&1 >/dev/null | grep '^annactl' | head -1)
+		out=$("$@" 2>&1 >/dev/null | grep "${SAID:-^annactl}" | head -1)
 	fi
 	"$@" >/dev/null 2>&1
 	code=$?
@@ -40,6 +41,23 @@ row 'an unknown flag' "$A" index --index idx --bacth 5 corpus.jsonl
 row '`eval --modes lexical,foo`' "$A" eval "$ROOT/testdata/demo" --modes lexical,foo
 row '`train --lr -1`' "$A" train --input x.jsonl --output ft --lr -1
 row '`mine-negatives` without input' "$A" mine-negatives --output m.jsonl
+cp -r "$ROOT/testdata/demo" demo
+row '`mine-negatives --split` the dataset lacks' "$A" mine-negatives --dataset demo --split train --output m.jsonl
+row 'a misspelt command' "$A" serach --index idx graphs
+row '`delete` without IDs' "$A" delete --index idx
+row '`delete` from a folder that is no index' "$A" delete --index nowhere hnsw
+row '`search --query-file` and a query' "$A" search --index idx --query-file q.txt graphs
+: >empty.txt
+row '`search --query-file` of an empty file' "$A" search --index idx --query-file empty.txt
+printf '{"_id": "latin1", "text": "caf\xe9 au lait"}\n' >latin1.jsonl
+SAID='^invalid UTF-8' row 'a line that is not UTF-8 (taken, counted)' "$A" index --index idx latin1.jsonl
+printf '{"_id": "s", "text": "kept"}\n{"_id": "x", "text": broken\n' >badsync.jsonl
+SAID='^--sync' row '`index --sync` of a file with a malformed line (exit 1)' "$A" index --index idx --sync badsync.jsonl
+mkdir -p lost/qrels && cp corpus.jsonl "$ROOT/testdata/demo/queries.jsonl" lost/
+printf 'query-id\tcorpus-id\tscore\nq01\thnsw\t1\nq02\tnot-in-corpus\t1\n' >lost/qrels/test.tsv
+SAID='^positives not in corpus' row 'a qrels row whose document is not in the corpus (skipped, counted)' \
+	"$A" mine-negatives --dataset lost --split test --index idx --teacher dense --output lost.jsonl
+row 'the same with `--strict`' "$A" mine-negatives --dataset lost --split test --index idx --teacher dense --output lost.jsonl --strict
 printf '{"_id": "a", "text": "fine"}\n{"_id": "b", "text": broken\n' >bad.jsonl
 row 'a malformed JSON line' "$A" index --index idx bad.jsonl
 printf '{"title": "no id", "text": "x"}\n' >noid.jsonl

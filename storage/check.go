@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Problem is one kind of inconsistency found by Check, with the documents it
@@ -91,6 +93,7 @@ type CheckOptions struct {
 // run (a cancelled context). Writers must not run during Check: its walks
 // are not one snapshot.
 func (s *Store) Check(ctx context.Context, opts CheckOptions) ([]Problem, error) {
+	ctx = safe.Ctx(ctx)
 	var ps Problems
 	if info, err := readMetaInfo(s.path); err != nil {
 		ps.Add("reading bbolt's meta pages: %v", err)

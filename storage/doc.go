@@ -7,7 +7,8 @@
 // bbolt buckets, all at the top level:
 //
 //	docs        doc ID -> doc record: version 2 | seq of the change that set
-//	            the text | title | text | meta pairs (see encodeDoc)
+//	            the text | title | text | meta pairs; version 3, for a doc
+//	            with MetaValues, adds them after the pairs (see encodeDoc)
 //	vectors     one nested bucket per model fingerprint:
 //	              fp -> { doc ID -> seq of the change that stored it | float32s }
 //	vector_dims fp -> dimension (uint32 little-endian), fixed by the first
@@ -67,4 +68,7 @@
 //
 // Salvage recovers the whole records of a damaged file into a new store by
 // reading its pages directly, keeping the newest copy of each record.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package storage

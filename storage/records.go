@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"math"
 	"sort"
+
+	"github.com/anna-search/anna/filter"
 )
 
 // Every value anna writes carries a CRC-32C trailer over a tag, the key and
@@ -60,22 +62,50 @@ func unsealed(tag byte, scope string, key, raw []byte) ([]byte, error) {
 
 // docVersion tags the doc encoding. Version 2 added the seq and the
 // checksum; version 1 stores are refused by Open (see storeFormat).
-const docVersion = 2
+// Version 3 adds the document's MetaValues after its Meta; a document
+// without MetaValues is still written as version 2, byte for byte as
+// before, so directories holding only string metadata stay readable by
+// the binaries that knew only version 2. Both are read.
+const (
+	docVersion       = 2
+	docVersionValues = 3
+)
+
+// Tags of a value in a version 3 doc record.
+const (
+	valString = 's' // string
+	valNumber = 'n' // float64 bits, little-endian
+	valList   = 'l' // uvarint count, then that many string or number values
+)
 
 // encodeDoc writes version, seq (the change that last set the text), title,
 // text, then the meta pairs sorted by key, every string as uvarint length +
-// bytes, sealed with the doc's ID. Binary rather than JSON so any bytes
-// round-trip exactly (JSON would replace invalid UTF-8).
+// bytes, and in version 3 the MetaValues sorted by key (uvarint count, then
+// key and tagged value each), sealed with the doc's ID. Binary rather than
+// JSON so any bytes round-trip exactly (JSON would replace invalid UTF-8).
 func encodeDoc(d Doc, seq uint64) []byte {
-	n := 1 + 3*binary.MaxVarintLen64 + len(d.Title) + len(d.Text) + binary.MaxVarintLen64
+	n := 1 + 3*binary.MaxVarintLen64 + len(d.Title) + len(d.Text) + 2*binary.MaxVarintLen64
 	keys := make([]string, 0, len(d.Meta))
 	for k, v := range d.Meta {
 		keys = append(keys, k)
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
 	sort.Strings(keys)
+	vkeys := make([]string, 0, len(d.MetaValues))
+	for k, v := range d.MetaValues {
+		vkeys = append(vkeys, k)
+		n += 2*binary.MaxVarintLen64 + len(k) + 1
+		for _, e := range v.Values() {
+			n += 1 + binary.MaxVarintLen64 + len(e.String())
+		}
+	}
+	sort.Strings(vkeys)
+	version := byte(docVersion)
+	if len(vkeys) > 0 {
+		version = docVersionValues
+	}
 	buf := make([]byte, 0, n)
-	buf = append(buf, docVersion)
+	buf = append(buf, version)
 	buf = binary.AppendUvarint(buf, seq)
 	buf = appendString(buf, d.Title)
 	buf = appendString(buf, d.Text)
@@ -83,6 +113,13 @@ func encodeDoc(d Doc, seq uint64) []byte {
 	for _, k := range keys {
 		buf = appendString(buf, k)
 		buf = appendString(buf, d.Meta[k])
+	}
+	if version == docVersionValues {
+		buf = binary.AppendUvarint(buf, uint64(len(vkeys)))
+		for _, k := range vkeys {
+			buf = appendString(buf, k)
+			buf = appendValue(buf, d.MetaValues[k])
+		}
 	}
 	return sealed(tagDoc, "", []byte(d.ID), buf)
 }
@@ -92,6 +129,25 @@ func appendString(buf []byte, s string) []byte {
 	return append(buf, s...)
 }
 
+func appendValue(buf []byte, v filter.Value) []byte {
+	switch v.Kind() {
+	case filter.KindNumber:
+		x, _ := v.Number()
+		buf = append(buf, valNumber)
+		return binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
+	case filter.KindList:
+		elems := v.List()
+		buf = append(buf, valList)
+		buf = binary.AppendUvarint(buf, uint64(len(elems)))
+		for _, e := range elems {
+			buf = appendValue(buf, e)
+		}
+		return buf
+	}
+	s, _ := v.Str()
+	return appendString(append(buf, valString), s)
+}
+
 // decodeDoc reads a doc record stored under id, with the seq of the change
 // that last set its text.
 func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
@@ -99,7 +155,7 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 	if err != nil {
 		return Doc{}, 0, fmt.Errorf("doc %q: %w", id, err)
 	}
-	if len(body) == 0 || body[0] != docVersion {
+	if len(body) == 0 || (body[0] != docVersion && body[0] != docVersionValues) {
 		return Doc{}, 0, fmt.Errorf("doc %q: %w: unknown encoding", id, ErrCorrupt)
 	}
 	r := reader{buf: body[1:]}
@@ -113,6 +169,19 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 		for i := uint64(0); i < n && r.err == nil; i++ {
 			k := r.string()
 			d.Meta[k] = r.string()
+		}
+	}
+	if body[0] == docVersionValues && r.err == nil {
+		n := r.uvarint()
+		if n > uint64(len(r.buf)) {
+			return Doc{}, 0, fmt.Errorf("doc %q: %w: value count %d", id, ErrCorrupt, n)
+		}
+		if n > 0 {
+			d.MetaValues = make(map[string]filter.Value, n)
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			k := r.string()
+			d.MetaValues[k] = r.value(true)
 		}
 	}
 	if r.err == nil && len(r.buf) != 0 {
@@ -277,6 +346,48 @@ func (r *reader) uvarint() uint64 {
 	}
 	r.buf = r.buf[n:]
 	return v
+}
+
+// value reads a tagged value (a list only when list is set: lists do not
+// nest).
+func (r *reader) value(list bool) filter.Value {
+	if r.err != nil {
+		return filter.Value{}
+	}
+	if len(r.buf) == 0 {
+		r.err = errors.New("value overruns record")
+		return filter.Value{}
+	}
+	tag := r.buf[0]
+	r.buf = r.buf[1:]
+	switch {
+	case tag == valString:
+		return filter.StringValue(r.string())
+	case tag == valNumber:
+		if len(r.buf) < 8 {
+			r.err = errors.New("number overruns record")
+			return filter.Value{}
+		}
+		x := math.Float64frombits(binary.LittleEndian.Uint64(r.buf))
+		r.buf = r.buf[8:]
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			r.err = fmt.Errorf("number %v", x)
+		}
+		return filter.NumberValue(x)
+	case tag == valList && list:
+		n := r.uvarint()
+		if n > uint64(len(r.buf)) {
+			r.err = fmt.Errorf("list of %d values overruns record", n)
+			return filter.Value{}
+		}
+		elems := make([]filter.Value, 0, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			elems = append(elems, r.value(false))
+		}
+		return filter.ListValue(elems...)
+	}
+	r.err = fmt.Errorf("unknown value tag %q", tag)
+	return filter.Value{}
 }
 
 func (r *reader) string() string {

@@ -12,6 +12,8 @@ import (
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // SalvageReport tells what Salvage found and kept.
@@ -52,6 +54,7 @@ type SalvageReport struct {
 // change log of one entry per document and per known deletion, and counters
 // recomputed from what was kept.
 func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
+	ctx = safe.Ctx(ctx)
 	var rep SalvageReport
 	if _, err := os.Stat(dst); !errors.Is(err, fs.ErrNotExist) {
 		return rep, fmt.Errorf("storage: salvage: %s already exists", dst)

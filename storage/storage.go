@@ -16,12 +16,18 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/safe"
 )
 
-// Doc is one document. ID is required and unique; Meta is free-form.
+// Doc is one document. ID is required and unique; Meta and MetaValues
+// are free-form metadata (see engine.Document). Its fields are in the order
+// of engine.Document's and beir.Doc's, so each converts to the others.
 type Doc struct {
 	ID, Title, Text string
 	Meta            map[string]string
+	MetaValues      map[string]filter.Value
 }
 
 // Span is a byte range [Start, End) of a document's text.
@@ -114,6 +120,9 @@ type Options struct {
 	// Create creates the store when path does not exist. A path that exists
 	// is never re-created, whatever it holds.
 	Create bool
+	// LockWait is how long Open waits for the file lock while another open
+	// holds it (0: 500 ms; negative: one try, no wait).
+	LockWait time.Duration
 }
 
 // Store is an open anna database. Its methods are safe for concurrent use.
@@ -128,8 +137,10 @@ type Store struct {
 // Open opens the store at path. A missing file gives an error wrapping
 // fs.ErrNotExist unless opts.Create; a zero-length one ErrEmptyFile; a file
 // that is not a store, or is truncated, ErrCorrupt; another anna format
-// ErrFormat. If another process has the file open for writing (or, for a
-// writer, open at all), Open fails with ErrLocked after a short wait.
+// ErrFormat. If another open has the file for writing (or, for a writer,
+// open at all), Open fails with ErrLocked after opts.LockWait. The lock is
+// bbolt's flock, held per open file: a second Open of the same file in one
+// process conflicts with the first as another process's would.
 func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("storage: open: empty path")
@@ -163,10 +174,17 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("storage: open %s: %w: the file is truncated: %d bytes, its meta page says %d are in use", path, ErrCorrupt, fi.Size(), inUse)
 		}
 	}
-	db, err := openBolt(path, opts.ReadOnly)
+	wait, waited := opts.LockWait, opts.LockWait
+	switch {
+	case wait == 0:
+		wait, waited = lockTimeout, lockTimeout
+	case wait < 0:
+		wait, waited = time.Nanosecond, 0 // bbolt tries once: 0 would wait forever
+	}
+	db, err := openBolt(path, opts.ReadOnly, wait)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("storage: open %s: %w (waited %v)", path, ErrLocked, lockTimeout)
+		return nil, fmt.Errorf("storage: open %s: %w (waited %v)", path, ErrLocked, waited)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("storage: open %s: %w: %w", path, ErrCorrupt, err)
 	case err != nil:
@@ -182,14 +200,14 @@ func Open(path string, opts Options) (*Store, error) {
 
 // openBolt is bolt.Open with a panic or memory fault inside it (bbolt's
 // reaction to a damaged page) turned into ErrCorrupt.
-func openBolt(path string, readOnly bool) (db *bolt.DB, err error) {
+func openBolt(path string, readOnly bool, wait time.Duration) (db *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: bbolt cannot open it: %v", ErrCorrupt, r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType, ReadOnly: readOnly})
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: wait, FreelistType: bolt.FreelistMapType, ReadOnly: readOnly})
 }
 
 // checkOpen refuses a truncated file (bbolt would fault reading past its
@@ -664,6 +682,7 @@ func fingerprints(tx *bolt.Tx) ([]string, error) {
 // be seen). Pair it with Seq taken before the scan and ChangesSince after it
 // to get a consistent view. An error from fn stops the scan and is returned.
 func (s *Store) ForEachDoc(ctx context.Context, fn func(Doc) error) error {
+	ctx = safe.Ctx(ctx)
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketDocs) }, func(k, v []byte) (func() error, error) {
 		d, _, err := decodeDoc(string(k), v)
 		if err != nil {
@@ -677,6 +696,7 @@ func (s *Store) ForEachDoc(ctx context.Context, fn func(Doc) error) error {
 // decoding the documents (so a damaged record does not stop the walk), with
 // the same chunked semantics as ForEachDoc.
 func (s *Store) ForEachID(ctx context.Context, fn func(id string) error) error {
+	ctx = safe.Ctx(ctx)
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketDocs) }, func(k, _ []byte) (func() error, error) {
 		id := string(k)
 		return func() error { return fn(id) }, nil
@@ -687,6 +707,7 @@ func (s *Store) ForEachID(ctx context.Context, fn func(id string) error) error {
 // order, with the same chunked semantics as ForEachDoc. An unknown fp
 // visits nothing.
 func (s *Store) ForEachVector(ctx context.Context, fp string, fn func(id string, e Embedding) error) error {
+	ctx = safe.Ctx(ctx)
 	return s.scan(ctx, func(tx *bolt.Tx) *bolt.Bucket { return tx.Bucket(bucketVectors).Bucket([]byte(fp)) }, func(k, raw []byte) (func() error, error) {
 		id := string(k)
 		e, _, err := decodeVector(fp, id, raw)
@@ -780,6 +801,7 @@ func (s *Store) Seq() (uint64, error) {
 // outside transactions; changes made during the walk with seqs beyond the
 // chunk being read are visited too.
 func (s *Store) ChangesSince(ctx context.Context, seq uint64, fn func(Change) error) error {
+	ctx = safe.Ctx(ctx)
 	next := seq + 1
 	for {
 		if err := ctx.Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func openTemp(t *testing.T) (*Store, string) {
@@ -260,6 +261,39 @@ func TestBadInput(t *testing.T) {
 	}
 	if n, _ := s.Count(); n != 0 {
 		t.Fatalf("a refused put wrote %d docs", n)
+	}
+}
+
+// TestLockWait: Options.LockWait bounds the wait for another open's lock;
+// negative tries once. Readers share the lock.
+func TestLockWait(t *testing.T) {
+	_, path := openTemp(t)
+	for _, c := range []struct {
+		ro   bool
+		wait time.Duration
+		says string
+	}{{true, -1, "(waited 0s)"}, {false, -1, "(waited 0s)"}, {true, 120 * time.Millisecond, "(waited 120ms)"}} {
+		if _, err := Open(path, Options{ReadOnly: c.ro, LockWait: c.wait}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("read-only %v, LockWait %v beside a writer: %v", c.ro, c.wait, err)
+		}
+	}
+}
+
+func TestReadersShareTheLock(t *testing.T) {
+	s, path := openTemp(t)
+	s.Close()
+	r1, err := Open(path, Options{ReadOnly: true, LockWait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	r2, err := Open(path, Options{ReadOnly: true, LockWait: -1})
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	r2.Close()
+	if _, err := Open(path, Options{LockWait: -1}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a writer beside a reader: %v", err)
 	}
 }
 

@@ -2,17 +2,37 @@
 // (input ids, token type ids, attention masks), matching Hugging Face
 // tokenizers exactly.
 //
-// It wraps github.com/daulet/tokenizers (the Rust tokenizers crate through
-// cgo), which in v1.22.1 encodes single texts only and would apply the
-// truncation and padding stored in tokenizer.json. So the Rust side is used
-// for normalisation, pre-tokenisation and the vocabulary model alone (no
-// special tokens, settings stripped), and this package does the rest in Go:
-// longest-first truncation and the post-processor template (special tokens,
-// type ids), for single texts and pairs, and padding of batches.
+// Two implementations read the same tokenizer.json, chosen at build time:
 //
-// Text handling at the C boundary (see cleanText): invalid UTF-8 becomes
-// U+FFFD exactly as Python's errors="replace" decodes it, and NUL bytes are
-// removed. Empty or whitespace-only input gives just the special tokens.
+//   - native (the default where cgo is on): github.com/daulet/tokenizers,
+//     the Rust tokenizers crate through cgo (libtokenizers.a), in files
+//     built with `cgo && !annapure`;
+//   - pure Go (pure*.go, always compiled): what `CGO_ENABLED=0 go build`
+//     gets, and what `-tags annapure` selects with cgo on. LoadPure uses it
+//     in any build. It covers the subset anna's models use: added tokens
+//     (single_word, lstrip, rstrip, normalized), the BertNormalizer,
+//     Sequence, Prepend, Replace (string patterns), Lowercase,
+//     StripAccents, NFC/NFD/NFKC/NFKD and Strip normalisers; the
+//     BertPreTokenizer, WhitespaceSplit, ByteLevel (GPT-2's regex, written
+//     out by hand since Go's regexp has no look-ahead), Digits and Sequence
+//     pre-tokenisers; WordPiece and BPE (byte fallback, fuse_unk,
+//     ignore_merges) models; the ByteLevel, ByteFallback, Fuse, Replace,
+//     Strip, WordPiece and Sequence decoders. Load fails with an error
+//     naming the component for anything else (regex Split patterns other
+//     than GPT-2's, Metaspace, Unigram, ...).
+//
+// Either way the vocabulary side runs without special tokens and with the
+// file's truncation and padding stripped (daulet/tokenizers v1.22.1
+// encodes single texts only and would apply them), and this package does
+// the rest in Go: longest-first truncation and the post-processor template
+// (special tokens, type ids), for single texts and pairs, and padding of
+// batches.
+//
+// Text handling (see cleanText): invalid UTF-8 becomes U+FFFD exactly as
+// Python's errors="replace" decodes it, and NUL bytes are removed (the C
+// boundary of the native implementation cannot take them; the pure one
+// does the same so that both give the same ids). Empty or whitespace-only
+// input gives just the special tokens.
 package tokenizer
 
 import (
@@ -25,9 +45,8 @@ import (
 	"runtime"
 	"sync"
 
-	hf "github.com/daulet/tokenizers"
-
 	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Encoding is one tokenised input with special tokens. Mask is all 1 until
@@ -37,19 +56,49 @@ type Encoding struct {
 }
 
 // Tokenizer encodes texts and text pairs. It is safe for concurrent use:
-// the Rust tokenizer encodes through a shared reference (it is Sync), and a
-// read lock keeps Close from freeing it under a running Encode.
+// the Rust tokenizer encodes through a shared reference (it is Sync), the
+// pure one is immutable after Load, and a read lock keeps Close from
+// freeing either under a running Encode.
 type Tokenizer struct {
 	path  string
 	post  *template
 	padID int64
 
 	mu sync.RWMutex
-	hf *hf.Tokenizer // nil after Close
+	be backend // nil after Close
 }
 
-// Load reads a Hugging Face tokenizer.json.
-func Load(path string) (*Tokenizer, error) {
+// backend is one implementation of the vocabulary side: native.go's
+// (daulet/tokenizers) or pure.go's.
+type backend interface {
+	// encode returns text's ids without special tokens or truncation
+	// and, when offsets is set, each id's byte range in text.
+	encode(text string, offsets bool) ([]int64, [][2]int)
+	decode(ids []int64, skipSpecial bool) string
+	close() error
+	name() string
+}
+
+// Load reads a Hugging Face tokenizer.json with the build's default
+// implementation (see the package doc).
+func Load(path string) (*Tokenizer, error) { return load(path, false) }
+
+// LoadPure reads a Hugging Face tokenizer.json with the pure-Go
+// implementation, whatever the build.
+func LoadPure(path string) (*Tokenizer, error) { return load(path, true) }
+
+// Implementation names the implementation t encodes with: "native" or
+// "pure".
+func (t *Tokenizer) Implementation() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.be == nil {
+		return "closed"
+	}
+	return t.be.name()
+}
+
+func load(path string, pureOnly bool) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: read %s: %w", path, err)
@@ -81,11 +130,16 @@ func Load(path string) (*Tokenizer, error) {
 	if err := enc.Encode(top); err != nil {
 		return nil, fmt.Errorf("tokenizer: re-encode %s: %w", path, err)
 	}
-	h, err := hf.FromBytes(buf.Bytes())
+	var be backend
+	if pureOnly {
+		be, err = newPure(top)
+	} else {
+		be, err = newDefault(buf.Bytes(), top)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
 	}
-	return &Tokenizer{path: path, post: post, padID: padID, hf: h}, nil
+	return &Tokenizer{path: path, post: post, padID: padID, be: be}, nil
 }
 
 // jsonPosition turns a JSON decoding error's byte offset into "line L col C".
@@ -143,14 +197,14 @@ func findPadID(top map[string]json.RawMessage) (int64, error) {
 // PadID is the id Pad should fill with for this tokenizer.
 func (t *Tokenizer) PadID() int64 { return t.padID }
 
-// Close frees the Rust tokenizer. Encoding after Close panics: it is a
-// programming error, like using a closed channel.
+// Close frees the Rust tokenizer (or drops the pure one). Encoding after
+// Close panics: it is a programming error, like using a closed channel.
 func (t *Tokenizer) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.hf != nil {
-		err := t.hf.Close()
-		t.hf = nil
+	if t.be != nil {
+		err := t.be.close()
+		t.be = nil
 		return err
 	}
 	return nil
@@ -161,21 +215,14 @@ func (t *Tokenizer) raw(text string) []int64 {
 	text = cleanText(text)
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if t.hf == nil {
+	if t.be == nil {
 		panic("tokenizer: encode after Close of " + t.path)
 	}
 	if text == "" {
 		return nil
 	}
-	// No options: ids only (the binding returns nothing for an input that
-	// fails to encode, which the Rust normalisers and WordPiece never do for
-	// valid UTF-8).
-	ids := t.hf.EncodeWithOptions(text, false).IDs
-	out := make([]int64, len(ids))
-	for i, id := range ids {
-		out[i] = int64(id)
-	}
-	return out
+	ids, _ := t.be.encode(text, false)
+	return ids
 }
 
 // Decode turns token ids back into text with the file's decoder (byte-level
@@ -184,14 +231,10 @@ func (t *Tokenizer) raw(text string) []int64 {
 func (t *Tokenizer) Decode(ids []int64, skipSpecial bool) string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if t.hf == nil {
+	if t.be == nil {
 		panic("tokenizer: decode after Close of " + t.path)
 	}
-	u := make([]uint32, len(ids))
-	for i, id := range ids {
-		u[i] = uint32(id)
-	}
-	return t.hf.Decode(u, skipSpecial)
+	return t.be.decode(ids, skipSpecial)
 }
 
 // IDs tokenises text without special tokens or truncation.
@@ -199,7 +242,7 @@ func (t *Tokenizer) IDs(text string) []int64 { return t.raw(text) }
 
 // Clean is text as the tokenizer reads it: invalid UTF-8 replaced by
 // U+FFFD (as Python's errors='replace' does), NUL bytes dropped (the Rust
-// tokenizer's C boundary cannot take them).
+// tokenizer's C boundary cannot take them; the pure one drops them too).
 func Clean(text string) string { return cleanText(text) }
 
 // Encode tokenises text with special tokens, truncated from the right so the
@@ -240,11 +283,13 @@ func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) []Encoding {
 	out := make([]Encoding, len(texts))
 	workers := min(runtime.GOMAXPROCS(0), len(texts)/4+1)
 	// Encode cannot fail and nothing here is cancelled, so Each's error is
-	// always nil.
-	parallel.Each(context.Background(), len(texts), workers, func(i int) error {
+	// nil unless an Encode panicked: that panic is raised again here, on
+	// the caller's goroutine (where it can be recovered, as when Encode
+	// runs inline), not dropped with the texts it left unencoded.
+	safe.Repanic(parallel.Each(context.Background(), len(texts), workers, func(i int) error {
 		out[i] = t.Encode(texts[i], maxLen)
 		return nil
-	})
+	}))
 	return out
 }
 

@@ -3,8 +3,6 @@ package tokenizer
 import (
 	"unicode"
 	"unicode/utf8"
-
-	hf "github.com/daulet/tokenizers"
 )
 
 // Window is a byte range [Start, End) of a text.
@@ -26,13 +24,13 @@ func (t *Tokenizer) Windows(text string, size, stride int) (string, []Window) {
 	size, stride = max(size, 1), min(max(stride, 1), max(size, 1))
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if t.hf == nil {
+	if t.be == nil {
 		panic("tokenizer: encode after Close of " + t.path)
 	}
 	if text == "" {
 		return text, nil
 	}
-	offs := t.hf.EncodeWithOptions(text, false, hf.WithReturnOffsets()).Offsets
+	_, offs := t.be.encode(text, true)
 	if len(offs) == 0 {
 		return text, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/model"
 )
 
 // Example is one training example: a line of the miner's output in
@@ -53,4 +54,27 @@ func sampleGroup(e *Example, G int, seed, key uint64) group {
 		g.teacher = nil
 	}
 	return g
+}
+
+// servedPrefixes gives a BERT bi-encoder's examples the prefixes the model
+// is served with (its sentence-transformers prompts, which its export
+// keeps): the query prefix where a line has no prompt of its own (bge's
+// "Represent this sentence for searching relevant passages: "), the
+// document prefix on every positive and negative, so that training sees
+// the texts the encoder will embed.
+func servedPrefixes(examples []Example, st model.STSettings) {
+	for i := range examples {
+		e := &examples[i]
+		if e.Prompt == "" {
+			e.Prompt = st.QueryPrefix
+		}
+		if st.DocumentPrefix == "" {
+			continue
+		}
+		for _, docs := range [][]string{e.Pos, e.Neg} {
+			for j := range docs {
+				docs[j] = st.DocumentPrefix + docs[j]
+			}
+		}
+	}
 }

@@ -7,11 +7,9 @@ import (
 	"slices"
 
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/technique/anchor"
-	"github.com/anna-search/anna/train/technique/autoregembed"
-	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // Accelerator is the seam to a device other than the Go CPU path
@@ -20,10 +18,10 @@ import (
 // moments live on the device. Each step tokenises and batches on the host,
 // runs the encoder forward, pooling and backward on the device, and the
 // loss on the host over the pooled N×C rows: the same
-// objective.ContrastiveStep as the CPU path for bi-encoders, and for
-// cross-encoders the head (pooler, tanh, classifier: N×C×C flops, kept on
-// the host with its weights) and objective.CrossEncoderLoss over the [CLS]
-// rows. Clipping takes one norm over both sides; AdamW runs on the device
+// objective.ContrastiveGrad as the CPU path for bi-encoders (the device
+// is one more objective.Pass), and for cross-encoders bert.Model.CrossGrad:
+// the head (pooler, tanh, classifier: N×C×C flops, kept on the host with
+// its weights) and objective.CrossEncoderLoss over the [CLS] rows. Clipping takes one norm over both sides; AdamW runs on the device
 // with the host optimizer's hyperparameters and step count. Checkpoints
 // and the export copy the device's weights and moments back to the host
 // Model first, so they are the CPU run's files: a run can stop on one
@@ -37,12 +35,11 @@ import (
 // a trainable pooling head (latent or multi-layer: the head, N×r×C-sized,
 // trains on the host over the rows the device returns, as a
 // cross-encoder's head does), causal or bidirectional; and the papers'
-// techniques — Anchor (stage I), Causal2Vec, AutoRegEmbed (both stages;
-// its frozen decoder and reference encoder resident beside the trained
-// one) — whose decoder passes run on the device (deviceRunner) while
-// their own parts run on the host: the LM head's cross-entropy over the
-// tied embedding, Causal2Vec's MLP and context encoder, AutoRegEmbed's
-// memory tokens. Under a technique a fully fine-tuned decoder's token
+// techniques (decoder.Technique), every decoder they run on the device
+// (deviceRunner, through UseRunners: the one trained, and the frozen ones
+// some run beside it) while their own parts run on the host (an LM head's
+// cross-entropy over the tied embedding, an MLP, memory tokens, a context
+// encoder). Under a technique a fully fine-tuned decoder's token
 // embedding is also read on the host, so its host copy follows the
 // device's after each update and its host-side gradient (the inputs' rows,
 // the tied LM head's) joins the device's before clipping — V×C floats each
@@ -150,49 +147,55 @@ func (r *deviceRunner) Backward(a *decoder.Acts, dHidden []float32) error {
 	return err
 }
 
-// deviceNet is Run's net over a DeviceEncoder. ps are the Params of the
-// host model it was loaded from (a BERT Model or a decoder.Model), which
-// receive the device's values for checkpoints and the export (toHost) and
-// give them back after a resume (fromHost); check validates a batch as the
-// host's Forward would. head are the host-side trainable params: a
-// cross-encoder's head, run by bert, or a decoder's pooling head, run by
-// dec. shared are params the device trains that the host reads and adds
+// deviceNet is a model on a DeviceEncoder: its passes run there (it is
+// the trainer's passer) and its weights live there (a store). ps are the
+// Params of the host model it was loaded from (a BERT Model or a
+// decoder.Model, or a technique's), which receive the device's values for
+// checkpoints and the export (toHost) and give them back after a resume
+// (fromHost); check validates a batch as the host's Forward would. head
+// are the host-side trainable params: a cross-encoder's head, which
+// bert.Model.CrossGrad runs, or a decoder's pooling head, run by dec.
+// shared are params the device trains that the host reads and adds
 // gradients to as well (a technique's token embedding under full
 // fine-tuning): their host gradient goes to the device before clipping and
 // their weights come back after each update.
 type deviceNet struct {
-	ps       []*Param
-	cfg      *model.Config
-	check    func(*Batch) error
-	bert     *Model         // nil for decoders
-	dec      *decoder.Model // nil for BERT
-	enc      DeviceEncoder
-	head     []*Param
-	shared   []*Param
-	headActs *decoder.Acts // the last pooled batch's, for a decoder's head
-	err      error         // a failed zeroGrad, reported by the next step
+	ps     []*Param
+	cfg    *model.Config
+	check  func(*bert.Batch) error
+	dec    *decoder.Model // nil for BERT
+	enc    DeviceEncoder
+	head   []*Param
+	shared []*Param
 }
 
-// onDevice binds a loaded encoder (every weight trained, or LoRA factors)
+// onDevice binds the loaded model (every weight trained, or LoRA factors)
 // to acc.
-func onDevice(acc Accelerator, m *Model) (*deviceNet, error) {
+func onDevice(acc Accelerator, src *source) (*deviceNet, error) {
+	if src.dec != nil {
+		m := src.dec
+		enc, err := acc.TrainDecoder(m)
+		if err != nil {
+			return nil, fmt.Errorf("train: %s: %w", acc, err)
+		}
+		d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *bert.Batch) error { return m.Validate(decoderBatch(b)) }, dec: m}, m.HeadParams())
+		d.releaseHostGrads()
+		return d, err
+	}
+	m := src.bert
 	weights := map[string][]float32{}
 	var lora []EncoderLoRA
 	for _, p := range m.Params {
 		weights[p.Name] = p.W
-		if lp := m.lora[p]; lp != nil {
+		if lp := m.LoRAOf(p); lp != nil {
 			lora = append(lora, EncoderLoRA{Weight: p.Name, A: lp.A, B: lp.B, Rank: lp.Rank, Scale: lp.Scale})
 		}
 	}
-	enc, err := acc.TrainEncoder(&m.Cfg, m.prefix, weights, lora)
+	enc, err := acc.TrainEncoder(&m.Cfg, m.Prefix(), weights, lora)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", acc, err)
 	}
-	var head []*Param
-	if m.HasClassifier() {
-		head = []*Param{m.poolW, m.poolB, m.clsW, m.clsB}
-	}
-	d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return b.validate(&m.Cfg) }, bert: m}, head)
+	d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: m.Validate}, m.HeadParams())
 	d.releaseHostGrads()
 	return d, err
 }
@@ -219,17 +222,6 @@ func bind(acc Accelerator, enc DeviceEncoder, d *deviceNet, head []*Param) (*dev
 	return d, nil
 }
 
-// decoderOnDevice binds a loaded decoder (under LoRA) to acc.
-func decoderOnDevice(acc Accelerator, m *decoder.Model) (*deviceNet, error) {
-	enc, err := acc.TrainDecoder(m)
-	if err != nil {
-		return nil, fmt.Errorf("train: %s: %w", acc, err)
-	}
-	d, err := bind(acc, enc, &deviceNet{ps: m.Params, cfg: &m.Cfg, check: func(b *Batch) error { return m.Validate(decoderBatch(b)) }, dec: m}, m.HeadParams())
-	d.releaseHostGrads()
-	return d, err
-}
-
 // releaseHostGrads drops the host gradients of the params the device
 // trains (its own gradients are the ones used), but for shared ones, whose
 // host gradient the host still fills: for a decoder fully fine-tuned, the
@@ -245,103 +237,58 @@ func (d *deviceNet) releaseHostGrads() {
 	}
 }
 
-func (d *deviceNet) params() []*Param { return d.ps }
-func (d *deviceNet) positions() int   { return d.cfg.MaxPositionEmbeddings }
-
-func (d *deviceNet) zeroGrad() {
-	for _, ps := range [][]*Param{d.head, d.shared} {
-		for _, p := range ps {
-			clear(p.G)
-		}
-	}
-	d.err = errors.Join(d.err, d.enc.ZeroGrad())
+// devicePass is a batch through the device's model: forward and pooling
+// there (a decoder's trainable head on the host, over the rows the device
+// returns), the rows on the host.
+type devicePass struct {
+	d        *deviceNet
+	b        *bert.Batch
+	pooling  string
+	headActs *decoder.Acts // the last Forward's, for a decoder's head
 }
 
-// pooled runs the batch forward and pools it on the device.
-func (d *deviceNet) pooled(b *Batch, pooling string) ([]float32, error) {
-	if d.err != nil {
-		return nil, d.err
-	}
+func (d *deviceNet) pass(b *bert.Batch, pooling string) objective.Pass {
+	return &devicePass{d: d, b: b, pooling: pooling}
+}
+
+func (p *devicePass) Forward() ([]float32, error) {
+	d, b := p.d, p.b
 	if err := d.check(b); err != nil {
 		return nil, err
 	}
 	if err := d.enc.Forward(b.IDs, b.Types, b.Mask, b.N, b.T); err != nil {
 		return nil, err
 	}
-	rows, err := d.enc.Pool(pooling)
-	if err != nil || d.dec == nil || !isHead(pooling) {
+	rows, err := d.enc.Pool(p.pooling)
+	if err != nil || d.dec == nil || !isHead(p.pooling) {
 		return rows, err
 	}
-	a, e, err := d.dec.HeadForward(pooling, rows, decoderBatch(b))
-	d.headActs = a
+	a, e, err := d.dec.HeadForward(p.pooling, rows, decoderBatch(b))
+	p.headActs = a
 	return e, err
 }
 
-// backward hands ∂loss/∂pooled to the device, through the host's head
+// Backward hands ∂loss/∂pooled to the device, through the host's head
 // first for a decoder's trainable head.
-func (d *deviceNet) backward(pooling string, de []float32) error {
-	if d.dec != nil && isHead(pooling) {
-		de = d.dec.HeadBackward(d.headActs, de)
+func (p *devicePass) Backward(de []float32) error {
+	if p.d.dec != nil && isHead(p.pooling) {
+		de = p.d.dec.HeadBackward(p.headActs, de)
 	}
-	return d.enc.Backward(pooling, de)
+	return p.d.enc.Backward(p.pooling, de)
 }
 
-func (d *deviceNet) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
-	if b.N != Q+Q*G {
-		return 0, objective.Parts{}, fmt.Errorf("train: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
-	}
-	e, err := d.pooled(b, pooling)
-	if err != nil {
-		return 0, objective.Parts{}, err
-	}
-	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, d.cfg.HiddenSize, teacher, cc, scale)
-	if de == nil {
-		return loss, parts, err
-	}
-	return loss, parts, d.backward(pooling, de)
-}
+// The store's side: where the weights live.
 
-func (d *deviceNet) evalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig) (float64, int, error) {
-	e, err := d.pooled(b, pooling)
-	if err != nil {
-		return 0, 0, err
-	}
-	return objective.ContrastiveEval(e, Q, G, d.cfg.HiddenSize, teacher, cc)
-}
+func (d *deviceNet) params() []*Param { return d.ps }
 
-func (d *deviceNet) crossGrad(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int, scale float32) (float64, objective.Parts, error) {
-	if err := d.bert.crossBatch(b, Q, G); err != nil {
-		return 0, objective.Parts{}, err
+func (d *deviceNet) zeroGrad() error {
+	for _, ps := range [][]*Param{d.head, d.shared} {
+		for _, p := range ps {
+			clear(p.G)
+		}
 	}
-	a, err := d.clsRows(b)
-	if err != nil {
-		return 0, objective.Parts{}, err
-	}
-	dcls := make([]float32, len(a.Hidden))
-	loss, back, err := d.bert.crossHead(a, obj, labels, teacher, cc, Q, G, scale, dcls)
-	if back {
-		err = d.enc.Backward(PoolCLS, dcls)
-	}
-	return loss, d.bert.lastParts, err
+	return d.enc.ZeroGrad()
 }
-
-func (d *deviceNet) evalCross(b *Batch, obj string, labels, teacher []float32, cc CrossConfig, Q, G int) (float64, int, error) {
-	a, err := d.clsRows(b)
-	if err != nil {
-		return 0, 0, err
-	}
-	loss, _, err := d.bert.crossHead(a, obj, labels, teacher, cc, Q, G, 0, nil)
-	return loss, d.bert.lastCorrect, err
-}
-
-// clsRows runs the batch on the device and brings back its [CLS] rows as
-// the N×1×C activations the host's head reads.
-func (d *deviceNet) clsRows(b *Batch) (*Acts, error) {
-	cls, err := d.pooled(b, PoolCLS)
-	return &Acts{N: b.N, T: 1, Hidden: cls}, err
-}
-
-// The optimizer's side of a net: where its weights live.
 
 func (d *deviceNet) clip(maxNorm float64) (float64, error) {
 	for _, p := range d.shared {
@@ -414,103 +361,58 @@ func (d *deviceNet) fromHost(opt *AdamW) error {
 
 func (d *deviceNet) close() error { return d.enc.Close() }
 
-// resident is a net whose weights live off the host (deviceNet); the CPU
-// nets' optimizer side is hostSide.
-type resident interface {
-	clip(maxNorm float64) (float64, error)
-	update(opt *AdamW, lr float64) error
-	toHost(opt *AdamW) error   // before a checkpoint or the export reads the params
-	fromHost(opt *AdamW) error // after a checkpoint restored them
-}
-
-// hostSide is resident for nets whose params are the host's.
-type hostSide struct{ ps []*Param }
-
-func (h hostSide) clip(maxNorm float64) (float64, error) { return ClipGradNorm(h.ps, maxNorm), nil }
-func (h hostSide) update(opt *AdamW, lr float64) error {
-	opt.Update(h.ps, lr)
-	return nil
-}
-func (hostSide) toHost(*AdamW) error   { return nil }
-func (hostSide) fromHost(*AdamW) error { return nil }
-
-func residentOf(n net) resident {
-	if r, ok := n.(resident); ok {
-		return r
-	}
-	return hostSide{n.params()}
-}
-
 // deviceTechnique is a technique whose decoders run on a device (their
-// Runners deviceRunners): the steps are the technique's, the optimizer
-// side — clipping over both sides, AdamW, checkpoints — dev's, whose head
-// are the technique's host-side params (Causal2Vec's MLP and context
-// encoder, AutoRegEmbed's memory tokens). frozen are decoders uploaded
-// beside the trained one (AutoRegEmbed's D and reference encoder).
+// Runners deviceRunners): the steps are the technique's, the store dev's,
+// whose head are the technique's host-side params (its own, beside the
+// decoder's). frozen are decoders uploaded beside the trained one.
 type deviceTechnique struct {
-	techniqueNet
+	tech   decoder.Technique
 	dev    *deviceNet
 	frozen []DeviceDecoder
 }
 
-// techniqueOnDevice uploads the decoders tn runs — the one it trains
-// (under LoRA) and, for AutoRegEmbed, its frozen decoder and reference
-// encoder — to acc and makes them its Runners.
-func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error) {
-	up := func(m *decoder.Model) (*deviceRunner, error) {
+// techniqueOnDevice uploads the decoders t runs — the one it trains (under
+// LoRA or fully) and any frozen ones — to acc and makes them its Runners.
+func techniqueOnDevice(acc Accelerator, t decoder.Technique) (*deviceTechnique, error) {
+	trained := t.Model()
+	dt := &deviceTechnique{tech: t}
+	var run *deviceRunner
+	err := t.UseRunners(func(m *decoder.Model) (decoder.Runner, error) {
 		dd, err := acc.TrainDecoder(m)
 		if err != nil {
 			return nil, fmt.Errorf("train: technique on %s: %w", acc, err)
 		}
-		return &deviceRunner{dec: dd}, nil
-	}
-	run, err := up(tn.d)
-	if err != nil {
-		return deviceTechnique{}, err
-	}
-	dt := deviceTechnique{techniqueNet: tn}
-	upFrozen := func(m *decoder.Model) (decoder.Runner, error) {
-		r, err := up(m)
-		if err != nil {
-			return nil, err
+		r := &deviceRunner{dec: dd}
+		if m == trained && run == nil {
+			run = r
+		} else {
+			dt.frozen = append(dt.frozen, dd)
 		}
-		dt.frozen = append(dt.frozen, r.dec)
 		return r, nil
-	}
-	switch t := tn.t.(type) {
-	case *anchor.Anchor:
-		t.Runner = run
-	case *causal2vec.Technique:
-		t.Runner = run
-	case *autoregembed.Technique:
-		t.Run.Enc = run
-		if t.Run.Dec, err = upFrozen(t.Decoder()); err == nil {
-			if ref := t.Reference(); ref != nil {
-				ref.Causal = tn.d.Causal
-				t.Run.Ref, err = upFrozen(ref)
-			}
-		}
-	default:
-		err = fmt.Errorf("train: technique %T on %s: not covered by the device path", tn.t, acc)
+	})
+	if err == nil && run == nil {
+		err = fmt.Errorf("train: the technique runs no pass of the decoder it trains on %s", acc)
 	}
 	if err != nil {
-		run.dec.Close()
-		return deviceTechnique{}, errors.Join(err, dt.close())
+		if run != nil {
+			run.dec.Close()
+		}
+		return nil, errors.Join(err, dt.close())
 	}
 	ofModel := map[*Param]bool{}
-	for _, p := range tn.d.Params {
+	for _, p := range trained.Params {
 		ofModel[p] = true
 	}
 	var host []*Param
-	for _, p := range tn.params() {
+	for _, p := range t.Params() {
 		if !ofModel[p] {
 			host = append(host, p)
 		}
 	}
-	if dt.dev, err = bind(acc, run.dec, &deviceNet{ps: tn.params(), cfg: &tn.d.Cfg}, host); err != nil { // bind closes run.dec
-		return deviceTechnique{}, errors.Join(err, dt.close())
+	if dt.dev, err = bind(acc, run.dec, &deviceNet{ps: t.Params(), cfg: &trained.Cfg}, host); err != nil { // bind closes run.dec
+		return nil, errors.Join(err, dt.close())
 	}
-	if e := tn.d.Embedding(); !e.Frozen {
+	if e := trained.Embedding(); !e.Frozen {
 		// Fully fine-tuned: the technique's host parts read the token
 		// embedding (EmbedTokens, the tied LM head) and add to its gradient.
 		dt.dev.shared = []*Param{e}
@@ -519,7 +421,7 @@ func techniqueOnDevice(acc Accelerator, tn techniqueNet) (deviceTechnique, error
 	return dt, nil
 }
 
-func (n deviceTechnique) close() error {
+func (n *deviceTechnique) close() error {
 	var errs []error
 	if n.dev != nil {
 		errs = append(errs, n.dev.close())
@@ -530,19 +432,14 @@ func (n deviceTechnique) close() error {
 	return errors.Join(errs...)
 }
 
-func (n deviceTechnique) zeroGrad() {
-	n.techniqueNet.zeroGrad()
-	n.dev.zeroGrad()
+func (n *deviceTechnique) params() []*Param { return n.tech.Params() }
+
+func (n *deviceTechnique) zeroGrad() error {
+	n.tech.ZeroGrad()
+	return n.dev.zeroGrad()
 }
 
-func (n deviceTechnique) contrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cc ContrastiveConfig, scale float32) (float64, objective.Parts, error) {
-	if n.dev.err != nil {
-		return 0, objective.Parts{}, n.dev.err
-	}
-	return n.techniqueNet.contrastiveGrad(b, Q, G, pooling, teacher, cc, scale)
-}
-
-func (n deviceTechnique) clip(maxNorm float64) (float64, error) { return n.dev.clip(maxNorm) }
-func (n deviceTechnique) update(opt *AdamW, lr float64) error   { return n.dev.update(opt, lr) }
-func (n deviceTechnique) toHost(opt *AdamW) error               { return n.dev.toHost(opt) }
-func (n deviceTechnique) fromHost(opt *AdamW) error             { return n.dev.fromHost(opt) }
+func (n *deviceTechnique) clip(maxNorm float64) (float64, error) { return n.dev.clip(maxNorm) }
+func (n *deviceTechnique) update(opt *AdamW, lr float64) error   { return n.dev.update(opt, lr) }
+func (n *deviceTechnique) toHost(opt *AdamW) error               { return n.dev.toHost(opt) }
+func (n *deviceTechnique) fromHost(opt *AdamW) error             { return n.dev.fromHost(opt) }

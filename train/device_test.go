@@ -9,6 +9,8 @@ import (
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 )
 
 // refusing is an Accelerator that takes no model: what the device path
@@ -42,10 +44,10 @@ func TestDeviceRefusals(t *testing.T) {
 		want string
 	}{
 		{"decoder full reaches it", Config{ModelDir: llama}, errReached.Error()},
-		{"autoregembed full reaches it", Config{ModelDir: tied, Technique: TechniqueAutoRegCompress}, errReached.Error()},
-		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAutoRegCompress}, errReached.Error()},
-		{"technique full reaches it", Config{ModelDir: llama, Technique: TechniqueAnchor}, errReached.Error()},
-		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: TechniqueAnchor}, errReached.Error()},
+		{"autoregembed full reaches it", Config{ModelDir: tied, Technique: autoregembed.Method{Stage: autoregembed.Compression}}, errReached.Error()},
+		{"autoregembed reaches it", Config{ModelDir: tied, LoRA: &LoRAConfig{Rank: 2}, Technique: autoregembed.Method{Stage: autoregembed.Compression}}, errReached.Error()},
+		{"technique full reaches it", Config{ModelDir: llama, Technique: anchor.Method{}}, errReached.Error()},
+		{"anchor reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}, Technique: anchor.Method{}}, errReached.Error()},
 		{"bert reaches it", Config{ModelDir: bert}, errReached.Error()},
 		{"bert lora reaches it", Config{ModelDir: bert, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},
 		{"decoder lora reaches it", Config{ModelDir: llama, LoRA: &LoRAConfig{Rank: 2}}, errReached.Error()},

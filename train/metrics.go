@@ -1,30 +1,22 @@
 package train
 
 import (
-	"bytes"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/anna-search/anna/internal/atomicfile"
-	"github.com/anna-search/anna/report"
+	"github.com/anna-search/anna/format/metrics"
 )
 
-// The files a run writes beside its checkpoint for people to look at.
-const (
-	// MetricsFile holds a JSON line per optimizer step and per held-out
-	// evaluation (report.ReadMetrics reads it). A resumed run continues it
-	// from its checkpoint's step: each step appears once.
-	MetricsFile = "metrics.jsonl"
-	// ReportFile is the HTML report drawn from MetricsFile, rewritten at
-	// every checkpoint and at the end.
-	ReportFile = "report.html"
-)
+// MetricsFile, in OutDir, holds a JSON line per optimizer step and per
+// held-out evaluation (format/metrics). A resumed run continues it from
+// its checkpoint's step: each step appears once.
+const MetricsFile = "metrics.jsonl"
 
-// reportRun describes the run for the report's title and settings.
-func (c *Config) reportRun(steps int) report.TrainingRun {
-	r := report.TrainingRun{Name: c.Name, Model: c.ModelDir, Objective: c.Objective, BatchSize: c.BatchSize, Accum: c.Accum,
+// describe is the run for a report's title and settings, with steps
+// planned; c has its defaults.
+func (c *Config) describe(steps int) metrics.Run {
+	r := metrics.Run{Name: c.Name, Model: c.ModelDir, Objective: c.Objective, BatchSize: c.BatchSize, Accum: c.Accum,
 		GroupSize: c.GroupSize, LR: c.LR, Steps: steps, Seed: c.Seed}
 	add := func(name string, v any) {
 		var s string
@@ -34,7 +26,7 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 		default:
 			s = fmt.Sprint(x)
 		}
-		r.Settings = append(r.Settings, report.Setting{Name: name, Value: s})
+		r.Settings = append(r.Settings, metrics.Setting{Name: name, Value: s})
 	}
 	add("data", c.Data)
 	add("max length (tokens)", c.MaxLength)
@@ -82,18 +74,4 @@ func (c *Config) reportRun(steps int) report.TrainingRun {
 	add("checkpoint every (steps)", c.CheckpointEvery)
 	add("output", c.OutDir)
 	return r
-}
-
-// writeReport draws OutDir/report.html from the metrics so far, replacing
-// the old one whole.
-func (c *Config) writeReport(steps int, m report.Metrics) error {
-	var buf bytes.Buffer
-	if err := report.WriteTraining(&buf, c.reportRun(steps), m); err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	path := filepath.Join(c.OutDir, ReportFile)
-	if err := atomicfile.WriteBytes(path, buf.Bytes()); err != nil {
-		return fmt.Errorf("train: report: %w", err)
-	}
-	return nil
 }

@@ -10,17 +10,33 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/format/metrics"
 	"github.com/anna-search/anna/report"
 )
 
-func readMetrics(t *testing.T, dir string) *report.Metrics {
+func readMetrics(t *testing.T, dir string) *metrics.Metrics {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, MetricsFile))
 	must(t, err)
 	defer f.Close()
-	m, err := report.ReadMetrics(f)
+	m, err := metrics.Read(f)
 	must(t, err)
 	return m
+}
+
+// reportFile is where reportTo draws a run's report: what annactl train
+// does with Config.Report.
+const reportFile = "report.html"
+
+// reportTo is a Config.Report that draws OutDir/report.html.
+func reportTo(dir string) func(metrics.Run, metrics.Metrics) error {
+	return func(r metrics.Run, m metrics.Metrics) error {
+		var buf bytes.Buffer
+		if err := report.WriteTraining(&buf, r, m); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, reportFile), buf.Bytes(), 0o644)
+	}
 }
 
 // errKilled stands for the process dying: a panic out of Progress leaves
@@ -54,17 +70,19 @@ func TestRunMetricsAcrossResume(t *testing.T) {
 
 	full := base
 	full.OutDir = filepath.Join(t.TempDir(), "full")
+	full.Report = reportTo(full.OutDir)
 	_, err := Run(context.Background(), full)
 	must(t, err)
 
 	part := base
 	part.OutDir = filepath.Join(t.TempDir(), "part")
+	part.Report = reportTo(part.OutDir)
 	// Killed after step 3: the checkpoint is step 2's, the file has step 3.
 	runUntilKilled(t, part, 3)
 	if m := readMetrics(t, part.OutDir); len(m.Steps) != 3 {
 		t.Fatalf("killed run: %d step records, want 3", len(m.Steps))
 	}
-	if _, err := os.Stat(filepath.Join(part.OutDir, ReportFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(part.OutDir, reportFile)); err != nil {
 		t.Fatalf("no report after the step-2 checkpoint: %v", err)
 	}
 	// A write cut short by the kill.
@@ -127,9 +145,9 @@ func TestRunWritesReport(t *testing.T) {
 	data := writeData(t, 24, false)
 	out := filepath.Join(t.TempDir(), "run")
 	_, err := Run(context.Background(), Config{ModelDir: src, Data: data, OutDir: out, BatchSize: 4, GroupSize: 3, MaxSteps: 4,
-		LR: 1e-3, Seed: 5, NoExport: true, EvalFraction: 0.2, EvalEvery: 2})
+		LR: 1e-3, Seed: 5, NoExport: true, EvalFraction: 0.2, EvalEvery: 2, Report: reportTo(out)})
 	must(t, err)
-	html, err := os.ReadFile(filepath.Join(out, ReportFile))
+	html, err := os.ReadFile(filepath.Join(out, reportFile))
 	must(t, err)
 	if n := bytes.Count(html, []byte("<svg")); n != 4 {
 		t.Fatalf("report has %d <svg> elements, want 4 (loss, learning rate, gradient norm, accuracy)", n)
@@ -150,7 +168,7 @@ func TestRunWritesReport(t *testing.T) {
 	cfg := Config{ModelDir: src, Data: data, OutDir: out, BatchSize: 4, GroupSize: 3, MaxSteps: 4, LR: 1e-3, Seed: 5, NoExport: true, EvalFraction: 0.2, EvalEvery: 2}
 	must(t, cfg.defaults())
 	var buf bytes.Buffer
-	must(t, report.WriteTraining(&buf, cfg.reportRun(4), *m))
+	must(t, report.WriteTraining(&buf, cfg.describe(4), *m))
 	if !bytes.Equal(buf.Bytes(), html) {
 		t.Fatal("redrawing the report from metrics.jsonl gives other bytes")
 	}

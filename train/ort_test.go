@@ -15,6 +15,7 @@ import (
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/bert"
 )
 
 // TestForwardMatchesONNXRuntime runs real models on a few sentences in Go
@@ -67,7 +68,7 @@ func forwardMatchesORT(t *testing.T, dir, src string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadModel(src, false, 1)
+	m, err := bert.LoadModel(src, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +86,7 @@ func forwardMatchesORT(t *testing.T, dir, src string) {
 	}
 	ids, types, mask, T := tokenizer.Pad(tok.EncodeBatch(texts, man.MaxLength), tok.PadID())
 	N := len(texts)
-	b := &Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
-	for i := range ids {
-		b.IDs[i], b.Types[i], b.Mask[i] = int32(ids[i]), int32(types[i]), float32(mask[i])
-	}
+	b := bert.PaddedBatch(ids, types, mask, T)
 	a, err := m.Forward(b)
 	if err != nil {
 		t.Fatal(err)
@@ -114,57 +112,40 @@ func forwardMatchesORT(t *testing.T, dir, src string) {
 // ortHidden runs model.onnx in ONNX Runtime and returns last_hidden_state.
 func ortHidden(t *testing.T, path string, ids, types, mask []int64, N, T, C int) []float32 {
 	t.Helper()
-	if err := ort.Init(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputHidden}, ort.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Destroy()
-	shape := ortgo.NewShape(int64(N), int64(T))
-	tIDs, _ := ortgo.NewTensor(shape, ids)
-	defer tIDs.Destroy()
-	tMask, _ := ortgo.NewTensor(shape, mask)
-	defer tMask.Destroy()
-	tTypes, _ := ortgo.NewTensor(shape, types)
-	defer tTypes.Destroy()
-	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), int64(T), int64(C)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Destroy()
-	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
-		t.Fatal(err)
-	}
-	return append([]float32(nil), out.GetData()...)
+	return ortRun(t, path, onnx.OutputHidden, ids, types, mask, ortgo.NewShape(int64(N), int64(T)), ortgo.NewShape(int64(N), int64(T), int64(C)))
 }
 
 // ortLogits runs a rerank model.onnx and returns its [N,1] logits.
 func ortLogits(t *testing.T, path string, ids, types, mask []int64, N, T int) []float32 {
 	t.Helper()
+	return ortRun(t, path, onnx.OutputLogits, ids, types, mask, ortgo.NewShape(int64(N), int64(T)), ortgo.NewShape(int64(N), 1))
+}
+
+// ortRun runs model.onnx over one batch (ids, mask and token types of
+// shape in) and returns its output named output, of shape out.
+func ortRun(t *testing.T, path, output string, ids, types, mask []int64, in, out ortgo.Shape) []float32 {
+	t.Helper()
 	if err := ort.Init(); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{onnx.OutputLogits}, ort.Options{})
+	sess, err := ort.NewSession(path, []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}, []string{output}, ort.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Destroy()
-	shape := ortgo.NewShape(int64(N), int64(T))
-	tIDs, _ := ortgo.NewTensor(shape, ids)
+	tIDs, _ := ortgo.NewTensor(in, ids)
 	defer tIDs.Destroy()
-	tMask, _ := ortgo.NewTensor(shape, mask)
+	tMask, _ := ortgo.NewTensor(in, mask)
 	defer tMask.Destroy()
-	tTypes, _ := ortgo.NewTensor(shape, types)
+	tTypes, _ := ortgo.NewTensor(in, types)
 	defer tTypes.Destroy()
-	out, err := ortgo.NewEmptyTensor[float32](ortgo.NewShape(int64(N), 1))
+	res, err := ortgo.NewEmptyTensor[float32](out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Destroy()
-	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{out}); err != nil {
+	defer res.Destroy()
+	if err := sess.Run([]ortgo.Value{tIDs, tMask, tTypes}, []ortgo.Value{res}); err != nil {
 		t.Fatal(err)
 	}
-	return append([]float32(nil), out.GetData()...)
+	return append([]float32(nil), res.GetData()...)
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/model/safetensors/safetensorstest"
 	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/export"
 	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
@@ -339,18 +341,17 @@ func TestCausal2VecServedByEncoder(t *testing.T) {
 	}
 	defer cenc.Close()
 	src, data := tinyDecoder(t, "llama"), writeData(t, 24, false)
-	base := Config{ModelDir: src, Data: data, Technique: TechniqueCausal2Vec,
-		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 3}
+	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 3}
 	t.Run("frozen", func(t *testing.T) {
 		c := base
 		c.OutDir = t.TempDir()
-		c.ContextEncoder = func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) }
-		c.ContextEncoderDim, c.ContextEncoderName, c.ContextEncoderPath, c.ContextEncoderFingerprint = cenc.Dim(), filepath.Base(cdir), cdir, cenc.Fingerprint()
+		c.Technique = causal2vec.Method{Encode: func(texts []string) ([][]float32, error) { return cenc.EmbedDocuments(ctx, texts) },
+			Dim: cenc.Dim(), EncoderName: filepath.Base(cdir), EncoderPath: cdir, EncoderFingerprint: cenc.Fingerprint()}
 		res, err := Run(ctx, c)
 		must(t, err)
 		checkCausal2VecServed(t, res, c.OutDir, cdir, cenc.Fingerprint())
 	})
-	for _, lora := range []*LoRAConfig{nil, {Rank: 2}} {
+	for _, lora := range []*bert.LoRAConfig{nil, {Rank: 2}} {
 		name := "trained-full"
 		if lora != nil {
 			name = "trained-lora"
@@ -358,8 +359,9 @@ func TestCausal2VecServedByEncoder(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ckpt := tinyCheckpoint(t, false)
 			c := base
-			c.OutDir, c.ContextEncoderName, c.LR = t.TempDir(), "tiny-bert", 1e-2
-			c.ContextTrain = &ContextTrain{Checkpoint: ckpt, LoRA: lora, Pooling: PoolMean, Normalize: true, MaxLength: 32}
+			c.OutDir, c.LR = t.TempDir(), 1e-2
+			c.Technique = causal2vec.Method{EncoderName: "tiny-bert",
+				Train: &causal2vec.ContextTrain{Checkpoint: ckpt, LoRA: lora, Pooling: PoolMean, Normalize: true, MaxLength: 32}}
 			res, err := Run(ctx, c)
 			must(t, err)
 			cmodel := filepath.Join(c.OutDir, "context", "model")
@@ -378,7 +380,7 @@ func TestCausal2VecServedByEncoder(t *testing.T) {
 			}
 			// The served context encoder computes what training's did with
 			// the final weights (LoRA merged into the export).
-			ce, err := newContextEncoder(ContextTrain{Checkpoint: filepath.Join(c.OutDir, "context", "hf"), Pooling: PoolMean, Normalize: true, MaxLength: 32}, 1, 1)
+			ce, err := causal2vec.NewContextEncoder(causal2vec.ContextTrain{Checkpoint: filepath.Join(c.OutDir, "context", "hf"), Pooling: PoolMean, Normalize: true, MaxLength: 32}, 1, 1)
 			must(t, err)
 			defer ce.Close()
 			texts := []string{"why is the sky blue", "a castle on a hill that goes on and on and on and on and on and on and on past the thirty-two tokens the encoder reads"}
@@ -489,13 +491,11 @@ func TestAutoRegEmbedServedByEncoder(t *testing.T) {
 	}
 	ctx := context.Background()
 	src := tinyDecoder(t, "llama")
-	cj, err := os.ReadFile(filepath.Join(src, "config.json"))
-	must(t, err)
-	cj, err = setJSONField(cj, "tie_word_embeddings", true) // the frozen decoder generates through a head, tied as SmolLM2's
+	cj, err := export.Config(src, map[string]any{"tie_word_embeddings": true}) // the frozen decoder generates through a head, tied as SmolLM2's
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(src, "config.json"), cj, 0o644))
 	out := t.TempDir()
-	res, err := Run(ctx, Config{ModelDir: src, Data: writeData(t, 24, false), OutDir: out, Technique: TechniqueAutoRegCompress,
+	res, err := Run(ctx, Config{ModelDir: src, Data: writeData(t, 24, false), OutDir: out, Technique: autoregembed.Method{Stage: autoregembed.Compression},
 		BatchSize: 4, GroupSize: 3, MaxSteps: 2, EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -530,12 +530,12 @@ func TestAutoRegEmbedServedByEncoder(t *testing.T) {
 	must(t, err)
 	base, err := safetensors.ReadFile(filepath.Join(src, "model.safetensors"))
 	must(t, err)
-	encT, err := safetensors.ReadFile(filepath.Join(out, autoRegDir, "encoder.safetensors"))
+	encT, err := safetensors.ReadFile(filepath.Join(out, autoregembed.SaveDir, "encoder.safetensors"))
 	must(t, err)
-	memT, err := safetensors.ReadFile(filepath.Join(out, autoRegDir, "memory.safetensors"))
+	memT, err := safetensors.ReadFile(filepath.Join(out, autoregembed.SaveDir, "memory.safetensors"))
 	must(t, err)
 	tech, err := autoregembed.New(cfg, encT, base, autoregembed.Config{Stage: autoregembed.Compression, Memory: memT[autoregembed.MemoryName].Data,
-		Prefix: []int32{int32(special[0])}, EOS: int32(special[1]), QueryInstruction: ids("\n" + autoRegNext + "\n"), DocInstruction: ids("\n" + autoRegSelf + "\n")})
+		Prefix: []int32{int32(special[0])}, EOS: int32(special[1]), QueryInstruction: ids("\n" + autoregembed.NextInstruction + "\n"), DocInstruction: ids("\n" + autoregembed.SelfInstruction + "\n")})
 	must(t, err)
 	worst := 0.0
 	for _, c := range []struct {

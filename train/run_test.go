@@ -15,13 +15,14 @@ import (
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/bert"
 )
 
 // tinyCheckpoint writes a small random BERT with the real MiniLM vocabulary
 // and tokenizer to a temp dir (the weights are tiny: hidden 32, 2 layers).
 func tinyCheckpoint(t *testing.T, head bool) string {
 	cfg := testmodels.MiniLMVocab(testmodels.BERT())
-	return testmodels.Checkpoint(t, cfg, RandomTensors(cfg, head, 0.02, 7))
+	return testmodels.Checkpoint(t, cfg, bert.RandomTensors(cfg, head, 0.02, 7))
 }
 
 func must(t *testing.T, err error) {
@@ -184,7 +185,7 @@ func TestRunLoRAExports(t *testing.T) {
 			t.Fatalf("exported checkpoint still holds %s", n)
 		}
 	}
-	m2, err := LoadModel(res.HFDir, false, 0)
+	m2, err := bert.LoadModel(res.HFDir, false, 0)
 	must(t, err)
 	if _, err := os.Stat(filepath.Join(res.ModelDir, "model.onnx")); err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestRunLoRAExports(t *testing.T) {
 			ids, types, mask = append(ids, id), append(types, 0), append(mask, mk)
 		}
 	}
-	b := &Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
+	b := &bert.Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
 	for i := range ids {
 		b.IDs[i], b.Mask[i] = int32(ids[i]), float32(mask[i])
 	}
@@ -360,11 +361,11 @@ func TestRunCrossEncoderExports(t *testing.T) {
 		if man.Task != model.TaskRerank || man.NumLabels != 1 || man.QueryPrefix != "" || man.Normalize {
 			t.Fatalf("%s: manifest task %q labels %d query prefix %q normalize %v", obj, man.Task, man.NumLabels, man.QueryPrefix, man.Normalize)
 		}
-		m, err := LoadModel(res.HFDir, true, 0)
+		m, err := bert.LoadModel(res.HFDir, true, 0)
 		must(t, err)
 		T := 8
 		ids, types, mask := make([]int64, 2*T), make([]int64, 2*T), make([]int64, 2*T)
-		b := &Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
+		b := &bert.Batch{N: 2, T: T, IDs: make([]int32, 2*T), Types: make([]int32, 2*T), Mask: make([]float32, 2*T)}
 		for i := range ids {
 			if i%T < 5+i/T*3 {
 				ids[i], mask[i] = int64(101+37*i), 1

@@ -14,6 +14,9 @@ import (
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/train/bert"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
 	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
@@ -66,17 +69,17 @@ func TestRunTechniques(t *testing.T) {
 		if len(evals) < 2 || !(evals[len(evals)-1].Loss < evals[0].Loss) {
 			t.Fatalf("held-out loss did not fall: %+v", evals)
 		}
-		t.Logf("%s: held-out loss %.4f → %.4f", cfg.Technique, evals[0].Loss, evals[len(evals)-1].Loss)
+		t.Logf("%s: held-out loss %.4f → %.4f", cfg.Technique.Name(), evals[0].Loss, evals[len(evals)-1].Loss)
 		return res
 	}
 	t.Run("anchor", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "run")
-		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: out, Technique: TechniqueAnchor, BatchSize: 6, GroupSize: 2,
+		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: out, Technique: anchor.Method{}, BatchSize: 6, GroupSize: 2,
 			MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}})
 		if man, err := model.LoadManifest(res.ModelDir); err != nil || man.Pooling != model.PoolingLastToken {
 			t.Fatalf("stage I export: %+v %v", man, err)
 		}
-		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueAnchor, DistillWeight: 0.5, MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), "distillation") {
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: anchor.Method{}, DistillWeight: 0.5, MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), "distillation") {
 			t.Fatalf("anchor with distillation: %v", err)
 		}
 	})
@@ -85,15 +88,15 @@ func TestRunTechniques(t *testing.T) {
 		// decoder: the held-out loss falls, its parameters are in the
 		// checkpoint under context. names, and a run stopped after step 4
 		// and resumed ends bit-identical to the straight one.
-		cfg := Config{ModelDir: src, Data: data, Technique: TechniqueCausal2Vec, BatchSize: 6, GroupSize: 4, MaxSteps: 8,
+		cfg := Config{ModelDir: src, Data: data, BatchSize: 6, GroupSize: 4, MaxSteps: 8,
 			LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true,
-			ContextTrain: &ContextTrain{Checkpoint: tinyCheckpoint(t, false), LoRA: &LoRAConfig{Rank: 2}, Pooling: PoolMean, Normalize: true, MaxLength: 32}}
+			Technique: causal2vec.Method{Train: &causal2vec.ContextTrain{Checkpoint: tinyCheckpoint(t, false), LoRA: &bert.LoRAConfig{Rank: 2}, Pooling: PoolMean, Normalize: true, MaxLength: 32}}}
 		cfg.OutDir = filepath.Join(t.TempDir(), "run")
 		lossFalls(t, cfg)
 		want := readParams(t, cfg.OutDir)
 		ctxParams := 0
 		for name, w := range want {
-			if strings.HasPrefix(name, contextParamPrefix) {
+			if strings.HasPrefix(name, causal2vec.ContextPrefix) {
 				ctxParams++
 				if strings.HasSuffix(name, ".lora_B.weight") && !slices.ContainsFunc(w.Data, func(x float32) bool { return x != 0 }) {
 					t.Fatalf("%s still zero after training", name)
@@ -104,15 +107,14 @@ func TestRunTechniques(t *testing.T) {
 			t.Fatal("the checkpoint holds no context encoder parameters")
 		}
 		sameParams(t, want, resumedParams(t, cfg))
-		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), MaxSteps: 1, ContextTrain: cfg.ContextTrain}); err == nil || !strings.Contains(err.Error(), "causal2vec") {
-			t.Fatalf("a trained context encoder without the technique: %v", err)
-		}
 	})
 	t.Run("causal2vec", func(t *testing.T) {
 		enc := &letterEncoder{}
-		cfg := Config{ModelDir: src, Data: data, Technique: TechniqueCausal2Vec, BatchSize: 6, GroupSize: 4, MaxSteps: 8,
-			LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true, DistillWeight: 0.5,
-			ContextEncoder: enc.embed, ContextEncoderDim: 8, ContextEncoderName: "letters"}
+		frozen := causal2vec.Method{Encode: enc.embed, Dim: 8}
+		named := frozen
+		named.EncoderName = "letters"
+		cfg := Config{ModelDir: src, Data: data, Technique: named, BatchSize: 6, GroupSize: 4, MaxSteps: 8,
+			LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true, DistillWeight: 0.5}
 		cfg.OutDir = filepath.Join(t.TempDir(), "run")
 		res := lossFalls(t, cfg)
 		for _, s := range enc.seen {
@@ -143,11 +145,11 @@ func TestRunTechniques(t *testing.T) {
 		}
 		mixed := filepath.Join(t.TempDir(), "mixed.jsonl")
 		must(t, os.WriteFile(mixed, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
-		if _, err := Run(ctx, Config{ModelDir: src, Data: mixed, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, BatchSize: 6, GroupSize: 4, MaxSteps: 2,
-			EvalFraction: -1, LoRA: &LoRAConfig{Rank: 4}, NoExport: true, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err != nil {
+		if _, err := Run(ctx, Config{ModelDir: src, Data: mixed, OutDir: t.TempDir(), Technique: frozen, BatchSize: 6, GroupSize: 4, MaxSteps: 2,
+			EvalFraction: -1, LoRA: &LoRAConfig{Rank: 4}, NoExport: true}); err != nil {
 			t.Fatalf("causal2vec on data with and without teacher scores: %v", err)
 		}
-		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueCausal2Vec, MaxSteps: 1, ContextEncoder: enc.embed, ContextEncoderDim: 8}); err == nil || !strings.Contains(err.Error(), "NoExport") {
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: frozen, MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), "NoExport") {
 			t.Fatalf("causal2vec with export: %v", err)
 		}
 	})
@@ -162,21 +164,18 @@ func TestRunTechniques(t *testing.T) {
 		b, _ = json.Marshal(mc)
 		must(t, os.WriteFile(filepath.Join(src, "config.json"), b, 0o644))
 		stage1 := filepath.Join(t.TempDir(), "compress")
-		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: stage1, Technique: TechniqueAutoRegCompress, BatchSize: 6, GroupSize: 2,
+		res := lossFalls(t, Config{ModelDir: src, Data: data, OutDir: stage1, Technique: autoregembed.Method{Stage: autoregembed.Compression}, BatchSize: 6, GroupSize: 2,
 			MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8, LoRA: &LoRAConfig{Rank: 4}, NoExport: true})
-		if res.HFDir != filepath.Join(stage1, autoRegDir) {
+		if res.HFDir != filepath.Join(stage1, autoregembed.SaveDir) {
 			t.Fatalf("compression stage saved to %q", res.HFDir)
 		}
-		lossFalls(t, Config{ModelDir: src, Data: data, OutDir: filepath.Join(t.TempDir(), "align"), Technique: TechniqueAutoRegAlign,
-			AutoRegStage1: stage1, BatchSize: 6, GroupSize: 3, MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8,
+		lossFalls(t, Config{ModelDir: src, Data: data, OutDir: filepath.Join(t.TempDir(), "align"), Technique: autoregembed.Method{Stage: autoregembed.Alignment, Stage1: stage1},
+			BatchSize: 6, GroupSize: 3, MaxSteps: 8, LR: 3e-3, Seed: 1, EvalFraction: 0.25, EvalEvery: 8,
 			LoRA: &LoRAConfig{Rank: 4}, NoExport: true})
-		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: TechniqueAutoRegAlign, MaxSteps: 1, NoExport: true}); err == nil || !strings.Contains(err.Error(), "compression stage") {
+		if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: autoregembed.Method{Stage: autoregembed.Alignment}, MaxSteps: 1, NoExport: true}); err == nil || !strings.Contains(err.Error(), "compression stage") {
 			t.Fatalf("alignment without the first stage: %v", err)
 		}
 	})
-	if _, err := Run(ctx, Config{ModelDir: src, Data: data, OutDir: t.TempDir(), Technique: "nope", MaxSteps: 1}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
-		t.Fatalf("unknown technique: %v", err)
-	}
 }
 
 // resumedParams runs cfg into a new output directory, stopped after step 4

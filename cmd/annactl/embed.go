@@ -80,7 +80,7 @@ records until end of file, in input order. It is refused on a terminal.`,
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction for queries (formats \"Instruct: {task}\\nQuery: {query}\")")
 	f.StringVar(&fl.format, "format", "jsonl", "output format: jsonl or binary")
 	f.IntVar(&fl.batch, "batch", 256, "texts embedded per call (bounds memory)")
-	f.BoolVar(&fl.cache, "cache", false, "read and fill the embedding cache under $ANNA_HOME/cache/embeddings")
+	f.BoolVar(&fl.cache, "cache", true, cacheUsage)
 	f.IntVar(&fl.threads, "threads", 0, "ONNX Runtime threads per operator (0: 1, with batches run in parallel, one per core)")
 	return cmd
 }

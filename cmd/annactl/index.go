@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 )
 
@@ -19,6 +19,7 @@ func (a *app) indexCommand() *cobra.Command {
 		dir, model, input string
 		batch             int
 		skipBad, cache    bool
+		syncInput         bool
 		chunks            chunkFlags
 		be                backendFlags
 	)
@@ -28,17 +29,27 @@ func (a *app) indexCommand() *cobra.Command {
 		Long: `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
 works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is not
 a terminal, and adds them to the anna directory, creating it if needed.
+"metadata" (or "meta", as older search --json printed it) is an object of
+strings, numbers (compared as numbers by search --where) and arrays (a key
+with several values); other top-level fields are ignored, with a warning.
 
 Documents already stored unchanged are skipped, so an interrupted run (Ctrl-C,
 or a crash) is resumed by running the same command again. A malformed line stops
 the run with FILE:LINE after committing the lines before it (--skip-bad skips and
-counts it); documents with neither title nor text are skipped and counted.
+counts it); documents with neither title nor text are skipped and counted, and
+lines holding invalid UTF-8 are stored with U+FFFD in its place, counted and named.
+
+With --sync the directory ends up holding exactly FILE's documents: once every
+line is in, the documents FILE does not hold are removed, --batch per commit
+(after a malformed line or an interrupt nothing is removed; run it again).
 
 A document longer than the model's window (256 tokens for the default model) is
 embedded as overlapping windows, each with the title in front, and the dense
 list ranks it by its best window; --chunk-tokens and --chunk-stride shape the
 windows, --no-chunking embeds it once, truncated. The choice is recorded with
-the first documents; reindex changes it.`,
+the first documents; reindex changes it. A document of more than --max-passages
+passages (512) is embedded by its first ones and named on stderr; BM25 indexes
+all of its text.`,
 		Example: `  annactl index --index my-index corpus.jsonl
   cat docs.jsonl | annactl index --index my-index`,
 		Args: maxInputArgs,
@@ -54,7 +65,9 @@ the first documents; reindex changes it.`,
 				return err
 			}
 			defer closeIn()
-			opts := engine.Options{Model: model, Logf: a.logf}
+			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true}
+			passages := &passageProgress{print: a.logf} // counted on the progress line
+			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
 			ch, err := chunks.chunking(cmd)
 			if err != nil {
 				return err
@@ -72,10 +85,14 @@ the first documents; reindex changes it.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad)
+			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
+			if syncInput {
+				err = a.syncIndex(cmd.Context(), eng, &st, batch, err)
+			}
 			cerr := eng.Close()
 			fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
 				name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
+			a.indexReport(st, name, dir, syncInput, err)
 			if errors.Is(err, context.Canceled) {
 				fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")
 			}
@@ -88,7 +105,8 @@ the first documents; reindex changes it.`,
 	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
-	f.BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
+	f.BoolVar(&cache, "cache", true, cacheUsage)
+	f.BoolVar(&syncInput, "sync", false, "make the directory hold exactly FILE's documents: once all are in, remove the others (--batch per commit; not after a bad line or an interrupt)")
 	chunks.register(cmd)
 	be.register(cmd)
 	return cmd
@@ -125,66 +143,58 @@ func (a *app) openInput(flag string, args []string) (io.Reader, string, func(), 
 	return f, path, func() { f.Close() }, nil
 }
 
-type indexStats struct{ lines, added, updated, unchanged, dups, bad, empty int }
+type indexStats struct {
+	lines, added, updated, unchanged, dups, bad, empty int
 
-// indexStream reads documents and adds them in committed batches. On a
-// malformed line it commits what came before, then stops (or skips it). An
-// interrupt stops at the next line; the batch being read is not committed
-// (the next run reads it again).
-func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name string, batch int, skipBad bool) (indexStats, error) {
+	badUTF8      int             // stored documents whose line held invalid UTF-8
+	badUTF8First []string        // the first few, FILE:LINE
+	seen         map[string]bool // the IDs of the documents read (for --sync)
+	removed      int             // --sync: documents removed
+	synced       bool            // --sync: all removed
+}
+
+// indexStream reads documents and adds them in committed batches
+// (ingest.Read). On a malformed line it commits what came before, then
+// stops (or skips it). An interrupt stops at the next line; the batch being
+// read is not committed (the next run reads it again).
+func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader, name string, batch int, skipBad bool, passages *passageProgress) (indexStats, error) {
 	var st indexStats
 	p := a.progress("indexing "+name, 0)
+	passages.show(p)
 	defer p.done()
-	pending := make([]engine.Document, 0, batch)
+	countLinesAsync(ctx, in, p)
+	chk := &utf8Lines{r: in}
 	seen := map[string]bool{}
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		res, err := eng.Add(ctx, pending)
-		if res.Committed || err == nil {
-			st.added += res.Added
-			st.updated += res.Updated
-			st.unchanged += res.Unchanged
-		}
-		pending = pending[:0]
-		p.update(st.lines, fmt.Sprintf("docs (%d new, %d unchanged)", st.added, st.unchanged))
-		return err
+	st.seen = seen
+	opt := ingest.Options{
+		Batch: batch,
+		Progress: func(pr ingest.Progress) {
+			if pr.Read == 0 {
+				p.update(0, fmt.Sprintf("reading and embedding the first %d documents…", batch))
+				return
+			}
+			p.update(pr.Read, fmt.Sprintf("docs (%d new, %d unchanged)", pr.Added, pr.Unchanged))
+		},
+		Accept: func(line int, d engine.Document) {
+			if chk.invalid(line) {
+				st.noteUTF8(name, line)
+			}
+			if seen[d.ID] {
+				st.dups++
+			}
+			seen[d.ID] = true
+		},
+		// A field the reader does not know is dropped: say so, once per name.
+		OnUnknownField: func(_ int, _, warning string) { fmt.Fprintf(a.stderr, "warning: %s\n", warning) },
 	}
-	var onBad func(int, error) error
 	if skipBad {
-		onBad = func(line int, err error) error {
+		opt.OnBad = func(line int, err error) error {
 			st.bad++
 			fmt.Fprintf(a.stderr, "skipping %v\n", err)
 			return nil
 		}
 	}
-	err := beir.ReadCorpusSkipping(in, name, onBad, func(line int, d beir.Doc) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		st.lines = line
-		if engine.IsEmpty(engine.Document(d)) {
-			st.empty++
-			return nil
-		}
-		if seen[d.ID] {
-			st.dups++
-		}
-		seen[d.ID] = true
-		pending = append(pending, engine.Document(d))
-		if len(pending) >= batch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil || (!errors.Is(err, context.Canceled) && ctx.Err() == nil) {
-		// A bad line: commit what came before it.
-		if ferr := flush(); err == nil {
-			err = ferr
-		} else if ferr != nil {
-			err = errors.Join(err, ferr)
-		}
-	}
+	is, err := ingest.Read(ctx, eng, chk, name, opt)
+	st.lines, st.added, st.updated, st.unchanged, st.empty = is.Read, is.Added, is.Updated, is.Unchanged, is.Empty
 	return st, err
 }

@@ -36,7 +36,7 @@ func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := eng.Stats()
-	got, _ := eng.Get("a")
+	got, _ := eng.Get(ctx, "a")
 	d := got[0]
 	eng.Close()
 	if st.Documents != 2 || d.Text != "apples are green" {

@@ -79,9 +79,11 @@ Every command takes -h/--help.`,
 		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// unknownCommand suggests the commands this many edits away.
+		SuggestionsMinimumDistance: 2,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q", args[0])
+				return unknownCommand(cmd, args[0])
 			}
 			return nil
 		},
@@ -94,11 +96,19 @@ Every command takes -h/--help.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "annactl serach --index x": the flags are the misspelt
+		// command's, so the command is what is wrong.
+		if !c.HasParent() && len(c.Flags().Args()) > 0 {
+			return unknownCommand(c, c.Flags().Arg(0))
+		}
+		return usageError{err}
+	})
 	root.AddCommand(
-		a.indexCommand(), a.searchCommand(), a.statsCommand(), a.checkCommand(), a.reindexCommand(),
+		a.indexCommand(), a.deleteCommand(), a.searchCommand(), a.statsCommand(), a.checkCommand(), a.reindexCommand(),
 		a.evalCommand(), a.embedCommand(), a.modelsCommand(),
 		a.mineCommand(), a.doc2queryCommand(), a.convertCommand(), a.trainCommand(),
+		a.rerankersCommand(), a.serveCommand(),
 	)
 	return root
 }
@@ -129,6 +139,20 @@ func version() string {
 		return "devel"
 	}
 	return v
+}
+
+// unknownCommand is the usage error for a command root does not have,
+// with the nearest ones (by edit distance or prefix) suggested.
+func unknownCommand(root *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q", s[0])
+		for _, o := range s[1:] {
+			msg += fmt.Sprintf(" or %q", o)
+		}
+		msg += "?"
+	}
+	return usageError{errors.New(msg)}
 }
 
 // usageError is a mistake in the command line: exit 2.

@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/internal/atomicfile"
-	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/rerank"
 	"github.com/spf13/cobra"
@@ -37,7 +32,11 @@ func (a *app) mineCommand() *cobra.Command {
 		Short: "mine hard negatives with teacher scores (FlagEmbedding / sentence-transformers data)",
 		Long: `Candidates come from the search pipeline (top-k, the query's positives and texts
 equal to the query or a positive removed), are scored by the teacher (positives too),
-filtered by the positive-aware margin, and sampled with a seed. Ctrl-C stops cleanly;
+filtered by the positive-aware margin, and sampled with a seed. A positive the corpus
+does not hold (published BEIR sets judge some) is skipped, counted and named (--strict
+fails instead); a candidate that is the query itself (the document with the query's ID
+and text, as eval drops it) is no negative. The summary says how many queries wrote no
+example, and why. Ctrl-C stops cleanly;
 --resume continues with no duplicates and no gaps, and the output is the same as an
 uninterrupted run's.
 
@@ -128,6 +127,10 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 			}
 			if fl.teacher == "cross-encoder" && fl.reranker == "" {
 				return usageErrorf("--teacher cross-encoder needs --reranker DIR")
+			}
+			// The input is there before the corpus is indexed (minutes).
+			if err := checkMineInput(fl); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			defaults := mining.PromptDefaults{Instruction: fl.instruction}
@@ -228,8 +231,32 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 	f.IntVar(&opt.Workers, "workers", runtime.GOMAXPROCS(0), "queries processed in parallel (the output does not depend on it)")
 	f.BoolVar(&opt.Resume, "resume", false, "continue an interrupted run of the same command and output")
 	f.BoolVar(&opt.SkipBad, "skip-bad", false, "skip bad input (counted) instead of stopping")
+	f.BoolVar(&opt.Strict, "strict", false, "a positive the corpus does not hold is bad input (default: skipped, counted and named, as eval does)")
 	f.StringVar(&fl.stats, "stats", "", "write the stats summary as JSON to `FILE` (default OUTPUT.stats.json)")
 	return cmd
+}
+
+// checkMineInput checks that the input files are there: the BEIR folder's
+// corpus, and its split's queries and qrels (a missing split named with
+// those it has) unless --input gives the pairs, then that file.
+func checkMineInput(fl mineFlags) error {
+	if fl.dataset != "" {
+		split := fl.split
+		if fl.input != "" {
+			split = "" // the pairs come from --input
+		}
+		if err := mining.CheckBEIR(fl.dataset, split); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--dataset: %w", err)
+		} else if err != nil {
+			return usageError{fmt.Errorf("--dataset: %w", err)} // no such split
+		}
+	}
+	if fl.input != "" {
+		if _, err := os.Stat(fl.input); err != nil {
+			return fmt.Errorf("--input: %w", err)
+		}
+	}
+	return nil
 }
 
 // mineRun is one mine-negatives run, wired.
@@ -246,70 +273,13 @@ type mineRun struct {
 	defaults                             mining.PromptDefaults
 }
 
-// teacherEngine is another model's index of the same corpus.
-type teacherEngine struct {
-	eng   *engine.Engine
-	enc   encoder.Encoder
-	close func()
-}
-
-// openTeacherEngine opens an index of the corpus for another model: an
-// existing one (index), or, with dataset, the cache's index for that model,
-// built or completed from the dataset's corpus.
-func (a *app) openTeacherEngine(ctx context.Context, modelDir, index, dataset string) (teacherEngine, error) {
-	enc, closeEnc, err := loadMiningEncoder(ctx, modelDir, index)
-	if err != nil {
-		return teacherEngine{}, err
-	}
-	if index == "" {
-		index = defaultMiningIndex(dataset, enc.Fingerprint())
-	}
-	if dataset != "" {
-		// The cached index of the corpus is brought up to date, then read
-		// only (a shared lock), so that runs mining beside each other share
-		// it. One that cannot take the writer's lock finds another run
-		// reading it, which completed it first.
-		eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf})
-		if err == nil {
-			err = a.indexDataset(ctx, eng, dataset)
-			if cerr := eng.Close(); err == nil {
-				err = cerr
-			}
-		} else if errors.Is(err, engine.ErrLocked) {
-			a.logf("%s: read by another run; reading it as that run completed it", index)
-			err = nil
-		}
-		if err != nil {
-			closeEnc()
-			return teacherEngine{}, err
-		}
-	}
-	eng, err := engine.Open(ctx, index, engine.Options{Encoder: enc, Model: modelDir, Logf: a.logf, ReadOnly: true})
-	if err != nil {
-		closeEnc()
-		return teacherEngine{}, err
-	}
-	return teacherEngine{eng: eng, enc: enc, close: func() { eng.Close(); closeEnc() }}, nil
-}
-
-// pipeline returns the candidates' retriever: the engine's search in the
-// run's mode alone, or, with other models, the RRF of the engine's lists
-// and each other model's dense list.
+// pipeline returns the candidates' retriever (mining.Pipeline).
 func (r *mineRun) pipeline() mining.Retriever {
-	if len(r.others) == 0 {
-		return &mining.EngineRetriever{E: r.eng, Mode: r.mode}
+	others := make([]*engine.Engine, len(r.others))
+	for i, o := range r.others {
+		others[i] = o.eng
 	}
-	var lists []mining.Retriever
-	if r.mode != engine.ModeDense {
-		lists = append(lists, &mining.EngineRetriever{E: r.eng, Mode: engine.ModeLexical})
-	}
-	if r.mode != engine.ModeLexical {
-		lists = append(lists, &mining.EngineRetriever{E: r.eng, Mode: engine.ModeDense})
-	}
-	for _, o := range r.others {
-		lists = append(lists, &mining.EngineRetriever{E: o.eng, Mode: engine.ModeDense})
-	}
-	return &mining.FusedRetriever{Lists: lists}
+	return mining.Pipeline(r.eng, r.mode, others...)
 }
 
 func (r *mineRun) openSource(ctx context.Context) (mining.Source, error) {
@@ -317,254 +287,6 @@ func (r *mineRun) openSource(ctx context.Context) (mining.Source, error) {
 		return mining.OpenPairs(ctx, r.input, r.defaults)
 	}
 	return mining.OpenBEIR(ctx, r.dataset, r.split, r.defaults)
-}
-
-// calibrationPath is where the fusion teacher's calibration is kept.
-func calibrationPath(output string) string { return output + ".teacher.json" }
-
-func (a *app) runMineWith(ctx context.Context, r mineRun) error {
-	opt, eng, enc, rr, output, statsPath := r.opt, r.eng, r.enc, r.rr, r.output, r.stats
-	var teacher mining.Teacher
-	var fusion *mining.FusionTeacher
-	switch r.teacher {
-	case "dense":
-		teacher = &mining.DenseTeacher{Enc: enc, Label: "dense:" + modelLabel(enc), Vectors: mining.StoredVectors(eng)}
-	case "fusion":
-		fusion = &mining.FusionTeacher{Signals: []mining.Teacher{
-			mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
-			&mining.DenseTeacher{Enc: enc, Label: "dense:" + modelLabel(enc), Vectors: mining.StoredVectors(eng)},
-		}}
-		for _, o := range r.others {
-			fusion.Signals = append(fusion.Signals, &mining.DenseTeacher{Enc: o.enc, Label: "dense:" + modelLabel(o.enc), Vectors: mining.StoredVectors(o.eng)})
-		}
-		if rr != nil {
-			// A cross-encoder given with --teacher fusion is one more
-			// signal: the calibration weighs it against the others.
-			fusion.Signals = append(fusion.Signals, &mining.CrossEncoderTeacher{R: rr, Label: "cross-encoder:" + rr.Manifest().Name})
-		}
-		teacher = fusion
-	case "cross-encoder":
-		if rr == nil {
-			return usageErrorf("--teacher cross-encoder needs --reranker DIR")
-		}
-		teacher = &mining.CrossEncoderTeacher{R: rr, Label: "cross-encoder:" + rr.Manifest().Name}
-	}
-	var p *progress // the run's, once its source is open
-	opt.Progress = func(done, _ int) {
-		if p != nil {
-			p.update(done, "")
-		}
-	}
-	miner, err := mining.New(r.pipeline(), teacher, mining.EngineCorpus{E: eng}, opt)
-	if err != nil {
-		return err
-	}
-	if fusion != nil {
-		if err := a.calibrateFusion(ctx, &r, miner, fusion); err != nil {
-			return err
-		}
-	}
-	src, err := r.openSource(ctx)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	p = a.progress("mining "+src.Name(), src.Len())
-	st, runErr := miner.Run(ctx, src, output)
-	p.done()
-	if st != nil {
-		st.Write(a.stderr)
-		if statsPath == "" {
-			statsPath = output + ".stats.json"
-		}
-		if b, err := json.MarshalIndent(statsJSON(st), "", "  "); err == nil {
-			if err := os.WriteFile(statsPath, append(b, '\n'), 0o644); err != nil && runErr == nil {
-				runErr = err
-			}
-		}
-	}
-	if errors.Is(runErr, context.Canceled) {
-		fmt.Fprintf(a.stderr, "stopped: %s is complete up to its last checkpoint; run the same command with --resume to continue\n", output)
-	}
-	return runErr
-}
-
-// calibrateFusion gives the fusion teacher its calibration: the one saved
-// beside the output by the run being resumed, else a fit on the first
-// queries of the input, saved for a later --resume.
-func (a *app) calibrateFusion(ctx context.Context, r *mineRun, miner *mining.Miner, t *mining.FusionTeacher) error {
-	path := calibrationPath(r.output)
-	if r.opt.Resume {
-		b, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			var c mining.Calibration
-			if err := json.Unmarshal(b, &c); err != nil {
-				return fmt.Errorf("%s: %w (delete it and the output to start over)", path, err)
-			}
-			t.Cal = &c
-			return nil
-		case !errors.Is(err, os.ErrNotExist):
-			return err
-		}
-	}
-	src, err := r.openSource(ctx)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	fmt.Fprintf(a.stderr, "calibrating the fusion teacher on the first %d queries...\n", r.calibrate)
-	c, err := miner.Calibrate(ctx, src, r.calibrate, t)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stderr, "fusion teacher: %s\n  on %d queries (%d positives, %d candidates): AUC %.4f (signals alone %s), weights %s\n",
-		t.Name(), c.Units, c.Positives, c.Negatives, c.AUC, floats(c.SignalAUC), floats(c.Weights))
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteBytes(path, append(b, '\n'))
-}
-
-func floats(v []float64) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprintf("%.4f", x)
-	}
-	return "[" + strings.Join(s, " ") + "]"
-}
-
-// statsJSON is the stats file: the counters plus readable score summaries
-// (the raw quantile sample stays in the progress file only).
-func statsJSON(st *mining.Stats) any {
-	sum := func(s *mining.Summary) map[string]float64 {
-		if s.N == 0 {
-			return map[string]float64{"n": 0}
-		}
-		return map[string]float64{"n": float64(s.N), "mean": s.Mean(), "std": s.Std(), "min": s.Min,
-			"p10": s.Quantile(0.1), "p50": s.Quantile(0.5), "p90": s.Quantile(0.9), "max": s.Max}
-	}
-	c := *st
-	c.PosScores, c.NegScores = mining.Summary{}, mining.Summary{}
-	return struct {
-		mining.Stats
-		PosScores map[string]float64 `json:"pos_scores"`
-		NegScores map[string]float64 `json:"neg_scores"`
-		Quality   map[string]float64 `json:"teacher_quality"`
-	}{c, sum(&st.PosScores), sum(&st.NegScores), map[string]float64{
-		"queries": float64(st.Quality.Units), "ndcg@10": st.Quality.NDCG10(), "top1_positive": st.Quality.Top1Rate()}}
-}
-
-func modelLabel(enc encoder.Encoder) string {
-	type manifester interface{ ModelName() string }
-	if m, ok := enc.(manifester); ok && m.ModelName() != "" {
-		return m.ModelName()
-	}
-	fp := enc.Fingerprint()
-	return fp[:min(12, len(fp))]
-}
-
-// loadMiningEncoder loads the embedding model (flag, else the one the index
-// records, else the default) wrapped in the shared embedding cache.
-func loadMiningEncoder(ctx context.Context, modelDir, index string) (encoder.Encoder, func(), error) {
-	if modelDir == "" && index != "" {
-		m, err := engine.RecordedModel(index)
-		if err != nil {
-			return nil, nil, err
-		}
-		modelDir = m.Dir
-	}
-	var ort *encoder.ORTEncoder
-	var err error
-	if modelDir == "" {
-		ort, err = encoder.Default(ctx)
-	} else {
-		ort, err = encoder.Load(ctx, modelDir, encoder.Options{})
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := encoder.NewCache(ort, "")
-	if err != nil {
-		ort.Close()
-		return nil, nil, err
-	}
-	// Documents and queries through the disk cache (a resumed or repeated
-	// run embeds nothing twice); each query once for retrieval and teacher
-	// together.
-	memo, err := mining.NewQueryMemo(c, nil, 256)
-	if err != nil {
-		ort.Close()
-		return nil, nil, err
-	}
-	return namedEncoder{memo, ort.Manifest().Name}, func() { ort.Close() }, nil
-}
-
-type namedEncoder struct {
-	*mining.QueryMemo
-	name string
-}
-
-func (n namedEncoder) ModelName() string { return n.name }
-
-// defaultMiningIndex is where --dataset is indexed when no --index is given:
-// one directory per dataset path and model.
-func defaultMiningIndex(dataset, fp string) string {
-	abs, err := filepath.Abs(dataset)
-	if err != nil {
-		abs = dataset
-	}
-	h := sha256.Sum256([]byte(abs + "\x00" + fp))
-	return filepath.Join(home.CacheDir(), "mining", fmt.Sprintf("%s-%x", filepath.Base(abs), h[:6]))
-}
-
-// indexDataset adds the BEIR corpus to eng; unchanged documents are skipped,
-// so this costs only a read when the index is already complete.
-func (a *app) indexDataset(ctx context.Context, eng *engine.Engine, dir string) error {
-	st, err := eng.Stats()
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, "corpus.jsonl")
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open corpus: %w", err)
-	}
-	defer f.Close()
-	var batch []engine.Document
-	added := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := eng.Add(ctx, batch)
-		added += res.Added + res.Updated
-		batch = batch[:0]
-		return err
-	}
-	p := a.progress("indexing "+filepath.Base(dir), 0)
-	n := 0
-	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
-		batch = append(batch, engine.Document(d))
-		n++
-		if len(batch) == 512 {
-			p.update(n, "")
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	p.done()
-	if err != nil {
-		return fmt.Errorf("indexing %s: %w", path, err)
-	}
-	if added > 0 || st.Documents == 0 {
-		fmt.Fprintf(a.stderr, "indexed %s: %d documents (%d new or changed) in %s\n", path, n, added, eng.Dir())
-	}
-	return nil
 }
 
 // readShots reads few-shot examples, one JSON object per line.

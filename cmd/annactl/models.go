@@ -12,6 +12,7 @@ import (
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -231,20 +232,39 @@ func (a *app) modelsDownloadCommand() *cobra.Command {
 
 func (a *app) modelsAddCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "add DIR NAME",
-		Short: "install a model directory made here (annactl train's DIR/model, a models import) as NAME under $ANNA_HOME/models",
+		Use:   "add DIR [NAME]",
+		Short: "install a model directory made here (annactl train's DIR/model, a models import) under $ANNA_HOME/models",
 		Long: `Copies DIR, an anna model directory whose files match its manifest's
 checksums, to $ANNA_HOME/models/NAME (written aside and renamed, replacing an
 older NAME), so that --model NAME and --reranker NAME find it and annactl models
-list shows it. A reranker's recorded measurements (annactl eval --record) go with it.`,
+list shows it. A reranker's recorded measurements (annactl eval --record) go with it.
+
+Without NAME the model is installed by content: nothing is copied when a model
+of its fingerprint is installed already, else it goes in as NAME-FINGERPRINT
+(its manifest's name and short fingerprint), as annactl index and reindex keep
+the models they bind an index to. An index whose model directory was moved or
+deleted finds such a copy by fingerprint.`,
+		Example: "  annactl models add ft/model my-model\n  annactl models add ft_moved/model   # give back an index the model it was built with",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usageErrorf("want DIR and NAME, got %d arguments", len(args))
+			if len(args) < 1 || len(args) > 2 {
+				return usageErrorf("want DIR and an optional NAME, got %d arguments", len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := catalog.Add(cmd.Context(), args[0], home.ModelsDir(), args[1])
+			if len(args) == 1 {
+				dir, m, copied, err := installed.Keep(cmd.Context(), args[0], home.ModelsDir())
+				if err != nil {
+					return err
+				}
+				if !copied {
+					fmt.Fprintf(a.stderr, "%s is installed already as %s (model %s, fingerprint %s)\n", args[0], dir, m.Name, m.ShortFingerprint())
+					return nil
+				}
+				fmt.Fprintf(a.stderr, "installed %s as %s (task %s, fingerprint %s)\n", args[0], dir, m.Task, m.ShortFingerprint())
+				return nil
+			}
+			m, err := installed.Add(cmd.Context(), args[0], home.ModelsDir(), args[1])
 			if err != nil {
 				return err
 			}

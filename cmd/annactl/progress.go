@@ -20,6 +20,10 @@ type progress struct {
 	start time.Time
 	last  time.Time
 	on    bool
+
+	count  int    // the last update's count
+	suffix string // and suffix
+	within string // the work under way inside the next unit (see passages)
 }
 
 // progress returns a progress line on a's stderr.
@@ -40,11 +44,33 @@ func (p *progress) update(done int, suffix string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.count, p.suffix, p.within = done, suffix, ""
+	p.draw(false)
+}
+
+// passages reports the passages embedded so far of the documents being
+// embedded (engine.Options.EmbedProgress): a batch holding long documents
+// is counted as it goes, not only when it is committed. The line shows
+// them after the last update's until the next one.
+func (p *progress) passages(done, total int) {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.within = fmt.Sprintf("(embedding: %d/%d passages)", done, total)
+	p.draw(done == total)
+}
+
+// draw prints the line, unless one was printed less than 0.1 s ago (and
+// neither force nor the last unit); p.mu is held.
+func (p *progress) draw(force bool) {
 	now := time.Now()
-	if now.Sub(p.last) < 100*time.Millisecond && (p.total == 0 || done < p.total) {
+	if !force && now.Sub(p.last) < 100*time.Millisecond && (p.total == 0 || p.count < p.total) {
 		return
 	}
 	p.last = now
+	done := p.count
 	el := now.Sub(p.start).Seconds()
 	rate := float64(done) / max(el, 1e-9)
 	line := fmt.Sprintf("%s: %d", p.label, done)
@@ -55,10 +81,56 @@ func (p *progress) update(done int, suffix string) {
 	if p.total > 0 && rate > 0 && done < p.total {
 		line += " ETA " + (time.Duration(float64(p.total-done)/rate) * time.Second).Round(time.Second).String()
 	}
-	if suffix != "" {
-		line += " " + suffix
+	if p.suffix != "" {
+		line += " " + p.suffix
+	}
+	if p.within != "" {
+		line += " " + p.within
 	}
 	fmt.Fprintf(p.w, "\r\033[K%s", line)
+}
+
+// passageProgress hands the engine's passage counts (EmbedProgress, set
+// before the engine opens) to the progress line once there is one, and
+// keeps the engine's messages (Logf) off that line.
+type passageProgress struct {
+	mu    sync.Mutex
+	p     *progress
+	print func(format string, args ...any) // where messages go (app.logf)
+}
+
+// show makes p the line that shows the counts.
+func (pp *passageProgress) show(p *progress) {
+	pp.mu.Lock()
+	pp.p = p
+	pp.mu.Unlock()
+}
+
+// report is an engine.Options.EmbedProgress.
+func (pp *passageProgress) report(done, total int) {
+	pp.mu.Lock()
+	p := pp.p
+	pp.mu.Unlock()
+	if p != nil {
+		p.passages(done, total)
+	}
+}
+
+// logf is an engine.Options.Logf: the message on a line of its own, the
+// progress line drawn again below it.
+func (pp *passageProgress) logf(format string, args ...any) {
+	pp.mu.Lock()
+	p := pp.p
+	pp.mu.Unlock()
+	if p == nil || !p.on {
+		pp.print(format, args...)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprint(p.w, "\r\033[K")
+	pp.print(format, args...)
+	p.draw(true)
 }
 
 // done ends the progress line.

@@ -164,6 +164,7 @@ func TestReadmeCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the tour trains and re-indexes (about 20 s)")
 	}
+	ownHome(t) // reindex keeps the model it trains under $ANNA_HOME/models: not the real one
 	dir := t.TempDir()
 	abs, _ := filepath.Abs("../../testdata")
 	if err := os.Symlink(abs, filepath.Join(dir, "testdata")); err != nil {

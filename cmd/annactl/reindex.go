@@ -26,6 +26,9 @@ func (a *app) reindexCommand() *cobra.Command {
 the output of annactl train), builds a new HNSW graph and switches to both at once.
 Searches keep working on the old model until then; the BM25 index is untouched.
 An interrupted run resumes: vectors already computed for the new model are kept.
+A model directory that is not installed is first copied under $ANNA_HOME/models
+(as annactl models add DIR does, named NAME-FINGERPRINT), where the index finds it
+by fingerprint: moving or deleting DIR afterwards breaks nothing.
 
 With --chunk-tokens, --chunk-stride or --no-chunking it also changes how long
 documents are split (see annactl index -h); without --model it then re-encodes
@@ -47,7 +50,8 @@ with the directory's own model.`,
 			if err := atLeast("batch", batch, 1); err != nil {
 				return err
 			}
-			eopts := engine.Options{Logf: a.logf}
+			pl := &progressLog{a: a} // the engine's messages on lines of their own
+			eopts := engine.Options{Logf: pl.logf, KeepModel: true, MaxPassages: chunks.maxPassages}
 			if err := be.apply(cmd, &eopts); err != nil {
 				return err
 			}
@@ -57,15 +61,16 @@ with the directory's own model.`,
 			}
 			defer eng.Close()
 			if model == "" {
-				if model = eng.Model().Dir; model == "" {
-					model = encoder.DefaultDir()
+				// The directory's own model, wherever it is now.
+				if model, err = engine.FindModel(eng.Model()); err != nil {
+					return err
 				}
 			}
 			abs, err := filepath.Abs(model)
 			if err != nil {
 				return err
 			}
-			old, oldCh := eng.Model().Fingerprint, eng.Chunking()
+			old, oldCh := eng.Model().Label(), eng.Chunking()
 			ropts := engine.ReindexOptions{Model: abs, BatchSize: batch, Chunking: ch}
 			if cache {
 				enc, err := encoder.Load(cmd.Context(), abs, encoder.Options{})
@@ -80,14 +85,14 @@ with the directory's own model.`,
 			p := a.progress("re-encoding", 0)
 			ropts.Progress = func(done, total int) {
 				p.total = total
-				p.update(done, "docs")
+				pl.update(p, done, "docs")
 			}
 			err = eng.Reindex(cmd.Context(), ropts)
-			p.done()
+			pl.done(p)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s, chunking %s -> %s\n", dir, old, eng.Model().Fingerprint, oldCh, eng.Chunking())
+			fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s, chunking %s -> %s\n", dir, old, eng.Model().Label(), oldCh, eng.Chunking())
 			if st, err := eng.Stats(); err == nil && st.FusionChoice.Fusion != "" && !st.FusionChoice.Active(st.Model.Fingerprint) {
 				fmt.Fprintf(a.stderr, "hybrid fuses by RRF again: the index's choice, %s, was measured with the old model (annactl eval DATASET --index %s --split train --choose-fusion chooses for this one)\n", st.FusionChoice.Fusion, dir)
 			}
@@ -97,7 +102,7 @@ with the directory's own model.`,
 	indexFlag(cmd, &dir, "anna directory `DIR`")
 	modelVar(cmd.Flags(), &model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
-	cmd.Flags().BoolVar(&cache, "cache", false, "reuse and fill the embedding cache under $ANNA_HOME/cache (by model fingerprint and text)")
+	cmd.Flags().BoolVar(&cache, "cache", true, cacheUsage)
 	chunks.register(cmd)
 	be.register(cmd)
 	return cmd

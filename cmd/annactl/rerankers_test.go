@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/eval/retrieval"
 	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/bert"
 )
 
 // TestRerankerUsedOnlyWhereMeasuredToHelp: `search --mode rerank` and
@@ -30,7 +33,7 @@ func TestRerankerUsedOnlyWhereMeasuredToHelp(t *testing.T) {
 	search := []string{"search", "--index", idx, "--mode", "rerank", "--explain", "--json", "alpha beta gamma"}
 
 	r := annactl(t, "", search...)
-	if r.code != 2 || !strings.Contains(r.stderr, "no reranker is installed") {
+	if r.code != 2 || !strings.Contains(r.stderr, "no reranker is installed") || !strings.Contains(r.stderr, "annactl rerankers build") {
 		t.Fatalf("no reranker installed: %s", r)
 	}
 	mustRun(t, "models", "add", ce, "rr")
@@ -152,7 +155,7 @@ func (c *countingReranker) Score(_ context.Context, query string, docs []string)
 
 func TestPairCacheScoresEachPairOnce(t *testing.T) {
 	rr := &countingReranker{}
-	c := newPairCache(rr)
+	c := retrieval.NewPairCache(rr)
 	ctx := context.Background()
 	a, _ := c.Score(ctx, "q", []string{"a", "bb", "ccc"})
 	b, _ := c.Score(ctx, "q", []string{"ccc", "dddd", "a"})
@@ -162,5 +165,51 @@ func TestPairCacheScoresEachPairOnce(t *testing.T) {
 	}
 	if !slices.Equal(a, []float32{2, 3, 4}) || !slices.Equal(b, []float32{4, 5, 2}) || !slices.Equal(o, []float32{6}) {
 		t.Errorf("scores %v %v %v", a, b, o)
+	}
+}
+
+// TestRerankersBuild: `annactl rerankers build` on a tiny budget (a 2-layer
+// random BERT as base, 2 steps, 30 documents) mines, trains, measures and
+// installs a reranker that models list then shows; run again it finds the
+// work done; without its collection it says what is needed.
+func TestRerankersBuild(t *testing.T) {
+	needModel(t)
+	mc := testmodels.MiniLMVocab(testmodels.BERT())
+	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7)) // with the installed tokenizer
+	h := ownHome(t)
+	tmp := t.TempDir()
+	if r := annactl(t, "", "rerankers", "build", "--data", filepath.Join(tmp, "none")); r.code != 2 ||
+		!strings.Contains(r.stderr, "qrels/train.tsv") || !strings.Contains(r.stderr, "scifact.zip") {
+		t.Fatalf("no collection: %s", r)
+	}
+	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 30, 12, 3)
+	qrels, err := os.ReadFile(filepath.Join(ds, "qrels", "train.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ds, "qrels", "test.tsv"), qrels, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := []string{"rerankers", "build", "--data", ds, "--base", base, "--name", "rr-tiny", "--work", filepath.Join(tmp, "work"),
+		"--steps", "2", "--batch-queries", "2", "--group", "3", "--max-length", "32", "--rerank-depth", "10"}
+	r := mustRun(t, build...)
+	installed := filepath.Join(h, "models", "rr-tiny")
+	if !strings.Contains(r.stdout, "installed: "+installed) || strings.Count(r.stdout, "reranked") != 4 ||
+		!strings.Contains(r.stderr, "train: 2/2 steps") || !strings.Contains(r.stderr, "pairs to score") {
+		t.Fatalf("build: %s", r)
+	}
+	man, err := model.LoadManifest(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Task != model.TaskRerank || len(man.Measured) != 4 || man.Measured[0].Dataset != "ds" || man.Measured[0].Depth != 10 {
+		t.Fatalf("installed manifest: task %q, measurements %+v", man.Task, man.Measured)
+	}
+	if r := mustRun(t, "models", "list"); !strings.Contains(r.stdout, "rr-tiny") || !strings.Contains(r.stdout, "over 2") {
+		t.Fatalf("models list: %s", r)
+	}
+	again := mustRun(t, build...)
+	if strings.Contains(again.stderr, "/2 steps") || strings.Contains(again.stderr, "pairs to score") || strings.Count(again.stdout, "reranked") != 4 {
+		t.Fatalf("the finished build ran a stage again: %s", again)
 	}
 }

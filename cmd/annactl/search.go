@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -24,21 +21,31 @@ func (a *app) searchCommand() *cobra.Command {
 		be                                                     backendFlags
 		fu                                                     fusionFlags
 	)
+	var queryFile string
 	cmd := &cobra.Command{
-		Use:   "search --index DIR [flags] QUERY...",
+		Use:   "search --index DIR [flags] (QUERY... | --query-file FILE)",
 		Short: "search an anna directory (lexical, dense, hybrid, rerank)",
 		Long: `Searches the anna directory for QUERY (the arguments joined by spaces; put
-"--" before a query that starts with "-"). It opens the directory read-only.
+"--" before a query that starts with "-"), or for the whole of --query-file FILE
+("-": stdin; a query too long for a command line). It opens the directory
+read-only.
 
-Filters restrict the results to documents whose metadata ("meta" in the
+Filters restrict the results to documents whose metadata ("metadata" in the
 input) match, before ranking: -k results come back whenever -k matching
 documents are found. --where takes KEY=VALUE, KEY!=VALUE (the key absent
-or another value) or KEY^=PREFIX; repeated, its conditions are all required,
-except that several KEY=VALUE on one key accept any of the values.
+or no value equal), KEY^=PREFIX, or a range KEY>=VALUE, KEY>VALUE,
+KEY<=VALUE, KEY<VALUE; spaces around KEY and VALUE are dropped. Repeated,
+its conditions are all required, except that several KEY=VALUE on one key
+accept any of the values. A key with several values (a JSON array) matches
+when any value does (tags=a); a number compares as a number with a VALUE
+that reads as one (year>=1960), a string byte-wise (date<2024-06).
 --where-json takes the JSON filter language (or @FILE holding it):
-  {"lang": "en", "year": "2024"}      {"in": {"lang": ["en", "de"]}}
-  {"prefix": {"path": "docs/"}}       {"or": [F, ...]}  {"and": [F, ...]}  {"not": F}
-Both together are combined with "and".
+  {"lang": "en", "year": 2024}        {"in": {"lang": ["en", "de"]}}
+  {"prefix": {"path": "docs/"}}       {"gte": {"year": 1960}}  (gt, lt, lte)
+  {"range": {"year": {"gte": 1960, "lt": 1970}}}
+  {"or": [F, ...]}  {"and": [F, ...]}  {"not": F}
+Both together are combined with "and". A filter naming a key that no
+document has is searched anyway, with a warning on stderr.
 
 Each hit shows the fragment of its text that matched (--snippets, on in the
 table): around the query's terms as BM25 reads them, or the passage of a
@@ -47,10 +54,16 @@ With --json, --snippets adds "snippet": {text, start, end, highlights,
 source}, byte offsets into "text".`,
 		Example: `  annactl search --index my-index "nearest neighbour graphs"
   annactl search --index my-index --mode lexical -k 5 --json hnsw recall
-  annactl search --index my-index --where lang=en --where year=2024 "tides"
+  annactl search --index my-index --where lang=en --where 'year>=2020' "tides"
   annactl search --index my-index --where-json '{"or": [{"lang": "en"}, {"prefix": {"path": "docs/"}}]}' tides
   annactl search --index my-index --json --snippets "gravity of the moon"`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("query-file") {
+				if len(args) > 0 {
+					return usageErrorf("the query is given twice: as arguments and in --query-file")
+				}
+				return nil
+			}
 			if strings.TrimSpace(strings.Join(args, " ")) == "" {
 				return usageErrorf("no query given")
 			}
@@ -108,7 +121,7 @@ source}, byte offsets into "text".`,
 					return err
 				}
 				if dir == "" {
-					why := "no reranker is installed under " + home.ModelsDir() + " (make reranker trains and installs one)"
+					why := "no reranker is installed under " + home.ModelsDir() + " (" + buildHint + ")"
 					if len(others) > 0 {
 						why = "no installed reranker is measured to help: " + strings.Join(others, "; ")
 					}
@@ -129,14 +142,21 @@ source}, byte offsets into "text".`,
 				defer rr.Close()
 				eopts.Reranker = rr
 			}
+			query, err := a.searchQuery(args, queryFile)
+			if err != nil {
+				return err
+			}
 			eng, err := engine.Open(cmd.Context(), dir, eopts)
 			if err != nil {
 				return err
 			}
 			defer eng.Close()
-			res, err := eng.Search(cmd.Context(), strings.Join(args, " "), opts)
+			res, err := eng.Search(cmd.Context(), query, opts)
 			if err != nil {
 				return err
+			}
+			if unknown, err := eng.UnknownKeys(opts.Filter); err == nil && len(unknown) > 0 {
+				a.logf("search: warning: no document has the metadata key %s: the filter %s cannot match on it", quoteAll(unknown), opts.Filter)
 			}
 			if explain && opts.Fusion == "" && m != engine.ModeLexical && m != engine.ModeDense {
 				if st, err := eng.Stats(); err == nil && st.Fusion != engine.FusionRRF {
@@ -160,8 +180,9 @@ source}, byte offsets into "text".`,
 	f.IntVar(&ef, "ef", 0, "HNSW search beam (0: the index's setting)")
 	fu.register(cmd)
 	modelVar(f, &reranker, "reranker", "", "cross-encoder model `NAME|DIR` for --mode rerank (default: the installed reranker measured to help, if any)")
+	f.StringVar(&queryFile, "query-file", "", "read the query from `FILE` (- for stdin) instead of the arguments: for a query too long for a command line")
 	f.StringVar(&instruction, "instruction", "", "task instruction for instruction-tuned models (query side)")
-	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE or KEY^=PREFIX (repeatable)")
+	f.StringArrayVar(&where, "where", nil, "metadata condition `KEY=VALUE`, KEY!=VALUE, KEY^=PREFIX, KEY>=VALUE, KEY>VALUE, KEY<=VALUE or KEY<VALUE (repeatable)")
 	f.StringVar(&filterJSON, "where-json", "", "metadata filter in JSON, or @FILE holding it")
 	f.BoolVar(&snippets, "snippets", false, "show the fragment of each hit that matched (default: on in the table, off with --json)")
 	f.IntVar(&snippetSize, "snippet-size", 0, "snippet length in bytes (0: 200, or the table's width)")
@@ -171,120 +192,21 @@ source}, byte offsets into "text".`,
 	return cmd
 }
 
-// jsonResult is one line of `search --json`.
-type jsonResult struct {
-	Rank    int               `json:"rank"`
-	ID      string            `json:"id"`
-	Score   float64           `json:"score"`
-	Title   string            `json:"title,omitempty"`
-	Text    string            `json:"text"`
-	Meta    map[string]string `json:"meta,omitempty"`
-	Explain []jsonContrib     `json:"explain,omitempty"`
-	Snippet *jsonSnippet      `json:"snippet,omitempty"`
-}
+// whereOps are the operators of --where, each before any that is a prefix
+// of it.
+var whereOps = []string{"!=", "^=", ">=", "<=", ">", "<", "="}
 
-// jsonSnippet is a hit's snippet; offsets are bytes of the hit's text.
-type jsonSnippet struct {
-	Text       string   `json:"text"`
-	Start      int      `json:"start"`
-	End        int      `json:"end"`
-	Highlights [][2]int `json:"highlights"`
-	Source     string   `json:"source"`
-}
-
-type jsonContrib struct {
-	List  string  `json:"list"`
-	Rank  int     `json:"rank"`
-	Score float64 `json:"score"`
-	Fused float64 `json:"fused,omitempty"` // what the list added to the fused score (absent: nothing, or no fusion)
-}
-
-func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
-	enc := json.NewEncoder(a.stdout)
-	for i, r := range res {
-		jr := jsonResult{Rank: i + 1, ID: r.ID, Score: r.Score, Title: r.Title, Text: r.Text, Meta: r.Meta}
-		if explain {
-			for _, c := range r.Explain {
-				jr.Explain = append(jr.Explain, jsonContrib{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused})
-			}
-		}
-		if s := r.Snippet; s != nil {
-			jr.Snippet = &jsonSnippet{Text: s.Text, Start: s.Start, End: s.End, Highlights: [][2]int{}, Source: s.Source}
-			for _, h := range s.Highlights {
-				jr.Snippet.Highlights = append(jr.Snippet.Highlights, [2]int{h.Start, h.End})
-			}
-		}
-		if err := enc.Encode(jr); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// tableSnippet is the snippet length the table asks for, in bytes.
-const tableSnippet = 120
-
-func (a *app) printResults(res []engine.Result, explain, color bool) error {
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tSCORE\tID\tTITLE / TEXT")
-	for i, r := range res {
-		line := oneLine(r.Title, r.Text, 90)
-		if r.Snippet != nil {
-			line = snippetLine(r, color)
-		}
-		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, line)
-		if explain {
-			for _, c := range r.Explain {
-				fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f", c.List, c.Rank, c.Score)
-				if c.Fused != 0 {
-					fmt.Fprintf(tw, ", adds %.4g", c.Fused)
-				}
-				fmt.Fprintln(tw)
+// splitWhere cuts a --where condition at its first operator into the key
+// before it and the value after it, spaces around both dropped.
+func splitWhere(w string) (key, op, value string, ok bool) {
+	for i := range len(w) {
+		for _, o := range whereOps {
+			if strings.HasPrefix(w[i:], o) {
+				return strings.TrimSpace(w[:i]), o, strings.TrimSpace(w[i+len(o):]), true
 			}
 		}
 	}
-	return tw.Flush()
-}
-
-// oneLine joins title and text on one line, cut to n runes.
-func oneLine(title, text string, n int) string {
-	s := strings.Join(strings.Fields(strings.TrimSpace(title+" — "+text)), " ")
-	if title == "" {
-		s = strings.Join(strings.Fields(text), " ")
-	}
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-// snippetLine is a hit's title and snippet on one line, "…" where the
-// text goes on, the query's terms in bold when color is set.
-func snippetLine(r engine.Result, color bool) string {
-	s := r.Snippet
-	var b strings.Builder
-	if r.Title != "" {
-		b.WriteString(r.Title + " — ")
-	}
-	if s.Start > 0 {
-		b.WriteString("…")
-	}
-	at := s.Start
-	for _, h := range s.Highlights {
-		b.WriteString(r.Text[at:h.Start])
-		if color {
-			b.WriteString("\x1b[1m" + r.Text[h.Start:h.End] + "\x1b[0m")
-		} else {
-			b.WriteString(r.Text[h.Start:h.End])
-		}
-		at = h.End
-	}
-	b.WriteString(r.Text[at:s.End])
-	if s.End < len(r.Text) {
-		b.WriteString("…")
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	return "", "", "", false
 }
 
 // parseWhere builds the search filter from --where conditions and a
@@ -294,26 +216,33 @@ func parseWhere(where []string, filterJSON string) (engine.Filter, error) {
 	eq := map[string][]string{} // KEY=VALUE conditions by key: any of the values
 	var keys []string
 	for _, w := range where {
+		k, op, v, ok := splitWhere(w)
+		if !ok {
+			return engine.Filter{}, usageErrorf("--where %q: want KEY=VALUE, KEY!=VALUE, KEY^=PREFIX, KEY>=VALUE, KEY>VALUE, KEY<=VALUE or KEY<VALUE", w)
+		}
+		if k == "" {
+			return engine.Filter{}, usageErrorf("--where %q: empty key", w)
+		}
 		var f engine.Filter
-		switch {
-		case strings.Contains(w, "!="):
-			k, v, _ := strings.Cut(w, "!=")
+		switch op {
+		case "!=":
 			f = engine.Not(engine.Eq(k, v))
-		case strings.Contains(w, "^="):
-			k, v, _ := strings.Cut(w, "^=")
+		case "^=":
 			f = engine.Prefix(k, v)
-		case strings.Contains(w, "="):
-			k, v, _ := strings.Cut(w, "=")
-			if k == "" {
-				return engine.Filter{}, usageErrorf("--where %q: empty key", w)
-			}
+		case ">=":
+			f = engine.Gte(k, v)
+		case ">":
+			f = engine.Gt(k, v)
+		case "<=":
+			f = engine.Lte(k, v)
+		case "<":
+			f = engine.Lt(k, v)
+		default: // "="
 			if _, seen := eq[k]; !seen {
 				keys = append(keys, k)
 			}
 			eq[k] = append(eq[k], v)
 			continue
-		default:
-			return engine.Filter{}, usageErrorf("--where %q: want KEY=VALUE, KEY!=VALUE or KEY^=PREFIX", w)
 		}
 		if err := f.Validate(); err != nil {
 			return engine.Filter{}, usageErrorf("--where %q: %v", w, err)
@@ -321,11 +250,14 @@ func parseWhere(where []string, filterJSON string) (engine.Filter, error) {
 		all = append(all, f)
 	}
 	for _, k := range keys {
-		if vs := eq[k]; len(vs) == 1 {
-			all = append(all, engine.Eq(k, vs[0]))
-		} else {
-			all = append(all, engine.In(k, vs...))
+		f := engine.Eq(k, eq[k][0])
+		if vs := eq[k]; len(vs) > 1 {
+			f = engine.In(k, vs...)
 		}
+		if err := f.Validate(); err != nil {
+			return engine.Filter{}, usageErrorf("--where %s=...: %v", k, err)
+		}
+		all = append(all, f)
 	}
 	if filterJSON != "" {
 		src, data := "--where-json", []byte(filterJSON)

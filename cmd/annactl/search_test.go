@@ -38,7 +38,7 @@ func TestSearchFiltersAndSnippets(t *testing.T) {
 	topics := func(rs []jsonResult) []string {
 		var out []string
 		for _, r := range rs {
-			out = append(out, r.Meta["topic"])
+			out = append(out, r.Meta["topic"].String())
 		}
 		slices.Sort(out)
 		return slices.Compact(out)
@@ -79,7 +79,8 @@ func TestSearchFiltersAndSnippets(t *testing.T) {
 		{"--where", "topic"},
 		{"--where", "=food"},
 		{"--where-json", `{"or": [{"topic": "x"}, {"in": {"topic": []}}]}`},
-		{"--where-json", `{"topic": 3}`},
+		{"--where-json", `{"topic": [3]}`},
+		{"--where", " = food"},
 		{"--where-json", "@" + filepath.Join(t.TempDir(), "missing.json")},
 		{"--snippet-size", "-1"},
 	} {

@@ -43,7 +43,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			}
 			if asJSON {
 				if jerr := json.NewEncoder(a.stdout).Encode(jsonStats{
-					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelDir: st.Model.Dir,
+					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelName: st.Model.Name, ModelDir: st.Model.Dir,
 					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
 					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Backend: st.Backend, Warnings: st.Warnings,
 					Fusion: string(st.Fusion), FusionChoice: fusionChoiceJSON(st.FusionChoice, st.Model.Fingerprint),
@@ -56,8 +56,12 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			if md == "" {
 				md = "(default)"
 			}
-			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
-				st.Dir, st.Documents, st.Seq, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
+			name := st.Model.Name
+			if name == "" {
+				name = "(unknown)"
+			}
+			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nfingerprint    %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
+				st.Dir, st.Documents, st.Seq, name, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
 			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
 			fmt.Fprintf(a.stdout, "fusion         %s\n", fusionLine(st))
 			if st.LexicalStale != "" {
@@ -80,6 +84,7 @@ type jsonStats struct {
 	Documents     int               `json:"documents"`
 	Seq           uint64            `json:"seq"`
 	Model         string            `json:"model_fingerprint"`
+	ModelName     string            `json:"model_name,omitempty"`
 	Fusion        string            `json:"fusion"`                  // what hybrid search fuses by
 	FusionChoice  *jsonFusionChoice `json:"fusion_choice,omitempty"` // recorded by eval --choose-fusion
 	ModelDir      string            `json:"model_dir"`

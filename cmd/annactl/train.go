@@ -1,23 +1,37 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/format/metrics"
+	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/model/catalog"
+	"github.com/anna-search/anna/report"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/cuda"
+	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train"
 )
+
+// reportFile is the HTML report drawn in --output from the metrics
+// train.Run reports, rewritten at every checkpoint and at the end.
+const reportFile = "report.html"
 
 func (a *app) trainCommand() *cobra.Command {
 	var (
@@ -26,8 +40,7 @@ func (a *app) trainCommand() *cobra.Command {
 		tf32         bool
 		loraAlpha    float64
 		noInBatch    bool
-		contextModel string
-		contextTrain string
+		tech         techniqueFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "train --input MINED.jsonl --output DIR [flags]",
@@ -110,64 +123,12 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				return err
 			}
 			c.ModelDir = src
-			if c.Technique != "" {
-				if err := oneOf("technique", c.Technique, train.Techniques()...); err != nil {
-					return err
-				}
+			m, closeTech, err := a.technique(ctx, tech)
+			if err != nil {
+				return err
 			}
-			if c.AnchorAlpha != 0 && c.Technique != train.TechniqueAnchor || c.AnchorAlpha < 0 || c.AnchorAlpha > 1 {
-				return usageErrorf("--anchor-alpha is --technique anchor's weight of EBQ2D, in (0, 1] (got %g)", c.AnchorAlpha)
-			}
-			if c.Technique == train.TechniqueCausal2Vec && contextTrain != "" && contextTrain != "frozen" {
-				// The small encoder trained with the decoder, from its
-				// checkpoint, served afterwards as its manifest says.
-				if contextModel == "" {
-					contextModel = home.DefaultModel()
-				}
-				man, err := model.LoadManifest(contextModel)
-				if err != nil {
-					return fmt.Errorf("--context-model: %w", err)
-				}
-				ckpt, err := a.checkpointDir(ctx, contextModel)
-				if err != nil {
-					return fmt.Errorf("--context-model: %w", err)
-				}
-				ct := &train.ContextTrain{Checkpoint: ckpt, Pooling: man.Pooling, Normalize: man.Normalize, MaxLength: man.MaxLength}
-				if contextTrain != "full" {
-					spec, ok := strings.CutPrefix(contextTrain, "lora=")
-					if !ok {
-						return usageErrorf("--context-train %q: want frozen, full or lora=RANK[:targets]", contextTrain)
-					}
-					if ct.LoRA, err = parseLoRA("--context-train lora=", spec, 0); err != nil {
-						return err
-					}
-				}
-				c.ContextTrain, c.ContextEncoderName = ct, filepath.Base(contextModel)
-			} else if c.Technique == train.TechniqueCausal2Vec {
-				// The frozen small encoder, embeddings cached by its fingerprint.
-				if contextModel == "" {
-					contextModel = home.DefaultModel()
-				}
-				ort, err := encoder.Load(ctx, contextModel, encoder.Options{})
-				if err != nil {
-					return fmt.Errorf("--context-model: %w", err)
-				}
-				defer ort.Close()
-				cache, err := encoder.NewCache(ort, home.EmbeddingCacheDir())
-				if err != nil {
-					return err
-				}
-				c.ContextEncoderDim, c.ContextEncoderName, c.ContextEncoderFingerprint = ort.Dim(), filepath.Base(contextModel), ort.Fingerprint()
-				if abs, err := filepath.Abs(contextModel); err == nil {
-					c.ContextEncoderPath = abs
-				}
-				c.ContextEncoder = func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) }
-			} else if contextModel != "" || contextTrain != "" {
-				return usageErrorf("--context-model and --context-train are --technique causal2vec's small encoder")
-			}
-			if (c.AutoRegStage1 != "") != (c.Technique == train.TechniqueAutoRegAlign) {
-				return usageErrorf("--autoreg-stage1 DIR (the autoregembed-compress run's --output) goes with --technique autoregembed-align, and only with it")
-			}
+			defer closeTech()
+			c.Technique = m
 			if lora != "" {
 				lc, err := parseLoRA("--lora ", lora, loraAlpha)
 				if err != nil {
@@ -185,6 +146,9 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				fmt.Fprintf(a.stderr, "step %d/%d  loss %.4f  lr %.3g  grad-norm %.3g  %.1f queries/s  ETA %s\n",
 					p.Step, p.Steps, p.Loss, p.LR, p.GradNorm, p.ExamplesPerS, p.ETA.Round(time.Second))
 			}
+			c.Report = func(r metrics.Run, m metrics.Metrics) error {
+				return writeReport(filepath.Join(c.OutDir, reportFile), r, m)
+			}
 			res, err := train.Run(ctx, c)
 			if err != nil {
 				if errors.Is(err, context.Canceled) {
@@ -201,7 +165,7 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 				fmt.Fprintln(a.stdout, lastEval)
 			}
 			fmt.Fprintf(a.stdout, "checkpoint: %s\nhugging face checkpoint: %s\nmetrics: %s\nreport: %s\n", res.Checkpoint, res.HFDir,
-				filepath.Join(c.OutDir, train.MetricsFile), filepath.Join(c.OutDir, train.ReportFile))
+				filepath.Join(c.OutDir, train.MetricsFile), filepath.Join(c.OutDir, reportFile))
 			if man, err := model.LoadManifest(res.ModelDir); err == nil {
 				fmt.Fprintf(a.stdout, "model: %s (fingerprint %s)\n", res.ModelDir, man.ShortFingerprint())
 			}
@@ -217,11 +181,11 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 	f.IntVar(&c.HeadLatents, "head-latents", 0, "trainable pooling head: latent queries (0: 16)")
 	f.IntVar(&c.HeadHeads, "head-heads", 0, "trainable pooling head: attention heads, dividing the hidden size (0: 8)")
 	f.BoolVar(&c.Bidirectional, "bidirectional", false, "decoders: attend over the whole sequence instead of causally (exported with anna_attention \"bidirectional\", which the graph follows)")
-	f.StringVar(&c.Technique, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; the export is paired with --context-model), anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output), autoregembed-compress then autoregembed-align (paper 001's two stages; each exports a memory-token model)")
-	f.StringVar(&c.AutoRegStage1, "autoreg-stage1", "", "--technique autoregembed-align: the autoregembed-compress run's output `DIR`")
-	modelVar(f, &contextModel, "context-model", "", "--technique causal2vec: the small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
-	f.StringVar(&contextTrain, "context-train", "", "--technique causal2vec: `MODE` is frozen (the default: its embeddings cached), full, or lora=RANK[:targets] (BERT targets, default query,value) to train the small encoder with the decoder (exported to DIR/context/model, which the decoder is paired with)")
-	f.Float64Var(&c.AnchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
+	f.StringVar(&tech.name, "technique", "", "decoders: one of the papers' methods instead of the plain contrastive step: causal2vec (paper 004: a small encoder's vector as a contextual token; the export is paired with --context-model), anchor (paper 000's stage I: reconstruct the document from the query's EOS embedding and back; stage II is a plain run from its output), autoregembed-compress then autoregembed-align (paper 001's two stages; each exports a memory-token model)")
+	f.StringVar(&tech.stage1, "autoreg-stage1", "", "--technique autoregembed-align: the autoregembed-compress run's output `DIR`")
+	modelVar(f, &tech.contextModel, "context-model", "", "--technique causal2vec: the small encoder, an anna model `DIR` (default: the default model, all-MiniLM-L6-v2)")
+	f.StringVar(&tech.contextTrain, "context-train", "", "--technique causal2vec: `MODE` is frozen (the default: its embeddings cached), full, or lora=RANK[:targets] (BERT targets, default query,value) to train the small encoder with the decoder (exported to DIR/context/model, which the decoder is paired with)")
+	f.Float64Var(&tech.anchorAlpha, "anchor-alpha", 0, "--technique anchor: weight of EBQ2D, query → document (1 − alpha for document → query; 0: the paper's 0.2)")
 	f.BoolVar(&c.NoExport, "no-export", false, "skip the export to DIR/hf and DIR/model at the end")
 	f.BoolVar(&c.Recompute, "recompute", false, "decoders: recompute each layer in the backward (gradient checkpointing: one layer's activations in memory, about a third more compute)")
 	f.IntVar(&c.MaxLength, "max-length", 128, "tokens per text (per pair for cross-encoders)")
@@ -305,4 +269,93 @@ func openCUDA(ctx context.Context, tf32 bool) (*cuda.Device, error) {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}
 	return d, nil
+}
+
+// writeReport draws the training report from a run's metrics, replacing
+// the file whole.
+func writeReport(path string, r metrics.Run, m metrics.Metrics) error {
+	var buf bytes.Buffer
+	if err := report.WriteTraining(&buf, r, m); err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(path, buf.Bytes())
+}
+
+// techniqueFlags are annactl train's technique options.
+type techniqueFlags struct {
+	name, stage1, contextModel, contextTrain string
+	anchorAlpha                              float64
+}
+
+// technique builds --technique's method from its flags (nil: the plain
+// contrastive step) and what closes the frozen context encoder it opened.
+func (a *app) technique(ctx context.Context, f techniqueFlags) (m decoder.Method, closeFn func(), err error) {
+	closeFn = func() {}
+	names := []string{causal2vec.Name, anchor.Name, autoregembed.NameCompress, autoregembed.NameAlign}
+	if f.name != "" && !slices.Contains(names, f.name) {
+		return nil, closeFn, oneOf("technique", f.name, names...)
+	}
+	if f.anchorAlpha != 0 && f.name != anchor.Name || f.anchorAlpha < 0 || f.anchorAlpha > 1 {
+		return nil, closeFn, usageErrorf("--anchor-alpha is --technique anchor's weight of EBQ2D, in (0, 1] (got %g)", f.anchorAlpha)
+	}
+	if (f.stage1 != "") != (f.name == autoregembed.NameAlign) {
+		return nil, closeFn, usageErrorf("--autoreg-stage1 DIR (the autoregembed-compress run's --output) goes with --technique autoregembed-align, and only with it")
+	}
+	if f.name != causal2vec.Name && (f.contextModel != "" || f.contextTrain != "") {
+		return nil, closeFn, usageErrorf("--context-model and --context-train are --technique causal2vec's small encoder")
+	}
+	switch f.name {
+	case "":
+		return nil, closeFn, nil
+	case anchor.Name:
+		return anchor.Method{Alpha: f.anchorAlpha}, closeFn, nil
+	case autoregembed.NameCompress:
+		return autoregembed.Method{Stage: autoregembed.Compression}, closeFn, nil
+	case autoregembed.NameAlign:
+		return autoregembed.Method{Stage: autoregembed.Alignment, Stage1: f.stage1}, closeFn, nil
+	}
+	if f.contextModel == "" {
+		f.contextModel = home.DefaultModel()
+	}
+	if f.contextTrain != "" && f.contextTrain != "frozen" {
+		// The small encoder trained with the decoder, from its checkpoint,
+		// served afterwards as its manifest says.
+		man, err := model.LoadManifest(f.contextModel)
+		if err != nil {
+			return nil, closeFn, fmt.Errorf("--context-model: %w", err)
+		}
+		ckpt, err := a.checkpointDir(ctx, f.contextModel)
+		if err != nil {
+			return nil, closeFn, fmt.Errorf("--context-model: %w", err)
+		}
+		ct := &causal2vec.ContextTrain{Checkpoint: ckpt, Pooling: man.Pooling, Normalize: man.Normalize, MaxLength: man.MaxLength}
+		if f.contextTrain != "full" {
+			spec, ok := strings.CutPrefix(f.contextTrain, "lora=")
+			if !ok {
+				return nil, closeFn, usageErrorf("--context-train %q: want frozen, full or lora=RANK[:targets]", f.contextTrain)
+			}
+			lc, err := parseLoRA("--context-train lora=", spec, 0)
+			if err != nil {
+				return nil, closeFn, err
+			}
+			ct.LoRA = &bert.LoRAConfig{Rank: lc.Rank, Alpha: lc.Alpha, Targets: lc.Targets}
+		}
+		return causal2vec.Method{EncoderName: filepath.Base(f.contextModel), Train: ct}, closeFn, nil
+	}
+	// The frozen small encoder, embeddings cached by its fingerprint.
+	ort, err := encoder.Load(ctx, f.contextModel, encoder.Options{})
+	if err != nil {
+		return nil, closeFn, fmt.Errorf("--context-model: %w", err)
+	}
+	cache, err := encoder.NewCache(ort, home.EmbeddingCacheDir())
+	if err != nil {
+		ort.Close()
+		return nil, closeFn, err
+	}
+	path := f.contextModel
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return causal2vec.Method{Encode: func(texts []string) ([][]float32, error) { return cache.EmbedDocuments(ctx, texts) },
+		Dim: ort.Dim(), EncoderName: filepath.Base(f.contextModel), EncoderPath: path, EncoderFingerprint: ort.Fingerprint()}, func() { ort.Close() }, nil
 }

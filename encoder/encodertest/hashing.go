@@ -1,6 +1,9 @@
 // Package encodertest provides a deterministic, dependency-free encoder for
 // tests of the machinery around the model (storage, indexes, crash safety,
 // concurrency). It is not a language model: quality tests use the real one.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package encodertest
 
 import (
@@ -11,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Hashing embeds a text as the L2-normalised sum of one random ±1 vector per
@@ -35,6 +39,7 @@ func (h *Hashing) Dim() int            { return h.D }
 func (h *Hashing) Fingerprint() string { return h.FP }
 
 func (h *Hashing) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
 		if err := ctx.Err(); err != nil {
@@ -46,6 +51,7 @@ func (h *Hashing) EmbedDocuments(ctx context.Context, texts []string) ([][]float
 }
 
 func (h *Hashing) EmbedQueries(ctx context.Context, queries []string, p encoder.Prompt) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	return h.EmbedDocuments(ctx, queries)
 }
 

@@ -6,8 +6,9 @@
 //
 // It is the one reader of that layout in anna: evaluation (eval, annactl
 // eval), mining (mining.OpenBEIR), indexing (annactl index) and the tests all
-// go through it. It depends on the standard library only, so any package,
-// index/* included, can use it without an import cycle.
+// go through it. Besides the standard library it imports only package
+// filter (for metadata values), which imports nothing of anna's, so any
+// package, index/* included, can use it without an import cycle.
 //
 // The rules follow BEIR's GenericDataLoader and pytrec_eval where those are
 // clear, and say what happens where they are not. Every error names the
@@ -27,10 +28,18 @@
 //     (42 → "42", 1.0 → "1.0"). A missing, null or empty ID is an error.
 //   - "title" and "text" are strings; missing or null read as "". Any other
 //     JSON type is an error naming the field.
-//   - "metadata" (corpus only) is an object or null; its string values are
-//     kept as they are, other values as compact JSON (3 → "3",
-//     [1, 2] → "[1,2]"). Any other type is an error. Other fields are
-//     ignored.
+//   - "metadata" (corpus only; "meta", the name older `annactl search
+//     --json` output used, is read the same way, and a line with both is an
+//     error) is an object or null. Its values, by filter.ValueFromJSON: a
+//     string goes to Doc.Meta as it is; a number ("year": 1960) or an array
+//     (["a", "b"], a multi-valued key) goes to Doc.MetaValues as a number or
+//     a list; true and false become the strings "true" and "false", an
+//     object its compact JSON text (a string), and a null value is no value
+//     (the key is left out). Any other type is an error. Other top-level
+//     fields are ignored; ReadCorpusWith reports each unknown name once
+//     (CorpusOptions.OnUnknownField), since a field under the wrong name
+//     (a "tags" beside "metadata" rather than in it) is otherwise lost
+//     without a word.
 //   - Invalid UTF-8 inside strings becomes U+FFFD (encoding/json's rule;
 //     BEIR's Python loader would refuse the file). Where an object repeats a
 //     key, the last one counts (as in Python's json).
@@ -76,17 +85,23 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/anna-search/anna/filter"
 )
 
 // Doc is one corpus document. Its fields are in the order of engine.Document
-// and storage.Doc, so a Doc converts to either by a plain conversion.
+// and storage.Doc, so a Doc converts to either by a plain conversion. Meta
+// holds the metadata's strings, MetaValues its numbers and lists; a key is
+// in one of them at most.
 type Doc struct {
-	ID    string
-	Title string
-	Text  string
-	Meta  map[string]string
+	ID         string
+	Title      string
+	Text       string
+	Meta       map[string]string
+	MetaValues map[string]filter.Value
 }
 
 // Query is one line of queries.jsonl.
@@ -242,17 +257,46 @@ func ReadCorpus(r io.Reader, name string, fn func(line int, d Doc) error) error 
 // nil. With onBad nil it is ReadCorpus. Read errors and over-long lines
 // still stop the read.
 func ReadCorpusSkipping(r io.Reader, name string, onBad func(line int, err error) error, fn func(line int, d Doc) error) error {
+	return ReadCorpusWith(r, name, CorpusOptions{OnBad: onBad}, fn)
+}
+
+// CorpusOptions are ReadCorpusWith's handlers; nil ones do nothing.
+type CorpusOptions struct {
+	// OnBad, when set, receives each malformed line's error (naming
+	// name:line) instead of the read stopping on it; reading goes on when
+	// it returns nil (see ReadCorpusSkipping).
+	OnBad func(line int, err error) error
+	// OnUnknownField, when set, is called once per top-level field name
+	// that is not "_id", "id", "title", "text", "metadata" or "meta", at
+	// the first line holding it, with the text of a warning:
+	// `corpus.jsonl:3: unknown field "tags" ignored (metadata goes under
+	// "metadata")`. Fields of the same line come in name order.
+	OnUnknownField func(line int, field, warning string)
+}
+
+// ReadCorpusWith is ReadCorpus with the handlers of opts.
+func ReadCorpusWith(r io.Reader, name string, opts CorpusOptions, fn func(line int, d Doc) error) error {
+	seen := map[string]bool{}
 	return eachLine(r, name, func(n int, raw []byte) error {
 		if blank(raw) {
 			return nil
 		}
-		d, err := parseDocLine(raw, true)
+		var unknown func(string)
+		if opts.OnUnknownField != nil {
+			unknown = func(field string) {
+				if !seen[field] {
+					seen[field] = true
+					opts.OnUnknownField(n, field, fmt.Sprintf("%s:%d: unknown field %q ignored (metadata goes under \"metadata\")", name, n, field))
+				}
+			}
+		}
+		d, err := parseDocLine(raw, true, unknown)
 		if err != nil {
 			err = errorf("%s:%d: %w", name, n, err)
-			if onBad == nil {
+			if opts.OnBad == nil {
 				return err
 			}
-			return onBad(n, err)
+			return opts.OnBad(n, err)
 		}
 		return fn(n, d)
 	})
@@ -267,7 +311,7 @@ func ScanQueries(r io.Reader, name string, fn func(line int, q Query) error) err
 		if blank(raw) {
 			return nil
 		}
-		d, err := parseDocLine(raw, false)
+		d, err := parseDocLine(raw, false, nil)
 		if err != nil {
 			return errorf("%s:%d: %w", name, n, err)
 		}
@@ -300,8 +344,13 @@ func ReadQueriesFile(path string) (map[string]string, error) {
 	return out, err
 }
 
-// parseDocLine parses one JSON line of a corpus (withMeta) or queries file.
-func parseDocLine(raw []byte, withMeta bool) (Doc, error) {
+// knownFields are the top-level fields of a corpus line that are read.
+var knownFields = map[string]bool{"_id": true, "id": true, "title": true, "text": true, "metadata": true, "meta": true}
+
+// parseDocLine parses one JSON line of a corpus (withMeta) or queries file,
+// calling unknown (when not nil) with the name of every field it does not
+// read, in name order, once the line has parsed.
+func parseDocLine(raw []byte, withMeta bool, unknown func(field string)) (Doc, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return Doc{}, fmt.Errorf("not a JSON object: %w", err)
@@ -328,27 +377,50 @@ func parseDocLine(raw []byte, withMeta bool) (Doc, error) {
 		d.Title = ""
 		return d, nil
 	}
-	if v, ok := fields["metadata"]; ok && string(v) != "null" {
+	field := "metadata"
+	v, ok := fields[field]
+	if old, has := fields["meta"]; has {
+		if ok {
+			return Doc{}, errors.New(`both "metadata" and "meta" fields: give the metadata once, under "metadata"`)
+		}
+		field, v, ok = "meta", old, true
+	}
+	if ok && string(v) != "null" {
 		var meta map[string]json.RawMessage
 		if err := json.Unmarshal(v, &meta); err != nil {
-			return Doc{}, fmt.Errorf("field \"metadata\": want an object, got %s", kind(v))
+			return Doc{}, fmt.Errorf("field %q: want an object, got %s", field, kind(v))
 		}
-		if len(meta) > 0 {
-			d.Meta = make(map[string]string, len(meta))
-			for k, mv := range meta {
-				var s string
-				if json.Unmarshal(mv, &s) == nil && mv[0] == '"' {
-					d.Meta[k] = s
-					continue
-				}
-				var b bytes.Buffer
-				if err := json.Compact(&b, mv); err != nil {
-					return Doc{}, fmt.Errorf("field \"metadata\": key %q: %w", k, err)
-				}
-				// As Unmarshal does to strings: invalid UTF-8 becomes
-				// U+FFFD, so a value reads back the same once written.
-				d.Meta[k] = strings.ToValidUTF8(b.String(), "\uFFFD")
+		for k, mv := range meta {
+			val, present, err := filter.ValueFromJSON(mv)
+			if err != nil {
+				return Doc{}, fmt.Errorf("field %q: key %q: %w", field, k, err)
 			}
+			if !present {
+				continue // null: no value
+			}
+			if s, isString := val.Str(); isString {
+				if d.Meta == nil {
+					d.Meta = map[string]string{}
+				}
+				d.Meta[k] = s
+				continue
+			}
+			if d.MetaValues == nil {
+				d.MetaValues = map[string]filter.Value{}
+			}
+			d.MetaValues[k] = val
+		}
+	}
+	if unknown != nil {
+		var names []string
+		for k := range fields {
+			if !knownFields[k] {
+				names = append(names, k)
+			}
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			unknown(k)
 		}
 	}
 	return d, nil

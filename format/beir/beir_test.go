@@ -1,11 +1,15 @@
 package beir
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/anna-search/anna/filter"
 )
 
 func TestReadCorpus(t *testing.T) {
@@ -24,13 +28,14 @@ func TestReadCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Doc{
-		{ID: "d1", Title: "T", Text: "beir", Meta: map[string]string{"url": "u", "n": "3", "l": "[1,2]", "z": "null"}},
+		{ID: "d1", Title: "T", Text: "beir", Meta: map[string]string{"url": "u"},
+			MetaValues: map[string]filter.Value{"n": filter.NumberValue(3), "l": filter.ListValue(filter.NumberValue(1), filter.NumberValue(2))}},
 		{ID: "42", Text: "plain, numeric id"},
 		{ID: "p2", Text: "x"},
 		{ID: "1.50", Text: "y"},
 		{ID: "a", Text: "last"},
 	}
-	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(lines, []int{1, 3, 4, 5, 7}) {
+	if !docsEqual(got, want) || !reflect.DeepEqual(lines, []int{1, 3, 4, 5, 7}) {
 		t.Fatalf("got %+v lines %v", got, lines)
 	}
 
@@ -45,6 +50,8 @@ func TestReadCorpus(t *testing.T) {
 		"bad text":     {"{\"_id\":\"a\",\"text\":5}\n", `c.jsonl:1: field "text": want a string, got a number`},
 		"bad title":    {"{\"_id\":\"a\",\"title\":[\"x\"]}\n", `c.jsonl:1: field "title": want a string, got an array`},
 		"bad metadata": {"{\"_id\":\"a\",\"metadata\":\"m\"}\n", `c.jsonl:1: field "metadata": want an object, got a string`},
+		"bad meta":     {"{\"_id\":\"a\",\"meta\":[1]}\n", `c.jsonl:1: field "meta": want an object, got an array`},
+		"both metas":   {"{\"_id\":\"a\",\"meta\":{},\"metadata\":{}}\n", `c.jsonl:1: both "metadata" and "meta" fields`},
 		"array":        {"[1]\n", "c.jsonl:1: not a JSON object"},
 		"raw NUL":      {"{\"_id\":\"a\x00\"}\n", "c.jsonl:1: not a JSON object"},
 	} {
@@ -192,6 +199,56 @@ func TestDocShape(t *testing.T) {
 	type twin struct {
 		ID, Title, Text string
 		Meta            map[string]string
+		MetaValues      map[string]filter.Value
 	}
 	_ = twin(Doc{})
+}
+
+// docsEqual compares docs, their values by Value.Equal.
+func docsEqual(a, b []Doc) bool {
+	return slices.EqualFunc(a, b, func(x, y Doc) bool {
+		return x.ID == y.ID && x.Title == y.Title && x.Text == y.Text && maps.Equal(x.Meta, y.Meta) &&
+			maps.EqualFunc(x.MetaValues, y.MetaValues, filter.Value.Equal)
+	})
+}
+
+// TestMetadataFieldNames: "meta" (what search --json printed before) reads
+// as "metadata", arrays and numbers keep their type, and every unknown
+// top-level field is reported once, at its first line (issue #41 item 7;
+// before, "meta" and "tags" were dropped without a word and arrays became
+// strings).
+func TestMetadataFieldNames(t *testing.T) {
+	in := `{"_id": "a", "text": "x", "meta": {"lang": "en", "tags": ["a", "b"], "year": 1960}, "rank": 1, "score": 0.5}
+{"_id": "b", "text": "y", "metadata": {"lang": "de", "ok": true, "nested": {"x": 1}}, "tags": ["c"], "score": 0.25}
+{"_id": "c", "text": "z", "tags": ["d"], "rank": 3}
+`
+	var docs []Doc
+	type warning struct {
+		line        int
+		field, text string
+	}
+	var warnings []warning
+	err := ReadCorpusWith(strings.NewReader(in), "c.jsonl", CorpusOptions{
+		OnUnknownField: func(line int, field, text string) { warnings = append(warnings, warning{line, field, text}) },
+	}, func(_ int, d Doc) error { docs = append(docs, d); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Doc{
+		{ID: "a", Text: "x", Meta: map[string]string{"lang": "en"},
+			MetaValues: map[string]filter.Value{"tags": filter.StringsValue("a", "b"), "year": filter.NumberValue(1960)}},
+		{ID: "b", Text: "y", Meta: map[string]string{"lang": "de", "ok": "true", "nested": `{"x":1}`}},
+		{ID: "c", Text: "z"},
+	}
+	if !docsEqual(docs, want) {
+		t.Fatalf("docs = %+v\nwant %+v", docs, want)
+	}
+	wantW := []warning{
+		{1, "rank", `c.jsonl:1: unknown field "rank" ignored (metadata goes under "metadata")`},
+		{1, "score", `c.jsonl:1: unknown field "score" ignored (metadata goes under "metadata")`},
+		{2, "tags", `c.jsonl:2: unknown field "tags" ignored (metadata goes under "metadata")`},
+	}
+	if !reflect.DeepEqual(warnings, wantW) {
+		t.Fatalf("warnings = %+v\nwant %+v", warnings, wantW)
+	}
 }

@@ -2,11 +2,11 @@ package dense
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/index/dense/hnsw"
 )
 
@@ -145,42 +145,53 @@ func (ix *Index) checkMeta(is *issues) {
 	if !want.live.Equals(ix.meta.live) {
 		is.add("the metadata index's set of live documents differs from the documents", "")
 	}
-	keys := slices.Sorted(maps.Keys(want.keys))
-	for k := range ix.meta.keys {
-		if _, ok := want.keys[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range keys {
-		got, exp := ix.meta.keys[k], want.keys[k]
-		if got == nil || exp == nil {
-			is.add(fmt.Sprintf("metadata key %q: indexed %v, in the documents' metadata %v", k, got != nil, exp != nil), "")
-			continue
-		}
-		vals := got.values()
-		if !slices.Equal(vals, exp.values()) {
-			is.add(fmt.Sprintf("metadata key %q: the sorted value list differs from the documents' values", k), "")
-		}
-		for v, bm := range exp.post {
-			if g := got.post[v]; g == nil || !g.Equals(bm) {
-				ix.postingIssue(is, k, v, g, bm)
+	for _, sp := range []struct {
+		what      string
+		num       bool
+		got, want map[string]*termList
+	}{{"metadata key", false, ix.meta.keys, want.keys}, {"numeric metadata key", true, ix.meta.nums, want.nums}} {
+		keys := sortedKeys(sp.want)
+		for k := range sp.got {
+			if _, ok := sp.want[k]; !ok {
+				keys = append(keys, k)
 			}
 		}
-		for v, g := range got.post {
-			if _, ok := exp.post[v]; !ok {
-				ix.postingIssue(is, k, v, g, roaring.New())
+		for _, k := range keys {
+			got, exp := sp.got[k], sp.want[k]
+			if got == nil || exp == nil {
+				is.add(fmt.Sprintf("%s %q: indexed %v, in the documents' metadata %v", sp.what, k, got != nil, exp != nil), "")
+				continue
+			}
+			vals := got.values()
+			if !slices.Equal(vals, exp.values()) {
+				is.add(fmt.Sprintf("%s %q: the sorted value list differs from the documents' values", sp.what, k), "")
+			}
+			num := sp.num
+			for v, bm := range exp.post {
+				if g := got.post[v]; g == nil || !g.Equals(bm) {
+					ix.postingIssue(is, k, v, num, g, bm)
+				}
+			}
+			for v, g := range got.post {
+				if _, ok := exp.post[v]; !ok {
+					ix.postingIssue(is, k, v, num, g, roaring.New())
+				}
 			}
 		}
 	}
 }
 
 // postingIssue reports the documents on which the posting list of k=v
-// (got, maybe nil) and the one the metadata gives (want) disagree.
-func (ix *Index) postingIssue(is *issues, k, v string, got, want *roaring.Bitmap) {
+// (got, maybe nil) and the one the metadata gives (want) disagree; v is a
+// filter.EncodeNumber key when num is set.
+func (ix *Index) postingIssue(is *issues, k, v string, num bool, got, want *roaring.Bitmap) {
 	if got == nil {
 		got = roaring.New()
 	}
 	what := fmt.Sprintf("posting list %s=%s differs from the documents' metadata", k, v)
+	if x, ok := filter.DecodeNumber(v); num && ok {
+		what = fmt.Sprintf("posting list %s=%v (a number) differs from the documents' metadata", k, x)
+	}
 	roaring.Xor(got, want).Iterate(func(doc uint32) bool {
 		is.add(what, ix.keyName(nodeKey(doc, 0)))
 		return true

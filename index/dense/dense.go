@@ -4,8 +4,8 @@
 //
 // # Documents and passages
 //
-// The index holds documents (Doc), each with one vector per passage and a
-// metadata map. The engine cuts a long text into overlapping token windows
+// The index holds documents (Doc), each with one vector per passage and its
+// metadata (strings, numbers, lists). The engine cuts a long text into overlapping token windows
 // and embeds each; a document ranks by its best passage ("max-passage", as
 // in the BEIR and MS MARCO document-ranking literature), and a Hit names
 // that passage. Each passage is a graph node keyed by the document's number
@@ -22,11 +22,13 @@
 // # Filters
 //
 // Metadata is indexed, not checked one document at a time: a roaring
-// bitmap of document numbers per key=value, kept in step by Add (an upsert
-// replaces the document's terms), Delete and Load, and for each key its
-// values in a sorted list, so that a prefix query is a binary search and a
-// walk over the values that share the prefix (the list is merged lazily:
-// writes cost nothing until the next prefix query). A Filter is evaluated
+// bitmap of document numbers per key=value (a list value posts each of its
+// elements; number values are posted apart from strings, under their
+// filter.EncodeNumber keys), kept in step by Add (an upsert replaces the
+// document's terms), Delete and Load, and for each key its values in a
+// sorted list, so that a prefix or range query is a binary search and a
+// walk over the values in range (the list is merged lazily: writes cost
+// nothing until the next prefix or range query). A Filter is evaluated
 // over these postings (the Postings interface) into the bitmap of matching
 // documents; then one of two strategies finds the nearest:
 //
@@ -65,11 +67,12 @@
 // The index is derived data. The engine keeps vectors in storage (bbolt) and
 // rebuilds the graph from there when the saved graph is missing or stale
 // (Meta.AppliedSeq behind storage); Save and Load only make restarts fast.
-// The file (format version 4) holds the document table (IDs, passage
-// counts, metadata) and the posting lists beside the graph, all under one
-// checksum; Load verifies that they agree with each other and with the
+// The file (format version 5) holds the document table (IDs, passage
+// counts, metadata terms) and the posting lists beside the graph, all under
+// one checksum; Load verifies that they agree with each other and with the
 // graph. Files of version 2 load as documents of one passage without
-// metadata; files before version 4 hold float32 graphs and load as such.
+// metadata; files before version 4 hold float32 graphs and load as such;
+// files before version 5 hold string metadata only.
 //
 // Crashes: Save writes a temporary file, fsyncs it and renames it over the
 // old one, so a crash leaves the old file or the new one, never a torn
@@ -77,6 +80,10 @@
 // engine rebuilds from storage. The checksum covers the float vectors a
 // quantized index maps, read once at Load; the mapping is private, so
 // nothing the index does writes to the file.
+//
+// A nil context.Context given to a function of this package is
+// context.Background(). A panic in the graph code (on the caller's
+// goroutine or a worker) comes back from Add and Search as an error.
 package dense
 
 import (
@@ -91,7 +98,9 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/index/dense/hnsw"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Defaults (hnswlib's M and efConstruction). Measured recall@10 against
@@ -146,11 +155,13 @@ func (c Config) withDefaults() Config {
 
 // Doc is one document: one vector per passage (at least one; the engine
 // cuts a long text into overlapping windows and embeds each), and its
-// metadata, which filters select on.
+// metadata, which filters select on: strings in Meta, numbers and lists in
+// MetaValues (see filter.Value).
 type Doc struct {
-	ID      string
-	Vectors [][]float32
-	Meta    map[string]string
+	ID         string
+	Vectors    [][]float32
+	Meta       map[string]string
+	MetaValues map[string]filter.Value
 }
 
 // Hit is one search result: a document, its best passage (0-based) and
@@ -165,7 +176,7 @@ type Hit struct {
 type docEntry struct {
 	id       string // "" for a free number
 	passages uint32
-	meta     map[string]string // nil when the document has none
+	meta     []metaTerm // sorted, each once; nil when the document has none
 }
 
 // Index is an HNSW index of documents made of passages. It is safe for
@@ -265,11 +276,11 @@ const addChunk = 256
 const maxPassages = 1 << 20
 
 // prepared is a validated document of an Add: normalised copies of its
-// vectors and metadata.
+// vectors, and its metadata terms.
 type prepared struct {
 	id   string
 	vecs [][]float32
-	meta map[string]string
+	meta []metaTerm
 }
 
 // Add inserts documents, replacing every passage and the metadata of an ID
@@ -277,11 +288,14 @@ type prepared struct {
 // copied and L2-normalised, so Score stays a cosine even if a caller passes
 // unnormalised vectors; metadata is copied. Within one call a repeated ID
 // keeps its last document. Bad input (empty ID, no vectors, wrong
-// dimension, zero/NaN/Inf vector, empty metadata key, an ID, key or value
-// over 1 MiB) is rejected before anything is inserted. If ctx is
+// dimension, zero/NaN/Inf vector, empty metadata key, a NaN or infinite
+// metadata number, an ID, key or value over 1 MiB) is rejected before
+// anything is inserted. If ctx is
 // cancelled midway the documents of the chunks already inserted stay in,
 // each whole.
-func (ix *Index) Add(ctx context.Context, docs []Doc) error {
+func (ix *Index) Add(ctx context.Context, docs []Doc) (err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if len(docs) == 0 {
 		return nil
 	}
@@ -320,13 +334,16 @@ func (ix *Index) Add(ctx context.Context, docs []Doc) error {
 		if len(d.ID) > maxString {
 			return fmt.Errorf("dense: add: document %d: id of %d bytes (at most %d)", i, len(d.ID), maxString)
 		}
-		for k, v := range d.Meta {
-			if k == "" || len(k) > maxString || len(v) > maxString {
-				return fmt.Errorf("dense: add: document %d (id %q): metadata key %q: empty, or key or value longer than %d bytes", i, d.ID, k, maxString)
+		for k, v := range d.MetaValues {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("dense: add: document %d (id %q): metadata key %q: %w", i, d.ID, k, err)
 			}
 		}
-		if len(d.Meta) > 0 {
-			p.meta = maps.Clone(d.Meta)
+		p.meta = metaTerms(d.Meta, d.MetaValues)
+		for _, t := range p.meta {
+			if t.key == "" || len(t.key) > maxString || len(t.val) > maxString {
+				return fmt.Errorf("dense: add: document %d (id %q): metadata key %q: empty, or key or value longer than %d bytes", i, d.ID, t.key, maxString)
+			}
 		}
 		if last[d.ID] == i {
 			batch = append(batch, p)
@@ -364,7 +381,7 @@ func (ix *Index) upsert(d prepared, nodes []hnsw.Node[uint64]) []hnsw.Node[uint6
 			ix.g.Delete(nodeKey(num, p))
 		}
 		ix.nPassages -= int(e.passages)
-		if !maps.Equal(e.meta, d.meta) {
+		if !slices.Equal(e.meta, d.meta) {
 			ix.meta.remove(num, e.meta)
 			ix.meta.add(num, d.meta)
 		}
@@ -472,15 +489,58 @@ func (ix *Index) Vectors(id string) ([][]float32, bool) {
 	return out, true
 }
 
-// Meta returns a copy of the metadata stored for id.
-func (ix *Index) Meta(id string) (map[string]string, bool) {
+// Meta returns the metadata indexed for id, as the set of its values: a
+// key with one string value in meta, any other in values (one number, or a
+// list of the distinct values, strings first in byte order, then numbers
+// in increasing order). The order and repeats of a list are not kept.
+func (ix *Index) Meta(id string) (meta map[string]string, values map[string]filter.Value, ok bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	num, ok := ix.byID[id]
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	return maps.Clone(ix.docs[num].meta), true
+	byKey := map[string][]filter.Value{}
+	var keys []string
+	for _, t := range ix.docs[num].meta {
+		if _, seen := byKey[t.key]; !seen {
+			keys = append(keys, t.key)
+		}
+		v := filter.StringValue(t.val)
+		if t.num {
+			x, _ := filter.DecodeNumber(t.val)
+			v = filter.NumberValue(x)
+		}
+		byKey[t.key] = append(byKey[t.key], v)
+	}
+	for _, k := range keys {
+		vs := byKey[k]
+		if len(vs) == 1 {
+			if s, isString := vs[0].Str(); isString {
+				if meta == nil {
+					meta = map[string]string{}
+				}
+				meta[k] = s
+				continue
+			}
+		}
+		if values == nil {
+			values = map[string]filter.Value{}
+		}
+		if len(vs) == 1 {
+			values[k] = vs[0]
+		} else {
+			values[k] = filter.ListValue(vs...)
+		}
+	}
+	return meta, values, true
+}
+
+// HasKey reports whether some document has a value for the metadata key.
+func (ix *Index) HasKey(key string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.meta.hasKey(key)
 }
 
 // IDs returns the IDs of every document in the index, in no particular

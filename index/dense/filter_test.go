@@ -11,6 +11,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/index/dense/densetest"
 )
 
@@ -361,8 +362,8 @@ func TestUpsertChangesMetadata(t *testing.T) {
 	if got := search(t, ix, q, 5, SearchOptions{Filter: prefix{"lang", "f"}}); !slices.Equal(hitIDs(got), []string{"a"}) {
 		t.Fatalf("new metadata: %v", got)
 	}
-	if m, ok := ix.Meta("a"); !ok || !maps.Equal(m, map[string]string{"lang": "fr"}) {
-		t.Fatalf("Meta(a) = %v %v", m, ok)
+	if m, v, ok := ix.Meta("a"); !ok || !maps.Equal(m, map[string]string{"lang": "fr"}) || v != nil {
+		t.Fatalf("Meta(a) = %v %v %v", m, v, ok)
 	}
 	// Metadata removed altogether; the caller's map is not kept.
 	meta := map[string]string{"lang": "en"}
@@ -463,7 +464,7 @@ func TestSaveLoadMetadataAndPassages(t *testing.T) {
 		t.Fatalf("loaded meta %+v Len %d passages %d, want %+v %d %d", gotMeta, got.Len(), got.Passages(), meta, ix.Len(), ix.Passages())
 	}
 	if !slices.EqualFunc(got.docs, ix.docs, func(a, b docEntry) bool {
-		return a.id == b.id && a.passages == b.passages && maps.Equal(a.meta, b.meta)
+		return a.id == b.id && a.passages == b.passages && slices.Equal(a.meta, b.meta)
 	}) {
 		t.Fatal("document table differs")
 	}
@@ -471,11 +472,11 @@ func TestSaveLoadMetadataAndPassages(t *testing.T) {
 		if got.byID[id] != n {
 			t.Fatalf("document %s: number %d after loading, %d before", id, got.byID[id], n)
 		}
-		m1, _ := ix.Meta(id)
-		m2, _ := got.Meta(id)
+		m1, mv1, _ := ix.Meta(id)
+		m2, mv2, _ := got.Meta(id)
 		v1, _ := ix.Vectors(id)
 		v2, _ := got.Vectors(id)
-		if !maps.Equal(m1, m2) || len(v1) != len(v2) {
+		if !maps.Equal(m1, m2) || !maps.EqualFunc(mv1, mv2, filter.Value.Equal) || len(v1) != len(v2) {
 			t.Fatalf("document %s: metadata or passages differ", id)
 		}
 	}

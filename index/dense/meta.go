@@ -1,26 +1,32 @@
 package dense
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/anna-search/anna/filter"
 )
 
 // Postings is what a filter is evaluated over: the documents (dense-local
-// document numbers) holding a metadata term, or a value prefix of a key,
-// or all of them. Every call returns a new bitmap that the caller owns.
+// document numbers) holding a string metadata term, or a string value in a
+// range of a key (a prefix is one), or a number value in a range (of
+// filter.EncodeNumber keys), or all of them. Every call returns a new
+// bitmap that the caller owns.
 //
-// It is a type alias of an unnamed interface so that a filter package can
-// declare the same alias and its Filter type then satisfies this one
-// without either package importing the other (named interfaces with the
+// It is a type alias of an unnamed interface so that filter.Filter, whose
+// Postings is the same alias, satisfies Filter (named interfaces with the
 // same methods are different types in Go, and so would be methods taking
 // them). FilterFunc adapts any other evaluator.
 type Postings = interface {
 	Term(key, value string) *roaring.Bitmap
 	Prefix(key, prefix string) *roaring.Bitmap
+	Range(key, lo, hi string) *roaring.Bitmap
+	NumberRange(key, lo, hi string) *roaring.Bitmap
 	All() *roaring.Bitmap
 }
 
@@ -37,13 +43,55 @@ type FilterFunc func(Postings) *roaring.Bitmap
 // Eval calls f.
 func (f FilterFunc) Eval(p Postings) *roaring.Bitmap { return f(p) }
 
+// metaTerm is one posting of a document's metadata: a string value of key,
+// or a number value (num) by its filter.EncodeNumber key.
+type metaTerm struct {
+	key, val string
+	num      bool
+}
+
+func compareTerms(a, b metaTerm) int {
+	if a.num != b.num {
+		if a.num {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.val, b.val))
+}
+
+// metaTerms returns the postings of a document's metadata, sorted (the
+// strings first) and each once; nil for none.
+func metaTerms(meta map[string]string, values map[string]filter.Value) []metaTerm {
+	var out []metaTerm
+	filter.EachValue(meta, values, func(k string, v filter.Value) {
+		if x, ok := v.Number(); ok {
+			out = append(out, metaTerm{key: k, val: filter.EncodeNumber(x), num: true})
+		} else {
+			s, _ := v.Str()
+			out = append(out, metaTerm{key: k, val: s})
+		}
+	})
+	slices.SortFunc(out, compareTerms)
+	return slices.Compact(out)
+}
+
+// hasTerm reports whether the sorted terms hold t.
+func hasTerm(terms []metaTerm, t metaTerm) bool {
+	_, ok := slices.BinarySearchFunc(terms, t, compareTerms)
+	return ok
+}
+
 // metaIndex is the metadata index: a posting list (roaring bitmap of
 // document numbers) per key=value, the values of each key in a sorted list
-// for prefix queries, and the set of live documents. Writers hold the
-// Index's write lock; searches (readers) may run together, and only the
-// lazily merged sorted lists need their own lock.
+// for prefix and range queries — string values in keys, number values (by
+// their filter.EncodeNumber keys, whose byte order is numeric order) in
+// nums — and the set of live documents. Writers hold the Index's write
+// lock; searches (readers) may run together, and only the lazily merged
+// sorted lists need their own lock.
 type metaIndex struct {
 	keys map[string]*termList
+	nums map[string]*termList
 	live *roaring.Bitmap
 }
 
@@ -63,45 +111,55 @@ type termList struct {
 }
 
 func newMetaIndex() metaIndex {
-	return metaIndex{keys: map[string]*termList{}, live: roaring.New()}
+	return metaIndex{keys: map[string]*termList{}, nums: map[string]*termList{}, live: roaring.New()}
 }
 
-// add indexes document doc with meta.
-func (mi *metaIndex) add(doc uint32, meta map[string]string) {
+// space returns the map of t's kind of value.
+func (mi *metaIndex) space(t metaTerm) map[string]*termList {
+	if t.num {
+		return mi.nums
+	}
+	return mi.keys
+}
+
+// add indexes document doc with terms.
+func (mi *metaIndex) add(doc uint32, terms []metaTerm) {
 	mi.live.Add(doc)
-	for k, v := range meta {
-		tl := mi.keys[k]
+	for _, t := range terms {
+		m := mi.space(t)
+		tl := m[t.key]
 		if tl == nil {
 			tl = &termList{post: map[string]*roaring.Bitmap{}}
-			mi.keys[k] = tl
+			m[t.key] = tl
 		}
-		bm := tl.post[v]
+		bm := tl.post[t.val]
 		if bm == nil {
 			bm = roaring.New()
-			tl.post[v] = bm
-			tl.pending = append(tl.pending, v)
+			tl.post[t.val] = bm
+			tl.pending = append(tl.pending, t.val)
 		}
 		bm.Add(doc)
 	}
 }
 
-// remove drops document doc, indexed with meta.
-func (mi *metaIndex) remove(doc uint32, meta map[string]string) {
+// remove drops document doc, indexed with terms.
+func (mi *metaIndex) remove(doc uint32, terms []metaTerm) {
 	mi.live.Remove(doc)
-	for k, v := range meta {
-		tl := mi.keys[k]
+	for _, t := range terms {
+		m := mi.space(t)
+		tl := m[t.key]
 		if tl == nil {
 			continue
 		}
-		if bm := tl.post[v]; bm != nil {
+		if bm := tl.post[t.val]; bm != nil {
 			bm.Remove(doc)
 			if bm.IsEmpty() {
-				delete(tl.post, v)
+				delete(tl.post, t.val)
 				tl.removed = true
 			}
 		}
 		if len(tl.post) == 0 {
-			delete(mi.keys, k)
+			delete(m, t.key)
 		}
 	}
 }
@@ -109,7 +167,7 @@ func (mi *metaIndex) remove(doc uint32, meta map[string]string) {
 // values returns the values of the key in increasing order, merging the
 // values added and dropping the ones removed since the last call: O(V)
 // when something changed, so a run of writes costs one merge at the next
-// prefix query (or Save or Check) instead of one per write.
+// prefix or range query (or Save or Check) instead of one per write.
 func (tl *termList) values() []string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
@@ -134,6 +192,31 @@ func (tl *termList) values() []string {
 	return merged
 }
 
+// span unions the posting lists of the values v of tl with lo <= v and
+// (hi == "" or v < hi), or those starting with prefix when prefix is set:
+// a binary search to the first, then the values that follow.
+func (tl *termList) span(lo, hi string, prefix bool) *roaring.Bitmap {
+	if tl == nil {
+		return roaring.New()
+	}
+	vals := tl.values()
+	i, _ := slices.BinarySearch(vals, lo)
+	var bms []*roaring.Bitmap
+	for ; i < len(vals); i++ {
+		if prefix && !strings.HasPrefix(vals[i], lo) || !prefix && hi != "" && vals[i] >= hi {
+			break
+		}
+		bms = append(bms, tl.post[vals[i]])
+	}
+	switch len(bms) {
+	case 0:
+		return roaring.New()
+	case 1:
+		return bms[0].Clone()
+	}
+	return filter.Union(bms...)
+}
+
 // Term returns the documents whose metadata has key = value.
 func (mi *metaIndex) Term(key, value string) *roaring.Bitmap {
 	if tl := mi.keys[key]; tl != nil {
@@ -144,33 +227,31 @@ func (mi *metaIndex) Term(key, value string) *roaring.Bitmap {
 	return roaring.New()
 }
 
-// Prefix returns the documents whose metadata value for key starts with
-// prefix, from the key's sorted value list: a binary search to the first
-// such value, then the values that follow while they share the prefix.
+// Prefix returns the documents with a string value for key that starts
+// with prefix, from the key's sorted value list.
 func (mi *metaIndex) Prefix(key, prefix string) *roaring.Bitmap {
-	tl := mi.keys[key]
-	if tl == nil {
-		return roaring.New()
-	}
-	vals := tl.values()
-	i, _ := slices.BinarySearch(vals, prefix)
-	var bms []*roaring.Bitmap
-	for ; i < len(vals) && strings.HasPrefix(vals[i], prefix); i++ {
-		bms = append(bms, tl.post[vals[i]])
-	}
-	switch len(bms) {
-	case 0:
-		return roaring.New()
-	case 1:
-		return bms[0].Clone()
-	}
-	return roaring.FastOr(bms...)
+	return mi.keys[key].span(prefix, "", true)
 }
+
+// Range returns the documents with a string value v for key in [lo, hi)
+// (hi "": no upper bound).
+func (mi *metaIndex) Range(key, lo, hi string) *roaring.Bitmap {
+	return mi.keys[key].span(lo, hi, false)
+}
+
+// NumberRange returns the documents with a number value for key whose
+// filter.EncodeNumber key is in [lo, hi) (hi "": no upper bound).
+func (mi *metaIndex) NumberRange(key, lo, hi string) *roaring.Bitmap {
+	return mi.nums[key].span(lo, hi, false)
+}
+
+// hasKey reports whether some document has a value for key.
+func (mi *metaIndex) hasKey(key string) bool { return mi.keys[key] != nil || mi.nums[key] != nil }
 
 // All returns every live document.
 func (mi *metaIndex) All() *roaring.Bitmap { return mi.live.Clone() }
 
-// sortedKeys returns the metadata keys in increasing order.
-func (mi *metaIndex) sortedKeys() []string {
-	return slices.Sorted(maps.Keys(mi.keys))
+// sortedKeys returns the keys of m in increasing order.
+func sortedKeys(m map[string]*termList) []string {
+	return slices.Sorted(maps.Keys(m))
 }

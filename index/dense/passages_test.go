@@ -82,7 +82,7 @@ func TestPassagesUpsertAndDelete(t *testing.T) {
 	if v, _ := ix.Vectors("c"); len(v) != 1 || v[0][0] >= 0 {
 		t.Fatalf("repeated ID: Vectors(c) = %v", v)
 	}
-	if m, _ := ix.Meta("c"); m["n"] != "2" {
+	if m, _, _ := ix.Meta("c"); m["n"] != "2" {
 		t.Fatalf("repeated ID: Meta(c) = %v", m)
 	}
 	ix.Delete([]string{"b", "c"})
@@ -326,7 +326,7 @@ func TestCheckFindsDamage(t *testing.T) {
 	}{
 		{"posting list lost a document", "posting list k=v", func(ix *Index) { ix.meta.keys["k"].post["v"].Remove(0) }, false},
 		{"posting list gained a document", "posting list k=w", func(ix *Index) { ix.meta.keys["k"].post["w"].Add(0) }, false},
-		{"metadata changed under the postings", "posting list n=1", func(ix *Index) { ix.docs[0].meta["n"] = "2" }, false},
+		{"metadata changed under the postings", "posting list n=1", func(ix *Index) { ix.docs[0].meta[1].val = "2" }, false},
 		{"live set", "live documents", func(ix *Index) { ix.meta.live.Add(2) }, true},
 		{"passage count", "passage", func(ix *Index) { ix.docs[0].passages = 3; ix.nPassages++ }, false},
 		{"graph node missing", "lacks passages", func(ix *Index) { ix.g.Delete(nodeKey(0, 1)) }, false},

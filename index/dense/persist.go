@@ -9,7 +9,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"slices"
@@ -40,9 +39,13 @@ type Meta struct {
 //	  uvarint slots; per document number: string ID ("" for a free
 //	    number, and nothing follows), uvarint passages, uvarint metadata
 //	    pairs, then string key, string value per pair, keys increasing
+//	    (from version 5: pairs increasing, a key may repeat: the strings
+//	    of a list); from version 5 then uvarint number pairs, string key
+//	    and string filter.EncodeNumber key per pair, pairs increasing
 //	  uvarint metadata keys; per key, increasing: string key, uvarint
 //	    values; per value, increasing: string value, uvarint length and a
-//	    roaring bitmap of document numbers (its portable format)
+//	    roaring bitmap of document numbers (its portable format); from
+//	    version 5 the same again for number values (by EncodeNumber key)
 //	hnsw graph (hnsw.Graph.ExportWith; format 2 up to version 3, format
 //	  3 from version 4: flat arrays read in bulk, the quantization and
 //	  int8 codes when quantized, the float vectors last and 64-byte
@@ -57,11 +60,12 @@ var (
 )
 
 const (
-	// fileVersion 4 has the graph in hnsw's format 3 (what else it holds
+	// fileVersion 5 adds number metadata and keys of several values
+	// (lists); 4 has the graph in hnsw's format 3 (what else it holds
 	// is version 3's); 3 added passages and metadata; 2 had no document table
 	// (its files load as single-passage documents without metadata); 1
 	// had no store id either (it loads with StoreID "").
-	fileVersion    = 4
+	fileVersion    = 5
 	maxFingerprint = 4096
 	maxString      = 1 << 20 // an ID, a metadata key or value
 	maxBitmap      = 1 << 30 // a posting list's bytes
@@ -242,7 +246,7 @@ func load(hr *hashingReader, f *os.File, size int64) (*Index, Meta, error) {
 	}
 	ix := New(cfg)
 	if version >= 3 {
-		if err := ix.readTables(hr, false); err != nil {
+		if err := ix.readTables(hr, version, false); err != nil {
 			return nil, Meta{}, err
 		}
 		if err := ix.g.ImportWith(hr, hnsw.ImportOptions{File: f, Offset: hr.n, Size: size}); err != nil {
@@ -328,28 +332,33 @@ func (ix *Index) writeTables(w *bufio.Writer) error {
 			continue
 		}
 		putUvarint(uint64(e.passages))
-		putUvarint(uint64(len(e.meta)))
-		for _, k := range slices.Sorted(maps.Keys(e.meta)) {
-			putString(k)
-			putString(e.meta[k])
+		nums, _ := slices.BinarySearchFunc(e.meta, metaTerm{num: true}, compareTerms) // the strings sort first
+		for _, part := range [][]metaTerm{e.meta[:nums], e.meta[nums:]} {
+			putUvarint(uint64(len(part)))
+			for _, t := range part {
+				putString(t.key)
+				putString(t.val)
+			}
 		}
 	}
-	keys := ix.meta.sortedKeys()
-	putUvarint(uint64(len(keys)))
 	var buf bytes.Buffer
-	for _, k := range keys {
-		tl := ix.meta.keys[k]
-		vals := tl.values()
-		putString(k)
-		putUvarint(uint64(len(vals)))
-		for _, v := range vals {
-			putString(v)
-			buf.Reset()
-			if _, err := tl.post[v].WriteTo(&buf); err != nil {
-				return fmt.Errorf("posting list %s=%s: %w", k, v, err)
+	for _, m := range []map[string]*termList{ix.meta.keys, ix.meta.nums} {
+		keys := sortedKeys(m)
+		putUvarint(uint64(len(keys)))
+		for _, k := range keys {
+			tl := m[k]
+			vals := tl.values()
+			putString(k)
+			putUvarint(uint64(len(vals)))
+			for _, v := range vals {
+				putString(v)
+				buf.Reset()
+				if _, err := tl.post[v].WriteTo(&buf); err != nil {
+					return fmt.Errorf("posting list %s=%q: %w", k, v, err)
+				}
+				putUvarint(uint64(buf.Len()))
+				w.Write(buf.Bytes())
 			}
-			putUvarint(uint64(buf.Len()))
-			w.Write(buf.Bytes())
 		}
 	}
 	return nil
@@ -413,16 +422,21 @@ func (tr *tableReader) bytes(what string, limit uint64) []byte {
 
 func (tr *tableReader) string(what string) string { return string(tr.bytes(what, maxString)) }
 
-// readTables reads what writeTables wrote, checking it as it goes: IDs
-// unique, passage counts in range, keys and values in increasing order,
+// readTables reads what writeTables wrote in a file of version (3 or
+// more), checking it as it goes: IDs unique, passage counts in range,
+// pairs, keys and values in increasing order, number keys 8 bytes,
 // posting lists valid, not empty and holding exactly the documents whose
 // metadata has their key=value. With idsOnly it stops after the document
 // table.
 func (ix *Index) readTables(r interface {
 	io.Reader
 	io.ByteReader
-}, idsOnly bool) error {
+}, version uint32, idsOnly bool) error {
 	tr := &tableReader{r: r}
+	spaces := 1 // strings; numbers from version 5
+	if version >= 5 {
+		spaces = 2
+	}
 	slots := tr.uvarint("document slots", math.MaxUint32)
 	pairs := 0
 	for num := uint32(0); tr.err == nil && uint64(num) < slots; num++ {
@@ -438,18 +452,22 @@ func (ix *Index) readTables(r interface {
 		if tr.err == nil && e.passages == 0 {
 			return fmt.Errorf("document %q has no passage", e.id)
 		}
-		nm := tr.uvarint("metadata pairs", maxString)
-		prev := ""
-		for i := uint64(0); tr.err == nil && i < nm; i++ {
-			k, v := tr.string("metadata key"), tr.string("metadata value")
-			if tr.err == nil && (k <= prev) {
-				return fmt.Errorf("document %q: metadata keys not in increasing order", e.id)
+		for space := range spaces {
+			nm := tr.uvarint("metadata pairs", maxString)
+			for i := uint64(0); tr.err == nil && i < nm; i++ {
+				t := metaTerm{key: tr.string("metadata key"), val: tr.string("metadata value"), num: space == 1}
+				if tr.err != nil {
+					break
+				}
+				if len(e.meta) > 0 && compareTerms(e.meta[len(e.meta)-1], t) >= 0 {
+					return fmt.Errorf("document %q: metadata not in increasing order", e.id)
+				}
+				if t.num && len(t.val) != 8 {
+					return fmt.Errorf("document %q: metadata key %q: a number key of %d bytes", e.id, t.key, len(t.val))
+				}
+				e.meta = append(e.meta, t)
+				pairs++
 			}
-			if e.meta == nil {
-				e.meta = map[string]string{}
-			}
-			e.meta[k], prev = v, k
-			pairs++
 		}
 		ix.docs = append(ix.docs, e)
 		ix.byID[e.id] = num
@@ -467,46 +485,50 @@ func (ix *Index) readTables(r interface {
 	if idsOnly {
 		return nil
 	}
-	nk := tr.uvarint("metadata keys", math.MaxUint32)
-	prevKey, postings := "", 0
-	for i := uint64(0); tr.err == nil && i < nk; i++ {
-		k := tr.string("metadata key")
-		nv := tr.uvarint("values", math.MaxUint32)
-		if tr.err == nil && (k <= prevKey || nv == 0) {
-			return fmt.Errorf("metadata key %q out of order or without values", k)
+	postings := 0
+	for space := range spaces {
+		m := ix.meta.keys
+		if space == 1 {
+			m = ix.meta.nums
 		}
-		prevKey = k
-		tl := &termList{post: map[string]*roaring.Bitmap{}}
-		for j := uint64(0); tr.err == nil && j < nv; j++ {
-			v := tr.string("metadata value")
-			raw := tr.bytes("posting list", maxBitmap)
-			if tr.err != nil {
-				break
+		nk := tr.uvarint("metadata keys", math.MaxUint32)
+		prevKey := ""
+		for i := uint64(0); tr.err == nil && i < nk; i++ {
+			k := tr.string("metadata key")
+			nv := tr.uvarint("values", math.MaxUint32)
+			if tr.err == nil && (k <= prevKey || nv == 0) {
+				return fmt.Errorf("metadata key %q out of order or without values", k)
 			}
-			if len(tl.sorted) > 0 && v <= tl.sorted[len(tl.sorted)-1] {
-				return fmt.Errorf("metadata key %q: values out of order", k)
-			}
-			bm, err := decodeBitmap(raw)
-			if err != nil {
-				return fmt.Errorf("posting list %s=%s: %w", k, v, err)
-			}
-			ok := !bm.IsEmpty()
-			bm.Iterate(func(doc uint32) bool {
-				if int(doc) >= len(ix.docs) || ix.docs[doc].id == "" {
-					ok = false
-				} else if mv, has := ix.docs[doc].meta[k]; !has || mv != v {
-					ok = false
+			prevKey = k
+			tl := &termList{post: map[string]*roaring.Bitmap{}}
+			for j := uint64(0); tr.err == nil && j < nv; j++ {
+				v := tr.string("metadata value")
+				raw := tr.bytes("posting list", maxBitmap)
+				if tr.err != nil {
+					break
 				}
-				return ok
-			})
-			if !ok {
-				return fmt.Errorf("posting list %s=%s is empty or names a document without that metadata", k, v)
+				if len(tl.sorted) > 0 && v <= tl.sorted[len(tl.sorted)-1] {
+					return fmt.Errorf("metadata key %q: values out of order", k)
+				}
+				bm, err := decodeBitmap(raw)
+				if err != nil {
+					return fmt.Errorf("posting list %s=%q: %w", k, v, err)
+				}
+				t := metaTerm{key: k, val: v, num: space == 1}
+				ok := !bm.IsEmpty()
+				bm.Iterate(func(doc uint32) bool {
+					ok = int(doc) < len(ix.docs) && ix.docs[doc].id != "" && hasTerm(ix.docs[doc].meta, t)
+					return ok
+				})
+				if !ok {
+					return fmt.Errorf("posting list %s=%q is empty or names a document without that metadata", k, v)
+				}
+				postings += int(bm.GetCardinality())
+				tl.post[v] = bm
+				tl.sorted = append(tl.sorted, v)
 			}
-			postings += int(bm.GetCardinality())
-			tl.post[v] = bm
-			tl.sorted = append(tl.sorted, v)
+			m[k] = tl
 		}
-		ix.meta.keys[k] = tl
 	}
 	if tr.err != nil {
 		return tr.err
@@ -570,7 +592,7 @@ func ReadIDs(path string) ([]string, error) {
 	}
 	ix := New(cfg)
 	if version >= 3 {
-		err = ix.readTables(hr, true)
+		err = ix.readTables(hr, version, true)
 	} else {
 		err = ix.importByID(hr)
 	}

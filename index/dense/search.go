@@ -10,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/index/dense/hnsw"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Strategy is how a search finds its passages.
@@ -113,7 +114,9 @@ func chooseScan(m, p, ef int) bool {
 // each has the average number); when the passages returned hold fewer than
 // k distinct documents although more passages exist, the request (and the
 // candidate list with it) is doubled and the search run again.
-func (ix *Index) Search(ctx context.Context, q []float32, k int, opts SearchOptions) ([]Hit, error) {
+func (ix *Index) Search(ctx context.Context, q []float32, k int, opts SearchOptions) (_ []Hit, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dense: search: %w", err)
 	}

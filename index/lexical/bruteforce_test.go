@@ -21,7 +21,7 @@ import (
 type bruteBM25 struct {
 	ix   *Index
 	docs map[string][len(fields)][]string // id -> analysed tokens per field
-	meta map[string]map[string]string     // id -> metadata
+	meta map[string]storage.Doc           // id -> the document (its metadata)
 }
 
 func (b *bruteBM25) tokens(text string) []string {
@@ -34,7 +34,7 @@ func (b *bruteBM25) tokens(text string) []string {
 
 func (b *bruteBM25) put(d storage.Doc) {
 	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title), b.tokens(d.Text)}
-	b.meta[d.ID] = d.Meta
+	b.meta[d.ID] = d
 }
 
 func (b *bruteBM25) delete(id string) {
@@ -46,7 +46,7 @@ func (b *bruteBM25) delete(id string) {
 func (b *bruteBM25) matching(hits []Hit, f filter.Filter) []Hit {
 	var out []Hit
 	for _, h := range hits {
-		if f.Match(b.meta[h.ID]) {
+		if d := b.meta[h.ID]; f.MatchValues(d.Meta, d.MetaValues) {
 			out = append(out, h)
 		}
 	}
@@ -138,7 +138,8 @@ func (b *bruteBM25) search(q string) []Hit {
 // whole index) restricted to the live documents the filter matches, which
 // for a filter matching fewer than k of the documents holding a query term
 // is exactly those; and CountMatching and ForEachMatching must agree with
-// filter.Match over the live documents' metadata.
+// filter.MatchValues over the live documents' metadata (strings, numbers,
+// lists; ranges among the filters).
 func TestScoresMatchBruteForce(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{})
@@ -159,7 +160,7 @@ func TestScoresMatchBruteForce(t *testing.T) {
 		}
 		return strings.Join(w, " ")
 	}
-	bf := &bruteBM25{ix: ix, docs: map[string][len(fields)][]string{}, meta: map[string]map[string]string{}}
+	bf := &bruteBM25{ix: ix, docs: map[string][len(fields)][]string{}, meta: map[string]storage.Doc{}}
 	seq := uint64(0)
 	searches, prunedSearches := 0, 0
 	filtered, prunedFiltered, fewer, empty := 0, 0, 0, 0
@@ -204,8 +205,8 @@ func TestScoresMatchBruteForce(t *testing.T) {
 		for range 10 {
 			f := filtertest.Random(rng, rng.IntN(4))
 			want := map[string]bool{}
-			for id, m := range bf.meta {
-				if f.Match(m) {
+			for id, d := range bf.meta {
+				if f.MatchValues(d.Meta, d.MetaValues) {
 					want[id] = true
 				}
 			}
@@ -229,7 +230,7 @@ func TestScoresMatchBruteForce(t *testing.T) {
 	for round := range 12 {
 		var batch []storage.Doc
 		for range 40 + rng.IntN(80) {
-			d := storage.Doc{ID: fmt.Sprintf("d%d", rng.IntN(600)), Text: text(1 + rng.IntN(40)), Meta: filtertest.Meta(rng)}
+			d := storage.Doc{ID: fmt.Sprintf("d%d", rng.IntN(600)), Text: text(1 + rng.IntN(40)), Meta: filtertest.Meta(rng), MetaValues: filtertest.MetaValues(rng)}
 			if rng.IntN(3) > 0 {
 				d.Title = text(1 + rng.IntN(5))
 			}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // ForEachID calls fn with the ID of every indexed document, in no
 // particular order, from one snapshot of the index.
 func (ix *Index) ForEachID(ctx context.Context, fn func(id string) error) error {
+	ctx = safe.Ctx(ctx)
 	return ix.ForEachMatching(ctx, filter.Filter{}, fn)
 }
 
@@ -18,6 +20,7 @@ func (ix *Index) ForEachID(ctx context.Context, fn func(id string) error) error 
 // stored with each document, and every document must have its lengths. It
 // returns one message per problem (none for a sound index).
 func (ix *Index) Check(ctx context.Context) ([]string, error) {
+	ctx = safe.Ctx(ctx)
 	r, err := ix.bi.Advanced()
 	if err != nil {
 		return nil, fmt.Errorf("lexical: check: %w", err)

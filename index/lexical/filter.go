@@ -15,36 +15,55 @@ import (
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/storage"
 )
 
-// Metadata filters (see the package doc): each document's Meta is indexed
-// in the field fieldMeta, one term key+filter.Separator+value per pair,
-// and a filter.Filter is evaluated per segment from that field's term
-// dictionary and postings.
+// Metadata filters (see the package doc): each document's Meta and
+// MetaValues are indexed in the field fieldMeta, one term per string value
+// key+filter.Separator+value and one per number value filter.Separator+
+// key+filter.Separator+filter.EncodeNumber(x) (no string term starts with
+// NUL, since keys are not empty, so numbers never meet a string's prefix
+// or range), and a filter.Filter is evaluated per segment from that
+// field's term dictionary and postings.
 
-// metaTokens returns the terms of a document's metadata, one per pair in
-// key order, skipping keys that hold filter.Separator (no valid filter can
-// name them, and their terms would read as another key's).
-func metaTokens(meta map[string]string) analyzed {
-	keys := make([]string, 0, len(meta))
-	for k := range meta {
-		if !strings.Contains(k, filter.Separator) {
-			keys = append(keys, k)
+// metaTokens returns the terms of a document's metadata, each once, in
+// byte order, skipping keys that hold filter.Separator (no valid filter
+// can name them, and their terms would read as another key's).
+func metaTokens(d storage.Doc) analyzed {
+	var terms []string
+	filter.EachValue(d.Meta, d.MetaValues, func(k string, v filter.Value) {
+		if strings.Contains(k, filter.Separator) {
+			return
 		}
-	}
-	slices.Sort(keys)
-	out := make(analyzed, len(keys))
-	for i, k := range keys {
-		out[i] = &analysis.Token{Term: metaTerm(nil, k, meta[k]), Position: i + 1, Type: analysis.AlphaNumeric}
+		if x, ok := v.Number(); ok {
+			terms = append(terms, string(numberTerm(nil, k, filter.EncodeNumber(x))))
+			return
+		}
+		s, _ := v.Str()
+		terms = append(terms, string(metaTerm(nil, k, s)))
+	})
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	out := make(analyzed, len(terms))
+	for i, t := range terms {
+		out[i] = &analysis.Token{Term: []byte(t), Position: i + 1, Type: analysis.AlphaNumeric}
 	}
 	return out
 }
 
-// metaTerm appends the term of key=value to dst.
+// metaTerm appends the term of the string key=value to dst.
 func metaTerm(dst []byte, key, value string) []byte {
 	dst = append(dst, key...)
 	dst = append(dst, filter.Separator...)
 	return append(dst, value...)
+}
+
+// numberTerm appends the term of a number of key, by its
+// filter.EncodeNumber key enc (or a prefix of one), to dst.
+func numberTerm(dst []byte, key, enc string) []byte {
+	dst = append(dst, filter.Separator...)
+	return metaTerm(dst, key, enc)
 }
 
 // segPostings is filter.Postings over one scorch segment's metadata field,
@@ -88,19 +107,45 @@ func (p *segPostings) Term(key, value string) *roaring.Bitmap {
 	return p.postings(p.term)
 }
 
-// Prefix unions the postings of the terms in the dictionary range
-// [key+Separator+prefix, the next prefix): a range iterator over the term
-// dictionary (an FST), visiting only the matching terms.
+// Prefix unions the postings of the string terms of key starting with
+// prefix: the dictionary range [key+Separator+prefix, the next prefix).
 func (p *segPostings) Prefix(key, prefix string) *roaring.Bitmap {
-	if !p.open() {
+	start := metaTerm(nil, key, prefix)
+	return p.span(start, prefixEnd(start))
+}
+
+// Range unions the postings of the string terms of key with a value in
+// [lo, hi) (hi "": every value from lo on).
+func (p *segPostings) Range(key, lo, hi string) *roaring.Bitmap {
+	start := metaTerm(nil, key, lo)
+	if hi == "" {
+		return p.span(start, prefixEnd(metaTerm(nil, key, "")))
+	}
+	return p.span(start, metaTerm(nil, key, hi))
+}
+
+// NumberRange unions the postings of the number terms of key with an
+// EncodeNumber key in [lo, hi) (hi "": every one from lo on).
+func (p *segPostings) NumberRange(key, lo, hi string) *roaring.Bitmap {
+	start := numberTerm(nil, key, lo)
+	if hi == "" {
+		return p.span(start, prefixEnd(numberTerm(nil, key, "")))
+	}
+	return p.span(start, numberTerm(nil, key, hi))
+}
+
+// span unions the postings of the terms in the dictionary range [start,
+// end) (end nil: no end): a range iterator over the term dictionary (an
+// FST), visiting only the matching terms.
+func (p *segPostings) span(start, end []byte) *roaring.Bitmap {
+	if !p.open() || (end != nil && bytes.Compare(start, end) >= 0) {
 		return roaring.New()
 	}
-	start := metaTerm(nil, key, prefix)
 	var it segment.DictionaryIterator
 	if oc, ok := p.dict.(omitCountDict); ok {
-		it = oc.AutomatonIteratorOmitCount(nil, start, prefixEnd(start))
+		it = oc.AutomatonIteratorOmitCount(nil, start, end)
 	} else {
-		it = p.dict.AutomatonIterator(nil, start, prefixEnd(start))
+		it = p.dict.AutomatonIterator(nil, start, end)
 	}
 	var bms []*roaring.Bitmap
 	for p.err == nil {
@@ -119,7 +164,7 @@ func (p *segPostings) Prefix(key, prefix string) *roaring.Bitmap {
 	if len(bms) == 1 {
 		return bms[0]
 	}
-	return roaring.FastOr(bms...)
+	return filter.Union(bms...)
 }
 
 // omitCountDict is implemented by zap's dictionaries: a range iterator
@@ -266,6 +311,7 @@ func (ix *Index) openSnapshot() (*snapshot, bindex.IndexReader, error) {
 // CountMatching returns how many indexed documents f matches (all of them
 // for the zero Filter), from the metadata postings of one snapshot.
 func (ix *Index) CountMatching(ctx context.Context, f filter.Filter) (uint64, error) {
+	ctx = safe.Ctx(ctx)
 	if err := f.Validate(); err != nil {
 		return 0, fmt.Errorf("lexical: count matching: %w", err)
 	}
@@ -292,6 +338,7 @@ func (ix *Index) CountMatching(ctx context.Context, f filter.Filter) (uint64, er
 // (every document for the zero Filter), in no particular order, from one
 // snapshot of the index, stopping at fn's first error.
 func (ix *Index) ForEachMatching(ctx context.Context, f filter.Filter, fn func(id string) error) error {
+	ctx = safe.Ctx(ctx)
 	if err := f.Validate(); err != nil {
 		return fmt.Errorf("lexical: matching: %w", err)
 	}

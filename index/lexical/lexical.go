@@ -35,10 +35,12 @@
 // subtract them.
 //
 // Metadata filters (SearchFilter, CountMatching, ForEachMatching; the
-// language is package filter's). Each document's Meta is indexed in the
-// field _meta, not stored, without term vectors, not in _all: one term per
-// pair, key + filter.Separator (NUL) + value, the exact bytes, no
-// analysis. Pairs whose key holds NUL are not indexed: no valid filter can
+// language is package filter's). Each document's Meta and MetaValues are
+// indexed in the field _meta, not stored, without term vectors, not in
+// _all: one term per string value, key + filter.Separator (NUL) + value,
+// the exact bytes, no analysis (a list posts each element), and one per
+// number, NUL + key + NUL + filter.EncodeNumber(x), whose byte order is
+// numeric order. Pairs whose key holds NUL are not indexed: no valid filter can
 // name them, and their term would read as another key's. Bleve keeps the
 // field's postings like any other field's, so an upsert that changes Meta
 // moves the document between postings lists and a delete removes it.
@@ -46,10 +48,12 @@
 // A filter is evaluated per scorch segment by filter.Eval over that
 // segment's _meta postings, into a roaring bitmap of segment-local document
 // numbers less the deleted ones (filter.go): Eq and In take the postings
-// of one term each (zap's own postings bitmap, neither copied nor walked);
-// Prefix unions the postings of the terms between key NUL prefix and the
-// least key above every key with that prefix, which the term dictionary
-// (an FST) lists by a range iterator without looking at any other term;
+// of one term each (zap's own postings bitmap, neither copied nor walked;
+// a value that reads as a number adds its number term); Prefix and the
+// ranges union the postings of the terms in a dictionary range (Prefix:
+// between key NUL prefix and the least key above every key with that
+// prefix), which the term dictionary (an FST) lists by a range iterator
+// without looking at any other term;
 // Not subtracts from the segment's live documents. No document's metadata
 // is read. SearchFilter copies each segment's bitmap into a plain bitset
 // (docSet) and, merging the terms' postings, steps over the documents
@@ -65,6 +69,10 @@
 // or without a filter, and the pruning stays exact (scoreFields). The zero
 // Filter takes Search's path unchanged. Indexes of format 1, without
 // _meta, are refused by Open (and rebuilt by the engine).
+//
+// A nil context.Context given to a function of this package is
+// context.Background(), and a panic on a goroutine it starts comes back
+// as the call's error (internal/parallel).
 package lexical
 
 import (
@@ -90,6 +98,7 @@ import (
 
 	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -273,6 +282,7 @@ const indexOpts = bindex.IndexField // no stored values, no term vectors, no doc
 // With no docs it only records seq (for storage changes that do not touch
 // text, such as new vectors). If an ID appears twice the later doc wins.
 func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) error {
+	ctx = safe.Ctx(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -327,8 +337,8 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 			// The tokens are already analysed: hand them to Bleve as they are.
 			doc.AddField(document.NewTextFieldCustom(field, nil, nil, indexOpts, tokens[i][f]))
 		}
-		if len(d.Meta) > 0 {
-			doc.AddField(document.NewTextFieldCustom(fieldMeta, nil, nil, indexOpts, metaTokens(d.Meta)))
+		if len(d.Meta) > 0 || len(d.MetaValues) > 0 {
+			doc.AddField(document.NewTextFieldCustom(fieldMeta, nil, nil, indexOpts, metaTokens(d)))
 		}
 		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens), bindex.StoreField, nil))
 		if err := b.IndexAdvanced(doc); err != nil {
@@ -346,6 +356,7 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 
 // Delete removes ids (unknown ones are ignored) and records seq, in one batch.
 func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
+	ctx = safe.Ctx(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -439,6 +450,7 @@ func (ix *Index) Count() (uint64, error) {
 // repeated term counting again); no query syntax is interpreted, so any user
 // text is safe. A query with no indexable term returns no hits.
 func (ix *Index) Search(ctx context.Context, query string, k int) ([]Hit, error) {
+	ctx = safe.Ctx(ctx)
 	hits, _, err := ix.search(ctx, query, k, filter.Filter{})
 	return hits, err
 }
@@ -449,6 +461,7 @@ func (ix *Index) Search(ctx context.Context, query string, k int) ([]Hit, error)
 // query term. The zero Filter is Search. An invalid f (f.Validate) is an
 // error.
 func (ix *Index) SearchFilter(ctx context.Context, query string, k int, f filter.Filter) ([]Hit, error) {
+	ctx = safe.Ctx(ctx)
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("lexical: search: %w", err)
 	}

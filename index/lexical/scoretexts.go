@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Fields is a document's title and text, the two fields the index scores.
@@ -23,6 +25,7 @@ type Fields struct{ Title, Text string }
 // Mining uses it as the lexical half of a teacher that must score any
 // (query, document) pair, retrieved or not.
 func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([]float64, error) {
+	ctx = safe.Ctx(ctx)
 	out := make([]float64, len(docs))
 	terms := ix.queryTerms(query)
 	if len(terms) == 0 || len(docs) == 0 {

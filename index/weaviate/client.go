@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // ErrUnauthorized is wrapped by errors of requests Weaviate refused for
@@ -320,6 +322,7 @@ func marshal(v any) ([]byte, error) {
 // Ready reports whether every node answers its readiness probe (which
 // needs no key).
 func (c *Client) Ready(ctx context.Context) error {
+	ctx = safe.Ctx(ctx)
 	for _, u := range c.cfg.URLs {
 		if err := c.send(ctx, u+"/v1/.well-known/ready", http.MethodGet, nil, nil); err != nil {
 			var e *Error

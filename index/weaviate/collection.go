@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -39,6 +40,7 @@ func (c *Client) Collection(name string) *Collection { return &Collection{c: c, 
 // Resolve returns the collection the alias points at; ok is false when
 // the alias does not exist.
 func (c *Client) Resolve(ctx context.Context) (co *Collection, ok bool, err error) {
+	ctx = safe.Ctx(ctx)
 	var a struct {
 		Class string `json:"class"`
 	}
@@ -54,6 +56,7 @@ func (c *Client) Resolve(ctx context.Context) (co *Collection, ok bool, err erro
 
 // Generations lists the alias's collections (Alias_gN), oldest first.
 func (c *Client) Generations(ctx context.Context) ([]*Collection, error) {
+	ctx = safe.Ctx(ctx)
 	var schema struct {
 		Classes []struct {
 			Class string `json:"class"`
@@ -84,6 +87,7 @@ func (c *Client) Generations(ctx context.Context) ([]*Collection, error) {
 // Create makes the next generation's collection (empty, no vectorizer,
 // cosine HNSW, BM25 k1 1.2 b 0.75) and returns it. The alias is not moved.
 func (c *Client) Create(ctx context.Context) (*Collection, error) {
+	ctx = safe.Ctx(ctx)
 	gens, err := c.Generations(ctx)
 	if err != nil {
 		return nil, err
@@ -162,6 +166,7 @@ func (c *Client) waitSchema(ctx context.Context, name string) error {
 // Point makes the alias name co, creating the alias when it does not
 // exist; readers of the alias move over in that one call.
 func (c *Client) Point(ctx context.Context, co *Collection) error {
+	ctx = safe.Ctx(ctx)
 	_, ok, err := c.Resolve(ctx)
 	if err != nil {
 		return err
@@ -176,6 +181,7 @@ func (c *Client) Point(ctx context.Context, co *Collection) error {
 
 // Drop deletes the collection and everything in it.
 func (co *Collection) Drop(ctx context.Context) error {
+	ctx = safe.Ctx(ctx)
 	return co.c.do(ctx, "dropping collection", co.name, http.MethodDelete, "/v1/schema/"+url.PathEscape(co.name), nil, nil)
 }
 
@@ -199,6 +205,7 @@ func objectID(doc string, passage int) string {
 // State reads the collection's state; ok is false when it has none (a
 // collection being created).
 func (co *Collection) State(ctx context.Context) (st State, ok bool, err error) {
+	ctx = safe.Ctx(ctx)
 	var obj struct {
 		Properties struct {
 			AnnaState string `json:"annaState"`
@@ -220,6 +227,7 @@ func (co *Collection) State(ctx context.Context) (st State, ok bool, err error) 
 
 // SetState records st in the collection.
 func (co *Collection) SetState(ctx context.Context, st State) error {
+	ctx = safe.Ctx(ctx)
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -312,6 +320,7 @@ func metaTerms(meta map[string]string) []string {
 // removes passages a document no longer has. Sent again, it writes the
 // same objects.
 func (co *Collection) Upsert(ctx context.Context, docs []storage.Doc, embs []storage.Embedding) error {
+	ctx = safe.Ctx(ctx)
 	if len(docs) != len(embs) {
 		return fmt.Errorf("weaviate: upsert into %s: %d documents, %d embeddings", co.name, len(docs), len(embs))
 	}
@@ -385,6 +394,7 @@ func (co *Collection) extraPassages(ctx context.Context, docs []storage.Doc) (ma
 
 // Delete removes every passage of the documents ids.
 func (co *Collection) Delete(ctx context.Context, ids []string) error {
+	ctx = safe.Ctx(ctx)
 	for start := 0; start < len(ids); start += batchSize {
 		if err := co.deleteWhere(ctx, "batch delete", docIn(ids[start:min(start+batchSize, len(ids))])); err != nil {
 			return err
@@ -424,6 +434,7 @@ func and(ws ...where) where { return where{Operator: "And", Operands: ws} }
 
 // DropAll removes the alias and every one of its collections.
 func (c *Client) DropAll(ctx context.Context) error {
+	ctx = safe.Ctx(ctx)
 	err := c.doWithin(ctx, quick, "removing alias "+c.cfg.Alias, "", http.MethodDelete, "/v1/aliases/"+url.PathEscape(c.cfg.Alias), nil, nil)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -443,6 +454,7 @@ func (c *Client) DropAll(ctx context.Context) error {
 // IDs lists the documents the collection holds (those with a passage 0),
 // paging through it with Weaviate's cursor.
 func (co *Collection) IDs(ctx context.Context) ([]string, error) {
+	ctx = safe.Ctx(ctx)
 	var out []string
 	after := ""
 	for {

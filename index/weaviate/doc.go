@@ -71,4 +71,7 @@
 //     that was down up to date. A batch delete across shards is refused
 //     while a replica is down (1.35 wants one resolved level for all
 //     shards), so Upsert deletes only the passages a document lost.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package weaviate

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Hit is one document found by a search: its best passage's score (and,
@@ -256,6 +257,7 @@ func (co *Collection) args(f any) (string, error) {
 // Lexical returns the k best documents for query by Weaviate's BM25 over
 // title and text, restricted to those f matches.
 func (co *Collection) Lexical(ctx context.Context, query string, k int, f filter.Filter) ([]Hit, error) {
+	ctx = safe.Ctx(ctx)
 	if k <= 0 {
 		return nil, nil
 	}
@@ -284,6 +286,7 @@ func (co *Collection) Lexical(ctx context.Context, query string, k int, f filter
 // (cosine), restricted to those f matches. It asks for more passages
 // while documents repeat and the collection has more.
 func (co *Collection) Dense(ctx context.Context, vec []float32, k int, f filter.Filter) ([]Hit, error) {
+	ctx = safe.Ctx(ctx)
 	if k <= 0 {
 		return nil, nil
 	}
@@ -351,6 +354,7 @@ func (co *Collection) distinctHits(ctx context.Context, op string, k int, query 
 
 // Count returns the number of documents and of passages in the collection.
 func (co *Collection) Count(ctx context.Context) (docs, passages int, err error) {
+	ctx = safe.Ctx(ctx)
 	count := func(w where) (int, error) {
 		var b strings.Builder
 		w.graphQL(&b)
@@ -382,6 +386,7 @@ func (co *Collection) Count(ctx context.Context) (docs, passages int, err error)
 // ids that the collection holds and that match a query term (the others
 // are absent from the map).
 func (co *Collection) ScoreIDs(ctx context.Context, query string, ids []string) (map[string]float64, error) {
+	ctx = safe.Ctx(ctx)
 	out := make(map[string]float64, len(ids))
 	for start := 0; start < len(ids); start += batchSize {
 		part := ids[start:min(start+batchSize, len(ids))]
@@ -412,6 +417,7 @@ func (co *Collection) ScoreIDs(ctx context.Context, query string, ids []string) 
 // engine fuses the two lists itself; this is here to measure the two
 // against each other.
 func (co *Collection) Hybrid(ctx context.Context, query string, vec []float32, k int, alpha float64, fusion string, f filter.Filter) ([]Hit, error) {
+	ctx = safe.Ctx(ctx)
 	args, err := co.args(f)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
-// Package atomicfile replaces a file whole, so that a reader — or the next
-// run after a crash — finds either the old content or the new, never a torn
-// file.
+// Package atomicfile replaces a file, or a folder, whole, so that a reader —
+// or the next run after a crash — finds either the old content or the new,
+// never a torn file or a half-written folder.
 //
 // Write streams the new content into a temporary file in the destination's
 // folder (".NAME.tmp-*", so concurrent writers never share one), fsyncs and
@@ -8,8 +8,18 @@
 // the folder (best effort, where a folder can be synced). If writing fails at
 // any point the temporary file is removed and the destination is untouched.
 //
+// A folder is written beside its destination (e.g. NAME.partial) with
+// CreateSum and CopySum — in place, synced, each returning the file's sha256
+// for a manifest — and put in place by ReplaceDir, which moves an existing
+// destination aside to NAME.old, renames the new folder over it and removes
+// NAME.old. Model directories (model/onnx.WriteDir, model/installed.Add) are
+// written so.
+//
 // Crash behaviour: a kill between the temporary file's creation and the rename
-// can leave a ".NAME.tmp-*" file behind, never a partial NAME.
+// can leave a ".NAME.tmp-*" file behind, never a partial NAME. A kill during a
+// folder's replacement leaves the old folder, the new one, or the old one
+// under NAME.old beside the new one's temporary folder; the next ReplaceDir
+// to NAME removes a NAME.old it finds.
 package atomicfile
 
 import (

@@ -25,6 +25,10 @@
 //   - Close waits for running calls, then frees the session (if one was
 //     created) and the tokenizer. Later Runs fail; a second Close does
 //     nothing.
+//
+// A nil context.Context given to a function of this package is
+// context.Background(), and a panic on a goroutine it starts comes back
+// as Run's error (internal/parallel).
 package bert
 
 import (
@@ -42,8 +46,8 @@ import (
 
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -118,6 +122,7 @@ type Model struct {
 // refuses another task, applies o over spec.Defaults and loads the
 // tokenizer. The session waits for the first Run.
 func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error) {
+	ctx = safe.Ctx(ctx)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -131,13 +136,13 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	}
 	o = o.withDefaults(spec.Defaults)
 	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: batching{o.BatchSize, o.BatchTokens, unpaddedFrom}, workers: o.Workers,
-		output:   onnx.OutputHidden,
+		output:   model.OutputHidden,
 		sessOpts: ort.Options{IntraOpThreads: o.IntraOpThreads, InterOpThreads: o.InterOpThreads}}
 	switch {
 	case spec.Task == model.TaskRerank:
-		m.output = onnx.OutputLogits
+		m.output = model.OutputLogits
 	case model.PoolsInGraph(man.Pooling):
-		m.output = onnx.OutputEmbedding // the graph pools (a trained head, Causal2Vec)
+		m.output = model.OutputEmbedding // the graph pools (a trained head, Causal2Vec)
 	}
 	if c := man.Context; c != nil {
 		m.context = c.Dim
@@ -148,7 +153,7 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 		}
 		m.maxLen = o.MaxLength
 	}
-	if m.tok, err = tokenizer.Load(filepath.Join(dir, onnx.TokenizerFile)); err != nil {
+	if m.tok, err = tokenizer.Load(filepath.Join(dir, model.TokenizerFile)); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
 	if p := man.PairPrompt; p != nil {
@@ -226,9 +231,9 @@ func (m *Model) Close() error {
 func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
 	m.once.Do(func() {
 		start := time.Now()
-		inputs := []string{onnx.InputIDs, onnx.InputMask, onnx.InputTypeIDs}
+		inputs := []string{model.InputIDs, model.InputMask, model.InputTypeIDs}
 		if m.context > 0 {
-			inputs = append(inputs, onnx.InputContext)
+			inputs = append(inputs, model.InputContext)
 		}
 		m.sess, m.sessErr = ort.NewSession(m.dir.ONNXPath, inputs, []string{m.output}, m.sessOpts)
 		if m.sessErr != nil {
@@ -281,6 +286,7 @@ type Batch struct {
 // rows. The first error stops the rest and is returned: ctx's error as it
 // is, others prefixed with the Spec's Name.
 func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) error {
+	ctx = safe.Ctx(ctx)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -429,9 +435,9 @@ func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.En
 	b := int64(len(encs))
 	var outShape ortgo.Shape
 	switch m.output {
-	case onnx.OutputHidden:
+	case model.OutputHidden:
 		outShape = ortgo.NewShape(b, int64(seq), int64(m.dir.Manifest.Dim))
-	case onnx.OutputEmbedding:
+	case model.OutputEmbedding:
 		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.Dim))
 	default:
 		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))

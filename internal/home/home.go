@@ -1,6 +1,9 @@
 // Package home resolves where anna keeps installed files: $ANNA_HOME, or
 // ~/.cache/anna when it is unset. The library, the CLI and the tests all use it
-// so that the default model and ONNX Runtime are found without flags.
+// so that the default model and ONNX Runtime are found without flags. Dir is
+// the one resolver in Go; the Makefile and scripts/setup.sh default to the
+// same folder ($HOME/.cache/anna), on every OS and whatever $XDG_CACHE_HOME
+// says, so what they install is where Dir looks.
 package home
 
 import (
@@ -9,20 +12,26 @@ import (
 	"path/filepath"
 )
 
-// Versions pinned by `make setup` (scripts/setup.sh). Keep in sync.
+// SetupHint says how to install what anna needs into Dir: the installer
+// (scripts/setup.sh) run through cmd/anna-env, which works from any module
+// that depends on anna (`make setup` runs the same script in a checkout).
+const SetupHint = "install it with `go run github.com/anna-search/anna/cmd/anna-env setup`"
+
+// Versions pinned by scripts/setup.sh (`anna-env setup`, `make setup`). Keep in sync.
 const (
 	ORTVersion        = "1.24.1"
 	DefaultModelName  = "all-MiniLM-L6-v2"
 	TokenizersVersion = "v1.22.1" // github.com/daulet/tokenizers, built into libtokenizers.a
 )
 
-// Dir returns the anna home directory.
+// Dir returns the anna home directory: $ANNA_HOME, else ~/.cache/anna
+// (os.TempDir()/anna when the home directory is unknown).
 func Dir() string {
 	if d := os.Getenv("ANNA_HOME"); d != "" {
 		return d
 	}
-	if c, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(c, "anna")
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".cache", "anna")
 	}
 	return filepath.Join(os.TempDir(), "anna")
 }
@@ -60,11 +69,11 @@ func CacheDir() string { return filepath.Join(Dir(), "cache") }
 func EmbeddingCacheDir() string { return filepath.Join(CacheDir(), "embeddings") }
 
 // RequireDefaultModel returns the default model dir, or an error telling the
-// user to run `make setup` when it is not installed.
+// user how to install it (SetupHint) when it is not installed.
 func RequireDefaultModel() (string, error) {
 	d := DefaultModel()
 	if _, err := os.Stat(filepath.Join(d, "model.onnx")); err != nil {
-		return "", fmt.Errorf("default model not installed at %s (run `make setup`): %w", d, err)
+		return "", fmt.Errorf("default model not installed at %s (%s): %w", d, SetupHint, err)
 	}
 	return d, nil
 }

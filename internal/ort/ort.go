@@ -31,7 +31,7 @@ func Init() error {
 	initOnce.Do(func() {
 		lib := home.ORTLibrary()
 		if _, err := os.Stat(lib); err != nil {
-			initErr = fmt.Errorf("ort: ONNX Runtime library not found at %s (run `make setup`, or set ANNA_ORT_LIB): %w", lib, err)
+			initErr = fmt.Errorf("ort: ONNX Runtime library not found at %s (%s, or set ANNA_ORT_LIB): %w", lib, home.SetupHint, err)
 			return
 		}
 		if ortgo.IsInitialized() {

@@ -30,8 +30,8 @@ func TestMissingLibrary(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("child: %v (%s)", err, stderr.String())
 	}
-	if msg := stderr.String(); !strings.Contains(msg, "make setup") || !strings.Contains(msg, "/nonexistent/libonnxruntime.so.1") {
-		t.Errorf("missing-library error should name the path and `make setup`: %q", msg)
+	if msg := stderr.String(); !strings.Contains(msg, "anna-env setup") || !strings.Contains(msg, "/nonexistent/libonnxruntime.so.1") {
+		t.Errorf("missing-library error should name the path and `anna-env setup`: %q", msg)
 	}
 }
 

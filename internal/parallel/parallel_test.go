@@ -3,8 +3,11 @@ package parallel
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 func TestEachVisitsEveryIndexOnce(t *testing.T) {
@@ -56,6 +59,28 @@ func TestEachStopsOnErrorAndCancel(t *testing.T) {
 		}
 		if c := calls.Load(); c >= 10000 {
 			t.Fatalf("workers %d: %d calls after cancel: did not stop", workers, c)
+		}
+	}
+}
+
+// A panicking f fails the run with an error that names the panic, on a
+// worker goroutine (where it would otherwise end the process) as inline;
+// so does a nil context, which is context.Background().
+func TestEachRecoversPanics(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		var noCtx context.Context
+		err := Each(noCtx, 1000, workers, func(i int) error {
+			if i == 10 {
+				panic("boom")
+			}
+			return nil
+		})
+		var p *safe.PanicError
+		if !errors.As(err, &p) || p.Value != "boom" || !strings.Contains(p.Frame, "TestEachRecoversPanics") {
+			t.Fatalf("workers %d: err = %#v, want a *safe.PanicError of boom naming this test", workers, err)
+		}
+		if err := Each(noCtx, 100, workers, func(int) error { return nil }); err != nil {
+			t.Fatalf("workers %d, nil context: %v", workers, err)
 		}
 	}
 }

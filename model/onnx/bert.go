@@ -12,15 +12,18 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 )
 
-// Graph input and output names of exported BERT models.
+// Graph input and output names of exported models: the runtime's, from
+// package model (which the runtime reads them from without linking this
+// converter).
 const (
-	InputIDs        = "input_ids"
-	InputMask       = "attention_mask"
-	InputTypeIDs    = "token_type_ids"
-	OutputHidden    = "last_hidden_state" // task embed: [batch, seq, hidden]
-	OutputLogits    = "logits"            // task rerank: [batch, num_labels]
-	maskedAttention = -10000.0            // added to scores of padding keys, as BERT's original code; exp underflows to 0 in fp32
+	InputIDs     = model.InputIDs
+	InputMask    = model.InputMask
+	InputTypeIDs = model.InputTypeIDs
+	OutputHidden = model.OutputHidden // task embed: [batch, seq, hidden]
+	OutputLogits = model.OutputLogits // task rerank: [batch, num_labels]
 )
+
+const maskedAttention = -10000.0 // added to scores of padding keys, as BERT's original code; exp underflows to 0 in fp32
 
 // BuildBERT builds the ONNX graph of a BERT encoder from Hugging Face
 // tensors (names as in BertModel, with or without the "bert." prefix of the

@@ -1,30 +1,28 @@
 package onnx
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/tokenizer"
 )
 
-// File names inside a converted model directory.
+// File names inside a converted model directory (package model's).
 const (
 	ModelFile     = model.ONNXFile
-	TokenizerFile = "tokenizer.json"
-	ConfigFile    = "config.json"
+	TokenizerFile = model.TokenizerFile
+	ConfigFile    = model.ConfigFile
 )
 
 // Settings choose how a converted model turns outputs into vectors. Zero
@@ -65,6 +63,7 @@ type Settings struct {
 // config.json and anna-model.json. Explicit settings override what the
 // sentence-transformers files say. dest appears complete or not at all.
 func Import(ctx context.Context, src, dest string, s Settings) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	cfgBytes, err := os.ReadFile(filepath.Join(src, ConfigFile))
 	if err != nil {
 		return nil, fmt.Errorf("import: reading config: %w", err)
@@ -176,6 +175,7 @@ func noDuplicate(name, dir string, all map[string]*safetensors.Tensor, kept map[
 // and renames, replacing an existing dest, so readers never see half a
 // model. The trainer calls this with fine-tuned weights held in memory.
 func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byte, tensors map[string]*safetensors.Tensor, tokenizerPath string, s Settings) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	m, err := manifestFor(dest, cfg, s)
 	if err != nil {
 		return nil, err
@@ -208,12 +208,12 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	}()
 
 	fp := model.NewFingerprinter()
-	onnxSum, err := WriteFile(filepath.Join(tmp, ModelFile), func(w io.Writer) error {
+	onnxSum, err := atomicfile.CreateSum(filepath.Join(tmp, ModelFile), func(w io.Writer) error {
 		_, err := g.WriteTo(io.MultiWriter(w, fp))
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("import: %w", err)
 	}
 	if c := m.Context; c != nil { // a Causal2Vec model's vectors depend on its pair's
 		fmt.Fprintf(fp, "\x00context=%s", c.Fingerprint)
@@ -226,20 +226,20 @@ func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 			return nil, fmt.Errorf("import: encoding config: %w", err)
 		}
 	}
-	if m.Files[ConfigFile], err = WriteFile(filepath.Join(tmp, ConfigFile), func(w io.Writer) error {
+	if m.Files[ConfigFile], err = atomicfile.CreateSum(filepath.Join(tmp, ConfigFile), func(w io.Writer) error {
 		_, err := w.Write(cfgJSON)
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("import: %w", err)
 	}
-	if m.Files[TokenizerFile], err = CopyFile(tokenizerPath, filepath.Join(tmp, TokenizerFile)); err != nil {
+	if m.Files[TokenizerFile], err = atomicfile.CopySum(tokenizerPath, filepath.Join(tmp, TokenizerFile)); err != nil {
 		return nil, fmt.Errorf("import: tokenizer: %w", err)
 	}
 	if err := model.WriteManifest(tmp, m); err != nil {
 		return nil, err
 	}
-	if err := ReplaceDir(tmp, dest); err != nil {
-		return nil, err
+	if err := atomicfile.ReplaceDir(tmp, dest); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
 	}
 	ok = true
 	return m, nil
@@ -359,63 +359,12 @@ func labelTokens(tokenizerPath string, labels []string) ([]int64, error) {
 	return ids, nil
 }
 
-// WriteFile creates path, lets fill write it through a buffer, syncs it and
-// returns the hex sha256 of what was written.
-func WriteFile(path string, fill func(io.Writer) error) (string, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return "", fmt.Errorf("import: %w", err)
-	}
-	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("import: writing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// CopyFile copies the file src to dst through WriteFile (synced) and
-// returns the hex sha256 of what it wrote.
+// CopyFile copies the file src to dst, synced, and returns the hex sha256
+// of what it wrote (internal/atomicfile.CopySum, for the trainer's export).
 func CopyFile(src, dst string) (string, error) {
-	in, err := os.Open(src)
+	sum, err := atomicfile.CopySum(src, dst)
 	if err != nil {
 		return "", fmt.Errorf("import: %w", err)
 	}
-	defer in.Close()
-	return WriteFile(dst, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
-}
-
-// ReplaceDir renames the directory tmp to dest, moving an existing dest
-// aside (dest.old) first and removing it after: a crash leaves the old
-// directory, the new one, or the old one under dest.old beside tmp.
-func ReplaceDir(tmp, dest string) error {
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	old := dest + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	if err := os.Rename(dest, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("import: moving old %s aside: %w", dest, err)
-	}
-	if err := os.Rename(tmp, dest); err != nil {
-		os.Rename(old, dest)
-		return fmt.Errorf("import: %w", err)
-	}
-	os.RemoveAll(old)
-	return nil
+	return sum, nil
 }

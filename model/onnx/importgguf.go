@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf"
 	"github.com/anna-search/anna/model/safetensors"
@@ -189,6 +190,7 @@ func unpermutation(rows, heads int) []int32 {
 // every sequence (decoder embedders pool the last token), last-token
 // pooling unless s says otherwise.
 func ImportGGUF(ctx context.Context, path, dest string, s Settings) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -159,6 +160,7 @@ func headsFromGraph(m *ReadModel, hidden int) int {
 // config.json, may be nil when the graph says everything (heads included);
 // when given, every size in it must agree with the weights.
 func ImportONNX(ctx context.Context, onnxPath, tokenizerPath string, cfgJSON []byte, dest string, s Settings) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	tensors, cfg, cfgJSON, err := ReadBERT(onnxPath, cfgJSON)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,8 @@ import (
 
 // OutputEmbedding is the output of a decoder graph that applies a trainable
 // pooling head (config.json's anna_pooling_head): the pooled, not yet
-// normalised embedding [batch, hidden].
-const OutputEmbedding = "sentence_embedding"
+// normalised embedding [batch, hidden] (model.OutputEmbedding).
+const OutputEmbedding = model.OutputEmbedding
 
 // poolingHead appends the trainable pooling head of cfg.PoolingHead (the
 // trainer's train/decoder head, tensors "pooling.…") and returns its output

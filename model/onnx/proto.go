@@ -13,6 +13,9 @@
 // an approximation: MiniLM's vectors keep cosine ≥ 0.99 to float32 ones
 // on real text (encoder's TestQuantizedMiniLM). Decoders (llama.go) have
 // one standard-operator float32 graph.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package onnx
 
 import (

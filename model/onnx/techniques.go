@@ -1,5 +1,7 @@
 package onnx
 
+import "github.com/anna-search/anna/model"
+
 // The papers' decoder embedders in the graph. Causal2Vec (paper 004): the trainer's
 // train/technique/causal2vec, served. The caller tokenises each text,
 // puts ContextPlaceholder where the contextual token C goes (after the
@@ -7,12 +9,12 @@ package onnx
 // feeds the paired encoder's vector of the text as the context input.
 
 // InputContext is a Causal2Vec graph's extra input: the paired encoder's
-// vector of each text, [batch, context_dim].
-const InputContext = "context"
+// vector of each text, [batch, context_dim] (model.InputContext).
+const InputContext = model.InputContext
 
 // ContextPlaceholder is the input id that marks the contextual token's
-// position, one per row.
-const ContextPlaceholder = -1
+// position, one per row (model.ContextPlaceholder).
+const ContextPlaceholder = model.ContextPlaceholder
 
 // contextualToken computes C = GELU(ctx·W1ᵀ [+ b1])·W2ᵀ [+ b2] (tensors
 // "causal2vec.mlp.0/2.…", the exact GELU) and puts it into the input

@@ -14,6 +14,7 @@ import (
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/cuda"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
@@ -42,7 +43,7 @@ func BenchmarkTrainStepOnGPU(b *testing.B) {
 	cfg := &model.Config{ModelType: "bert", VocabSize: 30522, HiddenSize: 384, NumHiddenLayers: 6, NumAttentionHeads: 12,
 		IntermediateSize: 1536, MaxPositionEmbeddings: 512, TypeVocabSize: 2, HiddenAct: "gelu", LayerNormEps: 1e-12,
 		PositionEmbeddingType: "absolute"}
-	tensors := train.RandomTensors(cfg, false, 0.02, 1)
+	tensors := bert.RandomTensors(cfg, false, 0.02, 1)
 	weights := map[string][]float32{}
 	for name, tn := range tensors {
 		weights[name] = tn.Data

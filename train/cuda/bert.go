@@ -25,7 +25,7 @@ type Param struct {
 }
 
 // Encoder is a BERT encoder resident on a Device, the GPU twin of
-// train.Model (forward, backward, pooling; every weight trained, or LoRA
+// bert.Model (forward, backward, pooling; every weight trained, or LoRA
 // factors over a frozen encoder: EnableLoRA): the same ops in the same
 // order, with cuBLAS products in place of tensor.Gemm. The losses on the
 // pooled N×C embeddings (and a cross-encoder's head) stay on the host: they
@@ -156,7 +156,7 @@ type LoRAFactors struct {
 }
 
 // EnableLoRA freezes every weight of the encoder and trains the given
-// LoRA factors instead (train.Model.EnableLoRA's): Params and Param then
+// LoRA factors instead (bert.Model.EnableLoRA's): Params and Param then
 // hold the factors only, in the order given. It must come before the
 // first Forward. The frozen weights' gradient buffers are freed: a
 // frozen LayerNorm's backward writes the input's gradient only.

@@ -9,13 +9,14 @@ import (
 
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/cuda"
 )
 
-// The encoder against the Go CPU trainer itself (train.Model): forward,
+// The encoder against the Go CPU trainer itself (bert.Model): forward,
 // mean pooling, backward into every parameter, a clip and an AdamW step,
 // on a tiny random BERT with padded sequences. On the emulator this checks
-// that the GPU path strings the ops together as train.Model does; on a GPU
+// that the GPU path strings the ops together as bert.Model does; on a GPU
 // it is the full training step's numerics against the CPU.
 
 func TestEncoderMatchesCPUOnEmulator(t *testing.T) {
@@ -33,8 +34,8 @@ func TestEncoderMatchesCPUOnGPU(t *testing.T) {
 
 func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 	cfg := testmodels.BERT()
-	tensors := train.RandomTensors(cfg, false, 0.1, 11)
-	cpu, err := train.NewModel(cfg, tensors, false, 11)
+	tensors := bert.RandomTensors(cfg, false, 0.1, 11)
+	cpu, err := bert.NewModel(cfg, tensors, false, 11)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 
 	rng := rand.New(rand.NewPCG(5, 6))
 	N, T, C := 5, 12, cfg.HiddenSize
-	b := &train.Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
+	b := &bert.Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
 	for n := 0; n < N; n++ {
 		L := 3 + rng.IntN(T-2)
 		if n == 0 {
@@ -208,7 +209,7 @@ func closeToFloor(t *testing.T, what string, got, want []float32, tol, floor flo
 	}
 }
 
-func weightsOf(m *train.Model) map[string][]float32 {
+func weightsOf(m *bert.Model) map[string][]float32 {
 	w := map[string][]float32{}
 	for _, p := range m.Params {
 		w[p.Name] = append([]float32(nil), p.W...)

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // Decoder is a Llama-family decoder (Llama, Mistral, Qwen2's QKV biases,

@@ -4,7 +4,7 @@ import (
 	"errors"
 )
 
-// The decoder's ops (train/ops: norm.go, rope.go, swiglu.go), the same
+// The decoder's ops (internal/ops: rmsnorm.go, rope.go, swiglu.go, embedding.go), the same
 // arguments as there with device buffers; attention is
 // AttentionGQAForward/Backward.
 

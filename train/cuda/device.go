@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"unsafe"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // MathMode selects how float32 matrix products run on the tensor cores.
@@ -34,7 +36,7 @@ type Options struct {
 
 // Device is one GPU with its context, cuBLAS handle and compiled kernels.
 // A Device is not safe for concurrent use (it keeps a scratch buffer), in
-// the way a train.Model is not.
+// the way a bert.Model is not.
 type Device struct {
 	Name           string
 	Major, Minor   int    // compute capability
@@ -119,6 +121,7 @@ var ErrNoGPU = errors.New("no GPU visible")
 //	cuBLAS not found (set ANNA_CUDA_LIBS to the folder holding libcublas.so.13): tried ...
 //	NVRTC not found (set ANNA_CUDA_LIBS to the folder holding libnvrtc.so.13): tried ...
 func Open(ctx context.Context, opts Options) (d *Device, err error) {
+	ctx = safe.Ctx(ctx)
 	dirs := opts.LibDirs
 	if dirs == nil {
 		dirs = SearchDirs()

@@ -270,6 +270,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/anna-search/anna/internal/home"
 )
 
 // library says which of the three libraries a lookup is for.
@@ -435,14 +437,8 @@ func SearchDirs() []string {
 		}
 	}
 	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/nvidia/lib64")
-	home := os.Getenv("ANNA_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, ".cache", "anna")
-		}
-	}
-	for _, venv := range []string{os.Getenv("VIRTUAL_ENV"), filepath.Join(home, "venv")} {
-		if venv == "" || home == "" && venv == "venv" {
+	for _, venv := range []string{os.Getenv("VIRTUAL_ENV"), filepath.Join(home.Dir(), "venv")} {
+		if venv == "" {
 			continue
 		}
 		sp, _ := filepath.Glob(filepath.Join(venv, "lib", "python3*", "site-packages", "nvidia"))

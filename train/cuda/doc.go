@@ -6,7 +6,13 @@
 // driver, a GPU or a library, Open returns an error saying which and where
 // it looked.
 //
-// The ops mirror the Go CPU trainer (package train) op for op, same layouts
-// and math; Encoder strings them into a device-resident BERT bi-encoder.
+// The ops mirror the Go CPU trainer's (internal/ops, one file per op named
+// as the kernels here) op for op, same layouts and math; Encoder strings
+// them into a device-resident BERT encoder (train/bert's twin), Decoder
+// into a Llama-family decoder (train/decoder's). Device implements
+// train.Accelerator.
 // See README.md for what has been verified without a GPU and what remains.
+//
+// A nil context.Context given to a function of this package is
+// context.Background().
 package cuda

@@ -19,7 +19,7 @@ const (
 )
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major float32
-// matrices with the same meaning of every argument as train/tensor.Gemm:
+// matrices with the same meaning of every argument as internal/tensor.Gemm:
 // op(A) is m×k, op(B) is k×n, C is m×n, and lda, ldb, ldc are the row
 // strides of the stored (untransposed) arrays. It runs in d.Math.
 func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a *Buffer, lda int, b *Buffer, ldb int, beta float32, c *Buffer, ldc int) error {

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// The ops mirror train/forward.go, loss.go and optim.go: same arguments
+// The ops mirror the CPU's (internal/ops, train/objective, train's AdamW): same arguments
 // (device buffers in place of slices), same layouts, same math. Each checks
 // its sizes and returns an error rather than launching out of bounds.
 // Ops queue work and return; Sync or a Download waits for it.
@@ -287,7 +287,7 @@ func (d *Device) AttentionBackward(dq, dk, dv, dctx, att, q, k, v *Buffer, N, T,
 	return d.AttentionGQABackward(dq, dk, dv, dctx, att, q, k, v, Attn{N: N, T: T, H: H, KV: H, D: C / H})
 }
 
-// Attn is an attention's shape (train/ops.Attention): N sequences of T
+// Attn is an attention's shape (internal/ops.Attention): N sequences of T
 // positions, H query heads and KV key/value heads (H a multiple of KV;
 // query head h reads key/value head h/(H/KV)), each D wide; Causal lets
 // position i see keys 0..i only.

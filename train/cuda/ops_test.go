@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	cpu "github.com/anna-search/anna/train/ops"
+	cpu "github.com/anna-search/anna/internal/ops"
 )
 
 // The op suite compares every op with a float64 reference written from the
-// Go CPU trainer's code (train/forward.go, loss.go, optim.go), on fresh
+// Go CPU trainer's code (internal/ops, train/objective, train/optim.go), on fresh
 // random inputs, with outputs poisoned (NaN) before each run so that an
 // unwritten element fails. It runs twice: on the host emulator of the
 // kernels (always; checks the Go side) and on a GPU (when there is one;
@@ -406,7 +406,7 @@ func testActivations(f *fixture) {
 	f.close("tanh backward", f.down(gb, n), wgrad, tolF32)
 }
 
-// attnRef is train/forward.go's attention in float64: per (n,h) over the
+// attnRef is internal/ops.Attention in float64: per (n,h) over the
 // first L = lens[n] positions, masked keys at probability 0, padded query
 // rows of ctx zero. att is returned in the GPU layout (T×T per (n,h)).
 func attnRef(q, k, v, mask []float32, lens []int32, N, T, C, H int) (ctx, att []float64) {
@@ -465,7 +465,7 @@ func testAttention(f *fixture) {
 	f.close("attention ctx", f.down(ctx, N*T*C), wctx, 1e-5)
 	f.close("attention probabilities", f.down(att, N*H*T*T), watt, 1e-5)
 
-	// Backward (train/forward.go attentionBackward) in float64, adding to
+	// Backward (internal/ops.Attention.Backward) in float64, adding to
 	// random initial gradients; dctx is nonzero on padded rows too, which
 	// must not leak into anything.
 	dctx := f.randn(N*T*C, 1)
@@ -774,7 +774,7 @@ func testBadInput(f *fixture) {
 }
 
 // testDecoderOps checks the decoder's ops against the CPU trainer's own
-// (train/ops, float32): the rows gather, RMSNorm, rotary embeddings, SwiGLU
+// (internal/ops, float32): the rows gather, RMSNorm, rotary embeddings, SwiGLU
 // and grouped-query attention, causal and bidirectional.
 func testDecoderOps(f *fixture) {
 	const tol = 1e-5

@@ -14,8 +14,12 @@ import (
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/bert"
 	"github.com/anna-search/anna/train/cuda"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/technique/anchor"
+	"github.com/anna-search/anna/train/technique/autoregembed"
+	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // train.Run with Config.Device: the whole loop (batches, the loss on the
@@ -59,39 +63,36 @@ var runCases = []struct {
 	}},
 	{name: "llama-full/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		decoderFull(t, c)
-		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0
+		c.Technique, c.DistillWeight = anchor.Method{}, 0
 	}},
 	{name: "llama-full/autoregembed-compress", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		decoderFull(t, c)
-		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), train.TechniqueAutoRegCompress, 0, true
+		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), autoregembed.Method{Stage: autoregembed.Compression}, 0, true
 	}},
 	{name: "llama-full/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		decoderFull(t, c)
-		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
-		c.ContextEncoder, c.ContextEncoderDim = testmodels.Letters, 8
+		c.Technique, c.NoExport = causal2vec.Method{Encode: testmodels.Letters, Dim: 8}, true
 	}},
 	{name: "llama-lora/anchor", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
-		c.Technique, c.DistillWeight = train.TechniqueAnchor, 0 // stage I has no distillation term
+		c.Technique, c.DistillWeight = anchor.Method{}, 0 // stage I has no distillation term
 	}},
 	{name: "llama-lora/causal2vec", objective: train.ObjectiveContrastive, decoder: true, tweak: func(_ *testing.T, c *train.Config) {
-		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
-		c.ContextEncoder, c.ContextEncoderDim = testmodels.Letters, 8
+		c.Technique, c.NoExport = causal2vec.Method{Encode: testmodels.Letters, Dim: 8}, true
 	}},
 	{name: "llama-lora/autoregembed-compress", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
-		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), train.TechniqueAutoRegCompress, 0, true
+		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = tinyLlamaTied(t), autoregembed.Method{Stage: autoregembed.Compression}, 0, true
 	}},
 	{name: "llama-lora/autoregembed-align", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
 		// stage 2 from a short stage 1 on the CPU
-		stage1 := train.Config{ModelDir: tinyLlamaTied(t), Data: c.Data, OutDir: t.TempDir(), Technique: train.TechniqueAutoRegCompress,
+		stage1 := train.Config{ModelDir: tinyLlamaTied(t), Data: c.Data, OutDir: t.TempDir(), Technique: autoregembed.Method{Stage: autoregembed.Compression},
 			BatchSize: 4, GroupSize: 3, MaxSteps: 2, LR: 1e-3, Seed: 3, EvalFraction: -1, LoRA: &train.LoRAConfig{Rank: 4}, NoExport: true}
 		if _, err := train.Run(context.Background(), stage1); err != nil {
 			t.Fatal(err)
 		}
-		c.ModelDir, c.Technique, c.AutoRegStage1, c.DistillWeight, c.NoExport = stage1.ModelDir, train.TechniqueAutoRegAlign, stage1.OutDir, 0, true
+		c.ModelDir, c.Technique, c.DistillWeight, c.NoExport = stage1.ModelDir, autoregembed.Method{Stage: autoregembed.Alignment, Stage1: stage1.OutDir}, 0, true
 	}},
 	{name: "llama-lora/causal2vec-trained-context", objective: train.ObjectiveContrastive, decoder: true, tweak: func(t *testing.T, c *train.Config) {
-		c.Technique, c.NoExport = train.TechniqueCausal2Vec, true
-		c.ContextTrain = &train.ContextTrain{Checkpoint: tinyBERT(t), LoRA: &train.LoRAConfig{Rank: 2}, Pooling: train.PoolMean, Normalize: true, MaxLength: 32}
+		c.Technique, c.NoExport = causal2vec.Method{Train: &causal2vec.ContextTrain{Checkpoint: tinyBERT(t), LoRA: &bert.LoRAConfig{Rank: 2}, Pooling: train.PoolMean, Normalize: true, MaxLength: 32}}, true
 	}},
 }
 
@@ -147,7 +148,7 @@ func tinyLlamaTied(t *testing.T) string {
 // a bi-encoder run leaves alone).
 func tinyBERT(t *testing.T) string {
 	cfg := testmodels.MiniLMVocab(testmodels.BERT())
-	return testmodels.Checkpoint(t, cfg, train.RandomTensors(cfg, true, 0.02, 7))
+	return testmodels.Checkpoint(t, cfg, bert.RandomTensors(cfg, true, 0.02, 7))
 }
 
 // mined writes n FlagEmbedding lines with teacher scores: the positive

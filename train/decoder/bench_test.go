@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/tensor"
 )
 
 // stepFLOPs counts the matrix products of one LoRA training step of a
@@ -101,7 +101,7 @@ func BenchmarkSmolLM2LoRAStep(b *testing.B) {
 	step := func() time.Duration {
 		t0 := time.Now()
 		m.ZeroGrad()
-		if _, err := m.ContrastiveGrad(batch, Q, G, decoder.PoolLast, nil, objective.ContrastiveConfig{Temperature: 0.05, InBatch: true}, 1); err != nil {
+		if _, err := objective.ContrastiveGrad(m.Pass(batch, decoder.PoolLast), batch.N, Q, G, m.Cfg.HiddenSize, nil, objective.ContrastiveConfig{Temperature: 0.05, InBatch: true}, 1); err != nil {
 			b.Fatal(err)
 		}
 		train.ClipGradNorm(m.Params, 1)

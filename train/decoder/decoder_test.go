@@ -105,7 +105,7 @@ func TestBadInputRefused(t *testing.T) {
 	if err := m.EnableLoRA(LoRAConfig{}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if a := m.Param("layers.0.mlp.down_proj.lora_A.weight"); a == nil || a.Shape[0] != 64 || m.layers[0].down().LoRA.Scale != 0.5 {
+	if a := m.Param("layers.0.mlp.down_proj.lora_A.weight"); a == nil || a.Shape[0] != 64 || m.Layers[0].Down().LoRA.Scale != 0.5 {
 		t.Fatal("default LoRA is not rank 64, alpha 32 on every projection")
 	}
 }
@@ -143,7 +143,7 @@ func TestRecomputeSameGradients(t *testing.T) {
 					}
 				}
 				b := randomBatch(r, 2+2*3, 9, cfg.VocabSize)
-				if _, err := m.ContrastiveGrad(b, 2, 3, pool, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
+				if _, err := objective.ContrastiveGrad(m.Pass(b, pool), b.N, 2, 3, m.Cfg.HiddenSize, nil, objective.ContrastiveConfig{InBatch: true}, 1); err != nil {
 					t.Fatal(err)
 				}
 				grads[i] = map[string][]float32{}

@@ -2,10 +2,11 @@ package decoder
 
 import (
 	"fmt"
+	"runtime"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // Batch is a right-padded batch of N token sequences of length T.
@@ -102,13 +103,6 @@ type Acts struct {
 	DInputs []float32
 }
 
-func grow(b []float32, n int) []float32 {
-	if cap(b) >= n {
-		return b[:n]
-	}
-	return make([]float32, n)
-}
-
 func (m *Model) attention(N, T int) ops.Attention {
 	return ops.Attention{N: N, T: T, H: m.Cfg.NumAttentionHeads, KV: m.Cfg.KVHeads(), D: m.Cfg.HeadDim(), Causal: m.Causal}
 }
@@ -124,39 +118,39 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
 	a.N, a.T, a.ids, a.lens, a.inputs = b.N, b.T, b.IDs, lens, b.Inputs != nil
-	if len(a.xs) != len(m.layers) {
-		a.xs = make([][]float32, len(m.layers))
+	if len(a.xs) != len(m.Layers) {
+		a.xs = make([][]float32, len(m.Layers))
 	}
 	for l := range a.xs {
-		a.xs[l] = grow(a.xs[l], rows*C)
+		a.xs[l] = ops.Grow(a.xs[l], rows*C)
 	}
-	nla := len(m.layers)
+	nla := len(m.Layers)
 	if m.Recompute {
 		nla = min(nla, 1)
-		a.tmp = grow(a.tmp, rows*C)
+		a.tmp = ops.Grow(a.tmp, rows*C)
 	}
 	if len(a.layers) != nla {
 		a.layers = make([]layerActs, nla)
 	}
 	for l := range a.layers {
 		la := &a.layers[l]
-		la.xn1, la.rstd1 = grow(la.xn1, rows*C), grow(la.rstd1, rows)
+		la.xn1, la.rstd1 = ops.Grow(la.xn1, rows*C), ops.Grow(la.rstd1, rows)
 		if cfg.QKNorm() {
-			la.qraw, la.kraw = grow(la.qraw, rows*H*D), grow(la.kraw, rows*KV*D)
-			la.qrstd, la.krstd = grow(la.qrstd, rows*H), grow(la.krstd, rows*KV)
+			la.qraw, la.kraw = ops.Grow(la.qraw, rows*H*D), ops.Grow(la.kraw, rows*KV*D)
+			la.qrstd, la.krstd = ops.Grow(la.qrstd, rows*H), ops.Grow(la.krstd, rows*KV)
 		}
-		la.q, la.k, la.v = grow(la.q, rows*H*D), grow(la.k, rows*KV*D), grow(la.v, rows*KV*D)
-		la.att = grow(la.att, m.attention(b.N, b.T).AttSize())
-		la.ctx = grow(la.ctx, rows*H*D)
-		la.h, la.xn2, la.rstd2 = grow(la.h, rows*C), grow(la.xn2, rows*C), grow(la.rstd2, rows)
-		la.g, la.u, la.act = grow(la.g, rows*F), grow(la.u, rows*F), grow(la.act, rows*F)
-		for i, lin := range m.layers[l].proj { // every layer has the same LoRA targets
+		la.q, la.k, la.v = ops.Grow(la.q, rows*H*D), ops.Grow(la.k, rows*KV*D), ops.Grow(la.v, rows*KV*D)
+		la.att = ops.Grow(la.att, m.attention(b.N, b.T).AttSize())
+		la.ctx = ops.Grow(la.ctx, rows*H*D)
+		la.h, la.xn2, la.rstd2 = ops.Grow(la.h, rows*C), ops.Grow(la.xn2, rows*C), ops.Grow(la.rstd2, rows)
+		la.g, la.u, la.act = ops.Grow(la.g, rows*F), ops.Grow(la.u, rows*F), ops.Grow(la.act, rows*F)
+		for i, lin := range m.Layers[l].Proj { // every layer has the same LoRA targets
 			if lin.LoRA != nil {
-				la.xa[i] = grow(la.xa[i], rows*lin.LoRA.Rank)
+				la.xa[i] = ops.Grow(la.xa[i], rows*lin.LoRA.Rank)
 			}
 		}
 	}
-	a.last, a.rstdF, a.Hidden = grow(a.last, rows*C), grow(a.rstdF, rows), grow(a.Hidden, rows*C)
+	a.last, a.rstdF, a.Hidden = ops.Grow(a.last, rows*C), ops.Grow(a.rstdF, rows), ops.Grow(a.Hidden, rows*C)
 	if m.rope == nil || m.rope.T != b.T {
 		m.rope = ops.NewRope(b.T, D, cfg.RopeTheta)
 	}
@@ -177,7 +171,7 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 	th := m.threads()
 
 	x := a.last
-	if len(m.layers) > 0 {
+	if len(m.Layers) > 0 {
 		x = a.xs[0]
 	}
 	if b.Inputs != nil {
@@ -185,14 +179,14 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 	} else {
 		m.EmbedTokens(x, b.IDs)
 	}
-	for l := range m.layers {
+	for l := range m.Layers {
 		next := a.last
-		if l+1 < len(m.layers) {
+		if l+1 < len(m.Layers) {
 			next = a.xs[l+1]
 		}
 		m.layerForward(l, a, next)
 	}
-	ops.RMSNormForward(a.Hidden, a.rstdF, a.last, m.norm.W, rows, C, eps, th)
+	ops.RMSNormForward(a.Hidden, a.rstdF, a.last, m.FinalNorm().W, rows, C, eps, th)
 	return a, nil
 }
 
@@ -213,29 +207,29 @@ func (m *Model) layerForward(l int, a *Acts, out []float32) {
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
 	eps := float32(cfg.RMSNormEps)
 	th := m.threads()
-	ly, la := &m.layers[l], a.layerActs(l)
+	ly, la := &m.Layers[l], a.layerActs(l)
 	la.x = a.xs[l]
-	ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.ln1.W, rows, C, eps, th)
+	ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.LN1.W, rows, C, eps, th)
 	if cfg.QKNorm() {
-		ly.q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
-		ly.k().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
-		ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.qn.W, rows*H, D, eps, th)
-		ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.kn.W, rows*KV, D, eps, th)
+		ly.Q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
+		ly.K().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
+		ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.QN.W, rows*H, D, eps, th)
+		ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.KN.W, rows*KV, D, eps, th)
 	} else {
-		ly.q().Forward(la.q, la.xn1, la.xa[0], rows, th)
-		ly.k().Forward(la.k, la.xn1, la.xa[1], rows, th)
+		ly.Q().Forward(la.q, la.xn1, la.xa[0], rows, th)
+		ly.K().Forward(la.k, la.xn1, la.xa[1], rows, th)
 	}
-	ly.v().Forward(la.v, la.xn1, la.xa[2], rows, th)
+	ly.V().Forward(la.v, la.xn1, la.xa[2], rows, th)
 	m.rope.Forward(la.q, rows, H, th)
 	m.rope.Forward(la.k, rows, KV, th)
 	m.attention(a.N, a.T).Forward(la.ctx, la.att, la.q, la.k, la.v, a.lens, th)
-	ly.o().Forward(la.h, la.ctx, la.xa[3], rows, th)
+	ly.O().Forward(la.h, la.ctx, la.xa[3], rows, th)
 	ops.AddInPlace(la.h, la.x, th)
-	ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.ln2.W, rows, C, eps, th)
-	ly.gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
-	ly.up().Forward(la.u, la.xn2, la.xa[5], rows, th)
+	ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.LN2.W, rows, C, eps, th)
+	ly.Gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
+	ly.Up().Forward(la.u, la.xn2, la.xa[5], rows, th)
 	ops.SwiGLUForward(la.act, la.g, la.u, th)
-	ly.down().Forward(out, la.act, la.xa[6], rows, th)
+	ly.Down().Forward(out, la.act, la.xa[6], rows, th)
 	ops.AddInPlace(out, la.h, th)
 }
 
@@ -250,19 +244,19 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	att := m.attention(a.N, a.T)
 
 	// dx is ∂/∂ the residual stream, dn ∂/∂ a norm's output.
-	a.dx, a.dh, a.dn = grow(a.dx, rows*C), grow(a.dh, rows*C), grow(a.dn, rows*C)
-	a.dact, a.dg, a.du = grow(a.dact, rows*F), grow(a.dg, rows*F), grow(a.du, rows*F)
-	a.dctx, a.dq = grow(a.dctx, rows*H*D), grow(a.dq, rows*H*D)
-	a.dk, a.dv = grow(a.dk, rows*KV*D), grow(a.dv, rows*KV*D)
+	a.dx, a.dh, a.dn = ops.Grow(a.dx, rows*C), ops.Grow(a.dh, rows*C), ops.Grow(a.dn, rows*C)
+	a.dact, a.dg, a.du = ops.Grow(a.dact, rows*F), ops.Grow(a.dg, rows*F), ops.Grow(a.du, rows*F)
+	a.dctx, a.dq = ops.Grow(a.dctx, rows*H*D), ops.Grow(a.dq, rows*H*D)
+	a.dk, a.dv = ops.Grow(a.dk, rows*KV*D), ops.Grow(a.dv, rows*KV*D)
 	if cfg.QKNorm() {
-		a.dqraw, a.dkraw = grow(a.dqraw, rows*H*D), grow(a.dkraw, rows*KV*D)
+		a.dqraw, a.dkraw = ops.Grow(a.dqraw, rows*H*D), ops.Grow(a.dkraw, rows*KV*D)
 	}
 	dx, dh, dn, dact, dg, du := a.dx, a.dh, a.dn, a.dact, a.dg, a.du
 	dctx, dq, dk, dv, dqraw, dkraw := a.dctx, a.dq, a.dk, a.dv, a.dqraw, a.dkraw
 	clear(dx)
-	ops.RMSNormBackward(dx, m.norm.Grad(), dHidden, a.last, m.norm.W, a.rstdF, rows, C, th)
-	for l := len(m.layers) - 1; l >= 0; l-- {
-		if len(a.layers) == 1 && l < len(m.layers)-1 {
+	ops.RMSNormBackward(dx, m.FinalNorm().Grad(), dHidden, a.last, m.FinalNorm().W, a.rstdF, rows, C, th)
+	for l := len(m.Layers) - 1; l >= 0; l-- {
+		if len(a.layers) == 1 && l < len(m.Layers)-1 {
 			m.layerForward(l, a, a.tmp) // Recompute: the workspace holds layer l+1
 		}
 		if l < len(a.dEOS) { // a multilayer head read layer l's output
@@ -273,22 +267,22 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 				}
 			}
 		}
-		ly, la := &m.layers[l], a.layerActs(l)
+		ly, la := &m.Layers[l], a.layerActs(l)
 		// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 		copy(dh, dx)
 		clear(dact)
-		ly.down().Backward(dact, dx, la.act, la.xa[6], rows, th)
+		ly.Down().Backward(dact, dx, la.act, la.xa[6], rows, th)
 		clear(dg)
 		clear(du)
 		ops.SwiGLUBackward(dg, du, dact, la.g, la.u, th)
 		clear(dn)
-		ly.gate().Backward(dn, dg, la.xn2, la.xa[4], rows, th)
-		ly.up().Backward(dn, du, la.xn2, la.xa[5], rows, th)
-		ops.RMSNormBackward(dh, ly.ln2.Grad(), dn, la.h, ly.ln2.W, la.rstd2, rows, C, th)
+		ly.Gate().Backward(dn, dg, la.xn2, la.xa[4], rows, th)
+		ly.Up().Backward(dn, du, la.xn2, la.xa[5], rows, th)
+		ops.RMSNormBackward(dh, ly.LN2.Grad(), dn, la.h, ly.LN2.W, la.rstd2, rows, C, th)
 		// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
 		copy(dx, dh)
 		clear(dctx)
-		ly.o().Backward(dctx, dh, la.ctx, la.xa[3], rows, th)
+		ly.O().Backward(dctx, dh, la.ctx, la.xa[3], rows, th)
 		clear(dq)
 		clear(dk)
 		clear(dv)
@@ -299,16 +293,16 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		if cfg.QKNorm() {
 			clear(dqraw)
 			clear(dkraw)
-			ops.RMSNormBackward(dqraw, ly.qn.Grad(), dq, la.qraw, ly.qn.W, la.qrstd, rows*H, D, th)
-			ops.RMSNormBackward(dkraw, ly.kn.Grad(), dk, la.kraw, ly.kn.W, la.krstd, rows*KV, D, th)
-			ly.q().Backward(dn, dqraw, la.xn1, la.xa[0], rows, th)
-			ly.k().Backward(dn, dkraw, la.xn1, la.xa[1], rows, th)
+			ops.RMSNormBackward(dqraw, ly.QN.Grad(), dq, la.qraw, ly.QN.W, la.qrstd, rows*H, D, th)
+			ops.RMSNormBackward(dkraw, ly.KN.Grad(), dk, la.kraw, ly.KN.W, la.krstd, rows*KV, D, th)
+			ly.Q().Backward(dn, dqraw, la.xn1, la.xa[0], rows, th)
+			ly.K().Backward(dn, dkraw, la.xn1, la.xa[1], rows, th)
 		} else {
-			ly.q().Backward(dn, dq, la.xn1, la.xa[0], rows, th)
-			ly.k().Backward(dn, dk, la.xn1, la.xa[1], rows, th)
+			ly.Q().Backward(dn, dq, la.xn1, la.xa[0], rows, th)
+			ly.K().Backward(dn, dk, la.xn1, la.xa[1], rows, th)
 		}
-		ly.v().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
-		ops.RMSNormBackward(dx, ly.ln1.Grad(), dn, la.x, ly.ln1.W, la.rstd1, rows, C, th)
+		ly.V().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
+		ops.RMSNormBackward(dx, ly.LN1.Grad(), dn, la.x, ly.LN1.W, la.rstd1, rows, C, th)
 	}
 	a.dEOS = a.dEOS[:0]         // consumed
 	for r := 0; r < rows; r++ { // padded positions get no gradient
@@ -317,20 +311,11 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		}
 	}
 	if a.inputs {
-		a.DInputs = grow(a.DInputs, rows*C)
+		a.DInputs = ops.Grow(a.DInputs, rows*C)
 		copy(a.DInputs, dx)
 		return
 	}
 	m.EmbedBackward(a.ids, dx)
-}
-
-// EmbedTokens writes the embedding-table rows of ids into dst
-// (len(ids)×C).
-func (m *Model) EmbedTokens(dst []float32, ids []int32) {
-	C := m.Cfg.HiddenSize
-	for r, id := range ids {
-		copy(dst[r*C:r*C+C], m.embed.W[int(id)*C:int(id)*C+C])
-	}
 }
 
 // EmbedBackward adds d's rows (len(ids)×C) to the embedding gradient rows
@@ -338,139 +323,55 @@ func (m *Model) EmbedTokens(dst []float32, ids []int32) {
 // frozen embedding is left alone. Rows sharing a table row are added by
 // one goroutine in a fixed order.
 func (m *Model) EmbedBackward(ids []int32, d []float32) {
-	g := m.embed.Grad()
-	if g == nil {
-		return
-	}
-	C := m.Cfg.HiddenSize
-	for r, id := range ids {
-		if id < 0 {
-			continue
-		}
-		w := g[int(id)*C : int(id)*C+C]
-		for c, v := range d[r*C : r*C+C] {
-			w[c] += v
-		}
-	}
+	ops.ScatterAddRows(m.Embedding().Grad(), d, ids, m.Cfg.HiddenSize)
 }
 
-// LMHead is the language-model head's weight (vocabulary × C): the
-// checkpoint's lm_head when it has one (kept frozen: an embedder does not
-// train it), else the input embedding it is tied to.
-func (m *Model) LMHead() *ops.Param {
-	if m.lmHead != nil {
-		return m.lmHead
+func (m *Model) threads() int {
+	if m.Threads > 0 {
+		return m.Threads
 	}
-	return m.embed
+	return runtime.GOMAXPROCS(0)
 }
 
 // Pooling modes (the manifest's names).
 const (
-	PoolMean = model.PoolingMean
-	PoolLast = model.PoolingLastToken
+	PoolMean = ops.PoolMean
+	PoolLast = ops.PoolLast
 )
 
 // Pool turns the hidden states into one vector per sequence (N×C): the
 // last real token's (the EOS the tokenizer appended), the mean over the
 // real tokens, or the trainable head's (whose mode it must be).
 func (m *Model) Pool(a *Acts, mode string) ([]float32, error) {
-	C, T := m.Cfg.HiddenSize, a.T
-	if mode == PoolLatent || mode == PoolMultiLayer {
+	switch mode {
+	case PoolLatent, PoolMultiLayer:
 		if m.head == nil || m.head.mode != mode {
 			return nil, fmt.Errorf("decoder: pooling %q needs that trainable head (EnableHead)", mode)
 		}
 		return m.headForward(a), nil
+	case PoolMean, PoolLast:
+		out := make([]float32, a.N*m.Cfg.HiddenSize)
+		return out, ops.PoolForward(out, a.Hidden, nil, a.lens, a.N, a.T, m.Cfg.HiddenSize, mode)
 	}
-	out := make([]float32, a.N*C)
-	for n := 0; n < a.N; n++ {
-		o, L := out[n*C:n*C+C], a.lens[n]
-		switch mode {
-		case PoolMean:
-			for t := 0; t < L; t++ {
-				for c, v := range a.Hidden[(n*T+t)*C : (n*T+t)*C+C] {
-					o[c] += v
-				}
-			}
-			for c := range o {
-				o[c] /= float32(L)
-			}
-		case PoolLast:
-			copy(o, a.Hidden[(n*T+L-1)*C:(n*T+L)*C])
-		default:
-			return nil, fmt.Errorf("decoder: pooling %q not supported (want %s, %s, %s or %s)", mode, PoolMean, PoolLast, PoolLatent, PoolMultiLayer)
-		}
-	}
-	return out, nil
+	return nil, fmt.Errorf("decoder: pooling %q not supported (want %s, %s, %s or %s)", mode, PoolMean, PoolLast, PoolLatent, PoolMultiLayer)
 }
 
 // PoolBackward adds to dHidden (N×T×C) the gradient given dPooled (N×C)
 // (and a head's parameter gradients; a multilayer head's gradients of the
 // inner layers' outputs wait in a for Backward).
 func (m *Model) PoolBackward(a *Acts, mode string, dPooled, dHidden []float32) {
-	C, T := m.Cfg.HiddenSize, a.T
 	if mode == PoolLatent || mode == PoolMultiLayer {
 		m.headBackward(a, dPooled, dHidden)
 		return
 	}
-	for n := 0; n < a.N; n++ {
-		d, L := dPooled[n*C:n*C+C], a.lens[n]
-		switch mode {
-		case PoolMean:
-			for t := 0; t < L; t++ {
-				dh := dHidden[(n*T+t)*C : (n*T+t)*C+C]
-				for c, v := range d {
-					dh[c] += v / float32(L)
-				}
-			}
-		case PoolLast:
-			dh := dHidden[(n*T+L-1)*C : (n*T+L)*C]
-			for c, v := range d {
-				dh[c] += v
-			}
-		}
-	}
+	ops.PoolBackward(dHidden, dPooled, nil, a.lens, a.N, a.T, m.Cfg.HiddenSize, mode)
 }
 
-// ContrastiveGrad runs forward and backward for one bi-encoder batch whose
-// first Q sequences are queries and the next Q·G their groups (positive
-// first), with objective.ContrastiveLoss. Gradients of scale·loss are
-// added to the params; the unscaled loss is returned.
-func (m *Model) ContrastiveGrad(b *Batch, Q, G int, pooling string, teacher []float32, cfg objective.ContrastiveConfig, scale float32) (float64, error) {
-	if b.N != Q+Q*G {
-		return 0, fmt.Errorf("decoder: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
-	}
-	a, err := m.Forward(b)
-	if err != nil {
-		return 0, err
-	}
-	e, err := m.Pool(a, pooling)
-	if err != nil {
-		return 0, err
-	}
-	loss, parts, de, err := objective.ContrastiveStep(e, Q, G, m.Cfg.HiddenSize, teacher, cfg, scale)
-	m.lastParts = parts
-	if de == nil {
-		return loss, err
-	}
-	dh := make([]float32, len(a.Hidden))
-	m.PoolBackward(a, pooling, de, dh)
-	m.Backward(a, dh)
-	return loss, nil
+// Pass is b through m pooled by pooling (PoolLast, PoolMean or the head's
+// mode): what the contrastive step runs.
+func (m *Model) Pass(b *Batch, pooling string) objective.Pass {
+	return objective.NewPass(m, b, pooling)
 }
 
-// EvalContrastive is ContrastiveGrad's forward only: the loss, and how many
-// queries rank their positive above all of their own negatives.
-func (m *Model) EvalContrastive(b *Batch, Q, G int, pooling string, teacher []float32, cfg objective.ContrastiveConfig) (loss float64, correct int, err error) {
-	if b.N != Q+Q*G {
-		return 0, 0, fmt.Errorf("decoder: contrastive batch has %d sequences, want %d queries + %d documents", b.N, Q, Q*G)
-	}
-	a, err := m.Forward(b)
-	if err != nil {
-		return 0, 0, err
-	}
-	e, err := m.Pool(a, pooling)
-	if err != nil {
-		return 0, 0, err
-	}
-	return objective.ContrastiveEval(e, Q, G, m.Cfg.HiddenSize, teacher, cfg)
-}
+// HiddenLen is the length of the last hidden state (N×T×C).
+func (a *Acts) HiddenLen() int { return len(a.Hidden) }

@@ -7,8 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/train/tensor"
+	"github.com/anna-search/anna/model/llama"
 )
 
 // fullLogits runs Forward over whole sequences and returns each one's
@@ -175,7 +176,7 @@ func TestGenerateGreedy(t *testing.T) {
 		}
 		want = append(want, got)
 	}
-	out, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxNew: maxNew})
+	out, err := m.Generate(context.Background(), prompts, llama.GenerateOptions{MaxNew: maxNew})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestGenerateGreedy(t *testing.T) {
 	// Stop at the second sequence's third token: it ends there, the others
 	// at theirs (if it occurs) or at maxNew.
 	stop := want[1][2]
-	out, err = m.Generate(context.Background(), prompts, GenerateOptions{MaxNew: maxNew, Stop: []int32{stop}})
+	out, err = m.Generate(context.Background(), prompts, llama.GenerateOptions{MaxNew: maxNew, Stop: []int32{stop}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestGenerateGreedy(t *testing.T) {
 			t.Fatalf("prompt %d with stop %d: %v, want %v", n, stop, out[n], w)
 		}
 	}
-	o := GenerateOptions{MaxNew: maxNew, Temperature: 0.9, TopP: 0.9, Seed: 5}
+	o := llama.GenerateOptions{MaxNew: maxNew, Temperature: 0.9, TopP: 0.9, Seed: 5}
 	a, _ := m.Generate(context.Background(), prompts, o)
 	b, _ := m.Generate(context.Background(), prompts, o)
 	o.Temperature = 1e-4
@@ -216,62 +217,23 @@ func TestGenerateGreedy(t *testing.T) {
 	for _, p := range prompts {
 		joined = append(joined, append(slices.Clone(prefix), p...))
 	}
-	withPrefix, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxNew: maxNew, Prefix: prefix})
+	withPrefix, err := m.Generate(context.Background(), prompts, llama.GenerateOptions{MaxNew: maxNew, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole, _ := m.Generate(context.Background(), joined, GenerateOptions{MaxNew: maxNew})
+	whole, _ := m.Generate(context.Background(), joined, llama.GenerateOptions{MaxNew: maxNew})
 	for n := range prompts {
 		if !slices.Equal(withPrefix[n], whole[n]) {
 			t.Fatalf("prompt %d after a shared prefix: %v, with the prefix in the prompt %v", n, withPrefix[n], whole[n])
 		}
 	}
 	// Per-prompt seeds: a prompt samples the same tokens alone as in a batch.
-	o = GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: []uint64{11, 12, 13}}
+	o = llama.GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: []uint64{11, 12, 13}}
 	all, _ := m.Generate(context.Background(), prompts, o)
 	for n := range prompts {
-		one, _ := m.Generate(context.Background(), prompts[n:n+1], GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: o.Seeds[n : n+1]})
+		one, _ := m.Generate(context.Background(), prompts[n:n+1], llama.GenerateOptions{MaxNew: maxNew, Temperature: 1.5, Seeds: o.Seeds[n : n+1]})
 		if !slices.Equal(one[0], all[n]) {
 			t.Fatalf("prompt %d with its own seed: %v alone, %v in the batch", n, one[0], all[n])
-		}
-	}
-}
-
-// TestPickSamples: sampling draws each token at its softmax(logits/τ)
-// probability, and with TopP only from the smallest set of most likely
-// tokens reaching it, renormalised (counts of 40,000 draws within 0.01).
-func TestPickSamples(t *testing.T) {
-	logits := []float32{2, 1, 0, -1}
-	soft := func(tau float64, keep int) []float64 {
-		p := make([]float64, len(logits))
-		var s float64
-		for i, l := range logits[:keep] {
-			p[i] = math.Exp(float64(l) / tau)
-			s += p[i]
-		}
-		for i := range p {
-			p[i] /= s
-		}
-		return p
-	}
-	for _, c := range []struct {
-		o    GenerateOptions
-		want []float64
-	}{
-		{GenerateOptions{Temperature: 1}, soft(1, 4)},
-		{GenerateOptions{Temperature: 2}, soft(2, 4)},
-		{GenerateOptions{Temperature: 1, TopP: 0.7}, soft(1, 2)}, // 0.644 < 0.7 ≤ 0.644 + 0.237
-	} {
-		rng := rand.New(rand.NewPCG(1, 2))
-		const draws = 40000
-		got := make([]float64, len(logits))
-		for range draws {
-			got[pick(logits, c.o, rng)] += 1.0 / draws
-		}
-		for i := range got {
-			if math.Abs(got[i]-c.want[i]) > 0.01 {
-				t.Fatalf("%+v: frequencies %.3f, want %.3f", c.o, got, c.want)
-			}
 		}
 	}
 }

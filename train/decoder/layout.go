@@ -3,7 +3,8 @@ package decoder
 import (
 	"fmt"
 
-	"github.com/anna-search/anna/train/ops"
+	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/model/llama"
 )
 
 // Layout is the model as a device trainer (train/cuda) reads it: the same
@@ -21,10 +22,7 @@ type Layout struct {
 // LayerLayout is one layer: its norms (QN, KN are Qwen3's per-head q/k
 // norms, nil otherwise) and its projections in q, k, v, o, gate, up, down
 // order (Bias and LoRA may be nil).
-type LayerLayout struct {
-	LN1, LN2, QN, KN *ops.Param
-	Proj             [7]*ops.Linear
-}
+type LayerLayout = llama.Layer
 
 // DeviceLayout describes the model for a device trainer, which trains
 // what the model trains — LoRA factors over a frozen base, or every
@@ -33,14 +31,13 @@ type LayerLayout struct {
 // head, which stays on the host (HeadForward, HeadBackward). A trained
 // parameter the layout does not hold is an error.
 func (m *Model) DeviceLayout() (*Layout, error) {
-	lo := &Layout{Embed: m.embed, Norm: m.norm, Causal: m.Causal, Recompute: m.Recompute}
-	held := map[*ops.Param]bool{m.embed: true, m.norm: true}
-	for _, ly := range m.layers {
-		lo.Layers = append(lo.Layers, LayerLayout{LN1: ly.ln1, LN2: ly.ln2, QN: ly.qn, KN: ly.kn, Proj: ly.proj})
-		for _, p := range []*ops.Param{ly.ln1, ly.ln2, ly.qn, ly.kn} {
+	lo := &Layout{Embed: m.Embedding(), Norm: m.FinalNorm(), Layers: m.Layers, Causal: m.Causal, Recompute: m.Recompute}
+	held := map[*ops.Param]bool{m.Embedding(): true, m.FinalNorm(): true}
+	for _, ly := range m.Layers {
+		for _, p := range []*ops.Param{ly.LN1, ly.LN2, ly.QN, ly.KN} {
 			held[p] = true
 		}
-		for _, lin := range ly.proj {
+		for _, lin := range ly.Proj {
 			held[lin.W], held[lin.Bias] = true, true
 			if lin.LoRA != nil {
 				held[lin.LoRA.A], held[lin.LoRA.B] = true, true

@@ -6,10 +6,9 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
-	"github.com/anna-search/anna/train/ops"
-	"github.com/anna-search/anna/train/tensor"
 )
 
 // Trainable pooling modes (the manifest's names: the graph applies them).
@@ -77,12 +76,13 @@ func (m *Model) EnableHead(cfg HeadConfig, seed uint64) error {
 }
 
 // loadHead adds the trained head that config.json's anna_pooling_head
-// describes, its weights the checkpoint's "pooling.…" tensors (kept, not
-// copied); it records each tensor it reads in used.
-func (m *Model) loadHead(hc model.PoolingHead, tensors map[string]*safetensors.Tensor, used map[string]bool) error {
+// describes, its weights the checkpoint's "pooling.…" tensors (the
+// llama.Model's Aux, kept, not copied); it records each tensor it reads
+// in used.
+func (m *Model) loadHead(hc model.PoolingHead, used map[string]bool) error {
 	return m.addHead(HeadConfig(hc), func(name string, _ float64, n int) ([]float32, error) {
-		t, ok := tensors[name]
-		if !ok {
+		t := m.Aux(name)
+		if t == nil {
 			return nil, fmt.Errorf("decoder: config.json has anna_pooling_head but the checkpoint lacks %s", name)
 		}
 		if len(t.Data) != n {
@@ -148,8 +148,7 @@ func (m *Model) addHead(cfg HeadConfig, init func(name string, std float64, n in
 		return err
 	}
 	for _, p := range hd.params {
-		m.Params = append(m.Params, p)
-		m.byName[p.Name] = p
+		m.AddParam(p)
 	}
 	m.head = hd
 	m.Cfg.PoolingHead = m.HeadConfig()
@@ -160,7 +159,7 @@ func isHeadName(n string) bool { return strings.HasPrefix(n, "pooling.") }
 
 // headForward computes the head's embeddings (N×C) from a's activations.
 func (m *Model) headForward(a *Acts) []float32 {
-	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.layers)
+	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.Layers)
 	th := m.threads()
 	N, r, H := a.N, hd.r, hd.h
 	D := C / H
@@ -173,7 +172,7 @@ func (m *Model) headForward(a *Acts) []float32 {
 			hd.rows[n], hd.n[n] = n*T, a.lens[n]
 		}
 	case PoolMultiLayer:
-		hd.gather = grow(hd.gather, N*L*C)
+		hd.gather = ops.Grow(hd.gather, N*L*C)
 		X = hd.gather
 		for n := 0; n < N; n++ {
 			hd.rows[n], hd.n[n] = n*L, L
@@ -192,15 +191,15 @@ func (m *Model) headForward(a *Acts) []float32 {
 	}
 	hd.x = X
 	rowsX := len(X) / C
-	hd.kx, hd.vx = grow(hd.kx, rowsX*C), grow(hd.vx, rowsX*C)
+	hd.kx, hd.vx = ops.Grow(hd.kx, rowsX*C), ops.Grow(hd.vx, rowsX*C)
 	hd.k.Forward(hd.kx, X, nil, rowsX, th)
 	hd.v.Forward(hd.vx, X, nil, rowsX, th)
 	maxN := 0
 	for _, n := range hd.n {
 		maxN = max(maxN, n)
 	}
-	hd.att = grow(hd.att, N*H*r*maxN)
-	hd.ctx = grow(hd.ctx, N*r*C)
+	hd.att = ops.Grow(hd.att, N*H*r*maxN)
+	hd.ctx = ops.Grow(hd.ctx, N*r*C)
 	scale := float32(1 / math.Sqrt(float64(D)))
 	ops.ParallelFor(N, th, func(lo, hi int) {
 		var sc tensor.Scratch
@@ -210,14 +209,14 @@ func (m *Model) headForward(a *Acts) []float32 {
 				p := hd.att[(n*H+h)*r*maxN : (n*H+h)*r*maxN+r*cnt]
 				tensor.GemmSerial(&sc, false, true, r, cnt, D, scale, hd.latents.W[h*D:], C, hd.kx[rows*C+h*D:], C, 0, p, cnt)
 				for i := 0; i < r; i++ {
-					softmaxRow(p[i*cnt : i*cnt+cnt])
+					ops.SoftmaxPrefix(p[i*cnt:i*cnt+cnt], cnt)
 				}
 				tensor.GemmSerial(&sc, false, false, r, D, cnt, 1, p, cnt, hd.vx[rows*C+h*D:], C, 0, hd.ctx[n*r*C+h*D:], C)
 			}
 		}
 	})
 	R := N * r
-	hd.z, hd.u, hd.g = grow(hd.z, R*C), grow(hd.u, R*C), grow(hd.g, R*C)
+	hd.z, hd.u, hd.g = ops.Grow(hd.z, R*C), ops.Grow(hd.u, R*C), ops.Grow(hd.g, R*C)
 	hd.o.Forward(hd.z, hd.ctx, nil, R, th)
 	hd.fc1.Forward(hd.u, hd.z, nil, R, th)
 	ops.GELUForward(hd.g, hd.u, th)
@@ -237,29 +236,12 @@ func (m *Model) headForward(a *Acts) []float32 {
 	return out
 }
 
-func softmaxRow(row []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range row {
-		mx = max(mx, v)
-	}
-	var sum float32
-	for j, v := range row {
-		e := ops.Exp32(v - mx)
-		row[j] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for j := range row {
-		row[j] *= inv
-	}
-}
-
 // headBackward adds the head's parameter gradients given dPooled (N×C),
 // and the gradients of its inputs to dHidden (N×T×C) and, multilayer, to
 // a.dEOS (per layer l < L−1, N×C: the gradient of layer l's output at each
 // sequence's last token, which Backward adds in).
 func (m *Model) headBackward(a *Acts, dPooled, dHidden []float32) {
-	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.layers)
+	hd, C, T, L := m.head, m.Cfg.HiddenSize, a.T, len(m.Layers)
 	th := m.threads()
 	N, r, H := a.N, hd.r, hd.h
 	D, R := C/H, N*hd.r
@@ -301,14 +283,7 @@ func (m *Model) headBackward(a *Acts, dPooled, dHidden []float32) {
 			tensor.GemmSerial(&sc, false, true, r, cnt, D, 1, dctx[n*r*C+h*D:], C, hd.vx[rows*C+h*D:], C, 0, d, cnt)
 			tensor.GemmSerial(&sc, true, false, cnt, D, r, 1, p, cnt, dctx[n*r*C+h*D:], C, 1, dv[rows*C+h*D:], C)
 			for i := 0; i < r; i++ {
-				pr, dr := p[i*cnt:i*cnt+cnt], d[i*cnt:i*cnt+cnt]
-				var dot float32
-				for j := range pr {
-					dot += pr[j] * dr[j]
-				}
-				for j := range pr {
-					dr[j] = pr[j] * (dr[j] - dot)
-				}
+				ops.SoftmaxBackward(p[i*cnt:i*cnt+cnt], d[i*cnt:i*cnt+cnt])
 			}
 			if dlat != nil {
 				tensor.GemmSerial(&sc, false, false, r, D, cnt, scale, d, cnt, hd.kx[rows*C+h*D:], C, 1, dlat[h*D:], C)
@@ -329,7 +304,7 @@ func (m *Model) headBackward(a *Acts, dPooled, dHidden []float32) {
 			a.dEOS = make([][]float32, L-1)
 		}
 		for l := range a.dEOS {
-			a.dEOS[l] = grow(a.dEOS[l], N*C)
+			a.dEOS[l] = ops.Grow(a.dEOS[l], N*C)
 			clear(a.dEOS[l])
 		}
 		dlw := hd.layerW.Grad()
@@ -379,14 +354,14 @@ func (m *Model) HeadForward(mode string, rows []float32, b *Batch) (*Acts, []flo
 	}
 	want := b.N * b.T * m.Cfg.HiddenSize
 	if mode == PoolMultiLayer {
-		want = len(m.layers) * b.N * m.Cfg.HiddenSize
+		want = len(m.Layers) * b.N * m.Cfg.HiddenSize
 	}
 	if len(rows) != want {
 		return nil, nil, fmt.Errorf("decoder: the %s head's input has %d values, want %d (N=%d T=%d)", mode, len(rows), want, b.N, b.T)
 	}
 	a := &Acts{N: b.N, T: b.T, lens: lens, Hidden: rows}
 	if mode == PoolMultiLayer { // one row per sequence and layer: T = 1
-		NC, L := b.N*m.Cfg.HiddenSize, len(m.layers)
+		NC, L := b.N*m.Cfg.HiddenSize, len(m.Layers)
 		a.T, a.lens, a.xs = 1, make([]int, b.N), make([][]float32, L)
 		for n := range a.lens {
 			a.lens[n] = 1
@@ -409,7 +384,7 @@ func (m *Model) HeadBackward(a *Acts, dPooled []float32) []float32 {
 	if m.head.mode != PoolMultiLayer {
 		return d
 	}
-	out := make([]float32, 0, len(m.layers)*a.N*C)
+	out := make([]float32, 0, len(m.Layers)*a.N*C)
 	for _, dl := range a.dEOS {
 		out = append(out, dl...)
 	}

@@ -144,10 +144,11 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	}
 	job["distill_weight"], job["teacher_temperature"], job["teacher"] = 0.5, 2.0, teacher
 	cc := objective.ContrastiveConfig{Temperature: 0.05, InBatch: true, DistillWeight: 0.5, TeacherTemperature: 2}
-	loss, err := m.ContrastiveGrad(b, Q, G, c.pooling, teacher, cc, 1)
+	l, err := objective.ContrastiveGrad(m.Pass(b, c.pooling), b.N, Q, G, m.Cfg.HiddenSize, teacher, cc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	loss := l.Value
 	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
 	for n := 0; n < b.N; n++ {
 		ids[n], mask[n] = b.IDs[n*T:n*T+T], b.Mask[n*T:n*T+T]

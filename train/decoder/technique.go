@@ -1,8 +1,12 @@
 package decoder
 
 import (
+	"context"
+
+	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/train/export"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // Step is one training batch as a Technique sees it: Q queries, each with
@@ -17,22 +21,82 @@ type Step struct {
 }
 
 // Technique is a decoder training method that replaces the plain
-// contrastive step of Model.ContrastiveGrad: one of the papers' objectives
+// contrastive step (objective.ContrastiveGrad over Model.Pass): one of the papers' objectives
 // or model shapes (Causal2Vec, Anchor, AutoRegEmbed, in train/technique).
 // The trainer's loop (schedule, accumulation, clipping, checkpoints,
-// resume) is the same for all of them.
+// resume) is the same for all of them; what differs — the step, where its
+// decoders' passes run, what it saves and exports — is here, so that the
+// loop names no technique.
 type Technique interface {
 	// Params are the trainable parameters (and frozen ones, flagged), in a
 	// fixed order: the checkpoint and optimizer order.
 	Params() []*ops.Param
 	ZeroGrad()
 	// Grad adds scale × the gradient of the step's loss to the params and
-	// returns the unscaled loss.
-	Grad(s *Step, cc objective.ContrastiveConfig, scale float32) (float64, error)
+	// returns the unscaled loss (and its terms, where it has them).
+	Grad(s *Step, cc objective.ContrastiveConfig, scale float32) (objective.Loss, error)
 	// Eval is Grad's forward only: the loss and how many queries rank
 	// their positive above their group's negatives (0 where the objective
 	// does not rank).
-	Eval(s *Step, cc objective.ContrastiveConfig) (loss float64, correct int, err error)
+	Eval(s *Step, cc objective.ContrastiveConfig) (objective.Loss, error)
+	// Model is the decoder it trains (whose embedding table a device path
+	// shares with the host, and whose positions bound the export).
+	Model() *Model
+	// UseRunners routes the passes of every decoder it runs — Model()
+	// first, then any frozen ones — through the Runner up returns for it
+	// (a device's); up's error stops it and is returned.
+	UseRunners(up func(m *Model) (Runner, error)) error
+	// Save writes under outDir what the next stage or its inference needs
+	// beside the checkpoint, and returns that directory ("" when it has
+	// nothing of its own).
+	Save(outDir string) (string, error)
+	// Export writes the trained model as outDir/hf and the anna model
+	// outDir/model (export.Write), srcDir giving config.json, the
+	// tokenizer and side files; s is the run's (Pooling its choice).
+	Export(ctx context.Context, srcDir, outDir string, s export.Settings) (hfDir, modelDir string, err error)
+	// Close releases what it holds beside the models.
+	Close() error
+}
+
+// Method is a technique before the run has loaded its decoder: what a
+// trainer's configuration names (train.Config.Technique). New wraps the
+// loaded decoder — its pooling head enabled when the run asks for one, and
+// under LoRA its factors, unless CopiesDecoder — or refuses the run's
+// settings it cannot train with.
+type Method interface {
+	Name() string
+	// CopiesDecoder reports whether the technique trains models of its
+	// own built from the decoder's weights (AutoRegEmbed) rather than the
+	// decoder itself: the run then loads the decoder in float32 and leaves
+	// LoRA to it (Setup.LoRA).
+	CopiesDecoder() bool
+	New(m *Model, s Setup) (Technique, error)
+}
+
+// Setup is what a run hands Method.New beside the decoder.
+type Setup struct {
+	// Tokenizer is the run's (the decoder's, EOS appended).
+	Tokenizer *tokenizer.Tokenizer
+	// Prompts maps each training query text (instruction + query) to its
+	// instruction.
+	Prompts map[string]string
+	// ModelDir is the decoder's checkpoint directory or GGUF file.
+	ModelDir string
+	// Pooling is the run's pooling (a trainable head's mode when it has
+	// one); Bidirectional says the decoder attends both ways.
+	Pooling       string
+	Bidirectional bool
+	// Recompute is gradient checkpointing, for the models a technique
+	// builds itself.
+	Recompute     bool
+	DistillWeight float64
+	// NoExport: the run ends without an export.
+	NoExport bool
+	// LoRA is the run's LoRA (Alpha settled), which a CopiesDecoder
+	// technique applies to its own models; nil: full fine-tuning.
+	LoRA    *LoRAConfig
+	Threads int
+	Seed    uint64
 }
 
 // Runner runs a decoder's forward and backward passes for a Technique: the

@@ -3,7 +3,6 @@ package hnsw
 import (
 	"math"
 	"reflect"
-	"sync"
 )
 
 // DistanceFunc is a function that computes the distance between two vectors.
@@ -103,23 +102,20 @@ func SquaredEuclideanDistance(a, b []float32) float32 {
 	return SquaredL2(a, b)
 }
 
-var (
-	distanceMu    sync.RWMutex
-	distanceFuncs = map[string]DistanceFunc{
-		"euclidean":         EuclideanDistance,
-		"cosine":            CosineDistance,
-		"dot":               DotDistance,
-		"squared_euclidean": SquaredEuclideanDistance,
-	}
-)
+// distanceFuncs names the distance functions a graph can be exported with
+// (the name is written in the file). It is never modified.
+var distanceFuncs = map[string]DistanceFunc{
+	"euclidean":         EuclideanDistance,
+	"cosine":            CosineDistance,
+	"dot":               DotDistance,
+	"squared_euclidean": SquaredEuclideanDistance,
+}
 
 func distanceFuncToName(fn DistanceFunc) (string, bool) {
 	if fn == nil {
 		return "", false
 	}
 	fnptr := reflect.ValueOf(fn).Pointer()
-	distanceMu.RLock()
-	defer distanceMu.RUnlock()
 	for name, f := range distanceFuncs {
 		if reflect.ValueOf(f).Pointer() == fnptr {
 			return name, true
@@ -129,17 +125,6 @@ func distanceFuncToName(fn DistanceFunc) (string, bool) {
 }
 
 func distanceFuncByName(name string) (DistanceFunc, bool) {
-	distanceMu.RLock()
-	defer distanceMu.RUnlock()
 	f, ok := distanceFuncs[name]
 	return f, ok
-}
-
-// RegisterDistanceFunc registers a distance function with a name.
-// A distance function must be registered here before a graph can be
-// exported and imported.
-func RegisterDistanceFunc(name string, fn DistanceFunc) {
-	distanceMu.Lock()
-	defer distanceMu.Unlock()
-	distanceFuncs[name] = fn
 }

@@ -1,8 +1,10 @@
 package hnsw
 
 import (
+	"bytes"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -130,4 +132,23 @@ func BenchmarkDotI8_384(b *testing.B) {
 		d += dotI8(a, s, c)
 	}
 	_ = d
+}
+
+// TestExportNeedsAKnownDistance: a graph whose Distance is none of the
+// package's four is refused by Export (the file records the function's
+// name), with an error naming them.
+func TestExportNeedsAKnownDistance(t *testing.T) {
+	g := NewGraph[int]()
+	g.Distance = func(a, b []float32) float32 { return SquaredL2(a, b) }
+	g.Add(MakeNode(1, []float32{1, 2}), MakeNode(2, []float32{2, 1}))
+	var buf bytes.Buffer
+	if err := g.Export(&buf); err == nil || !strings.Contains(err.Error(), "SquaredEuclideanDistance") {
+		t.Fatalf("Export with a custom distance: %v", err)
+	}
+	g2 := NewGraph[int]()
+	g2.Distance = SquaredEuclideanDistance
+	g2.Add(MakeNode(1, []float32{1, 2}))
+	if err := g2.Export(&buf); err != nil {
+		t.Fatalf("Export with SquaredEuclideanDistance: %v", err)
+	}
 }

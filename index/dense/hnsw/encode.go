@@ -188,7 +188,7 @@ func (h *Graph[K]) ExportWith(w io.Writer, opts ExportOptions) error {
 	defer h.mu.RUnlock()
 	distFuncName, ok := distanceFuncToName(h.distance())
 	if !ok {
-		return fmt.Errorf("distance function %v must be registered with RegisterDistanceFunc", h.Distance)
+		return fmt.Errorf("hnsw: cannot export a graph whose distance function is not EuclideanDistance, CosineDistance, DotDistance or SquaredEuclideanDistance")
 	}
 	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<16)}
 	m, ml := h.m, h.levelP

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 type Vector = []float32
@@ -812,7 +814,10 @@ func (g *Graph[K]) workers() int {
 }
 
 // parallel calls f(w, i) for i in [0, n) on up to Workers goroutines, each
-// with its own scratch w, and returns when all calls have.
+// with its own scratch w, and returns when all calls have. A panic of f on
+// a worker is recovered there and raised again here, on the caller's
+// goroutine, so that it does not end the process: the Graph's caller gets
+// it (package dense turns it into an error).
 func (g *Graph[K]) parallel(n int, f func(w *worker, i int)) {
 	if n <= 0 {
 		return
@@ -834,11 +839,21 @@ func (g *Graph[K]) parallel(n int, f func(w *worker, i int)) {
 		run(&next)
 		return
 	}
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
 	for range nw {
-		wg.Go(func() { run(&next) })
+		wg.Go(func() {
+			if err := safe.Call(func() error { run(&next); return nil }); err != nil {
+				once.Do(func() { first = err })
+				next.Store(int64(n)) // the others stop at their next index
+			}
+		})
 	}
 	wg.Wait()
+	safe.Repanic(first)
 }
 
 // Search finds the k nearest neighbors from the target node, closest first.

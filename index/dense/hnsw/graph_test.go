@@ -312,24 +312,6 @@ func TestLoadSavedGraphMissingCreatesNothing(t *testing.T) {
 	}
 }
 
-func TestAnalyzer(t *testing.T) {
-	rng := rand.New(rand.NewSource(6))
-	g := newTestGraph(6)
-	for i, v := range clustered(rng, 1000, 8, 4, 0.5) {
-		g.Add(MakeNode(i, v))
-	}
-	a := Analyzer[int]{Graph: g}
-	top := a.Topography()
-	if a.Height() < 2 || top[0] != 1000 {
-		t.Fatalf("Height %d Topography %v", a.Height(), top)
-	}
-	for l, c := range a.Connectivity() {
-		if (l == 0 && c < 1) || c > float64(2*g.M) {
-			t.Fatalf("layer %d connectivity %v", l, c)
-		}
-	}
-}
-
 // TestImportV1 reads a stream in upstream v0.6.1's format (written here
 // field by field as its Export did) and gets a working graph.
 func TestImportV1(t *testing.T) {

@@ -74,9 +74,9 @@ import (
 	"math"
 	"runtime"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // DefaultAlpha is the paper's weight of EBQ2D (the weight of EBD2Q is
@@ -125,15 +125,16 @@ func (a *Anchor) Losses() (q2d, d2q float64) { return a.q2d, a.d2q }
 // parameters and returns the unscaled loss. cc is not used (stage I has no
 // contrastive term). A NaN or infinite loss is returned without the
 // backward passes (the trainer stops on it).
-func (a *Anchor) Grad(s *decoder.Step, _ objective.ContrastiveConfig, scale float32) (float64, error) {
-	return a.run(s, scale, true)
+func (a *Anchor) Grad(s *decoder.Step, _ objective.ContrastiveConfig, scale float32) (objective.Loss, error) {
+	loss, err := a.run(s, scale, true)
+	return objective.Loss{Value: loss}, err
 }
 
 // Eval is Grad's forward only: the stage I loss, and 0 correct (the
 // objective does not rank).
-func (a *Anchor) Eval(s *decoder.Step, _ objective.ContrastiveConfig) (loss float64, correct int, err error) {
-	loss, err = a.run(s, 0, false)
-	return loss, 0, err
+func (a *Anchor) Eval(s *decoder.Step, _ objective.ContrastiveConfig) (objective.Loss, error) {
+	loss, err := a.run(s, 0, false)
+	return objective.Loss{Value: loss}, err
 }
 
 func (a *Anchor) threads() int {

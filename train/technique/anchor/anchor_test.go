@@ -129,14 +129,18 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	const Q, G, T = 3, 2, 10
 	s := randomStep(rand.New(rand.NewPCG(seed, 5)), Q, G, T, m.Cfg.VocabSize)
 	p := &prepared{c: c, a: a, dir: t.TempDir()}
-	if p.evalLoss, _, err = a.Eval(s, objective.ContrastiveConfig{}); err != nil {
+	el, err := a.Eval(s, objective.ContrastiveConfig{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	p.evalLoss = el.Value
 	p.evalQ2D, p.evalD2Q = a.Losses()
 	a.ZeroGrad()
-	if p.loss, err = a.Grad(s, objective.ContrastiveConfig{}, 1); err != nil {
+	gl, err := a.Grad(s, objective.ContrastiveConfig{}, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	p.loss = gl.Value
 	p.q2d, p.d2q = a.Losses()
 	ps := slices.Clone(a.Params())
 	if h := m.LMHead(); h.Name == "lm_head.weight" { // frozen: written, not compared
@@ -266,7 +270,7 @@ func TestAnchorBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Grad: error %v, want one containing %q", err, tc.want)
 			}
-			if _, _, err := a.Eval(s, objective.ContrastiveConfig{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := a.Eval(s, objective.ContrastiveConfig{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Eval: error %v, want one containing %q", err, tc.want)
 			}
 		})

@@ -85,10 +85,10 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // Stage is which of the paper's two tasks a Technique trains.

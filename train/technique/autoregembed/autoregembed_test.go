@@ -81,7 +81,7 @@ func TestBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Grad, %s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
-		_, _, err = tq.Eval(tc.step(), tc.cc)
+		_, err = tq.Eval(tc.step(), tc.cc)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Eval, %s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
@@ -109,10 +109,11 @@ func TestAlignmentStartsAtReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const Q, G, tau = 3, 4, 0.05
 	s := randomStep(r, Q, G, 64)
-	loss, _, err := tq.Eval(s, objective.ContrastiveConfig{Temperature: tau})
+	el, err := tq.Eval(s, objective.ContrastiveConfig{Temperature: tau})
 	if err != nil {
 		t.Fatal(err)
 	}
+	loss := el.Value
 	// S1 from E's own log-likelihoods of each positive.
 	texts, _ := tq.texts(s.Batch)
 	var want float64
@@ -156,10 +157,11 @@ func TestEvalIsGradsForward(t *testing.T) {
 		cc := objective.ContrastiveConfig{Temperature: 0.05}
 		dec0 := append([]float32(nil), tq.dec.Params[0].W...)
 		tq.ZeroGrad()
-		el, correct, err := tq.Eval(s, cc)
+		e, err := tq.Eval(s, cc)
 		if err != nil {
 			t.Fatal(err)
 		}
+		el, correct := e.Value, e.Correct
 		for _, p := range tq.Params() {
 			for _, g := range p.G {
 				if g != 0 {
@@ -170,10 +172,11 @@ func TestEvalIsGradsForward(t *testing.T) {
 		if correct < 0 || correct > 2 || stage == Compression && correct != 0 {
 			t.Errorf("%v: %d correct of 2", stage, correct)
 		}
-		gl, err := tq.Grad(s, cc, 1)
+		g, err := tq.Grad(s, cc, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
+		gl := g.Value
 		if el != gl {
 			t.Errorf("%v: Eval loss %v, Grad loss %v", stage, el, gl)
 		}
@@ -221,10 +224,11 @@ func TestTrainingLowersLoss(t *testing.T) {
 			tq := newTiny(t, c, 9)
 			s := randomStep(rand.New(rand.NewPCG(9, 10)), 2, 3, 64)
 			cc := objective.ContrastiveConfig{Temperature: 0.05}
-			first, _, err := tq.Eval(s, cc)
+			fl, err := tq.Eval(s, cc)
 			if err != nil {
 				t.Fatal(err)
 			}
+			first := fl.Value
 			for i := 0; i < 8; i++ {
 				tq.ZeroGrad()
 				if _, err := tq.Grad(s, cc, 1); err != nil {
@@ -238,10 +242,11 @@ func TestTrainingLowersLoss(t *testing.T) {
 					}
 				}
 			}
-			last, _, err := tq.Eval(s, cc)
+			ll, err := tq.Eval(s, cc)
 			if err != nil {
 				t.Fatal(err)
 			}
+			last := ll.Value
 			t.Logf("%v lora=%v: loss %.5f -> %.5f", stage, lora, first, last)
 			if !(last < first) {
 				t.Errorf("%v lora=%v: loss %.5f -> %.5f after 8 steps", stage, lora, first, last)

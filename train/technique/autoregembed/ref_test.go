@@ -7,13 +7,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/pyref"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // tinyConfig is train/decoder's tiny Llama (2 layers, 4 query heads over 2
@@ -145,10 +145,11 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	const Q, G = 2, 3
 	s := randomStep(r, Q, G, cfg.VocabSize)
 	cc := objective.ContrastiveConfig{Temperature: 0.1}
-	loss, err := tq.Grad(s, cc, 1)
+	l, err := tq.Grad(s, cc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	loss := l.Value
 	p := &prepared{c: c, t: tq, loss: loss, dir: t.TempDir()}
 	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params()...)
 	var head []*ops.Param

@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // texts returns each sequence's real tokens, without the EOS the tokenizer
@@ -201,18 +201,17 @@ func (t *Technique) threads() int {
 
 // Grad adds scale × the gradient of the stage's loss to the params and
 // returns the unscaled loss.
-func (t *Technique) Grad(s *decoder.Step, cc objective.ContrastiveConfig, scale float32) (float64, error) {
+func (t *Technique) Grad(s *decoder.Step, cc objective.ContrastiveConfig, scale float32) (objective.Loss, error) {
 	loss, _, err := t.run(s, cc, scale, true)
-	return loss, err
+	return objective.Loss{Value: loss}, err
 }
 
 // Eval is Grad's forward only: the loss and, in stage 2, how many queries
 // give their positive the highest per-token log-likelihood.
-func (t *Technique) Eval(s *decoder.Step, cc objective.ContrastiveConfig) (loss float64, correct int, err error) {
-	return t.run(s, cc, 0, false)
+func (t *Technique) Eval(s *decoder.Step, cc objective.ContrastiveConfig) (objective.Loss, error) {
+	loss, correct, err := t.run(s, cc, 0, false)
+	return objective.Loss{Value: loss, Correct: correct}, err
 }
-
-var _ decoder.Technique = (*Technique)(nil)
 
 func (t *Technique) run(s *decoder.Step, cc objective.ContrastiveConfig, scale float32, grad bool) (float64, int, error) {
 	if s == nil {

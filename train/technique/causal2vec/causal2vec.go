@@ -46,12 +46,11 @@ package causal2vec
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 
+	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
-	"github.com/anna-search/anna/train/ops"
 )
 
 // Config sets up the technique.
@@ -89,11 +88,7 @@ type Technique struct {
 	// Runner runs Model's passes; nil: Model itself, on the CPU.
 	Runner decoder.Runner
 	mlp    *mlp
-	// lastParts are the terms of the last Grad's loss.
-	lastParts objective.Parts
 }
-
-var _ decoder.Technique = (*Technique)(nil)
 
 // trainable is an encoder with parameters of its own (a BERT with LoRA).
 type trainable interface {
@@ -145,9 +140,6 @@ func (t *Technique) ZeroGrad() {
 		te.ZeroGrad()
 	}
 }
-
-// LossParts are the terms of the last Grad's loss.
-func (t *Technique) LossParts() objective.Parts { return t.lastParts }
 
 func (t *Technique) runner() decoder.Runner { return t.Model.RunnerOr(t.Runner) }
 
@@ -317,51 +309,49 @@ func checkStep(s *decoder.Step) error {
 	return nil
 }
 
-// Grad runs forward and backward for one step and adds scale × the
-// gradient of its loss to every trainable parameter (and hands scale ×
-// ∂loss/∂vectors to the encoder's Backward). It returns the unscaled
-// loss; a NaN or infinite loss is returned without a backward.
-func (t *Technique) Grad(s *decoder.Step, cc objective.ContrastiveConfig, scale float32) (float64, error) {
+// stepPass is a step's texts through the technique: the objective.Pass
+// its contrastive loss runs over (embeddings [h_C; h_EOS], Dim() wide).
+type stepPass struct {
+	t *Technique
+	s *decoder.Step
+	p *pass // the last Forward's
+}
+
+func (sp *stepPass) Forward() ([]float32, error) {
+	p, err := sp.t.forward(sp.s.Texts, sp.s.Batch, sp.s.Q)
+	if err != nil {
+		return nil, err
+	}
+	sp.p = p
+	return p.emb, nil
+}
+
+func (sp *stepPass) Backward(dEmb []float32) error {
+	if sp.p == nil {
+		return errors.New("causal2vec: Backward before Forward")
+	}
+	return sp.t.backward(sp.p, dEmb)
+}
+
+// Grad runs forward and backward for one step (objective.ContrastiveGrad)
+// and adds scale × the gradient of its loss to every trainable parameter
+// (and hands scale × ∂loss/∂vectors to the encoder's Backward). It returns
+// the unscaled loss and its terms; a NaN or infinite loss is returned
+// without a backward.
+func (t *Technique) Grad(s *decoder.Step, cc objective.ContrastiveConfig, scale float32) (objective.Loss, error) {
 	if err := checkStep(s); err != nil {
-		return 0, err
+		return objective.Loss{}, err
 	}
-	p, err := t.forward(s.Texts, s.Batch, s.Q)
-	if err != nil {
-		return 0, err
-	}
-	D := t.Dim()
-	loss, parts, dq, dd, err := objective.ContrastiveLossParts(p.emb[:s.Q*D], p.emb[s.Q*D:], s.Q, s.G, D, s.Teacher, cc)
-	if err != nil {
-		return 0, fmt.Errorf("causal2vec: %w", err)
-	}
-	t.lastParts = parts
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return loss, nil
-	}
-	de := append(dq, dd...)
-	for i := range de {
-		de[i] *= scale
-	}
-	return loss, t.backward(p, de)
+	return objective.ContrastiveGrad(&stepPass{t: t, s: s}, len(s.Texts), s.Q, s.G, t.Dim(), s.Teacher, cc, scale)
 }
 
 // Eval is Grad's forward only: the loss, and how many queries rank their
 // positive above all of their own negatives.
-func (t *Technique) Eval(s *decoder.Step, cc objective.ContrastiveConfig) (loss float64, correct int, err error) {
+func (t *Technique) Eval(s *decoder.Step, cc objective.ContrastiveConfig) (objective.Loss, error) {
 	if err := checkStep(s); err != nil {
-		return 0, 0, err
+		return objective.Loss{}, err
 	}
-	p, err := t.forward(s.Texts, s.Batch, s.Q)
-	if err != nil {
-		return 0, 0, err
-	}
-	D := t.Dim()
-	q, d := p.emb[:s.Q*D], p.emb[s.Q*D:]
-	loss, _, _, err = objective.ContrastiveLoss(q, d, s.Q, s.G, D, s.Teacher, cc)
-	if err != nil {
-		return 0, 0, fmt.Errorf("causal2vec: %w", err)
-	}
-	return loss, objective.Correct(q, d, s.Q, s.G, D), nil
+	return objective.ContrastiveForward(&stepPass{t: t, s: s}, len(s.Texts), s.Q, s.G, t.Dim(), s.Teacher, cc)
 }
 
 // Embed returns the embeddings [h_C; h_EOS] (len(texts)×Dim()) of texts

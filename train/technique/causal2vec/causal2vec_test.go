@@ -65,7 +65,7 @@ func TestBadInputRefused(t *testing.T) {
 	wantErr(t, "embed no texts", err, "no texts")
 	_, err = tech.Embed(s.Texts[:3], s.Batch, false)
 	wantErr(t, "texts/batch mismatch", err, "3 texts but 6 tokenised sequences")
-	_, _, err = tech.Eval(&decoder.Step{Q: 0, G: 3}, cc)
+	_, err = tech.Eval(&decoder.Step{Q: 0, G: 3}, cc)
 	wantErr(t, "no queries", err, "0 queries")
 	_, err = tech.Grad(s, objective.ContrastiveConfig{DistillWeight: 1}, 1)
 	if err != nil {
@@ -140,19 +140,21 @@ func TestParamsScaleAndEmbed(t *testing.T) {
 	}
 	cc := objective.ContrastiveConfig{InBatch: true, DistillWeight: 0.3}
 	tech.ZeroGrad()
-	l1, err := tech.Grad(fx.step, cc, 1)
+	gl1, err := tech.Grad(fx.step, cc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l1 := gl1.Value
 	g1 := [][]float32{slices.Clone(ps[0].G), slices.Clone(ps[len(ps)-1].G), slices.Clone(fx.enc.grad)}
 	tech.ZeroGrad()
 	if slices.ContainsFunc(ps[0].G, func(v float32) bool { return v != 0 }) {
 		t.Fatal("ZeroGrad left the MLP's gradient")
 	}
-	l2, err := tech.Grad(fx.step, cc, 0.5)
+	gl2, err := tech.Grad(fx.step, cc, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l2 := gl2.Value
 	if l1 != l2 {
 		t.Errorf("loss changed with the scale: %g, %g", l1, l2)
 	}
@@ -163,10 +165,11 @@ func TestParamsScaleAndEmbed(t *testing.T) {
 			}
 		}
 	}
-	if parts := tech.LossParts(); math.Abs(parts.InfoNCE+parts.Distill-l2) > 1e-9 || parts.Distill <= 0 {
+	if parts := gl2.Parts; math.Abs(parts.InfoNCE+parts.Distill-l2) > 1e-9 || parts.Distill <= 0 {
 		t.Errorf("loss parts %+v do not add up to %g", parts, l2)
 	}
-	loss, correct, err := tech.Eval(fx.step, cc)
+	el, err := tech.Eval(fx.step, cc)
+	loss, correct := el.Value, el.Correct
 	if err != nil || loss != l1 || correct < 0 || correct > fxQ {
 		t.Fatalf("Eval: loss %g (Grad's %g), correct %d, err %v", loss, l1, correct, err)
 	}

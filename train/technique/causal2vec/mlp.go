@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/anna-search/anna/train/ops"
+	"github.com/anna-search/anna/internal/ops"
 )
 
 // Parameter names of the projector, as an nn.Sequential(Linear, GELU,

@@ -174,10 +174,11 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	cc := objective.ContrastiveConfig{Temperature: 0.05, InBatch: true, DistillWeight: 0.5, TeacherTemperature: 2}
 	job["distill_weight"], job["teacher_temperature"], job["teacher"] = cc.DistillWeight, cc.TeacherTemperature, fx.step.Teacher
 	tech.ZeroGrad()
-	loss, err := tech.Grad(fx.step, cc, 1)
+	l, err := tech.Grad(fx.step, cc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	loss := l.Value
 	b := fx.step.Batch
 	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
 	for n := 0; n < b.N; n++ {

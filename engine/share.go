@@ -1,0 +1,945 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/storage"
+)
+
+// Sharing a directory between processes (package doc, "Read-only and
+// sharing"). bbolt's file lock admits one writer or any number of readers,
+// so the process that has a directory open for writing answers the reads
+// of read-only opens elsewhere: on a Unix socket in the directory,
+// DIR/anna.sock (mode 0600), by HTTP with JSON bodies. Both ends are this
+// package; the protocol is internal (shareProto versions it) and small:
+// one POST /v1/METHOD per read method.
+
+const (
+	sockFile   = "anna.sock"
+	shareProto = 1
+	// writerWait bounds how long a writable Open waits for the read-only
+	// opens that hold the lock to close.
+	writerWait  = 10 * time.Second
+	dialTimeout = 2 * time.Second
+	lockPoll    = 50 * time.Millisecond
+)
+
+// Variables only so that tests can shorten them (share_export_test.go).
+var (
+	// readerWait bounds how long a read-only Open waits while the lock is
+	// held and nothing answers on the socket: a writer between taking the
+	// lock and listening, or between closing the socket and releasing the
+	// lock (both brief), a stopped one, or one that does not share
+	// (Options.NoShare).
+	readerWait = 5 * time.Second
+	// helloTimeout bounds the first exchange with a writer, which answers
+	// it at once unless stopped.
+	helloTimeout = 5 * time.Second
+)
+
+// errGone: the writer a read-only engine read through has closed the
+// directory or died; the call is retried on whatever holds it now.
+var errGone = errors.New("the process writing the directory went away")
+
+// lockStore opens anna.db under bbolt's file lock. Who waits for whom (the
+// package doc's invariants): a read-only open that finds the directory
+// locked reads through the writer that answers on its socket (it sets
+// e.via and returns a nil store), waiting up to readerWait for one to
+// answer; a writable open fails at once when another writer answers, and
+// waits up to writerWait for read-only opens to close.
+func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*storage.Store, error) {
+	if e.readOnly && opts.NoShare {
+		if why := heldHere(e.dir, true, false); why != "" {
+			return nil, &openHereError{dir: e.dir, how: why}
+		}
+		st, err := storage.Open(path, storage.Options{ReadOnly: true})
+		if err != nil {
+			return nil, e.storeError(err)
+		}
+		return st, nil
+	}
+	start, logged := time.Now(), false
+	for {
+		if why := heldHere(e.dir, e.readOnly, true); why != "" {
+			return nil, &openHereError{dir: e.dir, how: why}
+		}
+		st, err := storage.Open(path, storage.Options{ReadOnly: e.readOnly, Create: !e.readOnly, LockWait: -1})
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, storage.ErrLocked) {
+			return nil, e.storeError(err)
+		}
+		c, derr := dial(ctx, e.dir, e.logf)
+		switch {
+		case derr == nil && e.readOnly:
+			if err := e.readThrough(c, opts); err != nil {
+				c.close()
+				return nil, err
+			}
+			return nil, nil
+		case derr == nil:
+			c.close()
+			if c.hello.PID == os.Getpid() {
+				return nil, &openHereError{dir: e.dir, how: "for writing"}
+			}
+			return nil, fmt.Errorf("engine: %s: %w: process %d has it open for writing", e.dir, ErrLocked, c.hello.PID)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("engine: %s: %w", e.dir, ctx.Err())
+		case !errors.Is(derr, errGone):
+			return nil, fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, derr)
+		}
+		limit := writerWait
+		if e.readOnly {
+			limit = readerWait
+		}
+		if time.Since(start) >= limit {
+			if e.readOnly {
+				return nil, fmt.Errorf("engine: %s: %w: for %v, a process has had it open for writing without answering on %s (one opened with Options.NoShare, or by an older anna)", e.dir, ErrLocked, limit, sockFile)
+			}
+			return nil, fmt.Errorf("engine: %s: %w: for %v, read-only opens (annactl search, stats or check, a program's read-only Engine) or a writer that does not answer on %s have held it; open it for writing once they close", e.dir, ErrLocked, limit, sockFile)
+		}
+		if !logged && !e.readOnly {
+			e.logf("%s: waiting up to %v for the read-only opens holding it to close", e.dir, limit)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("engine: %s: %w (waiting for its lock)", e.dir, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// openHere is the engine's one package-level state: the directories this
+// process has open. bbolt's lock is held per open file, so a second open of
+// a directory in the same process excludes the first as another process's
+// would; openHere lets Open say what happened instead of waiting and
+// blaming another process. Engines enter it once they hold the lock and
+// leave it on Close; those that read through a writer hold no lock and are
+// not in it.
+var openHere struct {
+	sync.Mutex
+	dirs []*heldDir
+}
+
+type heldDir struct {
+	fi      os.FileInfo // the directory (os.SameFile)
+	writer  bool
+	shared  bool // the writer answers on its socket
+	readers int  // read-only engines holding bbolt's shared lock
+}
+
+// heldHere says why this process's own engines keep an open of dir out:
+// "for writing" or "read-only" ("" when nothing does). A read-only open
+// that may read through a writer (through) reads through this process's
+// own like any other, unless that one does not share.
+func heldHere(dir string, readOnly, through bool) string {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	for _, h := range openHere.dirs {
+		switch {
+		case !os.SameFile(h.fi, fi):
+		case h.writer && (!readOnly || !through || !h.shared):
+			return "for writing"
+		case h.readers > 0 && !readOnly:
+			return "read-only"
+		}
+	}
+	return ""
+}
+
+// holdHere enters dir in openHere; the function returned takes it out.
+func holdHere(dir string, writer, shared bool) func() error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return func() error { return nil }
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	var h *heldDir
+	for _, x := range openHere.dirs {
+		if os.SameFile(x.fi, fi) {
+			h = x
+		}
+	}
+	if h == nil {
+		h = &heldDir{fi: fi}
+		openHere.dirs = append(openHere.dirs, h)
+	}
+	if writer {
+		h.writer, h.shared = true, shared
+	} else {
+		h.readers++
+	}
+	return func() error {
+		openHere.Lock()
+		defer openHere.Unlock()
+		if writer {
+			h.writer, h.shared = false, false
+		} else {
+			h.readers--
+		}
+		if !h.writer && h.readers == 0 {
+			for i, x := range openHere.dirs {
+				if x == h {
+					openHere.dirs = append(openHere.dirs[:i], openHere.dirs[i+1:]...)
+					break
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// openHereError: the directory is open in this process already. It is
+// ErrLocked for errors.Is, without blaming another process.
+type openHereError struct{ dir, how string }
+
+func (o *openHereError) Error() string {
+	return fmt.Sprintf("engine: %s is already open %s in this process: use that Engine, or Close it first", o.dir, o.how)
+}
+
+func (o *openHereError) Is(target error) bool { return target == ErrLocked }
+
+// --- the writer's side ---
+
+// server answers the reads of other processes' read-only opens.
+type server struct {
+	e     *Engine
+	srv   *http.Server
+	sock  string        // DIR/anna.sock
+	ready chan struct{} // closed once Open has succeeded
+	done  chan struct{} // closed when the engine closes (or Open fails)
+	once  sync.Once
+}
+
+// serve makes e, just opened for writing (it holds the lock), answer on
+// DIR/anna.sock. A socket that cannot be made is not an error: read-only
+// opens elsewhere then fail with ErrLocked while e is open, as the log
+// says.
+func (e *Engine) serve() {
+	ln, sock, err := listen(e.dir)
+	if err != nil {
+		e.logf("%s: read-only opens in other processes will fail while this engine has it open: %v", e.dir, err)
+		return
+	}
+	s := &server{e: e, sock: sock, ready: make(chan struct{}), done: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/hello", s.hello)
+	mux.HandleFunc("POST /v1/search", handle(s, func(ctx context.Context, r searchReq) ([]Result, error) {
+		return e.Search(ctx, r.Query, r.Opts)
+	}))
+	mux.HandleFunc("POST /v1/retrieve", handle(s, e.retrieveFor))
+	mux.HandleFunc("POST /v1/snippets", handle(s, e.snippetsFor))
+	mux.HandleFunc("POST /v1/get", handle(s, func(ctx context.Context, r getReq) ([]Document, error) {
+		return e.Get(ctx, r.IDs...)
+	}))
+	mux.HandleFunc("POST /v1/vectors", handle(s, func(ctx context.Context, r getReq) (vectorsResp, error) {
+		if len(r.IDs) != 1 {
+			return vectorsResp{}, fmt.Errorf("engine: vectors: want one ID, got %d", len(r.IDs))
+		}
+		v, ok, err := e.Vectors(r.IDs[0])
+		return vectorsResp{Vectors: v, Found: ok}, err
+	}))
+	mux.HandleFunc("POST /v1/stats", handle(s, func(ctx context.Context, _ struct{}) (Stats, error) {
+		return e.Stats()
+	}))
+	mux.HandleFunc("POST /v1/lexical-scores", handle(s, func(ctx context.Context, r scoresReq) ([]float64, error) {
+		return e.LexicalScores(ctx, r.Query, r.Docs)
+	}))
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() {
+		_ = safe.Call(func() error { return s.srv.Serve(ln) })
+	}()
+	e.srv = s
+	e.closers = append(e.closers, s.close)
+}
+
+// opened lets the requests through: Open has succeeded.
+func (s *server) opened() { close(s.ready) }
+
+// close stops answering and removes the socket, before the store (and its
+// lock) is released: a reader that then finds the lock free opens the
+// directory itself.
+func (s *server) close() error {
+	s.once.Do(func() {
+		close(s.done)
+		s.srv.Close()
+		os.Remove(s.sock)
+	})
+	return nil
+}
+
+// hello answers at once, telling whether the writer is still opening the
+// directory, unless asked to wait until it has.
+func (s *server) hello(w http.ResponseWriter, r *http.Request) {
+	var req helloReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
+		return
+	}
+	h := helloResp{Proto: shareProto, PID: os.Getpid()}
+	ready := false
+	select {
+	case <-s.ready:
+		ready = true
+	case <-s.done:
+		reply(w, nil, ErrClosed)
+		return
+	default:
+	}
+	if !ready && req.Wait {
+		if err := s.wait(r.Context()); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		ready = true
+	}
+	if ready {
+		st, err := s.e.Stats()
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		s.e.mu.RLock()
+		h.Bound = s.e.bound
+		s.e.mu.RUnlock()
+		h.Ready, h.Model, h.Chunking, h.Backend = true, st.Model, st.Chunking, st.Backend
+	}
+	reply(w, h, nil)
+}
+
+// wait returns once Open has succeeded, or ErrClosed.
+func (s *server) wait(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handle decodes a request, waits until the engine is open and answers
+// with fn's result or error.
+func handle[Req, Resp any](s *server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
+			return
+		}
+		if err := s.wait(r.Context()); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		out, err := fn(r.Context(), req)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		reply(w, out, nil)
+	}
+}
+
+func reply(w http.ResponseWriter, result any, err error) {
+	env := envelope{}
+	if err != nil {
+		env.Error = toWire(err)
+	} else if raw, merr := json.Marshal(result); merr != nil {
+		env.Error = toWire(fmt.Errorf("engine: encoding the answer: %w", merr))
+	} else {
+		env.Result = raw
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(env)
+}
+
+// retrieveFor is a reranking search's first half for a reader that
+// reranks itself: the retrieval lists and their fusion, as Search makes
+// them before reranking.
+func (e *Engine) retrieveFor(ctx context.Context, r searchReq) (retrieveResp, error) {
+	opts := r.Opts
+	if err := opts.validate(); err != nil {
+		return retrieveResp{}, err
+	}
+	if err := e.enter(); err != nil {
+		return retrieveResp{}, err
+	}
+	defer e.leave()
+	if opts.Fusion == "" {
+		opts.Fusion = e.fusionInEffect()
+	}
+	base := opts
+	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
+		base.Mode, base.K = opts.RerankOf, max(opts.K, opts.RerankDepth)
+		base.Depth = max(base.Depth, base.K)
+	}
+	got, err := e.search(ctx, r.Query, base)
+	if err != nil {
+		return retrieveResp{}, err
+	}
+	return retrieveResp{Lists: got.lists, Fused: got.fused, Passage: got.passage, Fusion: opts.Fusion}, nil
+}
+
+// snippetsFor attaches snippets to a reader's reranked results.
+func (e *Engine) snippetsFor(ctx context.Context, r snippetsReq) ([]Result, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.snippets(ctx, r.Query, r.Results, r.Passage, r.Size); err != nil {
+		return nil, err
+	}
+	return r.Results, nil
+}
+
+// --- the wire ---
+
+type (
+	helloReq  struct{ Wait bool }
+	helloResp struct {
+		Proto    int
+		PID      int
+		Ready    bool // the writer has finished opening; the fields below are set
+		Model    Model
+		Chunking Chunking
+		Bound    bool
+		Backend  string
+	}
+	searchReq struct {
+		Query string
+		Opts  SearchOptions
+	}
+	retrieveResp struct {
+		Lists   []fusion.List
+		Fused   []fusion.Result
+		Passage map[string]int
+		Fusion  Fusion
+	}
+	snippetsReq struct {
+		Query   string
+		Results []Result
+		Passage map[string]int
+		Size    int
+	}
+	getReq      struct{ IDs []string }
+	vectorsResp struct {
+		Vectors [][]float32
+		Found   bool
+	}
+	scoresReq struct {
+		Query string
+		Docs  []Document
+	}
+	envelope struct {
+		Result json.RawMessage `json:",omitempty"`
+		Error  *wireError      `json:",omitempty"`
+	}
+)
+
+// wireError carries an error across: its message, the sentinels it wraps
+// and the typed errors callers look for with errors.As.
+type wireError struct {
+	Message       string
+	Is            []string            `json:",omitempty"`
+	Option        *OptionError        `json:",omitempty"`
+	Recovery      *RecoveryError      `json:",omitempty"`
+	ModelNotFound *ModelNotFoundError `json:",omitempty"`
+	Mismatch      *ModelMismatchError `json:",omitempty"`
+}
+
+var wireSentinels = []struct {
+	name string
+	err  error
+}{
+	{"closed", ErrClosed}, {"read-only", ErrReadOnly}, {"empty-query", ErrEmptyQuery},
+	{"empty-id", ErrEmptyID}, {"empty-document", ErrEmptyDocument}, {"invalid-option", ErrInvalidOption},
+	{"not-index", ErrNotIndex}, {"locked", ErrLocked}, {"damaged", ErrDamaged},
+	{"needs-recovery", ErrNeedsRecovery}, {"unsupported", ErrUnsupported}, {"model-not-found", ErrModelNotFound},
+	{"canceled", context.Canceled}, {"deadline", context.DeadlineExceeded},
+}
+
+func toWire(err error) *wireError {
+	w := &wireError{Message: err.Error()}
+	for _, s := range wireSentinels {
+		if errors.Is(err, s.err) {
+			w.Is = append(w.Is, s.name)
+		}
+	}
+	errors.As(err, &w.Option)
+	errors.As(err, &w.Recovery)
+	errors.As(err, &w.ModelNotFound)
+	errors.As(err, &w.Mismatch)
+	return w
+}
+
+// remoteError is an error the writer returned, as errors.Is and errors.As
+// see it there.
+type remoteError struct {
+	msg     string
+	wrapped []error
+}
+
+func (r *remoteError) Error() string   { return r.msg }
+func (r *remoteError) Unwrap() []error { return r.wrapped }
+
+func (w *wireError) err() error {
+	r := &remoteError{msg: w.Message}
+	for _, name := range w.Is {
+		if name == "closed" {
+			return fmt.Errorf("%w (%s)", errGone, w.Message)
+		}
+		for _, s := range wireSentinels {
+			if s.name == name {
+				r.wrapped = append(r.wrapped, s.err)
+			}
+		}
+	}
+	for _, typed := range []error{w.Option, w.Recovery, w.ModelNotFound, w.Mismatch} {
+		if typed != nil && !isNilPtr(typed) {
+			r.wrapped = append(r.wrapped, typed)
+		}
+	}
+	return r
+}
+
+func isNilPtr(err error) bool {
+	switch p := err.(type) {
+	case *OptionError:
+		return p == nil
+	case *RecoveryError:
+		return p == nil
+	case *ModelNotFoundError:
+		return p == nil
+	case *ModelMismatchError:
+		return p == nil
+	}
+	return false
+}
+
+// --- the reader's side ---
+
+// writerModel is RecordedModel of a directory whose lock is held: the
+// model the process writing it answers with, or, when none answers, what
+// the store says once the lock is free (as long as a read-only Open
+// waits).
+func writerModel(dir string) (Model, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readerWait)
+	defer cancel()
+	for {
+		c, err := dial(ctx, dir, func(string, ...any) {})
+		if err == nil {
+			c.close()
+			if !c.hello.Bound {
+				return Model{}, nil
+			}
+			return c.hello.Model, nil
+		}
+		st, serr := storage.Open(filepath.Join(dir, storeFile), storage.Options{ReadOnly: true, LockWait: lockPoll})
+		if serr == nil {
+			defer st.Close()
+			return recordedModel(st)
+		}
+		if !errors.Is(serr, storage.ErrLocked) || ctx.Err() != nil {
+			return Model{}, fmt.Errorf("engine: %w", serr)
+		}
+	}
+}
+
+// client talks to the writer of a directory.
+type client struct {
+	hc    *http.Client
+	hello helloResp
+	done  func() // releases what reaching the socket holds
+}
+
+// dial reaches the writer answering on dir's socket and says hello,
+// waiting (logging why) while it is still opening the directory. An error
+// wrapping errGone means nothing answers there (no socket, or a stale one
+// of a writer that died).
+func dial(ctx context.Context, dir string, logf func(string, ...any)) (*client, error) {
+	addr, done, err := sockAddr(dir, sockFile)
+	if err != nil {
+		return nil, err
+	}
+	d := net.Dialer{Timeout: dialTimeout}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", addr)
+		},
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	c := &client{hc: &http.Client{Transport: tr}, done: func() {
+		tr.CloseIdleConnections()
+		done()
+	}}
+	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	err = c.call(hctx, "hello", helloReq{}, &c.hello)
+	cancel()
+	if err != nil {
+		c.close()
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w: no answer on %s within %v", errGone, sockFile, helloTimeout)
+		}
+		return nil, err
+	}
+	if c.hello.Proto != shareProto {
+		c.close()
+		return nil, fmt.Errorf("process %d, which has it open for writing, speaks protocol %d on %s, this anna %d (another anna version)", c.hello.PID, c.hello.Proto, sockFile, shareProto)
+	}
+	if !c.hello.Ready {
+		logf("%s: process %d is opening it for writing; waiting for it", dir, c.hello.PID)
+		if err := c.call(ctx, "hello", helloReq{Wait: true}, &c.hello); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *client) close() { c.done() }
+
+// call posts in to the writer's method and decodes its answer into out.
+// Errors wrapping errGone mean the writer is no longer there.
+func (c *client) call(ctx context.Context, method string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("engine: encoding a request to the writer: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://anna/v1/"+method, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("engine: %w", ctx.Err())
+		}
+		return fmt.Errorf("%w: %v", errGone, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("engine: the writing process (%d) answered %s to %s", c.hello.PID, resp.Status, method)
+	}
+	var env envelope
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("engine: %w", ctx.Err())
+		}
+		return fmt.Errorf("%w: %v", errGone, err)
+	}
+	if env.Error != nil {
+		return env.Error.err()
+	}
+	if err := json.Unmarshal(env.Result, out); err != nil {
+		return fmt.Errorf("engine: decoding the writer's answer to %s: %w", method, err)
+	}
+	return nil
+}
+
+// maxSockPath is the longest socket path bind and connect take.
+var maxSockPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
+// sockAddr is the address of the socket name in dir: its absolute path,
+// or, when that is too long for a socket address (about 107 bytes), on
+// Linux the path through a descriptor of dir held open until done is
+// called (/proc/self/fd/N/name).
+func sockAddr(dir, name string) (addr string, done func(), err error) {
+	abs, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		return "", nil, fmt.Errorf("engine: %w", err)
+	}
+	if len(abs) <= maxSockPath {
+		return abs, func() {}, nil
+	}
+	if runtime.GOOS != "linux" {
+		return "", nil, fmt.Errorf("engine: %s is %d bytes long, more than a socket address holds (%d)", abs, len(abs), maxSockPath)
+	}
+	f, err := os.Open(filepath.Dir(abs))
+	if err != nil {
+		return "", nil, fmt.Errorf("engine: %w", err)
+	}
+	return fmt.Sprintf("/proc/self/fd/%d/%s", f.Fd(), name), func() { f.Close() }, nil
+}
+
+// listen makes dir's socket, readable and writable by its owner only: bound
+// under a temporary name, restricted, then renamed into place, replacing a
+// stale one (a writer that died; the caller holds the writer's lock, so no
+// live one answers there).
+func listen(dir string) (*net.UnixListener, string, error) {
+	sock := filepath.Join(dir, sockFile)
+	tmpName := sockFile + ".new"
+	tmp := filepath.Join(dir, tmpName)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	addr, done, err := sockAddr(dir, tmpName)
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
+	done()
+	if err != nil {
+		return nil, "", err
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, "", err
+	}
+	if err := os.Rename(tmp, sock); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, "", err
+	}
+	return ln, sock, nil
+}
+
+// readThrough makes e, a read-only open of a directory another process
+// has open for writing, read through that process (c). The model checks
+// are Open's, made against the writer's model without loading one.
+func (e *Engine) readThrough(c *client, opts Options) error {
+	h := c.hello
+	if opts.Encoder != nil || opts.Model != "" {
+		fp, name := "", ""
+		if opts.Encoder != nil {
+			fp, name = opts.Encoder.Fingerprint(), modelName(opts.Encoder, opts.Model, opts.Encoder.Fingerprint())
+		} else {
+			man, err := model.LoadManifest(opts.Model)
+			if err != nil {
+				return fmt.Errorf("engine: loading the model: %w", err)
+			}
+			fp, name = man.Fingerprint, man.Name
+		}
+		if h.Bound && fp != h.Model.Fingerprint {
+			return &ModelMismatchError{Dir: e.dir, Index: h.Model.Fingerprint, IndexName: h.Model.Name, Model: fp, ModelName: name}
+		}
+	}
+	if h.Bound && opts.Chunking != (Chunking{}) && opts.Chunking != h.Chunking {
+		return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, h.Chunking))
+	}
+	if remote := strings.HasPrefix(h.Backend, "weaviate"); remote != (opts.Weaviate != nil) {
+		want := "its own indexes"
+		if opts.Weaviate != nil {
+			want = "Weaviate"
+		}
+		return fmt.Errorf("engine: %s: %w: process %d has it open for writing with backend %s, and this read-only open asks for %s", e.dir, ErrLocked, h.PID, h.Backend, want)
+	}
+	e.mu.Lock()
+	e.model, e.chunking, e.bound, e.enc = h.Model, h.Chunking, h.Bound, opts.Encoder
+	e.mu.Unlock()
+	e.via = &via{dir: e.dir, opts: opts, logf: e.logf, c: c}
+	e.closers = append(e.closers, e.via.close)
+	e.logf("%s: process %d has it open for writing; reading through it", e.dir, h.PID)
+	return nil
+}
+
+// via answers a read-only engine's reads through the process that has its
+// directory open for writing; once that process has closed it (or died),
+// through whatever Open finds then: the next writer, or the directory
+// itself opened read-only (inner).
+type via struct {
+	dir   string
+	opts  Options
+	logf  func(string, ...any)
+	mu    sync.Mutex // guards c and inner; held while reopening
+	c     *client
+	inner *Engine
+}
+
+// do runs remote against the writer, or local against inner once the
+// directory is read directly, reopening when the writer goes away.
+func (v *via) do(ctx context.Context, remote func(*client) error, local func(*Engine) error) error {
+	var err error
+	for range 3 {
+		c, in, terr := v.target(ctx)
+		if terr != nil {
+			return terr
+		}
+		if in != nil {
+			return local(in)
+		}
+		if err = remote(c); !errors.Is(err, errGone) {
+			return err
+		}
+		v.drop(c)
+	}
+	return fmt.Errorf("engine: %s: %w", v.dir, err)
+}
+
+func (v *via) target(ctx context.Context) (*client, *Engine, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.inner != nil || v.c != nil {
+		return v.c, v.inner, nil
+	}
+	ne, err := Open(ctx, v.dir, v.opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ne.via == nil {
+		v.logf("%s: the process that had it open for writing has closed it; reading it directly", v.dir)
+		v.inner = ne
+		return nil, ne, nil
+	}
+	ne.via.mu.Lock()
+	v.c, ne.via.c = ne.via.c, nil
+	ne.via.mu.Unlock()
+	ne.Close()
+	return v.c, nil, nil
+}
+
+// drop forgets c, which no longer answers.
+func (v *via) drop(c *client) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.c == c {
+		v.c = nil
+		c.close()
+	}
+}
+
+func (v *via) close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.c != nil {
+		v.c.close()
+		v.c = nil
+	}
+	if v.inner != nil {
+		err := v.inner.Close()
+		v.inner = nil
+		return err
+	}
+	return nil
+}
+
+// search is Search through the writer. A reranking search retrieves
+// there and reranks here, with this engine's Reranker.
+func (v *via) search(ctx context.Context, e *Engine, query string, opts SearchOptions) ([]Result, error) {
+	if opts.EfSearch == 0 {
+		opts.EfSearch = e.hnsw.EfSearch
+	}
+	var out []Result
+	err := v.do(ctx, func(c *client) error {
+		if opts.Mode != ModeRerank {
+			return c.call(ctx, "search", searchReq{Query: query, Opts: opts}, &out)
+		}
+		var r retrieveResp
+		if err := c.call(ctx, "retrieve", searchReq{Query: query, Opts: opts}, &r); err != nil {
+			return err
+		}
+		o := opts
+		o.Fusion, o.Snippets = r.Fusion, false
+		res, err := e.finish(ctx, query, retrieved{lists: r.Lists, fused: r.Fused, passage: r.Passage}, o)
+		if err != nil || !opts.Snippets {
+			out = res
+			return err
+		}
+		return c.call(ctx, "snippets", snippetsReq{Query: query, Results: res, Passage: r.Passage, Size: opts.SnippetSize}, &out)
+	}, func(in *Engine) (err error) {
+		out, err = in.Search(ctx, query, opts)
+		return err
+	})
+	return out, err
+}
+
+func (v *via) get(ctx context.Context, ids []string) ([]Document, error) {
+	var out []Document
+	err := v.do(ctx, func(c *client) error {
+		return c.call(ctx, "get", getReq{IDs: ids}, &out)
+	}, func(in *Engine) (err error) {
+		out, err = in.Get(ctx, ids...)
+		return err
+	})
+	return out, err
+}
+
+// docs serves docsByID (reranking's texts and the results' documents).
+func (v *via) docs(ids []string) (map[string]storage.Doc, error) {
+	got, err := v.get(context.Background(), ids)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]storage.Doc, len(got))
+	for _, d := range got {
+		m[d.ID] = storage.Doc(d)
+	}
+	return m, nil
+}
+
+func (v *via) vectors(id string) ([][]float32, bool, error) {
+	ctx := context.Background()
+	var out vectorsResp
+	err := v.do(ctx, func(c *client) error {
+		return c.call(ctx, "vectors", getReq{IDs: []string{id}}, &out)
+	}, func(in *Engine) (err error) {
+		out.Vectors, out.Found, err = in.Vectors(id)
+		return err
+	})
+	return out.Vectors, out.Found, err
+}
+
+func (v *via) lexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
+	var out []float64
+	err := v.do(ctx, func(c *client) error {
+		return c.call(ctx, "lexical-scores", scoresReq{Query: query, Docs: docs}, &out)
+	}, func(in *Engine) (err error) {
+		out, err = in.LexicalScores(ctx, query, docs)
+		return err
+	})
+	return out, err
+}
+
+// stats is Stats through the writer: its counts and model, with this
+// engine's own Dir, ReadOnly, Reranker and Warnings, and WriterPID.
+func (v *via) stats(e *Engine) (Stats, error) {
+	ctx := context.Background()
+	var st Stats
+	err := v.do(ctx, func(c *client) error {
+		if err := c.call(ctx, "stats", struct{}{}, &st); err != nil {
+			return err
+		}
+		st.WriterPID, st.Warnings = c.hello.PID, e.Warnings()
+		return nil
+	}, func(in *Engine) (err error) {
+		st, err = in.Stats()
+		return err
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	st.Dir, st.ReadOnly, st.Reranker = e.dir, true, e.rr != nil
+	e.mu.Lock()
+	e.model, e.chunking = st.Model, st.Chunking
+	e.mu.Unlock()
+	return st, nil
+}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anna-search/anna/internal/safe"
+)
+
+// DeleteBatch is how many documents DeleteExcept removes per committed
+// batch when given 0.
+const DeleteBatch = 1024
+
+// DeleteExcept removes every stored document whose ID keep does not hold,
+// and returns how many it removed: what makes a directory hold exactly the
+// documents of a collection once they have been added (annactl index
+// --sync). keep must not be nil.
+//
+// It lists the IDs to remove first, then deletes them in batches of batch
+// IDs (0: DeleteBatch), each one Delete: committed with its index updates
+// before the next begins. Killed at any point, the directory loses only
+// documents keep does not hold, and a second call removes the rest.
+// Interrupted through ctx, it stops between batches and returns the
+// context's error with the count so far. A document another writer adds
+// during the call may or may not be removed.
+func (e *Engine) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if keep == nil {
+		return 0, fmt.Errorf("engine: delete except: %w: keep is nil", ErrInvalidOption)
+	}
+	if batch < 0 {
+		return 0, fmt.Errorf("engine: delete except: %w: batch %d < 0", ErrInvalidOption, batch)
+	}
+	if batch == 0 {
+		batch = DeleteBatch
+	}
+	gone, err := e.idsNotKept(ctx, keep)
+	if err != nil {
+		return 0, err
+	}
+	for len(gone) > 0 {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		b := gone[:min(batch, len(gone))]
+		gone = gone[len(b):]
+		d, err := e.Delete(ctx, b)
+		n += d
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// idsNotKept lists the stored IDs keep does not hold, in byte order.
+func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]string, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if e.readOnly {
+		return nil, ErrReadOnly
+	}
+	var gone []string
+	err := e.store.ForEachID(ctx, func(id string) error {
+		if !keep(id) {
+			gone = append(gone, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: listing documents: %w", err)
+	}
+	return gone, nil
+}

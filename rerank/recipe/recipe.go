@@ -1,0 +1,503 @@
+// Package recipe builds the cross-encoder reranker this project trains, the
+// recipe `annactl rerankers build` runs (and `make reranker` calls it):
+//
+//  1. index a BEIR collection (Config.Data, SciFact by default) with the
+//     embedding model, the embedding cache on;
+//  2. mine its train split with the pipeline as teacher: BM25 and dense
+//     candidates fused by RRF, soft labels from the calibrated fusion of
+//     BM25 and the cosine (mining.FusionTeacher), Group−1 negatives per
+//     query; the same for each Config.More set, each indexed on its own;
+//  3. fine-tune a cross-encoder from the base model's weights (listwise
+//     softmax over 1 + Group−1 candidates plus KL distillation from the
+//     teacher's scores, package train);
+//  4. measure it on the collection's test split and on each Config.Evals
+//     collection: BM25 and hybrid top 100, their top Depth reranked
+//     (replacing their order, and fused with their lists by RRF), each
+//     gain recorded in the model's manifest (model.RecordMeasurements: what
+//     decides whether anna uses it unasked);
+//  5. install it as ModelsDir/Name (installed.Add).
+//
+// Resuming: all of it lives in Config.Work. Build called again with the same
+// settings after a cancel, Ctrl-C or kill -9 goes on where the work stopped:
+// indexing is durable per batch, mining continues from its last checkpoint
+// (every 64 queries), training from its last checkpoint (every
+// CheckpointEvery steps, and at the step boundary where a cancel stopped
+// it), measuring from the pairs already scored (each score is appended to
+// Work/scores-*.txt as it is computed, a torn last line dropped). Finished
+// stages are recorded in Work/recipe.json and skipped. Settings that change
+// what is trained (Data, Base, Embedder, the training and mining settings)
+// are recorded there too, and a run with other ones is refused, naming the
+// setting, rather than mixing two runs' work.
+//
+// Time: each stage reports (Config.Progress) the work it counted —
+// documents, queries, steps, pairs — and, once its first unit is done in
+// this process, the measured time per unit and the remaining time that
+// implies. Nothing is estimated from constants: the first unit (model
+// loading, warm-up) is left out of the rate.
+package recipe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/installed"
+)
+
+// DefaultBase and DefaultName are the recipe's base model (a catalogue
+// entry, downloaded when absent) and the name its reranker is installed
+// under.
+const (
+	DefaultBase = "bge-small-en-v1.5"
+	DefaultName = "anna-reranker-bge"
+)
+
+// ErrData is wrapped by the error Build and CheckData return when the
+// training collection is missing or incomplete; its message says what is
+// needed and where to get it.
+var ErrData = errors.New("no training collection")
+
+// Set is a BEIR folder and the qrels split of it to mine.
+type Set struct {
+	Dir, Split string
+}
+
+// Config is one build. Start from Defaults: its zero values are not the
+// recipe's.
+type Config struct {
+	// Data is the BEIR folder trained on (corpus.jsonl, queries.jsonl,
+	// qrels/train.tsv) and, unless SkipEval, measured on (qrels/test.tsv).
+	Data string
+	// Work holds everything the build makes, for resuming (default
+	// $ANNA_HOME/work/Name).
+	Work string
+	// Base is what the cross-encoder starts from: a catalogue entry
+	// (downloaded when absent), an installed model's name, an anna model
+	// directory or a Hugging Face BERT checkpoint directory.
+	Base string
+	// Name is the installed reranker's name.
+	Name string
+	// Embedder is the embedding model (an anna model directory) of the
+	// candidates and the teacher's cosine ("": the installed default).
+	Embedder string
+	// ModelsDir, DownloadsDir and EmbeddingCache default to $ANNA_HOME's.
+	ModelsDir, DownloadsDir, EmbeddingCache string
+
+	Steps        int     // optimizer steps
+	BatchQueries int     // queries per step
+	Group        int     // candidates per query: 1 positive + Group−1 mined negatives
+	MaxLength    int     // tokens per (query, document) pair
+	LR           float64 // peak learning rate
+	Distill      float64 // weight of the KL distillation from the teacher's scores (0: none)
+	Seed         uint64  // training seed
+	// EvalEvery and CheckpointEvery are the trainer's held-out evaluation
+	// and checkpoint intervals, in steps.
+	EvalEvery, CheckpointEvery int
+
+	// More are further sets mined (each indexed on its own) and trained on
+	// with Data's train split; MoreRequireTop is their
+	// mining.Options.RequireTop (1 for generated queries).
+	More           []Set
+	MoreRequireTop int
+
+	// Depth is how many candidates of each list the reranker rescores when
+	// measured (1 to 100).
+	Depth int
+	// Evals are more BEIR folders measured on (split test) and recorded.
+	Evals []string
+	// SkipEval leaves the model unmeasured: installed, it is then used only
+	// when named (--reranker NAME), never unasked.
+	SkipEval bool
+	// NoInstall leaves the model in Work/ce/model.
+	NoInstall bool
+
+	// Progress, when set, is called as each stage advances.
+	Progress func(Progress)
+	// Logf, when set, receives what each stage found and did.
+	Logf func(format string, args ...any)
+}
+
+// Defaults is the recipe `make reranker` runs: bge-small-en-v1.5, SciFact
+// from $ANNA_HOME/datasets/scifact, 120 steps × 8 queries × 8 candidates ×
+// 192 tokens, lr 7e-5, distillation 1, seed 42, top 100 measured.
+func Defaults() Config {
+	return Config{
+		Data: DefaultData(), Base: DefaultBase, Name: DefaultName,
+		Steps: 120, BatchQueries: 8, Group: 8, MaxLength: 192, LR: 7e-5, Distill: 1, Seed: 42,
+		EvalEvery: 40, CheckpointEvery: 10, Depth: 100,
+	}
+}
+
+// DefaultData is where Defaults looks for SciFact: $ANNA_HOME/datasets/scifact.
+func DefaultData() string { return filepath.Join(home.Dir(), "datasets", "scifact") }
+
+// Progress is a stage's state.
+type Progress struct {
+	Stage         string // e.g. "train", "mine scifact train", "measure scifact test: rerank"
+	Index, Stages int    // this stage is Index of Stages (1-based)
+	Unit          string // documents, queries, steps, pairs, MB
+	Done, Total   int
+	// PerUnit is the time per unit measured in this process after the
+	// stage's first unit; 0 until then. ETA is (Total − Done) × PerUnit.
+	PerUnit, ETA time.Duration
+	Detail       string // the stage's latest figures (training loss, held-out accuracy)
+}
+
+// Result is what a build made.
+type Result struct {
+	Model     string // the trained model, Work/ce/model
+	Installed string // ModelsDir/Name; "" with NoInstall
+	Steps     int
+	// Measured are the measurements recorded in the model's manifest by
+	// this build (all of them, measured now or by the run it resumed).
+	Measured []model.Measurement
+	// Took is the wall time of each stage run in this call, by name.
+	Took map[string]time.Duration
+}
+
+// CheckData returns nil when dir holds what the recipe trains on (and,
+// with test, measures on), else an error wrapping ErrData that says what is
+// missing and where SciFact comes from.
+func CheckData(dir string, test bool) error {
+	need := []string{beir.CorpusPath(dir), beir.QueriesPath(dir), beir.QrelsPath(dir, "train")}
+	if test {
+		need = append(need, beir.QrelsPath(dir, "test"))
+	}
+	for _, p := range need {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("recipe: %w: %s is missing. The recipe trains on a BEIR folder — corpus.jsonl, queries.jsonl, "+
+				"qrels/train.tsv and, to measure the reranker, qrels/test.tsv — by default SciFact's, expected at %s: BEIR's "+
+				"https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip unzipped there holds them "+
+				"(or name another folder; skipping the measurement needs no test split)", ErrData, p, DefaultData())
+		}
+	}
+	return nil
+}
+
+// settings are what decide the trained model; recipe.json records them.
+type settings struct {
+	Data, Base, Embedder               string
+	Steps, BatchQueries, Group, MaxLen int
+	LR, Distill                        float64
+	Seed                               uint64
+	More                               []Set
+	MoreRequireTop                     int
+}
+
+// state is Work/recipe.json.
+type state struct {
+	Settings settings        `json:"settings"`
+	Done     map[string]bool `json:"done"`
+}
+
+// build is one Build call's wiring.
+type build struct {
+	cfg    Config
+	st     state
+	stages []string
+	stage  int // index in stages of the running one
+	meter  meter
+	took   map[string]time.Duration
+}
+
+func (b *build) logf(format string, args ...any) {
+	if b.cfg.Logf != nil {
+		b.cfg.Logf(format, args...)
+	}
+}
+
+// validate checks the settings and fills the paths' defaults.
+func (c *Config) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Steps", c.Steps}, {"BatchQueries", c.BatchQueries}, {"MaxLength", c.MaxLength}, {"EvalEvery", c.EvalEvery}, {"CheckpointEvery", c.CheckpointEvery}} {
+		if f.v < 1 {
+			return fmt.Errorf("recipe: %s must be at least 1 (got %d)", f.name, f.v)
+		}
+	}
+	switch {
+	case c.Group < 2:
+		return fmt.Errorf("recipe: Group must be at least 2, a positive and a negative (got %d)", c.Group)
+	case !(c.LR > 0 && c.LR < 1):
+		return fmt.Errorf("recipe: LR must be in (0, 1) (got %g)", c.LR)
+	case !(c.Distill >= 0 && c.Distill <= 1e3):
+		return fmt.Errorf("recipe: Distill must be in [0, 1000] (got %g)", c.Distill)
+	case !c.SkipEval && (c.Depth < 1 || c.Depth > 100):
+		return fmt.Errorf("recipe: Depth must be 1 to 100, the candidates measured being each list's top 100 (got %d)", c.Depth)
+	case c.MoreRequireTop < 0:
+		return fmt.Errorf("recipe: MoreRequireTop must not be negative (got %d)", c.MoreRequireTop)
+	case c.Base == "" || c.Name == "" || c.Name != filepath.Base(c.Name) || c.Name == "." || c.Name == "..":
+		return fmt.Errorf("recipe: Base %q and Name %q must be set, Name one path element", c.Base, c.Name)
+	}
+	if c.Data == "" {
+		c.Data = DefaultData()
+	}
+	// Copies: the paths are made absolute below, the caller's slices kept.
+	c.More, c.Evals = append([]Set(nil), c.More...), append([]string(nil), c.Evals...)
+	if err := CheckData(c.Data, !c.SkipEval); err != nil {
+		return err
+	}
+	names := map[string]string{filepath.Base(filepath.Clean(c.Data)): c.Data}
+	for _, s := range c.More {
+		if s.Dir == "" || s.Split == "" {
+			return fmt.Errorf("recipe: More set %+v: want a folder and a split", s)
+		}
+		if _, err := os.Stat(beir.QrelsPath(s.Dir, s.Split)); err != nil {
+			return fmt.Errorf("recipe: More set %s: %w", s.Dir, err)
+		}
+	}
+	for _, d := range c.Evals {
+		n := filepath.Base(filepath.Clean(d))
+		if prev, ok := names[n]; ok {
+			return fmt.Errorf("recipe: Evals %s: its name %q is %s's too (measurements are recorded by the folder's name)", d, n, prev)
+		}
+		names[n] = d
+		if _, err := os.Stat(beir.QrelsPath(d, "test")); err != nil {
+			return fmt.Errorf("recipe: Evals %s: %w", d, err)
+		}
+	}
+	// Absolute paths: what recipe.json records and keys its stages by
+	// does not depend on the working directory.
+	c.Data = abs(c.Data)
+	for i := range c.More {
+		c.More[i].Dir = abs(c.More[i].Dir)
+	}
+	for i := range c.Evals {
+		c.Evals[i] = abs(c.Evals[i])
+	}
+	if c.ModelsDir == "" {
+		c.ModelsDir = home.ModelsDir()
+	}
+	if c.DownloadsDir == "" {
+		c.DownloadsDir = home.DownloadsDir()
+	}
+	if c.EmbeddingCache == "" {
+		c.EmbeddingCache = home.EmbeddingCacheDir()
+	}
+	if c.Embedder == "" {
+		c.Embedder = home.DefaultModel()
+	}
+	if c.Work == "" {
+		c.Work = filepath.Join(home.Dir(), "work", c.Name)
+	}
+	c.Embedder, c.Work = abs(c.Embedder), abs(c.Work)
+	return nil
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// Build runs the recipe, resuming the work in cfg.Work. Cancelling ctx
+// stops it at the next unit boundary of the running stage (a document
+// batch, a query, a step, a query's pairs) with an error wrapping
+// context.Canceled; calling Build again with the same settings continues.
+func Build(ctx context.Context, cfg Config) (*Result, error) {
+	ctx = safe.Ctx(ctx)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &build{cfg: cfg, took: map[string]time.Duration{}}
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	c := &b.cfg
+	b.plan()
+	res := &Result{Model: filepath.Join(c.Work, "ce", "model"), Took: b.took}
+	sets := append([]Set{{c.Data, "train"}}, c.More...)
+	var mined []string
+	for i, s := range sets {
+		out, err := b.mineSet(ctx, s, i)
+		if err != nil {
+			return nil, b.stopped(err)
+		}
+		mined = append(mined, out)
+	}
+	input, err := b.join(mined)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := b.train(ctx, input)
+	if err != nil {
+		return nil, b.stopped(err)
+	}
+	res.Steps = steps
+	if !c.SkipEval {
+		for _, d := range append([]string{c.Data}, c.Evals...) {
+			if err := b.measure(ctx, d, res.Model); err != nil {
+				return nil, b.stopped(err)
+			}
+		}
+		if len(c.Evals) == 0 {
+			b.logf("measured on %s alone: where its measurements say it helps, search --mode rerank and mining take it unasked on every collection; Evals (--eval DIR) measures it on more", filepath.Base(filepath.Clean(c.Data)))
+		}
+	}
+	man, err := model.LoadManifest(res.Model)
+	if err != nil {
+		return nil, err
+	}
+	res.Measured = man.Measured
+	if !c.NoInstall {
+		if err := b.run("install as "+c.Name, func() error {
+			_, err := installed.Add(ctx, res.Model, c.ModelsDir, c.Name)
+			return err
+		}); err != nil {
+			return nil, b.stopped(err)
+		}
+		res.Installed = filepath.Join(c.ModelsDir, c.Name)
+	}
+	return res, nil
+}
+
+// stopped says, for a cancelled run, that Build with the same settings
+// goes on.
+func (b *build) stopped(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("recipe: stopped in stage %q (%w); build again with the same settings to continue from %s", b.stages[b.stage], err, b.cfg.Work)
+	}
+	return err
+}
+
+// open reads Work/recipe.json, or starts it, refusing other settings.
+func (b *build) open() error {
+	c := &b.cfg
+	more := append([]Set{}, c.More...)
+	want := settings{Data: c.Data, Base: c.Base, Embedder: c.Embedder, Steps: c.Steps, BatchQueries: c.BatchQueries, Group: c.Group,
+		MaxLen: c.MaxLength, LR: c.LR, Distill: c.Distill, Seed: c.Seed, More: more, MoreRequireTop: c.MoreRequireTop}
+	if isDir(c.Base) {
+		want.Base = abs(c.Base)
+	}
+	path := filepath.Join(c.Work, "recipe.json")
+	bs, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		b.st = state{Settings: want, Done: map[string]bool{}}
+		if err := os.MkdirAll(c.Work, 0o755); err != nil {
+			return fmt.Errorf("recipe: %w", err)
+		}
+		return b.save()
+	case err != nil:
+		return fmt.Errorf("recipe: %w", err)
+	}
+	if err := json.Unmarshal(bs, &b.st); err != nil {
+		return fmt.Errorf("recipe: %s: %w (delete the work directory to start over)", path, err)
+	}
+	if b.st.Done == nil {
+		b.st.Done = map[string]bool{}
+	}
+	got, wv := reflect.ValueOf(b.st.Settings), reflect.ValueOf(want)
+	for i := range got.NumField() {
+		if !reflect.DeepEqual(got.Field(i).Interface(), wv.Field(i).Interface()) {
+			return fmt.Errorf("recipe: %s was begun with %s %v; this build asks for %v: give the same settings to continue it, or another work directory",
+				c.Work, got.Type().Field(i).Name, got.Field(i).Interface(), wv.Field(i).Interface())
+		}
+	}
+	return nil
+}
+
+func (b *build) save() error {
+	bs, err := json.MarshalIndent(b.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(b.cfg.Work, "recipe.json"), append(bs, '\n'))
+}
+
+// done marks a stage finished, for resuming.
+func (b *build) done(key string) error {
+	b.st.Done[key] = true
+	return b.save()
+}
+
+// plan names the stages and logs the work they count.
+func (b *build) plan() {
+	c := &b.cfg
+	for _, s := range append([]Set{{c.Data, "train"}}, c.More...) {
+		b.stages = append(b.stages, "mine "+setName(s))
+	}
+	b.stages = append(b.stages, "train")
+	if !c.SkipEval {
+		for _, d := range append([]string{c.Data}, c.Evals...) {
+			b.stages = append(b.stages, "measure "+filepath.Base(filepath.Clean(d))+" test")
+		}
+	}
+	if !c.NoInstall {
+		b.stages = append(b.stages, "install as "+c.Name)
+	}
+	b.logf("building reranker %s from %s in %s: %s; training %d steps × %d queries × %d candidates × %d tokens (lr %g, distillation %g, seed %d)",
+		c.Name, c.Base, c.Work, strings.Join(b.stages, ", "), c.Steps, c.BatchQueries, c.Group, c.MaxLength, c.LR, c.Distill, c.Seed)
+}
+
+func setName(s Set) string { return filepath.Base(filepath.Clean(s.Dir)) + " " + s.Split }
+
+// enter starts stage name: the meter restarts.
+func (b *build) enter(name string) {
+	for i, s := range b.stages {
+		if s == name {
+			b.stage = i
+		}
+	}
+	b.meter = meter{}
+}
+
+// run runs a stage that reports no units of its own.
+func (b *build) run(name string, f func() error) error {
+	b.enter(name)
+	t0 := time.Now()
+	b.report(name, "", 0, 0, "")
+	err := f()
+	b.took[name] += time.Since(t0)
+	return err
+}
+
+// report sends one Progress, the rate measured from the stage's first
+// report in this process.
+func (b *build) report(stage, unit string, done, total int, detail string) {
+	if b.cfg.Progress == nil {
+		return
+	}
+	per := b.meter.perUnit(done, time.Now())
+	p := Progress{Stage: stage, Index: b.stage + 1, Stages: len(b.stages), Unit: unit, Done: done, Total: total, PerUnit: per, Detail: detail}
+	if per > 0 && total > done {
+		p.ETA = per * time.Duration(total-done)
+	}
+	b.cfg.Progress(p)
+}
+
+// meter measures time per unit from its first reading past base (the
+// units done before this process began, or none): the first unit run here,
+// with its warm-up, is left out.
+type meter struct {
+	base    int
+	t0      time.Time
+	d0      int
+	started bool
+}
+
+func (m *meter) perUnit(done int, now time.Time) time.Duration {
+	if !m.started {
+		if done > m.base {
+			m.started, m.t0, m.d0 = true, now, done
+		}
+		return 0
+	}
+	if done <= m.d0 {
+		return 0
+	}
+	return now.Sub(m.t0) / time.Duration(done-m.d0)
+}

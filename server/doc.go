@@ -1,0 +1,55 @@
+// Package server answers HTTP for an open anna directory: a thin layer of
+// net/http handlers over an *engine.Engine, mounted by `annactl serve` or
+// on a program's own mux (New returns an http.Handler).
+//
+//	eng, _ := engine.Open(ctx, "my-index", engine.Options{})
+//	srv, _ := server.New(eng, server.Options{})
+//	defer srv.Close() // before eng.Close
+//	http.Handle("/", srv)
+//
+// # Routes
+//
+//	POST   /v1/search           query, k, mode, fusion, weights, filter (the JSON filter language), snippets, explain, rerank → hits
+//	POST   /v1/documents        {"documents": [...]} or JSON lines: add or update, the fields of annactl index's input
+//	GET    /v1/documents/{id}   one stored document
+//	DELETE /v1/documents/{id}   remove one
+//	GET    /v1/stats            counts, model, fusion
+//	POST   /v1/embeddings       OpenAI's embeddings API (input, model, encoding_format float|base64, dimensions)
+//	GET    /v1/models           OpenAI's model list: the one model served
+//	POST   /v1/rerank           Cohere/Jina's rerank API (query, documents, top_n → results[].index, relevance_score)
+//	GET    /healthz             200 "ok" while serving
+//	GET    /metrics             Prometheus text: requests, latencies, batch sizes, documents
+//	GET    /openapi.json        an OpenAPI 3.1 description of every route
+//	GET    /                    a search page (files embedded in the binary)
+//
+// # Invariants
+//
+//   - Errors are JSON, {"error": {"code", "message", "type"}} (the shape
+//     OpenAI's clients read): code is a stable word (invalid_request,
+//     limit_exceeded, too_large, unauthorized, read_only, not_found,
+//     method_not_allowed, model_not_found, unsupported, timeout,
+//     unavailable, internal), message the engine's own error text, the
+//     same the command line prints.
+//   - A write is acknowledged (200) only after Engine.Add or Delete has
+//     returned nil: its bbolt transaction has committed, so a process
+//     killed after the answer loses nothing the client was told is stored.
+//   - Every request runs under its own context, cancelled when the client
+//     goes away or Options.Timeout passes; the engine's calls take it.
+//   - Limits (Options.Limits) are checked before the engine is called:
+//     body size (413), documents per batch, inputs per embedding request,
+//     k, query length (400, code limit_exceeded, naming the field).
+//   - No request names a file: document IDs are keys of the store, models
+//     are the engine's own; nothing from a request becomes a path.
+//   - With Options.APIKey set, every route but /healthz, / and
+//     /openapi.json wants "Authorization: Bearer KEY" (or "X-API-Key:
+//     KEY"), compared in constant time.
+//   - Concurrent /v1/embeddings requests are coalesced into one
+//     EmbedDocuments call (one ONNX Runtime batch set) by a batcher: it
+//     waits at most Options.BatchWait after the first request for others,
+//     and takes at most Options.BatchTexts texts and BatchTokens tokens.
+//     Concurrent /v1/rerank requests with the same query are coalesced
+//     into one Score call; different queries run one after another (the
+//     Reranker interface scores one query per call).
+//   - The Server holds no global state: its metrics are in a registry of
+//     its own.
+package server

@@ -1,0 +1,426 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/rerank"
+)
+
+// Limits bound what one request may ask. Zero fields take the defaults.
+type Limits struct {
+	MaxBodyBytes   int64 // request body (default 16 MiB)
+	MaxBatch       int   // documents per POST /v1/documents (default 1024)
+	MaxInputs      int   // texts per /v1/embeddings, documents per /v1/rerank (default 2048, OpenAI's)
+	MaxK           int   // k and top_n (default 1000)
+	MaxQueryBytes  int   // query length in bytes (default 16 KiB)
+	MaxSnippetSize int   // snippet_size (default 4096)
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 16 << 20
+	}
+	if l.MaxBatch <= 0 {
+		l.MaxBatch = 1024
+	}
+	if l.MaxInputs <= 0 {
+		l.MaxInputs = 2048
+	}
+	if l.MaxK <= 0 {
+		l.MaxK = 1000
+	}
+	if l.MaxQueryBytes <= 0 {
+		l.MaxQueryBytes = 16 << 10
+	}
+	if l.MaxSnippetSize <= 0 {
+		l.MaxSnippetSize = 4096
+	}
+	return l
+}
+
+// Options configure a Server. The zero value serves reads and writes with
+// no key, the default limits and a 30 s timeout.
+type Options struct {
+	// APIKey, when set, is required of every request but /healthz, / and
+	// /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
+	APIKey string
+	// ReadOnly refuses POST and DELETE /v1/documents (403, read_only).
+	ReadOnly bool
+	Limits   Limits
+	// Timeout bounds each request (default 30 s; negative: none).
+	Timeout time.Duration
+	// Reranker serves /v1/rerank (and should be the engine's
+	// Options.Reranker, for mode rerank); nil: /v1/rerank answers 501.
+	Reranker rerank.Reranker
+	// RerankerName is the reranker's name in /v1/rerank answers.
+	RerankerName string
+	// RerankFusion is the default of a search's rerank_fusion: how the
+	// reranker was measured to help.
+	RerankFusion bool
+	// BatchWait is how long the embedding batcher waits after a request
+	// for others to join its batch (default 2 ms; negative: no wait, but
+	// requests queued meanwhile still join).
+	BatchWait time.Duration
+	// BatchTexts and BatchTokens bound one coalesced batch (defaults 256
+	// texts, 16384 tokens); a single request larger than them runs alone.
+	BatchTexts, BatchTokens int
+	// Logf, when set, receives what the server does on its own (a
+	// handler's panic, a batch's failure).
+	Logf func(format string, args ...any)
+}
+
+// Server is the http.Handler of one engine. Close it before the engine.
+type Server struct {
+	eng     *engine.Engine
+	opts    Options
+	lim     Limits
+	mux     *http.ServeMux
+	keyHash [32]byte
+	metrics *metrics
+
+	embedMu  sync.Mutex // guards embedder and tokens, started on first use
+	embedder *batcher[embedJob]
+	tokens   *tokenCounter
+
+	rerankB *batcher[rerankJob]
+
+	closeOnce sync.Once
+	base      context.Context
+	cancel    context.CancelFunc
+}
+
+// New returns the handler of eng. It starts the batchers' goroutines;
+// Close stops them.
+func New(eng *engine.Engine, opts Options) (*Server, error) {
+	if eng == nil {
+		return nil, errors.New("server: nil engine")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.BatchWait == 0 {
+		opts.BatchWait = 2 * time.Millisecond
+	}
+	if opts.BatchTexts <= 0 {
+		opts.BatchTexts = 256
+	}
+	if opts.BatchTokens <= 0 {
+		opts.BatchTokens = 16384
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	s := &Server{eng: eng, opts: opts, lim: opts.Limits.withDefaults(), mux: http.NewServeMux()}
+	if opts.APIKey != "" {
+		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.metrics = newMetrics(eng)
+	s.rerankB = newBatcher(s.base, opts.BatchWait, 64, 1<<30, s.runRerank, s.metrics.batchObserver("rerank"))
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.pattern, s.wrap(rt))
+	}
+	s.mux.Handle("/", s.wrap(route{pattern: "/", name: "unknown", public: true, methods: map[string]http.HandlerFunc{}}))
+	return s, nil
+}
+
+// Close stops the batchers (a request still waiting on one fails with
+// unavailable) and frees the tokenizer. It does not close the engine.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.rerankB.waitDone()
+		s.embedMu.Lock()
+		defer s.embedMu.Unlock()
+		if s.embedder != nil {
+			s.embedder.waitDone()
+		}
+		s.tokens.close()
+	})
+	return nil
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// route is one path of the API with its handlers by method.
+type route struct {
+	pattern string // a net/http pattern without method
+	name    string // the metrics label
+	public  bool   // served without the API key
+	write   bool   // refused by ReadOnly (its non-GET methods)
+	methods map[string]http.HandlerFunc
+}
+
+// routes is the API; TestOpenAPIMatchesRoutes checks openapi.json
+// against it.
+func (s *Server) routes() []route {
+	return []route{
+		{pattern: "/v1/search", name: "search", methods: map[string]http.HandlerFunc{"POST": s.search}},
+		{pattern: "/v1/documents", name: "documents", write: true, methods: map[string]http.HandlerFunc{"POST": s.addDocuments}},
+		{pattern: "/v1/documents/{id}", name: "document", write: true, methods: map[string]http.HandlerFunc{"GET": s.getDocument, "DELETE": s.deleteDocument}},
+		{pattern: "/v1/stats", name: "stats", methods: map[string]http.HandlerFunc{"GET": s.stats}},
+		{pattern: "/v1/embeddings", name: "embeddings", methods: map[string]http.HandlerFunc{"POST": s.embeddings}},
+		{pattern: "/v1/models", name: "models", methods: map[string]http.HandlerFunc{"GET": s.models}},
+		{pattern: "/v1/rerank", name: "rerank", methods: map[string]http.HandlerFunc{"POST": s.rerank}},
+		{pattern: "/healthz", name: "healthz", public: true, methods: map[string]http.HandlerFunc{"GET": s.healthz}},
+		{pattern: "/metrics", name: "metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.serve}},
+		{pattern: "/openapi.json", name: "openapi", public: true, methods: map[string]http.HandlerFunc{"GET": serveOpenAPI}},
+		{pattern: "/{$}", name: "page", public: true, methods: map[string]http.HandlerFunc{"GET": servePage}},
+	}
+}
+
+// wrap adds what every route shares: the method check, the key, the
+// read-only switch, the body limit, the timeout, panics, metrics.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				s.opts.Logf("serve: %s %s panicked: %v", r.Method, r.URL.Path, p)
+				if !sw.wrote {
+					writeError(sw, &apiError{http.StatusInternalServerError, "internal", fmt.Sprintf("internal error: %v", p)})
+				}
+			}
+			s.metrics.observe(rt.name, r.Method, sw.status(), time.Since(start))
+		}()
+		h, ok := rt.methods[r.Method]
+		if r.Method == http.MethodHead {
+			h, ok = rt.methods[http.MethodGet]
+		}
+		if !ok {
+			if len(rt.methods) == 0 {
+				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+				return
+			}
+			allowed := make([]string, 0, len(rt.methods))
+			for _, m := range []string{"GET", "POST", "DELETE"} {
+				if rt.methods[m] != nil {
+					allowed = append(allowed, m)
+				}
+			}
+			sw.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			return
+		}
+		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
+			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
+			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
+			return
+		}
+		if rt.write && s.opts.ReadOnly && r.Method != http.MethodGet {
+			writeError(sw, errorf(http.StatusForbidden, "read_only", "writes are disabled on this server (--read-only)"))
+			return
+		}
+		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
+		ctx := r.Context()
+		if s.opts.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+			defer cancel()
+		}
+		h(sw, r.WithContext(ctx))
+	})
+}
+
+// authorized reports whether r carries the API key; the hashes are
+// compared in constant time (their length is fixed, so the key's length
+// does not leak either).
+func (s *Server) authorized(r *http.Request) bool {
+	got := r.Header.Get("X-API-Key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, tok, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return false
+		}
+		got = strings.TrimSpace(tok)
+	}
+	h := sha256.Sum256([]byte(got))
+	return got != "" && subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.base.Err() != nil {
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+// statusWriter remembers the status written, for metrics and panics.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// apiError is an error answer: status, stable code, message.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status, code, fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON of an error answer, in the shape OpenAI's clients
+// read (error.message; type is OpenAI's coarse class).
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = e.code, e.message
+	switch {
+	case e.status == http.StatusUnauthorized:
+		b.Error.Type = "authentication_error"
+	case e.status == http.StatusNotFound:
+		b.Error.Type = "not_found_error"
+	case e.status >= 500:
+		b.Error.Type = "server_error"
+	default:
+		b.Error.Type = "invalid_request_error"
+	}
+	writeJSON(w, e.status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// fail answers err: an *apiError as it is, an engine error by its kind,
+// with the engine's message.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	var mnf *engine.ModelNotFoundError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &mbe):
+		ae = errorf(http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes (the server's limit)", mbe.Limit)
+	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument):
+		ae = &apiError{http.StatusBadRequest, "invalid_request", err.Error()}
+	case errors.Is(err, engine.ErrReadOnly):
+		ae = &apiError{http.StatusForbidden, "read_only", err.Error()}
+	case errors.As(err, &mnf), errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrNeedsRecovery):
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", err.Error()}
+	case errors.Is(err, engine.ErrUnsupported):
+		ae = &apiError{http.StatusNotImplemented, "unsupported", err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		ae = &apiError{http.StatusGatewayTimeout, "timeout", fmt.Sprintf("timed out after %s: %v", s.opts.Timeout, err)}
+	case errors.Is(err, context.Canceled) && s.base.Err() != nil:
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down"}
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads this.
+		ae = &apiError{499, "canceled", err.Error()}
+	default:
+		ae = &apiError{http.StatusInternalServerError, "internal", err.Error()}
+	}
+	writeError(w, ae)
+}
+
+// decode reads r's JSON body into v: unknown fields, a wrong type or
+// trailing data are errors naming the field.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, "invalid_request", "invalid JSON: data after the request object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(http.StatusBadRequest, "invalid_request", "invalid JSON: data after the request object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into an answer that names the field.
+func jsonError(err error) error {
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "invalid_request", "empty request body: want a JSON object")
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return errorf(http.StatusBadRequest, "invalid_request", "invalid JSON: want an object, got %s", te.Value)
+		}
+		return errorf(http.StatusBadRequest, "invalid_request", "field %q: want %s, got %s", field, jsonType(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return errorf(http.StatusBadRequest, "invalid_request", "invalid JSON at byte %d: %v", se.Offset, err)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return errorf(http.StatusBadRequest, "invalid_request", "invalid JSON: %s", msg)
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "int", "int64", "float64", "float32":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	}
+	return kind
+}
