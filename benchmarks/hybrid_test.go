@@ -13,8 +13,8 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 )

@@ -11,9 +11,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/tokenizer"

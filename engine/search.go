@@ -229,7 +229,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	}
 	if opts.Mode == ModeRerank && e.rr == nil {
 		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
-			"none ships with anna: `annactl rerankers build` (or rerank/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
+			"none ships with anna: `annactl rerankers build` (or train/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
 	}
 	base := opts
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {

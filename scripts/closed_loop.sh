@@ -16,11 +16,26 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
 DATA=${DATA:-$ROOT/../shared/datasets/scifact}
+cleanup_tmp() {
+	if [ -d "$tmp/closed-loop/idx" ] && [ -f "$tmp/closed-loop/ft/model/anna-model.json" ]; then
+		fp=$("$A" stats --index "$tmp/closed-loop/idx" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["model_fingerprint"][:12])' 2>/dev/null || true)
+		home=${ANNA_HOME:-$HOME/.cache/anna}
+		if [ -n "$fp" ]; then
+			for d in "$home"/models/*-"$fp"; do
+				[ -d "$d" ] && rm -rf "$d"
+			done
+		fi
+	fi
+	rm -rf "$tmp"
+}
 if [ -n "${1:-}" ]; then
 	W=$1
 else
 	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
+	# reindex keeps the fine-tuned model under $ANNA_HOME/models (NAME-FP12,
+	# so that the index outlives its training folder); a throwaway run
+	# removes that copy with the rest.
+	trap 'cleanup_tmp' EXIT
 	W=$tmp/closed-loop
 fi
 STEPS=${STEPS:-100}

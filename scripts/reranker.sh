@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make reranker: train a cross-encoder reranker here, measure it, install it.
-# The recipe is `annactl rerankers build` (package rerank/recipe); this script
+# The recipe is `annactl rerankers build` (package train/recipe); this script
 # gives it the repository's settings:
 #   1. index the SciFact corpus with the default model (embedding cache on);
 #   2. mine SciFact train with the pipeline teacher (BM25 + dense candidates

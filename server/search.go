@@ -60,6 +60,7 @@ type Snippet struct {
 	End        int      `json:"end"`
 	Highlights [][2]int `json:"highlights"`
 	Source     string   `json:"source"`
+	More       bool     `json:"more"` // the text goes on after End
 }
 
 // Contribution is one list's part in a hit (engine.Contribution).
@@ -179,7 +180,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if sn := res.Snippet; sn != nil {
-			h.Snippet = &Snippet{Text: sn.Text, Start: sn.Start, End: sn.End, Highlights: [][2]int{}, Source: sn.Source}
+			h.Snippet = &Snippet{Text: sn.Text, Start: sn.Start, End: sn.End, Highlights: [][2]int{}, Source: sn.Source, More: sn.End < len(res.Text)}
 			for _, hl := range sn.Highlights {
 				h.Snippet.Highlights = append(h.Snippet.Highlights, [2]int{hl.Start, hl.End})
 			}

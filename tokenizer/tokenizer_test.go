@@ -73,7 +73,7 @@ type vector struct {
 	Mask    []int64 `json:"mask"`
 }
 
-func readVectors(t *testing.T) []vector {
+func readVectors(t testing.TB) []vector {
 	path := filepath.Join(repoRoot(t), "testdata", "tokenizer", "minilm_vectors.jsonl.gz")
 	f, err := os.Open(path)
 	if err != nil {
@@ -100,7 +100,7 @@ func readVectors(t *testing.T) []vector {
 	return vs
 }
 
-func unb64(t *testing.T, s string) string {
+func unb64(t testing.TB, s string) string {
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		t.Fatal(err)

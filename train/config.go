@@ -11,6 +11,7 @@ import (
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/train/objective"
 )
 
 // Param is one trainable tensor, its gradient and optimizer flags, of any
@@ -33,6 +34,9 @@ const (
 	PoolLatent     = decoder.PoolLatent
 	PoolMultiLayer = decoder.PoolMultiLayer
 )
+
+// ContrastiveConfig sets the bi-encoder objective (objective.ContrastiveConfig).
+type ContrastiveConfig = objective.ContrastiveConfig
 
 // isHead reports whether pooling is a decoder's trainable head.
 func isHead(pooling string) bool { return pooling == PoolLatent || pooling == PoolMultiLayer }

@@ -195,7 +195,10 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	}
 	if fl.record {
 		if err := retrieval.CheckRecordable(modes); err != nil {
-			return usageError{fmt.Errorf("--record: %w", err)}
+			if m, ok := errors.AsType[*retrieval.MissingCandidatesError](err); ok {
+				return usageErrorf("--record: mode %s is measured against mode %s; add it to --modes", m.Mode, m.Of)
+			}
+			return usageErrorf("--record: --modes has no rerank mode")
 		}
 	}
 	ds, err := beir.Load(dataset, split)

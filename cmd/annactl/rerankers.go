@@ -17,7 +17,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/rerank/recipe"
+	"github.com/anna-search/anna/train/recipe"
 )
 
 // buildHint is what to do when no reranker is installed.
@@ -49,7 +49,7 @@ func (a *app) rerankersBuildCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build [--base NAME|DIR] [--data BEIR_DIR] [--steps N] [--skip-eval]",
 		Short: "train a cross-encoder reranker on SciFact with the pipeline as teacher, measure it and install it (resumable)",
-		Long: `Runs the recipe of package rerank/recipe (make reranker calls this):
+		Long: `Runs the recipe of package train/recipe (make reranker calls this):
   1. index the collection (--data, SciFact by default) with the embedding model;
   2. mine its train split with the pipeline as teacher (BM25 and dense candidates
      fused by RRF, soft labels from the calibrated fusion of BM25 and the cosine);

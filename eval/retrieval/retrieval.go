@@ -110,6 +110,18 @@ func SelectModes(list string, haveReranker bool) ([]Mode, error) {
 	return out, nil
 }
 
+// ErrNoRerankMode is CheckRecordable's error for modes without a rerank
+// mode.
+var ErrNoRerankMode = errors.New("no rerank mode")
+
+// MissingCandidatesError is CheckRecordable's error for a rerank mode
+// whose candidates' mode is not evaluated.
+type MissingCandidatesError struct{ Mode, Of string }
+
+func (e *MissingCandidatesError) Error() string {
+	return fmt.Sprintf("mode %s is measured against mode %s; add it to the modes", e.Mode, e.Of)
+}
+
 // CheckRecordable checks that modes hold a rerank mode and, for each, the
 // mode of its candidates (Measurements compares the two).
 func CheckRecordable(modes []Mode) error {
@@ -121,13 +133,13 @@ func CheckRecordable(modes []Mode) error {
 	for _, m := range modes {
 		if m.Mode == engine.ModeRerank {
 			if !have[string(m.Of)] {
-				return fmt.Errorf("mode %s is measured against mode %s; add it to the modes", m.Key, m.Of)
+				return &MissingCandidatesError{Mode: m.Key, Of: string(m.Of)}
 			}
 			n++
 		}
 	}
 	if n == 0 {
-		return errors.New("no rerank mode")
+		return ErrNoRerankMode
 	}
 	return nil
 }

@@ -91,7 +91,8 @@ func TestSelectModesAndRecordable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := retrieval.CheckRecordable(m); err == nil || !strings.Contains(err.Error(), "against mode hybrid") {
+	var missing *retrieval.MissingCandidatesError
+	if err := retrieval.CheckRecordable(m); !errors.As(err, &missing) || missing.Of != "hybrid" {
 		t.Fatalf("rerank without its candidates: %v", err)
 	}
 	m, _ = retrieval.SelectModes("hybrid,hybrid+rerank", true)

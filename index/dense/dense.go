@@ -7,8 +7,9 @@
 // The index holds documents (Doc), each with one vector per passage and its
 // metadata (strings, numbers, lists). The engine cuts a long text into overlapping token windows
 // and embeds each; a document ranks by its best passage ("max-passage", as
-// in the BEIR and MS MARCO document-ranking literature), and a Hit names
-// that passage. Each passage is a graph node keyed by the document's number
+// in the BEIR and MS MARCO document-ranking literature) mixed with its
+// first (DocScore: FirstWeight·first + (1 − FirstWeight)·best), and a Hit
+// names the best passage. Each passage is a graph node keyed by the document's number
 // (a stable uint32 per document, given at its first Add, reused after its
 // Delete, smallest first; the graph's compaction renumbers its own nodes,
 // never these) in the high 32 bits and the passage in the low 32: a
@@ -165,7 +166,8 @@ type Doc struct {
 }
 
 // Hit is one search result: a document, its best passage (0-based) and
-// that passage's cosine similarity to the query (higher is better).
+// the document's score (DocScore: that passage's cosine similarity to the
+// query when it is the first or the only one; higher is better).
 type Hit struct {
 	ID      string
 	Passage int

@@ -101,19 +101,24 @@ func chooseScan(m, p, ef int) bool {
 	return float64(m)*float64(m) <= scanFactor*float64(ef)*float64(p)
 }
 
-// Search returns the k documents whose best passage is nearest to q, best
-// first, each with that passage and its cosine ("max-passage" ranking). With
-// opts.Filter only matching documents are returned, and k of them whenever
-// k documents match. k larger than the number of (matching) documents
-// gives them all; an empty index gives none.
+// Search returns the k documents of the highest DocScore to q (the
+// cosine of a document of one passage; for several, a mix of the first
+// passage's and the best one's, see FirstWeight), best first, each with
+// its best passage and its score. With opts.Filter only matching
+// documents are returned, and k of them whenever k documents match. k
+// larger than the number of (matching) documents gives them all; an empty
+// index gives none.
 //
-// The graph is asked for passages, which are collapsed to documents by
-// their best one. The first request is for k passages when every document
-// has one (the cost of a search before passages existed), else for
-// max(ef, k·⌈P/D⌉) (P passages, D documents: enough for k documents when
-// each has the average number); when the passages returned hold fewer than
-// k distinct documents although more passages exist, the request (and the
-// candidate list with it) is doubled and the search run again.
+// The graph is asked for passages, which are collapsed to documents (the
+// first passage of a document found by another is scored exactly). The
+// first request is for k passages when every document has one (the cost
+// of a search before passages existed), else for max(ef, k·⌈P/D⌉) (P
+// passages, D documents: enough for k documents when each has the average
+// number); when the passages returned hold fewer than k distinct
+// documents, or the k-th document scores below the farthest passage
+// returned (so a document not found could score higher), although more
+// passages exist, the request (and the candidate list with it) is doubled
+// and the search run again.
 func (ix *Index) Search(ctx context.Context, q []float32, k int, opts SearchOptions) (_ []Hit, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
@@ -194,7 +199,7 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, opts SearchOpti
 	default:
 		fetch = func(n, ef int) []hnsw.SearchResult[uint64] { return ix.g.SearchEf(qn, n, ef) }
 	}
-	return ix.collect(k, ef, limit, fetch, stats), nil
+	return ix.collect(qn, k, ef, limit, fetch, stats), nil
 }
 
 // firstRequest is how many passages Search asks for first (see Search).
@@ -206,46 +211,107 @@ func (ix *Index) firstRequest(k, ef int) int {
 	return max(ef, k*per)
 }
 
-// collect fetches passages until they hold k documents or all the
-// passages there are (limit), and collapses them to documents.
-func (ix *Index) collect(k, ef, limit int, fetch func(n, ef int) []hnsw.SearchResult[uint64], stats *SearchStats) []Hit {
+// FirstWeight is the weight of a document's first passage in its score:
+// a document of several passages scores
+//
+//	FirstWeight·cos(first passage) + (1 − FirstWeight)·cos(best passage)
+//
+// and a document of one passage (or whose best passage is its first) the
+// cosine of that passage, exactly. The first passage is the window a
+// truncating model reads (title and the start of the text); ranking by the
+// best passage alone ("max-passage") let a long document's incidental
+// passage outrank documents that fit the window, and lost to truncation on
+// collections of documents one to two windows long. Chosen on six
+// collections (docs/results/chunking.md, BenchmarkChunkingRules).
+const FirstWeight = 0.25
+
+// DocScore is the score of a document whose first passage has cosine first
+// to the query and whose best passage has cosine best (best >= first; the
+// same passage when equal): see FirstWeight. It is at most best.
+func DocScore(first, best float32) float32 {
+	if first >= best {
+		return best
+	}
+	return FirstWeight*first + (1-FirstWeight)*best
+}
+
+// collect fetches passages until they hold k documents whose scores are
+// known to be the best (or all the passages there are, limit), and
+// collapses them to documents.
+func (ix *Index) collect(qn []float32, k, ef, limit int, fetch func(n, ef int) []hnsw.SearchResult[uint64], stats *SearchStats) []Hit {
 	n := ix.firstRequest(k, ef)
 	for {
 		n = min(n, max(limit, 1))
 		res := fetch(n, max(ef, n))
 		stats.Fetches++
-		hits := ix.collapse(res, k)
+		hits, sure := ix.collapse(qn, res, k)
 		// Fewer results than asked: the search found every passage there
 		// is to find.
-		if len(hits) >= k || len(res) < n || n >= limit {
+		if (len(hits) >= k && sure) || len(res) < n || n >= limit {
 			return hits
 		}
 		n *= 2
 	}
 }
 
-// collapse turns passages (nearest first) into at most k documents, each
-// at its nearest passage.
-func (ix *Index) collapse(res []hnsw.SearchResult[uint64], k int) []Hit {
-	hits := make([]Hit, 0, min(k, len(res)))
-	var seen map[uint32]struct{}
-	if ix.nPassages != len(ix.byID) {
-		seen = make(map[uint32]struct{}, min(k, len(res)))
+// collapse turns passages (nearest first) into at most k documents, best
+// first by DocScore, each at its best passage. A document's first passage
+// is scored exactly when it is not among res. sure says whether the k-th
+// document's score is at least the cosine of the farthest passage in res:
+// a document none of whose passages is in res scores at most that, so no
+// other document can take a place among the k.
+func (ix *Index) collapse(qn []float32, res []hnsw.SearchResult[uint64], k int) ([]Hit, bool) {
+	if ix.nPassages == len(ix.byID) { // one passage each: the nearest k
+		hits := make([]Hit, 0, min(k, len(res)))
+		for _, r := range res[:min(k, len(res))] {
+			doc, p := splitKey(r.Key)
+			hits = append(hits, Hit{ID: ix.docs[doc].id, Passage: int(p), Score: 1 - r.Distance})
+		}
+		return hits, true
 	}
+	type docHit struct {
+		doc          uint32
+		passage      int
+		best, first  float32
+		firstUnknown bool
+	}
+	var docs []docHit
+	at := make(map[uint32]int, min(len(res), 4*k))
 	for _, r := range res {
 		doc, p := splitKey(r.Key)
-		if seen != nil {
-			if _, dup := seen[doc]; dup {
-				continue
-			}
-			seen[doc] = struct{}{}
+		s := 1 - r.Distance
+		i, seen := at[doc]
+		if !seen {
+			at[doc] = len(docs)
+			docs = append(docs, docHit{doc: doc, passage: int(p), best: s, first: s, firstUnknown: p != 0})
+			continue
 		}
-		hits = append(hits, Hit{ID: ix.docs[doc].id, Passage: int(p), Score: 1 - r.Distance})
-		if len(hits) == k {
-			break
+		if p == 0 {
+			docs[i].first, docs[i].firstUnknown = s, false
 		}
 	}
-	return hits
+	var keys []uint64 // first passages of documents not in res
+	for _, d := range docs {
+		if d.firstUnknown {
+			keys = append(keys, nodeKey(d.doc, 0))
+		}
+	}
+	if len(keys) > 0 {
+		for _, r := range ix.g.ScanKeys(qn, keys, len(keys)) {
+			doc, _ := splitKey(r.Key)
+			i := at[doc]
+			docs[i].first, docs[i].firstUnknown = 1-r.Distance, false
+		}
+	}
+	hits := make([]Hit, len(docs))
+	for i, d := range docs {
+		hits[i] = Hit{ID: ix.docs[d.doc].id, Passage: d.passage, Score: DocScore(d.first, d.best)}
+	}
+	// Stable: equal scores keep the order of their best passages.
+	slices.SortStableFunc(hits, func(a, b Hit) int { return cmp.Compare(b.Score, a.Score) })
+	hits = hits[:min(k, len(hits))]
+	sure := len(hits) > 0 && len(res) > 0 && hits[len(hits)-1].Score >= 1-res[len(res)-1].Distance
+	return hits, sure
 }
 
 // matchingKeys returns, in a pooled buffer, the graph keys of the passages
@@ -281,8 +347,9 @@ func Exact(vecs map[string][]float32, q []float32, k int) []Hit {
 	return ExactDocs(docs, q, k)
 }
 
-// ExactDocs ranks docs by brute force as Search does (by the cosine of
-// each document's best passage to q) and returns the best k, best first
+// ExactDocs ranks docs by brute force as Search does (by DocScore of the
+// cosines of each document's first and best passages to q) and returns
+// the best k, best first
 // (ties by ID). It is the reference for tests and benchmarks: pass only
 // the documents a filter matches to get exact filtered search. Passages
 // that are zero or of another length than q are skipped, and documents
@@ -305,6 +372,7 @@ func ExactDocs(docs []Doc, q []float32, k int) []Hit {
 	top := make([]Hit, 0, min(k, len(docs))+1)
 	for _, d := range docs {
 		h := Hit{ID: d.ID, Passage: -1}
+		first, hasFirst := float32(0), false
 		for p, v := range d.Vectors {
 			if len(v) != len(qn) {
 				continue
@@ -313,12 +381,19 @@ func ExactDocs(docs []Doc, q []float32, k int) []Hit {
 			if nv == 0 {
 				continue
 			}
-			if s := hnsw.Dot(qn, v) / float32(math.Sqrt(float64(nv))); h.Passage < 0 || s > h.Score {
+			s := hnsw.Dot(qn, v) / float32(math.Sqrt(float64(nv)))
+			if p == 0 {
+				first, hasFirst = s, true
+			}
+			if h.Passage < 0 || s > h.Score {
 				h.Passage, h.Score = p, s
 			}
 		}
 		if h.Passage < 0 {
 			continue
+		}
+		if hasFirst {
+			h.Score = DocScore(first, h.Score)
 		}
 		if len(top) == k {
 			if !worse(top[0], h) {

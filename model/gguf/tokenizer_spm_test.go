@@ -418,6 +418,39 @@ func TestLlamaSentencePieceTokenizerMatchesTransformers(t *testing.T) {
 				t.Errorf("file %d: ids %v decode to %q and, without special tokens, %q; transformers %q and %q", k, l, d, s, ref.Decodes[i][0], ref.Decodes[i][1])
 			}
 		}
+		// The pure-Go tokenizer, whatever the build's default: the same
+		// ids and decodings.
+		pure, err := tokenizer.LoadPure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pure.Close()
+		pureBad := 0
+		for i, text := range texts {
+			if k == 1 && strings.Contains(text, "</s>") {
+				continue
+			}
+			got := pure.IDs(text)
+			d, s := pure.Decode(ref.Special[i], false), pure.Decode(ref.Special[i], true)
+			if (!slices.Equal(got, ref.IDs[i]) && (len(got) > 0 || len(ref.IDs[i]) > 0)) || d != ref.Decoded[i] || s != ref.Skipped[i] {
+				if pureBad < 5 {
+					t.Errorf("file %d, pure, %.60q: ids %v, decodes %q / %q; transformers %v, %q / %q", k, text, got[:min(len(got), 16)], d, s, ref.IDs[i][:min(len(ref.IDs[i]), 16)], ref.Decoded[i], ref.Skipped[i])
+				}
+				pureBad++
+			}
+		}
+		for i, l := range lists {
+			if k == 1 && slices.Contains(l, 2) {
+				continue
+			}
+			if d, s := pure.Decode(l, false), pure.Decode(l, true); d != ref.Decodes[i][0] || s != ref.Decodes[i][1] {
+				if pureBad < 5 {
+					t.Errorf("file %d, pure: ids %v decode to %q / %q; transformers %q / %q", k, l, d, s, ref.Decodes[i][0], ref.Decodes[i][1])
+				}
+				pureBad++
+			}
+		}
+		t.Logf("file %d, pure: %d texts and %d id lists, %d differ", k, len(texts), len(lists), pureBad)
 		if k != 1 {
 			for i, want := range ref.Pairs {
 				if e := tok.EncodePair(texts[i], texts[i+1], 0); !slices.Equal(e.IDs, want) {

@@ -99,22 +99,30 @@ func TestTokenizerMatchesTransformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tok.Close()
-	bad := 0
-	for i, text := range texts {
-		got := tok.IDs(text)
-		if len(got) == 0 && len(want[i]) == 0 {
-			continue
-		}
-		if !slices.Equal(got, want[i]) {
-			if bad < 5 {
-				t.Errorf("%.60q: ids %v, transformers %v", text, got[:min(len(got), 12)], want[i][:min(len(want[i]), 12)])
-			}
-			bad++
-		}
+	// The pure-Go tokenizer too, whatever the build's default.
+	pure, err := tokenizer.LoadPure(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d distinct texts of the committed vectors: %d differ", len(texts), bad)
-	if bad > 0 {
-		t.Errorf("%d of %d texts tokenised differently", bad, len(texts))
+	defer pure.Close()
+	for _, tok := range []*tokenizer.Tokenizer{tok, pure} {
+		bad := 0
+		for i, text := range texts {
+			got := tok.IDs(text)
+			if len(got) == 0 && len(want[i]) == 0 {
+				continue
+			}
+			if !slices.Equal(got, want[i]) {
+				if bad < 5 {
+					t.Errorf("%s: %.60q: ids %v, transformers %v", tok.Implementation(), text, got[:min(len(got), 12)], want[i][:min(len(want[i]), 12)])
+				}
+				bad++
+			}
+		}
+		t.Logf("%s: %d distinct texts of the committed vectors: %d differ", tok.Implementation(), len(texts), bad)
+		if bad > 0 {
+			t.Errorf("%s: %d of %d texts tokenised differently", tok.Implementation(), bad, len(texts))
+		}
 	}
 	te, err := tokenizer.Load(filepath.Join(dir, "tokenizer-eos.json"))
 	if err != nil {

@@ -19,7 +19,8 @@
 // past a sequence's last real token are not computed and get no gradient.
 // The backward is checked against PyTorch autograd
 // (TestGradientsMatchPyTorch, tools/torch_ref.py) and the forward against
-// ONNX Runtime running the installed models (TestForwardMatchesONNXRuntime).
+// ONNX Runtime running the installed models (package train's
+// TestForwardMatchesONNXRuntime, with the trainer's export).
 // A Model is not safe for concurrent use: it keeps its activation
 // workspace. Bad input (a config that is not BERT, missing or misshapen
 // tensors, ids outside the vocabularies, an empty sequence, an unknown

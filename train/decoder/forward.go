@@ -36,27 +36,38 @@ func (b *Batch) lengths(cfg *model.Config) ([]int, error) {
 	if b.T > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("decoder: sequence length %d exceeds max_position_embeddings %d", b.T, cfg.MaxPositionEmbeddings)
 	}
-	lens := make([]int, b.N)
-	for n := 0; n < b.N; n++ {
-		L := 0
-		for t := 0; t < b.T; t++ {
-			switch mk := b.Mask[n*b.T+t]; {
-			case mk == 1 && L == t:
-				L++
-			case mk == 0:
-			default:
-				return nil, fmt.Errorf("decoder: sequence %d, position %d: mask %g (want ones then zeros: right padding only)", n, t, mk)
-			}
-		}
-		if L == 0 {
-			return nil, fmt.Errorf("decoder: sequence %d has no tokens", n)
-		}
-		lens[n] = L
+	lens, err := RightPadded(b.Mask, b.N, b.T)
+	if err != nil {
+		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	for i, id := range b.IDs {
 		if id < 0 || int(id) >= cfg.VocabSize {
 			return nil, fmt.Errorf("decoder: token id %d at sequence %d, position %d outside the vocabulary of %d", id, i/b.T, i%b.T, cfg.VocabSize)
 		}
+	}
+	return lens, nil
+}
+
+// RightPadded checks that a mask of N sequences of T is right padding
+// (ones, then zeros; at least one one) and returns each sequence's number
+// of real tokens.
+func RightPadded(mask []float32, N, T int) ([]int, error) {
+	lens := make([]int, N)
+	for n := 0; n < N; n++ {
+		L := 0
+		for t := 0; t < T; t++ {
+			switch mk := mask[n*T+t]; {
+			case mk == 1 && L == t:
+				L++
+			case mk == 0:
+			default:
+				return nil, fmt.Errorf("sequence %d, position %d: mask %g (want ones then zeros: right padding only)", n, t, mk)
+			}
+		}
+		if L == 0 {
+			return nil, fmt.Errorf("sequence %d has no tokens", n)
+		}
+		lens[n] = L
 	}
 	return lens, nil
 }

@@ -165,28 +165,6 @@ type plan struct {
 	dirRows [][2]int // per direction, its gen rows [lo, hi)
 }
 
-// lengths checks a right-padded mask and returns each row's real length.
-func lengths(b *decoder.Batch) ([]int, error) {
-	lens := make([]int, b.N)
-	for n := 0; n < b.N; n++ {
-		L := 0
-		for t := 0; t < b.T; t++ {
-			switch mk := b.Mask[n*b.T+t]; {
-			case mk == 1 && L == t:
-				L++
-			case mk == 0:
-			default:
-				return nil, fmt.Errorf("anchor: sequence %d, position %d: mask %g (want ones then zeros: right padding only)", n, t, mk)
-			}
-		}
-		if L == 0 {
-			return nil, fmt.Errorf("anchor: sequence %d has no tokens (want the text and its EOS)", n)
-		}
-		lens[n] = L
-	}
-	return lens, nil
-}
-
 // layout checks a step and builds its plan.
 func (a *Anchor) layout(s *decoder.Step) (*plan, error) {
 	switch {
@@ -211,9 +189,9 @@ func (a *Anchor) layout(s *decoder.Step) (*plan, error) {
 	if !a.m.Causal {
 		return nil, errors.New("anchor: the decoder's attention is bidirectional; stage I generates by teacher forcing and needs causal attention")
 	}
-	lens, err := lengths(b)
+	lens, err := decoder.RightPadded(b.Mask, b.N, b.T)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("anchor: %w", err)
 	}
 	for i, id := range b.IDs {
 		if id < 0 || int(id) >= a.m.Cfg.VocabSize {
