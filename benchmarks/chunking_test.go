@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/fusion"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/tokenizer"
@@ -59,6 +61,23 @@ func chunkRules() []chunkRule {
 	}
 	for _, a := range []float32{0.1, 0.2, 0.25, 0.33, 0.5} {
 		rules = append(rules, chunkRule{fmt.Sprintf("%.2f·first + %.2f·best", a, 1-a), func(_ float32, s []float32) float32 {
+			return a*s[0] + (1-a)*bestOf(s)
+		}})
+	}
+	for _, c := range []struct {
+		a float32
+		m int
+	}{{0.2, 5}, {0.25, 5}, {0.2, 4}, {0.2, 6}} {
+		rules = append(rules, chunkRule{fmt.Sprintf("%.2f·first + %.2f·best below %d passages, best from %d", c.a, 1-c.a, c.m, c.m), func(_ float32, s []float32) float32 {
+			if len(s) >= c.m {
+				return bestOf(s)
+			}
+			return c.a*s[0] + (1-c.a)*bestOf(s)
+		}})
+	}
+	for _, c := range []float32{0.4, 0.5} {
+		rules = append(rules, chunkRule{fmt.Sprintf("(%.1f/n)·first + (1 - %.1f/n)·best", c, c), func(_ float32, s []float32) float32 {
+			a := c / float32(len(s))
 			return a*s[0] + (1-a)*bestOf(s)
 		}})
 	}
@@ -113,7 +132,12 @@ func shortFiller(tb testing.TB) *beir.Dataset {
 // window, its passages as the engine cuts them by default) and scores every
 // chunkRule by exact search over the same vectors: dense nDCG@10 per rule
 // and collection. ANNA_CHUNK_SETS picks collections (comma-separated;
-// default all: scifact,cranfield,cisi,cacm,long,justover).
+// default all: scifact,cranfield,cisi,cacm,long,justover). With
+// ANNA_CHUNK_LEX a folder holding NAME.trec (the BM25 run of `annactl eval
+// --modes lexical --run-out`), hybrid nDCG@10 too: RRF (k = 60) of that
+// run's top 100 and each rule's dense top 100, as the engine fuses them.
+// ANNA_CHUNK_DUMP, a folder: the built collections (long, justover) are
+// written there as BEIR folders, for annactl eval.
 //
 //	go test -v ./benchmarks -run '^$' -bench ChunkingRules -benchtime 1x -timeout 90m
 func BenchmarkChunkingRules(b *testing.B) {
@@ -145,7 +169,7 @@ func BenchmarkChunkingRules(b *testing.B) {
 		sets = strings.Split(s, ",")
 	}
 	rules := chunkRules()
-	table := map[string][]float64{}
+	table, htable := map[string][]float64{}, map[string][]float64{}
 	for i := 0; i < b.N; i++ {
 		for _, name := range sets {
 			var ds *beir.Dataset
@@ -160,23 +184,78 @@ func BenchmarkChunkingRules(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			table[name] = chunkRulesOn(ctx, b, enc, sp, ds, name, rules)
+			if dir := os.Getenv("ANNA_CHUNK_DUMP"); dir != "" && (name == "long" || name == "justover") {
+				dumpBEIR(b, filepath.Join(dir, name), ds)
+			}
+			table[name], htable[name] = chunkRulesOn(ctx, b, enc, sp, ds, name, rules)
 		}
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| rule | %s |\n|---|%s\n", strings.Join(sets, " | "), strings.Repeat("---|", len(sets)))
-	for r, rule := range rules {
-		fmt.Fprintf(&sb, "| %s |", rule.name)
-		for _, s := range sets {
-			d := table[s][r] - table[s][0]
-			fmt.Fprintf(&sb, " %.4f (%+.4f) |", table[s][r], d)
+	for _, t := range []struct {
+		what  string
+		table map[string][]float64
+	}{{"dense", table}, {"hybrid", htable}} {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "\n%s nDCG@10 (against truncation)\n| rule | %s |\n|---|%s\n", t.what, strings.Join(sets, " | "), strings.Repeat("---|", len(sets)))
+		for r, rule := range rules {
+			fmt.Fprintf(&sb, "| %s |", rule.name)
+			for _, s := range sets {
+				if t.table[s] == nil {
+					sb.WriteString(" – |")
+					continue
+				}
+				fmt.Fprintf(&sb, " %.4f (%+.4f) |", t.table[s][r], t.table[s][r]-t.table[s][0])
+			}
+			sb.WriteString("\n")
 		}
-		sb.WriteString("\n")
+		b.Log(sb.String())
 	}
-	b.Log(sb.String())
 }
 
-func chunkRulesOn(ctx context.Context, b *testing.B, enc encoder.Encoder, sp encoder.Splitter, ds *beir.Dataset, name string, rules []chunkRule) []float64 {
+// dumpBEIR writes ds as a BEIR folder (split test).
+func dumpBEIR(b *testing.B, dir string, ds *beir.Dataset) {
+	if err := os.MkdirAll(filepath.Join(dir, "qrels"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var corpus, queries, qrels strings.Builder
+	for _, d := range ds.Corpus {
+		line, _ := json.Marshal(map[string]string{"_id": d.ID, "title": d.Title, "text": d.Text})
+		corpus.Write(append(line, '\n'))
+	}
+	qrels.WriteString("query-id\tcorpus-id\tscore\n")
+	for q, rels := range ds.Qrels {
+		line, _ := json.Marshal(map[string]string{"_id": q, "text": ds.Queries[q]})
+		queries.Write(append(line, '\n'))
+		for id, g := range rels {
+			fmt.Fprintf(&qrels, "%s\t%s\t%d\n", q, id, g)
+		}
+	}
+	for name, text := range map[string]string{"corpus.jsonl": corpus.String(), "queries.jsonl": queries.String(), "qrels/test.tsv": qrels.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// lexRun reads ANNA_CHUNK_LEX/name.trec, or returns nil.
+func lexRun(b *testing.B, name string) eval.Run {
+	dir := os.Getenv("ANNA_CHUNK_LEX")
+	if dir == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(dir, name+".trec"))
+	if err != nil {
+		b.Logf("%s: no BM25 run (%v): dense only", name, err)
+		return nil
+	}
+	defer f.Close()
+	run, err := eval.ReadTREC(f, f.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return run
+}
+
+func chunkRulesOn(ctx context.Context, b *testing.B, enc encoder.Encoder, sp encoder.Splitter, ds *beir.Dataset, name string, rules []chunkRule) (dense, hybrid []float64) {
 	w, s := sp.MaxLength(), max(1, sp.MaxLength()/2) // engine.Chunking{}'s windows
 	var texts []string
 	trunc := make([]int, len(ds.Corpus))
@@ -236,9 +315,11 @@ func chunkRulesOn(ctx context.Context, b *testing.B, enc encoder.Encoder, sp enc
 		b.Fatal(err)
 	}
 	runs := make([]map[string][]string, len(rules))
+	hruns := make([]map[string][]string, len(rules))
 	for r := range runs {
-		runs[r] = map[string][]string{}
+		runs[r], hruns[r] = map[string][]string{}, map[string][]string{}
 	}
+	lex := lexRun(b, name)
 	cos := make([]float32, len(vecs))
 	scores := make([]float32, len(ds.Corpus))
 	order := make([]int, len(ds.Corpus))
@@ -264,16 +345,36 @@ func chunkRulesOn(ctx context.Context, b *testing.B, enc encoder.Encoder, sp enc
 				ids = append(ids, ds.Corpus[i].ID)
 			}
 			runs[r][q] = ids
+			if lex != nil {
+				var lh, dh []fusion.Hit
+				for _, h := range lex[q][:min(100, len(lex[q]))] {
+					lh = append(lh, fusion.Hit{ID: h.ID, Score: h.Score})
+				}
+				for rank, id := range ids {
+					dh = append(dh, fusion.Hit{ID: id, Score: -float64(rank)})
+				}
+				for _, f := range fusion.RRF([]fusion.List{{Name: "lexical", Hits: lh}, {Name: "dense", Hits: dh}}, 60) {
+					hruns[r][q] = append(hruns[r][q], f.ID)
+				}
+			}
 		}
 	}
-	out := make([]float64, len(rules))
+	dense = make([]float64, len(rules))
+	if lex != nil {
+		hybrid = make([]float64, len(rules))
+		b.Logf("%s: BM25 run nDCG@10 %.4f", name, eval.Evaluate(lex.IDs(), ds.Qrels).NDCG10)
+	}
 	for r, rule := range rules {
 		sc := eval.Evaluate(runs[r], ds.Qrels)
-		out[r] = sc.NDCG10
+		dense[r] = sc.NDCG10
 		b.Logf("%s: %s nDCG@10 %.4f R@100 %.4f", name, rule.name, sc.NDCG10, sc.Recall100)
+		if lex != nil {
+			hybrid[r] = eval.Evaluate(hruns[r], ds.Qrels).NDCG10
+			b.Logf("%s: %s hybrid nDCG@10 %.4f", name, rule.name, hybrid[r])
+		}
 	}
 	b.Logf("%s: %d documents, %d split (%.1f%%), %d passages, %d queries", name, len(ds.Corpus), split, 100*float64(split)/float64(len(ds.Corpus)), passages, len(qids))
-	return out
+	return dense, hybrid
 }
 
 func normalize(v []float32) {

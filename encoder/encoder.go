@@ -22,7 +22,16 @@
 // the batch changes a vector by quantization noise (TestQuantizedMiniLM
 // bounds how far int8 vectors are from float32 ones).
 // The encoder runs whatever graph model.onnx holds, float32, int8 or int4; the
-// manifest's fingerprint tells their vectors apart. Loading, the session,
+// manifest's fingerprint tells their vectors apart.
+//
+// Backends (Options.Backend): ONNX Runtime ("onnxruntime", the default in
+// builds with cgo and without the annapure tag) or pure Go ("go", in every
+// build and the default where ONNX Runtime is not built in: model/bert's
+// forward over the float32 weights read from model.onnx). The Go backend
+// runs float32 BERT embedding models whose pooling is outside the graph
+// (mean, cls, last; MiniLM, bge-small) and refuses others at Load, naming
+// why; its vectors equal ONNX Runtime's within 1e-5
+// (TestGoBackendMatchesORT), so both share the fingerprint and a cache. Loading, the session,
 // the BERT run and the length-sorted batching are internal/bert's, shared
 // with package rerank.
 //

@@ -44,7 +44,23 @@ type Options struct {
 	// max_position_embeddings). Vectors of longer texts change, so the
 	// fingerprint changes with it.
 	MaxLength int
+	// Backend runs the model: "onnxruntime" (ONNX Runtime, in builds with
+	// cgo and without the annapure tag) or "go" (pure Go, every build;
+	// float32 BERT embedding models). "" is DefaultBackend(). Both give
+	// the same vectors up to float32 rounding (TestGoBackendMatchesORT),
+	// so the fingerprint does not depend on it.
+	Backend string
 }
+
+// Backend names, Options.Backend's values.
+const (
+	BackendORT = bert.BackendORT
+	BackendGo  = bert.BackendGo
+)
+
+// DefaultBackend is the backend of Options without one: "onnxruntime"
+// where this build has ONNX Runtime, else "go".
+func DefaultBackend() string { return bert.DefaultBackend() }
 
 // ORTEncoder embeds with a converted model in ONNX Runtime. Its session is
 // created on the first call that has a text to embed (see internal/bert),

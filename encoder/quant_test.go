@@ -137,6 +137,7 @@ func TestFusedMatchesUnfused(t *testing.T) {
 // with mean cosine ≥ 0.994 (0.9959 with its products' inputs quantized per
 // row; 0.9922 when they were quantized per batch).
 func TestQuantizedMiniLM(t *testing.T) {
+	needORT(t)
 	forms := graphForms(t)
 	texts := append(append([]string(nil), goldenTexts...), sciFactTexts(t, 48)...)
 	fe, f32 := embedWith(t, forms[formFused], texts)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // DefaultBatch is the batch size when Options.Batch is 0.
@@ -158,6 +159,7 @@ func (b *batcher) finish(ctx context.Context, err error) (Stats, error) {
 
 // Slice adds docs to eng in batches.
 func Slice[D Doc](ctx context.Context, eng Adder, docs []D, opt Options) (Stats, error) {
+	ctx = safe.Ctx(ctx)
 	b, err := newBatcher(eng, opt)
 	if err != nil {
 		return Stats{}, err
@@ -179,6 +181,7 @@ func Slice[D Doc](ctx context.Context, eng Adder, docs []D, opt Options) (Stats,
 // Read adds the documents of r, JSON lines as beir.ReadCorpus reads them
 // (name names r in errors: name:line), to eng in batches.
 func Read(ctx context.Context, eng Adder, r io.Reader, name string, opt Options) (Stats, error) {
+	ctx = safe.Ctx(ctx)
 	b, err := newBatcher(eng, opt)
 	if err != nil {
 		return Stats{}, err

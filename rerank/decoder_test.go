@@ -20,6 +20,7 @@ import (
 // (E[yes] − E[no]) · h at the last token — with the prompt laid out by hand
 // here (prefix, the filled body cut from the right, suffix).
 func TestDecoderReranker(t *testing.T) {
+	needORT(t)
 	src := minilm(t) // for its tokenizer and ONNX Runtime
 	cfg := testmodels.MiniLMVocab(testmodels.Decoder("llama"))
 	cfg.TieWordEmbeddings = true

@@ -55,6 +55,10 @@ type Options struct {
 	// Workers is how many batches of one call run at once (default 1: one
 	// after another, each on IntraOpThreads threads).
 	Workers int
+	// Backend runs the model: "onnxruntime" or "go" (pure Go: BERT
+	// cross-encoders only), as encoder.Options.Backend; "" is ONNX
+	// Runtime where the build has it, else Go.
+	Backend string
 }
 
 // ORTReranker is a cross-encoder in ONNX Runtime. The score of a pair is
@@ -86,6 +90,7 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, err
 	m, err := bert.Open(ctx, modelDir, spec, bert.Options{
 		IntraOpThreads: opts.IntraOpThreads, InterOpThreads: opts.InterOpThreads,
 		Workers: opts.Workers, BatchSize: opts.BatchSize, BatchTokens: opts.BatchTokens, MaxLength: opts.MaxLength,
+		Backend: opts.Backend,
 	})
 	if err != nil {
 		return nil, err

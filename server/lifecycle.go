@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // IsLoopback reports whether addr (host:port) binds loopback only: a
@@ -31,6 +33,7 @@ func IsLoopback(addr string) bool {
 // calls of handlers cancelled). It returns nil after a shutdown that
 // ctx asked for, or the first listener's error.
 func Serve(ctx context.Context, h http.Handler, lns []net.Listener, grace time.Duration) error {
+	ctx = safe.Ctx(ctx)
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := &http.Server{

@@ -125,22 +125,33 @@ func loadTokenCounter(m engine.Model, enc encoder.Encoder) *tokenCounter {
 // runEmbed embeds the texts of jobs in one EmbedDocuments call and hands
 // each job its vectors.
 func runEmbed(ctx context.Context, enc encoder.Encoder, jobs []embedJob) {
+	callOnce(jobs, func(j embedJob) []string { return j.texts }, func(j embedJob) *answer[[][]float32] { return j.ans },
+		func(all []string) ([][]float32, error) { return enc.EmbedDocuments(ctx, all) },
+		"the encoder returned %d vectors for %d texts")
+}
+
+// callOnce makes one call over the jobs' inputs put end to end and sends
+// each job its own outputs (as many as its inputs, in order). A call that
+// fails, or that returns another number of outputs than it was given
+// inputs (mismatch formats the two counts), fails every job.
+func callOnce[J any, T any](jobs []J, in func(J) []string, ans func(J) *answer[[]T], call func([]string) ([]T, error), mismatch string) {
 	var all []string
 	for _, j := range jobs {
-		all = append(all, j.texts...)
+		all = append(all, in(j)...)
 	}
-	vecs, err := enc.EmbedDocuments(ctx, all)
-	if err == nil && len(vecs) != len(all) {
-		err = fmt.Errorf("the encoder returned %d vectors for %d texts", len(vecs), len(all))
+	out, err := call(all)
+	if err == nil && len(out) != len(all) {
+		err = fmt.Errorf(mismatch, len(out), len(all))
 	}
 	at := 0
 	for _, j := range jobs {
 		if err != nil {
-			j.ans.send(nil, err)
+			ans(j).send(nil, err)
 			continue
 		}
-		j.ans.send(vecs[at:at+len(j.texts)], nil)
-		at += len(j.texts)
+		n := len(in(j))
+		ans(j).send(out[at:at+n], nil)
+		at += n
 	}
 }
 
@@ -336,24 +347,9 @@ func (s *Server) runRerank(ctx context.Context, jobs []rerankJob) {
 		byQuery[j.query] = append(byQuery[j.query], j)
 	}
 	for _, q := range order {
-		js := byQuery[q]
-		var docs []string
-		for _, j := range js {
-			docs = append(docs, j.docs...)
-		}
-		scores, err := safeScore(ctx, s.opts.Reranker, q, docs)
-		if err == nil && len(scores) != len(docs) {
-			err = fmt.Errorf("the reranker returned %d scores for %d documents", len(scores), len(docs))
-		}
-		at := 0
-		for _, j := range js {
-			if err != nil {
-				j.ans.send(nil, err)
-				continue
-			}
-			j.ans.send(scores[at:at+len(j.docs)], nil)
-			at += len(j.docs)
-		}
+		callOnce(byQuery[q], func(j rerankJob) []string { return j.docs }, func(j rerankJob) *answer[[]float32] { return j.ans },
+			func(docs []string) ([]float32, error) { return safeScore(ctx, s.opts.Reranker, q, docs) },
+			"the reranker returned %d scores for %d documents")
 	}
 }
 

@@ -27,7 +27,8 @@ func TestInterruptKeepsDenseDocs(t *testing.T) {
 	interrupted := false
 	for _, delay := range []time.Duration{1200 * time.Millisecond, 700 * time.Millisecond, 2500 * time.Millisecond, 400 * time.Millisecond} {
 		dir := filepath.Join(tmp, "idx-"+delay.String())
-		cmd := child("index", "--index", dir, "--batch", "5", corpus)
+		// No embedding cache: a cached corpus indexes too fast to interrupt.
+		cmd := child("index", "--index", dir, "--batch", "5", "--cache=false", corpus)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {

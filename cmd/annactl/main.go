@@ -76,7 +76,7 @@ computed in-process), searches, checks and evaluates it, and mines hard
 negatives, trains and re-indexes with the trained model.
 
 Every command takes -h/--help.`,
-		Version:       version(),
+		Version:       version() + " (" + runtimeLine() + ")",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// unknownCommand suggests the commands this many edits away.

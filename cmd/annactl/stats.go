@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 )
 
@@ -46,6 +47,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 					Dir: st.Dir, Documents: st.Documents, Seq: st.Seq, Model: st.Model.Fingerprint, ModelName: st.Model.Name, ModelDir: st.Model.Dir,
 					Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, LexicalSeq: st.LexicalSeq, LexicalStale: st.LexicalStale,
 					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Backend: st.Backend, Warnings: st.Warnings,
+					Inference: encoder.DefaultBackend(), Tokenizer: tokenizerImpl,
 					Fusion: string(st.Fusion), FusionChoice: fusionChoiceJSON(st.FusionChoice, st.Model.Fingerprint),
 				}); jerr != nil {
 					return jerr
@@ -63,6 +65,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nfingerprint    %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
 				st.Dir, st.Documents, st.Seq, name, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
 			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
+			fmt.Fprintf(a.stdout, "runtime        %s\n", runtimeLine())
 			fmt.Fprintf(a.stdout, "fusion         %s\n", fusionLine(st))
 			if st.LexicalStale != "" {
 				fmt.Fprintf(a.stdout, "BM25 index     %s\n", st.LexicalStale)
@@ -97,6 +100,8 @@ type jsonStats struct {
 	Chunking      string            `json:"chunking"`
 	DenseSeq      uint64            `json:"dense_seq"`
 	Backend       string            `json:"backend"`
+	Inference     string            `json:"inference"` // the encoder's backend: onnxruntime or go
+	Tokenizer     string            `json:"tokenizer"` // native or pure
 	Warnings      []string          `json:"warnings,omitempty"`
 }
 

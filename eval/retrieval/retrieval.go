@@ -28,6 +28,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
 
@@ -176,6 +177,7 @@ type Options struct {
 // Evaluate searches the queries qids of ds in each mode and scores the
 // runs against ds.Qrels.
 func Evaluate(ctx context.Context, eng Searcher, ds *beir.Dataset, qids []string, modes []Mode, opt Options) ([]Row, error) {
+	ctx = safe.Ctx(ctx)
 	if eng == nil || ds == nil {
 		return nil, errors.New("retrieval: no engine or no dataset")
 	}
@@ -216,6 +218,7 @@ func Evaluate(ctx context.Context, eng Searcher, ds *beir.Dataset, qids []string
 // opts, workers at a time; progress (nil: none) gets the number done. On
 // an error it stops and returns the first, naming the query.
 func SearchAll(ctx context.Context, eng Searcher, queries map[string]string, qids []string, opts engine.SearchOptions, workers int, progress func(done int)) (eval.Run, error) {
+	ctx = safe.Ctx(ctx)
 	run := make(eval.Run, len(qids))
 	var mu sync.Mutex
 	var firstErr error
@@ -383,6 +386,7 @@ func NewPairCache(rr engine.Reranker) *PairCache {
 
 // Score is engine.Reranker's.
 func (c *PairCache) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
+	ctx = safe.Ctx(ctx)
 	if c == nil || c.rr == nil {
 		return nil, errors.New("retrieval: PairCache without a reranker")
 	}

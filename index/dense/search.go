@@ -223,7 +223,7 @@ func (ix *Index) firstRequest(k, ef int) int {
 // passage outrank documents that fit the window, and lost to truncation on
 // collections of documents one to two windows long. Chosen on six
 // collections (docs/results/chunking.md, BenchmarkChunkingRules).
-const FirstWeight = 0.25
+const FirstWeight = 0.2
 
 // DocScore is the score of a document whose first passage has cosine first
 // to the query and whose best passage has cosine best (best >= first; the

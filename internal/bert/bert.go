@@ -1,19 +1,30 @@
 // Package bert runs the converted BERT models of `annactl models import`
 // (a model.Dir: anna-model.json, config.json, model.onnx, tokenizer.json)
-// in ONNX Runtime. It is the one copy of what the encoder (task embed) and
-// rerank (task rerank) packages share: opening and checking a model
-// directory for a task, loading its tokenizer, the ONNX Runtime session,
-// the BERT run of one padded batch with its work counters, and the
-// length-sorted batching of a call's inputs over a few goroutines. What an
-// output means (pooling a text's hidden states, reading a pair's logits)
+// in ONNX Runtime or in pure Go (Options.Backend). It is the one copy of
+// what the encoder (task embed) and rerank (task rerank) packages share:
+// opening and checking a model directory for a task, loading its
+// tokenizer, the backend that runs the graph (an ONNX Runtime session, or
+// model/bert's forward over the graph's weights), the BERT run of one
+// padded batch with its work counters, and the length-sorted batching of
+// a call's inputs over a few goroutines. What an output means (pooling a text's hidden states, reading a pair's logits)
 // stays with the caller.
+//
+// Backends: BackendORT ("onnxruntime") runs model.onnx in ONNX Runtime and
+// exists only in builds with cgo and without the annapure tag
+// (bert_ort.go); BackendGo ("go") reads the graph's float32 weights and
+// runs model/bert's forward, in every build, for plain BERT models (task
+// embed with mean, CLS or last pooling outside the graph, task rerank
+// with BertForSequenceClassification's head). Open refuses a backend the
+// build or the model cannot run, naming both. The default is ONNX Runtime
+// where it is built in, else Go (DefaultBackend).
 //
 // Invariants:
 //
 //   - Open reads and checks the directory and loads the tokenizer but
-//     creates no ONNX Runtime session. The first Run with at least one input
-//     creates it, exactly once however many goroutines call Run at once; if
-//     that fails, that Run and every later one return the error.
+//     creates no session (nor reads the Go backend's weights). The first
+//     Run with at least one input creates it, exactly once however many
+//     goroutines call Run at once; if that fails, that Run and every later
+//     one return the error.
 //   - Run batches its inputs by token length (a stable sort: equal lengths
 //     keep input order) within windows of Spec.Window inputs, at most
 //     BatchSize inputs and BatchTokens padded tokens a batch (an input
@@ -41,8 +52,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
@@ -73,6 +82,32 @@ type Options struct {
 	// manifest's). A limit other than the manifest's must be at most the
 	// model's max_position_embeddings.
 	MaxLength int
+	// Backend runs the graph: BackendORT or BackendGo ("": the Spec's
+	// default, else DefaultBackend()).
+	Backend string
+}
+
+// Backends, Options.Backend's values.
+const (
+	BackendORT = "onnxruntime"
+	BackendGo  = "go"
+)
+
+// DefaultBackend is the backend of an Options without one: ONNX Runtime
+// where this build has it (ort.Built), else pure Go.
+func DefaultBackend() string {
+	if ort.Built {
+		return BackendORT
+	}
+	return BackendGo
+}
+
+// runner runs one padded batch through the model's graph: ids, mask and
+// types are [b, seq] row-major, ctxRows a Causal2Vec graph's context
+// ([b, context], else nil); it returns the graph's output (see Batch.Out).
+type runner interface {
+	run(ids, mask, types []int64, b, seq int, ctxRows []float32) ([]float32, error)
+	close() error
 }
 
 // Spec says what a package serves from a model directory.
@@ -105,13 +140,14 @@ type Model struct {
 	// PairPrompt) with its prefix and suffix tokenised; nil otherwise.
 	prompt *prompt
 	// context is a Causal2Vec graph's context width (0: not one).
-	context  int
-	sessOpts ort.Options
+	context int
+	threads struct{ intra, inter int } // Options.IntraOpThreads, InterOpThreads
+	backend string
 
 	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
 	closed  bool
 	once    sync.Once // creates sess
-	sess    *ortgo.DynamicAdvancedSession
+	sess    runner
 	sessErr error
 
 	stats counters
@@ -136,8 +172,8 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	}
 	o = o.withDefaults(spec.Defaults)
 	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: batching{o.BatchSize, o.BatchTokens, unpaddedFrom}, workers: o.Workers,
-		output:   model.OutputHidden,
-		sessOpts: ort.Options{IntraOpThreads: o.IntraOpThreads, InterOpThreads: o.InterOpThreads}}
+		output: model.OutputHidden, backend: o.Backend}
+	m.threads.intra, m.threads.inter = o.IntraOpThreads, o.InterOpThreads
 	switch {
 	case spec.Task == model.TaskRerank:
 		m.output = model.OutputLogits
@@ -152,6 +188,9 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 			return nil, fmt.Errorf("%s: max length %d exceeds the model's max_position_embeddings %d", spec.Name, o.MaxLength, cfg.MaxPositionEmbeddings)
 		}
 		m.maxLen = o.MaxLength
+	}
+	if err := m.checkBackend(); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", spec.Name, dir, err)
 	}
 	if m.tok, err = tokenizer.Load(filepath.Join(dir, model.TokenizerFile)); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
@@ -191,6 +230,12 @@ func (o Options) withDefaults(d Options) Options {
 	if o.BatchTokens == 0 {
 		o.BatchTokens = 1024
 	}
+	if o.Backend == "" {
+		o.Backend = d.Backend
+	}
+	if o.Backend == "" {
+		o.Backend = DefaultBackend()
+	}
 	return o
 }
 
@@ -210,6 +255,24 @@ func (m *Model) Path() string { return m.dir.Path }
 // MaxLength is the token limit inputs are truncated to.
 func (m *Model) MaxLength() int { return m.maxLen }
 
+// Backend is the backend that runs the graph (BackendORT or BackendGo).
+func (m *Model) Backend() string { return m.backend }
+
+// checkBackend refuses a backend that this build or this model cannot run.
+func (m *Model) checkBackend() error {
+	switch m.backend {
+	case BackendORT:
+		if !ort.Built {
+			return fmt.Errorf("backend %s: %w; use backend %s", BackendORT, ort.ErrNotBuilt, BackendGo)
+		}
+		return nil
+	case BackendGo:
+		return goSupports(m.dir, m.output, m.context > 0)
+	default:
+		return fmt.Errorf("unknown backend %q (want %s or %s)", m.backend, BackendORT, BackendGo)
+	}
+}
+
 // Close waits for running calls and frees the session, if one was created,
 // and the tokenizer.
 func (m *Model) Close() error {
@@ -221,21 +284,26 @@ func (m *Model) Close() error {
 	m.closed = true
 	var err error
 	if m.sess != nil {
-		err = m.sess.Destroy()
+		err = m.sess.close()
 	}
 	return errors.Join(err, m.tok.Close())
 }
 
-// session creates the ONNX Runtime session on the first call; callers hold
-// m.mu for reading, so Close cannot run meanwhile.
-func (m *Model) session() (*ortgo.DynamicAdvancedSession, error) {
+// session creates the backend's runner (an ONNX Runtime session, or the
+// Go model read from the graph) on the first call; callers hold m.mu for
+// reading, so Close cannot run meanwhile.
+func (m *Model) session() (runner, error) {
 	m.once.Do(func() {
 		start := time.Now()
-		inputs := []string{model.InputIDs, model.InputMask, model.InputTypeIDs}
-		if m.context > 0 {
-			inputs = append(inputs, model.InputContext)
+		var r runner
+		if m.backend == BackendGo {
+			r, m.sessErr = newGoRunner(m)
+		} else {
+			r, m.sessErr = newORTRunner(m)
 		}
-		m.sess, m.sessErr = ort.NewSession(m.dir.ONNXPath, inputs, []string{m.output}, m.sessOpts)
+		if m.sessErr == nil {
+			m.sess = r
+		}
 		if m.sessErr != nil {
 			m.sessErr = fmt.Errorf("%s: %w", m.spec.Name, m.sessErr)
 			return
@@ -429,81 +497,25 @@ func forEachBatch(ctx context.Context, n, window int, c batching, workers int, e
 }
 
 // runBatch pads encs, runs them and returns the output with the mask and
-// padded length it was run with.
-func (m *Model) runBatch(sess *ortgo.DynamicAdvancedSession, encs []tokenizer.Encoding, ctxRows []float32) (out []float32, mask []int64, seq int, err error) {
+// padded length it was run with, counting the work.
+func (m *Model) runBatch(sess runner, encs []tokenizer.Encoding, ctxRows []float32) (out []float32, mask []int64, seq int, err error) {
 	ids, types, mask, seq := tokenizer.Pad(encs, m.tok.PadID())
-	b := int64(len(encs))
-	var outShape ortgo.Shape
-	switch m.output {
-	case model.OutputHidden:
-		outShape = ortgo.NewShape(b, int64(seq), int64(m.dir.Manifest.Dim))
-	case model.OutputEmbedding:
-		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.Dim))
-	default:
-		outShape = ortgo.NewShape(b, int64(m.dir.Manifest.NumLabels))
-	}
-	var extra []ortgo.Value
-	if m.context > 0 {
-		t, err := ortgo.NewTensor(ortgo.NewShape(b, int64(m.context)), ctxRows)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("%s: context tensor: %w", m.spec.Name, err)
-		}
-		defer t.Destroy()
-		extra = append(extra, t)
-	}
-	out, err = runBERT(sess, ortgo.NewShape(b, int64(seq)), ids, mask, types, extra, outShape, &m.stats)
+	c := &m.stats
+	c.runStarted()
+	out, err = sess.run(ids, mask, types, len(encs), seq, ctxRows)
+	c.runEnded()
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("%s: %s: %w", m.spec.Name, m.dir.Path, err)
+		return nil, nil, 0, fmt.Errorf("%s: %s: running model on batch [%d %d]: %w", m.spec.Name, m.dir.Path, len(encs), seq, err)
 	}
-	m.stats.flops.Add(int64(m.dir.Config.ForwardFLOPs(len(encs), seq)))
+	c.batches.Add(1)
+	c.padded.Add(int64(len(ids)))
+	var real int64
+	for _, v := range mask {
+		real += v
+	}
+	c.tokens.Add(real)
+	c.flops.Add(int64(m.dir.Config.ForwardFLOPs(len(encs), seq)))
 	return out, mask, seq, nil
-}
-
-// runBERT feeds one [batch, seq] batch (input ids, attention mask, token
-// type ids, row-major; then extra inputs, a Causal2Vec graph's context) to a BERT session and returns its single output,
-// whose shape the caller states. It counts the work in c when c is not nil.
-func runBERT(sess *ortgo.DynamicAdvancedSession, shape ortgo.Shape, ids, mask, types []int64, extra []ortgo.Value, outShape ortgo.Shape, c *counters) ([]float32, error) {
-	tIDs, err := ortgo.NewTensor(shape, ids)
-	if err != nil {
-		return nil, fmt.Errorf("input_ids tensor: %w", err)
-	}
-	defer tIDs.Destroy()
-	tMask, err := ortgo.NewTensor(shape, mask)
-	if err != nil {
-		return nil, fmt.Errorf("attention_mask tensor: %w", err)
-	}
-	defer tMask.Destroy()
-	tTypes, err := ortgo.NewTensor(shape, types)
-	if err != nil {
-		return nil, fmt.Errorf("token_type_ids tensor: %w", err)
-	}
-	defer tTypes.Destroy()
-	out, err := ortgo.NewEmptyTensor[float32](outShape)
-	if err != nil {
-		return nil, fmt.Errorf("output tensor %v: %w", outShape, err)
-	}
-	defer out.Destroy()
-	if c != nil {
-		c.runStarted()
-	}
-	err = sess.Run(append([]ortgo.Value{tIDs, tMask, tTypes}, extra...), []ortgo.Value{out})
-	if c != nil {
-		c.runEnded()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("running model on batch %v: %w", shape, err)
-	}
-	if c != nil {
-		c.batches.Add(1)
-		c.padded.Add(shape.FlattenedSize())
-		var real int64
-		for _, m := range mask {
-			real += m
-		}
-		c.tokens.Add(real)
-	}
-	// out's memory is freed by Destroy: copy what the caller keeps.
-	return append([]float32(nil), out.GetData()...), nil
 }
 
 // Stats are cumulative counters of a Model's work, for benchmarks. The
@@ -527,8 +539,9 @@ func (m *Model) Stats() Stats {
 	}
 }
 
-// Sessions is how many ONNX Runtime sessions m has created: 0 before the
-// first Run with an input, then 1.
+// Sessions is how many sessions (ONNX Runtime sessions, or Go models read
+// from the graph) m has created: 0 before the first Run with an input,
+// then 1.
 func (m *Model) Sessions() int64 { return m.stats.sessions.Load() }
 
 type counters struct {

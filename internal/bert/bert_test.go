@@ -124,14 +124,14 @@ func TestForEachBatchStops(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	cores := runtime.NumCPU()
 	enc := Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32}
-	if got := (Options{}).withDefaults(enc); got != (Options{IntraOpThreads: 1, InterOpThreads: 1, Workers: cores, BatchSize: 32, BatchTokens: 1024}) {
+	if got := (Options{}).withDefaults(enc); got != (Options{IntraOpThreads: 1, InterOpThreads: 1, Workers: cores, BatchSize: 32, BatchTokens: 1024, Backend: DefaultBackend()}) {
 		t.Errorf("encoder defaults: %+v", got)
 	}
 	if got := (Options{IntraOpThreads: 2 * cores, BatchSize: -1}).withDefaults(enc); got.Workers != 1 || got.BatchSize != 32 {
 		t.Errorf("more threads than cores: %+v", got)
 	}
 	rr := Options{Workers: 1, BatchSize: 16}
-	if got := (Options{MaxLength: 64}).withDefaults(rr); got != (Options{Workers: 1, BatchSize: 16, BatchTokens: 1024, MaxLength: 64}) {
+	if got := (Options{MaxLength: 64}).withDefaults(rr); got != (Options{Workers: 1, BatchSize: 16, BatchTokens: 1024, MaxLength: 64, Backend: DefaultBackend()}) {
 		t.Errorf("reranker defaults: %+v", got)
 	}
 	if got := (Options{IntraOpThreads: 1, Workers: 3}).withDefaults(rr); got.Workers != 3 || got.IntraOpThreads != 1 {
@@ -139,5 +139,11 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if got := (Options{}).withDefaults(Options{}); got.Workers != 1 || got.BatchSize != 32 || got.IntraOpThreads != 0 {
 		t.Errorf("no defaults (all cores per operator, so one worker): %+v", got)
+	}
+	if got := (Options{}).withDefaults(Options{Backend: BackendGo}); got.Backend != BackendGo {
+		t.Errorf("the Spec's backend: %+v", got)
+	}
+	if got := (Options{Backend: BackendORT}).withDefaults(Options{Backend: BackendGo}); got.Backend != BackendORT {
+		t.Errorf("an explicit backend over the Spec's: %+v", got)
 	}
 }

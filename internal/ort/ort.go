@@ -1,10 +1,5 @@
-// Package ort owns anna's use of the ONNX Runtime shared library.
-//
-// onnxruntime_go keeps one OrtEnv per process, so the library is loaded and
-// the environment created once (sync.Once) and never destroyed: sessions from
-// any package share it, and tearing it down while another package still
-// holds a session would crash. Everything else (sessions, tensors) belongs to
-// the caller.
+//go:build cgo && !annapure
+
 package ort
 
 import (
@@ -18,6 +13,10 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 )
+
+// Built reports whether this build links ONNX Runtime (cgo on, no
+// annapure tag).
+const Built = true
 
 var (
 	initOnce sync.Once

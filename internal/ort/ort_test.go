@@ -1,3 +1,5 @@
+//go:build cgo && !annapure
+
 package ort
 
 import (

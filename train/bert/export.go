@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/export"
 )
@@ -18,6 +19,7 @@ import (
 // the import path (model/onnx) into the anna model directory outDir/model,
 // whose manifest carries the new fingerprint.
 func (m *Model) Export(ctx context.Context, srcDir, outDir string, s export.Settings) (hfDir, modelDir string, err error) {
+	ctx = safe.Ctx(ctx)
 	cfgJSON, err := os.ReadFile(filepath.Join(srcDir, "config.json"))
 	if err != nil {
 		return "", "", fmt.Errorf("bert: export: %w", err)

@@ -180,50 +180,18 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 		t.Fatal(err)
 	}
 	refLoss := float64(ref["loss"].Data[0])
-	if rel := math.Abs(loss-refLoss) / math.Max(math.Abs(refLoss), 1e-6); rel > 1e-4 {
-		t.Errorf("loss %.7g, PyTorch %.7g (relative error %.2g)", loss, refLoss, rel)
-	}
+	pyref.CompareLoss(t, "loss", loss, refLoss)
 	// Relative error per tensor in the L2 norm, against the float64
-	// reference. A few gradients are zero in exact arithmetic (the key bias:
-	// softmax ignores a shift of all scores; the classifier bias under the
-	// listwise softmax), so their reference is rounding noise; the floor
-	// measures those against 1e-3 of the largest tensor gradient instead.
-	norm := func(x []float64) float64 {
-		var s float64
-		for _, v := range x {
-			s += v * v
-		}
-		return math.Sqrt(s)
-	}
-	refNorm := map[string]float64{}
-	var largest float64
+	// reference (pyref.CompareGrads). A few gradients are zero in exact
+	// arithmetic (the key bias: softmax ignores a shift of all scores; the
+	// classifier bias under the listwise softmax), so their reference is
+	// rounding noise; the floor measures those against 1e-3 of the largest
+	// tensor gradient instead.
+	got := make(map[string][]float32, len(trainable))
 	for _, name := range trainable {
-		rg, ok := ref[name]
-		if !ok {
-			t.Fatalf("PyTorch returned no gradient for %s", name)
-		}
-		v := make([]float64, len(rg.Data))
-		for i, x := range rg.Data {
-			v[i] = float64(x)
-		}
-		refNorm[name] = norm(v)
-		largest = math.Max(largest, refNorm[name])
+		got[name] = m.Param(name).G
 	}
-	worst, worstName := 0.0, ""
-	for _, name := range trainable {
-		rg, g := ref[name].Data, m.Param(name).G
-		diff := make([]float64, len(g))
-		for i := range g {
-			diff[i] = float64(g[i]) - float64(rg[i])
-		}
-		rel := norm(diff) / math.Max(refNorm[name], 1e-3*largest)
-		if rel > worst {
-			worst, worstName = rel, name
-		}
-		if rel > 1e-4 {
-			t.Errorf("%s: gradient relative error %.3g (|diff| %.3g, |ref| %.3g)", name, rel, norm(diff), refNorm[name])
-		}
-	}
+	worst, worstName := pyref.CompareGrads(t, ref, got, trainable)
 	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", loss, refLoss, len(trainable), worst, worstName)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/export"
@@ -20,6 +21,7 @@ import (
 // last token; the ONNX graph (and a later training run) follows
 // config.json.
 func (m *Model) Export(ctx context.Context, srcDir, outDir string, s export.Settings, fields map[string]any, extra map[string]*safetensors.Tensor) (hfDir, modelDir string, err error) {
+	ctx = safe.Ctx(ctx)
 	attention := model.AttentionCausal
 	if !m.Causal {
 		attention = model.AttentionBidirectional

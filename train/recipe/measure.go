@@ -12,7 +12,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/eval/retrieval"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/safe"
@@ -83,15 +83,10 @@ func (b *build) measure(ctx context.Context, dir, modelDir string) error {
 	if err := b.index(ctx, eng, stage, ds.Corpus); err != nil {
 		return err
 	}
-	qids := make([]string, 0, len(ds.Qrels))
-	for q := range ds.Qrels {
-		if _, ok := ds.Queries[q]; ok {
-			qids = append(qids, q)
-		}
-	}
-	sort.Strings(qids)
-	runs := map[string]map[string][]engine.Result{}
-	// The candidate lists first: they say how many pairs there are to score.
+	qids := retrieval.JudgedQueries(ds)
+	runs := map[string]eval.Run{}
+	// The candidate lists first: they say how many pairs there are to score
+	// (each document's text as the engine hands it to the reranker).
 	pairs := map[[16]byte]bool{}
 	b.meter = meter{}
 	for _, m := range measureModes[:2] {
@@ -101,10 +96,14 @@ func (b *build) measure(ctx context.Context, dir, modelDir string) error {
 		}
 		runs[m.key] = run
 	}
+	texts := make(map[string]string, len(ds.Corpus))
+	for _, d := range ds.Corpus {
+		texts[d.ID] = engine.EmbedText(engine.Document(d))
+	}
 	for q, hits := range runs["lexical"] {
-		for _, list := range [][]engine.Result{hits, runs["hybrid"][q]} {
+		for _, list := range [][]eval.Hit{hits, runs["hybrid"][q]} {
 			for _, h := range list[:min(c.Depth, len(list))] {
-				pairs[pairKey(ds.Queries[q], engine.EmbedText(engine.Document{Title: h.Title, Text: h.Text}))] = true
+				pairs[pairKey(ds.Queries[q], texts[h.ID])] = true
 			}
 		}
 	}
@@ -129,16 +128,11 @@ func (b *build) measure(ctx context.Context, dir, modelDir string) error {
 		}
 		runs[m.key] = run
 	}
-	isQuery := queryDocs(ds)
+	isQuery := retrieval.IsQueryDoc(ds)
 	scores := map[string]eval.Scores{}
 	table := map[string]map[string]any{}
 	for _, m := range measureModes {
-		run := eval.Run{}
-		for q, hits := range runs[m.key] {
-			for _, h := range hits {
-				run[q] = append(run[q], eval.Hit{ID: h.ID, Score: h.Score})
-			}
-		}
+		run := runs[m.key]
 		run.DropIdentical(isQuery) // BEIR's rule, as annactl eval applies it
 		s := eval.Evaluate(run.IDs(), ds.Qrels)
 		scores[m.key] = s
@@ -174,7 +168,7 @@ func (b *build) measure(ctx context.Context, dir, modelDir string) error {
 
 // searchAll searches every query in mode m, two at a time (as annactl
 // eval), reporting queries done under label when it is set.
-func (b *build) searchAll(ctx context.Context, eng *engine.Engine, ds *beir.Dataset, qids []string, m measureMode, label string) (map[string][]engine.Result, error) {
+func (b *build) searchAll(ctx context.Context, eng *engine.Engine, ds *beir.Dataset, qids []string, m measureMode, label string) (eval.Run, error) {
 	opts := engine.SearchOptions{Mode: engine.ModeHybrid, K: 100, Depth: 100, Fusion: engine.FusionRRF}
 	switch {
 	case m.of != "":
@@ -182,63 +176,15 @@ func (b *build) searchAll(ctx context.Context, eng *engine.Engine, ds *beir.Data
 	case m.key == "lexical":
 		opts.Mode = engine.ModeLexical
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make(map[string][]engine.Result, len(qids))
-	var mu sync.Mutex
-	var firstErr error
-	ch := make(chan string)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for q := range ch {
-				res, err := eng.Search(ctx, ds.Queries[q], opts)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("recipe: %s, query %s: %w", m.key, q, err)
-					cancel()
-				}
-				out[q] = res
-				if label != "" {
-					b.report(label, "queries", len(out), len(qids), "")
-				}
-				mu.Unlock()
-			}
-		}()
+	var progress func(done int)
+	if label != "" {
+		progress = func(done int) { b.report(label, "queries", done, len(qids), "") }
 	}
-	for _, q := range qids {
-		select {
-		case ch <- q:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	run, err := retrieval.SearchAll(ctx, eng, ds.Queries, qids, opts, 2, progress)
+	if err != nil {
+		return run, fmt.Errorf("recipe: %s: %w", m.key, err)
 	}
-	close(ch)
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return out, firstErr
-}
-
-// queryDocs says which query IDs are also the ID of a document containing
-// the query's text (BEIR drops hits whose ID is the query's; annactl eval
-// keeps those that are other documents, and so does this).
-func queryDocs(ds *beir.Dataset) func(string) bool {
-	docs := make(map[string]string, len(ds.Corpus))
-	for _, d := range ds.Corpus {
-		docs[d.ID] = engine.EmbedText(engine.Document(d))
-	}
-	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
-	return func(qid string) bool {
-		d, ok := docs[qid]
-		q := norm(ds.Queries[qid])
-		return ok && q != "" && strings.Contains(norm(d), q)
-	}
+	return run, nil
 }
 
 // pairKey names a (query, document text) pair.

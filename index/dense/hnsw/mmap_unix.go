@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // fileMapping is a mapping of part of a file; it is unmapped when the
@@ -34,7 +36,7 @@ func mapFloats(f *os.File, off int64, count int) (*fileMapping, []float32, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
-	_ = syscall.Madvise(data, syscall.MADV_RANDOM) // advice only
+	_ = unix.Madvise(data, unix.MADV_RANDOM) // advice only (x/sys: package syscall has no Madvise on darwin)
 	fm := &fileMapping{data: data}
 	runtime.AddCleanup(fm, func(d []byte) { _ = syscall.Munmap(d) }, data)
 	floats := unsafe.Slice((*float32)(unsafe.Pointer(&data[off-base])), count)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/export"
 )
@@ -65,6 +66,7 @@ func (a *Anchor) Save(string) (string, error) { return "", nil }
 
 // Export writes the decoder (decoder.Model.Export).
 func (a *Anchor) Export(ctx context.Context, srcDir, outDir string, s export.Settings) (string, string, error) {
+	ctx = safe.Ctx(ctx)
 	hf, dir, err := a.m.Export(ctx, srcDir, outDir, s, nil, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("anchor: %w", err)

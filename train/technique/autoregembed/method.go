@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
@@ -172,6 +173,7 @@ func (r run) Save(outDir string) (string, error) {
 // appends them to each text and instruction and outputs the mean of their
 // last hidden states.
 func (r run) Export(ctx context.Context, srcDir, outDir string, s export.Settings) (string, string, error) {
+	ctx = safe.Ctx(ctx)
 	m := r.mem
 	s.Pooling = model.PoolingMemory
 	s.Memory = &model.MemoryTokens{Count: m.Shape[0], QueryInstruction: "\n" + NextInstruction + "\n", DocumentInstruction: "\n" + SelfInstruction + "\n"}

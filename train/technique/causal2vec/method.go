@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
@@ -167,6 +168,7 @@ func (r *run) Save(outDir string) (string, error) {
 // anna model whose graph takes the paired encoder's vector (s.Context)
 // and outputs [h_C; h_EOS]; the encoder serving it loads the pair.
 func (r *run) Export(ctx context.Context, srcDir, outDir string, s export.Settings) (string, string, error) {
+	ctx = safe.Ctx(ctx)
 	mt := r.method
 	s.Context = &model.ContextModel{Name: mt.EncoderName, Path: mt.EncoderPath, Fingerprint: mt.EncoderFingerprint, Dim: mt.Dim}
 	if r.context != nil {

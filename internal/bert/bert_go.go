@@ -1,0 +1,72 @@
+package bert
+
+import (
+	"fmt"
+
+	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/model"
+	gobert "github.com/anna-search/anna/model/bert"
+)
+
+// goRunner runs the graph's weights through model/bert's forward (and,
+// for task rerank, its classification head).
+type goRunner struct {
+	m       *gobert.Model
+	logits  bool
+	threads int // per op (0: GOMAXPROCS)
+}
+
+// goSupports says why the Go backend cannot run the model in md (for a
+// graph of output output, with or without a Causal2Vec context), or nil:
+// it runs float32 BERT graphs, embedding models whose pooling is outside
+// the graph and cross-encoders (BertForSequenceClassification's head).
+func goSupports(md *model.Dir, output string, context bool) error {
+	man, cfg := md.Manifest, md.Config
+	why := ""
+	switch {
+	case cfg.ModelType != "bert":
+		why = fmt.Sprintf("its model_type is %q", cfg.ModelType)
+	case context:
+		why = "it is a Causal2Vec graph"
+	case man.Task == model.TaskRerank && output == model.OutputLogits:
+	case output != model.OutputHidden:
+		why = fmt.Sprintf("it pools in its graph (pooling %q)", man.Pooling)
+	}
+	if why == "" && man.Quantization != "" {
+		why = fmt.Sprintf("its weights are quantized (%s)", man.Quantization)
+	}
+	if why == "" {
+		return nil
+	}
+	if !ort.Built {
+		return fmt.Errorf("backend %s runs float32 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; it needs backend %s, but %w", BackendGo, why, BackendORT, ort.ErrNotBuilt)
+	}
+	return fmt.Errorf("backend %s runs float32 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; use backend %s", BackendGo, why, BackendORT)
+}
+
+// newGoRunner reads m's graph weights.
+func newGoRunner(m *Model) (runner, error) {
+	ts, err := gobert.ReadGraph(m.dir.ONNXPath, m.dir.Config)
+	if err != nil {
+		return nil, err
+	}
+	gm, err := gobert.New(m.dir.Config, ts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.dir.ONNXPath, err)
+	}
+	r := &goRunner{m: gm, threads: m.threads.intra, logits: m.output == model.OutputLogits}
+	if r.logits && gm.NumLabels() != m.dir.Manifest.NumLabels {
+		return nil, fmt.Errorf("%s: the graph's classifier has %d outputs, the manifest says num_labels %d", m.dir.ONNXPath, gm.NumLabels(), m.dir.Manifest.NumLabels)
+	}
+	return r, nil
+}
+
+func (r *goRunner) close() error { return nil }
+
+func (r *goRunner) run(ids, mask, types []int64, b, seq int, _ []float32) ([]float32, error) {
+	h, err := r.m.Forward(&gobert.Batch{N: b, T: seq, IDs: ids, Types: types, Mask: mask}, r.threads)
+	if err != nil || !r.logits {
+		return h, err
+	}
+	return r.m.Classify(h, b, seq, r.threads)
+}
