@@ -153,6 +153,13 @@ func TestNilContext(t *testing.T) {
 			}
 			return err
 		}},
+		{"IDs", func() error {
+			ids, err := e.IDs(noCtx)
+			if err == nil && (len(ids) != 1 || ids[0] != "c") {
+				return fmt.Errorf("IDs %q, want [c]", ids)
+			}
+			return err
+		}},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {

@@ -75,3 +75,27 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 	}
 	return gone, nil
 }
+
+// IDs lists the IDs of every stored document, in byte order. An engine that
+// reads through another process's writer (Stats.WriterPID) cannot list them
+// and says so.
+func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if e.via != nil {
+		return nil, fmt.Errorf("engine: listing IDs: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
+	}
+	var ids []string
+	err = e.store.ForEachID(ctx, func(id string) error {
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: listing documents: %w", err)
+	}
+	return ids, nil
+}

@@ -14,6 +14,12 @@
 // returns its error if that fails. A pair's score does not depend on
 // Workers; the other documents of a call change it by rounding only (under
 // 1e-4, TestScoreBehaviour). Scores are never NaN (Score fails instead).
+// ScorePairs scores pairs of different queries in one call (one set of
+// length-sorted batches, as Score's); Score(q, docs) is ScorePairs of the
+// pairs (q, docs[i]), so a pair scores the same through either, up to the
+// same rounding by its batch-mates (TestScorePairs). ScorePairs, the
+// package function, serves any Reranker: through its ScorePairs where it
+// is a PairScorer, else one Score call per distinct query.
 // Loading, the session, the BERT run and the length-sorted batching are
 // internal/bert's, shared with package encoder.
 //
@@ -35,6 +41,63 @@ import (
 // are comparable within one call (and across calls with the same model).
 type Reranker interface {
 	Score(ctx context.Context, query string, docs []string) ([]float32, error)
+}
+
+// Pair is one (query, document) pair to score.
+type Pair struct {
+	Query, Doc string
+}
+
+// PairScorer is a Reranker that also scores pairs with different queries
+// in one call: one score per pair, in input order, each comparable with
+// Score's for the same pair.
+type PairScorer interface {
+	Reranker
+	ScorePairs(ctx context.Context, pairs []Pair) ([]float32, error)
+}
+
+// ScorePairs scores pairs with r: in one r.ScorePairs call where r is a
+// PairScorer, else with one r.Score call per distinct query (in order of
+// first appearance). It returns one score per pair, in input order, and
+// fails if r returns another number of scores than it was given documents.
+func ScorePairs(ctx context.Context, r Reranker, pairs []Pair) ([]float32, error) {
+	ctx = safe.Ctx(ctx)
+	if r == nil {
+		return nil, fmt.Errorf("rerank: ScorePairs with a nil Reranker")
+	}
+	if ps, ok := r.(PairScorer); ok {
+		out, err := ps.ScorePairs(ctx, pairs)
+		if err == nil && len(out) != len(pairs) {
+			err = fmt.Errorf("rerank: %d scores for %d pairs", len(out), len(pairs))
+		}
+		return out, err
+	}
+	rows := map[string][]int{}
+	var order []string
+	for i, p := range pairs {
+		if _, ok := rows[p.Query]; !ok {
+			order = append(order, p.Query)
+		}
+		rows[p.Query] = append(rows[p.Query], i)
+	}
+	out := make([]float32, len(pairs))
+	for _, q := range order {
+		docs := make([]string, len(rows[q]))
+		for k, i := range rows[q] {
+			docs[k] = pairs[i].Doc
+		}
+		s, err := r.Score(ctx, q, docs)
+		if err != nil {
+			return nil, err
+		}
+		if len(s) != len(docs) {
+			return nil, fmt.Errorf("rerank: %d scores for %d documents", len(s), len(docs))
+		}
+		for k, i := range rows[q] {
+			out[i] = s[k]
+		}
+	}
+	return out, nil
 }
 
 // Options tune an ORTReranker. Zero values pick the defaults. Threads,
@@ -70,9 +133,12 @@ type Options struct {
 type ORTReranker struct {
 	m     *bert.Model
 	label int
+	// prefix and suffix are a decoder reranker's PairPrompt parts,
+	// tokenised (for PairTokens); nil for a BERT cross-encoder.
+	prefix, suffix []int64
 }
 
-var _ Reranker = (*ORTReranker)(nil)
+var _ PairScorer = (*ORTReranker)(nil)
 
 // spec is what the reranker serves from a model directory, with the
 // defaults documented on Options.
@@ -97,6 +163,9 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, err
 	}
 	labels := m.Manifest().NumLabels
 	r := &ORTReranker{m: m, label: labels - 1}
+	if pp := m.Manifest().PairPrompt; pp != nil {
+		r.prefix, r.suffix = m.Tokenizer().IDs(pp.Prefix), m.Tokenizer().IDs(pp.Suffix)
+	}
 	if opts.Label != 0 {
 		if labels <= 2 || opts.Label < 0 || opts.Label >= labels {
 			m.Close()
@@ -115,15 +184,48 @@ func (r *ORTReranker) Close() error { return r.m.Close() }
 func (r *ORTReranker) Manifest() *model.Manifest { return r.m.Manifest() }
 
 // Score returns one score per document, in input order. Pairs are sorted by
-// length into batches to cut padding; ctx is checked between batches.
+// length into batches to cut padding; ctx is checked between batches. It
+// is ScorePairs of the pairs (query, docs[i]).
 func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
 	ctx = safe.Ctx(ctx)
 	logits, err := r.Logits(ctx, query, docs)
 	if err != nil {
 		return nil, err
 	}
+	return r.scores(logits, len(docs)), nil
+}
+
+// ScorePairs returns one score per pair, in input order: the pairs, their
+// queries possibly different, are sorted by length into batches together
+// as Score's documents are; ctx is checked between batches.
+func (r *ORTReranker) ScorePairs(ctx context.Context, pairs []Pair) ([]float32, error) {
+	ctx = safe.Ctx(ctx)
+	docs := make([]string, len(pairs))
+	for i, p := range pairs {
+		docs[i] = p.Doc
+	}
+	logits, err := r.pairLogits(ctx, func(i int) string { return pairs[i].Query }, docs)
+	if err != nil {
+		return nil, err
+	}
+	return r.scores(logits, len(pairs)), nil
+}
+
+// PairTokens is how many model tokens the pair takes once laid out and
+// truncated as ScorePairs does (special tokens included): what a caller
+// bounding a batch by tokens counts.
+func (r *ORTReranker) PairTokens(p Pair) int {
+	tok, maxLen := r.m.Tokenizer(), r.m.MaxLength()
+	if pp := r.Manifest().PairPrompt; pp != nil {
+		return len(tok.EncodePrompt(r.prefix, pp.Fill(p.Query, p.Doc), r.suffix, maxLen).IDs)
+	}
+	return len(tok.EncodePair(p.Query, p.Doc, maxLen).IDs)
+}
+
+// scores reads n scores off logits [n × num_labels] (see ORTReranker).
+func (r *ORTReranker) scores(logits []float32, n int) []float32 {
 	L := r.Manifest().NumLabels
-	out := make([]float32, len(docs))
+	out := make([]float32, n)
 	for i := range out {
 		row := logits[i*L : (i+1)*L]
 		switch L {
@@ -135,7 +237,7 @@ func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([
 			out[i] = row[r.label]
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Logits returns the raw logits, [len(docs) × num_labels] row-major.

@@ -47,9 +47,12 @@
 //     EmbedDocuments call (one ONNX Runtime batch set) by a batcher: it
 //     waits at most Options.BatchWait after the first request for others,
 //     and takes at most Options.BatchTexts texts and BatchTokens tokens.
-//     Concurrent /v1/rerank requests with the same query are coalesced
-//     into one Score call; different queries run one after another (the
-//     Reranker interface scores one query per call).
+//     Concurrent /v1/rerank requests, whatever their queries, are
+//     coalesced the same way (same wait and bounds, in pairs and pair
+//     tokens) into one rerank.ScorePairs call: one model call set for a
+//     rerank.PairScorer (rerank.ORTReranker), else one Score call per
+//     distinct query. Each request gets its own documents' scores, in
+//     order.
 //   - The Server holds no global state: its metrics are in a registry of
 //     its own.
 package server

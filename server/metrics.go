@@ -35,7 +35,7 @@ func newMetrics(eng *engine.Engine) *metrics {
 	m.batchTexts = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anna_batch_texts",
 		Help: "Texts (embedding) or documents (rerank) in one model batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}, []string{"kind"})
 	m.batchTokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anna_batch_tokens",
-		Help: "Model tokens in one embedding batch.", Buckets: prometheus.ExponentialBuckets(16, 2, 12)}, []string{"kind"})
+		Help: "Model tokens in one batch: texts (embeddings) or pairs (rerank).", Buckets: prometheus.ExponentialBuckets(16, 2, 12)}, []string{"kind"})
 	m.docsWritten = prometheus.NewCounter(prometheus.CounterOpts{Name: "anna_documents_written_total",
 		Help: "Documents added or updated through POST /v1/documents."})
 	m.embedded = prometheus.NewCounter(prometheus.CounterOpts{Name: "anna_embedded_texts_total",

@@ -17,6 +17,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -134,8 +135,8 @@ func runEmbed(ctx context.Context, enc encoder.Encoder, jobs []embedJob) {
 // each job its own outputs (as many as its inputs, in order). A call that
 // fails, or that returns another number of outputs than it was given
 // inputs (mismatch formats the two counts), fails every job.
-func callOnce[J any, T any](jobs []J, in func(J) []string, ans func(J) *answer[[]T], call func([]string) ([]T, error), mismatch string) {
-	var all []string
+func callOnce[J, I, T any](jobs []J, in func(J) []I, ans func(J) *answer[[]T], call func([]I) ([]T, error), mismatch string) {
+	var all []I
 	for _, j := range jobs {
 		all = append(all, in(j)...)
 	}
@@ -323,46 +324,40 @@ type RerankResponse struct {
 	Model   string         `json:"model,omitempty"`
 }
 
-// rerankJob is one request for the rerank batcher.
+// rerankJob is one request for the rerank batcher: its pairs and their
+// model tokens (0 when the reranker does not count them).
 type rerankJob struct {
-	ctx   context.Context
-	query string
-	docs  []string
-	ans   *answer[[]float32]
+	ctx    context.Context
+	pairs  []rerank.Pair
+	tokens int
+	ans    *answer[[]float32]
 }
 
-func (j rerankJob) size() (int, int)         { return len(j.docs), 0 }
+func (j rerankJob) size() (int, int)         { return len(j.pairs), j.tokens }
 func (j rerankJob) context() context.Context { return j.ctx }
 func (j rerankJob) fail(err error)           { j.ans.send(nil, err) }
 
-// runRerank scores the jobs of a batch: those with the same query in one
-// Score call.
+// pairTokens counts a pair's model tokens: rerank.ORTReranker.PairTokens.
+type pairTokens interface{ PairTokens(rerank.Pair) int }
+
+// runRerank scores the pairs of every job of a batch, whatever their
+// queries, in one rerank.ScorePairs call (one ScorePairs call of the
+// reranker when it is a rerank.PairScorer, else one Score call per
+// distinct query) and hands each job its scores.
 func (s *Server) runRerank(ctx context.Context, jobs []rerankJob) {
-	byQuery := map[string][]rerankJob{}
-	var order []string
-	for _, j := range jobs {
-		if _, ok := byQuery[j.query]; !ok {
-			order = append(order, j.query)
-		}
-		byQuery[j.query] = append(byQuery[j.query], j)
-	}
-	for _, q := range order {
-		callOnce(byQuery[q], func(j rerankJob) []string { return j.docs }, func(j rerankJob) *answer[[]float32] { return j.ans },
-			func(docs []string) ([]float32, error) { return safeScore(ctx, s.opts.Reranker, q, docs) },
-			"the reranker returned %d scores for %d documents")
-	}
+	callOnce(jobs, func(j rerankJob) []rerank.Pair { return j.pairs }, func(j rerankJob) *answer[[]float32] { return j.ans },
+		func(pairs []rerank.Pair) ([]float32, error) { return safeScorePairs(ctx, s.opts.Reranker, pairs) },
+		"the reranker returned %d scores for %d documents")
 }
 
-// safeScore is Score with a panic returned as an error.
-func safeScore(ctx context.Context, r interface {
-	Score(context.Context, string, []string) ([]float32, error)
-}, q string, docs []string) (scores []float32, err error) {
+// safeScorePairs is rerank.ScorePairs with a panic returned as an error.
+func safeScorePairs(ctx context.Context, r rerank.Reranker, pairs []rerank.Pair) (scores []float32, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("reranker panicked: %v", p)
 		}
 	}()
-	return r.Score(ctx, q, docs)
+	return rerank.ScorePairs(ctx, r, pairs)
 }
 
 func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
@@ -417,7 +412,14 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		}
 		topN = min(*req.TopN, len(docs))
 	}
-	j := rerankJob{ctx: r.Context(), query: req.Query, docs: docs, ans: newAnswer[[]float32]()}
+	j := rerankJob{ctx: r.Context(), pairs: make([]rerank.Pair, len(docs)), ans: newAnswer[[]float32]()}
+	pt, counts := s.opts.Reranker.(pairTokens)
+	for i, d := range docs {
+		j.pairs[i] = rerank.Pair{Query: req.Query, Doc: d}
+		if counts {
+			j.tokens += pt.PairTokens(j.pairs[i])
+		}
+	}
 	if !s.rerankB.submit(j) {
 		s.fail(w, r, errors.Join(r.Context().Err(), s.base.Err(), context.Canceled))
 		return

@@ -68,12 +68,15 @@ type Options struct {
 	// RerankFusion is the default of a search's rerank_fusion: how the
 	// reranker was measured to help.
 	RerankFusion bool
-	// BatchWait is how long the embedding batcher waits after a request
-	// for others to join its batch (default 2 ms; negative: no wait, but
-	// requests queued meanwhile still join).
+	// BatchWait is how long the embedding and rerank batchers wait after
+	// a request for others to join its batch (default 2 ms; negative: no
+	// wait, but requests queued meanwhile still join).
 	BatchWait time.Duration
 	// BatchTexts and BatchTokens bound one coalesced batch (defaults 256
-	// texts, 16384 tokens); a single request larger than them runs alone.
+	// texts, 16384 tokens): texts and their tokens for embeddings,
+	// (query, document) pairs and their tokens for rerank (counted when the
+	// reranker has PairTokens, as rerank.ORTReranker does); a single
+	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
 	// Logf, when set, receives what the server does on its own (a
 	// handler's panic, a batch's failure).
@@ -127,7 +130,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(eng)
-	s.rerankB = newBatcher(s.base, opts.BatchWait, 64, 1<<30, s.runRerank, s.metrics.batchObserver("rerank"))
+	s.rerankB = newBatcher(s.base, opts.BatchWait, opts.BatchTexts, opts.BatchTokens, s.runRerank, s.metrics.batchObserver("rerank"))
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}

@@ -109,6 +109,7 @@ Every command takes -h/--help.`,
 		a.evalCommand(), a.embedCommand(), a.modelsCommand(),
 		a.mineCommand(), a.doc2queryCommand(), a.convertCommand(), a.trainCommand(),
 		a.rerankersCommand(), a.serveCommand(),
+		a.adaptCommand(),
 	)
 	return root
 }

@@ -8,8 +8,8 @@
 // metadata (strings, numbers, lists). The engine cuts a long text into overlapping token windows
 // and embeds each; a document ranks by its best passage ("max-passage", as
 // in the BEIR and MS MARCO document-ranking literature) mixed with its
-// first (DocScore: FirstWeight·first + (1 − FirstWeight)·best), and a Hit
-// names the best passage. Each passage is a graph node keyed by the document's number
+// first below BestFrom passages (DocScore: FirstWeight·first +
+// (1 − FirstWeight)·best), and a Hit names the best passage. Each passage is a graph node keyed by the document's number
 // (a stable uint32 per document, given at its first Add, reused after its
 // Delete, smallest first; the graph's compaction renumbers its own nodes,
 // never these) in the high 32 bits and the passage in the low 32: a

@@ -30,7 +30,7 @@ func TestPassagesFoundByAnyRankedByBest(t *testing.T) {
 	for p, q := range [][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}} {
 		hits := search(t, ix, q, 4, SearchOptions{})
 		// The first passage's cosine is 1 along it, 0 along the others.
-		score := DocScore(0, 1)
+		score := DocScore(0, 1, 3)
 		if p == 0 {
 			score = 1
 		}

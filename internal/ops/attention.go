@@ -123,9 +123,17 @@ func softmaxMasked(row []float32, seen int, msk []float32) {
 			mx = max(mx, x)
 		}
 	}
+	if msk == nil {
+		inv := 1 / expSubSum(row[:seen], mx)
+		for j := range row[:seen] {
+			row[j] *= inv
+		}
+		clear(row[seen:])
+		return
+	}
 	var sum float32
 	for j := range row[:seen] {
-		if msk != nil && msk[j] == 0 {
+		if msk[j] == 0 {
 			row[j] = 0
 			continue
 		}

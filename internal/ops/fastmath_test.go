@@ -22,3 +22,74 @@ func TestFastMath(t *testing.T) {
 		t.Fatal("Exp32(-100) != 0")
 	}
 }
+
+// exp32Floor is Exp32 as it was written first, with math.Floor: the
+// reference that the faster rounding must reproduce bit for bit.
+func exp32Floor(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	if x > 88 {
+		return float32(math.Inf(1))
+	}
+	k := float32(math.Floor(float64(float32(x*1.44269504088896341) + 0.5)))
+	r := x - float32(k*0.693359375) - float32(k*-2.12194440e-4)
+	p := float32(1.9875691500e-4)
+	p = float32(p*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	p = float32(float32(p*r)*r) + r + 1
+	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
+}
+
+// TestExp32MatchesFloorForm: Exp32 and expSubSum give exactly the values
+// of the math.Floor form (the trainer's numbers must not move), on a
+// dense sweep of [−90, 90] and on the float32 neighbours of every point
+// where k changes (x·log2e + 0.5 an integer), where a rounding slip would
+// show.
+func TestExp32MatchesFloorForm(t *testing.T) {
+	var xs []float32
+	for x := -90.0; x <= 90; x += 7e-4 {
+		xs = append(xs, float32(x))
+	}
+	for k := -130; k <= 130; k++ {
+		c := float32((float64(k) - 0.5) / 1.44269504088896341)
+		for _, d := range []float32{c, math.Nextafter32(c, -200), math.Nextafter32(c, 200),
+			math.Nextafter32(math.Nextafter32(c, -200), -200), math.Nextafter32(math.Nextafter32(c, 200), 200)} {
+			xs = append(xs, d)
+		}
+	}
+	xs = append(xs, 0, float32(math.Copysign(0, -1)), -87, 88, float32(math.Inf(-1)))
+	for _, x := range xs {
+		if got, want := Exp32(x), exp32Floor(x); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("Exp32(%v) = %v, the math.Floor form gives %v", x, got, want)
+		}
+	}
+	row := append([]float32(nil), xs...)
+	var want float32
+	for _, x := range xs {
+		want += exp32Floor(x - 1.5)
+	}
+	if got := expSubSum(row, 1.5); math.Float32bits(got) != math.Float32bits(want) {
+		t.Fatalf("expSubSum's sum %v, the scalar loop's %v", got, want)
+	}
+	for j, x := range xs {
+		if w := exp32Floor(x - 1.5); math.Float32bits(row[j]) != math.Float32bits(w) {
+			t.Fatalf("expSubSum: e^(%v − 1.5) = %v, want %v", x, row[j], w)
+		}
+	}
+}
+
+func BenchmarkSoftmaxRow(b *testing.B) {
+	row := make([]float32, 256)
+	src := make([]float32, 256)
+	for i := range src {
+		src[i] = float32(i%37) * 0.3
+	}
+	for range b.N {
+		copy(row, src)
+		SoftmaxPrefix(row, len(row))
+	}
+}

@@ -21,7 +21,10 @@
 // results are bit for bit those with the float32 weight. Work is split
 // over rows in contiguous chunks, one goroutine per chunk, and every
 // reduction runs in a fixed order (table scatters on one goroutine), so
-// results do not depend on the number of goroutines. Sizes are the
+// results do not depend on the number of goroutines, nor on the CPU: the
+// softmax's exponentials run eight at a time in AVX2 assembly where there
+// is AVX2 (exp_amd64.s), with Exp32's operations in its order and no FMA,
+// so they are Exp32's values bit for bit. Sizes are the
 // caller's contract: the ops do not check slice lengths beyond what
 // indexing does, so a short slice panics with an index out of range (a
 // programming error, not bad input); a pooling mode PoolForward does not

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/train/adapt"
+	"github.com/anna-search/anna/train/recipe"
+)
+
+func (a *app) adaptCommand() *cobra.Command {
+	c := adapt.Defaults()
+	c.KeepModel = true
+	cmd := &cobra.Command{
+		Use:   "adapt --index DIR [--queries FILE] [--teacher-model NAME] [--steps N]",
+		Short: "fit the index's embedding model to its documents, with no relevance judgements",
+		Long: `Adapts the embedding model of an anna directory to its own documents when there
+are no judged queries: queries -> mining -> training -> held-out check -> reindex.
+
+Queries are pseudo-queries cut from the documents (the title, else the first
+sentence), plus the lines of --queries (a query log, one query a line). Labels
+come from the teacher — BM25 fused with the index's model, and --teacher-model's
+cosine when given — never from the student alone: a query's document is kept as
+its positive only when the teacher ranks it first. Every tenth query is held out;
+the adapted model replaces the index's only when it ranks those queries' teacher
+documents at least as well as the index's model (nDCG@10; --min-gain raises the
+bar), and says so when it does not.
+
+Every stage is recorded in --work; run the same command again after Ctrl-C or a
+kill to continue where it stopped. Before the work starts it prints an estimate
+of its time on this machine. Generated queries (doc2query) are not wired in yet.`,
+		Example: `  annactl adapt --index my-index --base ~/ckpt/all-MiniLM-L6-v2 --steps 200
+  annactl adapt --index my-index --queries queries.log --teacher-model bge-small-en-v1.5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "index"); err != nil {
+				return err
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"steps", c.Steps}, {"batch", c.BatchQueries}, {"max-length", c.MaxLength}, {"checkpoint-every", c.CheckpointEvery}} {
+				if err := atLeast(f.name, f.v, 1); err != nil {
+					return err
+				}
+			}
+			if err := atLeast("group", c.Group, 2); err != nil {
+				return err
+			}
+			if err := atLeast("max-queries", c.MaxQueries, 0); err != nil {
+				return err
+			}
+			if err := inRange("lr", c.LR, 1e-9, 0.999); err != nil {
+				return err
+			}
+			if t := c.TeacherModel; t != "" {
+				if fi, err := os.Stat(t); err != nil || !fi.IsDir() {
+					if fi, err := os.Stat(filepath.Join(home.ModelsDir(), t)); err != nil || !fi.IsDir() {
+						return usageErrorf("--teacher-model %q: not a model directory nor installed (annactl models add NAME installs a catalogue model)", t)
+					}
+					c.TeacherModel = filepath.Join(home.ModelsDir(), t)
+				}
+			}
+			var pr buildProgress
+			pr.w, pr.on = a.stderr, isTerminal(a.stderr)
+			c.Logf = pr.log
+			c.Progress = func(p adapt.Progress) {
+				pr.show(recipe.Progress{Stage: p.Stage, Index: p.Index, Stages: p.Stages, Unit: p.Unit, Done: p.Done, Total: p.Total, PerUnit: p.PerUnit, ETA: p.ETA})
+			}
+			start := time.Now()
+			rep, err := adapt.Adapt(cmd.Context(), c)
+			pr.end()
+			switch {
+			case errors.Is(err, adapt.ErrWorse):
+				a.printAdapt(rep, time.Since(start))
+				return err
+			case errors.Is(err, context.Canceled):
+				fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
+				return err
+			case err != nil:
+				return err
+			}
+			a.printAdapt(rep, time.Since(start))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Index, "index", "", "the anna directory `DIR` to adapt")
+	f.StringVar(&c.Work, "work", "", "work `DIR`, kept for resuming (default DIR.adapt beside the index)")
+	f.StringVar(&c.Base, "base", "", "the student's starting Hugging Face checkpoint `DIR` (default: the checkpoint the index's model was converted from)")
+	f.StringVar(&c.Queries, "queries", "", "a query log `FILE`, one query a line, added to the pseudo-queries")
+	f.BoolVar(&c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries)")
+	f.StringVar(&c.TeacherModel, "teacher-model", "", "a stronger embedding model (`NAME` installed, or a directory) whose cosine joins the teacher")
+	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
+	f.IntVar(&c.BatchQueries, "batch", c.BatchQueries, "queries per step")
+	f.IntVar(&c.Group, "group", c.Group, "documents per query: 1 positive + N-1 mined negatives")
+	f.IntVar(&c.MaxLength, "max-length", c.MaxLength, "tokens per text in training")
+	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
+	f.IntVar(&c.MaxQueries, "max-queries", 0, "use at most `N` queries (0: all)")
+	f.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
+	f.Float64Var(&c.MinGain, "min-gain", 0, "held-out nDCG@10 the adapted model must gain over the index's before it replaces it")
+	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed")
+	return cmd
+}
+
+// printAdapt is an adapt run's report.
+func (a *app) printAdapt(rep adapt.Report, took time.Duration) {
+	fmt.Fprintf(a.stdout, "queries: %d for training, %d held out; %d examples mined (%d positives the teacher did not rank first left out)\n",
+		rep.Queries, rep.HeldOut, rep.Examples, rep.Filtered)
+	if rep.Model != "" {
+		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
+	}
+	if rep.CheckQueries > 0 {
+		fmt.Fprintf(a.stdout, "held-out check, %d queries, nDCG@10 of the teacher's document: index's model %.4f, adapted %.4f\n",
+			rep.CheckQueries, rep.BaseScore, rep.StudentScore)
+	}
+	if rep.Reindexed {
+		fmt.Fprintln(a.stdout, "the index now uses the adapted model")
+	} else {
+		fmt.Fprintln(a.stdout, "the index keeps its model")
+	}
+	var parts []string
+	for name, d := range rep.Took {
+		parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(time.Second)))
+	}
+	sort.Strings(parts)
+	fmt.Fprintf(a.stdout, "took %s (%s; estimated %s)\n", took.Round(time.Second), strings.Join(parts, ", "), rep.Estimate.Round(time.Second))
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/train/bert"
+)
+
+// TestAdaptCommand: `annactl adapt` on a tiny index with a tiny random
+// student: refused by a held-out check it cannot pass (and says so, the
+// index left on its model), then run through to the reindex; bad input
+// named.
+func TestAdaptCommand(t *testing.T) {
+	needModel(t)
+	mc := testmodels.MiniLMVocab(testmodels.BERT()) // its tokenizer from the installed home
+	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	ownHome(t)
+	tmp := t.TempDir()
+	idx := filepath.Join(tmp, "idx")
+	mustRun(t, "index", "--index", idx, writeCorpus(t, tmp, 30, 20, 4))
+	tiny := []string{"adapt", "--index", idx, "--base", base, "--steps", "2", "--batch", "2", "--group", "3", "--max-length", "32", "--lr", "0.001"}
+
+	if r := annactl(t, "", "adapt", "--steps", "2"); r.code != 2 || !strings.Contains(r.stderr, "--index") {
+		t.Fatalf("no --index: %s", r)
+	}
+	if r := annactl(t, "", append(tiny, "--queries", filepath.Join(tmp, "nope.log"))...); r.code == 0 || !strings.Contains(r.stderr, "nope.log") {
+		t.Fatalf("a missing query log: %s", r)
+	}
+
+	r := annactl(t, "", append(tiny, "--work", filepath.Join(tmp, "w1"), "--min-gain", "2")...)
+	if r.code == 0 || !strings.Contains(r.stderr, "scored worse") || !strings.Contains(r.stdout, "the index keeps its model") || !strings.Contains(r.stdout, "held-out check") {
+		t.Fatalf("a check that cannot pass: %s", r)
+	}
+	if st, _ := statsOf(t, idx); !strings.Contains(st.ModelName, "MiniLM") {
+		t.Fatalf("after a refusal the index's model is %q", st.ModelName)
+	}
+
+	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1")...)
+	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") {
+		t.Fatalf("adapt: %s", r)
+	}
+	if st, _ := statsOf(t, idx); st.ModelName != "adapted" {
+		t.Fatalf("after adapt the index's model is %q", st.ModelName)
+	}
+}

@@ -1,0 +1,306 @@
+// Package adapt fits an index's embedding model to its own documents when
+// there are no relevance judgements: `annactl adapt` as functions, so a Go
+// program can adapt its own index.
+//
+// Adapt runs five stages, each recorded in Work/adapt.json when finished
+// and skipped when run again:
+//
+//  1. queries: extractive pseudo-queries cut from the index's documents
+//     (the title, else the first sentence: the inverse-cloze recipe), their
+//     source document as the candidate positive, plus the lines of
+//     Config.Queries (a query log, one query a line), whose candidate
+//     positive is the engine's hybrid top document. Every tenth query is
+//     held out of training (Work/heldout.jsonl) for stage 4.
+//  2. mine: the miner (package mining) with the engine's hybrid retrieval
+//     and the calibrated fusion teacher (BM25 and the index's model, plus
+//     Config.TeacherModel's cosine when set) labels candidates with soft
+//     scores; a query's positive is kept only when the teacher ranks it
+//     first (mining.Options.RequireTop = 1): labels come from the teacher,
+//     never from the student alone.
+//  3. train: the student (Config.Base, by default the training source of the
+//     index's model) is fine-tuned contrastively with distillation from the
+//     teacher's scores (train.Run), checkpointing and resuming.
+//  4. check: the held-out queries are mined like the training ones (kept
+//     only where the teacher ranks their document first); the student's
+//     and the index model's rankings of each one's candidates (that
+//     document and its Group−1 mined negatives) by cosine are scored by
+//     nDCG@10 against the teacher's document; when the student scores
+//     below the index's model plus Config.MinGain, Adapt returns ErrWorse
+//     and leaves the index alone. The stage is not recorded as done then:
+//     run again (another MinGain allowed) it checks again.
+//  5. reindex: engine.Reindex with the student's exported model, itself
+//     resumable.
+//
+// Resuming: everything lives in Config.Work. Adapt called again with the
+// same settings after a cancel, Ctrl-C or kill -9 goes on where it stopped:
+// the query files are written atomically, mining continues from its
+// checkpoint, training from its last checkpoint, reindexing embeds only what
+// is missing. A run with other settings is refused, naming the setting.
+//
+// Not yet: generated queries (doc2query) and a calibrated per-query
+// threshold for logged queries (today their positive is the engine's top
+// document, kept only when the teacher also ranks it first).
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/safe"
+)
+
+// ErrWorse is returned when the held-out check says the student is not
+// better than the index's model: the index is not reindexed.
+var ErrWorse = errors.New("the adapted model scored worse than the index's model on the held-out queries")
+
+// Config configures Adapt. Index is required; the rest has defaults
+// (Defaults).
+type Config struct {
+	Index string // the index directory to adapt
+	Work  string // work directory (default Index + ".adapt")
+	// Base is the student's starting checkpoint (Hugging Face files); ""
+	// means the training source recorded in the index model's manifest.
+	Base string
+	// Queries is a query log, one query a line ("" for none).
+	Queries string
+	// NoExtractive leaves out the pseudo-queries cut from documents.
+	NoExtractive bool
+	// TeacherModel, when set, is another (stronger) embedding model whose
+	// cosine joins the fusion teacher.
+	TeacherModel string
+
+	Steps, BatchQueries, Group, MaxLength, CheckpointEvery int
+	LR, Distill                                            float64
+	Seed                                                   uint64
+	MaxQueries                                             int     // cap on the queries used (0: all)
+	MinGain                                                float64 // the student must beat the base by this much nDCG@10 (default 0)
+	// KeepModel copies the student under $ANNA_HOME/models before the
+	// reindex (engine.Options.KeepModel), so deleting Work breaks nothing.
+	KeepModel bool
+
+	Progress func(Progress)
+	Logf     func(format string, args ...any)
+}
+
+// Defaults are the settings `annactl adapt` starts from.
+func Defaults() Config {
+	return Config{Steps: 200, BatchQueries: 16, Group: 8, MaxLength: 128, CheckpointEvery: 20, LR: 2e-5, Distill: 1, Seed: 42}
+}
+
+// Progress is one report of a stage's work.
+type Progress struct {
+	Stage         string
+	Index, Stages int
+	Unit          string
+	Done, Total   int
+	// PerUnit is the time per unit measured since the stage's first unit
+	// in this process (0 until two are done); ETA the rest at that rate.
+	PerUnit, ETA time.Duration
+}
+
+// Report is what a run did.
+type Report struct {
+	Queries, HeldOut int     // queries written for training, held out
+	Examples         int     // mined training examples
+	Filtered         int     // positives the teacher did not rank first
+	Steps            int     // training steps
+	Model            string  // the student's exported model directory
+	BaseScore        float64 // base model's held-out nDCG@10
+	StudentScore     float64 // student's held-out nDCG@10
+	CheckQueries     int     // held-out queries scored
+	Reindexed        bool
+	Estimate         time.Duration // the up-front estimate
+	Took             map[string]time.Duration
+}
+
+// Stages are the stage names, in order.
+var Stages = []string{"queries", "mine", "train", "check", "reindex"}
+
+type settings struct {
+	Base, Queries, TeacherModel                       string
+	NoExtractive                                      bool
+	Steps, BatchQueries, Group, MaxLength, MaxQueries int
+	LR, Distill                                       float64
+	Seed                                              uint64
+}
+
+type state struct {
+	Settings settings        `json:"settings"`
+	Done     map[string]bool `json:"done"`
+	Report   Report          `json:"report"`
+}
+
+type run struct {
+	cfg   Config
+	st    state
+	stage int
+	t0    time.Time
+	done0 int
+}
+
+func (r *run) logf(format string, args ...any) {
+	if r.cfg.Logf != nil {
+		r.cfg.Logf(format, args...)
+	}
+}
+
+// report sends progress, the ETA from the rate measured since the stage's
+// first unit.
+func (r *run) report(unit string, done, total int) {
+	if r.cfg.Progress == nil {
+		return
+	}
+	p := Progress{Stage: Stages[r.stage], Index: r.stage + 1, Stages: len(Stages), Unit: unit, Done: done, Total: total}
+	if r.t0.IsZero() && done > 0 {
+		r.t0, r.done0 = time.Now(), done
+	} else if !r.t0.IsZero() && done > r.done0 {
+		p.PerUnit = time.Since(r.t0) / time.Duration(done-r.done0)
+		if total > done {
+			p.ETA = p.PerUnit * time.Duration(total-done)
+		}
+	}
+	r.cfg.Progress(p)
+}
+
+func (c *Config) validate() error {
+	if c.Index == "" {
+		return errors.New("adapt: Index is required")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Steps", c.Steps}, {"BatchQueries", c.BatchQueries}, {"MaxLength", c.MaxLength}, {"CheckpointEvery", c.CheckpointEvery}} {
+		if f.v < 1 {
+			return fmt.Errorf("adapt: %s must be at least 1 (got %d)", f.name, f.v)
+		}
+	}
+	switch {
+	case c.Group < 2:
+		return fmt.Errorf("adapt: Group must be at least 2 (got %d)", c.Group)
+	case !(c.LR > 0 && c.LR < 1):
+		return fmt.Errorf("adapt: LR must be in (0, 1) (got %g)", c.LR)
+	case !(c.Distill >= 0 && c.Distill <= 1e3):
+		return fmt.Errorf("adapt: Distill must be in [0, 1000] (got %g)", c.Distill)
+	case c.MaxQueries < 0:
+		return fmt.Errorf("adapt: MaxQueries must not be negative (got %d)", c.MaxQueries)
+	case c.NoExtractive && c.Queries == "":
+		return errors.New("adapt: no queries: give a query log (Queries) or keep the extractive pseudo-queries")
+	}
+	if fi, err := os.Stat(c.Index); err != nil || !fi.IsDir() {
+		return fmt.Errorf("adapt: index %s is not a directory: %w", c.Index, errors.Join(err, os.ErrNotExist))
+	}
+	if c.Queries != "" {
+		if _, err := os.Stat(c.Queries); err != nil {
+			return fmt.Errorf("adapt: query log: %w", err)
+		}
+		c.Queries = abs(c.Queries)
+	}
+	c.Index = abs(c.Index)
+	if c.Work == "" {
+		c.Work = c.Index + ".adapt"
+	}
+	c.Work = abs(c.Work)
+	if c.Base != "" {
+		c.Base = abs(c.Base)
+	}
+	return nil
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+func (r *run) open() error {
+	c := &r.cfg
+	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, NoExtractive: c.NoExtractive, Steps: c.Steps,
+		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
+		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
+	path := filepath.Join(c.Work, "adapt.json")
+	bs, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		r.st = state{Settings: want, Done: map[string]bool{}}
+		if err := os.MkdirAll(c.Work, 0o755); err != nil {
+			return fmt.Errorf("adapt: %w", err)
+		}
+		return r.save()
+	case err != nil:
+		return fmt.Errorf("adapt: %w", err)
+	}
+	if err := json.Unmarshal(bs, &r.st); err != nil {
+		return fmt.Errorf("adapt: %s: %w (delete the work directory to start over)", path, err)
+	}
+	if r.st.Done == nil {
+		r.st.Done = map[string]bool{}
+	}
+	got, wv := reflect.ValueOf(r.st.Settings), reflect.ValueOf(want)
+	for i := range got.NumField() {
+		if !reflect.DeepEqual(got.Field(i).Interface(), wv.Field(i).Interface()) {
+			return fmt.Errorf("adapt: %s was begun with %s %v; this run asks for %v: give the same settings to continue it, or another work directory",
+				c.Work, got.Type().Field(i).Name, got.Field(i).Interface(), wv.Field(i).Interface())
+		}
+	}
+	return nil
+}
+
+func (r *run) save() error {
+	bs, err := json.MarshalIndent(r.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(r.cfg.Work, "adapt.json"), append(bs, '\n'))
+}
+
+// Adapt runs the stages not yet recorded as done in cfg.Work (see the
+// package doc). It returns ErrWorse, with the report, when the held-out
+// check refuses the student.
+func Adapt(ctx context.Context, cfg Config) (rep Report, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	r := &run{cfg: cfg}
+	if err := r.open(); err != nil {
+		return Report{}, err
+	}
+	if r.st.Report.Took == nil {
+		r.st.Report.Took = map[string]time.Duration{}
+	}
+	steps := []func(context.Context) error{r.queries, r.mine, r.train, r.check, r.reindex}
+	for i, f := range steps {
+		name := Stages[i]
+		if r.st.Done[name] {
+			continue
+		}
+		r.stage, r.t0 = i, time.Time{}
+		r.report("", 0, 0)
+		t := time.Now()
+		err := f(ctx)
+		r.st.Report.Took[name] += time.Since(t)
+		if err != nil {
+			if errors.Is(err, ErrWorse) {
+				return r.st.Report, err
+			}
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("adapt: stopped in stage %q (%w); run again with the same settings to continue from %s", name, err, r.cfg.Work)
+			}
+			return r.st.Report, err
+		}
+		r.st.Done[name] = true
+		if err := r.save(); err != nil {
+			return r.st.Report, err
+		}
+	}
+	return r.st.Report, nil
+}
