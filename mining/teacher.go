@@ -54,7 +54,9 @@ func (t *DenseTeacher) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 		return nil, fmt.Errorf("embed query: %w", err)
 	}
 	// Each document's passages (one unless the engine split it): its score
-	// is its best passage's, as retrieval ranks it (max-passage).
+	// is its best passage's (max-passage). Retrieval mixes in the first
+	// passage for documents of 2-4 passages (dense.DocScore); the teacher
+	// keeps max-passage, with which its calibration was measured.
 	vecs := make([][][]float32, len(docs))
 	var missing []string
 	var at []int
