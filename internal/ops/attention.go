@@ -131,15 +131,20 @@ func softmaxMasked(row []float32, seen int, msk []float32) {
 		clear(row[seen:])
 		return
 	}
+	// The vector path exponentiates masked keys too; they are zeroed
+	// below, and the sum adds the others in index order as the scalar
+	// loop does.
+	done := expSubVec(row[:seen], mx)
 	var sum float32
 	for j := range row[:seen] {
 		if msk[j] == 0 {
 			row[j] = 0
 			continue
 		}
-		e := Exp32(row[j] - mx)
-		row[j] = e
-		sum += e
+		if j >= done {
+			row[j] = Exp32(row[j] - mx)
+		}
+		sum += row[j]
 	}
 	inv := 1 / sum
 	for j := range row[:seen] {

@@ -93,3 +93,46 @@ func BenchmarkSoftmaxRow(b *testing.B) {
 		SoftmaxPrefix(row, len(row))
 	}
 }
+
+// TestSoftmaxMaskedMatchesScalar: the masked softmax (BERT's key mask,
+// holes included) gives, bit for bit, what Exp32 one key at a time gives.
+func TestSoftmaxMaskedMatchesScalar(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 31, 64, 133} {
+		row := make([]float32, n+3)
+		msk := make([]float32, n)
+		for j := range row {
+			row[j] = float32((j*37)%23)*0.7 - 5
+		}
+		for j := range msk {
+			if j%5 != 3 || j == 0 {
+				msk[j] = 1
+			}
+		}
+		want := append([]float32(nil), row...)
+		mx := float32(math.Inf(-1))
+		for j := range msk {
+			if msk[j] != 0 {
+				mx = max(mx, want[j])
+			}
+		}
+		var sum float32
+		for j := range msk {
+			if msk[j] == 0 {
+				want[j] = 0
+				continue
+			}
+			want[j] = exp32Floor(want[j] - mx)
+			sum += want[j]
+		}
+		for j := range msk {
+			want[j] *= 1 / sum
+		}
+		clear(want[n:])
+		softmaxMasked(row, n, msk)
+		for j := range row {
+			if math.Float32bits(row[j]) != math.Float32bits(want[j]) {
+				t.Fatalf("n=%d: p[%d] = %v, the scalar softmax gives %v", n, j, row[j], want[j])
+			}
+		}
+	}
+}
