@@ -44,16 +44,14 @@ package adapt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"time"
 
-	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/stagefile"
 )
 
 // ErrWorse is returned when the held-out check says the student is not
@@ -131,15 +129,13 @@ type settings struct {
 	Seed                                              uint64
 }
 
-type state struct {
-	Settings settings        `json:"settings"`
-	Done     map[string]bool `json:"done"`
-	Report   Report          `json:"report"`
-}
+// state is adapt.json: the settings, the finished stages and the report
+// so far.
+type state = stagefile.Record[settings, Report]
 
 type run struct {
 	cfg   Config
-	st    state
+	st    *state
 	stage int
 	t0    time.Time
 	done0 int
@@ -225,40 +221,12 @@ func (r *run) open() error {
 	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, NoExtractive: c.NoExtractive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
 		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
-	path := filepath.Join(c.Work, "adapt.json")
-	bs, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		r.st = state{Settings: want, Done: map[string]bool{}}
-		if err := os.MkdirAll(c.Work, 0o755); err != nil {
-			return fmt.Errorf("adapt: %w", err)
-		}
-		return r.save()
-	case err != nil:
-		return fmt.Errorf("adapt: %w", err)
-	}
-	if err := json.Unmarshal(bs, &r.st); err != nil {
-		return fmt.Errorf("adapt: %s: %w (delete the work directory to start over)", path, err)
-	}
-	if r.st.Done == nil {
-		r.st.Done = map[string]bool{}
-	}
-	got, wv := reflect.ValueOf(r.st.Settings), reflect.ValueOf(want)
-	for i := range got.NumField() {
-		if !reflect.DeepEqual(got.Field(i).Interface(), wv.Field(i).Interface()) {
-			return fmt.Errorf("adapt: %s was begun with %s %v; this run asks for %v: give the same settings to continue it, or another work directory",
-				c.Work, got.Type().Field(i).Name, got.Field(i).Interface(), wv.Field(i).Interface())
-		}
-	}
-	return nil
-}
-
-func (r *run) save() error {
-	bs, err := json.MarshalIndent(r.st, "", "  ")
+	st, err := stagefile.Open[settings, Report]("adapt", "run", c.Work, "adapt.json", want)
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(r.cfg.Work, "adapt.json"), append(bs, '\n'))
+	r.st = st
+	return nil
 }
 
 // Adapt runs the stages not yet recorded as done in cfg.Work (see the
@@ -298,7 +266,7 @@ func Adapt(ctx context.Context, cfg Config) (rep Report, err error) {
 			return r.st.Report, err
 		}
 		r.st.Done[name] = true
-		if err := r.save(); err != nil {
+		if err := r.st.Save(); err != nil {
 			return r.st.Report, err
 		}
 	}

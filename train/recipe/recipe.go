@@ -38,19 +38,17 @@ package recipe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/stagefile"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/installed"
 )
@@ -196,15 +194,13 @@ type settings struct {
 }
 
 // state is Work/recipe.json.
-type state struct {
-	Settings settings        `json:"settings"`
-	Done     map[string]bool `json:"done"`
-}
+// state is recipe.json: the settings and the finished stages.
+type state = stagefile.Record[settings, struct{}]
 
 // build is one Build call's wiring.
 type build struct {
 	cfg    Config
-	st     state
+	st     *state
 	stages []string
 	stage  int // index in stages of the running one
 	meter  meter
@@ -382,47 +378,16 @@ func (b *build) open() error {
 	if isDir(c.Base) {
 		want.Base = abs(c.Base)
 	}
-	path := filepath.Join(c.Work, "recipe.json")
-	bs, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		b.st = state{Settings: want, Done: map[string]bool{}}
-		if err := os.MkdirAll(c.Work, 0o755); err != nil {
-			return fmt.Errorf("recipe: %w", err)
-		}
-		return b.save()
-	case err != nil:
-		return fmt.Errorf("recipe: %w", err)
-	}
-	if err := json.Unmarshal(bs, &b.st); err != nil {
-		return fmt.Errorf("recipe: %s: %w (delete the work directory to start over)", path, err)
-	}
-	if b.st.Done == nil {
-		b.st.Done = map[string]bool{}
-	}
-	got, wv := reflect.ValueOf(b.st.Settings), reflect.ValueOf(want)
-	for i := range got.NumField() {
-		if !reflect.DeepEqual(got.Field(i).Interface(), wv.Field(i).Interface()) {
-			return fmt.Errorf("recipe: %s was begun with %s %v; this build asks for %v: give the same settings to continue it, or another work directory",
-				c.Work, got.Type().Field(i).Name, got.Field(i).Interface(), wv.Field(i).Interface())
-		}
-	}
-	return nil
-}
-
-func (b *build) save() error {
-	bs, err := json.MarshalIndent(b.st, "", "  ")
+	st, err := stagefile.Open[settings, struct{}]("recipe", "build", c.Work, "recipe.json", want)
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(b.cfg.Work, "recipe.json"), append(bs, '\n'))
+	b.st = st
+	return nil
 }
 
 // done marks a stage finished, for resuming.
-func (b *build) done(key string) error {
-	b.st.Done[key] = true
-	return b.save()
-}
+func (b *build) done(key string) error { return b.st.Finish(key) }
 
 // plan names the stages and logs the work they count.
 func (b *build) plan() {
