@@ -33,7 +33,10 @@
 // with field tokenization (exact, untouched bytes apart from surrounding
 // whitespace, which field tokenization trims); anna's filters translate to
 // Equal / ContainsAny / Like / And / Or / Not on it. A Prefix whose value
-// holds * or ? (Like's wildcards) and a key holding \x1f are refused.
+// holds * or ? (Like's wildcards) and a key holding \x1f are refused, and so
+// are ranges (Gt, Gte, Lt, Lte, Range: ErrUnsupportedFilter). Only string
+// metadata (engine.Document.Meta) is indexed: typed values (MetaValues:
+// numbers, lists) are not, so a filter on them matches nothing here.
 //
 // # Scores
 //

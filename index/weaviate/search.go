@@ -3,6 +3,7 @@ package weaviate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -68,6 +69,11 @@ func gqlString(v any) string {
 	return string(raw)
 }
 
+// ErrUnsupportedFilter is what a filter the Weaviate backend cannot run
+// wraps: ranges (Gt, Gte, Lt, Lte, Range) and typed (number or list)
+// metadata values, which it does not index.
+var ErrUnsupportedFilter = errors.New("not supported by the Weaviate backend")
+
 // fromFilter translates one of anna's filters to a Weaviate where clause
 // on the meta property, through its JSON form (package filter's
 // documented language). The zero Filter gives ok false: no clause.
@@ -123,7 +129,7 @@ func fromNode(node map[string]json.RawMessage, path string) (where, error) {
 		case "in":
 			var m map[string][]string
 			if err := json.Unmarshal(val, &m); err != nil {
-				return where{}, fmt.Errorf("filter %s.in: %w", path, err)
+				return where{}, fmt.Errorf("filter %s.in: %w: %w (the Weaviate backend indexes string metadata only)", path, ErrUnsupportedFilter, err)
 			}
 			for k, vs := range m {
 				if err := checkMetaKey(k, path+".in"); err != nil {
@@ -138,7 +144,7 @@ func fromNode(node map[string]json.RawMessage, path string) (where, error) {
 		case "eq":
 			var m map[string]string
 			if err := json.Unmarshal(val, &m); err != nil {
-				return where{}, fmt.Errorf("filter %s.eq: %w", path, err)
+				return where{}, fmt.Errorf("filter %s.eq: %w: %w (the Weaviate backend indexes string metadata only)", path, ErrUnsupportedFilter, err)
 			}
 			for k, v := range m {
 				if err := checkMetaKey(k, path+".eq"); err != nil {
@@ -162,9 +168,14 @@ func fromNode(node map[string]json.RawMessage, path string) (where, error) {
 				pat := k + MetaSeparator + v + "*"
 				parts = append(parts, where{Operator: "Like", Path: []string{"meta"}, ValueText: &pat})
 			}
+		case "gt", "gte", "lt", "lte", "range":
+			return where{}, fmt.Errorf("filter %s.%s: %w: ranges are not supported by the Weaviate backend (its meta property holds key-value strings); search the directory's own indexes", path, key, ErrUnsupportedFilter)
 		default: // {"key": "value"}: Eq
 			var v string
 			if err := json.Unmarshal(val, &v); err != nil {
+				if len(val) > 0 && val[0] != '"' {
+					return where{}, fmt.Errorf("filter %s.%s: %w: the value %s is not a string, and the Weaviate backend indexes string metadata only", path, key, ErrUnsupportedFilter, val)
+				}
 				return where{}, fmt.Errorf("filter %s.%s: %w", path, key, err)
 			}
 			if err := checkMetaKey(key, path); err != nil {
