@@ -216,19 +216,31 @@ func BenchmarkEmbeddingsBatching(b *testing.B) {
 		b.Skipf("default model: %v", err)
 	}
 	defer enc.Close()
-	secs := 10
-	if v, err := strconv.Atoi(os.Getenv("ANNA_BATCH_SECONDS")); err == nil && v > 0 {
-		secs = v
-	}
 	eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "idx"), engine.Options{Encoder: enc, NoShare: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer eng.Close()
+	batchingBench(b, eng, Options{}, "/v1/embeddings", func(k int) any {
+		return map[string]any{"input": loadText(k, 16)}
+	})
+}
+
+// batchingBench measures route with the batcher off (BatchTexts 1: each
+// request its own model call) and on (base's other options, a 2 ms wait)
+// at 1, 8 and 32 closed-loop clients for ANNA_BATCH_SECONDS (default 10)
+// each, client c's i-th request posting body(c*100000+i); it logs
+// requests per second, p50 and p99.
+func batchingBench(b *testing.B, eng *engine.Engine, base Options, route string, body func(k int) any) {
+	secs := 10
+	if v, err := strconv.Atoi(os.Getenv("ANNA_BATCH_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
 	for range b.N {
 		for _, batched := range []bool{false, true} {
 			for _, clients := range []int{1, 8, 32} {
-				opts := Options{BatchWait: 2 * time.Millisecond}
+				opts := base
+				opts.BatchWait = 2 * time.Millisecond
 				if !batched {
 					opts.BatchTexts, opts.BatchWait = 1, -1
 				}
@@ -245,11 +257,11 @@ func BenchmarkEmbeddingsBatching(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for i := 0; time.Now().Before(deadline); i++ {
-							body, _ := json.Marshal(map[string]any{"input": loadText(c*100000+i, 16)})
+							raw, _ := json.Marshal(body(c*100000 + i))
 							t0 := time.Now()
-							resp, err := client.Post(hs.URL+"/v1/embeddings", "application/json", bytes.NewReader(body))
+							resp, err := client.Post(hs.URL+route, "application/json", bytes.NewReader(raw))
 							if err != nil || resp.StatusCode != 200 {
-								b.Errorf("embed: %v %v", err, resp)
+								b.Errorf("%s: %v %v", route, err, resp)
 								return
 							}
 							io.Copy(io.Discard, resp.Body)

@@ -1,19 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
@@ -39,60 +29,13 @@ func BenchmarkRerankBatching(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rr.Close()
-	secs := 10
-	if v, err := strconv.Atoi(os.Getenv("ANNA_BATCH_SECONDS")); err == nil && v > 0 {
-		secs = v
-	}
 	eng, err := engine.Open(ctx, filepath.Join(b.TempDir(), "idx"), engine.Options{Encoder: &encodertest.Hashing{D: 32, FP: "bench"}, NoShare: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer eng.Close()
-	for range b.N {
-		for _, batched := range []bool{false, true} {
-			for _, clients := range []int{1, 8, 32} {
-				opts := Options{Reranker: rr, RerankerName: "ce", BatchWait: 2 * time.Millisecond}
-				if !batched {
-					opts.BatchTexts, opts.BatchWait = 1, -1
-				}
-				srv, _ := New(eng, opts)
-				hs := httptest.NewServer(srv)
-				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
-				var mu sync.Mutex
-				var lat []time.Duration
-				deadline := time.Now().Add(time.Duration(secs) * time.Second)
-				start := time.Now()
-				var wg sync.WaitGroup
-				for c := range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := 0; time.Now().Before(deadline); i++ {
-							k := c*100000 + i
-							docs := []string{loadText(k, 24), loadText(k+1, 24), loadText(k+2, 24), loadText(k+3, 24)}
-							body, _ := json.Marshal(map[string]any{"query": loadText(k, 6), "documents": docs})
-							t0 := time.Now()
-							resp, err := client.Post(hs.URL+"/v1/rerank", "application/json", bytes.NewReader(body))
-							if err != nil || resp.StatusCode != 200 {
-								b.Errorf("rerank: %v %v", err, resp)
-								return
-							}
-							io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							mu.Lock()
-							lat = append(lat, time.Since(t0))
-							mu.Unlock()
-						}
-					}()
-				}
-				wg.Wait()
-				took := time.Since(start)
-				hs.Close()
-				srv.Close()
-				slices.Sort(lat)
-				b.Logf("batched=%v clients=%d: %.0f requests/s, p50 %.1f ms, p99 %.1f ms (%d requests)", batched, clients,
-					float64(len(lat))/took.Seconds(), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), len(lat))
-			}
-		}
-	}
+	batchingBench(b, eng, Options{Reranker: rr, RerankerName: "ce"}, "/v1/rerank", func(k int) any {
+		docs := []string{loadText(k, 24), loadText(k+1, 24), loadText(k+2, 24), loadText(k+3, 24)}
+		return map[string]any{"query": loadText(k, 6), "documents": docs}
+	})
 }
