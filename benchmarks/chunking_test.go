@@ -90,18 +90,7 @@ func chunkRules() []chunkRule {
 // of an unrelated one (about 60-110 model tokens), so most are a little
 // longer than MiniLM's 256-token window and the relevant text comes first.
 func shortFiller(tb testing.TB) *beir.Dataset {
-	ds, err := beir.Load(shareddata.Path(tb, "datasets", "scifact"), "test")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	relevant := map[string]bool{}
-	for _, rels := range ds.Qrels {
-		for id, g := range rels {
-			if g > 0 {
-				relevant[id] = true
-			}
-		}
-	}
+	ds, relevant := sciFactTest(tb)
 	var filler, keep []beir.Doc
 	for _, d := range ds.Corpus {
 		if relevant[d.ID] {

@@ -31,18 +31,7 @@ import (
 // first 256 tokens: a model that reads only the first window never sees it.
 // Queries and judgments are SciFact's test split, unchanged.
 func longSciFact(tb testing.TB, tok func(string) int, minFront int) (*beir.Dataset, int) {
-	ds, err := beir.Load(shareddata.Path(tb, "datasets", "scifact"), "test")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	relevant := map[string]bool{}
-	for _, rels := range ds.Qrels {
-		for id, g := range rels {
-			if g > 0 {
-				relevant[id] = true
-			}
-		}
-	}
+	ds, relevant := sciFactTest(tb)
 	var filler, others []beir.Doc
 	for _, d := range ds.Corpus {
 		if !relevant[d.ID] {
@@ -170,4 +159,22 @@ func dirSize(tb testing.TB, dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// sciFactTest loads SciFact's test split and the IDs of its relevant
+// documents (grade > 0).
+func sciFactTest(tb testing.TB) (*beir.Dataset, map[string]bool) {
+	ds, err := beir.Load(shareddata.Path(tb, "datasets", "scifact"), "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	relevant := map[string]bool{}
+	for _, rels := range ds.Qrels {
+		for id, g := range rels {
+			if g > 0 {
+				relevant[id] = true
+			}
+		}
+	}
+	return ds, relevant
 }
