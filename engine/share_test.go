@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -431,6 +432,7 @@ func TestStoppedWriter(t *testing.T) {
 	w.awaitLine(t, "committed 0")
 	defer engine.ShortenShareWaits(500*time.Millisecond, 300*time.Millisecond)()
 	w.cmd.Process.Signal(syscall.SIGSTOP)
+	awaitStopped(t, w.cmd.Process.Pid) // kill(2) returns before the child has stopped
 	within(t, 10*time.Second, "a read-only open beside a stopped writer", func() {
 		_, err := engine.Open(context.Background(), dir, engine.Options{ReadOnly: true})
 		if !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), "without answering") {
@@ -445,6 +447,26 @@ func TestStoppedWriter(t *testing.T) {
 			t.Errorf("stats: %+v, %v", st, err)
 		}
 	})
+}
+
+// awaitStopped waits until /proc says the process is stopped (state T):
+// a signal is delivered after kill(2) returns, and a child still running
+// for a few milliseconds would answer the socket the test expects silent.
+func awaitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("reading the child's state: %v", err)
+		}
+		// the state follows the command name, which is in parentheses
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("process %d did not stop within 10 s of SIGSTOP", pid)
 }
 
 func within(t *testing.T, d time.Duration, what string, f func()) {
