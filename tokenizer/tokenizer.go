@@ -199,7 +199,11 @@ func (t *Tokenizer) PadID() int64 { return t.padID }
 
 // Close frees the Rust tokenizer (or drops the pure one). Encoding after
 // Close panics: it is a programming error, like using a closed channel.
+// Closing a nil *Tokenizer does nothing.
 func (t *Tokenizer) Close() error {
+	if t == nil {
+		return nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.be != nil {

@@ -330,10 +330,10 @@ func (p *buildProgress) end() {
 }
 
 func singular(unit string) string {
-	switch unit {
-	case "queries":
-		return "query"
-	case "MB":
+	switch {
+	case strings.Contains(unit, "queries"): // "held-out queries", "queries (train.jsonl)"
+		return strings.Replace(unit, "queries", "query", 1)
+	case unit == "MB":
 		return unit
 	}
 	return strings.TrimSuffix(unit, "s")

@@ -33,8 +33,11 @@
 //     same inputs and Options the batches, and so the outputs, are the
 //     same whatever Workers is: workers only choose which goroutine runs
 //     which batch.
-//   - Close waits for running calls, then frees the session (if one was
-//     created) and the tokenizer. Later Runs fail; a second Close does
+//   - A Run whose context ends while the session is being created returns
+//     ctx's error at once; the creation goes on in the background and the
+//     next Run uses it.
+//   - Close waits for running calls and for a session being created, then
+//     frees the session (if one was created) and the tokenizer. Later Runs fail; a second Close does
 //     nothing.
 //
 // A nil context.Context given to a function of this package is
@@ -146,9 +149,12 @@ type Model struct {
 
 	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
 	closed  bool
-	once    sync.Once // creates sess
+	once    sync.Once     // starts creating sess
+	ready   chan struct{} // closed once sess or sessErr is set
 	sess    runner
 	sessErr error
+	// newRunner, set by tests only, replaces the backend's constructor.
+	newRunner func(*Model) (runner, error)
 
 	stats counters
 }
@@ -282,6 +288,9 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.ready != nil {
+		<-m.ready // a creation a cancelled Run left running
+	}
 	var err error
 	if m.sess != nil {
 		err = m.sess.close()
@@ -290,28 +299,45 @@ func (m *Model) Close() error {
 }
 
 // session creates the backend's runner (an ONNX Runtime session, or the
-// Go model read from the graph) on the first call; callers hold m.mu for
-// reading, so Close cannot run meanwhile.
-func (m *Model) session() (runner, error) {
+// Go model read from the graph) once, in a goroutine of its own started by
+// the first call, and waits for it or for ctx: creating an ONNX Runtime
+// session takes up to a second or two and does not look at a context, so
+// a cancelled caller returns at once while the creation finishes in the
+// background for the next caller (or for Close to free). Callers hold
+// m.mu for reading, so Close cannot run meanwhile.
+func (m *Model) session(ctx context.Context) (runner, error) {
 	m.once.Do(func() {
-		start := time.Now()
-		var r runner
-		if m.backend == BackendGo {
-			r, m.sessErr = newGoRunner(m)
-		} else {
-			r, m.sessErr = newORTRunner(m)
-		}
-		if m.sessErr == nil {
+		m.ready = make(chan struct{})
+		go func() {
+			defer close(m.ready)
+			start := time.Now()
+			var r runner
+			err := safe.Call(func() (err error) {
+				switch {
+				case m.newRunner != nil:
+					r, err = m.newRunner(m)
+				case m.backend == BackendGo:
+					r, err = newGoRunner(m)
+				default:
+					r, err = newORTRunner(m)
+				}
+				return err
+			})
+			if err != nil {
+				m.sessErr = fmt.Errorf("%s: %w", m.spec.Name, err)
+				return
+			}
 			m.sess = r
-		}
-		if m.sessErr != nil {
-			m.sessErr = fmt.Errorf("%s: %w", m.spec.Name, m.sessErr)
-			return
-		}
-		m.stats.sessions.Add(1)
-		m.stats.session.Store(int64(time.Since(start)))
+			m.stats.sessions.Add(1)
+			m.stats.session.Store(int64(time.Since(start)))
+		}()
 	})
-	return m.sess, m.sessErr
+	select {
+	case <-m.ready:
+		return m.sess, m.sessErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Inputs are what a Run tokenises: Texts[i] alone, or the pair
@@ -367,7 +393,7 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	if n == 0 {
 		return nil
 	}
-	sess, err := m.session()
+	sess, err := m.session(ctx)
 	if err != nil {
 		return err
 	}
