@@ -7,11 +7,14 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Extract copies the members of an archive (a zip — jars and wheels are
@@ -19,6 +22,14 @@ import (
 // dir under the names members maps them to; every one must be there. The
 // members are read as they stand in the archive; nothing else is written.
 func Extract(archive string, members map[string]string, dir string) error {
+	return ExtractContext(context.Background(), archive, members, dir)
+}
+
+// ExtractContext is Extract stopping within one read of ctx's cancellation,
+// with ctx's error (what was written so far stays: extract into a
+// temporary folder).
+func ExtractContext(ctx context.Context, archive string, members map[string]string, dir string) error {
+	ctx = safe.Ctx(ctx)
 	found := map[string]bool{}
 	write := func(name string, r io.Reader) error {
 		to, ok := members[name]
@@ -30,7 +41,7 @@ func Extract(archive string, members map[string]string, dir string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := io.Copy(f, r); err != nil {
+		if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
 			f.Close()
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
@@ -42,7 +53,7 @@ func Extract(archive string, members map[string]string, dir string) error {
 			return err
 		}
 		defer f.Close()
-		gz, err := gzip.NewReader(f)
+		gz, err := gzip.NewReader(ctxReader{ctx, f})
 		if err != nil {
 			return err
 		}
@@ -88,4 +99,17 @@ func Extract(archive string, members map[string]string, dir string) error {
 		}
 	}
 	return nil
+}
+
+// ctxReader fails its reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

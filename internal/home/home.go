@@ -1,9 +1,10 @@
 // Package home resolves where anna keeps installed files: $ANNA_HOME, or
 // ~/.cache/anna when it is unset. The library, the CLI and the tests all use it
 // so that the default model and ONNX Runtime are found without flags. Dir is
-// the one resolver in Go; the Makefile and scripts/setup.sh default to the
-// same folder ($HOME/.cache/anna), on every OS and whatever $XDG_CACHE_HOME
-// says, so what they install is where Dir looks.
+// the one resolver in Go (the installer, internal/setup, writes where it
+// says); the Makefile defaults to the same folder ($HOME/.cache/anna), on
+// every OS and whatever $XDG_CACHE_HOME says, so what its targets install
+// is where Dir looks.
 package home
 
 import (
@@ -13,11 +14,12 @@ import (
 )
 
 // SetupHint says how to install what anna needs into Dir: the installer
-// (scripts/setup.sh) run through cmd/anna-env, which works from any module
-// that depends on anna (`make setup` runs the same script in a checkout).
+// (internal/setup) run through cmd/anna-env, which works from any module
+// that depends on anna (`make setup` runs the same command in a checkout).
 const SetupHint = "install it with `go run github.com/anna-search/anna/cmd/anna-env setup`"
 
-// Versions pinned by scripts/setup.sh (`anna-env setup`, `make setup`). Keep in sync.
+// Versions the installer (internal/setup: `anna-env setup`, `make setup`)
+// pins; it takes them from here.
 const (
 	ORTVersion        = "1.24.1"
 	DefaultModelName  = "all-MiniLM-L6-v2"

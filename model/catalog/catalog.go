@@ -168,6 +168,16 @@ const bgeSmallConfig = `{
 }
 `
 
+// Members maps the archive paths Install takes out of e's archive to the
+// names Import reads them under (a copy).
+func (e Entry) Members() map[string]string {
+	m := make(map[string]string, len(e.members))
+	for k, v := range e.members {
+		m[k] = v
+	}
+	return m
+}
+
 // Lookup finds an entry by name (case-insensitive).
 func Lookup(name string) (Entry, error) {
 	var names []string

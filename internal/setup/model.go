@@ -1,0 +1,123 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
+)
+
+// licenseMember is the npm package's licence file, kept beside the model's
+// source files.
+const licenseMember = "package/LICENSE"
+
+// defaultEntry is the catalogue's default model (all-MiniLM-L6-v2).
+func defaultEntry() (catalog.Entry, error) {
+	for _, e := range catalog.Entries() {
+		if e.Default {
+			return e, nil
+		}
+	}
+	return catalog.Entry{}, errors.New("setup: the catalogue has no default model")
+}
+
+// DefaultModel installs Options.Model (default: the catalogue's default
+// entry, all-MiniLM-L6-v2) as
+// Paths.Models/<name> and returns its manifest. The archive is downloaded
+// only when the source folder (Paths.Sources/<archive name without .tgz>)
+// is not there; it is unpacked aside and renamed into place. The model is
+// converted into a scratch folder and replaces the installed one only when
+// the fingerprints differ (see the package doc).
+func DefaultModel(ctx context.Context, o Options) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
+	e := o.Model
+	if e.URL == "" {
+		var err error
+		if e, err = defaultEntry(); err != nil {
+			return nil, err
+		}
+	}
+	name := strings.TrimSuffix(filepath.Base(e.URL), ".tgz")
+	src := filepath.Join(o.Paths.Sources, name)
+	members := e.Members()
+	members[licenseMember] = "LICENSE"
+	if !allExist(src, members) {
+		if err := unpackSource(ctx, o, e, members, src); err != nil {
+			return nil, err
+		}
+	}
+	o.logf("model source: %s", src)
+
+	if err := os.MkdirAll(o.Paths.Models, 0o755); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	scratch, err := os.MkdirTemp(o.Paths.Models, ".setup-")
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	m, err := catalog.Import(ctx, e, src, catalog.Options{ModelsDir: scratch})
+	if err != nil {
+		return nil, fmt.Errorf("setup: converting %s from %s: %w", e.Name, src, err)
+	}
+	dest := filepath.Join(o.Paths.Models, catalog.InstalledName(e, ""))
+	old, err := model.LoadManifest(dest)
+	if err == nil && old.Fingerprint == m.Fingerprint {
+		o.logf("default model: %s (installed, graph %s)", dest, m.ShortFingerprint())
+		return old, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.ReplaceDir(filepath.Join(scratch, catalog.InstalledName(e, "")), dest); err != nil {
+		return nil, fmt.Errorf("setup: installing %s: %w", dest, err)
+	}
+	o.logf("default model: installed the graph of this build (%s) at %s", m.ShortFingerprint(), dest)
+	return m, nil
+}
+
+// unpackSource downloads e and takes members out of it into src, through a
+// folder beside it renamed into place.
+func unpackSource(ctx context.Context, o Options, e catalog.Entry, members map[string]string, src string) error {
+	pkg, cleanup, err := o.download(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := os.MkdirAll(o.Paths.Sources, 0o755); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	tmp, err := os.MkdirTemp(o.Paths.Sources, "."+filepath.Base(src)+".setup-")
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := archive.ExtractContext(ctx, pkg, members, tmp); err != nil {
+		return fmt.Errorf("setup: %s from %s: %w", e.Name, e.URL, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := atomicfile.ReplaceDir(tmp, src); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	return nil
+}
+
+// allExist reports whether dir holds every file members names.
+func allExist(dir string, members map[string]string) bool {
+	for _, name := range members {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
