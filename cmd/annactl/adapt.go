@@ -21,25 +21,35 @@ func (a *app) adaptCommand() *cobra.Command {
 	c := adapt.Defaults()
 	c.KeepModel = true
 	cmd := &cobra.Command{
-		Use:   "adapt --index DIR [--queries FILE] [--teacher-model NAME] [--steps N]",
+		Use:   "adapt --index DIR [--queries FILE] [--generate N] [--teacher-model NAME] [--steps N]",
 		Short: "fit the index's embedding model to its documents, with no relevance judgements",
 		Long: `Adapts the embedding model of an anna directory to its own documents when there
 are no judged queries: queries -> mining -> training -> held-out check -> reindex.
 
 Queries are pseudo-queries cut from the documents (the title, else the first
-sentence), plus the lines of --queries (a query log, one query a line). Labels
-come from the teacher — BM25 fused with the index's model, and --teacher-model's
-cosine when given — never from the student alone: a query's document is kept as
-its positive only when the teacher ranks it first. Every tenth query is held out;
-the adapted model replaces the index's only when it ranks those queries' teacher
-documents at least as well as the index's model (nDCG@10; --min-gain raises the
-bar), and says so when it does not.
+sentence), queries written by an instruct decoder for --generate N documents
+chosen with the seed (--generator: annactl doc2query's decoder, by default
+the catalogue's smollm2-135m-instruct), and the lines of --queries (a query
+log, one query a line). Labels come from the teacher — BM25 fused with the
+index's model, and --teacher-model's cosine when given — never from the
+student alone: a query's document (the one it was cut or written from; for a
+logged query the engine's top document) is kept as its positive only when the
+teacher ranks it first. A logged query's document must also score, by the
+teacher, at least the tenth percentile of its scores of the confirmed
+extractive and generated positives (even odds when there are fewer than 20);
+the report says how many logged queries that kept and dropped. Every tenth
+query is held out; the adapted model replaces the index's only when it ranks
+those queries' teacher documents at least as well as the index's model
+(nDCG@10; --min-gain raises the bar), and says so when it does not.
 
 Every stage is recorded in --work; run the same command again after Ctrl-C or a
-kill to continue where it stopped. Before the work starts it prints an estimate
-of its time on this machine. Generated queries (doc2query) are not wired in yet.`,
+kill to continue where it stopped (generated queries are kept as they are
+written, a batch at a time, and reused). Before the work starts it prints an
+estimate of its time on this machine; with --generate, once the decoder's
+first batch has measured its speed.`,
 		Example: `  annactl adapt --index my-index --base ~/ckpt/all-MiniLM-L6-v2 --steps 200
-  annactl adapt --index my-index --queries queries.log --teacher-model bge-small-en-v1.5`,
+  annactl adapt --index my-index --queries queries.log --teacher-model bge-small-en-v1.5
+  annactl adapt --index my-index --generate 500 --no-extractive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags(cmd, "index"); err != nil {
@@ -70,6 +80,20 @@ of its time on this machine. Generated queries (doc2query) are not wired in yet.
 					c.TeacherModel = filepath.Join(home.ModelsDir(), t)
 				}
 			}
+			if err := atLeast("generate", c.Generate, 0); err != nil {
+				return err
+			}
+			if c.Generate > 0 {
+				path, err := a.generatorFile(cmd.Context(), c.Generator)
+				var u usageError
+				switch {
+				case errors.As(err, &u):
+					return usageErrorf("--generator %q: want a llama GGUF file with a ChatML chat template, or a catalogue decoder (smollm2-135m-instruct)", c.Generator)
+				case err != nil:
+					return fmt.Errorf("--generator %s: %w", c.Generator, err)
+				}
+				c.Generator = path
+			}
 			var pr buildProgress
 			pr.w, pr.on = a.stderr, isTerminal(a.stderr)
 			c.Logf = pr.log
@@ -98,7 +122,9 @@ of its time on this machine. Generated queries (doc2query) are not wired in yet.
 	f.StringVar(&c.Work, "work", "", "work `DIR`, kept for resuming (default DIR.adapt beside the index)")
 	f.StringVar(&c.Base, "base", "", "the student's starting Hugging Face checkpoint `DIR` (default: the checkpoint the index's model was converted from)")
 	f.StringVar(&c.Queries, "queries", "", "a query log `FILE`, one query a line, added to the pseudo-queries")
-	f.BoolVar(&c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries)")
+	f.BoolVar(&c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries or --generate)")
+	f.IntVar(&c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
+	f.StringVar(&c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
 	f.StringVar(&c.TeacherModel, "teacher-model", "", "a stronger embedding model (`NAME` installed, or a directory) whose cosine joins the teacher")
 	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
 	f.IntVar(&c.BatchQueries, "batch", c.BatchQueries, "queries per step")
@@ -114,8 +140,16 @@ of its time on this machine. Generated queries (doc2query) are not wired in yet.
 
 // printAdapt is an adapt run's report.
 func (a *app) printAdapt(rep adapt.Report, took time.Duration) {
-	fmt.Fprintf(a.stdout, "queries: %d for training, %d held out; %d examples mined (%d positives the teacher did not rank first left out)\n",
-		rep.Queries, rep.HeldOut, rep.Examples, rep.Filtered)
+	fmt.Fprintf(a.stdout, "queries: %d for training, %d held out (%d generated, %d logged); %d examples mined (%d positives the teacher did not rank first left out)\n",
+		rep.Queries, rep.HeldOut, rep.Generated, rep.Logged, rep.Examples, rep.Filtered)
+	if rep.LogKept+rep.LogDropped > 0 {
+		from := fmt.Sprintf("the %g quantile of its scores of %d confirmed extractive and generated positives", adapt.LogQuantile, rep.LogReference)
+		if rep.LogReference == 0 {
+			from = fmt.Sprintf("even odds: fewer than %d confirmed extractive and generated positives to take a quantile of", adapt.MinReference)
+		}
+		fmt.Fprintf(a.stdout, "logged queries the teacher ranked first: %d kept, %d below its threshold %.3f (%s) dropped\n",
+			rep.LogKept, rep.LogDropped, rep.LogThreshold, from)
+	}
 	if rep.Model != "" {
 		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
 	}

@@ -30,6 +30,16 @@ func TestAdaptCommand(t *testing.T) {
 		t.Fatalf("a missing query log: %s", r)
 	}
 
+	if r := annactl(t, "", append(tiny, "--generate", "-1")...); r.code != 2 || !strings.Contains(r.stderr, "--generate") {
+		t.Fatalf("--generate -1: %s", r)
+	}
+	if r := annactl(t, "", append(tiny, "--generate", "2", "--generator", filepath.Join(tmp, "nope.gguf"))...); r.code == 0 || !strings.Contains(r.stderr, "nope.gguf") {
+		t.Fatalf("a missing generator: %s", r)
+	}
+	if r := annactl(t, "", append(tiny, "--generate", "2", "--generator", "no-such-decoder")...); r.code != 2 || !strings.Contains(r.stderr, "--generator") {
+		t.Fatalf("an unknown generator: %s", r)
+	}
+
 	r := annactl(t, "", append(tiny, "--work", filepath.Join(tmp, "w1"), "--min-gain", "2")...)
 	if r.code == 0 || !strings.Contains(r.stderr, "scored worse") || !strings.Contains(r.stdout, "the index keeps its model") || !strings.Contains(r.stdout, "held-out check") {
 		t.Fatalf("a check that cannot pass: %s", r)

@@ -7,16 +7,42 @@
 //
 //  1. queries: extractive pseudo-queries cut from the index's documents
 //     (the title, else the first sentence: the inverse-cloze recipe), their
-//     source document as the candidate positive, plus the lines of
-//     Config.Queries (a query log, one query a line), whose candidate
-//     positive is the engine's hybrid top document. Every tenth query is
-//     held out of training (Work/heldout.jsonl) for stage 4.
+//     source document as the candidate positive; with Config.Generate N,
+//     queries written by an instruct decoder (package doc2query, the
+//     Config.Generator GGUF file: what `annactl doc2query` runs) for N
+//     documents chosen with the seed, each query's source document its
+//     candidate positive; plus the lines of Config.Queries (a query log,
+//     one query a line), whose candidate positive is the engine's hybrid
+//     top document. Every tenth query, whatever its source, is held out of
+//     training (Work/heldout.jsonl, Work/heldout-log.jsonl) for stage 4.
+//     Generation is the slow part on a CPU (seconds a document for
+//     SmolLM2-135M): its queries are appended to
+//     Work/generated/queries.jsonl a batch of GenerateBatch documents at a
+//     time and reused when the stage runs again, so a stopped run loses at
+//     most the batch it was decoding; a cancel is seen between tokens
+//     (within a second on a CPU); the documents it writes for are kept in
+//     Work/generated/corpus.jsonl. Its time is measured on the first batch
+//     a run decodes and added to the estimate then.
 //  2. mine: the miner (package mining) with the engine's hybrid retrieval
 //     and the calibrated fusion teacher (BM25 and the index's model, plus
 //     Config.TeacherModel's cosine when set) labels candidates with soft
 //     scores; a query's positive is kept only when the teacher ranks it
 //     first (mining.Options.RequireTop = 1): labels come from the teacher,
-//     never from the student alone.
+//     never from the student alone. A logged query's positive, the
+//     engine's guess, must also pass a calibrated threshold: the teacher's
+//     score (the calibrated log-odds that the document is relevant) must
+//     be at least the LogQuantile quantile of the teacher's scores of the
+//     confirmed positives of the extractive and generated training queries
+//     — queries whose relevant document is known by construction — so a
+//     logged query is kept only when the teacher is as sure of its top
+//     document as it is of nine in ten documents it confirmed where the
+//     answer is known. With fewer than MinReference such scores the
+//     threshold is 0, even odds under the calibration. Held-out logged
+//     queries are held to the same threshold. The threshold and the logged
+//     queries it kept and dropped are in the Report. (On Cranfield with its
+//     225 queries as the log, the top document was relevant for 137 of the
+//     161 the teacher ranked first, 0.85, and for 71 of the 77 that also
+//     reached the threshold, 0.92; even odds would have kept 100, 0.89.)
 //  3. train: the student (Config.Base, by default the training source of the
 //     index's model) is fine-tuned contrastively with distillation from the
 //     teacher's scores (train.Run), checkpointing and resuming.
@@ -33,13 +59,14 @@
 //
 // Resuming: everything lives in Config.Work. Adapt called again with the
 // same settings after a cancel, Ctrl-C or kill -9 goes on where it stopped:
-// the query files are written atomically, mining continues from its
+// the query files are written atomically, generation goes on from the
+// queries it has appended, mining continues from its
 // checkpoint, training from its last checkpoint, reindexing embeds only what
 // is missing. A run with other settings is refused, naming the setting.
 //
-// Not yet: generated queries (doc2query) and a calibrated per-query
-// threshold for logged queries (today their positive is the engine's top
-// document, kept only when the teacher also ranks it first).
+// Not yet: a logged query's positives are its single top document (not
+// every document above the threshold), and the generator is zero-shot (no
+// few-shot examples, since there are no judged pairs to show it).
 package adapt
 
 import (
@@ -73,6 +100,13 @@ type Config struct {
 	// TeacherModel, when set, is another (stronger) embedding model whose
 	// cosine joins the fusion teacher.
 	TeacherModel string
+	// Generate, when > 0, writes a query for each of Generate documents
+	// (chosen with Seed) with the instruct decoder in Generator, a llama
+	// GGUF file with a ChatML template (doc2query.Load; `annactl adapt`
+	// resolves the catalogue's smollm2-135m-instruct, as `annactl
+	// doc2query` does).
+	Generate  int
+	Generator string
 
 	Steps, BatchQueries, Group, MaxLength, CheckpointEvery int
 	LR, Distill                                            float64
@@ -98,31 +132,42 @@ type Progress struct {
 	Index, Stages int
 	Unit          string
 	Done, Total   int
-	// PerUnit is the time per unit measured since the stage's first unit
-	// in this process (0 until two are done); ETA the rest at that rate.
+	// PerUnit is the time per unit measured since the first report of the
+	// stage's current unit in this process (0 until some are done after
+	// it); ETA the rest at that rate.
 	PerUnit, ETA time.Duration
 }
 
 // Report is what a run did.
 type Report struct {
-	Queries, HeldOut int     // queries written for training, held out
-	Examples         int     // mined training examples
-	Filtered         int     // positives the teacher did not rank first
-	Steps            int     // training steps
-	Model            string  // the student's exported model directory
-	BaseScore        float64 // base model's held-out nDCG@10
-	StudentScore     float64 // student's held-out nDCG@10
-	CheckQueries     int     // held-out queries scored
-	Reindexed        bool
-	Estimate         time.Duration // the up-front estimate
-	Took             map[string]time.Duration
+	Queries, HeldOut int // queries written for training, held out
+	Generated        int // of them, generated (doc2query), training and held out
+	Logged           int // of them, from the query log, training and held out
+	Examples         int // mined training examples
+	Filtered         int // positives the teacher did not rank first
+	// LogThreshold is the teacher's score a logged training query's top
+	// document needed (see the package doc); LogKept and LogDropped count
+	// the logged training queries the teacher ranked first that reached it
+	// and did not; LogReference the confirmed scores it was taken from (0:
+	// too few, the threshold is even odds).
+	LogThreshold                      float64
+	LogKept, LogDropped, LogReference int
+	Steps                             int     // training steps
+	Model                             string  // the student's exported model directory
+	BaseScore                         float64 // base model's held-out nDCG@10
+	StudentScore                      float64 // student's held-out nDCG@10
+	CheckQueries                      int     // held-out queries scored
+	Reindexed                         bool
+	Estimate                          time.Duration // the up-front estimate
+	Took                              map[string]time.Duration
 }
 
 // Stages are the stage names, in order.
 var Stages = []string{"queries", "mine", "train", "check", "reindex"}
 
 type settings struct {
-	Base, Queries, TeacherModel                       string
+	Base, Queries, TeacherModel, Generator            string
+	Generate                                          int
 	NoExtractive                                      bool
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
@@ -137,8 +182,11 @@ type run struct {
 	cfg   Config
 	st    *state
 	stage int
+	unit  string
 	t0    time.Time
-	done0 int
+	// genBatch, when > 0, replaces GenerateBatch (tests).
+	genBatch int
+	done0    int
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -147,14 +195,18 @@ func (r *run) logf(format string, args ...any) {
 	}
 }
 
-// report sends progress, the ETA from the rate measured since the stage's
-// first unit.
+// report sends progress, the ETA from the rate measured since the first
+// report of the stage's unit with some work done (a unit's first report at
+// 0 done starts the clock: doc2query's, before its first batch).
 func (r *run) report(unit string, done, total int) {
 	if r.cfg.Progress == nil {
 		return
 	}
 	p := Progress{Stage: Stages[r.stage], Index: r.stage + 1, Stages: len(Stages), Unit: unit, Done: done, Total: total}
-	if r.t0.IsZero() && done > 0 {
+	if unit != r.unit {
+		r.unit, r.t0 = unit, time.Time{}
+	}
+	if r.t0.IsZero() && (done > 0 || unit != "") {
 		r.t0, r.done0 = time.Now(), done
 	} else if !r.t0.IsZero() && done > r.done0 {
 		p.PerUnit = time.Since(r.t0) / time.Duration(done-r.done0)
@@ -186,8 +238,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("adapt: Distill must be in [0, 1000] (got %g)", c.Distill)
 	case c.MaxQueries < 0:
 		return fmt.Errorf("adapt: MaxQueries must not be negative (got %d)", c.MaxQueries)
-	case c.NoExtractive && c.Queries == "":
-		return errors.New("adapt: no queries: give a query log (Queries) or keep the extractive pseudo-queries")
+	case c.Generate < 0:
+		return fmt.Errorf("adapt: Generate must not be negative (got %d)", c.Generate)
+	case c.Generate > 0 && c.Generator == "":
+		return errors.New("adapt: Generate needs Generator, the decoder's GGUF file")
+	case c.NoExtractive && c.Queries == "" && c.Generate == 0:
+		return errors.New("adapt: no queries: give a query log (Queries), generated queries (Generate) or keep the extractive pseudo-queries")
 	}
 	if fi, err := os.Stat(c.Index); err != nil || !fi.IsDir() {
 		return fmt.Errorf("adapt: index %s is not a directory: %w", c.Index, errors.Join(err, os.ErrNotExist))
@@ -197,6 +253,14 @@ func (c *Config) validate() error {
 			return fmt.Errorf("adapt: query log: %w", err)
 		}
 		c.Queries = abs(c.Queries)
+	}
+	if c.Generate > 0 {
+		if fi, err := os.Stat(c.Generator); err != nil || fi.IsDir() {
+			return fmt.Errorf("adapt: Generator %s is not a GGUF file: %w", c.Generator, errors.Join(err, os.ErrNotExist))
+		}
+		c.Generator = abs(c.Generator)
+	} else {
+		c.Generator = "" // unused: not a setting a rerun must repeat
 	}
 	c.Index = abs(c.Index)
 	if c.Work == "" {
@@ -218,7 +282,8 @@ func abs(p string) string {
 
 func (r *run) open() error {
 	c := &r.cfg
-	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, NoExtractive: c.NoExtractive, Steps: c.Steps,
+	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, Generator: c.Generator, Generate: c.Generate,
+		NoExtractive: c.NoExtractive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
 		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
 	st, err := stagefile.Open[settings, Report]("adapt", "run", c.Work, "adapt.json", want)
@@ -234,11 +299,18 @@ func (r *run) open() error {
 // check refuses the student.
 func Adapt(ctx context.Context, cfg Config) (rep Report, err error) {
 	ctx = safe.Ctx(ctx)
+	return adapt(ctx, cfg, 0)
+}
+
+// adapt is Adapt, doc2query decoding genBatch documents together (> 0; 0
+// for GenerateBatch).
+func adapt(ctx context.Context, cfg Config, genBatch int) (rep Report, err error) {
+	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg}
+	r := &run{cfg: cfg, genBatch: genBatch}
 	if err := r.open(); err != nil {
 		return Report{}, err
 	}

@@ -2,6 +2,7 @@ package adapt
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/format/flagembedding"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model"
@@ -60,10 +63,40 @@ func pseudoQuery(d engine.Document) string {
 type pair struct {
 	Query  string   `json:"query"`
 	PosIDs []string `json:"pos_ids"`
+	// The query's source: generated (doc2query), the query log, else
+	// extractive.
+	gen, log bool
 }
 
-// queries is stage 1: Work/train.jsonl and Work/heldout.jsonl, pairs of a
-// query and its candidate positive; every tenth query held out.
+// The query files stage 1 writes: the extractive and generated queries
+// (their positive the document they were made from) apart from the logged
+// ones (their positive the engine's guess), which stage 2 holds to the
+// calibrated threshold.
+const (
+	trainFile, trainLogFile     = "train.jsonl", "train-log.jsonl"
+	heldoutFile, heldoutLogFile = "heldout.jsonl", "heldout-log.jsonl"
+)
+
+// heldOut says whether query i of total is held out: every tenth, and the
+// last of fewer than ten.
+func heldOut(i, total int) bool {
+	return i%10 == 9 || (total < 10 && i == total-1 && total > 1)
+}
+
+func heldCount(total int) int {
+	n := 0
+	for i := range total {
+		if heldOut(i, total) {
+			n++
+		}
+	}
+	return n
+}
+
+// queries is stage 1: Work/train.jsonl, Work/heldout.jsonl (extractive
+// and generated) and Work/train-log.jsonl, Work/heldout-log.jsonl (the
+// query log), pairs of a query and its candidate positive; every tenth
+// query held out.
 func (r *run) queries(ctx context.Context) error {
 	c := &r.cfg
 	eng, err := r.openIndex(ctx)
@@ -87,7 +120,7 @@ func (r *run) queries(ctx context.Context) error {
 			}
 			for _, d := range docs {
 				if q := pseudoQuery(d); q != "" {
-					all = append(all, pair{q, []string{d.ID}})
+					all = append(all, pair{Query: q, PosIDs: []string{d.ID}})
 				}
 			}
 			r.report("documents", min(i+256, len(ids)), len(ids))
@@ -104,26 +137,60 @@ func (r *run) queries(ctx context.Context) error {
 				return fmt.Errorf("adapt: %s: query %d: %w", c.Queries, i+1, err)
 			}
 			if len(res) > 0 {
-				all = append(all, pair{q, []string{res[0].ID}})
+				all = append(all, pair{Query: q, PosIDs: []string{res[0].ID}, log: true})
 			}
 			r.report("logged queries", i+1, len(logged))
+		}
+	}
+	per := r.embedCost(ctx, eng, ids)
+	estimated := false
+	if n := c.Generate; n > 0 {
+		if c.MaxQueries > 0 && len(all)+n > c.MaxQueries {
+			n = max(c.MaxQueries-len(all), 0)
+			r.logf("doc2query: %d of the %d queries asked for fit under MaxQueries (%d)", n, c.Generate, c.MaxQueries)
+		}
+		if n > 0 {
+			gen, err := r.generate(ctx, eng, ids, n, func(perDoc time.Duration, left int) {
+				total := len(all) + n
+				held := heldCount(total)
+				r.st.Report.Estimate = perDoc*time.Duration(left) + r.estimateFrom(per, len(ids), total-held, held)
+				estimated = true
+				r.logf("estimated time on this machine: %s (doc2query %s a document, measured on its first batch, %d documents to go; the rest from the measured time to embed a document)",
+					r.st.Report.Estimate.Round(time.Second), perDoc.Round(time.Millisecond), left)
+			})
+			if err != nil {
+				return err
+			}
+			all = append(all, gen...)
 		}
 	}
 	if c.MaxQueries > 0 && len(all) > c.MaxQueries {
 		all = all[:c.MaxQueries]
 	}
-	var tr, held []pair
+	files := map[string][]pair{trainFile: nil, trainLogFile: nil, heldoutFile: nil, heldoutLogFile: nil}
+	rep := &r.st.Report
+	rep.Queries, rep.HeldOut, rep.Generated, rep.Logged = 0, 0, 0, 0
 	for i, p := range all {
-		if i%10 == 9 || (len(all) < 10 && i == len(all)-1 && len(all) > 1) {
-			held = append(held, p)
+		name := trainFile
+		if heldOut(i, len(all)) {
+			name = heldoutFile
+			rep.HeldOut++
 		} else {
-			tr = append(tr, p)
+			rep.Queries++
 		}
+		if p.log {
+			name = strings.TrimSuffix(name, ".jsonl") + "-log.jsonl"
+			rep.Logged++
+		}
+		if p.gen {
+			rep.Generated++
+		}
+		files[name] = append(files[name], p)
 	}
-	if len(tr) == 0 || len(held) == 0 {
-		return fmt.Errorf("adapt: %d queries (from %d documents and the query log): too few to train and hold some out", len(all), len(ids))
+	if rep.Queries == 0 || rep.HeldOut == 0 {
+		return fmt.Errorf("adapt: %d queries (from %d documents, the query log and generation): too few to train and hold some out", len(all), len(ids))
 	}
-	for name, ps := range map[string][]pair{"train.jsonl": tr, "heldout.jsonl": held} {
+	for name, ps := range files {
 		if err := atomicfile.Write(r.path(name), func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			for _, p := range ps {
@@ -136,10 +203,13 @@ func (r *run) queries(ctx context.Context) error {
 			return fmt.Errorf("adapt: %w", err)
 		}
 	}
-	r.st.Report.Queries, r.st.Report.HeldOut = len(tr), len(held)
-	r.st.Report.Estimate = r.estimate(ctx, eng, ids, len(tr), len(held))
-	r.logf("%d queries for training, %d held out; estimated time on this machine: %s (from the measured time to embed a document)",
-		len(tr), len(held), r.st.Report.Estimate.Round(time.Second))
+	if !estimated {
+		rep.Estimate = r.estimateFrom(per, len(ids), rep.Queries, rep.HeldOut)
+		r.logf("%d queries for training, %d held out (%d generated, %d logged); estimated time on this machine: %s (from the measured time to embed a document)",
+			rep.Queries, rep.HeldOut, rep.Generated, rep.Logged, rep.Estimate.Round(time.Second))
+	} else {
+		r.logf("%d queries for training, %d held out (%d generated, %d logged)", rep.Queries, rep.HeldOut, rep.Generated, rep.Logged)
+	}
 	return nil
 }
 
@@ -169,12 +239,10 @@ func readLog(path string) ([]string, error) {
 	return qs, nil
 }
 
-// estimate is the run's time from the counted work and the measured time
-// to embed one document with the index's model (up to 8 embedded, the
-// first call's warm-up left out): mining scores ~2 texts a query,
-// training a step ~3× (forward and backward) its batch's texts, the check
-// 2 models × Group texts a held-out query, the reindex every document once.
-func (r *run) estimate(ctx context.Context, eng *engine.Engine, ids []string, queries, held int) time.Duration {
+// embedCost is the measured time to embed one document with the index's
+// model (up to 8 embedded, the first call's warm-up left out); 0 when it
+// cannot be measured.
+func (r *run) embedCost(ctx context.Context, eng *engine.Engine, ids []string) time.Duration {
 	enc, err := eng.LoadEncoder(ctx)
 	if err != nil {
 		return 0
@@ -194,15 +262,24 @@ func (r *run) estimate(ctx context.Context, eng *engine.Engine, ids []string, qu
 	if _, err := enc.EmbedDocuments(ctx, texts[1:]); err != nil {
 		return 0
 	}
-	per := time.Since(t) / time.Duration(len(texts)-1)
+	return time.Since(t) / time.Duration(len(texts)-1)
+}
+
+// estimateFrom is the time of the stages after the queries from the
+// counted work and per, the time to embed a document: mining scores ~2
+// texts a query, training a step ~3× (forward and backward) its batch's
+// texts, the check 2 models × Group texts a held-out query, the reindex
+// every document once.
+func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Duration {
 	c := &r.cfg
-	units := 2*(queries+held) + 3*c.Steps*c.BatchQueries*(c.Group+1) + 2*held*c.Group + len(ids)
+	units := 2*(queries+held) + 3*c.Steps*c.BatchQueries*(c.Group+1) + 2*held*c.Group + docs
 	return per * time.Duration(units)
 }
 
 // miner builds the calibrated fusion teacher over eng (BM25, the index's
-// model, TeacherModel's cosine) and a miner; calibrated on train.jsonl, the
-// calibration kept in Work/teacher.json.
+// model, TeacherModel's cosine) and a miner; calibrated on train.jsonl (on
+// train-log.jsonl when train.jsonl is empty), the calibration kept in
+// Work/teacher.json.
 func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done, total int)) (*mining.Miner, func(), error) {
 	c := &r.cfg
 	enc, err := eng.LoadEncoder(ctx)
@@ -213,18 +290,15 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done,
 		&mining.DenseTeacher{Enc: enc, Label: "dense:" + eng.Model().Label(), Vectors: mining.StoredVectors(eng)}}
 	closeAll := func() {}
 	if c.TeacherModel != "" {
-		t, err := encoder.Load(ctx, c.TeacherModel, encoder.Options{})
+		cached, t, err := r.teacherEncoder(ctx, eng)
 		if err != nil {
-			return nil, nil, fmt.Errorf("adapt: the teacher model: %w", err)
+			return nil, nil, err
 		}
 		closeAll = func() { t.Close() }
-		signals = append(signals, &mining.DenseTeacher{Enc: t, Label: "dense:" + t.Manifest().Name})
+		signals = append(signals, &mining.DenseTeacher{Enc: cached, Label: "dense:" + t.Manifest().Name})
 	}
 	teacher := &mining.FusionTeacher{Signals: signals}
-	opt := mining.DefaultOptions()
-	opt.Negatives, opt.Seed, opt.Resume, opt.Workers, opt.RequireTop = c.Group-1, c.Seed, true, runtime.GOMAXPROCS(0), 1
-	opt.Progress = progress
-	m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, opt)
+	m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, r.minerOptions(progress))
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -239,13 +313,17 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done,
 		teacher.Cal = &cal
 		return m, closeAll, nil
 	}
-	src, err := mining.OpenPairs(ctx, r.path("train.jsonl"), mining.PromptDefaults{})
+	calFile := trainFile // the queries whose positive is known; the log's when there are none
+	if n, err := countLines(r.path(calFile)); err == nil && n == 0 {
+		calFile = trainLogFile
+	}
+	src, err := mining.OpenPairs(ctx, r.path(calFile), mining.PromptDefaults{})
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
 	defer src.Close()
-	r.logf("calibrating the fusion teacher on up to 256 pseudo-queries")
+	r.logf("calibrating the fusion teacher on up to 256 queries of %s", calFile)
 	cal, err := m.Calibrate(ctx, src, 256, teacher)
 	if err == nil {
 		var bs []byte
@@ -260,42 +338,230 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done,
 	return m, closeAll, nil
 }
 
-// mine is stage 2: Work/mined.jsonl (training) and Work/heldout-mined.jsonl
-// (the check's pseudo-labels), each query's positive kept only when the
-// teacher ranks it first.
+// minerOptions are the miner's settings: Group−1 negatives, resumable, a
+// positive kept only where the teacher ranks it first.
+func (r *run) minerOptions(progress func(done, total int)) mining.Options {
+	opt := mining.DefaultOptions()
+	opt.Negatives, opt.Seed, opt.Resume, opt.Workers, opt.RequireTop = r.cfg.Group-1, r.cfg.Seed, true, runtime.GOMAXPROCS(0), 1
+	opt.Progress = progress
+	return opt
+}
+
+// mine is stage 2: the engine's miner over mineAll.
 func (r *run) mine(ctx context.Context) error {
 	eng, err := r.openIndex(ctx)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	for _, f := range [][2]string{{"train.jsonl", "mined.jsonl"}, {"heldout.jsonl", "heldout-mined.jsonl"}} {
-		src, err := mining.OpenPairs(ctx, r.path(f[0]), mining.PromptDefaults{})
+	return r.mineAll(ctx, func(progress func(done, total int)) (*mining.Miner, func(), error) {
+		return r.miner(ctx, eng, progress)
+	})
+}
+
+// newMinerFunc makes a miner reporting its progress, and what closes it.
+type newMinerFunc func(progress func(done, total int)) (*mining.Miner, func(), error)
+
+// mined is one query file's mining: input, output, and whether its
+// positives are a query log's guesses.
+var minedFiles = []struct {
+	in, out string
+	log     bool
+}{
+	{trainFile, "mined-made.jsonl", false}, {trainLogFile, "mined-log.jsonl", true},
+	{heldoutFile, "heldout-mined-made.jsonl", false}, {heldoutLogFile, "heldout-mined-log.jsonl", true},
+}
+
+// mineAll mines each query file (each query's positive kept only when the
+// teacher ranks it first), then writes Work/mined.jsonl (training) and
+// Work/heldout-mined.jsonl (the check's pseudo-labels): the extractive and
+// generated queries' examples, and the logged queries' examples whose
+// positive's teacher score reaches the threshold (logThreshold over the
+// training extractive and generated positives' scores).
+func (r *run) mineAll(ctx context.Context, newMiner newMinerFunc) error {
+	rep := &r.st.Report
+	rep.Examples, rep.Filtered = 0, 0
+	for _, f := range minedFiles {
+		total, err := countLines(r.path(f.in))
 		if err != nil {
 			return err
 		}
-		total := src.Len()
-		m, closeAll, err := r.miner(ctx, eng, func(done, _ int) { r.report("queries ("+f[0]+")", done, total) })
+		if total == 0 {
+			if err := atomicfile.WriteBytes(r.path(f.out), nil); err != nil {
+				return fmt.Errorf("adapt: %w", err)
+			}
+			continue
+		}
+		src, err := mining.OpenPairs(ctx, r.path(f.in), mining.PromptDefaults{})
+		if err != nil {
+			return err
+		}
+		m, closeAll, err := newMiner(func(done, _ int) { r.report("queries ("+f.in+")", done, total) })
 		if err != nil {
 			src.Close()
 			return err
 		}
 		r.t0 = time.Time{}
-		st, err := m.Run(ctx, src, r.path(f[1]))
+		st, err := m.Run(ctx, src, r.path(f.out))
 		src.Close()
 		closeAll()
 		if err != nil {
 			return err
 		}
-		r.logf("mined %s: %d examples from %d queries; %d positives the teacher did not rank first left out", f[0], st.Examples, st.Units, st.FilteredPositives)
-		if f[0] == "train.jsonl" {
-			r.st.Report.Examples, r.st.Report.Filtered = st.Examples, st.FilteredPositives
-			if st.Examples == 0 {
-				return errors.New("adapt: the teacher ranked no training query's source document first: nothing to train on")
-			}
+		r.logf("mined %s: %d examples from %d queries; %d positives the teacher did not rank first left out", f.in, st.Examples, st.Units, st.FilteredPositives)
+		if f.in == trainFile || f.in == trainLogFile {
+			rep.Filtered += st.FilteredPositives
 		}
 	}
+	ref, err := posScores(r.path(minedFiles[0].out))
+	if err != nil {
+		return err
+	}
+	thr := logThreshold(ref)
+	rep.LogThreshold, rep.LogReference = thr, 0
+	if len(ref) >= MinReference {
+		rep.LogReference = len(ref)
+	}
+	n, kept, dropped, err := r.assemble("mined.jsonl", minedFiles[0].out, minedFiles[1].out, thr)
+	if err != nil {
+		return err
+	}
+	rep.Examples, rep.LogKept, rep.LogDropped = n, kept, dropped
+	if _, hk, hd, err := r.assemble("heldout-mined.jsonl", minedFiles[2].out, minedFiles[3].out, thr); err != nil {
+		return err
+	} else if kept+dropped+hk+hd > 0 {
+		how := fmt.Sprintf("the %g quantile of the teacher's scores of %d confirmed extractive and generated positives", LogQuantile, len(ref))
+		if rep.LogReference == 0 {
+			how = fmt.Sprintf("even odds: %d confirmed extractive and generated positives are too few (%d needed) to take a quantile", len(ref), MinReference)
+		}
+		r.logf("logged queries: the teacher's score of the top document must reach %.3f (%s): %d kept, %d dropped for training; %d kept, %d dropped held out",
+			thr, how, kept, dropped, hk, hd)
+	}
+	if rep.Examples == 0 {
+		return errors.New("adapt: the teacher confirmed no training query's positive: nothing to train on")
+	}
 	return nil
+}
+
+// LogQuantile is the quantile of the confirmed extractive and generated
+// positives' teacher scores a logged query's top document must reach;
+// MinReference the fewest such scores a quantile is taken of (fewer: the
+// threshold is 0, even odds).
+const (
+	LogQuantile  = 0.1
+	MinReference = 20
+)
+
+// logThreshold is the teacher score a logged query's positive must reach:
+// the LogQuantile quantile (nearest rank) of ref, or 0 (the calibrated
+// log-odds of even odds) when ref has fewer than MinReference scores.
+func logThreshold(ref []float64) float64 {
+	if len(ref) < MinReference {
+		return 0
+	}
+	s := slices.Clone(ref)
+	slices.Sort(s)
+	k := int(math.Ceil(LogQuantile*float64(len(s)))) - 1
+	return s[max(k, 0)]
+}
+
+// posScores reads the teacher scores of the positives of a mined file.
+func posScores(path string) ([]float64, error) {
+	var out []float64
+	err := eachRecord(path, func(_ []byte, rec flagembedding.Record) error {
+		out = append(out, rec.PosScores...)
+		return nil
+	})
+	return out, err
+}
+
+// assemble writes Work/out: made's lines, then log's lines whose positive
+// scores reach thr; it returns the lines written and log's kept and
+// dropped.
+func (r *run) assemble(out, made, log string, thr float64) (n, kept, dropped int, err error) {
+	err = atomicfile.Write(r.path(out), func(w io.Writer) error {
+		if err := eachRecord(r.path(made), func(line []byte, _ flagembedding.Record) error {
+			n++
+			_, err := w.Write(line)
+			return err
+		}); err != nil {
+			return err
+		}
+		return eachRecord(r.path(log), func(line []byte, rec flagembedding.Record) error {
+			if len(rec.PosScores) == 0 || slices.Min(rec.PosScores) < thr {
+				dropped++
+				return nil
+			}
+			kept++
+			n++
+			_, err := w.Write(line)
+			return err
+		})
+	})
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("adapt: %w", err)
+	}
+	return n, kept, dropped, nil
+}
+
+// eachRecord calls fn with each line (its newline included) of a mined
+// file and its record; a missing file has none (a work folder begun
+// before the query log was mined apart).
+func eachRecord(path string, fn func(line []byte, rec flagembedding.Record) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("adapt: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var rec flagembedding.Record
+			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+				return fmt.Errorf("adapt: %s:%d: %w", path, n, jerr)
+			}
+			if line[len(line)-1] != '\n' {
+				line = append(line, '\n')
+			}
+			if ferr := fn(line, rec); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("adapt: %s: %w", path, err)
+		}
+	}
+}
+
+// countLines counts a file's non-blank lines; a missing file has none.
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("adapt: %w", err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<26)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("adapt: %s: %w", path, err)
+	}
+	return n, nil
 }
 
 // base is the student's starting checkpoint: Config.Base, else the index
