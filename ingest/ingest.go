@@ -28,6 +28,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/format/textdir"
 	"github.com/anna-search/anna/internal/safe"
 )
 
@@ -190,6 +191,28 @@ func Read(ctx context.Context, eng Adder, r io.Reader, name string, opt Options)
 	copts := beir.CorpusOptions{OnBad: opt.OnBad, OnUnknownField: opt.OnUnknownField}
 	err = beir.ReadCorpusWith(r, name, copts, func(line int, d beir.Doc) error {
 		return b.take(ctx, line, engine.Document(d))
+	})
+	return b.finish(ctx, err)
+}
+
+// Dir adds the text files under root (package textdir: Markdown, plain
+// text, reStructuredText; the ID is the path relative to root, metadata
+// "path" and "ext") to eng in batches. Progress's Total is the number of
+// files listed; Read counts the files taken, skipped ones included.
+func Dir(ctx context.Context, eng Adder, root string, topt textdir.Options, opt Options) (Stats, error) {
+	ctx = safe.Ctx(ctx)
+	b, err := newBatcher(eng, opt)
+	if err != nil {
+		return Stats{}, err
+	}
+	files, err := textdir.Files(ctx, root, topt)
+	if err != nil {
+		return Stats{}, err
+	}
+	b.total = len(files)
+	b.report()
+	err = textdir.Walk(ctx, root, files, topt, func(n int, d textdir.Doc) error {
+		return b.take(ctx, n, engine.Document{ID: d.ID, Title: d.Title, Text: d.Text, Meta: map[string]string{"path": d.ID, "ext": d.Ext}})
 	})
 	return b.finish(ctx, err)
 }

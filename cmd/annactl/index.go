@@ -24,8 +24,8 @@ func (a *app) indexCommand() *cobra.Command {
 		be                backendFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "index --index DIR [--input] FILE",
-		Short: "add documents (BEIR corpus.jsonl or JSON lines) to an anna directory",
+		Use:   "index --index DIR [--input] FILE|FOLDER",
+		Short: "add documents (JSON lines, a BEIR corpus.jsonl, or a folder of text files) to an anna directory",
 		Long: `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
 works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is not
 a terminal, and adds them to the anna directory, creating it if needed.
@@ -39,6 +39,14 @@ the run with FILE:LINE after committing the lines before it (--skip-bad skips an
 counts it); documents with neither title nor text are skipped and counted, and
 lines holding invalid UTF-8 are stored with U+FFFD in its place, counted and named.
 
+A FOLDER is read as text documents: every Markdown (.md, .markdown), plain text
+(.txt, .text) and reStructuredText (.rst) file under it, hidden files and
+folders and symbolic links left out; a document's ID is its path relative to
+FOLDER, its title a Markdown file's front-matter title or first heading, else
+the file name; metadata "path" and "ext" (search --where 'ext=md'). Files over
+64 MiB or binary are skipped and named. Indexing the folder again updates
+changed files; with --sync, deleted files leave the directory too.
+
 With --sync the directory ends up holding exactly FILE's documents: once every
 line is in, the documents FILE does not hold are removed, --batch per commit
 (after a malformed line or an interrupt nothing is removed; run it again).
@@ -51,6 +59,7 @@ the first documents; reindex changes it. A document of more than --max-passages
 passages (512) is embedded by its first ones and named on stderr; BM25 indexes
 all of its text.`,
 		Example: `  annactl index --index my-index corpus.jsonl
+  annactl index --index notes-index ~/notes --sync
   cat docs.jsonl | annactl index --index my-index`,
 		Args: maxInputArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,11 +69,17 @@ all of its text.`,
 			if err := atLeast("batch", batch, 1); err != nil {
 				return err
 			}
-			in, name, closeIn, err := a.openInput(input, args)
-			if err != nil {
-				return err
+			folder := inputFolder(input, args)
+			var in io.Reader
+			name := folder
+			if folder == "" {
+				r, n, closeIn, err := a.openInput(input, args)
+				if err != nil {
+					return err
+				}
+				defer closeIn()
+				in, name = r, n
 			}
-			defer closeIn()
 			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true}
 			passages := &passageProgress{print: a.logf} // counted on the progress line
 			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
@@ -85,13 +100,23 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
+			var st indexStats
+			if folder != "" {
+				st, err = a.indexFolder(cmd.Context(), eng, folder, batch, passages)
+			} else {
+				st, err = a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
+			}
 			if syncInput {
 				err = a.syncIndex(cmd.Context(), eng, &st, batch, err)
 			}
 			cerr := eng.Close()
-			fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
-				name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
+			if folder != "" {
+				fmt.Fprintf(a.stderr, "indexed %s: %d files read, %d added, %d updated, %d unchanged, %d empty and %d skipped (too large, binary or unreadable)\n",
+					name, st.lines-st.bad, st.added, st.updated, st.unchanged, st.empty, st.bad)
+			} else {
+				fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
+					name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
+			}
 			a.indexReport(st, name, dir, syncInput, err)
 			if errors.Is(err, context.Canceled) {
 				fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")

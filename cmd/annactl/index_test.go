@@ -59,3 +59,49 @@ func TestIndexMalformedLineKeepsEarlierLines(t *testing.T) {
 		t.Fatalf("search after resume: %v %v", res, err)
 	}
 }
+
+// TestIndexFolder: a folder of text files is indexed by relative path;
+// a changed file is updated, a binary one named and skipped, and --sync
+// removes the documents of deleted files.
+func TestIndexFolder(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	notes := filepath.Join(tmp, "notes")
+	put := func(rel, body string) {
+		p := filepath.Join(notes, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("vitamins.md", "# Vitamin D\n\nDeficiency is linked to bone density loss.\n")
+	put("drinks/coffee.txt", "Caffeine raises alertness.")
+	put("blob.txt", "bin\x00ary")
+	dir := filepath.Join(tmp, "idx")
+	index := func(extra ...string) string {
+		var stderr strings.Builder
+		if code := run(ctx, append([]string{"index", "--index", dir}, append(extra, notes)...), strings.NewReader(""), io.Discard, &stderr); code != 0 {
+			t.Fatalf("index exit %d: %s", code, stderr.String())
+		}
+		return stderr.String()
+	}
+	if out := index(); !strings.Contains(out, "2 files read, 2 added") || !strings.Contains(out, "blob.txt") || !strings.Contains(out, "binary") {
+		t.Fatalf("first index: %s", out)
+	}
+	put("drinks/coffee.txt", "Caffeine raises alertness and blood pressure.")
+	os.Remove(filepath.Join(notes, "vitamins.md"))
+	if out := index("--sync"); !strings.Contains(out, "1 updated") || !strings.Contains(out, "removed 1 document") {
+		t.Fatalf("second index: %s", out)
+	}
+	eng, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ids, _ := eng.IDs(ctx)
+	docs, _ := eng.Get(ctx, "drinks/coffee.txt")
+	if len(ids) != 1 || len(docs) != 1 || docs[0].Title != "coffee" || docs[0].Meta["ext"] != "txt" || !strings.Contains(docs[0].Text, "blood pressure") {
+		t.Fatalf("after --sync: ids %q, %+v", ids, docs)
+	}
+}

@@ -48,6 +48,13 @@ func (p *progress) update(done int, suffix string) {
 	p.draw(false)
 }
 
+// setTotal sets the units expected (the line's total and ETA).
+func (p *progress) setTotal(total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.total = total
+}
+
 // passages reports the passages embedded so far of the documents being
 // embedded (engine.Options.EmbedProgress): a batch holding long documents
 // is counted as it goes, not only when it is committed. The line shows
