@@ -570,10 +570,15 @@ func (r *run) base(eng *engine.Engine) (string, error) {
 	if r.cfg.Base != "" {
 		return r.cfg.Base, nil
 	}
-	dir := eng.Model().Dir
+	// Dir is "" for an index of the default model; FindModel resolves that,
+	// and a model moved since, by its fingerprint.
+	dir, err := engine.FindModel(eng.Model())
+	if err != nil {
+		return "", fmt.Errorf("adapt: the index's model: %w (give the student's checkpoint: Base, --base)", err)
+	}
 	man, err := model.LoadManifest(dir)
 	if err != nil || man.Source == "" {
-		return "", fmt.Errorf("adapt: the index's model (%q) records no checkpoint to train from: give Base (--base) (%v)", dir, err)
+		return "", fmt.Errorf("adapt: the index's model (%s) records no checkpoint to train from: give Base (--base) (%v)", dir, err)
 	}
 	return man.Source, nil
 }
