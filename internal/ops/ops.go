@@ -29,6 +29,13 @@
 // indexing does, so a short slice panics with an index out of range (a
 // programming error, not bad input); a pooling mode PoolForward does not
 // know is an error.
+//
+// Apart from those, infer.go holds inference-only helpers for model/bert's
+// forward (SoftmaxScaled, ExpScaled, GELUInPlace, AddLayerNorm): AVX2 with
+// FMA where there is AVX2 (infer_amd64.s), the same formulas in Go
+// elsewhere. They are in place, single-goroutine, and agree with the
+// training ops to float32 rounding but, unlike them, not bit for bit
+// across CPUs; the training ops do not use them.
 package ops
 
 import (

@@ -1,11 +1,15 @@
 // Package tensor holds the float32 kernels the trainer is built on: a packed,
 // blocked, multi-goroutine GEMM (whose B may also be a compact matrix, Rows:
 // a frozen weight in float16, bfloat16 or GGUF blocks, widened while it is
-// packed) and a few row-wise helpers.
+// packed) and a few row-wise helpers. Beside it, apart, an inference GEMM
+// (infer.go: Weight, packed once at load, and MatMulNN) for model/bert's
+// forward, with its own micro-kernels (AVX-512 12×32, AVX2 6×16), fused
+// bias and per-block epilogue; Gemm's arithmetic is unchanged by it.
 //
 // Every output element is reduced in the same order whatever the number of
 // goroutines, so results are bit-for-bit reproducible across thread counts —
-// the trainer's checkpoints resume exactly because of this.
+// the trainer's checkpoints resume exactly because of this. The inference
+// GEMM keeps that property too (its own order, not Gemm's).
 package tensor
 
 import (

@@ -2,34 +2,50 @@
 // inference: the weights of an installed model directory's model.onnx
 // (the graph anna's converter writes, model/onnx's BuildBERT, fused or
 // unfused) read back under Hugging Face's BertModel names (ReadGraph), and
-// a forward made of internal/ops's ops in transformers' order
-// (embeddings and LayerNorm, then per layer self-attention, residual and
-// LayerNorm, the activation MLP, residual and LayerNorm), every product
-// through internal/tensor's GEMM, and a cross-encoder's
+// a forward in transformers' order (embeddings and LayerNorm, then per
+// layer self-attention, residual and LayerNorm, the activation MLP,
+// residual and LayerNorm), and a cross-encoder's
 // BertForSequenceClassification head (Classify). It is what internal/bert's "go" backend
 // runs where ONNX Runtime is not built in (CGO_ENABLED=0, -tags annapure)
 // or not wanted.
 //
-// The trainer (train/bert) has its own forward, which keeps every
-// activation for its backward; the ops, and so the arithmetic, are the
-// same.
+// The forward is built for speed: the layers' weights are packed once, in
+// New, for internal/tensor's inference GEMM (AVX-512 or AVX2 micro-kernels
+// on amd64), the query, key and value projections are one product, only a
+// batch's real tokens are computed (padding costs nothing), attention runs
+// per (sequence, head) on goroutines taking tasks in turn, and the bias,
+// GELU, residuals and LayerNorms are done on each block of a product's
+// rows while it is in cache (internal/ops's inference helpers, AVX2). The
+// trainer (train/bert) has its own forward, on internal/ops's training
+// ops, which keeps every activation for its backward: the arithmetic is
+// the same up to float32 rounding (the order of sums, fused
+// multiply-adds), not bit for bit. Results do not depend on the number of
+// goroutines.
 //
 // Invariants: a Model is read-only after New and safe for concurrent use
-// (each Forward allocates its own activations). Sequences are
+// (a Forward takes its activations from a pool of the Model's and gives
+// them back; its result is its own). Sequences are
 // right-padded: each starts with a real token, and positions past a
 // sequence's last real token get no attention from real ones; their rows
-// of the output are not meaningful (pool with the mask). Bad input (a
+// of the output are zero (pool with the mask). Bad input (a
 // config that is not a BERT encoder, missing or misshapen tensors, ids
 // outside the vocabularies, a batch whose shape disagrees with its data)
 // is an error, never a panic.
 package bert
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -39,15 +55,19 @@ type Model struct {
 	cfg                       model.Config
 	wte, wpe, wtt, elnw, elnb []float32
 	layers                    []layer
+	work                      sync.Pool // *work: activations reused between Forwards
 	// pooler and classifier are BertForSequenceClassification's head
 	// (dense+tanh on [CLS], then the classifier), nil without one.
 	pooler, classifier *ops.Linear
 }
 
-// layer is one encoder layer; linear weights are [out, in] (nn.Linear's).
+// layer is one encoder layer: its products' weights packed for the
+// inference GEMM (qkv: the query, key and value weights stacked, 3·hidden
+// outputs), their biases, and the two LayerNorms.
 type layer struct {
-	q, k, v, ao, fi, fo    *ops.Linear
-	ln1w, ln1b, ln2w, ln2b []float32
+	qkv, ao, fi, fo                 *tensor.Weight
+	qkvBias, aoBias, fiBias, foBias []float32
+	ln1w, ln1b, ln2w, ln2b          []float32
 }
 
 // New builds a Model from cfg and tensors named as in a Hugging Face
@@ -96,6 +116,7 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 			Bias: &ops.Param{Name: name + ".bias", Shape: []int{out}, W: get(name+".bias", out)}, In: in, Out: out}
 	}
 	m := &Model{cfg: *cfg}
+	m.work.New = func() any { return new(work) }
 	m.wte = get("embeddings.word_embeddings.weight", cfg.VocabSize, C)
 	m.wpe = get("embeddings.position_embeddings.weight", cfg.MaxPositionEmbeddings, C)
 	m.wtt = get("embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, C)
@@ -103,12 +124,18 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	m.elnb = get("embeddings.LayerNorm.bias", C)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
+		q, k, v := get(p+"attention.self.query.weight", C, C), get(p+"attention.self.key.weight", C, C), get(p+"attention.self.value.weight", C, C)
 		m.layers = append(m.layers, layer{
-			q: linear(p+"attention.self.query", C, C), k: linear(p+"attention.self.key", C, C), v: linear(p+"attention.self.value", C, C),
-			ao:   linear(p+"attention.output.dense", C, C),
-			ln1w: get(p+"attention.output.LayerNorm.weight", C), ln1b: get(p+"attention.output.LayerNorm.bias", C),
-			fi: linear(p+"intermediate.dense", C, FF), fo: linear(p+"output.dense", FF, C),
-			ln2w: get(p+"output.LayerNorm.weight", C), ln2b: get(p+"output.LayerNorm.bias", C),
+			qkv:     tensor.PackWeight(slices.Concat(q, k, v), 3*C, C, false),
+			qkvBias: slices.Concat(get(p+"attention.self.query.bias", C), get(p+"attention.self.key.bias", C), get(p+"attention.self.value.bias", C)),
+			ao:      tensor.PackWeight(get(p+"attention.output.dense.weight", C, C), C, C, false),
+			aoBias:  get(p+"attention.output.dense.bias", C),
+			ln1w:    get(p+"attention.output.LayerNorm.weight", C), ln1b: get(p+"attention.output.LayerNorm.bias", C),
+			fi:     tensor.PackWeight(get(p+"intermediate.dense.weight", FF, C), FF, C, false),
+			fiBias: get(p+"intermediate.dense.bias", FF),
+			fo:     tensor.PackWeight(get(p+"output.dense.weight", C, FF), C, FF, false),
+			foBias: get(p+"output.dense.bias", C),
+			ln2w:   get(p+"output.LayerNorm.weight", C), ln2b: get(p+"output.LayerNorm.bias", C),
 		})
 	}
 	if _, ok := tensors["classifier.weight"]; ok {
@@ -204,8 +231,17 @@ func (b *Batch) validate(cfg *model.Config) error {
 
 // Forward runs the encoder over b with up to threads goroutines per op
 // (≤ 0: GOMAXPROCS) and returns the last hidden state, N×T×hidden
-// (ONNX's last_hidden_state); rows of padding positions are not
-// meaningful.
+// (ONNX's last_hidden_state); rows of padding positions (past a
+// sequence's last real token) are zero.
+//
+// Only the real tokens are computed: the sequences' first lens[n] rows
+// (up to the last real token) go through the layers back to back, so a
+// batch's padding costs nothing. Per layer: the query, key and value
+// projections as one product (qkv), attention per (sequence, head), the
+// output projection with the residual and LayerNorm done per block of
+// rows as soon as the block is computed, and the MLP likewise, the GELU
+// and the second residual and LayerNorm on each block while it is in
+// cache.
 func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 	if err := b.validate(&m.cfg); err != nil {
 		return nil, err
@@ -216,49 +252,154 @@ func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 	}
 	N, T := b.N, b.T
 	C, FF, H := m.cfg.HiddenSize, m.cfg.IntermediateSize, m.cfg.NumAttentionHeads
-	NT := N * T
 	eps := float32(m.cfg.LayerNormEps)
-	ids, types, mask := make([]int32, NT), make([]int32, NT), make([]float32, NT)
-	for i := range ids {
-		ids[i], mask[i] = int32(b.IDs[i]), float32(b.Mask[i])
-		if b.Types != nil {
-			types[i] = int32(b.Types[i])
-		}
-	}
-	lens := make([]int, N)
+	lens, offs := make([]int, N), make([]int, N+1)
 	for n := range lens {
 		for t := T - 1; t >= 0; t-- {
-			if mask[n*T+t] != 0 {
+			if b.Mask[n*T+t] != 0 {
 				lens[n] = t + 1
 				break
 			}
 		}
+		offs[n+1] = offs[n] + lens[n]
 	}
-	att := ops.Attention{N: N, T: T, H: H, KV: H, D: C / H, KeyMask: mask}
-	x, res := make([]float32, NT*C), make([]float32, NT*C)
-	q, k, v, ctx := make([]float32, NT*C), make([]float32, NT*C), make([]float32, NT*C), make([]float32, NT*C)
-	mean, rstd := make([]float32, NT), make([]float32, NT)
-	ff, g := make([]float32, NT*FF), make([]float32, NT*FF)
-	probs := make([]float32, att.AttSize())
-
-	ops.EmbeddingForward(res, ids, types, m.wte, m.wpe, m.wtt, N, T, C)
-	ops.LayerNormForward(x, mean, rstd, res, m.elnw, m.elnb, NT, C, eps, th)
+	R := offs[N] // real rows
+	w := m.work.Get().(*work)
+	defer m.work.Put(w)
+	x, res := grow(&w.x, R*C), grow(&w.res, R*C)
+	qkv, ctx, ff := grow(&w.qkv, R*3*C), grow(&w.ctx, R*C), grow(&w.ff, R*FF)
+	// keyBias is 0 for a key to attend to, −Inf for a hole in the mask.
+	keyBias := grow(&w.keyBias, R)
+	for n := range lens {
+		for t := 0; t < lens[n]; t++ {
+			r := offs[n] + t
+			keyBias[r] = 0
+			if b.Mask[n*T+t] == 0 {
+				keyBias[r] = float32(math.Inf(-1))
+			}
+			id, ty := int(b.IDs[n*T+t]), 0
+			if b.Types != nil {
+				ty = int(b.Types[n*T+t])
+			}
+			o, we, pe, te := res[r*C:r*C+C], m.wte[id*C:id*C+C], m.wpe[t*C:t*C+C], m.wtt[ty*C:ty*C+C]
+			for c := range o {
+				o[c] = we[c] + pe[c] + te[c]
+			}
+		}
+	}
+	clear(x)
+	ops.ParallelFor(R, th, func(lo, hi int) {
+		ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], m.elnw, m.elnb, hi-lo, C, eps)
+	})
+	att := attention{H: H, D: C / H, lens: lens, offs: offs, keyBias: keyBias}
+	if len(w.att) < th {
+		w.att = make([]attScratch, th)
+	}
 	for l := range m.layers {
 		ly := &m.layers[l]
-		ly.q.Forward(q, x, nil, NT, th)
-		ly.k.Forward(k, x, nil, NT, th)
-		ly.v.Forward(v, x, nil, NT, th)
-		att.Forward(ctx, probs, q, k, v, lens, th)
-		ly.ao.Forward(res, ctx, nil, NT, th)
-		ops.AddInPlace(res, x, th)
-		ops.LayerNormForward(x, mean, rstd, res, ly.ln1w, ly.ln1b, NT, C, eps, th)
-		ly.fi.Forward(ff, x, nil, NT, th)
-		ops.ActivationForward(m.cfg.HiddenAct, g, ff, th)
-		ly.fo.Forward(res, g, nil, NT, th)
-		ops.AddInPlace(res, x, th)
-		ops.LayerNormForward(x, mean, rstd, res, ly.ln2w, ly.ln2b, NT, C, eps, th)
+		ly.qkv.MatMul(qkv, 3*C, x, C, R, ly.qkvBias, th)
+		if err := att.forward(ctx, qkv, w.att[:th]); err != nil {
+			return nil, fmt.Errorf("bert: layer %d attention: %w", l, err)
+		}
+		// x ← LayerNorm(x + ctx·Woᵀ + bo), per block of rows.
+		ly.ao.MatMulThen(res, C, ctx, C, R, ly.aoBias, th, func(lo, hi int) {
+			ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], ly.ln1w, ly.ln1b, hi-lo, C, eps)
+		})
+		ly.fi.MatMulThen(ff, FF, x, C, R, ly.fiBias, th, func(lo, hi int) {
+			m.act(ff[lo*FF : hi*FF])
+		})
+		ly.fo.MatMulThen(res, C, ff, FF, R, ly.foBias, th, func(lo, hi int) {
+			ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], ly.ln2w, ly.ln2b, hi-lo, C, eps)
+		})
 	}
-	return x, nil
+	out := make([]float32, N*T*C)
+	for n := range lens {
+		copy(out[n*T*C:], x[offs[n]*C:offs[n+1]*C])
+	}
+	return out, nil
+}
+
+// act applies the MLP's activation in place.
+func (m *Model) act(x []float32) {
+	if m.cfg.HiddenAct == ops.ActGELU {
+		ops.GELUInPlace(x)
+		return
+	}
+	ops.ActivationForward(m.cfg.HiddenAct, x, x, 1)
+}
+
+// work is one Forward's activations, kept between calls in Model.work.
+type work struct {
+	x, res, qkv, ctx, ff, keyBias []float32
+	att                           []attScratch // one per goroutine
+}
+
+// attScratch is one attention goroutine's buffers: Kᵀ of a head, its
+// scores, and the rows' 1/Σ.
+type attScratch struct {
+	kt, s, inv []float32
+	mm         tensor.InferScratch
+}
+
+func grow(b *[]float32, n int) []float32 {
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	return (*b)[:n]
+}
+
+// attention is one layer's self-attention over a batch of sequences laid
+// back to back (sequence n: rows offs[n] to offs[n]+lens[n]).
+type attention struct {
+	H, D       int
+	lens, offs []int
+	keyBias    []float32
+}
+
+// forward writes ctx (rows of H·D) from qkv (rows of query, key and value,
+// H·D each): per sequence and head, P = softmax(Q·Kᵀ/√D + keyBias), ctx =
+// P·V. Tasks are (sequence, head) pairs, taken in turn by up to
+// len(scratches) goroutines, each with its scratch. The error is a panic
+// of one of them, recovered.
+func (a attention) forward(ctx, qkv []float32, scratches []attScratch) error {
+	H, D := a.H, a.D
+	C := H * D
+	scale := float32(1 / math.Sqrt(float64(D)))
+	tasks := len(a.lens) * H
+	scratches = scratches[:max(1, min(len(scratches), tasks))]
+	var next atomic.Int64
+	return parallel.Each(context.Background(), len(scratches), len(scratches), func(g int) error {
+		sc := &scratches[g]
+		for {
+			task := int(next.Add(1) - 1)
+			if task >= tasks {
+				return nil
+			}
+			n, h := task/H, task%H
+			L, o := a.lens[n], a.offs[n]
+			kt, s := grow(&sc.kt, D*L), grow(&sc.s, L*L)
+			q := qkv[o*3*C+h*D:]
+			k := qkv[o*3*C+C+h*D:]
+			v := qkv[o*3*C+2*C+h*D:]
+			for j := 0; j < L; j++ { // Kᵀ, D×L
+				for d, kv := range k[j*3*C : j*3*C+D] {
+					kt[d*L+j] = kv
+				}
+			}
+			sc.mm.MatMulNN(L, L, D, q, 3*C, kt, L, s, L)
+			kb, inv := a.keyBias[o:o+L], grow(&sc.inv, L)
+			for i := 0; i < L; i++ {
+				inv[i] = 1 / ops.ExpScaled(s[i*L:i*L+L], kb, scale)
+			}
+			sc.mm.MatMulNN(L, D, L, s, L, v, 3*C, ctx[o*C+h*D:], C)
+			for i, f := range inv { // the softmax's division, on P·V's rows
+				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
+				for d := range row {
+					row[d] *= f
+				}
+			}
+		}
+	})
 }
 
 func sameShape(a, b []int) bool {

@@ -123,7 +123,7 @@ func TestForwardMatchesNaive(t *testing.T) {
 	}
 	C := cfg.HiddenSize
 	for n, L := range []int{5, 3} {
-		want := naive(cfg, ts, b.IDs[n*b.T:n*b.T+L], b.Types[n*b.T:n*b.T+L])
+		want := naive(cfg, ts, b.IDs[n*b.T:n*b.T+L], b.Types[n*b.T:n*b.T+L], nil)
 		for i := range want {
 			if d := math.Abs(want[i] - float64(got[n*b.T*C+i])); d > 1e-4 {
 				t.Fatalf("sequence %d value %d: %v, want %v", n, i, got[n*b.T*C+i], want[i])
@@ -132,8 +132,63 @@ func TestForwardMatchesNaive(t *testing.T) {
 	}
 }
 
-// naive is BERT over one unpadded sequence in float64.
-func naive(cfg *model.Config, ts map[string]*safetensors.Tensor, ids, types []int64) []float64 {
+// TestForwardWideMatchesNaive: the same with shapes that fill the
+// kernels' tiles and leave partial ones (hidden 64 in 2 heads of 32,
+// sequences of 37, 20 and 5 tokens, one with a hole in its mask), the
+// padding rows zero, and the same bits on 1, 2 and 3 goroutines.
+func TestForwardWideMatchesNaive(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.MaxPositionEmbeddings = 64, 128, 40
+	ts := randomTensors(cfg, 4)
+	m, err := New(cfg, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lens := []int{37, 20, 5}
+	N, T, C := len(lens), 37, cfg.HiddenSize
+	b := &Batch{N: N, T: T, IDs: make([]int64, N*T), Types: make([]int64, N*T), Mask: make([]int64, N*T)}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for n, L := range lens {
+		for i := 0; i < L; i++ {
+			b.IDs[n*T+i], b.Mask[n*T+i] = int64(rng.IntN(cfg.VocabSize)), 1
+			if i > L/2 {
+				b.Types[n*T+i] = 1
+			}
+		}
+	}
+	b.Mask[1*T+7] = 0 // a hole: key 7 of sequence 1 is hidden
+	var first []float32
+	for _, th := range []int{1, 2, 3} {
+		got, err := m.Forward(b, th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = got
+			for n, L := range lens {
+				want := naive(cfg, ts, b.IDs[n*T:n*T+L], b.Types[n*T:n*T+L], b.Mask[n*T:n*T+L])
+				for i := range want {
+					if d := math.Abs(want[i] - float64(got[n*T*C+i])); d > 1e-4 {
+						t.Fatalf("sequence %d value %d: %v, want %v", n, i, got[n*T*C+i], want[i])
+					}
+				}
+				for i := L * C; i < T*C; i++ {
+					if got[n*T*C+i] != 0 {
+						t.Fatalf("sequence %d: padding value %d is %v, want 0", n, i, got[n*T*C+i])
+					}
+				}
+			}
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Errorf("%d goroutines give other values than 1", th)
+		}
+	}
+}
+
+// naive is BERT over one unpadded sequence in float64; keys whose mask is
+// 0 get no attention (mask nil: none hidden).
+func naive(cfg *model.Config, ts map[string]*safetensors.Tensor, ids, types, mask []int64) []float64 {
 	C, H, FF, L := cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, len(ids)
 	D := C / H
 	w := func(name string) []float32 { return ts[name].Data }
@@ -189,6 +244,9 @@ func naive(cfg *model.Config, ts map[string]*safetensors.Tensor, ids, types []in
 						s[j] += q[i*C+h*D+d] * k[j*C+h*D+d]
 					}
 					s[j] /= math.Sqrt(float64(D))
+					if mask != nil && mask[j] == 0 {
+						s[j] = math.Inf(-1)
+					}
 					mx = math.Max(mx, s[j])
 				}
 				var z float64
