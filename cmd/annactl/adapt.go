@@ -34,7 +34,9 @@ log, one query a line). Labels come from the teacher — BM25 fused with the
 index's model, and --teacher-model's cosine when given — never from the
 student alone: a query's document (the one it was cut or written from; for a
 logged query the engine's top document) is kept as its positive only when the
-teacher ranks it first. A logged query's document must also score, by the
+teacher ranks it first. In training, a query cut from a document is cut out of
+it too (the inverse-cloze task: otherwise the student only learns to find the
+words it was given; --keep-query-in-positive turns that off). A logged query's document must also score, by the
 teacher, at least the tenth percentile of its scores of the confirmed
 extractive and generated positives (even odds when there are fewer than 20);
 the report says how many logged queries that kept and dropped. Every tenth
@@ -123,6 +125,7 @@ first batch has measured its speed.`,
 	f.StringVar(&c.Base, "base", "", "the student's starting Hugging Face checkpoint `DIR` (default: the checkpoint the index's model was converted from)")
 	f.StringVar(&c.Queries, "queries", "", "a query log `FILE`, one query a line, added to the pseudo-queries")
 	f.BoolVar(&c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries or --generate)")
+	f.BoolVar(&c.KeepQueryInPositive, "keep-query-in-positive", false, "train a query cut from a document against the whole document (default: the query is cut out of it, the inverse-cloze task)")
 	f.IntVar(&c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
 	f.StringVar(&c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
 	f.StringVar(&c.TeacherModel, "teacher-model", "", "a stronger embedding model (`NAME` installed, or a directory) whose cosine joins the teacher")

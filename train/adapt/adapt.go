@@ -43,6 +43,12 @@
 //     225 queries as the log, the top document was relevant for 137 of the
 //     161 the teacher ranked first, 0.85, and for 71 of the 77 that also
 //     reached the threshold, 0.92; even odds would have kept 100, 0.89.)
+//     In Work/mined.jsonl and Work/heldout-mined.jsonl a query found
+//     verbatim in its positive (an extractive one: a title or first
+//     sentence) is cut out of it, the inverse-cloze task (Lee et al.,
+//     2019), unless Config.KeepQueryInPositive: left in, the student learns
+//     to find the words it was given, and the check scores both models
+//     near 1.
 //  3. train: the student (Config.Base, by default the training source of the
 //     index's model) is fine-tuned contrastively with distillation from the
 //     teacher's scores (train.Run), checkpointing and resuming.
@@ -97,6 +103,10 @@ type Config struct {
 	Queries string
 	// NoExtractive leaves out the pseudo-queries cut from documents.
 	NoExtractive bool
+	// KeepQueryInPositive trains extractive queries against their whole
+	// document; by default the query is cut out of its positive (the
+	// inverse-cloze task; see cloze).
+	KeepQueryInPositive bool
 	// TeacherModel, when set, is another (stronger) embedding model whose
 	// cosine joins the fusion teacher.
 	TeacherModel string
@@ -168,7 +178,7 @@ var Stages = []string{"queries", "mine", "train", "check", "reindex"}
 type settings struct {
 	Base, Queries, TeacherModel, Generator            string
 	Generate                                          int
-	NoExtractive                                      bool
+	NoExtractive, KeepQueryInPositive                 bool
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
 	Seed                                              uint64
@@ -283,7 +293,7 @@ func abs(p string) string {
 func (r *run) open() error {
 	c := &r.cfg
 	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, Generator: c.Generator, Generate: c.Generate,
-		NoExtractive: c.NoExtractive, Steps: c.Steps,
+		NoExtractive: c.NoExtractive, KeepQueryInPositive: c.KeepQueryInPositive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
 		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
 	st, err := stagefile.Open[settings, Report]("adapt", "run", c.Work, "adapt.json", want)

@@ -480,8 +480,15 @@ func posScores(path string) ([]float64, error) {
 // dropped.
 func (r *run) assemble(out, made, log string, thr float64) (n, kept, dropped int, err error) {
 	err = atomicfile.Write(r.path(out), func(w io.Writer) error {
-		if err := eachRecord(r.path(made), func(line []byte, _ flagembedding.Record) error {
+		if err := eachRecord(r.path(made), func(line []byte, rec flagembedding.Record) error {
 			n++
+			if !r.cfg.KeepQueryInPositive && cloze(&rec) {
+				b, err := json.Marshal(rec)
+				if err != nil {
+					return err
+				}
+				line = append(b, '\n')
+			}
 			_, err := w.Write(line)
 			return err
 		}); err != nil {
@@ -503,6 +510,32 @@ func (r *run) assemble(out, made, log string, thr float64) (n, kept, dropped int
 	}
 	return n, kept, dropped, nil
 }
+
+// cloze removes an extractive query from its positives, the inverse-cloze
+// task (Lee et al., 2019): a title or sentence cut from a document is found
+// in it verbatim, so the student learns nothing from matching it; without
+// it, the query must be matched to the rest of the document's text. A
+// positive left with fewer than clozeMinWords words is kept whole. It
+// reports whether rec changed. Generated queries are rarely verbatim in
+// their document and pass unchanged.
+func cloze(rec *flagembedding.Record) bool {
+	changed := false
+	for i, p := range rec.Pos {
+		j := strings.Index(p, rec.Query)
+		if rec.Query == "" || j < 0 {
+			continue
+		}
+		rest := strings.Fields(p[:j] + " " + p[j+len(rec.Query):])
+		if len(rest) < clozeMinWords {
+			continue
+		}
+		rec.Pos[i], changed = strings.Join(rest, " "), true
+	}
+	return changed
+}
+
+// clozeMinWords is the fewest words a positive keeps after cloze.
+const clozeMinWords = 8
 
 // eachRecord calls fn with each line (its newline included) of a mined
 // file and its record; a missing file has none (a work folder begun
