@@ -49,7 +49,8 @@ func TestAdaptCommand(t *testing.T) {
 	}
 
 	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1")...)
-	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") {
+	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") ||
+		!strings.Contains(r.stdout, "to go back: annactl reindex --index "+idx+" --model ") {
 		t.Fatalf("adapt: %s", r)
 	}
 	if st, _ := statsOf(t, idx); st.ModelName != "adapted" {
