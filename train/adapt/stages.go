@@ -277,41 +277,32 @@ func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Dura
 }
 
 // miner builds the calibrated fusion teacher over eng (BM25, the index's
-// model, TeacherModel's cosine) and a miner; calibrated on train.jsonl (on
-// train-log.jsonl when train.jsonl is empty), the calibration kept in
-// Work/teacher.json.
-func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done, total int)) (*mining.Miner, func(), error) {
-	c := &r.cfg
+// model, and extra — TeacherModel's cosine — when not nil) and a miner;
+// calibrated on train.jsonl (on train-log.jsonl when train.jsonl is
+// empty), the calibration kept in Work/teacher.json.
+func (r *run) miner(ctx context.Context, eng *engine.Engine, extra mining.Teacher, progress func(done, total int)) (*mining.Miner, error) {
 	enc, err := eng.LoadEncoder(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("adapt: %w", err)
+		return nil, fmt.Errorf("adapt: %w", err)
 	}
 	signals := []mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
 		&mining.DenseTeacher{Enc: enc, Label: "dense:" + eng.Model().Label(), Vectors: mining.StoredVectors(eng)}}
-	closeAll := func() {}
-	if c.TeacherModel != "" {
-		cached, t, err := r.teacherEncoder(ctx, eng)
-		if err != nil {
-			return nil, nil, err
-		}
-		closeAll = func() { t.Close() }
-		signals = append(signals, &mining.DenseTeacher{Enc: cached, Label: "dense:" + t.Manifest().Name})
+	if extra != nil {
+		signals = append(signals, extra)
 	}
 	teacher := &mining.FusionTeacher{Signals: signals}
 	m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, r.minerOptions(progress))
 	if err != nil {
-		closeAll()
-		return nil, nil, err
+		return nil, err
 	}
 	path := r.path("teacher.json")
 	if bs, err := os.ReadFile(path); err == nil {
 		var cal mining.Calibration
 		if err := json.Unmarshal(bs, &cal); err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("adapt: %s: %w (delete it to calibrate again)", path, err)
+			return nil, fmt.Errorf("adapt: %s: %w (delete it to calibrate again)", path, err)
 		}
 		teacher.Cal = &cal
-		return m, closeAll, nil
+		return m, nil
 	}
 	calFile := trainFile // the queries whose positive is known; the log's when there are none
 	if n, err := countLines(r.path(calFile)); err == nil && n == 0 {
@@ -319,8 +310,7 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done,
 	}
 	src, err := mining.OpenPairs(ctx, r.path(calFile), mining.PromptDefaults{})
 	if err != nil {
-		closeAll()
-		return nil, nil, err
+		return nil, err
 	}
 	defer src.Close()
 	r.logf("calibrating the fusion teacher on up to 256 queries of %s", calFile)
@@ -332,10 +322,9 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, progress func(done,
 		}
 	}
 	if err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("adapt: calibrating the teacher: %w", err)
+		return nil, fmt.Errorf("adapt: calibrating the teacher: %w", err)
 	}
-	return m, closeAll, nil
+	return m, nil
 }
 
 // minerOptions are the miner's settings: Group−1 negatives, resumable, a
@@ -354,13 +343,23 @@ func (r *run) mine(ctx context.Context) error {
 		return err
 	}
 	defer eng.Close()
-	return r.mineAll(ctx, func(progress func(done, total int)) (*mining.Miner, func(), error) {
-		return r.miner(ctx, eng, progress)
+	// The teacher model embeds the corpus once for the four query files.
+	var extra mining.Teacher
+	if r.cfg.TeacherModel != "" {
+		cached, t, err := r.teacherEncoder(ctx, eng)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		extra = &mining.DenseTeacher{Enc: cached, Label: "dense:" + t.Manifest().Name}
+	}
+	return r.mineAll(ctx, func(progress func(done, total int)) (*mining.Miner, error) {
+		return r.miner(ctx, eng, extra, progress)
 	})
 }
 
-// newMinerFunc makes a miner reporting its progress, and what closes it.
-type newMinerFunc func(progress func(done, total int)) (*mining.Miner, func(), error)
+// newMinerFunc makes a miner reporting its progress.
+type newMinerFunc func(progress func(done, total int)) (*mining.Miner, error)
 
 // mined is one query file's mining: input, output, and whether its
 // positives are a query log's guesses.
@@ -396,7 +395,7 @@ func (r *run) mineAll(ctx context.Context, newMiner newMinerFunc) error {
 		if err != nil {
 			return err
 		}
-		m, closeAll, err := newMiner(func(done, _ int) { r.report("queries ("+f.in+")", done, total) })
+		m, err := newMiner(func(done, _ int) { r.report("queries ("+f.in+")", done, total) })
 		if err != nil {
 			src.Close()
 			return err
@@ -404,7 +403,6 @@ func (r *run) mineAll(ctx context.Context, newMiner newMinerFunc) error {
 		r.t0 = time.Time{}
 		st, err := m.Run(ctx, src, r.path(f.out))
 		src.Close()
-		closeAll()
 		if err != nil {
 			return err
 		}

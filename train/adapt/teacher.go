@@ -14,13 +14,14 @@ const teacherBatch = 64
 
 // teacherEncoder loads Config.TeacherModel behind the shared embedding
 // cache ($ANNA_HOME/cache/embeddings) and embeds every document of the
-// index with it once, with progress ("teacher documents"). The miner's
-// DenseTeacher then finds each candidate's vector in the cache: without
-// the pass it embedded the 50 candidates of every query afresh (a run of
-// 5,000 queries, 250,000 texts with a model slower than the student). A
-// rerun after Ctrl-C, or a later adapt of the same corpus with the same
-// teacher, embeds only what the cache lacks. The function returned closes
-// the model.
+// index with it, once per mining stage, with progress ("teacher
+// documents"). The miners' DenseTeacher (one miner per query file) then
+// finds each candidate's vector in the cache: without the pass it embedded
+// the 50 candidates of every query afresh (a run of 5,000 queries, 250,000
+// texts with a model slower than the student). A rerun after Ctrl-C, or a
+// later adapt of the same corpus with the same teacher, embeds only what
+// the cache lacks. It returns the cached encoder and the model, which the
+// caller closes.
 func (r *run) teacherEncoder(ctx context.Context, eng *engine.Engine) (encoder.Encoder, *encoder.ORTEncoder, error) {
 	t, err := encoder.Load(ctx, r.cfg.TeacherModel, encoder.Options{})
 	if err != nil {

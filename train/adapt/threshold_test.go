@@ -116,9 +116,8 @@ func TestLogThreshold(t *testing.T) {
 	c := Defaults()
 	c.Work, c.Group = work, 4
 	r := &run{cfg: c, st: &state{}}
-	err := r.mineAll(context.Background(), func(progress func(done, total int)) (*mining.Miner, func(), error) {
-		m, err := mining.New(docs, teacher, docs, r.minerOptions(progress))
-		return m, func() {}, err
+	err := r.mineAll(context.Background(), func(progress func(done, total int)) (*mining.Miner, error) {
+		return mining.New(docs, teacher, docs, r.minerOptions(progress))
 	})
 	if err != nil {
 		t.Fatal(err)
