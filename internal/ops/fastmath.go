@@ -75,21 +75,8 @@ func expSubSum(row []float32, mx float32) float32 {
 		case x < -87:
 		case x > 88:
 			e = float32(math.Inf(1))
-		default: // exp32Core, written out: the call would cost as much as the polynomial
-			y := float32(x*1.44269504088896341) + 0.5
-			k := float32(int32(y))
-			if k > y {
-				k--
-			}
-			r := x - float32(k*0.693359375) - float32(k*-2.12194440e-4)
-			p := float32(1.9875691500e-4)
-			p = float32(p*r) + 1.3981999507e-3
-			p = float32(p*r) + 8.3334519073e-3
-			p = float32(p*r) + 4.1665795894e-2
-			p = float32(p*r) + 1.6666665459e-1
-			p = float32(p*r) + 5.0000001201e-1
-			p = float32(float32(p*r)*r) + r + 1
-			e = p * math.Float32frombits(uint32(int32(k)+127)<<23)
+		default:
+			e = exp32Core(x)
 		}
 		row[j] = e
 		sum += e
