@@ -27,10 +27,13 @@
 // Backends (Options.Backend): ONNX Runtime ("onnxruntime", the default in
 // builds with cgo and without the annapure tag) or pure Go ("go", in every
 // build and the default where ONNX Runtime is not built in: model/bert's
-// forward over the float32 weights read from model.onnx). The Go backend
-// runs float32 BERT embedding models whose pooling is outside the graph
-// (mean, cls, last; MiniLM, bge-small) and refuses others at Load, naming
-// why; its vectors equal ONNX Runtime's within 1e-5
+// forward over the float32 weights read from model.onnx, model/llama's
+// for decoders). The Go backend runs float32 BERT embedding models whose
+// pooling is outside the graph (mean, cls, last; MiniLM, bge-small) and
+// float32 Llama-family decoder embedders with any pooling or technique
+// (last token, mean, the trained heads, AutoRegEmbed, Causal2Vec;
+// SmolLM2), and refuses others at Load, naming why; its vectors equal
+// ONNX Runtime's within 1e-5
 // (TestGoBackendMatchesORT), so both share the fingerprint and a cache. Loading, the session,
 // the BERT run and the length-sorted batching are internal/bert's, shared
 // with package rerank.

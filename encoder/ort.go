@@ -46,7 +46,7 @@ type Options struct {
 	MaxLength int
 	// Backend runs the model: "onnxruntime" (ONNX Runtime, in builds with
 	// cgo and without the annapure tag) or "go" (pure Go, every build;
-	// float32 BERT embedding models). "" is DefaultBackend(). Both give
+	// float32 BERT and decoder embedding models). "" is DefaultBackend(). Both give
 	// the same vectors up to float32 rounding (TestGoBackendMatchesORT),
 	// so the fingerprint does not depend on it.
 	Backend string

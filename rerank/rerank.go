@@ -119,7 +119,8 @@ type Options struct {
 	// after another, each on IntraOpThreads threads).
 	Workers int
 	// Backend runs the model: "onnxruntime" or "go" (pure Go: BERT
-	// cross-encoders only), as encoder.Options.Backend; "" is ONNX
+	// cross-encoders and float32 decoder rerankers), as
+	// encoder.Options.Backend; "" is ONNX
 	// Runtime where the build has it, else Go.
 	Backend string
 }

@@ -11,11 +11,18 @@
 //
 // Backends: BackendORT ("onnxruntime") runs model.onnx in ONNX Runtime and
 // exists only in builds with cgo and without the annapure tag
-// (bert_ort.go); BackendGo ("go") reads the graph's float32 weights and
-// runs model/bert's forward, in every build, for plain BERT models (task
-// embed with mean, CLS or last pooling outside the graph, task rerank
-// with BertForSequenceClassification's head). Open refuses a backend the
-// build or the model cannot run, naming both. The default is ONNX Runtime
+// (bert_ort.go); BackendGo ("go") reads the graph's weights (float32, or
+// a BERT graph's int8 ones: model/bert's int8 forward follows the int8
+// graph's arithmetic, its vectors within 1e-6 of ONNX Runtime's int8 ones
+// for most texts batched alone, TestGoBackendInt8MatchesORT) and
+// runs them in pure Go, in every build: model/bert's forward for plain
+// BERT models (task embed with mean, CLS or last pooling outside the
+// graph, task rerank with BertForSequenceClassification's head), and
+// model/llama's Embedder for Llama-family decoders (decoder_go.go: any
+// pooling, the trained heads, AutoRegEmbed, Causal2Vec, the yes/no
+// reranker), giving the graph's own output within 1e-5 of ONNX Runtime's
+// (TestGoDecoderMatchesORT). Open refuses a backend the build or the
+// model cannot run (a quantized decoder on the Go backend), naming both. The default is ONNX Runtime
 // where it is built in, else Go (DefaultBackend).
 //
 // Invariants:

@@ -18,12 +18,15 @@ type goRunner struct {
 
 // goSupports says why the Go backend cannot run the model in md (for a
 // graph of output output, with or without a Causal2Vec context), or nil:
-// it runs float32 BERT graphs, embedding models whose pooling is outside
+// it runs BERT graphs, float32 and int8 (model/bert's int8 forward, with
+// the int8 graph's arithmetic), embedding models whose pooling is outside
 // the graph and cross-encoders (BertForSequenceClassification's head).
 func goSupports(md *model.Dir, output string, context bool) error {
 	man, cfg := md.Manifest, md.Config
 	why := ""
 	switch {
+	case cfg.IsDecoder(): // any pooling, technique or reranker head (decoder_go.go)
+		why = decoderSupports(md)
 	case cfg.ModelType != "bert":
 		why = fmt.Sprintf("its model_type is %q", cfg.ModelType)
 	case context:
@@ -32,27 +35,26 @@ func goSupports(md *model.Dir, output string, context bool) error {
 	case output != model.OutputHidden:
 		why = fmt.Sprintf("it pools in its graph (pooling %q)", man.Pooling)
 	}
-	if why == "" && man.Quantization != "" {
-		why = fmt.Sprintf("its weights are quantized (%s)", man.Quantization)
+	if why == "" && man.Quantization != "" && !(cfg.ModelType == "bert" && man.Quantization == model.QuantizeInt8) {
+		why = fmt.Sprintf("its weights are quantized (%s), which it runs for BERT in %s only", man.Quantization, model.QuantizeInt8)
 	}
 	if why == "" {
 		return nil
 	}
 	if !ort.Built {
-		return fmt.Errorf("backend %s runs float32 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; it needs backend %s, but %w", BackendGo, why, BackendORT, ort.ErrNotBuilt)
+		return fmt.Errorf("backend %s runs float32 and int8 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; it needs backend %s, but %w", BackendGo, why, BackendORT, ort.ErrNotBuilt)
 	}
-	return fmt.Errorf("backend %s runs float32 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; use backend %s", BackendGo, why, BackendORT)
+	return fmt.Errorf("backend %s runs float32 and int8 BERT models only (embedding models pooling outside the graph, cross-encoders), and %s; use backend %s", BackendGo, why, BackendORT)
 }
 
 // newGoRunner reads m's graph weights.
 func newGoRunner(m *Model) (runner, error) {
-	ts, err := gobert.ReadGraph(m.dir.ONNXPath, m.dir.Config)
+	if m.dir.Config.IsDecoder() {
+		return newDecoderRunner(m)
+	}
+	gm, err := gobert.LoadGraph(m.dir.ONNXPath, m.dir.Config) // float32 or int8
 	if err != nil {
 		return nil, err
-	}
-	gm, err := gobert.New(m.dir.Config, ts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.dir.ONNXPath, err)
 	}
 	r := &goRunner{m: gm, threads: m.threads.intra, logits: m.output == model.OutputLogits}
 	if r.logits && gm.NumLabels() != m.dir.Manifest.NumLabels {

@@ -4,7 +4,11 @@
 // packed) and a few row-wise helpers. Beside it, apart, an inference GEMM
 // (infer.go: Weight, packed once at load, and MatMulNN) for model/bert's
 // forward, with its own micro-kernels (AVX-512 12×32, AVX2 6×16), fused
-// bias and per-block epilogue; Gemm's arithmetic is unchanged by it.
+// bias and per-block epilogue; Gemm's arithmetic is unchanged by it. And
+// an int8 inference GEMM (infer_int8.go: Int8Weight) for int8 graphs,
+// uint8 activations times int8 weights summed exactly in int32 (AVX-512
+// VNNI 8×32, AVX2 4×16, Go), then scaled to float32: every kernel gives
+// the same bits.
 //
 // Every output element is reduced in the same order whatever the number of
 // goroutines, so results are bit-for-bit reproducible across thread counts —

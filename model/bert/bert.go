@@ -5,7 +5,15 @@
 // a forward in transformers' order (embeddings and LayerNorm, then per
 // layer self-attention, residual and LayerNorm, the activation MLP,
 // residual and LayerNorm), and a cross-encoder's
-// BertForSequenceClassification head (Classify). It is what internal/bert's "go" backend
+// BertForSequenceClassification head (Classify). An int8 graph (model/
+// onnx's Quantize int8) runs with that graph's arithmetic (bert_int8.go:
+// ReadGraphInt8, NewInt8, LoadGraph for either kind): its products on
+// uint8 activations and 7-bit weights summed exactly in int32
+// (internal/tensor's Int8Weight), the quantizing, FastGelu and
+// SkipLayerNorm in ONNX Runtime's order of float32 operations, attention
+// in float32; the one departure is that the Q/K/V input's scale comes from
+// the batch's real tokens only (ONNX Runtime's also sees its padding).
+// It is what internal/bert's "go" backend
 // runs where ONNX Runtime is not built in (CGO_ENABLED=0, -tags annapure)
 // or not wanted.
 //
@@ -20,7 +28,8 @@
 // ops, which keeps every activation for its backward: the arithmetic is
 // the same up to float32 rounding (the order of sums, fused
 // multiply-adds), not bit for bit. Results do not depend on the number of
-// goroutines.
+// goroutines, nor, for an int8 graph, on the CPU's int8 kernel (VNNI,
+// AVX2 or Go: the same bits).
 //
 // Invariants: a Model is read-only after New and safe for concurrent use
 // (a Forward takes its activations from a pool of the Model's and gives
@@ -59,6 +68,8 @@ type Model struct {
 	// pooler and classifier are BertForSequenceClassification's head
 	// (dense+tanh on [CLS], then the classifier), nil without one.
 	pooler, classifier *ops.Linear
+	// q is an int8 graph's layers (bert_int8.go), nil for float32 (layers).
+	q *qmodel
 }
 
 // layer is one encoder layer: its products' weights packed for the
@@ -75,6 +86,12 @@ type layer struct {
 // BertForSequenceClassification, is accepted). The tensors are not
 // copied: the caller must not change them afterwards.
 func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, error) {
+	return build(cfg, tensors, nil)
+}
+
+// build is New, and with q NewInt8: the layers' products then come from
+// q, the other tensors from tensors.
+func build(cfg *model.Config, tensors map[string]*safetensors.Tensor, q *Int8Graph) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: config: %w", err)
 	}
@@ -122,8 +139,15 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	m.wtt = get("embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, C)
 	m.elnw = get("embeddings.LayerNorm.weight", C)
 	m.elnb = get("embeddings.LayerNorm.bias", C)
+	if q != nil {
+		m.q = &qmodel{act: q.Act}
+	}
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
+		if q != nil {
+			m.q.layers = append(m.q.layers, newQLayer(q, p, C, FF, get, &missing))
+			continue
+		}
 		q, k, v := get(p+"attention.self.query.weight", C, C), get(p+"attention.self.key.weight", C, C), get(p+"attention.self.value.weight", C, C)
 		m.layers = append(m.layers, layer{
 			qkv:     tensor.PackWeight(slices.Concat(q, k, v), 3*C, C, false),
@@ -295,6 +319,11 @@ func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 	if len(w.att) < th {
 		w.att = make([]attScratch, th)
 	}
+	if m.q != nil {
+		if err := m.forwardInt8(w, x, res, qkv, ctx, ff, att, R, th); err != nil {
+			return nil, err
+		}
+	}
 	for l := range m.layers {
 		ly := &m.layers[l]
 		ly.qkv.MatMul(qkv, 3*C, x, C, R, ly.qkvBias, th)
@@ -332,6 +361,7 @@ func (m *Model) act(x []float32) {
 type work struct {
 	x, res, qkv, ctx, ff, keyBias []float32
 	att                           []attScratch // one per goroutine
+	q                             qwork        // an int8 model's
 }
 
 // attScratch is one attention goroutine's buffers: Kᵀ of a head, its

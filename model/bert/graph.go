@@ -13,23 +13,14 @@ import (
 )
 
 // Load reads the converted model directory dir (config.json, model.onnx)
-// into a Model: the weights of its float32 graph (ReadGraph) under the
-// directory's config.
+// into a Model: the weights of its float32 graph (ReadGraph) or int8 graph
+// (ReadGraphInt8) under the directory's config (LoadGraph).
 func Load(dir string) (*Model, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, fmt.Errorf("bert: %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, model.ONNXFile)
-	ts, err := ReadGraph(path, cfg)
-	if err != nil {
-		return nil, err
-	}
-	m, err := New(cfg, ts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, nil
+	return LoadGraph(filepath.Join(dir, model.ONNXFile), cfg)
 }
 
 // ReadGraph reads the weights of a BERT graph written by anna's converter
@@ -42,16 +33,21 @@ func Load(dir string) (*Model, error) {
 // cross-encoder's graph also gives BertForSequenceClassification's head
 // (pooler.dense.*, classifier.*). A graph
 // with quantized weights (int8, int4) is refused, as is one without the
-// tensors cfg implies (each missing name is listed).
+// tensors cfg implies (each missing name is listed). An int8 graph's
+// weights are ReadGraphInt8's.
 func ReadGraph(path string, cfg *model.Config) (map[string]*safetensors.Tensor, error) {
 	rm, err := onnxfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
+	return readGraph(rm, path, cfg)
+}
+
+func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[string]*safetensors.Tensor, error) {
 	init := rm.Initializers
 	for _, name := range slices.Sorted(maps.Keys(init)) {
 		if t := init[name]; t.DataType == onnxfile.Int8 || t.DataType == onnxfile.Uint8 {
-			return nil, fmt.Errorf("bert: %s holds quantized weights (initializer %s is 8-bit), which the Go forward does not run: use the float32 model", path, name)
+			return nil, fmt.Errorf("bert: %s holds quantized weights (initializer %s is 8-bit), which ReadGraph does not read: use ReadGraphInt8 (or LoadGraph)", path, name)
 		}
 	}
 	prefix := ""

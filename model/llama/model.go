@@ -12,6 +12,21 @@
 // activations, backward passes, LoRA and pooling; doc2query generates
 // with it.
 //
+// Serving (embed.go, graph.go): ReadGraph reads a converted decoder's
+// float32 model.onnx (model/onnx's BuildLlama) back into the checkpoint's
+// tensors, and an Embedder runs them for inference — internal/bert's "go"
+// backend, where ONNX Runtime is not built in or not wanted — computing
+// what the graph outputs: the last hidden state (pooled outside: last
+// token, mean), a trained pooling head's embedding (latent,
+// multi-layer), AutoRegEmbed's memory-token mean, Causal2Vec's
+// [h_C; h_EOS], or a decoder reranker's label logits, causal or
+// bidirectional as config.json says, within float32 rounding of ONNX
+// Runtime (internal/bert's TestGoDecoderMatchesORT) and of a naive
+// reference (TestEmbedderMatchesReference). Its weights are packed once
+// for internal/tensor's inference GEMM; only a batch's real rows are
+// computed; results do not depend on the thread count. Quantized graphs
+// are refused. Nothing here imports the trainer (train/…).
+//
 // Weights are named as transformers' LlamaModel / Qwen2Model state dict,
 // with or without the "model." prefix — what onnx.LlamaFromGGUF returns for
 // a GGUF file. LoadOptions.KeepBase keeps the layers' projection weights in
@@ -26,7 +41,8 @@
 // unknown tensors, ids outside the vocabulary, a cache too small) is an
 // error naming the tensor, field or position; sizes inside the ops are the
 // package's own contract and a violation there panics. A Model is not safe
-// for concurrent use while generating (a KVCache is its caller's), and its
+// for concurrent use while generating (a KVCache is its caller's; an
+// Embedder is read-only and safe for concurrent use), and its
 // weights must not change while a cache built from them is in use.
 //
 // A nil context.Context given to a function of this package is

@@ -1,0 +1,62 @@
+package ops
+
+// int8Consts is the number of constant rows int8Table holds.
+const int8Consts = 17
+
+// In infer_int8_amd64.s (AVX2); n is a multiple of 8 (≥ 8 for minMaxAVX2).
+//
+//go:noescape
+func fastGeluAVX2(x, b *float32, n int, c *[int8Consts][8]float32)
+
+//go:noescape
+func minMaxAVX2(x *float32, n int) (lo, hi float32)
+
+//go:noescape
+func quantizeAVX2(q *uint8, x *float32, n int, s, zp float32)
+
+// int8Table holds the constants of infer_int8_amd64.s, in its order; it is
+// read only.
+var int8Table = func() *[int8Consts][8]float32 {
+	vals := [int8Consts]float32{fastGeluA, fastGeluB, 0.5, 1, -9, 9,
+		tanhA13, tanhA11, tanhA9, tanhA7, tanhA5, tanhA3, tanhA1, tanhB6, tanhB4, tanhB2, tanhB0}
+	var t [int8Consts][8]float32
+	for i, v := range vals {
+		for j := range t[i] {
+			t[i][j] = v
+		}
+	}
+	return &t
+}()
+
+// useInt8AVX2 says whether the int8 helpers run their AVX2 kernels (a
+// variable for the tests of both paths).
+var useInt8AVX2 = useInferAVX2
+
+func fastGeluVec(x, b []float32) int {
+	n := len(x) &^ 7
+	if !useInt8AVX2 || n == 0 {
+		return 0
+	}
+	_ = b[n-1]
+	fastGeluAVX2(&x[0], &b[0], n, int8Table)
+	return n
+}
+
+func minMaxVec(x []float32) (n int, lo, hi float32) {
+	n = len(x) &^ 7
+	if !useInt8AVX2 || n == 0 {
+		return 0, 0, 0
+	}
+	lo, hi = minMaxAVX2(&x[0], n)
+	return n, lo, hi
+}
+
+func quantizeVec(q []uint8, x []float32, s float32, zp uint8) int {
+	n := len(x) &^ 7
+	if !useInt8AVX2 || n == 0 {
+		return 0
+	}
+	_ = q[n-1]
+	quantizeAVX2(&q[0], &x[0], n, s, float32(zp))
+	return n
+}

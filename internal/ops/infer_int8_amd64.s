@@ -1,0 +1,142 @@
+#include "textflag.h"
+
+// The int8 forward's element-wise kernels (infer_int8.go), AVX2, eight
+// floats at a time; n is a multiple of 8. Every operation is rounded on
+// its own (no fused multiply-add), as the Go forms in infer_int8.go, so
+// both give the same bits. c points at int8Table (infer_int8_amd64.go).
+#define QGA 0(R8)
+#define QGB 32(R8)
+#define QHALF 64(R8)
+#define QONE 96(R8)
+#define QMNINE 128(R8)
+#define QNINE 160(R8)
+#define QA13 192(R8)
+#define QA11 224(R8)
+#define QA9 256(R8)
+#define QA7 288(R8)
+#define QA5 320(R8)
+#define QA3 352(R8)
+#define QA1 384(R8)
+#define QB6 416(R8)
+#define QB4 448(R8)
+#define QB2 480(R8)
+#define QB0 512(R8)
+
+// func fastGeluAVX2(x, b *float32, n int, c *[int8Consts][8]float32)
+// v = x + b; u = v·((B·v)·v + A); x = (½·v)·(tanh(u) + 1), tanh the
+// rational function of fastTanh.
+TEXT ·fastGeluAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ c+24(FP), R8
+	SHRQ $3, CX
+	JZ   fgdone
+fgloop:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0           // v
+	VMULPS  QGB, Y0, Y1
+	VMULPS  Y0, Y1, Y1
+	VADDPS  QGA, Y1, Y1
+	VMULPS  Y1, Y0, Y1             // u
+	VMAXPS  QMNINE, Y1, Y1
+	VMINPS  QNINE, Y1, Y1
+	VMULPS  Y1, Y1, Y2             // u²
+	VMULPS  QA13, Y2, Y3
+	VADDPS  QA11, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  QA9, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  QA7, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  QA5, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  QA3, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  QA1, Y3, Y3
+	VMULPS  Y1, Y3, Y3             // p
+	VMULPS  QB6, Y2, Y4
+	VADDPS  QB4, Y4, Y4
+	VMULPS  Y2, Y4, Y4
+	VADDPS  QB2, Y4, Y4
+	VMULPS  Y2, Y4, Y4
+	VADDPS  QB0, Y4, Y4            // q
+	VDIVPS  Y4, Y3, Y3             // tanh(u)
+	VADDPS  QONE, Y3, Y3
+	VMULPS  QHALF, Y0, Y0
+	VMULPS  Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  fgloop
+fgdone:
+	VZEROUPPER
+	RET
+
+// func minMaxAVX2(x *float32, n int) (lo, hi float32)
+TEXT ·minMaxAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VMOVUPS (DI), Y0               // n ≥ 8
+	VMOVUPS Y0, Y1
+mmloop:
+	VMOVUPS (DI), Y2
+	VMINPS  Y2, Y0, Y0
+	VMAXPS  Y2, Y1, Y1
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  mmloop
+	VEXTRACTF128 $1, Y0, X2
+	VMINPS X2, X0, X0
+	VPERMILPS $0x4e, X0, X2
+	VMINPS X2, X0, X0
+	VPERMILPS $0xb1, X0, X2
+	VMINPS X2, X0, X0
+	VEXTRACTF128 $1, Y1, X2
+	VMAXPS X2, X1, X1
+	VPERMILPS $0x4e, X1, X2
+	VMAXPS X2, X1, X1
+	VPERMILPS $0xb1, X1, X2
+	VMAXPS X2, X1, X1
+	MOVSS X0, lo+16(FP)
+	MOVSS X1, hi+20(FP)
+	VZEROUPPER
+	RET
+
+// func quantizeAVX2(q *uint8, x *float32, n int, s, zp float32)
+// q = clamp(round(x/s), −zp, 255−zp) + zp, rounding half to even.
+TEXT ·quantizeAVX2(SB), NOSPLIT, $0-32
+	MOVQ q+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Y5
+	VBROADCASTSS zp+28(FP), Y6
+	VXORPS Y7, Y7, Y7
+	VSUBPS Y6, Y7, Y7              // −zp
+	MOVL $0x437f0000, AX           // 255
+	MOVL AX, X8
+	VBROADCASTSS X8, Y8
+	VSUBPS Y6, Y8, Y8              // 255 − zp
+	VCVTPS2DQ Y6, Y9               // zp as int32
+	SHRQ $3, CX
+	JZ   qdone
+qloop:
+	VMOVUPS (SI), Y0
+	VDIVPS  Y5, Y0, Y0
+	VMAXPS  Y7, Y0, Y0
+	VMINPS  Y8, Y0, Y0
+	VCVTPS2DQ Y0, Y0               // round half to even (MXCSR's default)
+	VPADDD  Y9, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSDW X1, X0, X0
+	VPACKUSWB X0, X0, X0
+	MOVQ X0, (DI)
+	ADDQ $32, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ  qloop
+qdone:
+	VZEROUPPER
+	RET

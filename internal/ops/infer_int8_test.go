@@ -1,0 +1,171 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// int8Paths runs f with the int8 helpers' AVX2 kernels (where this CPU
+// has them) and without, and returns what f returned on each.
+func int8Paths[T any](f func() T) (vec, scalar T) {
+	v := useInt8AVX2
+	defer func() { useInt8AVX2 = v }()
+	vec = f()
+	useInt8AVX2 = false
+	return vec, f()
+}
+
+// TestFastGELUBias: the AVX2 kernel and the Go loop give the same bits on
+// rows of every length mod 8; both are within 2e-6 (relative) of
+// v·½(1 + tanh(v·(a + b·v²))) in float64, and fastTanh within 1e-6 of tanh.
+func TestFastGELUBias(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, C := range []int{1, 7, 8, 13, 64, 1536} {
+		x, bias := randn(r, 3*C, 4), randn(r, C, 1)
+		x[0] = 30 // tanh's clamp
+		vec, scalar := int8Paths(func() []float32 {
+			y := slices.Clone(x)
+			FastGELUBias(y, bias)
+			return y
+		})
+		for i := range x {
+			if math.Float32bits(vec[i]) != math.Float32bits(scalar[i]) {
+				t.Fatalf("C=%d value %d: AVX2 %v, Go %v", C, i, vec[i], scalar[i])
+			}
+			v := float64(x[i] + bias[i%C])
+			want := 0.5 * v * (1 + math.Tanh(v*(fastGeluA+fastGeluB*v*v)))
+			if d := math.Abs(float64(vec[i]) - want); d > 2e-6*(1+math.Abs(want)) {
+				t.Fatalf("C=%d value %d: FastGelu(%v) = %v, want %v", C, i, v, vec[i], want)
+			}
+		}
+	}
+	for u := float32(-10); u <= 10; u += 0.001 {
+		if d := math.Abs(float64(fastTanh(u)) - math.Tanh(float64(u))); d > 1e-6 {
+			t.Fatalf("fastTanh(%v) = %v, tanh %v", u, fastTanh(u), math.Tanh(float64(u)))
+		}
+	}
+}
+
+// naiveQuant is QuantizeLinear's definition: clamp(round-half-even(x/s)
+// + zp, 0, 255), x/s in float32.
+func naiveQuant(x, s float32, zp uint8) uint8 {
+	v := math.RoundToEven(float64(x/s)) + float64(zp)
+	return uint8(math.Max(0, math.Min(255, v)))
+}
+
+// TestQuantize: QuantizeRows and QuantizeWith give naiveQuant's bytes on
+// both paths (rows of every length mod 8, values on the half steps, out
+// of range and at the row's extremes), RowQuantScale is max|x|/127, and
+// padding bytes past a row are left alone.
+func TestQuantize(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, C := range []int{1, 5, 8, 19, 384} {
+		rows, ldq := 3, C+3
+		x := randn(r, rows*C, 2)
+		x[0] = -5
+		if C > 2 {
+			x[1] = 5
+			x[2] = 2.5 * (5 / 127.0) // a half step for row 0's scale
+		}
+		for _, zp := range []uint8{128, 0, 37} {
+			vec, scalar := int8Paths(func() []uint8 {
+				q := slices.Repeat([]uint8{7}, rows*ldq)
+				if zp == 128 {
+					s := make([]float32, rows)
+					QuantizeRows(q, ldq, x, rows, C, s)
+				} else {
+					QuantizeWith(q, ldq, x, rows, C, 0.01, zp)
+				}
+				return q
+			})
+			if !slices.Equal(vec, scalar) {
+				t.Fatalf("C=%d zp %d: the AVX2 and Go bytes differ", C, zp)
+			}
+			for i := 0; i < rows; i++ {
+				row := x[i*C : i*C+C]
+				s := float32(0.01)
+				if zp == 128 {
+					var m float32
+					for _, v := range row {
+						m = max(m, float32(math.Abs(float64(v))))
+					}
+					s = m * float32(1.0/127)
+					if got := RowQuantScale(row); got != s {
+						t.Fatalf("C=%d row %d: scale %v, want %v", C, i, got, s)
+					}
+				}
+				for j, v := range row {
+					if got, want := vec[i*ldq+j], naiveQuant(v, s, zp); got != want {
+						t.Fatalf("C=%d zp %d row %d value %d (%v): %d, want %d", C, zp, i, j, v, got, want)
+					}
+				}
+				for j := C; j < ldq; j++ {
+					if vec[i*ldq+j] != 7 {
+						t.Fatalf("C=%d: padding byte %d of row %d written", C, j, i)
+					}
+				}
+			}
+		}
+	}
+	lo, hi := MinMax([]float32{3, -2, 9, 1, 0, 4, 5, 6, 7, -8, 2})
+	if lo != -8 || hi != 9 {
+		t.Errorf("MinMax: %v %v, want -8 9", lo, hi)
+	}
+}
+
+// TestDynamicQuantParams: DynamicQuantizeLinear's scale and zero point,
+// the range widened to 0.
+func TestDynamicQuantParams(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi, scale float32
+		zp            uint8
+	}{
+		{-1, 1, 2.0 / 255, 127}, // 1/(2/255) is 127.49999 in float32
+		{1, 3, 3.0 / 255, 0},
+		{-4, -1, 4.0 / 255, 255},
+		{0, 0, 1, 0},
+		{-0.5, 2, 2.5 / 255, 51},
+	} {
+		s, zp := DynamicQuantParams(c.lo, c.hi)
+		if s != c.scale || zp != c.zp {
+			t.Errorf("range [%v, %v]: scale %v zp %d, want %v %d", c.lo, c.hi, s, zp, c.scale, c.zp)
+		}
+	}
+}
+
+// TestSkipLayerNorm: LayerNorm((y + x) + bias) within float32 rounding of
+// float64, the sum written back to y.
+func TestSkipLayerNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, C := range []int{3, 8, 384} {
+		rows := 2
+		x, y, bias, w, b := randn(r, rows*C, 1), randn(r, rows*C, 1), randn(r, C, 1), randn(r, C, 1), randn(r, C, 1)
+		y0 := slices.Clone(y)
+		out := make([]float32, rows*C)
+		SkipLayerNorm(out, x, y, bias, w, b, rows, C, 1e-12)
+		for i := 0; i < rows; i++ {
+			var mu, v float64
+			for c := 0; c < C; c++ {
+				mu += float64(y0[i*C+c]) + float64(x[i*C+c]) + float64(bias[c])
+			}
+			mu /= float64(C)
+			for c := 0; c < C; c++ {
+				d := float64(y0[i*C+c]) + float64(x[i*C+c]) + float64(bias[c]) - mu
+				v += d * d
+			}
+			v /= float64(C)
+			for c := 0; c < C; c++ {
+				s := (y0[i*C+c] + x[i*C+c]) + bias[c]
+				if y[i*C+c] != s {
+					t.Fatalf("C=%d: sum not written back", C)
+				}
+				want := (float64(s)-mu)/math.Sqrt(v+1e-12)*float64(w[c]) + float64(b[c])
+				if d := math.Abs(float64(out[i*C+c]) - want); d > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("C=%d row %d value %d: %v, want %v", C, i, c, out[i*C+c], want)
+				}
+			}
+		}
+	}
+}

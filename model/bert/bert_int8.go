@@ -1,0 +1,188 @@
+package bert
+
+import (
+	"fmt"
+
+	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/internal/tensor"
+	"github.com/anna-search/anna/model"
+)
+
+// The forward of an int8 graph (model/onnx's BuildWith with Quantize int8,
+// fuse.go), with that graph's arithmetic: per layer
+//
+//	qkv = MatMulIntegerToFloat(DynamicQuantizeLinear(x), Wqkv) + bqkv   one scale and zero point for the batch
+//	ctx = attention(qkv)                                                float32, as the float graph
+//	x   = SkipLayerNorm(rowq(ctx)·Wo, x, bo)
+//	f   = FastGelu(rowq(x)·W1, b1)                                      the tanh GELU (BiasGelu, Relu: as the graph says)
+//	x   = SkipLayerNorm(rowq(f)·W2, x, b2)
+//
+// where rowq quantizes each row (token) to uint8 around 128 with scale
+// max|row|/127 and the product is ((Σ(q−128)·w)·wscale)·rowscale. The
+// integer sums are internal/tensor's Int8Weight (VNNI, AVX2 or Go: the
+// same bits); quantizing, FastGelu and SkipLayerNorm are internal/ops's
+// int8 helpers, in ONNX Runtime's order of operations. The one departure:
+// DynamicQuantizeLinear sees only the batch's real tokens (padding is not
+// computed), where ONNX Runtime's sees the padding rows too, so in a padded
+// batch the Q/K/V product's scale may differ from ONNX Runtime's.
+
+// qmodel is an int8 graph's layers and the activation its graph runs.
+type qmodel struct {
+	layers []qlayer
+	act    string // gelu_pytorch_tanh (FastGelu), gelu (BiasGelu) or relu
+}
+
+// qlayer is one int8 layer: its products' weights packed for the int8
+// GEMM with their per-column scales, the biases and the LayerNorms.
+type qlayer struct {
+	qkv, ao, fi, fo                     *tensor.Int8Weight
+	qkvScale, aoScale, fiScale, foScale []float32
+	qkvBias, aoBias, fiBias, foBias     []float32
+	ln1w, ln1b, ln2w, ln2b              []float32
+}
+
+// NewInt8 builds a Model from cfg and an int8 graph's weights
+// (ReadGraphInt8). The weights are not copied: the caller must not change
+// them afterwards.
+func NewInt8(cfg *model.Config, g *Int8Graph) (*Model, error) {
+	if g == nil {
+		return nil, fmt.Errorf("bert: no int8 graph")
+	}
+	switch g.Act {
+	case ops.ActGELUTanh, ops.ActGELU, ops.ActReLU:
+	default:
+		return nil, fmt.Errorf("bert: int8 graph activation %q not supported (want %s, %s or %s)", g.Act, ops.ActGELUTanh, ops.ActGELU, ops.ActReLU)
+	}
+	return build(cfg, g.Tensors, g)
+}
+
+// newQLayer packs layer p's int8 products; what is missing or misshapen
+// is appended to missing (as New lists its tensors).
+func newQLayer(g *Int8Graph, p string, C, FF int, get func(string, ...int) []float32, missing *[]string) qlayer {
+	pack := func(name string, in, out int) (*tensor.Int8Weight, []float32) {
+		ql, ok := g.Linears[p+name]
+		if !ok || ql.In != in || ql.Out != out || len(ql.Scale) != out {
+			*missing = append(*missing, fmt.Sprintf("%s%s (int8 [%d %d] with %d scales)", p, name, in, out, out))
+			return nil, make([]float32, out)
+		}
+		w, err := tensor.PackInt8Weight(ql.W, out, in, true)
+		if err != nil {
+			*missing = append(*missing, fmt.Sprintf("%s%s: %v", p, name, err))
+			return nil, make([]float32, out)
+		}
+		return w, ql.Scale
+	}
+	var l qlayer
+	l.qkv, l.qkvScale = pack("attention.self.qkv", C, 3*C)
+	l.qkvBias = get(p+"attention.self.qkv.bias", 3*C)
+	l.ao, l.aoScale = pack("attention.output.dense", C, C)
+	l.aoBias = get(p+"attention.output.dense.bias", C)
+	l.ln1w, l.ln1b = get(p+"attention.output.LayerNorm.weight", C), get(p+"attention.output.LayerNorm.bias", C)
+	l.fi, l.fiScale = pack("intermediate.dense", C, FF)
+	l.fiBias = get(p+"intermediate.dense.bias", FF)
+	l.fo, l.foScale = pack("output.dense", FF, C)
+	l.foBias = get(p+"output.dense.bias", C)
+	l.ln2w, l.ln2b = get(p+"output.LayerNorm.weight", C), get(p+"output.LayerNorm.bias", C)
+	return l
+}
+
+// qwork is an int8 Forward's buffers: the quantized inputs of the products
+// (ctx and x, C bytes a row; the MLP's, FF) and their row scales, and the
+// Q/K/V product's column scales.
+type qwork struct {
+	qa, qb, qc    []uint8
+	sa, sb, sc, s []float32
+}
+
+func growU8(b *[]uint8, n int) []uint8 {
+	if cap(*b) < n {
+		*b = make([]uint8, n)
+	}
+	return (*b)[:n]
+}
+
+// forwardInt8 runs the int8 layers over the R real rows of x (R×C, the
+// embeddings' output), leaving the last layer's output in x; res, qkv, ctx
+// and ff are Forward's buffers.
+func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att attention, R, th int) error {
+	C, FF := m.cfg.HiddenSize, m.cfg.IntermediateSize
+	eps := float32(m.cfg.LayerNormEps)
+	ldc, ldf := tensor.Int8Stride(C), tensor.Int8Stride(FF)
+	q := &w.q
+	qa, qb, qc := growU8(&q.qa, R*ldc), growU8(&q.qb, R*ldc), growU8(&q.qc, R*ldf)
+	sa, sb, sc := grow(&q.sa, R), grow(&q.sb, R), grow(&q.sc, R)
+	cs := grow(&q.s, 3*C)
+	act := func(f []float32, b []float32) {
+		switch m.q.act {
+		case ops.ActGELUTanh:
+			ops.FastGELUBias(f, b)
+		case ops.ActGELU:
+			addBias(f, b)
+			ops.GELUInPlace(f)
+		default:
+			addBias(f, b)
+			ops.ActivationForward(ops.ActReLU, f, f, 1)
+		}
+	}
+	// The embeddings' LayerNorm again, in ONNX Runtime's float32
+	// arithmetic (res holds their sum): its output is quantized next.
+	ops.ParallelFor(R, th, func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			ops.LayerNormRow(x[r*C:r*C+C], res[r*C:r*C+C], m.elnw, m.elnb, eps)
+		}
+	})
+	for l := range m.q.layers {
+		ly := &m.q.layers[l]
+		// Q, K and V: x quantized over the whole batch.
+		lo, hi := ops.MinMax(x[:R*C])
+		scale, zp := ops.DynamicQuantParams(lo, hi)
+		ops.ParallelFor(R, th, func(r0, r1 int) {
+			ops.QuantizeWith(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, scale, zp)
+		})
+		for j, s := range ly.qkvScale {
+			cs[j] = scale * s
+		}
+		if err := ly.qkv.MatMulThen(qkv, 3*C, qa, ldc, R, zp, cs, nil, ly.qkvBias, th, nil); err != nil {
+			return fmt.Errorf("bert: layer %d Q/K/V: %w", l, err)
+		}
+		if err := att.forward(ctx, qkv, w.att[:th]); err != nil {
+			return fmt.Errorf("bert: layer %d attention: %w", l, err)
+		}
+		// x ← SkipLayerNorm(rowq(ctx)·Wo, x, bo), then x quantized per
+		// row for the MLP, per block of rows.
+		ops.ParallelFor(R, th, func(r0, r1 int) {
+			ops.QuantizeRows(qa[r0*ldc:], ldc, ctx[r0*C:r1*C], r1-r0, C, sa[r0:r1])
+		})
+		err := ly.ao.MatMulThen(res, C, qa, ldc, R, 128, ly.aoScale, sa, nil, th, func(r0, r1 int) {
+			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.aoBias, ly.ln1w, ly.ln1b, r1-r0, C, eps)
+			ops.QuantizeRows(qb[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sb[r0:r1])
+		})
+		if err != nil {
+			return fmt.Errorf("bert: layer %d attention output: %w", l, err)
+		}
+		err = ly.fi.MatMulThen(ff, FF, qb, ldc, R, 128, ly.fiScale, sb, nil, th, func(r0, r1 int) {
+			act(ff[r0*FF:r1*FF], ly.fiBias)
+			ops.QuantizeRows(qc[r0*ldf:], ldf, ff[r0*FF:r1*FF], r1-r0, FF, sc[r0:r1])
+		})
+		if err != nil {
+			return fmt.Errorf("bert: layer %d intermediate: %w", l, err)
+		}
+		err = ly.fo.MatMulThen(res, C, qc, ldf, R, 128, ly.foScale, sc, nil, th, func(r0, r1 int) {
+			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.foBias, ly.ln2w, ly.ln2b, r1-r0, C, eps)
+		})
+		if err != nil {
+			return fmt.Errorf("bert: layer %d output: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// addBias adds b to every row of x (rows of len(b) values).
+func addBias(x, b []float32) {
+	for r := 0; r+len(b) <= len(x); r += len(b) {
+		row := x[r : r+len(b)]
+		for i := range row {
+			row[i] += b[i]
+		}
+	}
+}
