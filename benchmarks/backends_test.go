@@ -37,9 +37,9 @@ type backendsSide struct {
 // (encoder.Options.Backend "go", what a CGO_ENABLED=0 build runs), float32
 // both, and through ONNX Runtime in its int8 form (the catalogue's
 // installer imports it into a temporary directory, as QuantSciFact does;
-// skipped when the model's source files are not kept). The Go backend runs
-// float32 models only: it refuses the int8 graph at Load, and the
-// benchmark logs why (if it ever accepts it, it is measured as "go-int8").
+// skipped when the model's source files are not kept), and that int8
+// graph through the Go backend too ("go-int8": model/bert's int8 forward;
+// should Load refuse it, the benchmark logs why and runs without it).
 // All use the same default options and take turns 50 abstracts at a time,
 // so that load from other processes falls on each alike.
 //
@@ -84,7 +84,7 @@ func BenchmarkEncoderBackends(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := add("go-int8", int8Dir, encoder.BackendGo); err != nil {
-			b.Logf("go-int8: not run, the Go backend refuses the int8 graph: %v", err)
+			b.Logf("go-int8: not run, the Go backend refused the int8 graph: %v", err)
 		}
 	}
 
