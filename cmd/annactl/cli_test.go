@@ -140,6 +140,15 @@ func ownHome(t *testing.T) string {
 	if err := os.Symlink(def, filepath.Join(h, "models", home.DefaultModelName)); err != nil {
 		t.Fatal(err)
 	}
+	// and its int8 form, which index builds with by default (make setup
+	// installs it), and the sources it is converted from
+	for _, p := range []string{filepath.Join("models", home.DefaultModelName+"-int8"), "src"} {
+		if _, err := os.Stat(filepath.Join(home.Dir(), p)); err == nil {
+			if err := os.Symlink(filepath.Join(home.Dir(), p), filepath.Join(h, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	t.Setenv("ANNA_ORT_LIB", home.ORTLibrary())
 	t.Setenv("ANNA_HOME", h)
 	return h

@@ -105,3 +105,39 @@ func TestIndexFolder(t *testing.T) {
 		t.Fatalf("after --sync: ids %q, %+v", ids, docs)
 	}
 }
+
+// TestIndexPrecision: a new index is built with the default model's int8
+// form unless --precision float32 is given; the index records which (stats
+// says so), a later index run keeps it, and asking for the other precision
+// of a bound index is refused, naming reindex.
+func TestIndexPrecision(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	corpus := writeCorpus(t, tmp, 6, 12, 1)
+	for _, c := range []struct{ flag, want string }{{"", "int8"}, {"float32", "float32"}} {
+		dir := filepath.Join(tmp, "idx-"+c.want)
+		args := []string{"index", "--index", dir, corpus}
+		if c.flag != "" {
+			args = append(args, "--precision", c.flag)
+		}
+		mustRun(t, args...)
+		st, r := statsOf(t, dir)
+		if st.Precision != c.want || !strings.Contains(mustRun(t, "stats", "--index", dir).stdout, "precision      "+c.want) {
+			t.Fatalf("--precision %q: stats says %q, want %q\n%s", c.flag, st.Precision, c.want, r)
+		}
+		if c.want == "int8" && !strings.HasSuffix(st.ModelName, "-int8") {
+			t.Fatalf("default precision: model %q, want the -int8 form", st.ModelName)
+		}
+		mustRun(t, "index", "--index", dir, corpus) // a bound index keeps its model
+		other := map[string]string{"int8": "float32", "float32": "int8"}[c.want]
+		if r := annactl(t, "", "index", "--index", dir, "--precision", other, corpus); r.code != 1 || !strings.Contains(r.stderr, "reindex") {
+			t.Fatalf("--precision %s on a %s index: want exit 1 naming reindex, got %s", other, c.want, r)
+		}
+		if st2, _ := statsOf(t, dir); st2.Model != st.Model || st2.Documents != 6 {
+			t.Fatalf("after the refused run: model %s (was %s), %d documents", st2.Model, st.Model, st2.Documents)
+		}
+	}
+	if r := annactl(t, "", "index", "--index", filepath.Join(tmp, "bad"), "--precision", "fp16", corpus); r.code != 2 || !strings.Contains(r.stderr, "--precision") {
+		t.Fatalf("--precision fp16: want a usage error naming the flag, got %s", r)
+	}
+}

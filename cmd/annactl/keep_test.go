@@ -69,7 +69,7 @@ func TestIndexSurvivesMovedModel(t *testing.T) {
 	works("ft deleted", "dense")
 
 	// Another model: refused, both named by name and short fingerprint.
-	r = annactl(t, "", "index", "--index", idx, "--model", home.DefaultModel(), corpus)
+	r = annactl(t, "", "index", "--index", idx, "--model", home.DefaultModel(), "--precision", "float32", corpus)
 	if r.code != 1 {
 		t.Fatalf("index with another model: %s, want exit 1", r)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 )
 
 func (a *app) statsCommand() *cobra.Command {
@@ -49,6 +51,7 @@ built from another one), stats says so and exits 1: run annactl check.`,
 					DenseDocs: st.DenseDocs, DensePassages: st.DensePassages, Chunking: st.Chunking.String(), DenseSeq: st.DenseSeq, Backend: st.Backend, Warnings: st.Warnings,
 					Inference: encoder.DefaultBackend(), Tokenizer: tokenizerImpl,
 					Fusion: string(st.Fusion), FusionChoice: fusionChoiceJSON(st.FusionChoice, st.Model.Fingerprint),
+					Precision: modelPrecision(st.Model),
 				}); jerr != nil {
 					return jerr
 				}
@@ -64,6 +67,9 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			}
 			fmt.Fprintf(a.stdout, "directory      %s\ndocuments      %d\nchange seq     %d\nmodel          %s\nfingerprint    %s\nmodel dir      %s\ndimensions     %d\nBM25 docs      %d (applied seq %d)\ndense docs     %d, %d passages (applied seq %d)\nchunking       %s\n",
 				st.Dir, st.Documents, st.Seq, name, st.Model.Fingerprint, md, st.Model.Dim, st.LexicalDocs, st.LexicalSeq, st.DenseDocs, st.DensePassages, st.DenseSeq, st.Chunking)
+			if p := modelPrecision(st.Model); p != "" {
+				fmt.Fprintf(a.stdout, "precision      %s\n", p)
+			}
 			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
 			fmt.Fprintf(a.stdout, "runtime        %s\n", runtimeLine())
 			fmt.Fprintf(a.stdout, "fusion         %s\n", fusionLine(st))
@@ -88,6 +94,7 @@ type jsonStats struct {
 	Seq           uint64            `json:"seq"`
 	Model         string            `json:"model_fingerprint"`
 	ModelName     string            `json:"model_name,omitempty"`
+	Precision     string            `json:"precision,omitempty"`     // the model's weights: float32, int8, int4
 	Fusion        string            `json:"fusion"`                  // what hybrid search fuses by
 	FusionChoice  *jsonFusionChoice `json:"fusion_choice,omitempty"` // recorded by eval --choose-fusion
 	ModelDir      string            `json:"model_dir"`
@@ -130,4 +137,24 @@ func fusionChoiceJSON(c engine.FusionChoice, fp string) *jsonFusionChoice {
 		return nil
 	}
 	return &jsonFusionChoice{Fusion: string(c.Fusion), Model: c.Model, Why: c.Why, Active: c.Active(fp)}
+}
+
+// modelPrecision is the precision of m's weights as its manifest says
+// (float32, int8, int4), or "" when the model is not found here.
+func modelPrecision(m engine.Model) string {
+	if m.Fingerprint == "" {
+		return ""
+	}
+	dir, err := engine.FindModel(m)
+	if err != nil {
+		return ""
+	}
+	man, err := model.LoadManifest(dir)
+	if err != nil {
+		return ""
+	}
+	if man.Quantization == "" {
+		return catalog.PrecisionFloat32
+	}
+	return man.Quantization
 }

