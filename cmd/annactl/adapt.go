@@ -176,12 +176,19 @@ func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev strin
 	if rep.Model != "" {
 		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
 	}
+	if rep.Precision != "" && rep.Served != "" && rep.Served != rep.Model {
+		fmt.Fprintf(a.stdout, "the index's model is %s: the adapted model converted to %s, checked and served as such: %s\n", rep.Precision, rep.Precision, rep.Served)
+	}
+	precision := rep.Precision
+	if precision == "" {
+		precision = "float32"
+	}
 	if rep.CheckQueries > 0 {
-		fmt.Fprintf(a.stdout, "held-out check, %d queries, nDCG@10 of the teacher's document: index's model %.4f, adapted %.4f\n",
-			rep.CheckQueries, rep.BaseScore, rep.StudentScore)
+		fmt.Fprintf(a.stdout, "held-out check, %d queries, nDCG@10 of the teacher's document: index's model %.4f, adapted %.4f (%s)\n",
+			rep.CheckQueries, rep.BaseScore, rep.StudentScore, precision)
 	}
 	if rep.Reindexed {
-		fmt.Fprintln(a.stdout, "the index now uses the adapted model")
+		fmt.Fprintf(a.stdout, "the index now uses the adapted model (%s, the index's precision)\n", precision)
 		// The check's labels are the teacher's, not a person's: say what
 		// that has been measured to miss, and the way back.
 		fmt.Fprintln(a.stdout, "note: the held-out check scores pseudo-labels; on SciFact, models that passed it still lost dense nDCG@10 on judged queries (docs/results/adapt.md): check with queries of your own")

@@ -11,8 +11,8 @@ import (
 
 // TestAdaptCommand: `annactl adapt` on a tiny index with a tiny random
 // student: refused by a held-out check it cannot pass (and says so, the
-// index left on its model), then run through to the reindex; bad input
-// named.
+// index left on its model), then run through to the reindex, the index
+// (int8, index's default) kept at int8; bad input named.
 func TestAdaptCommand(t *testing.T) {
 	needModel(t)
 	mc := testmodels.MiniLMVocab(testmodels.BERT()) // its tokenizer from the installed home
@@ -44,8 +44,8 @@ func TestAdaptCommand(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "scored worse") || !strings.Contains(r.stdout, "the index keeps its model") || !strings.Contains(r.stdout, "held-out check") {
 		t.Fatalf("a check that cannot pass: %s", r)
 	}
-	if st, _ := statsOf(t, idx); !strings.Contains(st.ModelName, "MiniLM") {
-		t.Fatalf("after a refusal the index's model is %q", st.ModelName)
+	if st, _ := statsOf(t, idx); !strings.Contains(st.ModelName, "MiniLM") || st.Precision != "int8" {
+		t.Fatalf("after a refusal the index's model is %q at %q; want MiniLM at int8 (index's default)", st.ModelName, st.Precision)
 	}
 
 	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1")...)
@@ -53,7 +53,11 @@ func TestAdaptCommand(t *testing.T) {
 		!strings.Contains(r.stdout, "to go back: annactl reindex --index "+idx+" --model ") {
 		t.Fatalf("adapt: %s", r)
 	}
-	if st, _ := statsOf(t, idx); st.ModelName != "adapted" {
-		t.Fatalf("after adapt the index's model is %q", st.ModelName)
+	// index builds at int8 by default: the adapted model keeps it.
+	if !strings.Contains(r.stdout, "converted to int8") || !strings.Contains(r.stdout, "the index now uses the adapted model (int8") {
+		t.Fatalf("adapt of an int8 index: %s", r)
+	}
+	if st, _ := statsOf(t, idx); st.ModelName != "adapted-int8" || st.Precision != "int8" {
+		t.Fatalf("after adapt the index's model is %q at %q; want adapted-int8 at int8", st.ModelName, st.Precision)
 	}
 }

@@ -50,25 +50,43 @@
 //     to find the words it was given, and the check scores both models
 //     near 1.
 //  3. train: the student (Config.Base, by default the training source of the
-//     index's model) is fine-tuned contrastively with distillation from the
-//     teacher's scores (train.Run), checkpointing and resuming.
-//  4. check: the held-out queries are mined like the training ones (kept
-//     only where the teacher ranks their document first); the student's
-//     and the index model's rankings of each one's candidates (that
-//     document and its Group−1 mined negatives) by cosine are scored by
-//     nDCG@10 against the teacher's document; when the student scores
-//     below the index's model plus Config.MinGain, Adapt returns ErrWorse
-//     and leaves the index alone. The stage is not recorded as done then:
-//     run again (another MinGain allowed) it checks again.
-//  5. reindex: engine.Reindex with the student's exported model, itself
-//     resumable.
+//     index's model; for an int8 model that records no checkpoint, the
+//     catalogue's NAME-int8, the source of its float32 form NAME installed
+//     beside it) is fine-tuned contrastively with distillation from the
+//     teacher's scores (train.Run), checkpointing and resuming. It is
+//     exported at float32 (Report.Model).
+//  4. check: the adapted model keeps the index's precision (its model's
+//     manifest's Quantization): for an int8 index the float32 student is
+//     first converted to int8 as `annactl models import --quantize int8`
+//     converts (model/onnx, Settings.Quantize) into Report.Model + "-int8";
+//     the model that will serve is recorded (Report.Precision,
+//     Report.Served) in Work/adapt.json once converted, so the check run
+//     again and the reindex reuse it. A float32 index serves the float32
+//     student. Then the held-out queries are mined like the training ones
+//     (kept only where the teacher ranks their document first); the
+//     served student's and the index model's rankings of each one's
+//     candidates (that document and its Group−1 mined negatives) by cosine
+//     are scored by nDCG@10 against the teacher's document (the index's
+//     model's side reads the index's stored vector of a candidate whose
+//     text is a whole document the index holds as one vector, exactly
+//     what embedding it would give up to batching noise; cloze-cut
+//     positives and documents split into passages are embedded, the
+//     truncated whole text, as the student's are); when the
+//     student scores below the index's model plus Config.MinGain, Adapt
+//     returns ErrWorse and leaves the index alone. The stage is not
+//     recorded as done then: run again (another MinGain allowed) it checks
+//     again.
+//  5. reindex: engine.Reindex with the served student (Report.Served: int8
+//     for an int8 index, so the index stays int8), itself resumable.
 //
 // Resuming: everything lives in Config.Work. Adapt called again with the
 // same settings after a cancel, Ctrl-C or kill -9 goes on where it stopped:
 // the query files are written atomically, generation goes on from the
 // queries it has appended, mining continues from its
-// checkpoint, training from its last checkpoint, reindexing embeds only what
-// is missing. A run with other settings is refused, naming the setting.
+// checkpoint, training from its last checkpoint, the int8 conversion is
+// written beside its destination and renamed (redone when stopped before
+// it was recorded), reindexing embeds only what is missing. A run with
+// other settings is refused, naming the setting.
 //
 // Not yet: a logged query's positives are its single top document (not
 // every document above the threshold), and the generator is zero-shot (no
@@ -163,13 +181,20 @@ type Report struct {
 	LogThreshold                      float64
 	LogKept, LogDropped, LogReference int
 	Steps                             int     // training steps
-	Model                             string  // the student's exported model directory
+	Model                             string  // the student's exported model directory (float32)
 	BaseScore                         float64 // base model's held-out nDCG@10
 	StudentScore                      float64 // student's held-out nDCG@10
 	CheckQueries                      int     // held-out queries scored
 	Reindexed                         bool
 	Estimate                          time.Duration // the up-front estimate
 	Took                              map[string]time.Duration
+
+	// Precision is the index's model's quantization, which the adapted
+	// model keeps: "" (float32) or "int8". Served is the model the check
+	// scored and the reindex serves: Model for a float32 index, its int8
+	// conversion (Model + "-int8") for an int8 one. Both are recorded by
+	// the check ("" before it).
+	Precision, Served string
 }
 
 // Stages are the stage names, in order.
@@ -197,6 +222,10 @@ type run struct {
 	// genBatch, when > 0, replaces GenerateBatch (tests).
 	genBatch int
 	done0    int
+	// embedBase, in tests, embeds the index model's side of the check
+	// instead of reading stored vectors; storedHits counts those read.
+	embedBase  bool
+	storedHits int
 }
 
 func (r *run) logf(format string, args ...any) {

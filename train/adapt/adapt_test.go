@@ -25,6 +25,12 @@ func tinyIndex(t *testing.T, dir string, n int) string {
 	if err != nil {
 		t.Skipf("default model not installed (run make setup): %v", err)
 	}
+	return tinyIndexWith(t, dir, n, emb)
+}
+
+// tinyIndexWith is tinyIndex with the model in emb.
+func tinyIndexWith(t *testing.T, dir string, n int, emb string) string {
+	t.Helper()
 	ctx := context.Background()
 	eng, err := engine.Open(ctx, dir, engine.Options{Model: emb})
 	if err != nil {
@@ -142,7 +148,8 @@ func TestAdaptResumesAndRefuses(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	after, err := engine.RecordedModel(index)
-	if err != nil || after.Fingerprint == before.Fingerprint || filepath.Clean(after.Dir) != filepath.Clean(rep.Model) {
+	if err != nil || after.Fingerprint == before.Fingerprint || filepath.Clean(after.Dir) != filepath.Clean(rep.Model) ||
+		rep.Precision != "" || rep.Served != rep.Model {
 		t.Fatalf("index model after adapt %+v (%v), student %s", after, err, rep.Model)
 	}
 	if _, err := os.Stat(filepath.Join(c.Work, "adapt.json")); err != nil {

@@ -32,7 +32,7 @@ func TestBaseOfDefaultModelIndex(t *testing.T) {
 	if _, err := eng.Add(ctx, []engine.Document{{ID: "a", Text: "one document"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&run{}).base(eng)
+	got, err := (&run{}).base(ctx, eng)
 	if err != nil || got != man.Source {
 		t.Fatalf("base of a default-model index: %q, %v; want %q", got, err, man.Source)
 	}

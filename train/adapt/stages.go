@@ -23,6 +23,7 @@ import (
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train"
 )
 
@@ -596,18 +597,27 @@ func countLines(path string) (int, error) {
 }
 
 // base is the student's starting checkpoint: Config.Base, else the index
-// model's recorded training source.
-func (r *run) base(eng *engine.Engine) (string, error) {
+// model's recorded training source. An int8 model whose Source is not a
+// checkpoint (the catalogue's, converted from an archive) trains from its
+// float32 form's source: NAME for NAME-int8, installed beside it
+// (catalog.WithPrecision); the student is converted back to int8 before
+// the check (served).
+func (r *run) base(ctx context.Context, eng *engine.Engine) (string, error) {
 	if r.cfg.Base != "" {
 		return r.cfg.Base, nil
 	}
-	// Dir is "" for an index of the default model; FindModel resolves that,
-	// and a model moved since, by its fingerprint.
-	dir, err := engine.FindModel(eng.Model())
+	dir, man, err := indexManifest(eng)
 	if err != nil {
 		return "", fmt.Errorf("adapt: the index's model: %w (give the student's checkpoint: Base, --base)", err)
 	}
-	man, err := model.LoadManifest(dir)
+	if man.Quantization != "" && !isCheckpoint(man.Source) {
+		f32, ferr := catalog.WithPrecision(ctx, dir, catalog.PrecisionFloat32, "", catalog.Options{})
+		if ferr != nil {
+			return "", fmt.Errorf("adapt: the index's model %s is %s and records no checkpoint to train from: %w (or give the student's checkpoint: Base, --base)", man.Name, man.Quantization, ferr)
+		}
+		dir = f32
+		man, err = model.LoadManifest(dir)
+	}
 	if err != nil || man.Source == "" {
 		return "", fmt.Errorf("adapt: the index's model (%s) records no checkpoint to train from: give Base (--base) (%v)", dir, err)
 	}
@@ -622,7 +632,7 @@ func (r *run) train(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	base, err := r.base(eng)
+	base, err := r.base(ctx, eng)
 	eng.Close()
 	if err != nil {
 		return err
@@ -663,7 +673,11 @@ func (r *run) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}
-	student, err := encoder.Load(ctx, r.st.Report.Model, encoder.Options{})
+	served, err := r.served(ctx, eng)
+	if err != nil {
+		return err
+	}
+	student, err := encoder.Load(ctx, served, encoder.Options{})
 	if err != nil {
 		return fmt.Errorf("adapt: the student: %w", err)
 	}
@@ -688,39 +702,82 @@ func (r *run) check(ctx context.Context) error {
 	if len(exs) == 0 {
 		return fmt.Errorf("%w: no held-out query kept a teacher-confirmed document, so nothing shows the student is not worse; the index is left on its model", ErrWorse)
 	}
+	// The index's model's side reads the index's stored vectors where they
+	// are what it would embed (storedVectors); the student embeds all.
+	var stored *storedVectors
+	if !r.embedBase {
+		if stored, err = newStoredVectors(ctx, eng); err != nil {
+			return err
+		}
+	}
 	var sb, ss float64
 	for i, ex := range exs {
-		b, err := ndcg(ctx, baseEnc, ex)
+		b, err := ndcg(ctx, baseEnc, ex, stored)
 		if err != nil {
 			return err
 		}
-		s, err := ndcg(ctx, student, ex)
+		s, err := ndcg(ctx, student, ex, nil)
 		if err != nil {
 			return err
 		}
 		sb, ss = sb+b, ss+s
 		r.report("held-out queries", i+1, len(exs))
 	}
+	if stored != nil {
+		r.storedHits = stored.hits
+		r.logf("held-out check: %d of the index's model's %d candidate vectors read from the index, the rest embedded", stored.hits, len(exs)*r.cfg.Group)
+	}
 	rep := &r.st.Report
 	rep.BaseScore, rep.StudentScore, rep.CheckQueries = sb/float64(len(exs)), ss/float64(len(exs)), len(exs)
-	r.logf("held-out check on %d queries: nDCG@10 of the teacher's top document, the index's model %.4f, the adapted model %.4f", len(exs), rep.BaseScore, rep.StudentScore)
+	r.logf("held-out check on %d queries: nDCG@10 of the teacher's top document, the index's model %.4f, the adapted model %.4f (%s, as it will serve)", len(exs), rep.BaseScore, rep.StudentScore, precisionName(rep.Precision))
 	if rep.StudentScore < rep.BaseScore+r.cfg.MinGain {
 		return fmt.Errorf("adapt: %w (nDCG@10 %.4f against %.4f on %d held-out queries, %g gain required): the index keeps its model; the adapted one is in %s",
-			ErrWorse, rep.StudentScore, rep.BaseScore, len(exs), r.cfg.MinGain, rep.Model)
+			ErrWorse, rep.StudentScore, rep.BaseScore, len(exs), r.cfg.MinGain, rep.Served)
 	}
 	return nil
 }
 
 // ndcg is nDCG@10 of ex's positive among its candidates ranked by enc's
-// cosine; ties rank the positive last.
-func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample) (float64, error) {
+// cosine; ties rank the positive last. A candidate stored (not nil) holds
+// a vector of enc's model for is not embedded.
+func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *storedVectors) (float64, error) {
 	q, err := enc.EmbedQueries(ctx, []string{ex.Query}, encoder.Prompt{})
 	if err != nil {
 		return 0, fmt.Errorf("adapt: %w", err)
 	}
-	d, err := enc.EmbedDocuments(ctx, append([]string{ex.Pos[0]}, ex.Neg...))
-	if err != nil {
-		return 0, fmt.Errorf("adapt: %w", err)
+	texts := append([]string{ex.Pos[0]}, ex.Neg...)
+	d := make([][]float32, len(texts))
+	var missing []string
+	var at []int
+	for i, t := range texts {
+		if stored != nil {
+			v, ok, err := stored.lookup(ctx, t)
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				d[i] = v
+				continue
+			}
+		}
+		missing, at = append(missing, t), append(at, i)
+	}
+	if len(missing) > 0 {
+		vs, err := enc.EmbedDocuments(ctx, missing)
+		if err != nil {
+			return 0, fmt.Errorf("adapt: %w", err)
+		}
+		if len(vs) != len(missing) {
+			return 0, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
+		}
+		for j, v := range vs {
+			d[at[j]] = v
+		}
+	}
+	for _, v := range d[1:] {
+		if len(v) != len(q[0]) {
+			return 0, fmt.Errorf("adapt: a candidate's vector has %d dimensions, the query's %d", len(v), len(q[0]))
+		}
 	}
 	dot := func(a, b []float32) (s float64) {
 		for i := range a {
@@ -740,14 +797,19 @@ func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample) (float64, er
 	return 1 / math.Log2(float64(rank)+1), nil
 }
 
-// reindex is stage 5: the index re-embedded with the student.
+// reindex is stage 5: the index re-embedded with the student at the
+// index's precision (served: the check recorded it).
 func (r *run) reindex(ctx context.Context) error {
 	eng, err := engine.Open(ctx, r.cfg.Index, engine.Options{Logf: r.cfg.Logf, KeepModel: r.cfg.KeepModel})
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}
 	defer eng.Close()
-	err = eng.Reindex(ctx, engine.ReindexOptions{Model: r.st.Report.Model, Progress: func(done, total int) { r.report("documents", done, total) }})
+	served, err := r.served(ctx, eng)
+	if err != nil {
+		return err
+	}
+	err = eng.Reindex(ctx, engine.ReindexOptions{Model: served, Progress: func(done, total int) { r.report("documents", done, total) }})
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}
