@@ -219,29 +219,15 @@ held-out metrics by step) and plotted in a self-contained DIR/report.html.`,
 
 // checkpointDir is what the trainer reads for --model: a checkpoint as
 // given, else, for an anna model directory (model.onnx, no weights), what
-// it was converted from — for a catalogue model, its training source
-// (catalog.TrainingSource: the GGUF file of smollm2-135m-instruct, the
-// checkpoint read out of bge-small-en-v1.5's ONNX graph, made once from
-// the pinned download), else the source directory its manifest names.
+// it was converted from (catalog.Checkpoint: for a catalogue model its
+// training source — the GGUF file of smollm2-135m-instruct, the checkpoint
+// read out of bge-small-en-v1.5's ONNX graph, MiniLM's kept safetensors —
+// made once from the pinned download when needed).
 func (a *app) checkpointDir(ctx context.Context, dir string) (string, error) {
-	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
-		return dir, nil
+	if _, err := model.LoadManifest(dir); err != nil {
+		return dir, nil // not an anna model: the trainer reads it, or says why not
 	}
-	man, err := model.LoadManifest(dir)
-	if err != nil || man.Source == "" {
-		return dir, nil
-	}
-	// A quantized install (NAME-int8) trains from its entry's float weights.
-	if e, err := catalog.Lookup(strings.TrimSuffix(man.Name, "-"+man.Quantization)); err == nil && !isDir(man.Source) {
-		path, ok, err := catalog.TrainingSource(ctx, e, catalog.Options{ModelsDir: home.ModelsDir(), DownloadsDir: home.DownloadsDir()})
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			return path, nil
-		}
-	}
-	return man.Source, nil
+	return catalog.Checkpoint(ctx, dir, catalog.Options{ModelsDir: home.ModelsDir(), DownloadsDir: home.DownloadsDir(), Sources: home.SourceDir()})
 }
 
 func parseLoRA(flag, s string, alpha float64) (*train.LoRAConfig, error) {

@@ -203,6 +203,10 @@ type Options struct {
 	ModelsDir string
 	// DownloadsDir keeps downloaded archives.
 	DownloadsDir string
+	// Sources is where `make setup` keeps unpacked archives
+	// ($ANNA_HOME/src, SourceDir), read by TrainingSource when it holds
+	// an entry's files ("": always unpack from the archive).
+	Sources string
 	// Client is the HTTP client (default http.DefaultClient).
 	Client *http.Client
 	// Progress, when set, is called as the download proceeds (total -1

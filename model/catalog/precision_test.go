@@ -87,3 +87,18 @@ func TestWithPrecision(t *testing.T) {
 		t.Fatal("precision fp16 accepted")
 	}
 }
+
+// copyManifestAs writes into dest the default model's manifest renamed
+// name, with quantization q and source.
+func copyManifestAs(t *testing.T, dest, name, q, source string) {
+	t.Helper()
+	copyManifest(t, home.DefaultModel(), dest, name)
+	m, err := model.LoadManifest(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Quantization, m.Source = q, source
+	if err := model.WriteManifest(dest, m); err != nil {
+		t.Fatal(err)
+	}
+}

