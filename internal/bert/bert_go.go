@@ -20,7 +20,8 @@ type goRunner struct {
 // graph of output output, with or without a Causal2Vec context), or nil:
 // it runs BERT graphs, float32 and int8 (model/bert's int8 forward, with
 // the int8 graph's arithmetic), embedding models whose pooling is outside
-// the graph and cross-encoders (BertForSequenceClassification's head).
+// the graph and cross-encoders (BertForSequenceClassification's head), and
+// Llama-family decoders, float32, int8 and int4 (decoderSupports).
 func goSupports(md *model.Dir, output string, context bool) error {
 	man, cfg := md.Manifest, md.Config
 	why := ""
@@ -35,7 +36,7 @@ func goSupports(md *model.Dir, output string, context bool) error {
 	case output != model.OutputHidden:
 		why = fmt.Sprintf("it pools in its graph (pooling %q)", man.Pooling)
 	}
-	if why == "" && man.Quantization != "" && !(cfg.ModelType == "bert" && man.Quantization == model.QuantizeInt8) {
+	if why == "" && man.Quantization != "" && !cfg.IsDecoder() && !(cfg.ModelType == "bert" && man.Quantization == model.QuantizeInt8) {
 		why = fmt.Sprintf("its weights are quantized (%s), which it runs for BERT in %s only", man.Quantization, model.QuantizeInt8)
 	}
 	if why == "" {

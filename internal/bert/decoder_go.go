@@ -18,23 +18,29 @@ type decoderRunner struct {
 }
 
 // decoderSupports says why the Go backend cannot run the decoder of md
-// ("" when it can): it runs float32 graphs of every decoder anna
-// converts, with any pooling, technique or reranker head, but not
-// quantized ones.
+// ("" when it can): it runs float32, int8 and int4 graphs of every decoder
+// anna converts, with any pooling, technique or reranker head (int8: the
+// graph's integer products, model/llama's embed_quant.go; int4: the
+// 4-bit weights dequantized as MatMulNBits does).
 func decoderSupports(md *model.Dir) string {
-	if q := md.Manifest.Quantization; q != "" {
+	switch q := md.Manifest.Quantization; q {
+	case "", model.QuantizeInt8, model.QuantizeInt4:
+		return ""
+	default:
 		// goSupports' message reads "backend go runs … BERT models …, and " + this.
-		return fmt.Sprintf("float32 decoders, but %s is a %s decoder with %s weights", md.Path, md.Config.ModelType, q)
+		return fmt.Sprintf("float32, %s and %s decoders, but %s is a %s decoder with %s weights", model.QuantizeInt8, model.QuantizeInt4, md.Path, md.Config.ModelType, q)
 	}
-	return ""
 }
 
 // newDecoderRunner reads m's decoder graph and checks that it outputs what
 // m reads.
 func newDecoderRunner(m *Model) (runner, error) {
-	g, err := llama.ReadGraph(m.dir.ONNXPath, m.dir.Config)
+	g, quant, err := llama.ReadQuantizedGraph(m.dir.ONNXPath, m.dir.Config) // float32, int8 or int4
 	if err != nil {
 		return nil, err
+	}
+	if want := m.dir.Manifest.Quantization; quant != want {
+		return nil, fmt.Errorf("%s: the graph's weights are quantized %q, the manifest says quantization %q", m.dir.ONNXPath, quant, want)
 	}
 	e, err := llama.NewEmbedder(m.dir.Config, g)
 	if err != nil {

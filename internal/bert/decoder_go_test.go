@@ -163,13 +163,3 @@ func TestGoDecoderMatchesORT(t *testing.T) {
 		})
 	}
 }
-
-// TestGoDecoderRefusesQuantized: an int8 decoder is refused by the Go
-// backend at Open, naming the model and its weights.
-func TestGoDecoderRefusesQuantized(t *testing.T) {
-	dir := decoderDir(t, "llama", "plain", model.TaskEmbed, model.QuantizeInt8)
-	_, err := Open(context.Background(), dir, Spec{Task: model.TaskEmbed, Name: "test"}, Options{Backend: BackendGo})
-	if err == nil || !strings.Contains(err.Error(), "llama decoder with int8 weights") || !strings.Contains(err.Error(), dir) {
-		t.Errorf("an int8 decoder on backend go: %v, want a refusal naming it and its int8 weights", err)
-	}
-}

@@ -56,6 +56,7 @@ type embLayer struct {
 	qkv              *tensor.Weight
 	qkvBias          []float32
 	o, gateUp, down  *tensor.Weight
+	q8               *q8Layer // an int8 graph's products in their stead (embed_quant.go), or nil
 }
 
 // embHead is a trainable pooling head (train/decoder's, "pooling.…").
@@ -103,10 +104,17 @@ func NewEmbedder(cfg *model.Config, g *GraphWeights) (*Embedder, error) {
 			el.qn, el.kn = ly.QN.W, ly.KN.W
 		}
 		q, k, v := ly.Q(), ly.K(), ly.V()
-		el.qkv = tensor.PackWeight(slices.Concat(q.W.W, k.W.W, v.W.W), (nh+2*nkv)*hd, H, false)
 		if q.Bias != nil {
 			el.qkvBias = slices.Concat(q.Bias.W, k.Bias.W, v.Bias.W)
 		}
+		if g.Int8 != nil { // an int8 graph (embed_quant.go)
+			if el.q8, err = newQ8Layer(g.Int8, ly.Names); err != nil {
+				return nil, err
+			}
+			e.layers = append(e.layers, el)
+			continue
+		}
+		el.qkv = tensor.PackWeight(slices.Concat(q.W.W, k.W.W, v.W.W), (nh+2*nkv)*hd, H, false)
 		el.o = tensor.PackWeight(ly.O().W.W, H, nh*hd, false)
 		el.gateUp = tensor.PackWeight(slices.Concat(ly.Gate().W.W, ly.Up().W.W), 2*I, H, false)
 		el.down = tensor.PackWeight(ly.Down().W.W, H, I, false)
@@ -262,6 +270,7 @@ func (e *Embedder) validate(b *EmbedBatch) (lens, last []int, err error) {
 type embWork struct {
 	x, xn, qkv, ctx, tmp, gu, act, keyBias []float32
 	att                                    []embScratch
+	q8                                     q8Work // an int8 graph's quantized inputs
 }
 
 // embScratch is one attention goroutine's buffers.
@@ -390,7 +399,7 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 	})
 	for l := range e.layers {
 		ly := &e.layers[l]
-		ly.qkv.MatMulThen(qkv, QW, xn, H, R, ly.qkvBias, th, func(lo, hi int) {
+		err := w.product(ly.qkv, ly.q8.at(0), qkv, QW, xn, H, R, ly.qkvBias, th, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row := qkv[r*QW : r*QW+QW]
 				if ly.qn != nil { // Qwen3: RMSNorm of each query and key head
@@ -402,34 +411,46 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 				}
 			}
 		})
+		if err != nil {
+			return nil, fmt.Errorf("llama: layer %d Q/K/V: %w", l, err)
+		}
 		if err := e.attend(ctx, qkv, lens, offs, keyBias, w.att[:th]); err != nil {
 			return nil, fmt.Errorf("llama: layer %d attention: %w", l, err)
 		}
 		// x += ctx·Woᵀ; xn = RMSNorm(x).
-		ly.o.MatMulThen(tmp, H, ctx, nh*hd, R, nil, th, func(lo, hi int) {
+		err = w.product(ly.o, ly.q8.at(1), tmp, H, ctx, nh*hd, R, nil, th, func(lo, hi int) {
 			xs, ts := x[lo*H:hi*H], tmp[lo*H:hi*H]
 			for i, v := range ts {
 				xs[i] += v
 			}
 			rmsRows(xn[lo*H:hi*H], xs, ly.ln2, hi-lo, H, eps)
 		})
-		ly.gateUp.MatMulThen(gu, 2*I, xn, H, R, nil, th, func(lo, hi int) {
+		if err != nil {
+			return nil, fmt.Errorf("llama: layer %d output projection: %w", l, err)
+		}
+		err = w.product(ly.gateUp, ly.q8.at(2), gu, 2*I, xn, H, R, nil, th, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
-				ops.SwiGLUForward(act[r*I:r*I+I], gu[r*2*I:r*2*I+I], gu[r*2*I+I:r*2*I+2*I], 1)
+				ops.SwiGLURow(act[r*I:r*I+I], gu[r*2*I:r*2*I+I], gu[r*2*I+I:r*2*I+2*I]) // SwiGLUForward's bits
 			}
 		})
+		if err != nil {
+			return nil, fmt.Errorf("llama: layer %d gate and up projections: %w", l, err)
+		}
 		// x += act·Wdownᵀ; xn = the next layer's input norm, or the final one.
 		gain := e.norm
 		if l+1 < len(e.layers) {
 			gain = e.layers[l+1].ln1
 		}
-		ly.down.MatMulThen(tmp, H, act, I, R, nil, th, func(lo, hi int) {
+		err = w.product(ly.down, ly.q8.at(3), tmp, H, act, I, R, nil, th, func(lo, hi int) {
 			xs, ts := x[lo*H:hi*H], tmp[lo*H:hi*H]
 			for i, v := range ts {
 				xs[i] += v
 			}
 			rmsRows(xn[lo*H:hi*H], xs, gain, hi-lo, H, eps)
 		})
+		if err != nil {
+			return nil, fmt.Errorf("llama: layer %d down projection: %w", l, err)
+		}
 		if multi && l+1 < len(e.layers) {
 			for n := range lens {
 				r := offs[n] + last[n]

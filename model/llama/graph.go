@@ -38,6 +38,11 @@ type GraphWeights struct {
 	// token j), nil for an embedder; Labels is its width.
 	LabelHead []float32
 	Labels    int
+	// Int8 are an int8 graph's layer products by module name
+	// ("model.layers.N.self_attn.q_proj"; ReadQuantizedGraph), nil for
+	// any other graph: their Tensors entries have the [out, in] shape but
+	// no data.
+	Int8 map[string]*Int8Linear
 }
 
 // ReadGraph reads the weights of a float32 Llama-family graph written by
@@ -64,6 +69,15 @@ func ReadGraph(path string, cfg *model.Config) (*GraphWeights, error) {
 			return nil, fmt.Errorf("llama: %s holds quantized weights (initializer %s is 8-bit), which the Go forward does not run: use the float32 model", path, name)
 		}
 	}
+	return readGraph(path, cfg, init, nil)
+}
+
+// readGraph is ReadGraph on the initializers init of the graph at path;
+// quant, when not nil, reads a layer's Linear weight that the graph
+// stores quantized (graph_quant.go): it returns ok false for one stored as
+// float32, else the [out, in] weight to keep (nil for an int8 one kept
+// aside) or a problem to report.
+func readGraph(path string, cfg *model.Config, init map[string]*onnxfile.Tensor, quant func(full string, in, out int) (w []float32, ok bool, problem string)) (*GraphWeights, error) {
 	prefix := ""
 	if _, ok := init["model_embed_tokens_weight"]; ok {
 		prefix = "model."
@@ -102,6 +116,15 @@ func ReadGraph(path string, cfg *model.Config) (*GraphWeights, error) {
 	}
 	// linear takes a MatMul weight [in, out] back to nn.Linear's [out, in].
 	linear := func(full string, in, outDim int) {
+		if quant != nil {
+			if w, ok, problem := quant(full, in, outDim); problem != "" {
+				missing = append(missing, problem)
+				return
+			} else if ok {
+				put(full, []int{outDim, in}, w)
+				return
+			}
+		}
 		if t := take(full, in, outDim); t != nil {
 			put(full, []int{outDim, in}, transposed(t.Float, in, outDim))
 		}

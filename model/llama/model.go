@@ -12,9 +12,10 @@
 // activations, backward passes, LoRA and pooling; doc2query generates
 // with it.
 //
-// Serving (embed.go, graph.go): ReadGraph reads a converted decoder's
-// float32 model.onnx (model/onnx's BuildLlama) back into the checkpoint's
-// tensors, and an Embedder runs them for inference — internal/bert's "go"
+// Serving (embed.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
+// reads a converted decoder's float32 model.onnx (model/onnx's BuildLlama)
+// back into the checkpoint's tensors (ReadQuantizedGraph also an int8 or
+// int4 one), and an Embedder runs them for inference — internal/bert's "go"
 // backend, where ONNX Runtime is not built in or not wanted — computing
 // what the graph outputs: the last hidden state (pooled outside: last
 // token, mean), a trained pooling head's embedding (latent,
@@ -24,8 +25,15 @@
 // Runtime (internal/bert's TestGoDecoderMatchesORT) and of a naive
 // reference (TestEmbedderMatchesReference). Its weights are packed once
 // for internal/tensor's inference GEMM; only a batch's real rows are
-// computed; results do not depend on the thread count. Quantized graphs
-// are refused. Nothing here imports the trainer (train/…).
+// computed; results do not depend on the thread count. An int8 graph's
+// layer products run as the graph runs them (each input row quantized to
+// uint8 with its own scale, the sums exact in int32 on internal/tensor's
+// int8 GEMM, then the graph's float32 scaling), within 1e-6 of a naive
+// reference of the quantized graph (TestQuantizedEmbedderMatchesReference);
+// an int4 graph's 4-bit weights (and int8 token table) are dequantized as
+// MatMulNBits (accuracy level 1) and the graph's Cast/Mul do and run as
+// float32. ReadGraph refuses quantized graphs; ReadQuantizedGraph reads
+// them. Nothing here imports the trainer (train/…).
 //
 // Weights are named as transformers' LlamaModel / Qwen2Model state dict,
 // with or without the "model." prefix — what onnx.LlamaFromGGUF returns for

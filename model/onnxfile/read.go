@@ -46,8 +46,8 @@ type Attribute struct {
 }
 
 // Tensor is a decoded TensorProto: Float holds FLOAT (and DOUBLE) data,
-// Int64 INT64, INT32 and INT8 data (DataType stays Int8 for the last, the
-// others read as Float and Int64); Shape is its dims.
+// Int64 INT64, INT32, INT8 and UINT8 data (DataType stays Int8 and Uint8
+// for the last two, the others read as Float and Int64); Shape is its dims.
 type Tensor struct {
 	Name     string
 	Shape    []int
@@ -384,6 +384,14 @@ func readTensor(b []byte) (*Tensor, error) {
 		t.Int64 = make([]int64, n)
 		for i, b := range raw {
 			t.Int64[i] = int64(int8(b))
+		}
+	case Uint8: // a quantized graph's packed 4-bit weights (MatMulNBits)
+		if len(raw) != n {
+			return nil, fmt.Errorf("tensor %q: %d bytes of uint8 data for shape %v (want %d)", t.Name, len(raw), t.Shape, n)
+		}
+		t.Int64 = make([]int64, n)
+		for i, b := range raw {
+			t.Int64[i] = int64(b)
 		}
 	default:
 		// Other types (bool, uint8, float16, ...) are kept shape-only: a
