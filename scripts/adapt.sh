@@ -24,7 +24,8 @@ mkdir -p "$W"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "index $(basename "$DATA") with the base model"
-"$A" index --cache --index "$W/idx" "$DATA/corpus.jsonl"
+# float32, as the adapted student is (adapt reindexes with its float32 export)
+"$A" index --cache --precision float32 --index "$W/idx" "$DATA/corpus.jsonl"
 if [ ! -f "$W/before.json" ]; then
 	step "evaluate the base model ($SPLIT split)"
 	"$A" eval "$DATA" --split "$SPLIT" --index "$W/idx" --modes lexical,dense,hybrid --fusion rrf --json >"$W/before.json"

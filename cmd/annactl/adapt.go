@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,6 +135,7 @@ first batch has measured its speed.`,
 	f.BoolVar(&c.KeepQueryInPositive, "keep-query-in-positive", false, "train a query cut from a document against the whole document (default: the query is cut out of it, the inverse-cloze task)")
 	f.IntVar(&c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
 	f.StringVar(&c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
+	f.Var(logThresholdValue{&c.LogThreshold}, "log-threshold", "the teacher's calibrated log-odds a logged query's top document must reach to train on it: a `NUMBER`, none (every one the teacher ranks first), or auto (the 0.1 quantile of the confirmed extractive and generated positives' scores, even odds without them)")
 	f.StringVar(&c.TeacherModel, "teacher-model", "", "a stronger embedding model (`NAME` installed, or a directory) whose cosine joins the teacher")
 	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
 	f.IntVar(&c.BatchQueries, "batch", c.BatchQueries, "queries per step")
@@ -167,11 +170,17 @@ func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev strin
 		rep.Queries, rep.HeldOut, rep.Generated, rep.Logged, rep.Examples, rep.Filtered)
 	if rep.LogKept+rep.LogDropped > 0 {
 		from := fmt.Sprintf("the %g quantile of its scores of %d confirmed extractive and generated positives", adapt.LogQuantile, rep.LogReference)
-		if rep.LogReference == 0 {
+		thr := fmt.Sprintf("%.3f", rep.LogThreshold)
+		switch {
+		case rep.LogReference == -1 && rep.LogThreshold <= -math.MaxFloat64:
+			thr, from = "none", "--log-threshold none"
+		case rep.LogReference == -1:
+			from = "--log-threshold"
+		case rep.LogReference == 0:
 			from = fmt.Sprintf("even odds: fewer than %d confirmed extractive and generated positives to take a quantile of", adapt.MinReference)
 		}
-		fmt.Fprintf(a.stdout, "logged queries the teacher ranked first: %d kept, %d below its threshold %.3f (%s) dropped\n",
-			rep.LogKept, rep.LogDropped, rep.LogThreshold, from)
+		fmt.Fprintf(a.stdout, "logged queries the teacher ranked first: %d kept, %d below its threshold %s (%s) dropped\n",
+			rep.LogKept, rep.LogDropped, thr, from)
 	}
 	if rep.Model != "" {
 		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
@@ -205,3 +214,36 @@ func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev strin
 	sort.Strings(parts)
 	fmt.Fprintf(a.stdout, "took %s (%s; estimated %s)\n", took.Round(time.Second), strings.Join(parts, ", "), rep.Estimate.Round(time.Second))
 }
+
+// logThresholdValue is --log-threshold: auto (nil), none (-Inf) or a number.
+type logThresholdValue struct{ p **float64 }
+
+func (v logThresholdValue) String() string {
+	switch {
+	case v.p == nil || *v.p == nil:
+		return "auto"
+	case math.IsInf(**v.p, -1):
+		return "none"
+	}
+	return strconv.FormatFloat(**v.p, 'g', -1, 64)
+}
+
+func (v logThresholdValue) Set(s string) error {
+	switch s {
+	case "auto":
+		*v.p = nil
+		return nil
+	case "none":
+		x := math.Inf(-1)
+		*v.p = &x
+		return nil
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return fmt.Errorf("want a number, none or auto")
+	}
+	*v.p = &x
+	return nil
+}
+
+func (v logThresholdValue) Type() string { return "string" }

@@ -99,6 +99,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/anna-search/anna/internal/safe"
@@ -128,6 +129,11 @@ type Config struct {
 	// TeacherModel, when set, is another (stronger) embedding model whose
 	// cosine joins the fusion teacher.
 	TeacherModel string
+	// LogThreshold, when set, replaces the calibrated threshold a logged
+	// query's top document must reach (the teacher's calibrated log-odds;
+	// math.Inf(-1) keeps every logged query whose engine guess the teacher
+	// ranks first). nil: the LogQuantile quantile described above.
+	LogThreshold *float64
 	// Generate, when > 0, writes a query for each of Generate documents
 	// (chosen with Seed) with the instruct decoder in Generator, a llama
 	// GGUF file with a ChatML template (doc2query.Load; `annactl adapt`
@@ -177,7 +183,7 @@ type Report struct {
 	// document needed (see the package doc); LogKept and LogDropped count
 	// the logged training queries the teacher ranked first that reached it
 	// and did not; LogReference the confirmed scores it was taken from (0:
-	// too few, the threshold is even odds).
+	// too few, the threshold is even odds; -1: Config.LogThreshold gave it).
 	LogThreshold                      float64
 	LogKept, LogDropped, LogReference int
 	Steps                             int     // training steps
@@ -204,6 +210,7 @@ type settings struct {
 	Base, Queries, TeacherModel, Generator            string
 	Generate                                          int
 	NoExtractive, KeepQueryInPositive                 bool
+	LogThreshold                                      string `json:",omitempty"` // "": calibrated
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
 	Seed                                              uint64
@@ -325,6 +332,9 @@ func (r *run) open() error {
 		NoExtractive: c.NoExtractive, KeepQueryInPositive: c.KeepQueryInPositive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
 		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
+	if c.LogThreshold != nil {
+		want.LogThreshold = strconv.FormatFloat(*c.LogThreshold, 'g', -1, 64)
+	}
 	st, err := stagefile.Open[settings, Report]("adapt", "run", c.Work, "adapt.json", want)
 	if err != nil {
 		return err

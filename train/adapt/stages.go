@@ -421,6 +421,12 @@ func (r *run) mineAll(ctx context.Context, newMiner newMinerFunc) error {
 	if len(ref) >= MinReference {
 		rep.LogReference = len(ref)
 	}
+	if r.cfg.LogThreshold != nil {
+		thr, rep.LogThreshold, rep.LogReference = *r.cfg.LogThreshold, *r.cfg.LogThreshold, -1
+		if math.IsInf(thr, -1) {
+			rep.LogThreshold = -math.MaxFloat64 // JSON has no -Inf: every score reaches it alike
+		}
+	}
 	n, kept, dropped, err := r.assemble("mined.jsonl", minedFiles[0].out, minedFiles[1].out, thr)
 	if err != nil {
 		return err
@@ -430,7 +436,10 @@ func (r *run) mineAll(ctx context.Context, newMiner newMinerFunc) error {
 		return err
 	} else if kept+dropped+hk+hd > 0 {
 		how := fmt.Sprintf("the %g quantile of the teacher's scores of %d confirmed extractive and generated positives", LogQuantile, len(ref))
-		if rep.LogReference == 0 {
+		switch rep.LogReference {
+		case -1:
+			how = "given (LogThreshold, --log-threshold)"
+		case 0:
 			how = fmt.Sprintf("even odds: %d confirmed extractive and generated positives are too few (%d needed) to take a quantile", len(ref), MinReference)
 		}
 		r.logf("logged queries: the teacher's score of the top document must reach %.3f (%s): %d kept, %d dropped for training; %d kept, %d dropped held out",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,6 +133,29 @@ func TestLogThreshold(t *testing.T) {
 	}
 	if got := minedQueries(t, filepath.Join(work, "heldout-mined.jsonl")); !slices.Equal(got, []string{"made held", "log held high"}) {
 		t.Fatalf("heldout-mined.jsonl's queries: %q", got)
+	}
+
+	// A given threshold replaces the calibrated one: none (-Inf) keeps
+	// every logged query the teacher ranks first, unconfirmed ones still
+	// filtered; the report stays JSON.
+	none := math.Inf(-1)
+	r2 := &run{cfg: c, st: &state{}}
+	r2.cfg.LogThreshold = &none
+	err = r2.mineAll(context.Background(), func(progress func(done, total int)) (*mining.Miner, error) {
+		return mining.New(docs, teacher, docs, r2.minerOptions(progress))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep = r2.st.Report
+	if rep.LogReference != -1 || rep.LogKept != 3 || rep.LogDropped != 0 || rep.Examples != 24+3 {
+		t.Fatalf("--log-threshold none: report %+v, want 3 logged kept, 0 dropped, 27 examples", rep)
+	}
+	if got := minedQueries(t, filepath.Join(work, "heldout-mined.jsonl")); !slices.Equal(got, []string{"made held", "log held high", "log held low"}) {
+		t.Fatalf("--log-threshold none: heldout-mined.jsonl's queries: %q", got)
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatalf("the report with no threshold: %v", err)
 	}
 
 	if thr := logThreshold([]float64{5, 6, 7}); thr != 0 {
