@@ -15,16 +15,18 @@ import (
 	"github.com/anna-search/anna/model"
 )
 
-// installedDecoders lists the installed float32 decoder embedders (a
-// SmolLM2 imported with `annactl models import --pooling lasttoken
-// smollm2.gguf …`), each with the paired encoder it needs absent.
-func installedDecoders() []string {
+// installedDecoders lists the installed decoder embedders (a SmolLM2
+// imported with `annactl models import --pooling lasttoken smollm2.gguf …`,
+// or installed with --quantize int8 or int4): the float32 ones, or, when
+// quantized, the int8 and int4 ones; each with the paired encoder it
+// needs absent.
+func installedDecoders(quantized bool) []string {
 	entries, _ := os.ReadDir(home.ModelsDir())
 	var dirs []string
 	for _, e := range entries {
 		dir := filepath.Join(home.ModelsDir(), e.Name())
 		md, err := model.OpenDir(dir)
-		if err != nil || !md.Config.IsDecoder() || md.Manifest.Task != model.TaskEmbed || md.Manifest.Quantization != "" || md.Manifest.Context != nil {
+		if err != nil || !md.Config.IsDecoder() || md.Manifest.Task != model.TaskEmbed || (md.Manifest.Quantization != "") != quantized || md.Manifest.Context != nil {
 			continue
 		}
 		dirs = append(dirs, dir)
@@ -32,37 +34,49 @@ func installedDecoders() []string {
 	return dirs
 }
 
+// decoderTexts are what the decoder backend tests embed: as documents,
+// and the middle two as instructed queries.
+var decoderTexts = []string{"", "what do ribosomes do?", strings.Repeat("Ribosomes translate messenger RNA into protein. ", 12),
+	"Mitochondria produce most of the cell's ATP through oxidative phosphorylation."}
+
+// embedOnBothBackends returns the model at dir's vectors of decoderTexts
+// as documents, then of decoderTexts[1:3] as instructed queries, through
+// ONNX Runtime ([0]) and through the Go backend ([1]).
+func embedOnBothBackends(t *testing.T, ctx context.Context, dir string) [2][][]float32 {
+	t.Helper()
+	var vecs [2][][]float32
+	for i, be := range []string{BackendORT, BackendGo} {
+		enc, err := Load(ctx, dir, Options{Backend: be, BatchSize: 3, Workers: 1})
+		if err != nil {
+			t.Fatalf("%s, backend %s: %v", dir, be, err)
+		}
+		docs, err := enc.EmbedDocuments(ctx, decoderTexts)
+		if err == nil {
+			var qs [][]float32
+			qs, err = enc.EmbedQueries(ctx, decoderTexts[1:3], Prompt{Instruction: "Find the passage"})
+			docs = append(docs, qs...)
+		}
+		enc.Close()
+		if err != nil {
+			t.Fatalf("%s, backend %s: %v", dir, be, err)
+		}
+		vecs[i] = docs
+	}
+	return vecs
+}
+
 // TestGoBackendDecoders: every installed float32 decoder embedder (a real
 // SmolLM2) embeds documents and instructed queries through the Go backend
 // as through ONNX Runtime, within 1e-5 per component.
 func TestGoBackendDecoders(t *testing.T) {
 	needORT(t)
-	dirs := installedDecoders()
+	dirs := installedDecoders(false)
 	if len(dirs) == 0 {
 		t.Skipf("no float32 decoder embedder installed in %s (annactl models import --pooling lasttoken smollm2.gguf DIR)", home.ModelsDir())
 	}
 	ctx := context.Background()
-	texts := []string{"", "what do ribosomes do?", strings.Repeat("Ribosomes translate messenger RNA into protein. ", 12),
-		"Mitochondria produce most of the cell's ATP through oxidative phosphorylation."}
 	for _, dir := range dirs {
-		var vecs [2][][]float32
-		for i, be := range []string{BackendORT, BackendGo} {
-			enc, err := Load(ctx, dir, Options{Backend: be, BatchSize: 3, Workers: 1})
-			if err != nil {
-				t.Fatalf("%s, backend %s: %v", dir, be, err)
-			}
-			docs, err := enc.EmbedDocuments(ctx, texts)
-			if err == nil {
-				var qs [][]float32
-				qs, err = enc.EmbedQueries(ctx, texts[1:3], Prompt{Instruction: "Find the passage"})
-				docs = append(docs, qs...)
-			}
-			enc.Close()
-			if err != nil {
-				t.Fatalf("%s, backend %s: %v", dir, be, err)
-			}
-			vecs[i] = docs
-		}
+		vecs := embedOnBothBackends(t, ctx, dir)
 		var worst float64
 		for i := range vecs[0] {
 			for j := range vecs[0][i] {
@@ -80,11 +94,20 @@ func TestGoBackendDecoders(t *testing.T) {
 // installed float32 decoder embedder through ONNX Runtime and through the
 // Go backend, the sides in turn, and reports each side's docs/s.
 func BenchmarkDecoderBackends(b *testing.B) {
+	benchDecoderBackends(b, false)
+}
+
+// benchDecoderBackends is BenchmarkDecoderBackends for the installed
+// float32 decoder embedders, or, when quantized, the int8 and int4 ones.
+func benchDecoderBackends(b *testing.B, quantized bool) {
 	if DefaultBackend() != BackendORT {
 		b.Skip("needs ONNX Runtime, which this build lacks")
 	}
-	dirs := installedDecoders()
+	dirs := installedDecoders(quantized)
 	if len(dirs) == 0 {
+		if quantized {
+			b.Skip("no quantized decoder embedder installed")
+		}
 		b.Skip("no float32 decoder embedder installed")
 	}
 	f, err := os.Open(filepath.Join(sharedDir(b), "datasets", "scifact", "corpus.jsonl"))
@@ -100,6 +123,7 @@ func BenchmarkDecoderBackends(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
+	rates := map[string]float64{} // reported at the end: ResetTimer drops the metrics reported before it
 	for _, dir := range dirs {
 		encs := map[string]*ORTEncoder{}
 		for _, be := range []string{BackendORT, BackendGo} {
@@ -125,7 +149,10 @@ func BenchmarkDecoderBackends(b *testing.B) {
 			}
 		}
 		for be, d := range spent {
-			b.ReportMetric(float64(b.N*len(texts))/d.Seconds(), filepath.Base(dir)+"-"+be+"-docs/s")
+			rates[filepath.Base(dir)+"-"+be+"-docs/s"] = float64(b.N*len(texts)) / d.Seconds()
 		}
+	}
+	for unit, r := range rates {
+		b.ReportMetric(r, unit)
 	}
 }

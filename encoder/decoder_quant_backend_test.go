@@ -1,36 +1,14 @@
 package encoder
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
 )
-
-// installedQuantizedDecoders lists the installed int8 and int4 decoder
-// embedders (`annactl models install smollm2-135m-instruct --quantize
-// int8`), each with the paired encoder it needs absent.
-func installedQuantizedDecoders() []string {
-	entries, _ := os.ReadDir(home.ModelsDir())
-	var dirs []string
-	for _, e := range entries {
-		dir := filepath.Join(home.ModelsDir(), e.Name())
-		md, err := model.OpenDir(dir)
-		if err != nil || !md.Config.IsDecoder() || md.Manifest.Task != model.TaskEmbed || md.Manifest.Quantization == "" || md.Manifest.Context != nil {
-			continue
-		}
-		dirs = append(dirs, dir)
-	}
-	return dirs
-}
 
 // TestGoBackendQuantizedDecoders: every installed int8 or int4 decoder
 // embedder (a real SmolLM2) embeds documents and instructed queries
@@ -45,36 +23,17 @@ func installedQuantizedDecoders() []string {
 // model's.
 func TestGoBackendQuantizedDecoders(t *testing.T) {
 	needORT(t)
-	dirs := installedQuantizedDecoders()
+	dirs := installedDecoders(true)
 	if len(dirs) == 0 {
 		t.Skipf("no quantized decoder embedder installed in %s (annactl models install smollm2-135m-instruct --quantize int8)", home.ModelsDir())
 	}
 	ctx := context.Background()
-	texts := []string{"", "what do ribosomes do?", strings.Repeat("Ribosomes translate messenger RNA into protein. ", 12),
-		"Mitochondria produce most of the cell's ATP through oxidative phosphorylation."}
 	for _, dir := range dirs {
 		md, err := model.OpenDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var vecs [2][][]float32
-		for i, be := range []string{BackendORT, BackendGo} {
-			enc, err := Load(ctx, dir, Options{Backend: be, BatchSize: 3, Workers: 1})
-			if err != nil {
-				t.Fatalf("%s, backend %s: %v", dir, be, err)
-			}
-			docs, err := enc.EmbedDocuments(ctx, texts)
-			if err == nil {
-				var qs [][]float32
-				qs, err = enc.EmbedQueries(ctx, texts[1:3], Prompt{Instruction: "Find the passage"})
-				docs = append(docs, qs...)
-			}
-			enc.Close()
-			if err != nil {
-				t.Fatalf("%s, backend %s: %v", dir, be, err)
-			}
-			vecs[i] = docs
-		}
+		vecs := embedOnBothBackends(t, ctx, dir)
 		worst, cos := 0.0, 1.0
 		for i := range vecs[0] {
 			var ab, aa, bb float64
@@ -97,56 +56,5 @@ func TestGoBackendQuantizedDecoders(t *testing.T) {
 // abstracts through ONNX Runtime and through the Go backend, the sides in
 // turn, each side's docs/s.
 func BenchmarkQuantizedDecoderBackends(b *testing.B) {
-	if DefaultBackend() != BackendORT {
-		b.Skip("needs ONNX Runtime, which this build lacks")
-	}
-	dirs := installedQuantizedDecoders()
-	if len(dirs) == 0 {
-		b.Skip("no quantized decoder embedder installed")
-	}
-	f, err := os.Open(filepath.Join(sharedDir(b), "datasets", "scifact", "corpus.jsonl"))
-	if err != nil {
-		b.Skip(err)
-	}
-	defer f.Close()
-	var texts []string
-	for sc := bufio.NewScanner(f); sc.Scan() && len(texts) < 40; {
-		var d struct{ Title, Text string }
-		if json.Unmarshal(sc.Bytes(), &d) == nil {
-			texts = append(texts, d.Title+" "+d.Text)
-		}
-	}
-	ctx := context.Background()
-	rates := map[string]float64{} // reported at the end: ResetTimer drops the metrics reported before it
-	for _, dir := range dirs {
-		encs := map[string]*ORTEncoder{}
-		for _, be := range []string{BackendORT, BackendGo} {
-			enc, err := Load(ctx, dir, Options{Backend: be})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer enc.Close()
-			if _, err := enc.EmbedDocuments(ctx, texts[:1]); err != nil { // the session
-				b.Fatal(err)
-			}
-			encs[be] = enc
-		}
-		spent := map[string]time.Duration{}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for _, be := range []string{BackendORT, BackendGo} {
-				start := time.Now()
-				if _, err := encs[be].EmbedDocuments(ctx, texts); err != nil {
-					b.Fatal(err)
-				}
-				spent[be] += time.Since(start)
-			}
-		}
-		for be, d := range spent {
-			rates[filepath.Base(dir)+"-"+be+"-docs/s"] = float64(b.N*len(texts)) / d.Seconds()
-		}
-	}
-	for unit, r := range rates {
-		b.ReportMetric(r, unit)
-	}
+	benchDecoderBackends(b, true)
 }

@@ -35,7 +35,9 @@
 // FMA where there is AVX2 (infer_amd64.s), the same formulas in Go
 // elsewhere. They are in place, single-goroutine, and agree with the
 // training ops to float32 rounding but, unlike them, not bit for bit
-// across CPUs; the training ops do not use them.
+// across CPUs; the training ops do not use them. PackedAttention
+// (infer_attention.go), model/bert's and model/llama's inference attention
+// over sequences laid back to back, is built on them.
 package ops
 
 import (

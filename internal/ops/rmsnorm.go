@@ -9,19 +9,32 @@ import "math"
 func RMSNormForward(out, rstd, x, w []float32, rows, C int, eps float32, th int) {
 	ParallelFor(rows, th, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			xr := x[r*C : r*C+C]
-			var s float64
-			for _, v := range xr {
-				s += float64(v) * float64(v)
-			}
-			rs := float32(1 / math.Sqrt(s/float64(C)+float64(eps)))
-			o := out[r*C : r*C+C]
-			for c, v := range xr {
-				o[c] = v * rs * w[c]
-			}
-			rstd[r] = rs
+			rstd[r] = rmsNormRow(out[r*C:r*C+C], x[r*C:r*C+C], w, eps)
 		}
 	})
+}
+
+// RMSNormRows is RMSNormForward without rstd, on the calling goroutine
+// (inference: model/llama's forward); the same values bit for bit. out
+// may be x.
+func RMSNormRows(out, x, w []float32, rows, C int, eps float32) {
+	for r := 0; r < rows; r++ {
+		rmsNormRow(out[r*C:r*C+C], x[r*C:r*C+C], w, eps)
+	}
+}
+
+// rmsNormRow sets o = xr / sqrt(mean(xr²) + eps) ⊙ w (o may be xr) and
+// returns the row's 1/sqrt(mean(xr²)+eps).
+func rmsNormRow(o, xr, w []float32, eps float32) float32 {
+	var s float64
+	for _, v := range xr {
+		s += float64(v) * float64(v)
+	}
+	rs := float32(1 / math.Sqrt(s/float64(len(xr))+float64(eps)))
+	for c, v := range xr {
+		o[c] = v * rs * w[c]
+	}
+	return rs
 }
 
 // RMSNormBackward adds to dx, and to dw when not nil, the gradient given

@@ -240,15 +240,23 @@ func (w *Weight) MatMulThen(c []float32, ldc int, a []float32, lda, m int, bias 
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	// Blocks of rows go to the goroutines in turn, a few per goroutine,
-	// so that one that gets less of the CPU (a busy machine) takes fewer.
-	mr := w.kn.mr
+	rowBlocks(m, w.kn.mr, threads, func(r0, r1 int) {
+		w.rows(r0, r1, c, ldc, a, lda, bias, then)
+	})
+}
+
+// rowBlocks calls rows(r0, r1) over [0, m) in blocks of whole mr-row
+// tiles (at most imc rows), on up to threads goroutines (≥ 1) that take
+// the blocks in turn, a few per goroutine, so that one that gets less of
+// the CPU (a busy machine) takes fewer; on the calling goroutine, in one
+// call, when there is one block or one thread.
+func rowBlocks(m, mr, threads int, rows func(r0, r1 int)) {
 	tiles := (m + mr - 1) / mr
 	per := min(imc, max(4*mr, (tiles+4*threads-1)/(4*threads)*mr))
 	blocks := (m + per - 1) / per
 	threads = max(1, min(threads, blocks))
 	if threads == 1 {
-		w.rows(0, m, c, ldc, a, lda, bias, then)
+		rows(0, m)
 		return
 	}
 	var next atomic.Int64
@@ -260,7 +268,7 @@ func (w *Weight) MatMulThen(c []float32, ldc int, a []float32, lda, m int, bias 
 				if b >= blocks {
 					return
 				}
-				w.rows(b*per, min(m, (b+1)*per), c, ldc, a, lda, bias, then)
+				rows(b*per, min(m, (b+1)*per))
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // The int8 inference GEMM: the products of a quantized BERT graph (model/
@@ -156,29 +155,9 @@ func (w *Int8Weight) MatMulThen(c []float32, ldc int, a []uint8, lda, m int, zp 
 	for j, s := range w.colSum {
 		corr[j] = int32(zp) * s
 	}
-	mr := w.kn.mr
-	tiles := (m + mr - 1) / mr
-	per := min(imc, max(4*mr, (tiles+4*threads-1)/(4*threads)*mr))
-	blocks := (m + per - 1) / per
-	threads = max(1, min(threads, blocks))
-	if threads == 1 {
-		w.rows(0, m, c, ldc, a, lda, corr, cs, rowScale, bb, then)
-		return nil
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range threads {
-		wg.Go(func() {
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= blocks {
-					return
-				}
-				w.rows(b*per, min(m, (b+1)*per), c, ldc, a, lda, corr, cs, rowScale, bb, then)
-			}
-		})
-	}
-	wg.Wait()
+	rowBlocks(m, w.kn.mr, threads, func(r0, r1 int) {
+		w.rows(r0, r1, c, ldc, a, lda, corr, cs, rowScale, bb, then)
+	})
 	return nil
 }
 

@@ -43,17 +43,14 @@
 package bert
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/anna-search/anna/internal/ops"
-	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
@@ -315,9 +312,9 @@ func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 	ops.ParallelFor(R, th, func(lo, hi int) {
 		ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], m.elnw, m.elnb, hi-lo, C, eps)
 	})
-	att := attention{H: H, D: C / H, lens: lens, offs: offs, keyBias: keyBias}
+	att := ops.PackedAttention{H: H, KV: H, D: C / H, Lens: lens, Offs: offs, KeyBias: keyBias}
 	if len(w.att) < th {
-		w.att = make([]attScratch, th)
+		w.att = make([]ops.AttScratch, th)
 	}
 	if m.q != nil {
 		if err := m.forwardInt8(w, x, res, qkv, ctx, ff, att, R, th); err != nil {
@@ -327,7 +324,7 @@ func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 	for l := range m.layers {
 		ly := &m.layers[l]
 		ly.qkv.MatMul(qkv, 3*C, x, C, R, ly.qkvBias, th)
-		if err := att.forward(ctx, qkv, w.att[:th]); err != nil {
+		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
 			return nil, fmt.Errorf("bert: layer %d attention: %w", l, err)
 		}
 		// x ← LayerNorm(x + ctx·Woᵀ + bo), per block of rows.
@@ -360,15 +357,8 @@ func (m *Model) act(x []float32) {
 // work is one Forward's activations, kept between calls in Model.work.
 type work struct {
 	x, res, qkv, ctx, ff, keyBias []float32
-	att                           []attScratch // one per goroutine
-	q                             qwork        // an int8 model's
-}
-
-// attScratch is one attention goroutine's buffers: Kᵀ of a head, its
-// scores, and the rows' 1/Σ.
-type attScratch struct {
-	kt, s, inv []float32
-	mm         tensor.InferScratch
+	att                           []ops.AttScratch // one per goroutine
+	q                             qwork            // an int8 model's
 }
 
 func grow(b *[]float32, n int) []float32 {
@@ -376,60 +366,6 @@ func grow(b *[]float32, n int) []float32 {
 		*b = make([]float32, n)
 	}
 	return (*b)[:n]
-}
-
-// attention is one layer's self-attention over a batch of sequences laid
-// back to back (sequence n: rows offs[n] to offs[n]+lens[n]).
-type attention struct {
-	H, D       int
-	lens, offs []int
-	keyBias    []float32
-}
-
-// forward writes ctx (rows of H·D) from qkv (rows of query, key and value,
-// H·D each): per sequence and head, P = softmax(Q·Kᵀ/√D + keyBias), ctx =
-// P·V. Tasks are (sequence, head) pairs, taken in turn by up to
-// len(scratches) goroutines, each with its scratch. The error is a panic
-// of one of them, recovered.
-func (a attention) forward(ctx, qkv []float32, scratches []attScratch) error {
-	H, D := a.H, a.D
-	C := H * D
-	scale := float32(1 / math.Sqrt(float64(D)))
-	tasks := len(a.lens) * H
-	scratches = scratches[:max(1, min(len(scratches), tasks))]
-	var next atomic.Int64
-	return parallel.Each(context.Background(), len(scratches), len(scratches), func(g int) error {
-		sc := &scratches[g]
-		for {
-			task := int(next.Add(1) - 1)
-			if task >= tasks {
-				return nil
-			}
-			n, h := task/H, task%H
-			L, o := a.lens[n], a.offs[n]
-			kt, s := grow(&sc.kt, D*L), grow(&sc.s, L*L)
-			q := qkv[o*3*C+h*D:]
-			k := qkv[o*3*C+C+h*D:]
-			v := qkv[o*3*C+2*C+h*D:]
-			for j := 0; j < L; j++ { // Kᵀ, D×L
-				for d, kv := range k[j*3*C : j*3*C+D] {
-					kt[d*L+j] = kv
-				}
-			}
-			sc.mm.MatMulNN(L, L, D, q, 3*C, kt, L, s, L)
-			kb, inv := a.keyBias[o:o+L], grow(&sc.inv, L)
-			for i := 0; i < L; i++ {
-				inv[i] = 1 / ops.ExpScaled(s[i*L:i*L+L], kb, scale)
-			}
-			sc.mm.MatMulNN(L, D, L, s, L, v, 3*C, ctx[o*C+h*D:], C)
-			for i, f := range inv { // the softmax's division, on P·V's rows
-				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
-				for d := range row {
-					row[d] *= f
-				}
-			}
-		}
-	})
 }
 
 func sameShape(a, b []int) bool {

@@ -104,7 +104,7 @@ func growU8(b *[]uint8, n int) []uint8 {
 // forwardInt8 runs the int8 layers over the R real rows of x (R×C, the
 // embeddings' output), leaving the last layer's output in x; res, qkv, ctx
 // and ff are Forward's buffers.
-func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att attention, R, th int) error {
+func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.PackedAttention, R, th int) error {
 	C, FF := m.cfg.HiddenSize, m.cfg.IntermediateSize
 	eps := float32(m.cfg.LayerNormEps)
 	ldc, ldf := tensor.Int8Stride(C), tensor.Int8Stride(FF)
@@ -145,7 +145,7 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att attenti
 		if err := ly.qkv.MatMulThen(qkv, 3*C, qa, ldc, R, zp, cs, nil, ly.qkvBias, th, nil); err != nil {
 			return fmt.Errorf("bert: layer %d Q/K/V: %w", l, err)
 		}
-		if err := att.forward(ctx, qkv, w.att[:th]); err != nil {
+		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
 			return fmt.Errorf("bert: layer %d attention: %w", l, err)
 		}
 		// x ← SkipLayerNorm(rowq(ctx)·Wo, x, bo), then x quantized per

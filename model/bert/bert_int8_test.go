@@ -117,30 +117,7 @@ func naiveInt8(cfg *model.Config, ts map[string]*safetensors.Tensor, seqs [][]in
 					}
 				}
 			}
-			ctx := make([]float64, L*C)
-			for h := 0; h < H; h++ {
-				for i := 0; i < L; i++ {
-					s := make([]float64, L)
-					mx := math.Inf(-1)
-					for j := range s {
-						for d := 0; d < D; d++ {
-							s[j] += q[i*C+h*D+d] * k[j*C+h*D+d]
-						}
-						s[j] /= math.Sqrt(float64(D))
-						mx = math.Max(mx, s[j])
-					}
-					var z float64
-					for j := range s {
-						s[j] = math.Exp(s[j] - mx)
-						z += s[j]
-					}
-					for j := range s {
-						for d := 0; d < D; d++ {
-							ctx[i*C+h*D+d] += s[j] / z * v[j*C+h*D+d]
-						}
-					}
-				}
-			}
+			ctx := naiveAttention(q, k, v, L, H, D, nil)
 			for i := 0; i < L; i++ {
 				r := x[i*C : i*C+C]
 				a := rowq(ctx[i*C:i*C+C], p+"attention.output.dense", C)

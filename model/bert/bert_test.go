@@ -186,6 +186,41 @@ func TestForwardWideMatchesNaive(t *testing.T) {
 	}
 }
 
+// naiveAttention is multi-head self-attention over one sequence of L rows
+// of H heads D wide in float64: per head softmax(Q·Kᵀ/√D)·V, where keys
+// whose mask is 0 get no attention (mask nil: none hidden).
+func naiveAttention(q, k, v []float64, L, H, D int, mask []int64) []float64 {
+	C := H * D
+	ctx := make([]float64, L*C)
+	for h := 0; h < H; h++ {
+		for i := 0; i < L; i++ {
+			s := make([]float64, L)
+			var mx = math.Inf(-1)
+			for j := 0; j < L; j++ {
+				for d := 0; d < D; d++ {
+					s[j] += q[i*C+h*D+d] * k[j*C+h*D+d]
+				}
+				s[j] /= math.Sqrt(float64(D))
+				if mask != nil && mask[j] == 0 {
+					s[j] = math.Inf(-1)
+				}
+				mx = math.Max(mx, s[j])
+			}
+			var z float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - mx)
+				z += s[j]
+			}
+			for j := range s {
+				for d := 0; d < D; d++ {
+					ctx[i*C+h*D+d] += s[j] / z * v[j*C+h*D+d]
+				}
+			}
+		}
+	}
+	return ctx
+}
+
 // naive is BERT over one unpadded sequence in float64; keys whose mask is
 // 0 get no attention (mask nil: none hidden).
 func naive(cfg *model.Config, ts map[string]*safetensors.Tensor, ids, types, mask []int64) []float64 {
@@ -234,33 +269,7 @@ func naive(cfg *model.Config, ts map[string]*safetensors.Tensor, ids, types, mas
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := "encoder.layer." + string(rune('0'+l)) + "."
 		q, k, v := lin(x, C, C, p+"attention.self.query"), lin(x, C, C, p+"attention.self.key"), lin(x, C, C, p+"attention.self.value")
-		ctx := make([]float64, L*C)
-		for h := 0; h < H; h++ {
-			for i := 0; i < L; i++ {
-				s := make([]float64, L)
-				var mx = math.Inf(-1)
-				for j := 0; j < L; j++ {
-					for d := 0; d < D; d++ {
-						s[j] += q[i*C+h*D+d] * k[j*C+h*D+d]
-					}
-					s[j] /= math.Sqrt(float64(D))
-					if mask != nil && mask[j] == 0 {
-						s[j] = math.Inf(-1)
-					}
-					mx = math.Max(mx, s[j])
-				}
-				var z float64
-				for j := range s {
-					s[j] = math.Exp(s[j] - mx)
-					z += s[j]
-				}
-				for j := range s {
-					for d := 0; d < D; d++ {
-						ctx[i*C+h*D+d] += s[j] / z * v[j*C+h*D+d]
-					}
-				}
-			}
-		}
+		ctx := naiveAttention(q, k, v, L, H, D, mask)
 		a := lin(ctx, C, C, p+"attention.output.dense")
 		for i := range a {
 			a[i] += x[i]

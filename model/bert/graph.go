@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnxfile"
 	"github.com/anna-search/anna/model/safetensors"
@@ -83,7 +84,7 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 			if len(t.Shape) != 2 || len(t.Float) != t.Shape[0]*t.Shape[1] {
 				missing = append(missing, fmt.Sprintf("%s (shape %v, want a matrix)", t.Name, t.Shape))
 			} else {
-				put(name+".weight", []int{t.Shape[1], t.Shape[0]}, transposed(t.Float, t.Shape[0], t.Shape[1]))
+				put(name+".weight", []int{t.Shape[1], t.Shape[0]}, tensor.Transposed(t.Float, t.Shape[0], t.Shape[1]))
 			}
 		}
 		same(name + ".bias")
@@ -127,35 +128,39 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 	}
 	if cw, ok := init["classifier_weight"]; ok { // a cross-encoder: BertForSequenceClassification's head
 		linear("pooler.dense")
-		if cw.DataType == onnxfile.Float && len(cw.Shape) == 2 && len(cw.Float) == cw.Shape[0]*cw.Shape[1] {
-			out["classifier.weight"] = &safetensors.Tensor{Name: "classifier.weight", DType: "F32", Shape: []int{cw.Shape[1], cw.Shape[0]}, Data: transposed(cw.Float, cw.Shape[0], cw.Shape[1])}
-		} else {
-			missing = append(missing, fmt.Sprintf("classifier_weight (shape %v, want a float32 matrix)", cw.Shape))
-		}
-		if cb, ok := init["classifier_bias"]; ok && cb.DataType == onnxfile.Float {
-			out["classifier.bias"] = &safetensors.Tensor{Name: "classifier.bias", DType: "F32", Shape: append([]int(nil), cb.Shape...), Data: cb.Float}
-		} else {
-			missing = append(missing, "classifier_bias (classifier.bias)")
-		}
+		missing = classifierHead(out, cw, init, missing)
 	}
 	if len(missing) > 0 {
-		list, more := missing, ""
-		if len(list) > 8 {
-			list, more = list[:8], fmt.Sprintf(" (and %d more)", len(missing)-8)
-		}
-		return nil, fmt.Errorf("bert: %s is not a float32 BERT graph of anna's converter for its config.json: %d initializer(s) missing or unusable: %s%s", path, len(missing), strings.Join(list, ", "), more)
+		return nil, notConverted(path, "a float32", missing)
 	}
 	return out, nil
 }
 
-// transposed returns the [cols, rows] transpose of a row-major [rows, cols]
-// matrix.
-func transposed(d []float32, rows, cols int) []float32 {
-	t := make([]float32, len(d))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			t[c*rows+r] = d[r*cols+c]
-		}
+// classifierHead adds a cross-encoder's float32 classifier
+// (BertForSequenceClassification's head: the graph's classifier_weight cw,
+// transposed to classifier.weight, and init's classifier_bias) to out, and
+// returns missing with what of it is missing or unusable appended.
+func classifierHead(out map[string]*safetensors.Tensor, cw *onnxfile.Tensor, init map[string]*onnxfile.Tensor, missing []string) []string {
+	if cw.DataType == onnxfile.Float && len(cw.Shape) == 2 && len(cw.Float) == cw.Shape[0]*cw.Shape[1] {
+		out["classifier.weight"] = &safetensors.Tensor{Name: "classifier.weight", DType: "F32", Shape: []int{cw.Shape[1], cw.Shape[0]}, Data: tensor.Transposed(cw.Float, cw.Shape[0], cw.Shape[1])}
+	} else {
+		missing = append(missing, fmt.Sprintf("classifier_weight (shape %v, want a float32 matrix)", cw.Shape))
 	}
-	return t
+	if cb, ok := init["classifier_bias"]; ok && cb.DataType == onnxfile.Float {
+		out["classifier.bias"] = &safetensors.Tensor{Name: "classifier.bias", DType: "F32", Shape: append([]int(nil), cb.Shape...), Data: cb.Float}
+	} else {
+		missing = append(missing, "classifier_bias (classifier.bias)")
+	}
+	return missing
+}
+
+// notConverted is the error of a graph at path that is not what (a float32
+// or an int8 BERT graph) of anna's converter: it names the first 8 of the
+// initializers missing or unusable and counts the rest.
+func notConverted(path, what string, missing []string) error {
+	list, more := missing, ""
+	if len(list) > 8 {
+		list, more = list[:8], fmt.Sprintf(" (and %d more)", len(missing)-8)
+	}
+	return fmt.Errorf("bert: %s is not %s BERT graph of anna's converter for its config.json: %d initializer(s) missing or unusable: %s%s", path, what, len(missing), strings.Join(list, ", "), more)
 }

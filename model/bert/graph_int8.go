@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnxfile"
 	"github.com/anna-search/anna/model/safetensors"
@@ -195,28 +196,15 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 	}
 	if cw, ok := init["classifier_weight"]; ok { // a cross-encoder's head, float32
 		if pw, _ := find("pooler.dense.weight"); pw != nil && pw.DataType == onnxfile.Float && len(pw.Float) == C*C {
-			g.Tensors[prefix+"pooler.dense.weight"] = &safetensors.Tensor{Name: prefix + "pooler.dense.weight", DType: "F32", Shape: []int{C, C}, Data: transposed(pw.Float, C, C)}
+			g.Tensors[prefix+"pooler.dense.weight"] = &safetensors.Tensor{Name: prefix + "pooler.dense.weight", DType: "F32", Shape: []int{C, C}, Data: tensor.Transposed(pw.Float, C, C)}
 		} else if pw != nil {
 			missing = append(missing, pw.Name+" (want float32 ["+fmt.Sprint(C, " ", C)+"])")
 		}
 		float("pooler.dense.bias", C)
-		if cw.DataType == onnxfile.Float && len(cw.Shape) == 2 && len(cw.Float) == cw.Shape[0]*cw.Shape[1] {
-			g.Tensors["classifier.weight"] = &safetensors.Tensor{Name: "classifier.weight", DType: "F32", Shape: []int{cw.Shape[1], cw.Shape[0]}, Data: transposed(cw.Float, cw.Shape[0], cw.Shape[1])}
-		} else {
-			missing = append(missing, fmt.Sprintf("classifier_weight (shape %v, want a float32 matrix)", cw.Shape))
-		}
-		if cb, ok := init["classifier_bias"]; ok && cb.DataType == onnxfile.Float {
-			g.Tensors["classifier.bias"] = &safetensors.Tensor{Name: "classifier.bias", DType: "F32", Shape: append([]int(nil), cb.Shape...), Data: cb.Float}
-		} else {
-			missing = append(missing, "classifier_bias (classifier.bias)")
-		}
+		missing = classifierHead(g.Tensors, cw, init, missing)
 	}
 	if len(missing) > 0 {
-		list, more := missing, ""
-		if len(list) > 8 {
-			list, more = list[:8], fmt.Sprintf(" (and %d more)", len(missing)-8)
-		}
-		return nil, fmt.Errorf("bert: %s is not an int8 BERT graph of anna's converter for its config.json: %d initializer(s) missing or unusable: %s%s", path, len(missing), strings.Join(list, ", "), more)
+		return nil, notConverted(path, "an int8", missing)
 	}
 	return g, nil
 }

@@ -59,7 +59,21 @@ func TestTrainingSource(t *testing.T) {
 	// MiniLM's archive holds its checkpoint: the copy make setup keeps is
 	// what the trainer reads, with no download.
 	opts.Sources = filepath.Join(dir, "src")
-	kept := SourceDir(opts.Sources, m)
+	kept := keepSources(t, opts.Sources, m)
+	if path, ok, err := TrainingSource(context.Background(), m, opts); !ok || err != nil || path != kept {
+		t.Fatalf("MiniLM: %s, ok %v, %v; want the kept sources %s", path, ok, err, kept)
+	}
+	if served.Load() != 1 {
+		t.Fatalf("%d downloads, want 1", served.Load())
+	}
+}
+
+// keepSources writes stand-ins of m's archive members to its kept sources
+// under sources (SourceDir), as make setup keeps them, and returns that
+// folder.
+func keepSources(t *testing.T, sources string, m Entry) string {
+	t.Helper()
+	kept := SourceDir(sources, m)
 	if err := os.MkdirAll(kept, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +82,7 @@ func TestTrainingSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if path, ok, err := TrainingSource(context.Background(), m, opts); !ok || err != nil || path != kept {
-		t.Fatalf("MiniLM: %s, ok %v, %v; want the kept sources %s", path, ok, err, kept)
-	}
-	if served.Load() != 1 {
-		t.Fatalf("%d downloads, want 1", served.Load())
-	}
+	return kept
 }
 
 // TestCheckpoint: an anna model directory trains from its manifest's
@@ -88,15 +97,7 @@ func TestCheckpoint(t *testing.T) {
 	}
 	dir := t.TempDir()
 	opts := Options{ModelsDir: filepath.Join(dir, "models"), DownloadsDir: filepath.Join(dir, "downloads"), Sources: filepath.Join(dir, "src")}
-	kept := SourceDir(opts.Sources, m)
-	if err := os.MkdirAll(kept, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range m.members {
-		if err := os.WriteFile(filepath.Join(kept, n), []byte("stand-in"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kept := keepSources(t, opts.Sources, m)
 	mk := func(name, q, source string) string {
 		d := filepath.Join(opts.ModelsDir, name)
 		copyManifestAs(t, d, name, q, source)

@@ -1,16 +1,13 @@
 package llama
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/anna-search/anna/internal/ops"
-	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 )
@@ -269,14 +266,8 @@ func (e *Embedder) validate(b *EmbedBatch) (lens, last []int, err error) {
 // embWork is one Forward's activations, reused between calls.
 type embWork struct {
 	x, xn, qkv, ctx, tmp, gu, act, keyBias []float32
-	att                                    []embScratch
+	att                                    []ops.AttScratch
 	q8                                     q8Work // an int8 graph's quantized inputs
-}
-
-// embScratch is one attention goroutine's buffers.
-type embScratch struct {
-	kt, s, inv []float32
-	mm         tensor.InferScratch
 }
 
 func growF(b *[]float32, n int) []float32 {
@@ -284,23 +275,6 @@ func growF(b *[]float32, n int) []float32 {
 		*b = make([]float32, n)
 	}
 	return (*b)[:n]
-}
-
-// rmsRows sets out's rows to x's normalised by their root mean square and
-// scaled by w (LlamaRMSNorm), over rows of width C.
-func rmsRows(out, x, w []float32, rows, C int, eps float32) {
-	for r := 0; r < rows; r++ {
-		xr := x[r*C : r*C+C]
-		var s float64
-		for _, v := range xr {
-			s += float64(v) * float64(v)
-		}
-		rs := float32(1 / math.Sqrt(s/float64(C)+float64(eps)))
-		o := out[r*C : r*C+C]
-		for c, v := range xr {
-			o[c] = w[c] * (v * rs)
-		}
-	}
 }
 
 // Forward runs the model over b with up to threads goroutines per op
@@ -382,8 +356,9 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 		layerRows = make([]float32, len(e.layers)*N*H)
 	}
 	if len(w.att) < th {
-		w.att = make([]embScratch, th)
+		w.att = make([]ops.AttScratch, th)
 	}
+	att := ops.PackedAttention{H: nh, KV: nkv, D: hd, Causal: e.causal, Lens: lens, Offs: offs, KeyBias: keyBias}
 	half := hd / 2
 	rope := func(v []float32, t int) { // one head's rotary positions, in place
 		cs, sn := e.cos[t*half:t*half+half], e.sin[t*half:t*half+half]
@@ -395,7 +370,7 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 		}
 	}
 	ops.ParallelFor(R, th, func(lo, hi int) {
-		rmsRows(xn[lo*H:hi*H], x[lo*H:hi*H], e.layers[0].ln1, hi-lo, H, eps)
+		ops.RMSNormRows(xn[lo*H:hi*H], x[lo*H:hi*H], e.layers[0].ln1, hi-lo, H, eps)
 	})
 	for l := range e.layers {
 		ly := &e.layers[l]
@@ -403,8 +378,8 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 			for r := lo; r < hi; r++ {
 				row := qkv[r*QW : r*QW+QW]
 				if ly.qn != nil { // Qwen3: RMSNorm of each query and key head
-					rmsRows(row[:nh*hd], row[:nh*hd], ly.qn, nh, hd, eps)
-					rmsRows(row[nh*hd:(nh+nkv)*hd], row[nh*hd:(nh+nkv)*hd], ly.kn, nkv, hd, eps)
+					ops.RMSNormRows(row[:nh*hd], row[:nh*hd], ly.qn, nh, hd, eps)
+					ops.RMSNormRows(row[nh*hd:(nh+nkv)*hd], row[nh*hd:(nh+nkv)*hd], ly.kn, nkv, hd, eps)
 				}
 				for h := 0; h < nh+nkv; h++ {
 					rope(row[h*hd:h*hd+hd], pos[r])
@@ -414,7 +389,7 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 		if err != nil {
 			return nil, fmt.Errorf("llama: layer %d Q/K/V: %w", l, err)
 		}
-		if err := e.attend(ctx, qkv, lens, offs, keyBias, w.att[:th]); err != nil {
+		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
 			return nil, fmt.Errorf("llama: layer %d attention: %w", l, err)
 		}
 		// x += ctx·Woᵀ; xn = RMSNorm(x).
@@ -423,7 +398,7 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 			for i, v := range ts {
 				xs[i] += v
 			}
-			rmsRows(xn[lo*H:hi*H], xs, ly.ln2, hi-lo, H, eps)
+			ops.RMSNormRows(xn[lo*H:hi*H], xs, ly.ln2, hi-lo, H, eps)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("llama: layer %d output projection: %w", l, err)
@@ -446,7 +421,7 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 			for i, v := range ts {
 				xs[i] += v
 			}
-			rmsRows(xn[lo*H:hi*H], xs, gain, hi-lo, H, eps)
+			ops.RMSNormRows(xn[lo*H:hi*H], xs, gain, hi-lo, H, eps)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("llama: layer %d down projection: %w", l, err)
@@ -513,60 +488,6 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 		copy(out[n*T*H:], xn[offs[n]*H:offs[n+1]*H])
 	}
 	return out, nil
-}
-
-// attend writes ctx (rows of nh·hd) from qkv (rows of queries, keys and
-// values): per sequence and query head, P = softmax(Q·Kᵀ/√hd + mask) over
-// the head's key/value head, ctx = P·V, where the mask hides padding and,
-// when causal, later tokens. Tasks are (sequence, head) pairs taken in
-// turn by up to len(scratches) goroutines; the error is a panic of one.
-func (e *Embedder) attend(ctx, qkv []float32, lens, offs []int, keyBias []float32, scratches []embScratch) error {
-	cfg := &e.cfg
-	nh, nkv, D := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.HeadDim()
-	rep := nh / nkv
-	QW, C := (nh+2*nkv)*D, nh*D
-	scale := float32(1 / math.Sqrt(float64(D)))
-	tasks := len(lens) * nh
-	scratches = scratches[:max(1, min(len(scratches), tasks))]
-	var next atomic.Int64
-	return parallel.Each(context.Background(), len(scratches), len(scratches), func(g int) error {
-		sc := &scratches[g]
-		for {
-			task := int(next.Add(1) - 1)
-			if task >= tasks {
-				return nil
-			}
-			n, h := task/nh, task%nh
-			kvh := h / rep
-			L, o := lens[n], offs[n]
-			kt, s := growF(&sc.kt, D*L), growF(&sc.s, L*L)
-			q := qkv[o*QW+h*D:]
-			k := qkv[o*QW+C+kvh*D:]
-			v := qkv[o*QW+C+nkv*D+kvh*D:]
-			for j := 0; j < L; j++ { // Kᵀ, D×L
-				for d, kv := range k[j*QW : j*QW+D] {
-					kt[d*L+j] = kv
-				}
-			}
-			sc.mm.MatMulNN(L, L, D, q, QW, kt, L, s, L)
-			kb, inv := keyBias[o:o+L], growF(&sc.inv, L)
-			for i := 0; i < L; i++ {
-				seen := L
-				if e.causal {
-					seen = i + 1
-				}
-				inv[i] = 1 / ops.ExpScaled(s[i*L:i*L+seen], kb[:seen], scale)
-				clear(s[i*L+seen : i*L+L])
-			}
-			sc.mm.MatMulNN(L, D, L, s, L, v, QW, ctx[o*C+h*D:], C)
-			for i, f := range inv {
-				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
-				for d := range row {
-					row[d] *= f
-				}
-			}
-		}
-	})
 }
 
 // latentPool is the latent pooling head over each sequence's last hidden

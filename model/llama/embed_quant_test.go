@@ -2,8 +2,6 @@ package llama
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,22 +19,7 @@ func tinyQuantGraph(t *testing.T, arch, quant string) (*model.Config, map[string
 	t.Helper()
 	cfg := testmodels.Decoder(arch)
 	ts := RandomTensors(cfg, 0.15, 11)
-	g, err := onnx.BuildWith(cfg, ts, model.TaskEmbed, onnx.BuildOptions{Quantize: quant})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, ts, path
+	return cfg, ts, writeGraph(t, cfg, ts, model.TaskEmbed, onnx.BuildOptions{Quantize: quant})
 }
 
 // refQuant is a naive float64 forward of one unpadded sequence through a
@@ -91,18 +74,7 @@ func (m refQuant) int8Hidden(ids []int64) [][]float64 {
 			x[t][c] = float64(w("embed_tokens.weight")[int(id)*H+c])
 		}
 	}
-	rope := func(v []float64, p int) {
-		h := D / 2
-		out := make([]float64, D)
-		for i := 0; i < h; i++ {
-			inv := float32(1 / math.Pow(cfg.RopeTheta, float64(float32(2*i)/float32(D))))
-			a := float64(float32(p) * inv)
-			c, s := math.Cos(a), math.Sin(a)
-			out[i] = v[i]*c - v[i+h]*s
-			out[i+h] = v[i+h]*c + v[i]*s
-		}
-		copy(v, out)
-	}
+	rope := func(v []float64, p int) { refRope(v, p, cfg.RopeTheta) }
 	S := len(ids)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := "layers." + string(rune('0'+l)) + "."
@@ -242,20 +214,7 @@ func TestQuantizedEmbedderMatchesReference(t *testing.T) {
 				if (g.Int8 != nil) != (quant == model.QuantizeInt8) {
 					t.Fatalf("int8 products read: %d", len(g.Int8))
 				}
-				e, err := NewEmbedder(cfg, g)
-				if err != nil {
-					t.Fatal(err)
-				}
-				seqs, b := tinyBatch(cfg)
-				var outs [2][]float32
-				for i, th := range []int{1, 3} {
-					if outs[i], err = e.Forward(b, th); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if !slices.Equal(outs[0], outs[1]) {
-					t.Errorf("1 and 3 threads give different outputs")
-				}
+				_, seqs, b, out := forwardTiny(t, cfg, g)
 				rm, err := onnxfile.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
@@ -277,7 +236,7 @@ func TestQuantizedEmbedderMatchesReference(t *testing.T) {
 					}
 					fw, _ := floatRef.forward(s, nil)
 					for i := range s {
-						row := outs[0][(n*b.T+i)*H : (n*b.T+i+1)*H]
+						row := out[(n*b.T+i)*H : (n*b.T+i+1)*H]
 						for c, v := range row {
 							worst = max(worst, math.Abs(float64(v)-want[i][c]))
 							fromFloat = max(fromFloat, math.Abs(float64(v)-fw[i][c]))

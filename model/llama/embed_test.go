@@ -29,7 +29,15 @@ func tinyGraph(t *testing.T, arch, technique string, labels []int64) (*model.Con
 	if labels != nil {
 		task, cfg.TieWordEmbeddings = model.TaskRerank, true
 	}
-	g, err := onnx.BuildWith(cfg, ts, task, onnx.BuildOptions{LabelTokens: labels})
+	return cfg, ts, writeGraph(t, cfg, ts, task, onnx.BuildOptions{LabelTokens: labels})
+}
+
+// writeGraph exports the graph of cfg with tensors ts for task, as model/
+// onnx does with opts, to a file in t's temporary folder, and returns its
+// path.
+func writeGraph(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, task string, opts onnx.BuildOptions) string {
+	t.Helper()
+	g, err := onnx.BuildWith(cfg, ts, task, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +52,24 @@ func tinyGraph(t *testing.T, arch, technique string, labels []int64) (*model.Con
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return cfg, ts, path
+	return path
+}
+
+// refRope rotates one head v (len(v) wide) to position p as transformers'
+// LlamaRotaryEmbedding does (rotate_half), with its rotary angles:
+// inv_freq and position·inv_freq in float32.
+func refRope(v []float64, p int, theta float64) {
+	D := len(v)
+	h := D / 2
+	out := make([]float64, D)
+	for i := 0; i < h; i++ {
+		inv := float32(1 / math.Pow(theta, float64(float32(2*i)/float32(D))))
+		a := float64(float32(p) * inv)
+		c, s := math.Cos(a), math.Sin(a)
+		out[i] = v[i]*c - v[i+h]*s
+		out[i+h] = v[i+h]*c + v[i]*s
+	}
+	copy(v, out)
 }
 
 // refModel is a naive float64 forward of one unpadded sequence, written
@@ -138,19 +163,7 @@ func (m refModel) forward(ids []int64, contextual []float64) (hidden [][]float64
 			}
 		}
 	}
-	// transformers' rotary angles: inv_freq and position·inv_freq in float32.
-	rope := func(v []float64, p int) {
-		h := D / 2
-		out := make([]float64, D)
-		for i := 0; i < h; i++ {
-			inv := float32(1 / math.Pow(cfg.RopeTheta, float64(float32(2*i)/float32(D))))
-			a := float64(float32(p) * inv)
-			c, s := math.Cos(a), math.Sin(a)
-			out[i] = v[i]*c - v[i+h]*s
-			out[i+h] = v[i+h]*c + v[i]*s
-		}
-		copy(v, out)
-	}
+	rope := func(v []float64, p int) { refRope(v, p, cfg.RopeTheta) }
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := "layers." + string(rune('0'+l)) + "."
 		bias := func(n string) []float32 {
@@ -367,6 +380,28 @@ func tinyBatch(cfg *model.Config) (seqs [][]int64, b *EmbedBatch) {
 	return seqs, b
 }
 
+// forwardTiny runs the Embedder of cfg and g over tinyBatch(cfg) on 1 and
+// on 3 threads, reports an error when the two outputs differ, and returns
+// the embedder, tinyBatch's sequences and batch, and the output.
+func forwardTiny(t *testing.T, cfg *model.Config, g *GraphWeights) (*Embedder, [][]int64, *EmbedBatch, []float32) {
+	t.Helper()
+	e, err := NewEmbedder(cfg, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, b := tinyBatch(cfg)
+	var outs [2][]float32
+	for i, th := range []int{1, 3} {
+		if outs[i], err = e.Forward(b, th); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(outs[0], outs[1]) {
+		t.Errorf("1 and 3 threads give different outputs")
+	}
+	return e, seqs, b, outs[0]
+}
+
 // TestReadGraphRoundTrip: the weights read back from an exported graph
 // are the checkpoint's, bit for bit, for every architecture and technique.
 func TestReadGraphRoundTrip(t *testing.T) {
@@ -414,21 +449,7 @@ func TestEmbedderMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := NewEmbedder(cfg, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seqs, b := tinyBatch(cfg)
-			var outs [2][]float32
-			for i, th := range []int{1, 3} {
-				if outs[i], err = e.Forward(b, th); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !slices.Equal(outs[0], outs[1]) {
-				t.Errorf("1 and 3 threads give different outputs")
-			}
-			got := outs[0]
+			e, seqs, b, got := forwardTiny(t, cfg, g)
 			ref := refModel{cfg, ts}
 			H, dim := cfg.HiddenSize, e.Dim()
 			worst := 0.0
@@ -467,14 +488,7 @@ func TestEmbedderMatchesReference(t *testing.T) {
 // sequence without tokens are errors naming what is wrong.
 func TestEmbedderRefusesBadInput(t *testing.T) {
 	cfg, ts, _ := tinyGraph(t, "llama", model.PoolingCausal2Vec, nil)
-	g, err := onnx.BuildWith(cfg, ts, model.TaskEmbed, onnx.BuildOptions{Quantize: model.QuantizeInt8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qpath := filepath.Join(t.TempDir(), "model.onnx")
-	f, _ := os.Create(qpath)
-	g.WriteTo(f)
-	f.Close()
+	qpath := writeGraph(t, cfg, ts, model.TaskEmbed, onnx.BuildOptions{Quantize: model.QuantizeInt8})
 	if _, err := ReadGraph(qpath, cfg); err == nil || !strings.Contains(err.Error(), "quantized") {
 		t.Errorf("an int8 graph: %v, want a quantized-weights error", err)
 	}

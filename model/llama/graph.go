@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/onnxfile"
 	"github.com/anna-search/anna/model/safetensors"
@@ -126,7 +127,7 @@ func readGraph(path string, cfg *model.Config, init map[string]*onnxfile.Tensor,
 			}
 		}
 		if t := take(full, in, outDim); t != nil {
-			put(full, []int{outDim, in}, transposed(t.Float, in, outDim))
+			put(full, []int{outDim, in}, tensor.Transposed(t.Float, in, outDim))
 		}
 	}
 	H, V, I, L := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.NumHiddenLayers
@@ -204,15 +205,3 @@ func readGraph(path string, cfg *model.Config, init map[string]*onnxfile.Tensor,
 // MemoryTensor is an AutoRegEmbed checkpoint's memory-token embeddings
 // (model/onnx's MemoryTensor), k×hidden.
 const MemoryTensor = "autoregembed.memory"
-
-// transposed returns the [cols, rows] transpose of a row-major [rows, cols]
-// matrix.
-func transposed(d []float32, rows, cols int) []float32 {
-	t := make([]float32, len(d))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			t[c*rows+r] = d[r*cols+c]
-		}
-	}
-	return t
-}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -272,22 +273,10 @@ func (w *weights) data(name string, transpose bool, shape ...int) ([]float32, []
 		dims[i] = int64(d)
 	}
 	if transpose {
-		data = transposed(data, shape[0], shape[1])
+		data = tensor.Transposed(data, shape[0], shape[1])
 		dims[0], dims[1] = dims[1], dims[0]
 	}
 	return data, dims
-}
-
-// transposed returns the [cols, rows] transpose of a row-major [rows, cols]
-// matrix: a Linear weight [out, in] as MatMul's [in, out], and back.
-func transposed(d []float32, rows, cols int) []float32 {
-	t := make([]float32, len(d))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			t[c*rows+r] = d[r*cols+c]
-		}
-	}
-	return t
 }
 
 // whichDim names the first disagreeing dimension, e.g. ": its hidden size

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -43,7 +44,7 @@ func BERTFromONNX(m *ReadModel) (map[string]*safetensors.Tensor, *model.Config, 
 			if len(t.Shape) != 2 {
 				return fmt.Errorf("initializer %q (%s): shape %v, want a matrix", t.Name, name, t.Shape)
 			}
-			st.Shape, st.Data = []int{t.Shape[1], t.Shape[0]}, transposed(t.Float, t.Shape[0], t.Shape[1])
+			st.Shape, st.Data = []int{t.Shape[1], t.Shape[0]}, tensor.Transposed(t.Float, t.Shape[0], t.Shape[1])
 		}
 		out[name] = st
 		return nil

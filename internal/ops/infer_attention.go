@@ -1,0 +1,94 @@
+package ops
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+
+	"github.com/anna-search/anna/internal/parallel"
+	"github.com/anna-search/anna/internal/tensor"
+)
+
+// PackedAttention is the inference self-attention of model/bert's and
+// model/llama's forwards over a batch of sequences laid back to back
+// (sequence n: rows Offs[n] to Offs[n]+Lens[n], no padding rows): H query
+// heads and KV key/value heads (H a multiple of KV; query head h reads
+// key/value head h/(H/KV); multi-head attention is KV = H), each D wide.
+// KeyBias (one value a row, 0 or a large negative) is added to every
+// query's score of that key. Causal lets query i see keys 0..i only.
+type PackedAttention struct {
+	H, KV, D   int
+	Causal     bool
+	Lens, Offs []int
+	KeyBias    []float32
+}
+
+// AttScratch is one attention goroutine's buffers: Kᵀ of a head, its
+// scores, and the rows' 1/Σ, kept between calls.
+type AttScratch struct {
+	kt, s, inv []float32
+	mm         tensor.InferScratch
+}
+
+func growAtt(b *[]float32, n int) []float32 {
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	return (*b)[:n]
+}
+
+// Forward writes ctx (rows of H·D) from qkv (rows of H·D queries, then
+// KV·D keys, then KV·D values): per sequence and query head, P =
+// softmax(Q·Kᵀ/√D + KeyBias) over the head's key/value head (a causal
+// row's later keys get probability 0), ctx = P·V. Tasks are (sequence,
+// head) pairs, taken in turn by up to len(scratches) goroutines, each
+// with its scratch; each task's arithmetic is fixed, so results do not
+// depend on the number of goroutines. The error is a panic of one of
+// them, recovered.
+func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) error {
+	H, KV, D := a.H, a.KV, a.D
+	rep := H / KV
+	QW, C := (H+2*KV)*D, H*D
+	scale := float32(1 / math.Sqrt(float64(D)))
+	tasks := len(a.Lens) * H
+	scratches = scratches[:max(1, min(len(scratches), tasks))]
+	var next atomic.Int64
+	return parallel.Each(context.Background(), len(scratches), len(scratches), func(g int) error {
+		sc := &scratches[g]
+		for {
+			task := int(next.Add(1) - 1)
+			if task >= tasks {
+				return nil
+			}
+			n, h := task/H, task%H
+			kvh := h / rep
+			L, o := a.Lens[n], a.Offs[n]
+			kt, s := growAtt(&sc.kt, D*L), growAtt(&sc.s, L*L)
+			q := qkv[o*QW+h*D:]
+			k := qkv[o*QW+C+kvh*D:]
+			v := qkv[o*QW+C+KV*D+kvh*D:]
+			for j := 0; j < L; j++ { // Kᵀ, D×L
+				for d, kv := range k[j*QW : j*QW+D] {
+					kt[d*L+j] = kv
+				}
+			}
+			sc.mm.MatMulNN(L, L, D, q, QW, kt, L, s, L)
+			kb, inv := a.KeyBias[o:o+L], growAtt(&sc.inv, L)
+			for i := 0; i < L; i++ {
+				seen := L
+				if a.Causal {
+					seen = i + 1
+				}
+				inv[i] = 1 / ExpScaled(s[i*L:i*L+seen], kb[:seen], scale)
+				clear(s[i*L+seen : i*L+L])
+			}
+			sc.mm.MatMulNN(L, D, L, s, L, v, QW, ctx[o*C+h*D:], C)
+			for i, f := range inv { // the softmax's division, on P·V's rows
+				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
+				for d := range row {
+					row[d] *= f
+				}
+			}
+		}
+	})
+}
