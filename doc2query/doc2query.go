@@ -52,6 +52,7 @@ import (
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model/gguf"
 	"github.com/anna-search/anna/model/llama"
+	"github.com/anna-search/anna/model/llama/llamaload"
 	"github.com/anna-search/anna/tokenizer"
 )
 
@@ -216,7 +217,7 @@ func Load(path string) (*Generator, error) {
 	if eos, err := f.Int("tokenizer.ggml.eos_token_id"); err == nil && int32(eos) != g.stop[0] {
 		g.stop = append(g.stop, int32(eos))
 	}
-	if g.m, err = llama.Load(path, llama.LoadOptions{KeepBase: true}); err != nil { // generation trains nothing
+	if g.m, err = llamaload.Load(path, llamaload.LoadOptions{KeepBase: true}); err != nil { // generation trains nothing
 		g.tok.Close()
 		return nil, fmt.Errorf("doc2query: %w", err)
 	}

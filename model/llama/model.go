@@ -1,6 +1,7 @@
 // Package llama runs Llama-family decoders (model_type llama, mistral,
 // qwen2, qwen3) on the CPU in float32: the model as its Hugging Face
-// checkpoint or llama GGUF file describes it (Load, New), its weights as a
+// checkpoint or llama GGUF file describes it (model/llama/llamaload.Load,
+// New; model.onnx: ReadGraph), its weights as a
 // checkpoint again (Tensors, LoRA factors merged), and generation with a
 // key/value cache (NewCache, Extend, Step, Generate) — a shared prefix
 // fed once, the prompts as chunks, then one row per sequence and new token
@@ -194,9 +195,9 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 	return newModel(cfg, tensors, nil, false)
 }
 
-// isProjectionWeight reports whether name is a layer's q, k, v, o, gate,
+// IsProjectionWeight reports whether name is a layer's q, k, v, o, gate,
 // up or down weight (with or without the "model." prefix).
-func isProjectionWeight(name string) bool {
+func IsProjectionWeight(name string) bool {
 	for _, p := range Projections() {
 		if strings.HasSuffix(name, "."+projPath(p)+".weight") && strings.Contains(name, "layers.") {
 			return true
@@ -205,18 +206,26 @@ func isProjectionWeight(name string) bool {
 	return false
 }
 
-// compactWeight is a weight kept in its stored type (a gguf.Matrix, a
+// StoredWeight is a weight kept in its stored type (a gguf.Matrix, a
 // safetensors.Half).
-type compactWeight interface {
+type StoredWeight interface {
 	tensor.Rows
 	Dims() (rows, cols int)
 	Bytes() int
 }
 
+// NewStored is New with some projection weights kept in their stored type
+// (kept, by name; what llamaload.Load passes for LoadOptions.KeepBase):
+// those become frozen Params with Base set and no W. frozen loads every
+// weight frozen, with no gradient buffer.
+func NewStored(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]StoredWeight, frozen bool) (*Model, error) {
+	return newModel(cfg, tensors, kept, frozen)
+}
+
 // newModel is New with some projection weights compact (kept, by
 // name): those become frozen Params with Base set and no W. frozen loads
 // every weight frozen, with no gradient buffer.
-func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]compactWeight, frozen bool) (*Model, error) {
+func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept map[string]StoredWeight, frozen bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: config: %w", err)
 	}
@@ -430,7 +439,7 @@ func (m *Model) BaseBytes() (asFloat32, kept int64) {
 		for _, lin := range ly.Proj {
 			n := int64(4 * lin.In * lin.Out)
 			asFloat32 += n
-			if c, ok := lin.W.Base.(compactWeight); ok && lin.W.W == nil {
+			if c, ok := lin.W.Base.(StoredWeight); ok && lin.W.W == nil {
 				n = int64(c.Bytes())
 			}
 			kept += n

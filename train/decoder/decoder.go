@@ -50,6 +50,7 @@ import (
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/llama"
+	"github.com/anna-search/anna/model/llama/llamaload"
 	"github.com/anna-search/anna/model/safetensors"
 )
 
@@ -71,14 +72,14 @@ type Model struct {
 	ws   *Acts
 }
 
-// LoadOptions are Load's choices (llama.LoadOptions).
-type LoadOptions = llama.LoadOptions
+// LoadOptions are Load's choices (llamaload.LoadOptions).
+type LoadOptions = llamaload.LoadOptions
 
 // Load reads a decoder from a llama GGUF file or a Hugging Face checkpoint
-// directory (llama.Load), with the trained pooling head its config.json
+// directory (llamaload.Load), with the trained pooling head its config.json
 // describes (anna_pooling_head), if any.
 func Load(path string, o LoadOptions) (*Model, error) {
-	lm, err := llama.Load(path, o)
+	lm, err := llamaload.Load(path, o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,11 @@
-package llama
+// Package llamaload reads a Llama-family decoder for generation and
+// training (llama.Model) from a llama GGUF file or a Hugging Face
+// checkpoint directory, through the converter's readers (model/onnx,
+// model/gguf). It is apart from model/llama so that serving, which runs
+// decoders from their model.onnx (llama.ReadGraph), links no converter.
+//
+// Bad input is an error naming the file; nothing is written.
+package llamaload
 
 import (
 	"fmt"
@@ -6,6 +13,7 @@ import (
 
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf"
+	"github.com/anna-search/anna/model/llama"
 	"github.com/anna-search/anna/model/onnx"
 	"github.com/anna-search/anna/model/safetensors"
 )
@@ -27,15 +35,15 @@ type LoadOptions struct {
 // key rows un-permuted, by onnx.LlamaFromGGUFKeeping — the weights the
 // GGUF import writes into model.onnx) or from a Hugging Face checkpoint
 // directory (config.json and *.safetensors).
-func Load(path string, o LoadOptions) (*Model, error) {
+func Load(path string, o LoadOptions) (*llama.Model, error) {
 	var keep func(string) bool
 	if o.KeepBase {
-		keep = isProjectionWeight
+		keep = llama.IsProjectionWeight
 	}
 	var (
 		cfg     *model.Config
 		tensors map[string]*safetensors.Tensor
-		rows    map[string]compactWeight
+		rows    map[string]llama.StoredWeight
 		err     error
 	)
 	if strings.HasSuffix(strings.ToLower(path), ".gguf") {
@@ -59,15 +67,15 @@ func Load(path string, o LoadOptions) (*Model, error) {
 		}
 		rows = compact(kept)
 	}
-	m, err := newModel(cfg, tensors, rows, o.KeepBase)
+	m, err := llama.NewStored(cfg, tensors, rows, o.KeepBase)
 	if err != nil {
 		return nil, fmt.Errorf("llama: %s: %w", path, err)
 	}
 	return m, nil
 }
 
-func compact[W compactWeight](kept map[string]W) map[string]compactWeight {
-	out := make(map[string]compactWeight, len(kept))
+func compact[W llama.StoredWeight](kept map[string]W) map[string]llama.StoredWeight {
+	out := make(map[string]llama.StoredWeight, len(kept))
 	for n, k := range kept {
 		out[n] = k
 	}
