@@ -10,9 +10,15 @@
 // out of it into a temporary directory and imports them into the models
 // directory under the entry's name (or, for the int8 form,
 // Options.Quantize, under NAME-int8 beside the float32 model).
+// WithPrecision maps an installed model to the form an index is built
+// with (int8 for the entries with Int8Default, installing it when
+// missing), and Checkpoint to what the trainer reads for it.
 //
-// Crash behaviour: a download is written under a ".partial" name and
-// renamed once its checksum is right, and the model directory is written
+// Crash behaviour: WithPrecision's install, like TrainingSource's
+// unpacking, is written under a temporary name beside its destination and
+// renamed, and a concurrent one that finished first is kept; a download
+// is written under a ".partial" name and renamed once its checksum is
+// right, and the model directory is written
 // by the importer under a temporary name and renamed (model/onnx.WriteDir),
 // so an interrupted install leaves either the old state or the new one, and
 // running it again finishes it. A file that fails its checksum is deleted
