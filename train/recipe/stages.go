@@ -17,8 +17,8 @@ import (
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
-	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train"
 )
@@ -241,12 +241,12 @@ func (b *build) train(ctx context.Context, input string) (int, error) {
 }
 
 // base is the trainer's input for c.Base: a checkpoint as given; for an
-// anna model directory, what it was converted from (a catalogue entry's
-// training source, catalog.TrainingSource); for a catalogue name neither
+// anna model directory, what it trains from (catalog.Checkpoint); for a
+// catalogue name neither
 // a directory nor installed, its training source, or its install.
 func (b *build) base(ctx context.Context) (string, error) {
 	c := &b.cfg
-	opts := catalog.Options{ModelsDir: c.ModelsDir, DownloadsDir: c.DownloadsDir, Progress: func(done, total int64) {
+	opts := catalog.Options{ModelsDir: c.ModelsDir, DownloadsDir: c.DownloadsDir, Sources: home.SourceDir(), Progress: func(done, total int64) {
 		b.report("train: download "+c.Base, "MB", int(done>>20), int(total>>20), "")
 	}}
 	dir := c.Base
@@ -266,15 +266,9 @@ func (b *build) base(ctx context.Context) (string, error) {
 		}
 		dir = filepath.Join(c.ModelsDir, catalog.InstalledName(e, ""))
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
-		return dir, nil
-	}
-	if _, err := model.LoadManifest(dir); err != nil {
-		return "", fmt.Errorf("recipe: base %s holds no *.safetensors checkpoint and no anna model: %w", dir, err)
-	}
 	path, err := catalog.Checkpoint(ctx, dir, opts)
 	if err != nil {
-		return "", fmt.Errorf("recipe: base: %w", err)
+		return "", fmt.Errorf("recipe: base %s: %w", dir, err)
 	}
 	return path, nil
 }
