@@ -10,16 +10,6 @@ import (
 	"github.com/anna-search/anna/model/safetensors"
 )
 
-// QuantizedLinear is the weight of one product of an int8 graph (model/
-// onnx's quantizeColumns): W, in×out row-major (MatMulIntegerToFloat's B,
-// ONNX's layout), symmetric with one Scale per output column, so that the
-// float32 weight is W[k, j]·Scale[j].
-type QuantizedLinear struct {
-	In, Out int
-	W       []int8
-	Scale   []float32
-}
-
 // Int8Graph is what ReadGraphInt8 reads from an int8 graph.
 type Int8Graph struct {
 	// Tensors are the float32 weights, under Hugging Face's names as
@@ -31,7 +21,7 @@ type Int8Graph struct {
 	// encoder.layer.N.attention.self.qkv (query, key and value stacked as
 	// columns, in×3·hidden), encoder.layer.N.attention.output.dense,
 	// encoder.layer.N.intermediate.dense and encoder.layer.N.output.dense.
-	Linears map[string]*QuantizedLinear
+	Linears map[string]*onnxfile.Int8Columns
 	// Act is the MLP's activation in the graph: "gelu_pytorch_tanh"
 	// (FastGelu, what int8 graphs of GELU models run), "gelu" (BiasGelu)
 	// or "relu".
@@ -114,7 +104,7 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		return nil, fmt.Errorf("bert: %s is not an int8 BERT graph of anna's converter for its config.json (%d layers): it has %d DynamicQuantizeLinear, %d QuantizeLinear and %d MatMulIntegerToFloat nodes, want %d, %d and %d",
 			path, L, ops["DynamicQuantizeLinear"], ops["QuantizeLinear"], ops["MatMulIntegerToFloat"], L, 3*L, 4*L)
 	}
-	g := &Int8Graph{Tensors: map[string]*safetensors.Tensor{}, Linears: map[string]*QuantizedLinear{}}
+	g := &Int8Graph{Tensors: map[string]*safetensors.Tensor{}, Linears: map[string]*onnxfile.Int8Columns{}}
 	switch {
 	case ops["FastGelu"] == L:
 		g.Act = "gelu_pytorch_tanh"
@@ -159,19 +149,12 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		if w == nil || s == nil {
 			return
 		}
-		if w.DataType != onnxfile.Int8 || len(w.Shape) != 2 || w.Shape[0] != in || w.Shape[1] != out || len(w.Int64) != in*out {
-			missing = append(missing, fmt.Sprintf("%s (element type %d, shape %v, want int8 [%d %d])", w.Name, w.DataType, w.Shape, in, out))
+		c, err := onnxfile.Int8ColumnsOf(w, s, in, out)
+		if err != nil {
+			missing = append(missing, err.Error())
 			return
 		}
-		if s.DataType != onnxfile.Float || len(s.Float) != out {
-			missing = append(missing, fmt.Sprintf("%s (%d float32 values, want %d)", s.Name, len(s.Float), out))
-			return
-		}
-		q := make([]int8, len(w.Int64))
-		for i, v := range w.Int64 {
-			q[i] = int8(v)
-		}
-		g.Linears[name] = &QuantizedLinear{In: in, Out: out, W: q, Scale: s.Float}
+		g.Linears[name] = c
 	}
 	C, V, FF := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize
 	float("embeddings.word_embeddings.weight", V*C)

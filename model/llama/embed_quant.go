@@ -6,6 +6,7 @@ import (
 
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/tensor"
+	"github.com/anna-search/anna/model/onnxfile"
 )
 
 // The products of an int8 decoder graph (model/onnx's BuildWith with
@@ -52,8 +53,8 @@ func (l *q8Layer) at(i int) *q8Weight {
 
 // newQ8Layer packs the int8 products of the layer whose projections'
 // module names are names (Layer.Names: q, k, v, o, gate, up, down).
-func newQ8Layer(lin map[string]*Int8Linear, names [7]string) (*q8Layer, error) {
-	get := func(i int) (*Int8Linear, error) {
+func newQ8Layer(lin map[string]*onnxfile.Int8Columns, names [7]string) (*q8Layer, error) {
+	get := func(i int) (*onnxfile.Int8Columns, error) {
 		ql := lin[names[i]]
 		if ql == nil || len(ql.W) != ql.In*ql.Out || len(ql.Scale) != ql.Out {
 			return nil, fmt.Errorf("llama: int8 product %s missing or misshapen", names[i])
@@ -63,7 +64,7 @@ func newQ8Layer(lin map[string]*Int8Linear, names [7]string) (*q8Layer, error) {
 	// stack packs products sharing an input as one, their columns side by
 	// side (W is in×out, so the rows are concatenated column blocks).
 	stack := func(idx ...int) (q8Weight, error) {
-		var ls []*Int8Linear
+		var ls []*onnxfile.Int8Columns
 		out := 0
 		for _, i := range idx {
 			ql, err := get(i)

@@ -43,7 +43,7 @@ type GraphWeights struct {
 	// ("model.layers.N.self_attn.q_proj"; ReadQuantizedGraph), nil for
 	// any other graph: their Tensors entries have the [out, in] shape but
 	// no data.
-	Int8 map[string]*Int8Linear
+	Int8 map[string]*onnxfile.Int8Columns
 }
 
 // ReadGraph reads the weights of a float32 Llama-family graph written by

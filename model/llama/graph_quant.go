@@ -9,17 +9,10 @@ import (
 	"github.com/anna-search/anna/model/onnxfile"
 )
 
-// Int8Linear is one layer product of an int8 decoder graph (model/onnx's
-// quantizeColumns and rowQuantizedMatMul): W, in×out row-major
-// (MatMulIntegerToFloat's B), symmetric with one Scale per output column,
-// so that the float32 weight is W[k, j]·Scale[j]. The graph quantizes the
-// product's input per row (token) to uint8 around 128 with scale
-// max|row|/127 and computes ((Σ(q−128)·W)·Scale[j])·rowScale.
-type Int8Linear struct {
-	In, Out int
-	W       []int8
-	Scale   []float32
-}
+// An int8 decoder graph's layer products are onnxfile.Int8Columns
+// (model/onnx's quantizeColumns and rowQuantizedMatMul): the graph
+// quantizes a product's input per row (token) to uint8 around 128 with
+// scale max|row|/127 and computes ((Σ(q−128)·W)·Scale[j])·rowScale.
 
 // Quantized decoder graphs' initializer suffixes (model/onnx's fuse.go
 // matmul and llama.go embedInt8).
@@ -120,7 +113,7 @@ func ReadQuantizedGraph(path string, cfg *model.Config) (*GraphWeights, string, 
 		init = maps.Clone(init)
 		init[prefix+embedTokensI] = &onnxfile.Tensor{Name: prefix + embedTokensI, DataType: onnxfile.Float, Shape: []int{V, H}, Float: table}
 	}
-	g8 := map[string]*Int8Linear{}
+	g8 := map[string]*onnxfile.Int8Columns{}
 	read := func(full string, in, out int) ([]float32, bool, string) {
 		base := strings.ReplaceAll(full, ".", "_") // …_weight
 		if quant == model.QuantizeInt8 {
@@ -128,16 +121,14 @@ func ReadQuantizedGraph(path string, cfg *model.Config) (*GraphWeights, string, 
 			switch {
 			case w == nil:
 				return nil, false, "" // a float32 product (a technique's)
-			case w.DataType != onnxfile.Int8 || len(w.Shape) != 2 || w.Shape[0] != in || w.Shape[1] != out || len(w.Int64) != in*out:
-				return nil, false, fmt.Sprintf("%s (element type %d, shape %v, want int8 [%d %d])", w.Name, w.DataType, w.Shape, in, out)
-			case s == nil || s.DataType != onnxfile.Float || len(s.Float) != out:
-				return nil, false, fmt.Sprintf("%s (missing or not %d float32 values)", base+scaleSuffix, out)
+			case s == nil:
+				return nil, false, base + scaleSuffix + " (missing)"
 			}
-			q := make([]int8, in*out)
-			for i, v := range w.Int64 {
-				q[i] = int8(v)
+			c, err := onnxfile.Int8ColumnsOf(w, s, in, out)
+			if err != nil {
+				return nil, false, err.Error()
 			}
-			g8[strings.TrimSuffix(full, ".weight")] = &Int8Linear{In: in, Out: out, W: q, Scale: s.Float}
+			g8[strings.TrimSuffix(full, ".weight")] = c
 			return nil, true, ""
 		}
 		p, s, z := init[base+int4Suffix], init[base+scaleSuffix], init[base+zeroSuffix]
