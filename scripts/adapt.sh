@@ -7,8 +7,8 @@
 # Usage: scripts/adapt.sh [WORK_DIR]
 # env: DATA (default ../shared/datasets/scifact), SPLIT (the evaluated split, default test),
 #      LOG (train: the train split's query texts as a query log; none), EXTRACTIVE (1, or 0 to leave the
-#      pseudo-queries out), TEACHER (an installed model whose cosine joins the teacher; "" for none;
-#      default bge-small-en-v1.5), STEPS (200), SEED (42), ADAPT_ARGS (more annactl adapt flags).
+#      pseudo-queries out), TEACHER (an installed model whose cosine joins the teacher and whose
+#      retrieval the whole-corpus check compares with; "" for none; default bge-small-en-v1.5), STEPS (200), SEED (42), ADAPT_ARGS (more annactl adapt flags).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=${ANNACTL:-$ROOT/bin/annactl}
@@ -46,7 +46,7 @@ PY
 	args+=(--queries "$W/log.txt")
 fi
 [ "$EXTRACTIVE" = 0 ] && args+=(--no-extractive)
-[ -n "$TEACHER" ] && args+=(--teacher-model "$TEACHER")
+args+=(--teacher-model "${TEACHER:-none}")
 step "adapt (${args[*]} ${ADAPT_ARGS:-})"
 # shellcheck disable=SC2086
 "$A" adapt "${args[@]}" ${ADAPT_ARGS:-}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train/bert"
 )
@@ -48,7 +50,33 @@ func TestAdaptCommand(t *testing.T) {
 		t.Fatalf("after a refusal the index's model is %q at %q; want MiniLM at int8 (index's default)", st.ModelName, st.Precision)
 	}
 
-	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1")...)
+	if !strings.Contains(r.stderr, "no teacher model (bge-small-en-v1.5 is not installed") || !strings.Contains(r.stdout, "among its candidates") {
+		t.Fatalf("without a teacher model: %s", r)
+	}
+
+	// Judged queries: the refused run checks again with them (a bad one
+	// is named by line).
+	judged := filepath.Join(tmp, "judged.jsonl")
+	if err := os.WriteFile(judged, []byte(`{"query": "graph3", "pos_ids": ["d001"]}`+"\n"+`{"query": "a question", "pos_ids": ["no-such-doc"]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w1 := append(tiny, "--work", filepath.Join(tmp, "w1"), "--min-gain", "2", "--judged", judged)
+	if r := annactl(t, "", w1...); r.code == 0 || !strings.Contains(r.stderr, `judged.jsonl:2: document "no-such-doc" is not in the index`) {
+		t.Fatalf("a judged query naming no document of the index: %s", r)
+	}
+	if err := os.WriteFile(judged, []byte(`{"query": "graph3", "pos_ids": ["d001", "d002"]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := annactl(t, "", w1...); r.code == 0 || !strings.Contains(r.stdout, "held-out check, 1 queries, nDCG@10 (whole corpus against your judged queries)") {
+		t.Fatalf("judged queries: %s", r)
+	}
+
+	// With a teacher model (the default model stands in for a stronger
+	// one), the whole-corpus check.
+	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1", "--teacher-model", home.DefaultModelName)...)
+	if !strings.Contains(r.stdout, "nDCG@10 (whole corpus") {
+		t.Fatalf("adapt with a teacher model: %s", r)
+	}
 	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") ||
 		!strings.Contains(r.stdout, "to go back: annactl reindex --index "+idx+" --model ") {
 		t.Fatalf("adapt: %s", r)

@@ -683,6 +683,29 @@ func (r *run) check(ctx context.Context) error {
 		return fmt.Errorf("adapt: the student: %w", err)
 	}
 	defer student.Close()
+	rep := &r.st.Report
+	if r.cfg.Judged != "" || r.cfg.TeacherModel != "" {
+		var qs []checkQuery
+		if r.cfg.Judged != "" {
+			qs, err = r.judgedQueries(ctx, eng)
+			rep.Check = CheckJudged
+		} else {
+			qs, err = r.heldQueries()
+			rep.Check = CheckCorpus
+		}
+		if err != nil {
+			return err
+		}
+		sc, err := encoder.NewCache(student, r.path("student-vectors"))
+		if err != nil {
+			return fmt.Errorf("adapt: the student's vectors: %w", err)
+		}
+		if rep.BaseScore, rep.StudentScore, err = r.corpusCheck(ctx, eng, baseEnc, sc, qs); err != nil {
+			return err
+		}
+		rep.CheckQueries = len(qs)
+		return r.verdict()
+	}
 	bs, err := os.ReadFile(r.path("heldout-mined.jsonl"))
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
@@ -728,12 +751,18 @@ func (r *run) check(ctx context.Context) error {
 		r.storedHits = stored.hits
 		r.logf("held-out check: %d of the index's model's %d candidate vectors read from the index, the rest embedded", stored.hits, len(exs)*r.cfg.Group)
 	}
+	rep.BaseScore, rep.StudentScore, rep.CheckQueries, rep.Check = sb/float64(len(exs)), ss/float64(len(exs)), len(exs), CheckCandidates
+	return r.verdict()
+}
+
+// verdict logs the check's scores and returns ErrWorse when the student
+// is below the index's model plus MinGain.
+func (r *run) verdict() error {
 	rep := &r.st.Report
-	rep.BaseScore, rep.StudentScore, rep.CheckQueries = sb/float64(len(exs)), ss/float64(len(exs)), len(exs)
-	r.logf("held-out check on %d queries: nDCG@10 of the teacher's top document, the index's model %.4f, the adapted model %.4f (%s, as it will serve)", len(exs), rep.BaseScore, rep.StudentScore, precisionName(rep.Precision))
+	r.logf("held-out check on %d queries (%s): nDCG@10 of the index's model %.4f, the adapted model %.4f (%s, as it will serve)", rep.CheckQueries, rep.Check, rep.BaseScore, rep.StudentScore, precisionName(rep.Precision))
 	if rep.StudentScore < rep.BaseScore+r.cfg.MinGain {
-		return fmt.Errorf("adapt: %w (nDCG@10 %.4f against %.4f on %d held-out queries, %g gain required): the index keeps its model; the adapted one is in %s",
-			ErrWorse, rep.StudentScore, rep.BaseScore, len(exs), r.cfg.MinGain, rep.Served)
+		return fmt.Errorf("adapt: %w (nDCG@10 %.4f against %.4f on %d held-out queries, %s, %g gain required): the index keeps its model; the adapted one is in %s",
+			ErrWorse, rep.StudentScore, rep.BaseScore, rep.CheckQueries, rep.Check, r.cfg.MinGain, rep.Served)
 	}
 	return nil
 }
@@ -826,7 +855,19 @@ func (r *run) reindex(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = eng.Reindex(ctx, engine.ReindexOptions{Model: served, Progress: func(done, total int) { r.report("documents", done, total) }})
+	opts := engine.ReindexOptions{Model: served, Progress: func(done, total int) { r.report("documents", done, total) }}
+	if c := r.st.Report.Check; c == CheckCorpus || c == CheckJudged {
+		// The check embedded every document with the student: read back.
+		enc, err := encoder.Load(ctx, served, encoder.Options{})
+		if err != nil {
+			return fmt.Errorf("adapt: the student: %w", err)
+		}
+		defer enc.Close()
+		if opts.Encoder, err = encoder.NewCache(enc, r.path("student-vectors")); err != nil {
+			return fmt.Errorf("adapt: the student's vectors: %w", err)
+		}
+	}
+	err = eng.Reindex(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}

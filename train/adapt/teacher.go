@@ -3,6 +3,9 @@ package adapt
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
@@ -55,4 +58,24 @@ func (r *run) teacherEncoder(ctx context.Context, eng *engine.Engine) (encoder.E
 		r.report("teacher documents", hi, len(ids))
 	}
 	return c, t, nil
+}
+
+// DefaultTeacher is the teacher model `annactl adapt` uses unless told
+// otherwise: the strongest catalogue encoder anna installs, whose cosine
+// joins the teacher and whose whole-corpus retrieval the check compares
+// with (CheckCorpus).
+const DefaultTeacher = "bge-small-en-v1.5"
+
+// DefaultTeacherModel is DefaultTeacher's directory under modelsDir when
+// it is installed there and the index's model is not a form of it (a
+// model does not teach itself), else "" and why.
+func DefaultTeacherModel(index, modelsDir string) (dir, why string) {
+	dir = filepath.Join(modelsDir, DefaultTeacher)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Sprintf("%s is not installed (annactl models add %s)", DefaultTeacher, DefaultTeacher)
+	}
+	if m, err := engine.RecordedModel(index); err == nil && strings.HasPrefix(m.Name, DefaultTeacher) {
+		return "", fmt.Sprintf("the index's model is %s", m.Name)
+	}
+	return dir, ""
 }

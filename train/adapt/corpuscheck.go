@@ -1,0 +1,303 @@
+package adapt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/mining"
+)
+
+// The whole-corpus check (used when Config.TeacherModel is set): every
+// held-out query (at most maxCheckQueries) is searched over the whole
+// corpus by exact cosine with the index's model and with the student; each
+// top 10 is scored by nDCG@10 against pseudo-judgments that neither model
+// made: the top checkRelevant documents of BM25's top checkDepth fused by
+// RRF (k = 60) with the teacher model's top checkDepth over the corpus.
+// Measured against the judged outcome of seven students (four SciFact
+// runs, Cranfield, CISI, CACM; docs/results/adapt.md) it moved the way
+// judged dense nDCG@10 did in more of them than any measure on the mined
+// candidates, which only see how a model reorders eight documents its own
+// search found.
+const (
+	maxCheckQueries = 1000
+	checkDepth      = 100
+	checkRelevant   = 10
+	checkK          = 10
+)
+
+// checkQuery is a query of the check: held out (Rels nil: judged by the
+// fusion of BM25 and the teacher model) or the user's (Config.Judged).
+type checkQuery struct {
+	Text string
+	Rels map[string]int
+}
+
+// corpusCheck returns the index's model's and the student's mean nDCG@10
+// over qs. The student's document vectors go through student (a cache in
+// Work/student-vectors, which the reindex reads back); the index's
+// model's are the index's stored vectors where a document is one vector,
+// else embedded as the student's are; the teacher model's (for queries
+// without Rels) come from the shared embedding cache the mine stage
+// filled.
+func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, student encoder.Encoder, qs []checkQuery) (float64, float64, error) {
+	if len(qs) == 0 {
+		return 0, 0, fmt.Errorf("%w: no held-out queries, so nothing shows the student is not worse; the index is left on its model", ErrWorse)
+	}
+	encs := []encoder.Encoder{baseEnc, student}
+	if slices.ContainsFunc(qs, func(q checkQuery) bool { return q.Rels == nil }) {
+		teacher, tm, err := r.teacherEncoder(ctx, eng)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer tm.Close()
+		encs = append(encs, teacher)
+	}
+	texts := make([]string, len(qs))
+	for i, q := range qs {
+		texts[i] = q.Text
+	}
+	qv := make([][][]float32, len(encs))
+	for m, enc := range encs {
+		var err error
+		if qv[m], err = enc.EmbedQueries(ctx, texts, encoder.Prompt{}); err != nil {
+			return 0, 0, fmt.Errorf("adapt: the check's queries: %w", err)
+		}
+		if len(qv[m]) != len(qs) {
+			return 0, 0, fmt.Errorf("adapt: the encoder returned %d vectors for %d queries", len(qv[m]), len(qs))
+		}
+	}
+	ids, err := eng.IDs(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("adapt: %w", err)
+	}
+	tops := make([][]topList, len(encs))
+	for m := range tops {
+		tops[m] = make([]topList, len(qs))
+		for q := range tops[m] {
+			tops[m][q].k = checkK
+			if m == 2 {
+				tops[m][q].k = checkDepth
+			}
+		}
+	}
+	for lo := 0; lo < len(ids); lo += teacherBatch {
+		hi := min(lo+teacherBatch, len(ids))
+		docs, err := eng.Get(ctx, ids[lo:hi]...)
+		if err != nil {
+			return 0, 0, fmt.Errorf("adapt: %w", err)
+		}
+		dt := make([]string, len(docs))
+		for i, d := range docs {
+			dt[i] = engine.EmbedText(d)
+		}
+		for m, enc := range encs {
+			vs, err := r.docVectors(ctx, eng, enc, m == 0, docs, dt)
+			if err != nil {
+				return 0, 0, err
+			}
+			for q := range qs {
+				for i, v := range vs {
+					if len(v) != len(qv[m][q]) {
+						return 0, 0, fmt.Errorf("adapt: document %q's vector has %d dimensions, the query's %d", docs[i].ID, len(v), len(qv[m][q]))
+					}
+					tops[m][q].add(docs[i].ID, dot(qv[m][q], v))
+				}
+			}
+		}
+		r.report("check documents", hi, len(ids))
+	}
+	var sb, ss float64
+	for q, cq := range qs {
+		rels := cq.Rels
+		if rels == nil {
+			if rels, err = r.pseudoRels(ctx, eng, cq.Text, tops[2][q].ids()); err != nil {
+				return 0, 0, err
+			}
+		}
+		sb += eval.NDCG(tops[0][q].ids(), rels, checkK)
+		ss += eval.NDCG(tops[1][q].ids(), rels, checkK)
+	}
+	n := float64(len(qs))
+	return sb / n, ss / n, nil
+}
+
+// pseudoRels are a held-out query's pseudo-judgments: the top
+// checkRelevant of BM25's top checkDepth fused by RRF (k = 60) with the
+// teacher model's (teacher, best first).
+func (r *run) pseudoRels(ctx context.Context, eng *engine.Engine, query string, teacher []string) (map[string]int, error) {
+	lex, err := eng.Search(ctx, query, engine.SearchOptions{Mode: engine.ModeLexical, K: checkDepth})
+	if err != nil {
+		return nil, fmt.Errorf("adapt: the check's BM25 search: %w", err)
+	}
+	fused := map[string]float64{}
+	for rank, res := range lex {
+		fused[res.ID] += 1 / float64(61+rank)
+	}
+	for rank, id := range teacher {
+		fused[id] += 1 / float64(61+rank)
+	}
+	rels := map[string]int{}
+	for _, id := range topIDs(fused, checkRelevant) {
+		rels[id] = 1
+	}
+	return rels, nil
+}
+
+// judgedQueries reads Config.Judged (JSON lines {"query", "pos_ids"}, as
+// mine-negatives --input reads them): every positive must be a document
+// of the index, named by ID.
+func (r *run) judgedQueries(ctx context.Context, eng *engine.Engine) ([]checkQuery, error) {
+	src, err := mining.OpenPairs(ctx, r.cfg.Judged, mining.PromptDefaults{})
+	if err != nil {
+		return nil, fmt.Errorf("adapt: the judged queries: %w", err)
+	}
+	defer src.Close()
+	var qs []checkQuery
+	for {
+		u, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("adapt: the judged queries: %w", err)
+		}
+		if u.Err != nil {
+			return nil, fmt.Errorf("adapt: %s: %w", u.Where, u.Err)
+		}
+		cq := checkQuery{Text: u.Query.Text, Rels: map[string]int{}}
+		for _, p := range u.Positives {
+			if p.ID == "" {
+				return nil, fmt.Errorf("adapt: %s: a judged query's positives must be the index's document IDs (pos_ids), not texts", u.Where)
+			}
+			docs, err := eng.Get(ctx, p.ID)
+			if err != nil {
+				return nil, fmt.Errorf("adapt: %w", err)
+			}
+			if len(docs) == 0 {
+				return nil, fmt.Errorf("adapt: %s: document %q is not in the index", u.Where, p.ID)
+			}
+			cq.Rels[p.ID] = 1
+		}
+		if len(cq.Rels) > 0 {
+			qs = append(qs, cq)
+		}
+	}
+	if len(qs) == 0 {
+		return nil, fmt.Errorf("adapt: %s: no judged query", r.cfg.Judged)
+	}
+	return qs, nil
+}
+
+// heldQueries are the held-out queries, every source, at most
+// maxCheckQueries, to be judged by the teacher (Rels nil).
+func (r *run) heldQueries() ([]checkQuery, error) {
+	var qs []checkQuery
+	for _, name := range []string{"heldout.jsonl", "heldout-log.jsonl"} {
+		err := eachRecord(r.path(name), func(_ []byte, rec flagembedding.Record) error {
+			if rec.Query != "" && len(qs) < maxCheckQueries {
+				qs = append(qs, checkQuery{Text: rec.Query})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return qs, nil
+}
+
+// docVectors are enc's vectors of docs (texts their embedded texts): for
+// the index's model (stored), the index's vector where a document is
+// stored as one, the rest embedded.
+func (r *run) docVectors(ctx context.Context, eng *engine.Engine, enc encoder.Encoder, stored bool, docs []engine.Document, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(docs))
+	var missing []string
+	var at []int
+	for i, d := range docs {
+		if stored && !r.embedBase {
+			v, ok, err := eng.Vectors(d.ID)
+			if err != nil {
+				return nil, fmt.Errorf("adapt: %w", err)
+			}
+			if ok && len(v) == 1 {
+				out[i] = v[0]
+				r.storedHits++
+				continue
+			}
+		}
+		missing, at = append(missing, texts[i]), append(at, i)
+	}
+	if len(missing) > 0 {
+		vs, err := enc.EmbedDocuments(ctx, missing)
+		if err != nil {
+			return nil, fmt.Errorf("adapt: %w", err)
+		}
+		if len(vs) != len(missing) {
+			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
+		}
+		for j, v := range vs {
+			out[at[j]] = v
+		}
+	}
+	return out, nil
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// topList keeps the k best (id, score) pairs seen, best first; ties keep
+// the one seen first.
+type topList struct {
+	k      int
+	id     []string
+	scores []float64
+}
+
+func (t *topList) add(id string, s float64) {
+	if len(t.id) == t.k && s <= t.scores[len(t.scores)-1] {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(t.scores, s, func(have, want float64) int {
+		if have >= want {
+			return -1
+		}
+		return 1
+	})
+	t.id, t.scores = slices.Insert(t.id, i, id), slices.Insert(t.scores, i, s)
+	if len(t.id) > t.k {
+		t.id, t.scores = t.id[:t.k], t.scores[:t.k]
+	}
+}
+
+func (t *topList) ids() []string { return t.id }
+
+// topIDs are the k ids of g with the highest values, ties by id.
+func topIDs(g map[string]float64, k int) []string {
+	ids := make([]string, 0, len(g))
+	for id := range g {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		switch {
+		case g[a] > g[b]:
+			return -1
+		case g[a] < g[b]:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return ids[:min(k, len(ids))]
+}

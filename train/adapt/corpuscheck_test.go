@@ -1,0 +1,158 @@
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/home"
+)
+
+// letterEncoder is a bad student: a text's letter counts, 26 dimensions,
+// normalised.
+type letterEncoder struct{}
+
+func (letterEncoder) EmbedDocuments(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		v := make([]float32, 26)
+		var n float64
+		for _, r := range strings.ToLower(s) {
+			if r >= 'a' && r <= 'z' {
+				v[r-'a']++
+				n++
+			}
+		}
+		for j := range v {
+			v[j] /= float32(math.Max(n, 1))
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (e letterEncoder) EmbedQueries(ctx context.Context, q []string, _ encoder.Prompt) ([][]float32, error) {
+	return e.EmbedDocuments(ctx, q)
+}
+func (letterEncoder) Dim() int            { return 26 }
+func (letterEncoder) Fingerprint() string { return "letters" }
+
+// TestCorpusCheck: the whole-corpus check scores the index's own model as
+// itself (equal scores, the stored vectors against embedding) and far
+// above a bad student, and keeps the student's vectors for the reindex.
+func TestCorpusCheck(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
+	c := tinyConfig(t, index, filepath.Join(tmp, "work"), "")
+	c.TeacherModel = home.DefaultModel()
+	r := &run{cfg: c}
+	if err := r.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.open(); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := r.openIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	docs, err := eng.Get(ctx, "d00", "d03", "d07", "d11", "d19", "d25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	for _, d := range docs { // the second half of each document's first sentence
+		w := strings.Fields(strings.SplitN(d.Text, ".", 2)[0])
+		line, _ := json.Marshal(map[string]any{"query": strings.Join(w[4:], " "), "pos_ids": []string{d.ID}})
+		held = append(append(held, line...), '\n')
+	}
+	if err := os.WriteFile(r.path("heldout.jsonl"), held, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseEnc, err := eng.LoadEncoder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := encoder.Load(ctx, home.DefaultModel(), encoder.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer same.Close()
+	sc, err := encoder.NewCache(same, r.path("student-vectors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := r.heldQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, s, err := r.corpusCheck(ctx, eng, baseEnc, sc, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(qs)
+	t.Logf("the index's model as the student: %.4f, %.4f on %d queries (%d stored vectors read)", b, s, n, r.storedHits)
+	if n != len(docs) || b < 0.3 || math.Abs(b-s) > 1e-9 || r.storedHits == 0 {
+		t.Fatalf("the index's model against itself: %v, %v on %d queries, %d stored vectors read", b, s, n, r.storedHits)
+	}
+	again, err := encoder.NewCache(same, r.path("student-vectors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := eng.IDs(ctx)
+	all, _ := eng.Get(ctx, ids...)
+	var texts []string
+	for _, d := range all {
+		texts = append(texts, engine.EmbedText(d))
+	}
+	if _, err := again.EmbedDocuments(ctx, texts); err != nil || again.Misses() != 0 {
+		t.Fatalf("the reindex would embed %d documents again (%v): the check's student vectors are not kept", again.Misses(), err)
+	}
+	_, bad, err := r.corpusCheck(ctx, eng, baseEnc, letterEncoder{}, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad > b-0.2 {
+		t.Fatalf("a letter-count student scored %.4f, the index's model %.4f: want it well below", bad, b)
+	}
+	t.Logf("a letter-count student: %.4f", bad)
+
+	// Judged queries: the same queries, their document the one relevant.
+	r.cfg.Judged = filepath.Join(tmp, "judged.jsonl")
+	if err := os.WriteFile(r.cfg.Judged, held, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jq, err := r.judgedQueries(ctx, eng)
+	if err != nil || len(jq) != len(docs) {
+		t.Fatalf("judged queries: %d, %v", len(jq), err)
+	}
+	jb, js, err := r.corpusCheck(ctx, eng, baseEnc, letterEncoder{}, jq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("judged: the index's model %.4f, a letter-count student %.4f", jb, js)
+	if jb < 0.3 || js > jb-0.1 {
+		t.Fatalf("judged: the index's model %.4f, a letter-count student %.4f", jb, js)
+	}
+	for _, bad := range []struct{ line, want string }{
+		{`{"query": "graph", "pos_ids": ["nope"]}`, `judged.jsonl:2: document "nope" is not in the index`},
+		{`{"query": "graph", "pos": ["some text"]}`, "judged.jsonl:2: a judged query's positives must be the index's document IDs"},
+		{`{"query": "graph", "pos_ids": [`, "judged.jsonl:2"},
+	} {
+		first := strings.SplitAfter(string(held), "\n")[0]
+		if err := os.WriteFile(r.cfg.Judged, []byte(first+bad.line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.judgedQueries(ctx, eng); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("judged file with %s: %v; want %q", bad.line, err, bad.want)
+		}
+	}
+}
