@@ -35,7 +35,7 @@ test: setup pydeps test-models chromium
 	$(GO) vet ./...
 	@# SciFact's embeddings into the cache once, before packages that read
 	@# them run side by side (each would embed it again on a cold cache).
-	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --cache >/dev/null; fi
+	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --precision float32 --cache >/dev/null; fi
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
@@ -99,7 +99,7 @@ WEAVIATE_TEST_DIR ?= $(ANNA_HOME)/weaviate/test-cluster
 .PHONY: test-cluster
 test-cluster: setup
 	bash scripts/weaviate.sh build
-	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --cache >/dev/null; fi
+	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --precision float32 --cache >/dev/null; fi
 	rm -rf $(WEAVIATE_TEST_DIR)
 	GOPROXY=off GO=$(GO) bash scripts/weaviate.sh run $(WEAVIATE_TEST_DIR) \
 		$(GO) test -count=1 -timeout 30m -run 'Cluster|Weaviate' ./index/weaviate ./engine ./cmd/annactl

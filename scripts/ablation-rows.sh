@@ -89,7 +89,7 @@ eval_value() {
 	stsb) "$A" eval "$SHARED/stsbenchmark" --task sts --model "$2" --json ;;
 	sick) "$A" eval "$SHARED/sick" --task sts --model "$2" --json ;;
 	snli) "$A" eval "$SHARED/snli" --task pairclass --model "$2" --json ;;
-	scifact | cranfield | cisi | cacm) "$A" eval "$SHARED/$1" --split test --model "$2" --modes dense --no-chunking --json ;;
+	scifact | cranfield | cisi | cacm) "$A" eval "$SHARED/$1" --split test --model "$2" --precision float32 --modes dense --no-chunking --json ;;
 	*)
 		echo "unknown evaluation $1" >&2
 		return 2

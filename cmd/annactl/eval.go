@@ -22,6 +22,7 @@ import (
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/rerank"
 )
@@ -32,6 +33,7 @@ import (
 
 type evalFlags struct {
 	task, split, dir, model, reranker, modes, runOut, rerankRun, report string
+	precision                                                           string
 	instruction                                                         string
 	rerankDepth, workers                                                int
 	cache, asJSON, keepIdentical, record, chooseFusion                  bool
@@ -159,6 +161,7 @@ average_precision_score).`,
 	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts and pairclass (default test, else test_annotated)")
 	indexFlag(cmd, &fl.dir, "anna directory `DIR` to index into and keep (default: a temporary one)")
 	modelVar(f, &fl.model, "model", "", "model directory `DIR` (default: the model recorded in --index, else the installed default)")
+	f.StringVar(&fl.precision, "precision", "", "the model's weights when the corpus is indexed anew, as annactl index --precision: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5) or float32 (the default for every other model)")
 	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR`: adds the rerank modes")
 	f.IntVar(&fl.rerankDepth, "rerank-depth", 100, "candidates the cross-encoder rescores")
 	f.StringVar(&fl.modes, "modes", "", "comma-separated subset of lexical,dense,hybrid,lexical+rerank,hybrid+rerank,lexical+rerank+rrf,hybrid+rerank+rrf (+rrf: the reranked list fused with the retrieval lists by RRF; default: all that apply)")
@@ -201,6 +204,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			return usageErrorf("--record: --modes has no rerank mode")
 		}
 	}
+	if err := catalog.CheckPrecision(fl.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
 	ds, err := beir.Load(dataset, split)
 	if err != nil {
 		return err
@@ -238,6 +244,10 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 			}
 		}()
 	}
+	// The model as annactl index would build the directory with it.
+	if opts.Model, err = indexModel(ctx, idx, fl.model, fl.precision); err != nil {
+		return err
+	}
 	eng, err := engine.Open(ctx, idx, opts)
 	if err != nil {
 		return err
@@ -261,6 +271,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	header := fmt.Sprintf("%s (split %s): %d documents, %d judged queries; indexed in %s", dataset, split, len(ds.Corpus), len(qids), indexTime.Round(time.Millisecond))
+	if name := eng.Model().Name; name != "" {
+		header += " with " + name
+	}
 	if fl.chooseFusion {
 		c, err := retrieval.ChooseFusion(rows, dataset, split, len(qids))
 		if err != nil {

@@ -257,3 +257,25 @@ func TestEvalChooseFusion(t *testing.T) {
 		t.Fatalf("search --explain does not say how it fused: %s", r)
 	}
 }
+
+// TestEvalPrecision: eval indexes as annactl index does — the default
+// model at int8 unless --precision float32 — and names the model.
+func TestEvalPrecision(t *testing.T) {
+	needModel(t)
+	ownHome(t)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "with " + home.DefaultModelName + "-int8"},
+		{[]string{"--precision", "float32"}, "with " + home.DefaultModelName + "\n"},
+	} {
+		r := mustRun(t, append([]string{"eval", "../../testdata/demo", "--modes", "dense"}, c.flags...)...)
+		if first, _, _ := strings.Cut(r.stdout, "\n"); !strings.Contains(first+"\n", c.want) {
+			t.Fatalf("eval %v: %q; want %q", c.flags, first, c.want)
+		}
+	}
+	if r := annactl(t, "", "eval", "../../testdata/demo", "--precision", "int4"); r.code != 2 || !strings.Contains(r.stderr, "--precision") {
+		t.Fatalf("--precision int4: %s", r)
+	}
+}
