@@ -210,8 +210,8 @@ func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev strin
 		precision = "float32"
 	}
 	if rep.CheckQueries > 0 {
-		fmt.Fprintf(a.stdout, "held-out check, %d queries, nDCG@10 (%s): index's model %.4f, adapted %.4f (%s)\n",
-			rep.CheckQueries, rep.Check, rep.BaseScore, rep.StudentScore, precision)
+		fmt.Fprintf(a.stdout, "held-out check, %s, nDCG@10 (%s): index's model %.4f, adapted %.4f (%s)\n",
+			plural(rep.CheckQueries, "query"), rep.Check, rep.BaseScore, rep.StudentScore, precision)
 	}
 	if rep.Reindexed {
 		fmt.Fprintf(a.stdout, "the index now uses the adapted model (%s, the index's precision)\n", precision)

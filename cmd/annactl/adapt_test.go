@@ -67,7 +67,7 @@ func TestAdaptCommand(t *testing.T) {
 	if err := os.WriteFile(judged, []byte(`{"query": "graph3", "pos_ids": ["d001", "d002"]}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := annactl(t, "", w1...); r.code == 0 || !strings.Contains(r.stdout, "held-out check, 1 queries, nDCG@10 (whole corpus against your judged queries)") {
+	if r := annactl(t, "", w1...); r.code == 0 || !strings.Contains(r.stdout, "held-out check, 1 query, nDCG@10 (whole corpus against your judged queries)") {
 		t.Fatalf("judged queries: %s", r)
 	}
 

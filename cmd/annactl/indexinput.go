@@ -254,10 +254,13 @@ func (a *app) indexReport(st indexStats, name, dir string, sync bool, err error)
 	}
 }
 
-// plural is "1 document", "2 documents".
+// plural is "1 document", "2 documents" ("1 query", "2 queries").
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if stem, ok := strings.CutSuffix(noun, "y"); ok && !strings.HasSuffix(stem, "e") {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

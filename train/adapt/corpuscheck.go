@@ -89,6 +89,9 @@ func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, stud
 		}
 	}
 	for lo := 0; lo < len(ids); lo += teacherBatch {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
 		hi := min(lo+teacherBatch, len(ids))
 		docs, err := eng.Get(ctx, ids[lo:hi]...)
 		if err != nil {
@@ -152,8 +155,9 @@ func (r *run) pseudoRels(ctx context.Context, eng *engine.Engine, query string, 
 }
 
 // judgedQueries reads Config.Judged (JSON lines {"query", "pos_ids"}, as
-// mine-negatives --input reads them): every positive must be a document
-// of the index, named by ID.
+// mine-negatives --input reads them; the first maxCheckQueries are
+// scored, every line is checked): every positive must be a document of
+// the index, named by ID.
 func (r *run) judgedQueries(ctx context.Context, eng *engine.Engine) ([]checkQuery, error) {
 	src, err := mining.OpenPairs(ctx, r.cfg.Judged, mining.PromptDefaults{})
 	if err != nil {
@@ -186,7 +190,7 @@ func (r *run) judgedQueries(ctx context.Context, eng *engine.Engine) ([]checkQue
 			}
 			cq.Rels[p.ID] = 1
 		}
-		if len(cq.Rels) > 0 {
+		if len(cq.Rels) > 0 && len(qs) < maxCheckQueries {
 			qs = append(qs, cq)
 		}
 	}
