@@ -239,19 +239,28 @@ func (r *run) docVectors(ctx context.Context, eng *engine.Engine, enc encoder.En
 		}
 		missing, at = append(missing, texts[i]), append(at, i)
 	}
-	if len(missing) > 0 {
-		vs, err := enc.EmbedDocuments(ctx, missing)
-		if err != nil {
-			return nil, fmt.Errorf("adapt: %w", err)
-		}
-		if len(vs) != len(missing) {
-			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
-		}
-		for j, v := range vs {
-			out[at[j]] = v
-		}
+	if err := embedInto(ctx, enc, out, missing, at); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// embedInto embeds texts with enc into out, texts[j] at out[at[j]].
+func embedInto(ctx context.Context, enc encoder.Encoder, out [][]float32, texts []string, at []int) error {
+	if len(texts) == 0 {
+		return nil
+	}
+	vs, err := enc.EmbedDocuments(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("adapt: %w", err)
+	}
+	if len(vs) != len(texts) {
+		return fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(texts))
+	}
+	for j, v := range vs {
+		out[at[j]] = v
+	}
+	return nil
 }
 
 func dot(a, b []float32) float64 {

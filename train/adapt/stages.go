@@ -802,17 +802,8 @@ func cosines(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *s
 		}
 		missing, at = append(missing, t), append(at, i)
 	}
-	if len(missing) > 0 {
-		vs, err := enc.EmbedDocuments(ctx, missing)
-		if err != nil {
-			return nil, fmt.Errorf("adapt: %w", err)
-		}
-		if len(vs) != len(missing) {
-			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d texts", len(vs), len(missing))
-		}
-		for j, v := range vs {
-			d[at[j]] = v
-		}
+	if err := embedInto(ctx, enc, d, missing, at); err != nil {
+		return nil, err
 	}
 	for _, v := range d {
 		if len(v) != len(q[0]) {
