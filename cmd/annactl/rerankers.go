@@ -335,6 +335,8 @@ func singular(unit string) string {
 		return strings.Replace(unit, "queries", "query", 1)
 	case unit == "MB":
 		return unit
+	case strings.Contains(unit, "documents"): // "check documents", "documents (doc2query)"
+		return strings.Replace(unit, "documents", "document", 1)
 	}
 	return strings.TrimSuffix(unit, "s")
 }

@@ -213,3 +213,13 @@ func TestRerankersBuild(t *testing.T) {
 		t.Fatalf("the finished build ran a stage again: %s", again)
 	}
 }
+
+// TestSingular: the unit a progress line's rate is per.
+func TestSingular(t *testing.T) {
+	for unit, want := range map[string]string{"steps": "step", "held-out queries": "held-out query", "queries (train.jsonl)": "query (train.jsonl)",
+		"documents (doc2query)": "document (doc2query)", "check documents": "check document", "MB": "MB"} {
+		if got := singular(unit); got != want {
+			t.Errorf("singular(%q) = %q, want %q", unit, got, want)
+		}
+	}
+}
