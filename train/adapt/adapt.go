@@ -77,8 +77,9 @@
 //     teacher ranks their document first) and each model ranks one's
 //     candidates (that document and its Group−1 mined negatives), scored
 //     by nDCG@10 against the teacher's document (CheckCandidates, the
-//     weakest: measured against the judged outcome of seven runs it
-//     agreed in 2, the whole-corpus check in 6; docs/results/adapt.md).
+//     weakest: measured against the judged outcome of nine runs it
+//     agreed in 3, the whole-corpus check in 9 of 10;
+//     docs/results/adapt.md).
 //     When the student scores below the index's model plus
 //     Config.MinGain, Adapt returns ErrWorse and leaves the index alone.
 //     The stage is not recorded as done then: run again (another MinGain
