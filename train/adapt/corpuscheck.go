@@ -13,6 +13,7 @@ import (
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/flagembedding"
 	"github.com/anna-search/anna/mining"
+	"github.com/anna-search/anna/train/objective"
 )
 
 // The whole-corpus check (used when Config.TeacherModel is set): every
@@ -111,7 +112,7 @@ func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, stud
 					if len(v) != len(qv[m][q]) {
 						return 0, 0, fmt.Errorf("adapt: document %q's vector has %d dimensions, the query's %d", docs[i].ID, len(v), len(qv[m][q]))
 					}
-					tops[m][q].add(docs[i].ID, dot(qv[m][q], v))
+					tops[m][q].add(docs[i].ID, objective.Dot(qv[m][q], v))
 				}
 			}
 		}
@@ -261,14 +262,6 @@ func embedInto(ctx context.Context, enc encoder.Encoder, out [][]float32, texts 
 		out[at[j]] = v
 	}
 	return nil
-}
-
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
 }
 
 // topList keeps the k best (id, score) pairs seen, best first; ties keep

@@ -25,6 +25,7 @@ import (
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train"
+	"github.com/anna-search/anna/train/objective"
 )
 
 func (r *run) path(name string) string { return filepath.Join(r.cfg.Work, name) }
@@ -812,9 +813,7 @@ func cosines(ctx context.Context, enc encoder.Encoder, ex heldExample, stored *s
 	}
 	cos := make([]float64, len(d))
 	for i, v := range d {
-		for j := range v {
-			cos[i] += float64(q[0][j]) * float64(v[j])
-		}
+		cos[i] = objective.Dot(q[0], v)
 	}
 	return cos, nil
 }
