@@ -78,7 +78,7 @@
 //     candidates (that document and its Group−1 mined negatives), scored
 //     by nDCG@10 against the teacher's document (CheckCandidates, the
 //     weakest: measured against the judged outcome of nine runs it
-//     agreed in 3, the whole-corpus check in 9 of 10;
+//     agreed in 3, the whole-corpus check in 9 of 11;
 //     docs/results/adapt.md).
 //     When the student scores below the index's model plus
 //     Config.MinGain, Adapt returns ErrWorse and leaves the index alone.
