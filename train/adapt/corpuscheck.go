@@ -54,7 +54,7 @@ func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, stud
 	}
 	encs := []encoder.Encoder{baseEnc, student}
 	if slices.ContainsFunc(qs, func(q checkQuery) bool { return q.Rels == nil }) {
-		teacher, tm, err := r.teacherEncoder(ctx, eng)
+		teacher, tm, err := r.cachedTeacher(ctx)
 		if err != nil {
 			return 0, 0, err
 		}

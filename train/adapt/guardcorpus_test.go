@@ -2,7 +2,6 @@ package adapt
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -88,12 +87,14 @@ func TestGuardCorpusMeasures(t *testing.T) {
 			return out
 		}
 		dv := [3][][]float32{embed(base), embed(student), embed(teacher)}
+		r := &run{cfg: Config{Index: w + "/idx", Work: w + "/work", TeacherModel: tm}, embedBase: true}
+		held, err := r.heldQueries()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var qs []string
-		for _, f := range []string{"heldout.jsonl", "heldout-log.jsonl"} {
-			err := eachRecordRaw(w+"/work/"+f, func(q string) { qs = append(qs, q) })
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, q := range held {
+			qs = append(qs, q.Text)
 		}
 		if maxQ > 0 && len(qs) > maxQ {
 			qs = qs[:maxQ]
@@ -164,17 +165,12 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		eng.Close()
 		// The check as adapt runs it (corpusCheck; the index's model
 		// embedded, since the run's index may hold the student's vectors).
-		r := &run{cfg: Config{Index: w + "/idx", Work: w + "/work", TeacherModel: tm}, embedBase: true}
 		e, err := r.openIndex(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hq, err := r.heldQueries()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb, cs, err := r.corpusCheck(ctx, e, base, student, hq)
-		cn := len(hq)
+		cb, cs, err := r.corpusCheck(ctx, e, base, student, held)
+		cn := len(held)
 		e.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -182,26 +178,6 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		t.Logf("%s: corpusCheck on %d queries: %.4f → %.4f", w, cn, cb, cs)
 		closeStudent()
 	}
-}
-
-func eachRecordRaw(path string, fn func(q string)) error {
-	bs, err := os.ReadFile(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
-	for _, line := range strings.Split(string(bs), "\n") {
-		if i := strings.Index(line, `"query":"`); i >= 0 {
-			var q heldExample
-			if err := json.Unmarshal([]byte(line), &q); err != nil {
-				return err
-			}
-			fn(q.Query)
-		}
-	}
-	return nil
 }
 
 func topCos(q []float32, docs [][]float32, k int) []int {

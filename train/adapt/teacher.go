@@ -26,14 +26,9 @@ const teacherBatch = 64
 // the cache lacks. It returns the cached encoder and the model, which the
 // caller closes.
 func (r *run) teacherEncoder(ctx context.Context, eng *engine.Engine) (encoder.Encoder, *encoder.ORTEncoder, error) {
-	t, err := encoder.Load(ctx, r.cfg.TeacherModel, encoder.Options{})
+	c, t, err := r.cachedTeacher(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("adapt: the teacher model: %w", err)
-	}
-	c, err := encoder.NewCache(t, "")
-	if err != nil {
-		t.Close()
-		return nil, nil, fmt.Errorf("adapt: the teacher model's cache: %w", err)
+		return nil, nil, err
 	}
 	ids, err := eng.IDs(ctx)
 	if err != nil {
@@ -56,6 +51,22 @@ func (r *run) teacherEncoder(ctx context.Context, eng *engine.Engine) (encoder.E
 			return nil, nil, fmt.Errorf("adapt: the teacher model embedding the documents: %w", err)
 		}
 		r.report("teacher documents", hi, len(ids))
+	}
+	return c, t, nil
+}
+
+// cachedTeacher loads Config.TeacherModel behind the shared embedding
+// cache, without a pass over the documents: the check reads each
+// document's vector once, through the cache the mine stage filled.
+func (r *run) cachedTeacher(ctx context.Context) (*encoder.Cache, *encoder.ORTEncoder, error) {
+	t, err := encoder.Load(ctx, r.cfg.TeacherModel, encoder.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("adapt: the teacher model: %w", err)
+	}
+	c, err := encoder.NewCache(t, "")
+	if err != nil {
+		t.Close()
+		return nil, nil, fmt.Errorf("adapt: the teacher model's cache: %w", err)
 	}
 	return c, t, nil
 }
