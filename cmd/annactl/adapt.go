@@ -87,6 +87,9 @@ first batch has measured its speed.`,
 			if err := inRange("lr", c.LR, 1e-9, 0.999); err != nil {
 				return err
 			}
+			if err := inRange("mix", c.Mix, 1e-9, 1); err != nil {
+				return err
+			}
 			switch t := c.TeacherModel; t {
 			case "none":
 				c.TeacherModel = ""
@@ -129,7 +132,7 @@ first batch has measured its speed.`,
 			pr.end()
 			switch {
 			case errors.Is(err, adapt.ErrWorse):
-				a.printAdapt(rep, time.Since(start), c.Index, prev)
+				a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
 				return err
 			case errors.Is(err, context.Canceled):
 				fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
@@ -137,7 +140,7 @@ first batch has measured its speed.`,
 			case err != nil:
 				return err
 			}
-			a.printAdapt(rep, time.Since(start), c.Index, prev)
+			a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
 			return nil
 		},
 	}
@@ -161,6 +164,7 @@ first batch has measured its speed.`,
 	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
 	f.IntVar(&c.MaxQueries, "max-queries", 0, "use at most `N` queries (0: all)")
 	f.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
+	f.Float64Var(&c.Mix, "mix", c.Mix, "how far the served model's weights move from the base's towards the trained student's (base + MIX·(trained − base): WiSE-FT's weight-space ensemble; 1: the trained student as is)")
 	f.Float64Var(&c.MinGain, "min-gain", 0, "held-out nDCG@10 the adapted model must gain over the index's before it replaces it")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed")
 	return cmd
@@ -182,7 +186,7 @@ func previousModel(index string) string {
 	return m.Name
 }
 
-func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev string) {
+func (a *app) printAdapt(rep adapt.Report, mix float64, took time.Duration, index, prev string) {
 	fmt.Fprintf(a.stdout, "queries: %d for training, %d held out (%d generated, %d logged); %d examples mined (%d positives the teacher did not rank first left out)\n",
 		rep.Queries, rep.HeldOut, rep.Generated, rep.Logged, rep.Examples, rep.Filtered)
 	if rep.LogKept+rep.LogDropped > 0 {
@@ -199,7 +203,10 @@ func (a *app) printAdapt(rep adapt.Report, took time.Duration, index, prev strin
 		fmt.Fprintf(a.stdout, "logged queries the teacher ranked first: %d kept, %d below its threshold %s (%s) dropped\n",
 			rep.LogKept, rep.LogDropped, thr, from)
 	}
-	if rep.Model != "" {
+	switch {
+	case rep.Model != "" && rep.Trained != "" && rep.Trained != rep.Model:
+		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps; its weights mixed with the base's, --mix %g: the trained student is %s)\n", rep.Model, rep.Steps, mix, rep.Trained)
+	case rep.Model != "":
 		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
 	}
 	if rep.Precision != "" && rep.Served != "" && rep.Served != rep.Model {

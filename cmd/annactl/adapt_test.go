@@ -32,6 +32,9 @@ func TestAdaptCommand(t *testing.T) {
 		t.Fatalf("a missing query log: %s", r)
 	}
 
+	if r := annactl(t, "", append(tiny, "--mix", "0")...); r.code != 2 || !strings.Contains(r.stderr, "--mix") {
+		t.Fatalf("--mix 0: %s", r)
+	}
 	if r := annactl(t, "", append(tiny, "--generate", "-1")...); r.code != 2 || !strings.Contains(r.stderr, "--generate") {
 		t.Fatalf("--generate -1: %s", r)
 	}
@@ -74,7 +77,7 @@ func TestAdaptCommand(t *testing.T) {
 	// With a teacher model (the default model stands in for a stronger
 	// one), the whole-corpus check.
 	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1", "--teacher-model", home.DefaultModelName)...)
-	if !strings.Contains(r.stdout, "nDCG@10 (whole corpus") {
+	if !strings.Contains(r.stdout, "nDCG@10 (whole corpus") || !strings.Contains(r.stdout, "mixed with the base's, --mix 0.5") {
 		t.Fatalf("adapt with a teacher model: %s", r)
 	}
 	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") ||

@@ -53,8 +53,15 @@
 //     index's model; for an int8 model that records no checkpoint, the
 //     catalogue's NAME-int8, the source of its float32 form NAME installed
 //     beside it) is fine-tuned contrastively with distillation from the
-//     teacher's scores (train.Run), checkpointing and resuming. It is
-//     exported at float32 (Report.Model).
+//     teacher's scores (train.Run), checkpointing and resuming. The model
+//     served is the weight-space ensemble of the trained student and its
+//     start (WiSE-FT, Wortsman et al., 2022): each weight base +
+//     Config.Mix·(trained − base), exported at float32 (Report.Model) at
+//     the length the index's model is served at. (On the ten students
+//     measured, Mix 0.5 turned every dense loss on Cranfield, CISI and
+//     SciFact into a gain and kept most of the log-trained students' gain;
+//     docs/results/adapt.md.) Mix 1 serves the trained student; decoder
+//     students are served as trained.
 //  4. check: the adapted model keeps the index's precision (its model's
 //     manifest's Quantization): for an int8 index the float32 student is
 //     first converted to int8 as `annactl models import --quantize int8`
@@ -159,8 +166,11 @@ type Config struct {
 	Steps, BatchQueries, Group, MaxLength, CheckpointEvery int
 	LR, Distill                                            float64
 	Seed                                                   uint64
-	MaxQueries                                             int     // cap on the queries used (0: all)
-	MinGain                                                float64 // the student must beat the base by this much nDCG@10 (default 0)
+	// Mix, in (0, 1], is how far the served student's weights move from
+	// its starting checkpoint's towards the trained ones (see stage 3).
+	Mix        float64
+	MaxQueries int     // cap on the queries used (0: all)
+	MinGain    float64 // the student must beat the base by this much nDCG@10 (default 0)
 	// KeepModel copies the student under $ANNA_HOME/models before the
 	// reindex (engine.Options.KeepModel), so deleting Work breaks nothing.
 	KeepModel bool
@@ -171,7 +181,7 @@ type Config struct {
 
 // Defaults are the settings `annactl adapt` starts from.
 func Defaults() Config {
-	return Config{Steps: 200, BatchQueries: 16, Group: 8, MaxLength: 128, CheckpointEvery: 20, LR: 2e-5, Distill: 1, Seed: 42}
+	return Config{Steps: 200, BatchQueries: 16, Group: 8, MaxLength: 128, CheckpointEvery: 20, LR: 2e-5, Distill: 1, Seed: 42, Mix: 0.5}
 }
 
 // Progress is one report of a stage's work.
@@ -201,7 +211,8 @@ type Report struct {
 	LogThreshold                      float64
 	LogKept, LogDropped, LogReference int
 	Steps                             int     // training steps
-	Model                             string  // the student's exported model directory (float32)
+	Model                             string  // the served student's model directory (float32; mixed with the base unless Mix is 1)
+	Trained                           string  // the trained student's model directory, before the mix
 	BaseScore                         float64 // base model's held-out nDCG@10
 	StudentScore                      float64 // student's held-out nDCG@10
 	CheckQueries                      int     // held-out queries scored
@@ -242,6 +253,7 @@ type settings struct {
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
 	Seed                                              uint64
+	Mix                                               float64
 }
 
 // state is adapt.json: the settings, the finished stages and the report
@@ -308,6 +320,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("adapt: Group must be at least 2 (got %d)", c.Group)
 	case !(c.LR > 0 && c.LR < 1):
 		return fmt.Errorf("adapt: LR must be in (0, 1) (got %g)", c.LR)
+	case !(c.Mix > 0 && c.Mix <= 1):
+		return fmt.Errorf("adapt: Mix must be in (0, 1] (got %g)", c.Mix)
 	case !(c.Distill >= 0 && c.Distill <= 1e3):
 		return fmt.Errorf("adapt: Distill must be in [0, 1000] (got %g)", c.Distill)
 	case c.MaxQueries < 0:
@@ -364,7 +378,7 @@ func (r *run) open() error {
 	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, Generator: c.Generator, Generate: c.Generate,
 		NoExtractive: c.NoExtractive, KeepQueryInPositive: c.KeepQueryInPositive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
-		LR: c.LR, Distill: c.Distill, Seed: c.Seed}
+		LR: c.LR, Distill: c.Distill, Seed: c.Seed, Mix: c.Mix}
 	if c.LogThreshold != nil {
 		want.LogThreshold = strconv.FormatFloat(*c.LogThreshold, 'g', -1, 64)
 	}

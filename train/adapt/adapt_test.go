@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/train/bert"
 )
 
@@ -89,6 +91,7 @@ func (e *events) first(stage, unit string) (Progress, bool) {
 func TestAdaptResumesAndRefuses(t *testing.T) {
 	tmp := t.TempDir()
 	mc := testmodels.MiniLMVocab(testmodels.BERT())
+	mc.MaxPositionEmbeddings = 512 // as MiniLM's: the import path would serve it at 512
 	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
 	before, err := engine.RecordedModel(index)
@@ -152,6 +155,34 @@ func TestAdaptResumesAndRefuses(t *testing.T) {
 		rep.Precision != "" || rep.Served != rep.Model {
 		t.Fatalf("index model after adapt %+v (%v), student %s", after, err, rep.Model)
 	}
+	// The served student is the trained one mixed half-way with its start.
+	mixed, err1 := bert.LoadModel(filepath.Join(filepath.Dir(rep.Model), "hf"), false, 1)
+	trained, err2 := bert.LoadModel(filepath.Join(filepath.Dir(rep.Trained), "hf"), false, 1)
+	start, err3 := bert.LoadModel(base, false, 1)
+	if err := errors.Join(err1, err2, err3); err != nil || rep.Trained == rep.Model {
+		t.Fatalf("served %s, trained %s: %v", rep.Model, rep.Trained, err)
+	}
+	for _, p := range mixed.Params {
+		tw, sw := trained.Param(p.Name).W, start.Param(p.Name).W
+		for i, w := range p.W {
+			if want := sw[i] + 0.5*(tw[i]-sw[i]); w != want {
+				t.Fatalf("served %s[%d] = %v, want %v (trained %v, start %v)", p.Name, i, w, want, tw[i], sw[i])
+			}
+		}
+	}
+	// The student is served at the length the index's model was (MiniLM:
+	// 256), not its checkpoint's 512 positions.
+	baseDir, err := engine.FindModel(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseMan, err := model.LoadManifest(baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man, err := model.LoadManifest(rep.Model); err != nil || man.MaxLength != baseMan.MaxLength {
+		t.Fatalf("the student's manifest %+v (%v): want max_length %d, the index model's", man, err, baseMan.MaxLength)
+	}
 	if _, err := os.Stat(filepath.Join(c.Work, "adapt.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +200,17 @@ func TestAdaptResumesAndRefuses(t *testing.T) {
 	}
 	if p, ok := ev.first("train", ""); ok {
 		t.Fatalf("training ran again: %+v", p)
+	}
+}
+
+// A Config with Mix outside (0, 1] (a Config not started from Defaults
+// has 0) is refused, naming it, before any work.
+func TestConfigMix(t *testing.T) {
+	for _, mix := range []float64{0, -0.5, 1.5, math.NaN()} {
+		c := Defaults()
+		c.Index, c.Mix = t.TempDir(), mix
+		if _, err := Adapt(context.Background(), c); err == nil || !strings.Contains(err.Error(), "Mix") {
+			t.Fatalf("Mix %v: %v", mix, err)
+		}
 	}
 }

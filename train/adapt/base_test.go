@@ -32,8 +32,8 @@ func TestBaseOfDefaultModelIndex(t *testing.T) {
 	if _, err := eng.Add(ctx, []engine.Document{{ID: "a", Text: "one document"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&run{}).base(ctx, eng)
-	if err != nil || got != man.Source {
-		t.Fatalf("base of a default-model index: %q, %v; want %q", got, err, man.Source)
+	got, maxLen, err := (&run{}).base(ctx, eng)
+	if err != nil || got != man.Source || maxLen != man.MaxLength {
+		t.Fatalf("base of a default-model index: %q, max length %d, %v; want %q, %d", got, maxLen, err, man.Source, man.MaxLength)
 	}
 }

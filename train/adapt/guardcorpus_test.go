@@ -22,7 +22,9 @@ import (
 // their top 10 are scored against pseudo-judgments from models other
 // than the student's family: BM25 and the teacher model (GUARD_TEACHER,
 // default bge-small-en-v1.5), fused by RRF; then corpusCheck, the check
-// adapt runs (the last of the four measures).
+// adapt runs (the last of the four measures). GUARD_STUDENT names the
+// student's model directory inside each run folder (default
+// work/student/model).
 //
 //	GUARD_RUNS=DIR1,DIR2 go test -v -run TestGuardCorpusMeasures -timeout 120m ./train/adapt
 func TestGuardCorpusMeasures(t *testing.T) {
@@ -74,7 +76,11 @@ func TestGuardCorpusMeasures(t *testing.T) {
 				texts = append(texts, engine.EmbedText(d))
 			}
 		}
-		student, closeStudent := load(w+"/work/student/model", cacheDir)
+		studentDir := "work/student/model"
+		if s := os.Getenv("GUARD_STUDENT"); s != "" {
+			studentDir = s // another model of the run's, e.g. its student re-exported
+		}
+		student, closeStudent := load(filepath.Join(w, studentDir), cacheDir)
 		embed := func(enc encoder.Encoder) [][]float32 {
 			var out [][]float32
 			for lo := 0; lo < len(texts); lo += 64 {

@@ -123,7 +123,7 @@ func TestBaseOfInt8Index(t *testing.T) {
 	if _, err := eng.Add(ctx, []engine.Document{{ID: "a", Text: "one document"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&run{}).base(ctx, eng)
+	got, _, err := (&run{}).base(ctx, eng)
 	if err != nil || got != want {
 		t.Fatalf("base of an int8 index: %q, %v; want the float32 model's checkpoint %q", got, err, want)
 	}
