@@ -56,6 +56,12 @@ score pseudo-labels, not a person's: --judged FILE gives queries of your own
 whole corpus for them instead. The command prints how to go back to the
 previous model.
 
+The served model is the trained student's weights mixed with the weights it
+started from, base + MIX·(trained − base) (--mix, default 0.5: WiSE-FT's
+weight-space ensemble), at the length the index's model is served at: on ten
+measured students over four collections every one then gained dense nDCG@10
+(docs/results/adapt.md).
+
 Every stage is recorded in --work; run the same command again after Ctrl-C or a
 kill to continue where it stopped (generated queries are kept as they are
 written, a batch at a time, and reused). Before the work starts it prints an
