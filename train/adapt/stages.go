@@ -666,29 +666,27 @@ func (r *run) train(ctx context.Context) error {
 	}
 	r.st.Report.Steps, r.st.Report.Model, r.st.Report.Trained = res.Steps, res.ModelDir, res.ModelDir
 	if c.Mix < 1 {
-		if r.st.Report.Model, err = r.mix(ctx, base, res.HFDir, maxLen); err != nil {
+		trained, err := model.LoadManifest(res.ModelDir)
+		if err != nil {
+			return fmt.Errorf("adapt: the trained student: %w", err)
+		}
+		if trained.Architecture != "bert" {
+			r.logf("the student (%s) is served as trained: weight mixing is for BERT students", trained.Architecture)
+			return nil
+		}
+		// served as the trained student is (its length already bounded
+		// by the positions)
+		if r.st.Report.Model, err = r.mix(ctx, base, res.HFDir, trained.MaxLength); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mix writes the served student, base + Mix·(trained − base) weight by
-// weight (bert.Model.Interpolate), into Work/student-mix (replaced whole),
-// served at maxLen tokens (0: the import path's default). A student that
-// is not BERT is served as trained.
+// mix writes the served BERT student, base + Mix·(trained − base) weight
+// by weight (bert.Model.Interpolate), into Work/student-mix (replaced
+// whole), served at maxLen tokens.
 func (r *run) mix(ctx context.Context, base, trainedHF string, maxLen int) (string, error) {
-	cfg, err := model.LoadConfig(base)
-	if err != nil {
-		return "", fmt.Errorf("adapt: the student's checkpoint: %w", err)
-	}
-	if cfg.ModelType != "bert" {
-		r.logf("the student (%s) is served as trained: weight mixing is for BERT students", cfg.ModelType)
-		return r.st.Report.Model, nil
-	}
-	if p := cfg.MaxPositionEmbeddings; p > 0 && maxLen > p {
-		maxLen = p // as train.Run's export: never past the positions
-	}
 	b, err := bert.LoadModel(base, false, 1)
 	if err != nil {
 		return "", fmt.Errorf("adapt: the student's start: %w", err)
