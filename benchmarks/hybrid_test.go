@@ -98,7 +98,10 @@ func sciFactVariants(ds *beir.Dataset, n int) (docs []engine.Document, src []int
 // BenchmarkHybridLatency100k measures hybrid (BM25 + HNSW + RRF) query
 // latency on a 100,000-document corpus next to the time of encoding the
 // query alone (with the engine's encoder, and with a 2-thread session), on
-// SciFact's 300 test queries; also BM25 and dense top-100 alone.
+// SciFact's 300 test queries; also BM25 and dense top-100 alone. The
+// directory is then open twice read-only: as by default (a BM25 search
+// spread over GOMAXPROCS goroutines) and with SearchWorkers 1, each query
+// going through both in turn (the one_worker metrics).
 //
 // The corpus: each of SciFact's 5,183 abstracts in ~20 variants. A variant
 // drops 15% of the abstract's words at random (so BM25 sees 100k distinct
@@ -146,22 +149,35 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 		enc.vecs[engine.EmbedText(d)] = v
 	}
 	dir := b.TempDir()
-	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
+	w, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer eng.Close()
 	start := time.Now()
-	if _, err := ingest.Slice(ctx, eng, docs, ingest.Options{Batch: 5000}); err != nil {
+	if _, err := ingest.Slice(ctx, w, docs, ingest.Options{Batch: 5000}); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("indexed %d docs (BM25 + HNSW) in %s", len(docs), time.Since(start).Round(time.Second))
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	open := func(o engine.Options) *engine.Engine {
+		o.Encoder, o.ReadOnly = enc, true
+		e, err := engine.Open(ctx, dir, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close() })
+		return e
+	}
+	eng, one := open(engine.Options{}), open(engine.Options{SearchWorkers: 1})
 	waitIdle(b)
 
 	queries := judgedQueries(ds)
 	for _, q := range queries[:20] { // warm up both paths
 		base.EmbedQueries(ctx, []string{q}, encoder.Prompt{})
 		eng.Search(ctx, q, engine.SearchOptions{Mode: engine.ModeHybrid, K: 10})
+		one.Search(ctx, q, engine.SearchOptions{Mode: engine.ModeHybrid, K: 10})
 	}
 	// The engine's encoder runs one thread per operator (encoder.Options);
 	// a 2-thread session encodes a lone query faster, so it is timed too,
@@ -174,7 +190,14 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	for _, q := range queries[:20] {
 		enc2.EmbedQueries(ctx, []string{q}, encoder.Prompt{})
 	}
-	var encT, enc2T, hybT, lexT, denT []time.Duration
+	var encT, enc2T, hybT, lexT, denT, hyb1T, lex1T []time.Duration
+	timed := func(ds *[]time.Duration, e *engine.Engine, q string, mode engine.Mode, k int) {
+		t0 := time.Now()
+		if _, err := e.Search(ctx, q, engine.SearchOptions{Mode: mode, K: k}); err != nil {
+			b.Fatal(err)
+		}
+		*ds = append(*ds, time.Since(t0))
+	}
 	b.ResetTimer()
 	for range b.N {
 		for _, q := range queries {
@@ -199,6 +222,8 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 				b.Fatal(err)
 			}
 			enc2T = append(enc2T, time.Since(t4))
+			timed(&hyb1T, one, q, engine.ModeHybrid, 10)
+			timed(&lex1T, one, q, engine.ModeLexical, 100)
 			encT = append(encT, t1.Sub(t0))
 			hybT = append(hybT, t2.Sub(t1))
 			lexT = append(lexT, t3.Sub(t2))
@@ -214,6 +239,9 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	b.ReportMetric(ms(pct(lexT, 0.5)), "bm25_top100_p50_ms")
 	b.ReportMetric(ms(pct(denT, 0.5)), "dense_top100_p50_ms")
 	b.ReportMetric(ms(pct(enc2T, 0.5)), "encode_2threads_p50_ms")
+	b.ReportMetric(ms(pct(hyb1T, 0.5)), "one_worker_hybrid_p50_ms")
+	b.ReportMetric(ms(pct(hyb1T, 0.99)), "one_worker_hybrid_p99_ms")
+	b.ReportMetric(ms(pct(lex1T, 0.5)), "one_worker_bm25_top100_p50_ms")
 	b.ReportMetric(ms(pct(hybT, 0.5)-pct(encT, 0.5))/ms(pct(encT, 0.5)), "added_over_encode_p50")
 	b.ReportMetric(ms(pct(hybT, 0.5)-pct(enc2T, 0.5))/ms(pct(enc2T, 0.5)), "added_over_encode_2threads_p50")
 	b.Logf("hybrid p50 %.2f ms p99 %.2f ms; query encoding alone p50 %.2f ms p99 %.2f ms (2 threads: p50 %.2f ms); retrieval+fusion add %.0f%% at p50 (%.0f%% over the 2-thread encode; goal <= 30%%)",

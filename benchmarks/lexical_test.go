@@ -176,20 +176,29 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // BenchmarkLexicalSearch100k: SciFact's 300 test queries, top 100 (and top
 // 10, for the effect of MaxScore pruning), over
 // 100,000 SciFact variants (sciFactVariants; ANNA_BENCH_DOCS overrides the
-// size), through lexical.Index and through Bleve's own search over the same
-// index (a disjunction of match queries on title and text, which Bleve
-// scores with its bm25 model), in the same run: per-query p50 and p99 of
-// each, and the ratio of their p50s. ANNA_BENCH_LEXDIR keeps the index
-// between runs (lexVariants).
+// size), through lexical.Index as opened by default (a search spread over
+// GOMAXPROCS goroutines), through the same index opened with one search
+// worker, and through Bleve's own search over the same index (a
+// disjunction of match queries on title and text, which Bleve scores with
+// its bm25 model), in turn for each query: per-query p50 and p99 of each,
+// and the ratios of their p50s. ANNA_BENCH_LEXDIR keeps the index between
+// runs (lexVariants).
 func BenchmarkLexicalSearch100k(b *testing.B) {
-	ix, queries := lexVariants(b, nil)
+	ix, dir, queries := lexVariants(b, nil)
+	if os.Getenv("ANNA_BENCH_LEXDIR") == "" {
+		// built here, writable: reopened read-only, as a second handle needs
+		ix.Close()
+		ix = lexOpen(b, dir, lexical.Options{ReadOnly: true})
+	}
+	one := lexOpen(b, dir, lexical.Options{ReadOnly: true, SearchWorkers: 1})
 	ctx := context.Background()
 	bi := ix.Bleve()
-	ours := func(q string, k int) {
+	search := func(ix *lexical.Index, q string, k int) {
 		if _, err := ix.Search(ctx, q, k); err != nil {
 			b.Fatal(err)
 		}
 	}
+	ours := func(q string, k int) { search(ix, q, k) }
 	theirs := func(q string) {
 		var qs []query.Query
 		for _, f := range []string{"title", "text"} {
@@ -203,28 +212,34 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 	}
 	for _, q := range queries[:20] {
 		ours(q, 100)
+		search(one, q, 100)
 		theirs(q)
 	}
-	var oT, o10T, tT []time.Duration
+	var oT, o10T, tT, sT, s10T []time.Duration
+	timed := func(ds *[]time.Duration, f func()) {
+		t0 := time.Now()
+		f()
+		*ds = append(*ds, time.Since(t0))
+	}
 	b.ResetTimer()
 	for range b.N {
 		for _, q := range queries {
-			t0 := time.Now()
-			ours(q, 100)
-			t1 := time.Now()
-			theirs(q)
-			t2 := time.Now()
-			ours(q, 10)
-			oT = append(oT, t1.Sub(t0))
-			tT = append(tT, t2.Sub(t1))
-			o10T = append(o10T, time.Since(t2))
+			timed(&oT, func() { ours(q, 100) })
+			timed(&sT, func() { search(one, q, 100) })
+			timed(&tT, func() { theirs(q) })
+			timed(&o10T, func() { ours(q, 10) })
+			timed(&s10T, func() { search(one, q, 10) })
 		}
 	}
 	b.StopTimer()
-	p50o, p50t := percentile(oT, 0.5), percentile(tT, 0.5)
+	p50o, p50t, p50s := percentile(oT, 0.5), percentile(tT, 0.5), percentile(sT, 0.5)
 	b.ReportMetric(ms(p50o), "p50_ms")
 	b.ReportMetric(ms(percentile(oT, 0.99)), "p99_ms")
 	b.ReportMetric(ms(percentile(o10T, 0.5)), "top10_p50_ms")
+	b.ReportMetric(ms(p50s), "one_worker_p50_ms")
+	b.ReportMetric(ms(percentile(sT, 0.99)), "one_worker_p99_ms")
+	b.ReportMetric(ms(percentile(s10T, 0.5)), "one_worker_top10_p50_ms")
+	b.ReportMetric(p50s.Seconds()/p50o.Seconds(), "x_vs_one_worker_p50")
 	b.ReportMetric(ms(p50t), "bleve_p50_ms")
 	b.ReportMetric(ms(percentile(tT, 0.99)), "bleve_p99_ms")
 	b.ReportMetric(p50t.Seconds()/p50o.Seconds(), "x_vs_bleve_p50")
@@ -239,30 +254,43 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 // $ANNA_BENCH_LEXDIR/variants-N and reused by later runs when complete (its
 // applied seq is N), so that comparing search code at a million documents
 // does not re-index for 15 minutes each time.
-func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, []string) {
+func lexVariants(b *testing.B, meta func(i int) map[string]string) (*lexical.Index, string, []string) {
 	b.Helper()
 	ds := lexSciFact(b)
-	ix := lexVariantIndex(b, ds, benchDocs(), meta)
+	ix, dir := lexVariantIndex(b, ds, benchDocs(), meta)
 	waitIdle(b)
-	return ix, judgedQueries(ds)
+	return ix, dir, judgedQueries(ds)
 }
 
-// lexVariantIndex is lexVariants' index of n variants: reused from
-// ANNA_BENCH_LEXDIR when there is a complete one, else built.
-func lexVariantIndex(b *testing.B, ds *beir.Dataset, n int, meta func(i int) map[string]string) *lexical.Index {
+// lexOpen opens the index in dir, closed when b ends.
+func lexOpen(b *testing.B, dir string, o lexical.Options) *lexical.Index {
+	b.Helper()
+	ix, err := lexical.Open(dir, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ix.Close() })
+	return ix
+}
+
+// lexVariantIndex is lexVariants' index of n variants, and its directory:
+// reused from ANNA_BENCH_LEXDIR when there is a complete one (open
+// read-only), else built.
+func lexVariantIndex(b *testing.B, ds *beir.Dataset, n int, meta func(i int) map[string]string) (*lexical.Index, string) {
 	b.Helper()
 	keep := os.Getenv("ANNA_BENCH_LEXDIR")
 	if keep == "" || meta != nil {
-		ix, took := lexBuild(b, lexVariantDocs(ds, n, meta), 5000)
+		dir := filepath.Join(b.TempDir(), "lex")
+		ix, took := lexBuildIn(b, dir, lexVariantDocs(ds, n, meta), 5000)
 		b.Logf("indexed %d docs in %s", n, took.Round(time.Second))
-		return ix
+		return ix, dir
 	}
 	dir := filepath.Join(keep, fmt.Sprintf("variants-%d", n))
 	if ix, err := lexical.Open(dir, lexical.Options{ReadOnly: true}); err == nil {
 		if seq, err := ix.AppliedSeq(); err == nil && seq == uint64(n) {
 			b.Cleanup(func() { ix.Close() })
 			b.Logf("reusing the index of %d docs in %s", n, dir)
-			return ix
+			return ix, dir
 		}
 		ix.Close()
 	}
@@ -271,7 +299,7 @@ func lexVariantIndex(b *testing.B, ds *beir.Dataset, n int, meta func(i int) map
 	}
 	ix, took := lexBuildIn(b, dir, lexVariantDocs(ds, n, nil), 5000)
 	b.Logf("indexed %d docs in %s into %s", n, took.Round(time.Second), dir)
-	return ix
+	return ix, dir
 }
 
 // lexVariantDocs returns n sciFactVariants of ds's corpus as documents,
@@ -307,7 +335,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // the documents, each query run in every
 // configuration in turn so that drift hits all alike.
 func BenchmarkLexicalSearchFilter100k(b *testing.B) {
-	ix, queries := lexVariants(b, func(i int) map[string]string {
+	ix, _, queries := lexVariants(b, func(i int) map[string]string {
 		return map[string]string{"bucket": fmt.Sprintf("%02d", i%100), "parity": [2]string{"even", "odd"}[i%2]}
 	})
 	ctx := context.Background()

@@ -103,6 +103,11 @@ type Options struct {
 	// backend instead of the directory's BM25 index and HNSW graph (see
 	// Weaviate). HNSW is then unused.
 	Weaviate *Weaviate
+	// SearchWorkers is how many goroutines one BM25 search may score on
+	// (0: GOMAXPROCS; 1: the calling goroutine alone, for a server whose
+	// concurrent queries already keep every core busy). Results do not
+	// depend on it. See lexical.Options.
+	SearchWorkers int
 	// Logf, when set, receives what the engine does on its own: indexes
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
@@ -139,12 +144,14 @@ type Model struct {
 type Engine struct {
 	dir      string
 	readOnly bool
-	store    *storage.Store
-	logf     func(string, ...any)
-	rr       Reranker
-	hnsw     HNSW
-	closers  []func() error // what Open loaded and Close releases
-	warnings []string
+	// searchWorkers is Options.SearchWorkers, for every open of the BM25 index
+	searchWorkers int
+	store         *storage.Store
+	logf          func(string, ...any)
+	rr            Reranker
+	hnsw          HNSW
+	closers       []func() error // what Open loaded and Close releases
+	warnings      []string
 
 	maxPassages   int                   // Options.MaxPassages
 	embedProgress func(done, total int) // Options.EmbedProgress
@@ -206,7 +213,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if opts.MaxPassages < 0 {
 		return nil, optErr("Options.MaxPassages", opts.MaxPassages, "must be 0 (the default, 512) or positive")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
+	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, searchWorkers: opts.SearchWorkers}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}

@@ -164,12 +164,23 @@ func TestScoresMatchBruteForce(t *testing.T) {
 	seq := uint64(0)
 	searches, prunedSearches := 0, 0
 	filtered, prunedFiltered, fewer, empty := 0, 0, 0, 0
+	// Each search is scored on one goroutine or spread over two or three,
+	// in pieces of a few documents (far below MinParallelDocs), so the
+	// shared threshold and the tasks' ranges are checked by the same oracle.
+	prng, spread := rand.New(rand.NewPCG(9, 10)), 0
+	setPar := func() {
+		ix.par = parallelism{workers: 1 + prng.IntN(3), minPiece: uint64(1 + prng.IntN(64))}
+		if ix.par.workers > 1 {
+			spread++
+		}
+	}
 	queries := func() {
 		t.Helper()
 		for range 25 {
 			q := text(1 + rng.IntN(8))
 			want := bf.search(q)
 			for _, k := range []int{1, 10, 100} {
+				setPar()
 				got, advanced, err := ix.search(ctx, q, k, filter.Filter{})
 				if err != nil {
 					t.Fatal(err)
@@ -184,6 +195,7 @@ func TestScoresMatchBruteForce(t *testing.T) {
 				f := filtertest.Random(rng, rng.IntN(4))
 				wantF := bf.matching(want, f)
 				for _, k := range []int{1, 10, 100} {
+					setPar()
 					got, advanced, err := ix.search(ctx, q, k, f)
 					if err != nil {
 						t.Fatal(err)
@@ -261,8 +273,11 @@ func TestScoresMatchBruteForce(t *testing.T) {
 		queries()
 	}
 	// Both paths must have been checked: full scoring and MaxScore pruning.
-	t.Logf("%d of %d searches pruned; filtered: %d of %d pruned, %d matching fewer than k documents with a query term, %d none",
-		prunedSearches, searches, prunedFiltered, filtered, fewer, empty)
+	t.Logf("%d of %d searches pruned; filtered: %d of %d pruned, %d matching fewer than k documents with a query term, %d none; %d spread over goroutines",
+		prunedSearches, searches, prunedFiltered, filtered, fewer, empty, spread)
+	if spread < (searches+filtered)/2 {
+		t.Fatalf("%d of %d searches spread over goroutines", spread, searches+filtered)
+	}
 	if prunedSearches < searches/10 || prunedSearches == searches {
 		t.Fatalf("%d of %d searches pruned: the test no longer covers both paths", prunedSearches, searches)
 	}
