@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,7 +185,8 @@ func BenchmarkLexicalSearchSciFact(b *testing.B) {
 // disjunction of match queries on title and text, which Bleve scores with
 // its bm25 model), in turn for each query: per-query p50 and p99 of each,
 // and the ratios of their p50s. ANNA_BENCH_LEXDIR keeps the index between
-// runs (lexVariants).
+// runs (lexVariants). ANNA_BENCH_LUCENE=1 adds Lucene on the same terms in
+// the same run (luceneReference).
 func BenchmarkLexicalSearch100k(b *testing.B) {
 	ix, dir, queries := lexVariants(b, nil)
 	if os.Getenv("ANNA_BENCH_LEXDIR") == "" {
@@ -240,6 +244,9 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 	b.ReportMetric(ms(percentile(sT, 0.99)), "one_worker_p99_ms")
 	b.ReportMetric(ms(percentile(s10T, 0.5)), "one_worker_top10_p50_ms")
 	b.ReportMetric(p50s.Seconds()/p50o.Seconds(), "x_vs_one_worker_p50")
+	if os.Getenv("ANNA_BENCH_LUCENE") != "" {
+		luceneReference(b, ix, dir, queries, p50o, p50s)
+	}
 	b.ReportMetric(ms(p50t), "bleve_p50_ms")
 	b.ReportMetric(ms(percentile(tT, 0.99)), "bleve_p99_ms")
 	b.ReportMetric(p50t.Seconds()/p50o.Seconds(), "x_vs_bleve_p50")
@@ -396,3 +403,127 @@ func BenchmarkLexicalSearchFilter100k(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// luceneReference runs scripts/lucene-bm25.sh on the documents and queries
+// of BenchmarkLexicalSearch100k, analysed by the index's own analyzer and
+// written as terms (so Lucene indexes and searches exactly anna's terms),
+// and reports its p50s beside anna's (p50o with the default workers, p50s
+// with one) and how many of Lucene's 10 best documents anna's 10 best
+// share (lucene_agree10, a mean fraction: the two differ only by Lucene's
+// one-byte field-length norms and ties, which among the near-identical
+// variants of one abstract decide which variants come first; so also
+// lucene_agree10_source, over the abstracts the variants come from: the
+// part of an ID before '#'). With ANNA_BENCH_LEXDIR the
+// Lucene index is kept beside anna's (DIR.lucene) and reused.
+func luceneReference(b *testing.B, ix *lexical.Index, dir string, queries []string, p50o, p50s time.Duration) {
+	b.Helper()
+	an := ix.Bleve().Mapping().AnalyzerNamed(en.AnalyzerName)
+	terms := func(s string) string {
+		var out []string
+		for _, t := range an.Analyze([]byte(s)) {
+			out = append(out, string(t.Term))
+		}
+		return strings.Join(out, " ")
+	}
+	work := b.TempDir()
+	if os.Getenv("ANNA_BENCH_LEXDIR") != "" {
+		work = dir + ".lucene"
+	}
+	script, err := filepath.Abs("../scripts/lucene-bm25.sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command("bash", append([]string{script}, args...)...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("lucene-bm25.sh %s: %v", args[0], err)
+		}
+		return string(out)
+	}
+	idx := filepath.Join(work, "index")
+	if _, err := os.Stat(filepath.Join(work, "indexed")); err != nil {
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		var sb strings.Builder
+		for _, d := range lexVariantDocs(lexSciFact(b), benchDocs(), nil) {
+			fmt.Fprintf(&sb, "%s\t%s\t%s\n", d.ID, terms(d.Title), terms(d.Text))
+		}
+		corpus := filepath.Join(work, "corpus.tsv")
+		if err := os.WriteFile(corpus, []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("lucene: %s", strings.TrimSpace(run("index", corpus, idx)))
+		if err := os.Remove(corpus); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, "indexed"), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var qs []string
+	for _, q := range queries {
+		qs = append(qs, terms(q))
+	}
+	qfile, top10 := filepath.Join(work, "queries.txt"), filepath.Join(work, "top10.txt")
+	if err := os.WriteFile(qfile, []byte(strings.Join(qs, "\n")+"\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	line := strings.TrimSpace(run("search", idx, qfile, top10))
+	b.Logf("lucene: %s", line)
+	kv := map[string]float64{}
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("lucene: %q: %v", f, err)
+		}
+		kv[k] = x
+	}
+	raw, err := os.ReadFile(top10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lists := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lists) != len(queries) {
+		b.Fatalf("lucene: %d top-10 lists for %d queries", len(lists), len(queries))
+	}
+	source := func(id string) string { s, _, _ := strings.Cut(id, "#"); return s }
+	agree, agreeSrc := 0.0, 0.0
+	for i, q := range queries {
+		hits, err := ix.Search(context.Background(), q, 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		theirs, theirSrc, ourSrc := map[string]bool{}, map[string]bool{}, map[string]bool{}
+		for _, id := range strings.Fields(lists[i]) {
+			theirs[id], theirSrc[source(id)] = true, true
+		}
+		n := 0
+		for _, h := range hits {
+			if theirs[h.ID] {
+				n++
+			}
+			ourSrc[source(h.ID)] = true
+		}
+		agree += float64(n) / float64(max(len(theirs), 1))
+		n = 0
+		for s := range theirSrc {
+			if ourSrc[s] {
+				n++
+			}
+		}
+		agreeSrc += float64(n) / float64(max(len(theirSrc), 1))
+	}
+	b.ReportMetric(kv["p50_ms"], "lucene_p50_ms")
+	b.ReportMetric(kv["two_threads_p50_ms"], "lucene_two_threads_p50_ms")
+	b.ReportMetric(kv["top10_p50_ms"], "lucene_top10_p50_ms")
+	b.ReportMetric(kv["sum_p50_ms"], "lucene_sum_fields_p50_ms")
+	b.ReportMetric(kv["segments"], "lucene_segments")
+	b.ReportMetric(agree/float64(len(queries)), "lucene_agree10")
+	b.ReportMetric(agreeSrc/float64(len(queries)), "lucene_agree10_source")
+	b.ReportMetric(kv["two_threads_p50_ms"]/ms(p50o), "x_vs_lucene_two_threads_p50")
+	b.ReportMetric(kv["p50_ms"]/ms(p50s), "x_one_worker_vs_lucene_p50")
+}
