@@ -58,9 +58,9 @@ previous model.
 
 The served model is the trained student's weights mixed with the weights it
 started from, base + MIX·(trained − base) (--mix, default 0.5: WiSE-FT's
-weight-space ensemble), at the length the index's model is served at: on ten
-measured students over four collections every one then gained dense nDCG@10
-(docs/results/adapt.md).
+weight-space ensemble), at the length the index's model is served at: of twelve
+measured students over four collections eleven then gained dense nDCG@10; the
+twelfth, SciFact's from generated queries alone, lost 0.009 (docs/results/adapt.md).
 
 Every stage is recorded in --work; run the same command again after Ctrl-C or a
 kill to continue where it stopped (generated queries are kept as they are
