@@ -220,11 +220,6 @@ func BenchmarkLexicalSearch100k(b *testing.B) {
 		theirs(q)
 	}
 	var oT, o10T, tT, sT, s10T []time.Duration
-	timed := func(ds *[]time.Duration, f func()) {
-		t0 := time.Now()
-		f()
-		*ds = append(*ds, time.Since(t0))
-	}
 	b.ResetTimer()
 	for range b.N {
 		for _, q := range queries {
@@ -321,6 +316,13 @@ func lexVariantDocs(ds *beir.Dataset, n int, meta func(i int) map[string]string)
 		}
 	}
 	return docs
+}
+
+// timed runs f and appends how long it took to ds.
+func timed(ds *[]time.Duration, f func()) {
+	t0 := time.Now()
+	f()
+	*ds = append(*ds, time.Since(t0))
 }
 
 // percentile returns the p-quantile (nearest rank) of ds.

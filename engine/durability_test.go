@@ -60,6 +60,9 @@ func TestSearchOptionsValidated(t *testing.T) {
 	if _, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("x"), HNSW: engine.HNSW{M: -1}}); !errors.Is(err, engine.ErrInvalidOption) {
 		t.Errorf("negative HNSW.M: %v", err)
 	}
+	if _, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: hashEnc("x"), SearchWorkers: -1}); !errors.Is(err, engine.ErrInvalidOption) {
+		t.Errorf("negative SearchWorkers: %v", err)
+	}
 }
 
 func TestClosedAndReadOnly(t *testing.T) {

@@ -144,16 +144,15 @@ type Model struct {
 type Engine struct {
 	dir      string
 	readOnly bool
-	// searchWorkers is Options.SearchWorkers, for every open of the BM25 index
-	searchWorkers int
-	store         *storage.Store
-	logf          func(string, ...any)
-	rr            Reranker
-	hnsw          HNSW
-	closers       []func() error // what Open loaded and Close releases
-	warnings      []string
+	store    *storage.Store
+	logf     func(string, ...any)
+	rr       Reranker
+	hnsw     HNSW
+	closers  []func() error // what Open loaded and Close releases
+	warnings []string
 
 	maxPassages   int                   // Options.MaxPassages
+	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
 	embedProgress func(done, total int) // Options.EmbedProgress
 
 	// life is held for reading by every call and for writing by Close, so
@@ -213,11 +212,14 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if opts.MaxPassages < 0 {
 		return nil, optErr("Options.MaxPassages", opts.MaxPassages, "must be 0 (the default, 512) or positive")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, searchWorkers: opts.SearchWorkers}
+	if opts.SearchWorkers < 0 {
+		return nil, optErr("Options.SearchWorkers", opts.SearchWorkers, "must be 0 (the default, GOMAXPROCS) or positive")
+	}
+	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
-	e.maxPassages, e.embedProgress = opts.MaxPassages, opts.EmbedProgress
+	e.maxPassages, e.embedProgress, e.searchWorkers = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers
 	ok := false
 	defer func() {
 		if !ok {

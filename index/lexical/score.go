@@ -101,13 +101,14 @@ type termField struct {
 const noDoc = math.MaxUint64
 
 func (t *termField) score(p segment.Posting) float64 {
+	var tf, dl float64
 	if zp, ok := p.(*zap.Posting); ok {
 		// the segments' own type: no interface calls per posting
-		tf := float64(zp.Frequency())
-		return t.w * tf / (tf + t.kb + t.kl*float64(zp.NormUint64()))
+		tf, dl = float64(zp.Frequency()), float64(zp.NormUint64())
+	} else {
+		tf, dl = float64(p.Frequency()), postingLength(p)
 	}
-	tf := float64(p.Frequency())
-	return t.w * tf / (tf + t.kb + t.kl*postingLength(p))
+	return t.w * tf / (tf + t.kb + t.kl*dl)
 }
 
 // start points the term at its postings in segment i.
