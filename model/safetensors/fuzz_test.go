@@ -38,12 +38,24 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("%d tensors, header names %d", len(ts), want)
 		}
 		for name, tn := range ts {
+			// The format's keys are exact: "shApe" is not "shape", though
+			// encoding/json would match a struct field to it.
+			var fields map[string]json.RawMessage
 			var e struct {
 				DType       string
 				Shape       []json.Number
-				DataOffsets []json.Number `json:"data_offsets"`
+				DataOffsets []json.Number
 			}
-			if err := json.Unmarshal(raw[name], &e); err != nil {
+			err := json.Unmarshal(raw[name], &fields)
+			for _, f := range []struct {
+				key string
+				v   any
+			}{{"dtype", &e.DType}, {"shape", &e.Shape}, {"data_offsets", &e.DataOffsets}} {
+				if err == nil {
+					err = json.Unmarshal(fields[f.key], f.v)
+				}
+			}
+			if err != nil {
 				t.Fatalf("%q: accepted entry %s: %v", name, raw[name], err)
 			}
 			if tn.Name != name || tn.DType != e.DType || len(e.DataOffsets) != 2 || len(tn.Shape) != len(e.Shape) {
