@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -167,11 +168,33 @@ func TestScoresMatchBruteForce(t *testing.T) {
 	// Each search is scored on one goroutine or spread over two or three,
 	// in pieces of a few documents (far below MinParallelDocs), so the
 	// shared threshold and the tasks' ranges are checked by the same oracle.
-	prng, spread := rand.New(rand.NewPCG(9, 10)), 0
+	// Block maxima too: none, or blocks of 1-64 documents for terms with
+	// 1-8 postings in a segment, kept across searches (and writes) or
+	// computed afresh, in a cache that sometimes holds one entry.
+	prng, spread, blocked := rand.New(rand.NewPCG(9, 10)), 0, 0
 	setPar := func() {
 		ix.par = parallelism{workers: 1 + prng.IntN(3), minPiece: uint64(1 + prng.IntN(64))}
 		if ix.par.workers > 1 {
 			spread++
+		}
+		fresh := func() *blockCache {
+			return newBlockCache(uint64(1+prng.IntN(64)), uint64(1+prng.IntN(8)), []int{1, 1 << 20}[prng.IntN(2)])
+		}
+		switch r := prng.IntN(8); {
+		case r == 0:
+			ix.blocks.close()
+			ix.blocks = nil
+		case r == 1:
+			// computed in the background, used once there
+			ix.blocks.close()
+			ix.blocks = fresh()
+			ix.blocks.fill(func() (*snapshot, io.Closer, error) { return ix.openSnapshot() })
+		case r < 4 || ix.blocks == nil:
+			ix.blocks.close()
+			ix.blocks = fresh()
+		}
+		if ix.blocks != nil {
+			blocked++
 		}
 	}
 	queries := func() {
@@ -273,8 +296,11 @@ func TestScoresMatchBruteForce(t *testing.T) {
 		queries()
 	}
 	// Both paths must have been checked: full scoring and MaxScore pruning.
-	t.Logf("%d of %d searches pruned; filtered: %d of %d pruned, %d matching fewer than k documents with a query term, %d none; %d spread over goroutines",
-		prunedSearches, searches, prunedFiltered, filtered, fewer, empty, spread)
+	t.Logf("%d of %d searches pruned; filtered: %d of %d pruned, %d matching fewer than k documents with a query term, %d none; %d spread over goroutines, %d with block maxima",
+		prunedSearches, searches, prunedFiltered, filtered, fewer, empty, spread, blocked)
+	if blocked < (searches+filtered)/2 {
+		t.Fatalf("%d of %d searches with block maxima", blocked, searches+filtered)
+	}
 	if spread < (searches+filtered)/2 {
 		t.Fatalf("%d of %d searches spread over goroutines", spread, searches+filtered)
 	}

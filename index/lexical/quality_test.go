@@ -149,7 +149,7 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		t.Fatal(err)
 	}
 	all := &allDocs{comb: comb}
-	if _, err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, all, parallelism{workers: 1}); err != nil {
+	if _, err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, all, parallelism{workers: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range all.docs {

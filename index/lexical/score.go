@@ -1,6 +1,7 @@
 package lexical
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
@@ -91,7 +92,11 @@ type termField struct {
 	kb, kl float64 // BM25's denominator is tf + kb + kl*dl
 	ub     float64 // strict upper bound of the term's score in any document
 	df     uint64
+	term   string
 	pls    []segment.PostingsList
+	bb     []*blockBounds // per segment, nil where it has none (blockCache)
+
+	wub float64 // the term's bound over the window being scored (merger.window)
 
 	it  segment.PostingsIterator // over the segment being scored
 	cur segment.Posting          // it's current posting, nil once exhausted
@@ -161,7 +166,7 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 			dicts[i] = d
 		}
 		for _, qt := range terms {
-			t := &termField{f: f, kb: K1 * (1 - B), kl: K1 * B / avgdl, pls: make([]segment.PostingsList, len(snap.segs))}
+			t := &termField{f: f, term: qt.term, kb: K1 * (1 - B), kl: K1 * B / avgdl, pls: make([]segment.PostingsList, len(snap.segs))}
 			for i, ss := range snap.segs {
 				pl, err := dicts[i].PostingsList([]byte(qt.term), ss.Deleted(), nil)
 				if err != nil {
@@ -188,8 +193,8 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 // postings), and hands each document whose score may reach c's threshold
 // to c with its field scores; st are the field statistics of the same
 // snapshot. It returns how many term-fields were read only by skipping
-// (summed over tasks), which is 0 when the threshold never rose high
-// enough to skip anything.
+// (summed over windows, see below), which is 0 when the threshold never
+// rose high enough to skip anything.
 //
 // With par.workers > 1 the tasks are shared among that many goroutines,
 // each with its own iterators, and c is shared under a lock
@@ -212,10 +217,17 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 // cost grows with the postings read, not with a score array the size of
 // the index (BenchmarkLexicalSearch100k: over a million documents, 1.3-1.5x
 // faster at top 100 and 1.6-2x at top 10 than the term-at-a-time scorer
-// with a dense accumulator it replaced). Per-segment term maxima, learnt
-// from the searches that read a term's whole postings, were tried as
-// tighter bounds and made it no faster there (p50 29.8 ms with them, 26.5
-// without).
+// with a dense accumulator it replaced).
+//
+// With blocks (not nil) the bounds are block maxima (blockmax.go): a task
+// is scored window by window, a window being the task's documents in one
+// block of blocks.size, and in each window a term's bound is its block's
+// maximum where the segment has block maxima for it, 0 when its next
+// posting lies past the window, else its bound over the whole index. A
+// window whose bounds sum below the threshold is skipped whole, and in the
+// others the terms are ordered and split by their window bounds, so a
+// common term is non-essential wherever its block holds no strong posting.
+// Without blocks a task is one window with the whole-index bounds.
 //
 // A term's score w*tf/(tf+kb+kl*dl) is below w/(1+kl) since dl >= tf, and
 // best_fields (max + TieBreaker*(sum-max)) grows by at most the sum of what
@@ -224,11 +236,11 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 //
 // allow, when not nil, restricts scoring to the documents a filter matches
 // (see docSet): a document outside allow[i] is stepped over, never scored
-// nor collected. A term's df, and so its idf and bound, stay those of the
+// nor collected. A term's df, and so its idf and bounds, stay those of the
 // whole index, so a document scores the same with or without a filter,
 // and the pruning stays exact: the bounds are still upper bounds of any
 // document's score, and c's threshold is one among allowed documents.
-func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, c collector, par parallelism) (int, error) {
+func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTerm, allow []docSet, c collector, par parallelism, blocks *blockCache) (int, error) {
 	if snap.live == 0 {
 		return 0, nil
 	}
@@ -236,19 +248,16 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 	if err != nil {
 		return 0, err
 	}
-	sort.SliceStable(tfs, func(i, j int) bool { return tfs[i].ub < tfs[j].ub })
-	// below[j] sums the bounds of tfs[:j], with a margin for rounding, so
-	// that a document holding only those terms scores below below[j].
-	below := make([]float64, len(tfs)+1)
-	for j, t := range tfs {
-		below[j+1] = below[j] + t.ub
-	}
-	for j := range below {
-		below[j] *= 1 + 1e-9
+	var size uint64 // window size, 0: one window a task
+	if blocks != nil {
+		size = blocks.size
+		if err := blockMaxima(ctx, snap, tfs, blocks, par.workers); err != nil {
+			return 0, err
+		}
 	}
 	tasks, workers := par.plan(snap, allow)
 	if workers <= 1 {
-		m := &merger{tfs: tfs, below: below, snap: snap, allow: allow, c: c}
+		m := &merger{tfs: tfs, snap: snap, allow: allow, c: c, block: size}
 		for _, tk := range tasks {
 			if err := m.score(ctx, tk); err != nil {
 				return 0, err
@@ -269,7 +278,7 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 			cp.it, cp.cur = nil, nil
 			own[j] = &cp
 		}
-		ms[w] = &merger{tfs: own, below: below, snap: snap, allow: allow, c: shared}
+		ms[w] = &merger{tfs: own, snap: snap, allow: allow, c: shared, block: size}
 		free <- ms[w]
 	}
 	err = parallel.Each(ctx, len(tasks), workers, func(i int) error {
@@ -285,6 +294,56 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 		skipped += m.skipped
 	}
 	return skipped, nil
+}
+
+// blockMaxima sets each term's block maxima (termField.bb) in the segments
+// where it has at least blocks.minDF postings, from blocks; those blocks
+// lacks it asks for (blockCache.fill), or, without fill, computes into
+// blocks on up to workers goroutines. They are computed from all of the
+// segment's postings, deleted documents included, so that they hold for
+// every snapshot of the segment.
+func blockMaxima(ctx context.Context, snap *snapshot, tfs []*termField, blocks *blockCache, workers int) error {
+	type job struct {
+		t *termField
+		i int
+	}
+	var jobs []job
+	for _, t := range tfs {
+		t.bb = make([]*blockBounds, len(snap.segs))
+		for i, ss := range snap.segs {
+			if t.pls[i] == nil || t.pls[i].Count() < max(blocks.minDF, 1) {
+				continue
+			}
+			k := blockKey{ss.Id(), t.f, t.term}
+			switch bb, ok := blocks.lookup(k); {
+			case ok:
+				t.bb[i] = bb
+			case blocks.background():
+				blocks.request(k) // this search does without
+			default:
+				jobs = append(jobs, job{t, i})
+			}
+		}
+	}
+	return parallel.Each(ctx, len(jobs), workers, func(j int) error {
+		t, ss := jobs[j].t, snap.segs[jobs[j].i]
+		seg := ss.Segment()
+		d, err := seg.Dictionary(fields[t.f])
+		if err != nil {
+			return fmt.Errorf("block maxima of %q in %s: %w", t.term, fields[t.f], err)
+		}
+		pl, err := d.PostingsList([]byte(t.term), nil, nil) // deleted documents too
+		if err != nil {
+			return fmt.Errorf("block maxima of %q in %s: %w", t.term, fields[t.f], err)
+		}
+		bb, err := computeBounds(ctx, pl, seg.Count(), blocks.size)
+		if err != nil {
+			return fmt.Errorf("block maxima of %q in %s: %w", t.term, fields[t.f], err)
+		}
+		blocks.put(blockKey{ss.Id(), t.f, t.term}, bb)
+		t.bb[jobs[j].i] = bb
+		return nil
+	})
 }
 
 // parallelism is how one search spreads over goroutines: up to workers of
@@ -337,75 +396,156 @@ func (p parallelism) plan(snap *snapshot, allow []docSet) ([]task, int) {
 	return ts, min(workers, len(ts))
 }
 
-// merger scores tasks with its own iterators (tfs, one per term-field, in
-// scoreFields' order), counting the term-fields it read only by skipping.
+// merger scores tasks with its own iterators (tfs, one per term-field),
+// counting the term-fields it read only by skipping.
 type merger struct {
-	tfs     []*termField
-	below   []float64
-	snap    *snapshot
-	allow   []docSet
-	c       collector
-	skipped int
-	fs      fieldScores // here, not on the stack: collect's pointer would move it to the heap per document
+	tfs      []*termField
+	snap     *snapshot
+	allow    []docSet
+	c        collector
+	block    uint64 // documents per block (blockCache.size); 0: a task is one window
+	windowed bool   // the task being scored is, a window a block
+	skipped  int
+	n        int          // documents merged, for the cancellation check
+	ord      []*termField // the window's terms, by bound ascending
+	below    []float64    // below[j] bounds the score of a document holding only ord[:j]
+	fs       fieldScores  // here, not on the stack: collect's pointer would move it to the heap per document
 }
 
-// score merges the task's documents (see scoreFields).
+// score merges the task's documents, window by window (see scoreFields).
 func (m *merger) score(ctx context.Context, tk task) error {
-	e, err := m.merge(ctx, tk)
-	m.skipped += e
-	return err
+	for _, t := range m.tfs {
+		if err := t.start(tk.seg); err != nil {
+			return err
+		}
+	}
+	m.windowed = m.block > 0 && m.varies(tk)
+	for lo := tk.lo; lo < tk.hi; {
+		hi := tk.hi
+		if m.windowed {
+			hi = min(hi, (lo/m.block+1)*m.block)
+		}
+		if err := m.window(ctx, tk.seg, lo, hi); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
 }
 
-// merge is score, returning the number of non-essential term-fields at the
-// end of the task.
-func (m *merger) merge(ctx context.Context, tk task) (int, error) {
-	tfs, below, c := m.tfs, m.below, m.c
+// varies reports whether some term's block maxima over the task's blocks
+// that hold its postings differ by more than a tenth of their largest (a
+// block without any is skipped without maxima: merger.bounds). When none do, a window
+// could be skipped only where the whole-task bounds already fail the
+// threshold, so the task is one window with the whole-index bounds: the
+// windows' cost (each re-sorts the terms, and terms turning essential
+// again are advanced to its start) bought nothing where every block holds
+// a document as strong as any (BenchmarkLexicalSearch100k's interleaved
+// variants: 3 % slower with windows).
+func (m *merger) varies(tk task) bool {
+	b0, b1 := tk.lo/m.block, (tk.hi-1)/m.block
+	for _, t := range m.tfs {
+		if t.bb == nil || t.bb[tk.seg] == nil {
+			continue
+		}
+		lo, hi := math.Inf(1), 0.0
+		for b := b0; b <= b1; b++ {
+			if x := t.bb[tk.seg].bound(b, t); x > 0 {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		}
+		if lo < 0.9*hi {
+			return true
+		}
+	}
+	return false
+}
+
+// bounds orders the terms that may score in documents [lo, hi) of segment
+// i by their bound there (m.ord) and sums them (m.below). A term lags
+// (its doc below lo) until the window needs it: every posting of a term
+// at or after lo is at or after its doc.
+func (m *merger) bounds(i int, lo, hi uint64) {
+	ord := m.ord[:0]
+	for _, t := range m.tfs {
+		switch {
+		case t.doc >= hi:
+			continue // no posting in the window
+		case m.windowed && t.bb != nil && t.bb[i] != nil:
+			t.wub = t.bb[i].bound(lo/m.block, t)
+		default:
+			t.wub = t.ub
+		}
+		if t.wub > 0 {
+			ord = append(ord, t)
+		}
+	}
+	slices.SortStableFunc(ord, func(a, b *termField) int { return cmp.Compare(a.wub, b.wub) })
+	// below[j] sums the bounds of ord[:j], with a margin for rounding, so
+	// that a document holding only those terms scores below below[j].
+	below := append(m.below[:0], 0)
+	for j, t := range ord {
+		below = append(below, below[j]+t.wub)
+	}
+	for j := range below {
+		below[j] *= 1 + 1e-9
+	}
+	m.ord, m.below = ord, below
+}
+
+// window merges documents [lo, hi) of segment i (see scoreFields).
+func (m *merger) window(ctx context.Context, i int, lo, hi uint64) error {
+	c := m.c
+	m.bounds(i, lo, hi)
+	tfs, below := m.ord, m.below
+	theta := c.threshold()
+	if below[len(tfs)] < theta {
+		m.skipped += len(tfs) // no document here can reach the threshold
+		return nil
+	}
 	essential := func(e int, theta float64) int {
 		for e < len(tfs) && below[e+1] < theta {
 			e++
 		}
 		return e
 	}
-	i := tk.seg
+	e := essential(0, theta)
+	defer func() { m.skipped += e }()
+	for _, t := range tfs[e:] {
+		if t.doc < lo {
+			if err := t.advance(lo); err != nil {
+				return err
+			}
+		}
+	}
 	var a docSet
 	if m.allow != nil {
 		a = m.allow[i]
 	}
-	for _, t := range tfs {
-		if err := t.start(i); err != nil {
-			return 0, err
-		}
-		if tk.lo > 0 && t.doc < tk.lo {
-			if err := t.advance(tk.lo); err != nil {
-				return 0, err
-			}
-		}
-	}
 	off := m.snap.offsets[i]
-	e := essential(0, c.threshold())
-	for n := 0; ; n++ {
-		if n&4095 == 0 {
+	for ; ; m.n++ {
+		if m.n&4095 == 0 {
 			if err := ctx.Err(); err != nil {
-				return e, err
+				return err
 			}
 		}
 		d := uint64(noDoc)
 		for _, t := range tfs[e:] {
 			d = min(d, t.doc)
 		}
-		if d >= tk.hi {
-			return e, nil // the essential terms are past the task (or exhausted)
+		if d >= hi {
+			return nil // the essential terms are past the window (or exhausted)
 		}
 		if a != nil && !a.has(d) {
 			// Skip to the next allowed document: a selective filter
 			// then costs skips, not a merge of every posting.
-			if d = a.next(d); d >= tk.hi {
-				return e, nil
+			if d = a.next(d); d >= hi {
+				return nil
 			}
 			for _, t := range tfs[e:] {
 				if t.doc < d {
 					if err := t.advance(d); err != nil {
-						return e, err
+						return err
 					}
 				}
 			}
@@ -416,7 +556,7 @@ func (m *merger) merge(ctx context.Context, tk task) (int, error) {
 			if t.doc == d {
 				m.fs[t.f] += t.score(t.cur)
 				if err := t.next(); err != nil {
-					return e, err
+					return err
 				}
 			}
 		}
@@ -429,7 +569,7 @@ func (m *merger) merge(ctx context.Context, tk task) (int, error) {
 			t := tfs[j]
 			if t.doc < d {
 				if err := t.advance(d); err != nil {
-					return e, err
+					return err
 				}
 			}
 			if t.doc == d {
