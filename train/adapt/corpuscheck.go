@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/fusion"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/train/objective"
 )
@@ -141,16 +141,19 @@ func (r *run) pseudoRels(ctx context.Context, eng *engine.Engine, query string, 
 	if err != nil {
 		return nil, fmt.Errorf("adapt: the check's BM25 search: %w", err)
 	}
-	fused := map[string]float64{}
-	for rank, res := range lex {
-		fused[res.ID] += 1 / float64(61+rank)
+	lists := []fusion.List{{Name: "bm25"}, {Name: "teacher"}}
+	for _, res := range lex {
+		lists[0].Hits = append(lists[0].Hits, fusion.Hit{ID: res.ID})
 	}
-	for rank, id := range teacher {
-		fused[id] += 1 / float64(61+rank)
+	for _, id := range teacher {
+		lists[1].Hits = append(lists[1].Hits, fusion.Hit{ID: id})
 	}
 	rels := map[string]int{}
-	for _, id := range topIDs(fused, checkRelevant) {
-		rels[id] = 1
+	for _, res := range fusion.RRF(lists, fusion.DefaultK) {
+		if len(rels) == checkRelevant {
+			break
+		}
+		rels[res.ID] = 1
 	}
 	return rels, nil
 }
@@ -289,21 +292,3 @@ func (t *topList) add(id string, s float64) {
 }
 
 func (t *topList) ids() []string { return t.id }
-
-// topIDs are the k ids of g with the highest values, ties by id.
-func topIDs(g map[string]float64, k int) []string {
-	ids := make([]string, 0, len(g))
-	for id := range g {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b string) int {
-		switch {
-		case g[a] > g[b]:
-			return -1
-		case g[a] < g[b]:
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	return ids[:min(k, len(ids))]
-}
