@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 	zap "github.com/blevesearch/zapx/v17"
@@ -59,8 +61,9 @@ func (bb *blockBounds) bound(b uint64, t *termField) float64 {
 func (bb *blockBounds) bytes() int { return 4*len(bb.start) + 8*len(bb.pts) + 64 }
 
 // computeBounds reads every posting of pl, a postings list of a segment of
-// n documents, into its frontiers per block of size documents.
-func computeBounds(ctx context.Context, pl segment.PostingsList, n, size uint64) (*blockBounds, error) {
+// n documents, into its frontiers per block of size documents, calling
+// pause (when not nil) before every 4,096 postings.
+func computeBounds(ctx context.Context, pl segment.PostingsList, n, size uint64, pause func(context.Context)) (*blockBounds, error) {
 	nb := (n + size - 1) / size
 	bb := &blockBounds{start: make([]uint32, nb+1)}
 	var cur uint64 // the block being read
@@ -84,7 +87,10 @@ func computeBounds(ctx context.Context, pl segment.PostingsList, n, size uint64)
 	}
 	it := pl.Iterator(true, true, false, nil)
 	for i := 0; ; i++ {
-		if i&(1<<16-1) == 0 {
+		if i&(1<<12-1) == 0 {
+			if pause != nil {
+				pause(ctx)
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -137,9 +143,9 @@ type blockKey struct {
 // Once fill has started it, a goroutine of the cache computes the maxima
 // searches asked for (request) and did not find, so that no search waits
 // for them: a search that misses scores with the whole-index bound, as
-// without block maxima, and the searches after it find them. A one-shot
-// process (annactl search) never pays for them; a server has them after
-// its first queries. Without fill a search computes what it misses itself
+// without block maxima, and the searches after it find them. The goroutine
+// gives way to searches (pause), so a one-shot process (annactl search)
+// never pays for them; a server has them after its first queries. Without fill a search computes what it misses itself
 // (tests, for determinism).
 type blockCache struct {
 	size  uint64 // documents per block
@@ -152,9 +158,10 @@ type blockCache struct {
 	m       map[blockKey]*list.Element
 	pending map[blockKey]bool // requested, not yet computed
 
-	want chan blockKey // nil until fill
-	stop context.CancelFunc
-	done chan struct{}
+	want   chan blockKey // nil until fill
+	stop   context.CancelFunc
+	done   chan struct{}
+	active atomic.Int64 // searches scoring now (scoreFields), which fill's goroutine gives way to
 }
 
 type blockEntry struct {
@@ -221,6 +228,7 @@ func (c *blockCache) compute(ctx context.Context, keys []blockKey, open func() (
 	}
 	defer closer.Close()
 	for _, k := range keys {
+		c.pause(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -236,11 +244,25 @@ func (c *blockCache) compute(ctx context.Context, keys []blockKey, open func() (
 			if err != nil {
 				break
 			}
-			if bb, err := computeBounds(ctx, pl, ss.Segment().Count(), c.size); err == nil {
+			if bb, err := computeBounds(ctx, pl, ss.Segment().Count(), c.size, c.pause); err == nil {
 				c.put(k, bb)
 			}
 			break
 		}
+	}
+}
+
+// maxPause is the longest fill's goroutine waits for searches to end
+// before reading 4,096 more postings: under a load that never pauses it
+// still gets on, at a small share of the cores.
+const maxPause = 50 * time.Millisecond
+
+// pause waits while a search is scoring, at most maxPause, so that the
+// maxima are computed on cores the searches leave idle: a one-shot process
+// (annactl search) then never computes them while it searches.
+func (c *blockCache) pause(ctx context.Context) {
+	for start := time.Now(); c.active.Load() > 0 && time.Since(start) < maxPause && ctx.Err() == nil; {
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -260,7 +282,7 @@ func (c *blockCache) request(k blockKey) {
 }
 
 // close stops fill's goroutine, if any, and waits for it: a computation
-// under way stops within 65,536 postings. A nil cache is none.
+// under way stops within 4,096 postings. A nil cache is none.
 func (c *blockCache) close() {
 	if c != nil && c.stop != nil {
 		c.stop()

@@ -250,6 +250,8 @@ func scoreFields(ctx context.Context, snap *snapshot, st stats, terms []queryTer
 	}
 	var size uint64 // window size, 0: one window a task
 	if blocks != nil {
+		blocks.active.Add(1)
+		defer blocks.active.Add(-1)
 		size = blocks.size
 		if err := blockMaxima(ctx, snap, tfs, blocks, par.workers); err != nil {
 			return 0, err
@@ -336,7 +338,7 @@ func blockMaxima(ctx context.Context, snap *snapshot, tfs []*termField, blocks *
 		if err != nil {
 			return fmt.Errorf("block maxima of %q in %s: %w", t.term, fields[t.f], err)
 		}
-		bb, err := computeBounds(ctx, pl, seg.Count(), blocks.size)
+		bb, err := computeBounds(ctx, pl, seg.Count(), blocks.size, nil)
 		if err != nil {
 			return fmt.Errorf("block maxima of %q in %s: %w", t.term, fields[t.f], err)
 		}
