@@ -406,7 +406,7 @@ type merger struct {
 	allow    []docSet
 	c        collector
 	block    uint64 // documents per block (blockCache.size); 0: a task is one window
-	windowed bool   // the task being scored is, a window a block
+	windowed bool   // whether the task being scored is cut into windows of a block each
 	skipped  int
 	n        int          // documents merged, for the cancellation check
 	ord      []*termField // the window's terms, by bound ascending
@@ -437,13 +437,12 @@ func (m *merger) score(ctx context.Context, tk task) error {
 
 // varies reports whether some term's block maxima over the task's blocks
 // that hold its postings differ by more than a tenth of their largest (a
-// block without any is skipped without maxima: merger.bounds). When none do, a window
-// could be skipped only where the whole-task bounds already fail the
-// threshold, so the task is one window with the whole-index bounds: the
-// windows' cost (each re-sorts the terms, and terms turning essential
-// again are advanced to its start) bought nothing where every block holds
-// a document as strong as any (BenchmarkLexicalSearch100k's interleaved
-// variants: 3 % slower with windows).
+// block without any is skipped without maxima: merger.bounds). When none
+// do, the task is one window with the whole-index bounds: windows (each
+// re-sorts the terms, and terms turning essential again are advanced to
+// its start) bought nothing where every block holds a document as strong
+// as any (BenchmarkLexicalSearch100k's interleaved variants: 3 % slower
+// with windows).
 func (m *merger) varies(tk task) bool {
 	b0, b1 := tk.lo/m.block, (tk.hi-1)/m.block
 	for _, t := range m.tfs {
