@@ -156,3 +156,35 @@ func TestCorpusCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestExtractiveCheck: the queries the check adds to a small held-out
+// slice are the extractive pseudo-queries of every tenth document, in ID
+// order, at most the limit.
+func TestExtractiveCheck(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
+	eng, err := engine.Open(ctx, index, engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	docs, err := eng.Get(ctx, "d09", "d19", "d29")
+	if err != nil || len(docs) != 3 {
+		t.Fatalf("%v, %d documents", err, len(docs))
+	}
+	for _, limit := range []int{100, 2} {
+		qs, err := extractiveCheck(ctx, eng, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) != min(3, limit) {
+			t.Fatalf("limit %d: %d queries, want %d", limit, len(qs), min(3, limit))
+		}
+		for i, q := range qs {
+			if want := pseudoQuery(docs[i]); q.Text != want || q.Rels != nil {
+				t.Fatalf("query %d: %+v, want %q judged by the teacher", i, q, want)
+			}
+		}
+	}
+}

@@ -24,7 +24,9 @@ import (
 // default bge-small-en-v1.5), fused by RRF; then corpusCheck, the check
 // adapt runs (the last of the four measures). GUARD_STUDENT names the
 // student's model directory inside each run folder (default
-// work/student/model).
+// work/student/model); GUARD_EXTRACTIVE=1 has the last measure add
+// extractive queries to fewer than minCheckQueries held out, as check
+// does for a run that trained on none.
 //
 //	GUARD_RUNS=DIR1,DIR2 go test -v -run TestGuardCorpusMeasures -timeout 120m ./train/adapt
 func TestGuardCorpusMeasures(t *testing.T) {
@@ -174,6 +176,14 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		e, err := r.openIndex(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if os.Getenv("GUARD_EXTRACTIVE") != "" && len(held) < minCheckQueries {
+			// as check does for a run without extractive queries
+			more, err := extractiveCheck(ctx, e, maxCheckQueries-len(held))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, more...)
 		}
 		cb, cs, err := r.corpusCheck(ctx, e, base, student, held)
 		cn := len(held)

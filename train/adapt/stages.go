@@ -747,6 +747,13 @@ func (r *run) check(ctx context.Context) error {
 		} else {
 			qs, err = r.heldQueries()
 			rep.Check = CheckCorpus
+			if err == nil && len(qs) < minCheckQueries && r.cfg.NoExtractive {
+				var more []checkQuery
+				if more, err = extractiveCheck(ctx, eng, maxCheckQueries-len(qs)); err == nil {
+					r.logf("the check adds %d extractive pseudo-queries (every tenth document's) to the %d held out: fewer than %d would decide it alone", len(more), len(qs), minCheckQueries)
+					qs = append(qs, more...)
+				}
+			}
 		}
 		if err != nil {
 			return err
