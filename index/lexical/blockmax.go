@@ -12,7 +12,6 @@ import (
 	"time"
 
 	segment "github.com/blevesearch/scorch_segment_api/v2"
-	zap "github.com/blevesearch/zapx/v17"
 )
 
 // Block maxima: a term's postings in one segment summarised per block of
@@ -50,10 +49,7 @@ func (bb *blockBounds) bound(b uint64, t *termField) float64 {
 	}
 	best := 0.0
 	for _, p := range bb.pts[bb.start[b]:bb.start[b+1]] {
-		// the formula of termField.score, so that the bound of a
-		// document's own pair is its score exactly
-		tf, dl := float64(p.tf), float64(p.dl)
-		best = max(best, t.w*tf/(tf+t.kb+t.kl*dl))
+		best = max(best, t.bm25(float64(p.tf), float64(p.dl)))
 	}
 	return best
 }
@@ -109,12 +105,7 @@ func computeBounds(ctx context.Context, pl segment.PostingsList, n, size uint64,
 		if b := d / size; b != cur {
 			flush(b)
 		}
-		var tf, dl uint64
-		if zp, ok := p.(*zap.Posting); ok {
-			tf, dl = zp.Frequency(), zp.NormUint64()
-		} else {
-			tf, dl = p.Frequency(), uint64(postingLength(p))
-		}
+		tf, dl := postingTFDL(p)
 		pt := blockPoint{uint32(min(tf, math.MaxUint32)), uint32(min(dl, math.MaxUint32))}
 		j := 0
 		for j < len(acc) && acc[j].tf != pt.tf {
@@ -145,8 +136,8 @@ type blockKey struct {
 // for them: a search that misses scores with the whole-index bound, as
 // without block maxima, and the searches after it find them. The goroutine
 // gives way to searches (pause), so a one-shot process (annactl search)
-// never pays for them; a server has them after its first queries. Without fill a search computes what it misses itself
-// (tests, for determinism).
+// never pays for them; a server has them after its first queries. Without
+// fill a search computes what it misses itself (tests, for determinism).
 type blockCache struct {
 	size  uint64 // documents per block
 	minDF uint64 // a term with fewer postings in a segment gets none there: its whole-index bound serves
@@ -233,23 +224,35 @@ func (c *blockCache) compute(ctx context.Context, keys []blockKey, open func() (
 			return
 		}
 		for _, ss := range snap.segs {
-			if ss.Id() != k.seg {
-				continue
-			}
-			d, err := ss.Segment().Dictionary(fields[k.field])
-			if err != nil {
+			if ss.Id() == k.seg {
+				c.computeIn(ctx, ss.Segment(), k, c.pause) // an error: asked again later
 				break
 			}
-			pl, err := d.PostingsList([]byte(k.term), nil, nil)
-			if err != nil {
-				break
-			}
-			if bb, err := computeBounds(ctx, pl, ss.Segment().Count(), c.size, c.pause); err == nil {
-				c.put(k, bb)
-			}
-			break
 		}
 	}
+}
+
+// computeIn computes k's block maxima from all of seg's postings of the
+// term, deleted documents too (so that they hold for every snapshot of
+// the segment), calling pause as computeBounds does, and caches them.
+func (c *blockCache) computeIn(ctx context.Context, seg segment.Segment, k blockKey, pause func(context.Context)) (*blockBounds, error) {
+	fail := func(err error) (*blockBounds, error) {
+		return nil, fmt.Errorf("block maxima of %q in %s: %w", k.term, fields[k.field], err)
+	}
+	d, err := seg.Dictionary(fields[k.field])
+	if err != nil {
+		return fail(err)
+	}
+	pl, err := d.PostingsList([]byte(k.term), nil, nil)
+	if err != nil {
+		return fail(err)
+	}
+	bb, err := computeBounds(ctx, pl, seg.Count(), c.size, pause)
+	if err != nil {
+		return fail(err)
+	}
+	c.put(k, bb)
+	return bb, nil
 }
 
 // maxPause is the longest fill's goroutine waits for searches to end

@@ -242,6 +242,20 @@ func extractiveCheck(ctx context.Context, eng *engine.Engine, limit int) ([]chec
 	return qs, nil
 }
 
+// withExtractive is qs, the held-out queries, with extractiveCheck's
+// added when there are fewer than minCheckQueries (up to maxCheckQueries
+// in all), and how many it added.
+func withExtractive(ctx context.Context, eng *engine.Engine, qs []checkQuery) ([]checkQuery, int, error) {
+	if len(qs) >= minCheckQueries {
+		return qs, 0, nil
+	}
+	more, err := extractiveCheck(ctx, eng, maxCheckQueries-len(qs))
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(qs, more...), len(more), nil
+}
+
 // heldQueries are the held-out queries, every source, at most
 // maxCheckQueries, to be judged by the teacher (Rels nil).
 func (r *run) heldQueries() ([]checkQuery, error) {

@@ -187,4 +187,11 @@ func TestExtractiveCheck(t *testing.T) {
 			}
 		}
 	}
+	// withExtractive adds them below minCheckQueries held out, not at it
+	for _, held := range []int{minCheckQueries - 1, minCheckQueries} {
+		qs, added, err := withExtractive(ctx, eng, make([]checkQuery, held))
+		if want := map[bool]int{true: 3, false: 0}[held < minCheckQueries]; err != nil || added != want || len(qs) != held+want {
+			t.Fatalf("%d held out: %d queries, %d added, %v; want %d added", held, len(qs), added, err, want)
+		}
+	}
 }

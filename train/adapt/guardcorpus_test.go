@@ -177,13 +177,11 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if os.Getenv("GUARD_EXTRACTIVE") != "" && len(held) < minCheckQueries {
+		if os.Getenv("GUARD_EXTRACTIVE") != "" {
 			// as check does for a run without extractive queries
-			more, err := extractiveCheck(ctx, e, maxCheckQueries-len(held))
-			if err != nil {
+			if held, _, err = withExtractive(ctx, e, held); err != nil {
 				t.Fatal(err)
 			}
-			held = append(held, more...)
 		}
 		cb, cs, err := r.corpusCheck(ctx, e, base, student, held)
 		cn := len(held)

@@ -747,11 +747,10 @@ func (r *run) check(ctx context.Context) error {
 		} else {
 			qs, err = r.heldQueries()
 			rep.Check = CheckCorpus
-			if err == nil && len(qs) < minCheckQueries && r.cfg.NoExtractive {
-				var more []checkQuery
-				if more, err = extractiveCheck(ctx, eng, maxCheckQueries-len(qs)); err == nil {
-					r.logf("the check adds %d extractive pseudo-queries (every tenth document's) to the %d held out: fewer than %d would decide it alone", len(more), len(qs), minCheckQueries)
-					qs = append(qs, more...)
+			if err == nil && r.cfg.NoExtractive {
+				held, added := len(qs), 0
+				if qs, added, err = withExtractive(ctx, eng, qs); added > 0 {
+					r.logf("the check adds %d extractive pseudo-queries (every tenth document's) to the %d held out: fewer than %d would decide it alone", added, held, minCheckQueries)
 				}
 			}
 		}
