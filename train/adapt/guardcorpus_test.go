@@ -22,11 +22,13 @@ import (
 // their top 10 are scored against pseudo-judgments from models other
 // than the student's family: BM25 and the teacher model (GUARD_TEACHER,
 // default bge-small-en-v1.5), fused by RRF; then corpusCheck, the check
-// adapt runs (the last of the four measures). GUARD_STUDENT names the
+// adapt runs (the last of the four measures), with the hybrid retrieval it
+// can score beside it. GUARD_STUDENT names the
 // student's model directory inside each run folder (default
 // work/student/model); GUARD_EXTRACTIVE=1 has the last measure add
 // extractive queries to fewer than minCheckQueries held out, as check
-// does for a run that trained on none.
+// does for a run that trained on none (GUARD_EXTRACTIVE=only: those
+// queries alone); GUARD_CHECK_ONLY=1 measures only the check.
 //
 //	GUARD_RUNS=DIR1,DIR2 go test -v -run TestGuardCorpusMeasures -timeout 120m ./train/adapt
 func TestGuardCorpusMeasures(t *testing.T) {
@@ -94,14 +96,17 @@ func TestGuardCorpusMeasures(t *testing.T) {
 			}
 			return out
 		}
-		dv := [3][][]float32{embed(base), embed(student), embed(teacher)}
 		r := &run{cfg: Config{Index: w + "/idx", Work: w + "/work", TeacherModel: tm}, embedBase: true}
 		held, err := r.heldQueries()
 		if err != nil {
 			t.Fatal(err)
 		}
+		if os.Getenv("GUARD_CHECK_ONLY") != "" {
+			texts = nil // only the check as adapt runs it
+		}
+		dv := [3][][]float32{embed(base), embed(student), embed(teacher)}
 		var qs []string
-		for _, q := range held {
+		for _, q := range held[:len(held)*min(len(texts), 1)] {
 			qs = append(qs, q.Text)
 		}
 		if maxQ > 0 && len(qs) > maxQ {
@@ -167,9 +172,10 @@ func TestGuardCorpusMeasures(t *testing.T) {
 				sum[m][3] += gainNDCG(ranked, bin)
 			}
 		}
-		n := float64(len(qs))
-		t.Logf("%s (%d q): overlap@10 with teacher model %.4f → %.4f | nDCG@10 RRF(BM25,teacher) %.4f → %.4f | RRF(BM25,teacher,base) %.4f → %.4f | binary top10 RRF(BM25,teacher) %.4f → %.4f",
-			w, len(qs), sum[0][0]/n, sum[1][0]/n, sum[0][1]/n, sum[1][1]/n, sum[0][2]/n, sum[1][2]/n, sum[0][3]/n, sum[1][3]/n)
+		if n := float64(len(qs)); n > 0 {
+			t.Logf("%s (%d q): overlap@10 with teacher model %.4f → %.4f | nDCG@10 RRF(BM25,teacher) %.4f → %.4f | RRF(BM25,teacher,base) %.4f → %.4f | binary top10 RRF(BM25,teacher) %.4f → %.4f",
+				w, len(qs), sum[0][0]/n, sum[1][0]/n, sum[0][1]/n, sum[1][1]/n, sum[0][2]/n, sum[1][2]/n, sum[0][3]/n, sum[1][3]/n)
+		}
 		eng.Close()
 		// The check as adapt runs it (corpusCheck; the index's model
 		// embedded, since the run's index may hold the student's vectors).
@@ -177,19 +183,24 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if os.Getenv("GUARD_EXTRACTIVE") != "" {
-			// as check does for a run without extractive queries
+		switch os.Getenv("GUARD_EXTRACTIVE") {
+		case "":
+		case "only": // extractive queries instead of the held-out ones
+			if held, err = extractiveCheck(ctx, e, maxCheckQueries); err != nil {
+				t.Fatal(err)
+			}
+		default: // as check does for a run without extractive queries
 			if held, _, err = withExtractive(ctx, e, held); err != nil {
 				t.Fatal(err)
 			}
 		}
-		cb, cs, err := r.corpusCheck(ctx, e, base, student, held)
+		cs, err := r.corpusCheck(ctx, e, base, student, held, true)
 		cn := len(held)
 		e.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: corpusCheck on %d queries: %.4f → %.4f", w, cn, cb, cs)
+		t.Logf("%s: corpusCheck on %d queries: dense %.4f → %.4f, hybrid %.4f → %.4f", w, cn, cs.Base, cs.Student, cs.BaseHybrid, cs.StudentHybrid)
 		closeStudent()
 	}
 }

@@ -761,9 +761,11 @@ func (r *run) check(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("adapt: the student's vectors: %w", err)
 		}
-		if rep.BaseScore, rep.StudentScore, err = r.corpusCheck(ctx, eng, baseEnc, sc, qs); err != nil {
+		cs, err := r.corpusCheck(ctx, eng, baseEnc, sc, qs, false)
+		if err != nil {
 			return err
 		}
+		rep.BaseScore, rep.StudentScore = cs.Base, cs.Student
 		rep.CheckQueries = len(qs)
 		return r.verdict()
 	}
