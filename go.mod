@@ -63,3 +63,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/image v0.30.0 // indirect
 )
+
+// zapx v17.2.3 with two changes to its postings iterator's Advance
+// (third_party/zapx/PATCHES.md): BM25 at a million documents waits on it.
+replace github.com/blevesearch/zapx/v17 => ./third_party/zapx/v17

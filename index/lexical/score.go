@@ -564,9 +564,9 @@ func (m *merger) window(ctx context.Context, i int, lo, hi uint64) error {
 			}
 		}
 		theta := c.threshold()
-		j := e - 1
+		j, sc := e-1, combine(&m.fs)
 		for ; j >= 0; j-- {
-			if combine(&m.fs)+below[j+1] < theta {
+			if sc+below[j+1] < theta {
 				break // cannot reach the threshold
 			}
 			t := tfs[j]
@@ -577,6 +577,7 @@ func (m *merger) window(ctx context.Context, i int, lo, hi uint64) error {
 			}
 			if t.doc == d {
 				m.fs[t.f] += t.score(t.cur)
+				sc = combine(&m.fs)
 			}
 		}
 		if j >= 0 {

@@ -1,0 +1,38 @@
+//  Copyright (c) 2024 Couchbase, Inc.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+// 		http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+//go:build !vectors
+// +build !vectors
+
+package zap
+
+type vectorIndexCache struct {
+}
+
+func newVectorIndexCache() *vectorIndexCache {
+	return nil
+}
+
+func (v *vectorIndexCache) Clear() {}
+
+// -----------------------------------------------------------------------------
+
+type trainedIndexCache struct {
+}
+
+func newTrainedIndexCache() *trainedIndexCache {
+	return nil
+}
+
+func (v *trainedIndexCache) Clear() {}
