@@ -37,8 +37,6 @@ test: setup pydeps test-models chromium
 	@# them run side by side (each would embed it again on a cold cache).
 	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --precision float32 --cache >/dev/null; fi
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
-	@# the patched copy of Bleve's segment format: its own tests and anna's (third_party/zapx/PATCHES.md)
-	cd third_party/zapx/v17 && $(GO) test -count=1 .
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh

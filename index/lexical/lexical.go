@@ -43,6 +43,14 @@
 // documents grouped by subject they make a search 1.37-1.39 times faster; where
 // every block holds a document as strong as any, they change nothing.
 //
+// Postings are read through anna's copy of zap v17 (third_party/zapx,
+// zapx v17.2.3 with its iterator's Advance patched: PATCHES.md there),
+// which this package registers at init as scorch's segment plugin "zap"
+// version 17 in place of Bleve's own. Bleve's plugin registry is
+// process-wide, so every scorch index in a program that links this package
+// reads and writes through the copy; the on-disk format is the same, so
+// an index written by either opens with the other.
+//
 // BM25 needs each field's average length, which Bleve does not keep, so
 // Index and Delete maintain the total token count of each field in an
 // internal key, updated in the same batch as the content, and each document

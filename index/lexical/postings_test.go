@@ -10,8 +10,15 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/storage"
+	zap "github.com/anna-search/anna/third_party/zapx"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 )
+
+// isPatchedZap reports whether seg was opened by anna's copy of zap.
+func isPatchedZap(seg segment.Segment) bool {
+	_, ok := seg.(*zap.Segment)
+	return ok
+}
 
 // posting is what a search reads of one: document, frequency, norm.
 type posting struct {
@@ -19,9 +26,10 @@ type posting struct {
 	norm    float64
 }
 
-// TestPostingsAdvance checks the postings iterator anna patches
-// (third_party/zapx: Advance jumps to the target's chunk and skips the
-// chunk's earlier entries in one loop) against stepping with Next, on a
+// TestPostingsAdvance checks that segments are anna's copy of zap (which
+// index/lexical registers with scorch) and the postings iterator it
+// patches (third_party/zapx: Advance jumps to the target's chunk and skips
+// the chunk's earlier entries in one loop) against stepping with Next, on a
 // segment whose terms span many chunks (over 1,024 postings), with
 // frequencies whose entries take one or two bytes, from every kind of
 // start: fresh, mid-chunk, a target in the current chunk, in the next, far
@@ -70,6 +78,9 @@ func TestPostingsAdvance(t *testing.T) {
 	defer reader.Close()
 	if len(snap.segs) != 1 {
 		t.Fatalf("%d segments, want 1", len(snap.segs))
+	}
+	if seg := snap.segs[0].Segment(); !isPatchedZap(seg) {
+		t.Fatalf("the segment is a %T, not anna's copy of zap's", seg)
 	}
 	d, err := snap.segs[0].Segment().Dictionary("text")
 	if err != nil {

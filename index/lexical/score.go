@@ -14,9 +14,9 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	bindex "github.com/blevesearch/bleve_index_api"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
-	zap "github.com/blevesearch/zapx/v17"
 
 	"github.com/anna-search/anna/internal/parallel"
+	zap "github.com/anna-search/anna/third_party/zapx"
 )
 
 // Query-time BM25, computed from the postings of the scorch segments behind
