@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
@@ -314,4 +315,65 @@ func asDocuments(ds []beir.Doc) []engine.Document {
 		out[i] = engine.Document(d)
 	}
 	return out
+}
+
+// BenchmarkDenseSearchKept times the dense index alone (dense.Index.Search,
+// k 10 then k 100 for each of SciFact's 300 test queries, their vectors
+// computed before the timing) on BenchmarkHybridLatency100k's index kept
+// in ANNA_BENCH_HYBDIR (the same ANNA_BENCH_DOCS and ANNA_BENCH_PRECISION
+// pick it; skipped when there is none): the HNSW walk and re-scoring at a
+// million documents, without the encoder. -benchtime Nx runs N passes.
+func BenchmarkDenseSearchKept(b *testing.B) {
+	ctx := context.Background()
+	keep := os.Getenv("ANNA_BENCH_HYBDIR")
+	if keep == "" {
+		b.Skip("ANNA_BENCH_HYBDIR is not set")
+	}
+	ds, err := beir.Load(shareddata.Path(b, "datasets", "scifact"), "test")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := home.RequireDefaultModel(); err != nil {
+		b.Skipf("default model: %v", err)
+	}
+	modelDir, err := catalog.WithPrecision(ctx, home.DefaultModel(), os.Getenv("ANNA_BENCH_PRECISION"), home.SourceDir(), catalog.Options{DownloadsDir: home.DownloadsDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(keep, fmt.Sprintf("hybrid-%d-%s", benchDocs(), filepath.Base(modelDir)), "dense.hnsw")
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("no kept index: %v (run BenchmarkHybridLatency100k with ANNA_BENCH_HYBDIR first)", err)
+	}
+	enc, err := encoder.Load(ctx, modelDir, encoder.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer enc.Close()
+	qv, err := enc.EmbedQueries(ctx, judgedQueries(ds), encoder.Prompt{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix, _, err := dense.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range qv {
+		if _, err := ix.Search(ctx, q, 100, dense.SearchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var t10, t100 []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for _, q := range qv {
+			t0 := time.Now()
+			ix.Search(ctx, q, 10, dense.SearchOptions{})
+			t1 := time.Now()
+			ix.Search(ctx, q, 100, dense.SearchOptions{})
+			t10, t100 = append(t10, t1.Sub(t0)), append(t100, time.Since(t1))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(t10, 0.5).Nanoseconds())/1e3, "k10_p50_us")
+	b.ReportMetric(float64(percentile(t100, 0.5).Nanoseconds())/1e3, "k100_p50_us")
 }

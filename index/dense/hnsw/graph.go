@@ -440,6 +440,12 @@ func (g *Graph[K]) searchLayer(q *query, ep cand, ef, level int, liveOnly bool, 
 		if len(res) >= ef && c.dist > res[0].dist {
 			break
 		}
+		if hasPrefetch && level == 0 && len(cands) > 0 {
+			// The link list the next expansion will likely read (unless
+			// this one finds a closer candidate): as many lines as its m0+1
+			// slots fill. Its load overlaps this expansion's distances.
+			prefetchUint32(&g.links0[int(cands[0].id)*(g.m0+1)], (g.m0+16)/16)
+		}
 		todo := vs.todo[:0]
 		for _, nb := range g.links(c.id, level) {
 			if !vs.visit(nb) {
@@ -957,7 +963,15 @@ func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 	res := g.searchLayer(&qq, ep, max(ef, k), 0, true, accept, vs)
 	if g.quant {
 		// Re-score the whole candidate list with the float vectors: the
-		// order and the distances returned are exact.
+		// order and the distances returned are exact. The vectors lie far
+		// apart (and at a million, mostly outside the CPU's caches), so
+		// their loads are started together first.
+		if hasPrefetch {
+			lines := min(prefetchPerVector, (g.dim+15)/16)
+			for i := range res {
+				prefetchLines(&g.vec(res[i].id)[0], lines)
+			}
+		}
 		for i := range res {
 			res[i].dist = dist(q, g.vec(res[i].id))
 		}

@@ -108,6 +108,11 @@ func prefetchLines(p *float32, lines int)
 
 const hasPrefetch = true
 
+// prefetchUint32 is prefetchLines for a link list.
+//
+//go:noescape
+func prefetchUint32(p *uint32, lines int)
+
 // prefetchBytes is prefetchLines for int8 codes.
 //
 //go:noescape

@@ -17,6 +17,8 @@ func prefetchLines(p *float32, lines int) {}
 
 func prefetchBytes(p *int8, lines int) {}
 
+func prefetchUint32(p *uint32, lines int) {}
+
 // dotF32I8 returns Σ p[i]·float32(c[i]) (len(c) must be >= len(p)).
 func dotF32I8(p []float32, c []int8) float32 { return dotF32I8Generic(p, c) }
 
