@@ -217,20 +217,9 @@ pbdone:
 	RET
 
 // func prefetchUint32(p *uint32, lines int)
+// prefetchBytes' body: the same arguments, a pointer and a count.
 TEXT ·prefetchUint32(SB), NOSPLIT, $0-16
-	MOVQ p+0(FP), SI
-	MOVQ lines+8(FP), CX
-
-puloop:
-	CMPQ CX, $0
-	JLE  pudone
-	PREFETCHT0 (SI)
-	ADDQ $64, SI
-	DECQ CX
-	JMP  puloop
-
-pudone:
-	RET
+	JMP ·prefetchBytes(SB)
 
 // func dotI8Asm(a *uint8, s *int8, c *int8, n int, vnni bool) int32
 // Σ s[i]·c[i] over int8 values for n a multiple of 32, given a[i] = |s[i]|:
