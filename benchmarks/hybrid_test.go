@@ -121,21 +121,7 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The model is the default one at the precision `annactl index` builds
-	// a new index with (int8 for all-MiniLM-L6-v2, docs/results/indexing.md);
-	// ANNA_BENCH_PRECISION=float32 times the float32 model, as every run
-	// before 2026-11-28 did.
-	prec := os.Getenv("ANNA_BENCH_PRECISION")
-	if err := catalog.CheckPrecision(prec); err != nil {
-		b.Fatalf("ANNA_BENCH_PRECISION: %v", err)
-	}
-	if _, err := home.RequireDefaultModel(); err != nil {
-		b.Skipf("default model: %v", err)
-	}
-	modelDir, err := catalog.WithPrecision(ctx, home.DefaultModel(), prec, home.SourceDir(), catalog.Options{DownloadsDir: home.DownloadsDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	modelDir := hybridModel(b)
 	base, err := encoder.Load(ctx, modelDir, encoder.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -240,6 +226,33 @@ func BenchmarkHybridLatency100k(b *testing.B) {
 		100*(ms(pct(hybT, 0.5))-ms(pct(encT, 0.5)))/ms(pct(encT, 0.5)), 100*(ms(pct(hybT, 0.5))-ms(pct(enc2T, 0.5)))/ms(pct(enc2T, 0.5)))
 }
 
+// hybridModel is the model directory of the hybrid benchmarks: the
+// default model at the precision `annactl index` builds a new index with
+// (int8 for all-MiniLM-L6-v2, docs/results/indexing.md), or at
+// ANNA_BENCH_PRECISION (float32 times the float32 model, as every run
+// before 2026-11-28 did). It skips b when the default model is missing.
+func hybridModel(b *testing.B) string {
+	b.Helper()
+	prec := os.Getenv("ANNA_BENCH_PRECISION")
+	if err := catalog.CheckPrecision(prec); err != nil {
+		b.Fatalf("ANNA_BENCH_PRECISION: %v", err)
+	}
+	if _, err := home.RequireDefaultModel(); err != nil {
+		b.Skipf("default model: %v", err)
+	}
+	dir, err := catalog.WithPrecision(context.Background(), home.DefaultModel(), prec, home.SourceDir(), catalog.Options{DownloadsDir: home.DownloadsDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// hybridKept is where, under ANNA_BENCH_HYBDIR (keep), the index of
+// benchDocs() documents embedded by the model named modelName is kept.
+func hybridKept(keep, modelName string) string {
+	return filepath.Join(keep, fmt.Sprintf("hybrid-%d-%s", benchDocs(), modelName))
+}
+
 // hybridIndex returns the directory of BenchmarkHybridLatency100k's
 // corpus of benchDocs() variants, indexed (BM25 + HNSW) with vectors made
 // from base's embeddings of SciFact's abstracts. With ANNA_BENCH_HYBDIR set
@@ -253,7 +266,7 @@ func hybridIndex(b *testing.B, ds *beir.Dataset, base encoder.Encoder, modelName
 	keep := os.Getenv("ANNA_BENCH_HYBDIR")
 	dir := filepath.Join(b.TempDir(), "hybrid")
 	if keep != "" {
-		dir = filepath.Join(keep, fmt.Sprintf("hybrid-%d-%s", n, modelName))
+		dir = hybridKept(keep, modelName)
 		if _, err := os.Stat(filepath.Join(dir, "anna.db")); err == nil {
 			b.Logf("reusing the index of %d docs in %s", n, dir)
 			return dir
@@ -333,14 +346,8 @@ func BenchmarkDenseSearchKept(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := home.RequireDefaultModel(); err != nil {
-		b.Skipf("default model: %v", err)
-	}
-	modelDir, err := catalog.WithPrecision(ctx, home.DefaultModel(), os.Getenv("ANNA_BENCH_PRECISION"), home.SourceDir(), catalog.Options{DownloadsDir: home.DownloadsDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(keep, fmt.Sprintf("hybrid-%d-%s", benchDocs(), filepath.Base(modelDir)), "dense.hnsw")
+	modelDir := hybridModel(b)
+	path := filepath.Join(hybridKept(keep, filepath.Base(modelDir)), "dense.hnsw")
 	if _, err := os.Stat(path); err != nil {
 		b.Skipf("no kept index: %v (run BenchmarkHybridLatency100k with ANNA_BENCH_HYBDIR first)", err)
 	}

@@ -103,9 +103,9 @@ func TestGuardCorpusMeasures(t *testing.T) {
 			t.Fatal(err)
 		}
 		dv := [3][][]float32{embed(base), embed(student), embed(teacher)}
-		var qs []string
-		for _, q := range held {
-			if !checkOnly {
+		var qs []string // the held-out queries, for the first three measures
+		if !checkOnly {
+			for _, q := range held {
 				qs = append(qs, q.Text)
 			}
 		}

@@ -460,9 +460,8 @@ func (g *Graph[K]) searchLayer(q *query, ep cand, ef, level int, liveOnly bool, 
 					prefetchBytes(&g.codes[int(nb)*g.dim], lines)
 				}
 			} else {
-				lines := min(prefetchPerVector, (g.dim+15)/16)
 				for _, nb := range todo {
-					prefetchLines(&g.vec(nb)[0], lines)
+					g.prefetchVec(nb)
 				}
 			}
 		}
@@ -480,6 +479,12 @@ func (g *Graph[K]) searchLayer(q *query, ep cand, ef, level int, liveOnly bool, 
 		}
 	}
 	return res.sorted()
+}
+
+// prefetchVec starts loading the first prefetchPerVector cache lines of
+// node id's float vector.
+func (g *Graph[K]) prefetchVec(id uint32) {
+	prefetchLines(&g.vec(id)[0], min(prefetchPerVector, (g.dim+15)/16))
 }
 
 // admits reports whether searchLayer may return node id.
@@ -967,9 +972,8 @@ func (g *Graph[K]) search(q []float32, k, ef int, accept func(K) bool) []cand {
 		// apart (and at a million, mostly outside the CPU's caches), so
 		// their loads are started together first.
 		if hasPrefetch {
-			lines := min(prefetchPerVector, (g.dim+15)/16)
 			for i := range res {
-				prefetchLines(&g.vec(res[i].id)[0], lines)
+				g.prefetchVec(res[i].id)
 			}
 		}
 		for i := range res {
