@@ -48,12 +48,15 @@ func TestExternalModule(t *testing.T) {
 	write("go.sum", string(sum))
 	write("main.go", snippet)
 
-	// Offline: every module anna's packages need is in the module cache
-	// already, as they are after anna's own build. Not "go mod tidy": it
-	// would also want the modules that the tests of anna's dependencies
-	// import, which a clean cache (CI's) does not hold; -mod=mod lets the
-	// go command add to go.mod what the build needs, as "go get" would.
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	// As "go get" would: -mod=mod lets the go command add to go.mod what
+	// the build needs, reading the module cache first and the environment's
+	// GOPROXY for the rest — after anna's own build that is a few go.mod
+	// files its graph never loads (roaring/v2's requirements, as a
+	// dependency of the user's module), so a machine with a cold module
+	// cache fetches them once. The copied go.sum vouches for them. Not
+	// "go mod tidy": it would also want the modules that the tests of
+	// anna's dependencies import.
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	goCmd := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("go", args...)
