@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,22 @@ func (b *batcher[J]) runBatch(batch []J, texts, tokens int) {
 	b.run(ctx, live)
 	for _, stop := range stops {
 		stop()
+	}
+}
+
+// roundTrip submits j to b and waits for ans, j's answer: its value and
+// error, or why j was not run or not waited for (the batcher stopped, or
+// ctx, the request's context, ended).
+func roundTrip[J job, T any](ctx context.Context, b *batcher[J], j J, ans *answer[T]) (T, error) {
+	var zero T
+	if !b.submit(j) {
+		return zero, errors.Join(ctx.Err(), b.base.Err(), context.Canceled)
+	}
+	select {
+	case res := <-ans.ch:
+		return res.val, res.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -253,23 +252,13 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		tokens += s.tokens.count(t)
 	}
 	j := embedJob{ctx: r.Context(), texts: texts, tokens: tokens, ans: newAnswer[[][]float32]()}
-	if !b.submit(j) {
-		s.fail(w, r, errors.Join(r.Context().Err(), s.base.Err(), context.Canceled))
+	vecs, err := roundTrip(r.Context(), b, j, j.ans)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	var res result[[][]float32]
-	select {
-	case res = <-j.ans.ch:
-	case <-r.Context().Done():
-		s.fail(w, r, r.Context().Err())
-		return
-	}
-	if res.err != nil {
-		s.fail(w, r, res.err)
-		return
-	}
-	out := EmbeddingsResponse{Object: "list", Data: make([]Embedding, len(res.val)), Model: s.modelName(), Usage: Usage{tokens, tokens}}
-	for i, v := range res.val {
+	out := EmbeddingsResponse{Object: "list", Data: make([]Embedding, len(vecs)), Model: s.modelName(), Usage: Usage{tokens, tokens}}
+	for i, v := range vecs {
 		out.Data[i] = Embedding{Object: "embedding", Index: i, Embedding: v}
 		if req.EncodingFormat == "base64" {
 			buf := make([]byte, 4*len(v))
@@ -420,23 +409,13 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 			j.tokens += pt.PairTokens(j.pairs[i])
 		}
 	}
-	if !s.rerankB.submit(j) {
-		s.fail(w, r, errors.Join(r.Context().Err(), s.base.Err(), context.Canceled))
-		return
-	}
-	var res result[[]float32]
-	select {
-	case res = <-j.ans.ch:
-	case <-r.Context().Done():
-		s.fail(w, r, r.Context().Err())
-		return
-	}
-	if res.err != nil {
-		s.fail(w, r, res.err)
+	scores, err := roundTrip(r.Context(), s.rerankB, j, j.ans)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	results := make([]RerankResult, len(docs))
-	for i, sc := range res.val {
+	for i, sc := range scores {
 		// Cohere's relevance_score is in [0, 1]: the logistic of the
 		// cross-encoder's logit, which keeps its order.
 		results[i] = RerankResult{Index: i, RelevanceScore: 1 / (1 + math.Exp(-float64(sc)))}
@@ -446,6 +425,6 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 			}{docs[i]}
 		}
 	}
-	sort.SliceStable(results, func(a, b int) bool { return res.val[results[a].Index] > res.val[results[b].Index] })
+	sort.SliceStable(results, func(a, b int) bool { return scores[results[a].Index] > scores[results[b].Index] })
 	writeJSON(w, http.StatusOK, RerankResponse{Results: results[:topN], Model: s.opts.RerankerName})
 }

@@ -355,6 +355,32 @@ func (h *Graph[K]) ImportWith(r io.Reader, opts ImportOptions) error {
 // graph is left empty.
 func (h *Graph[K]) Import(r io.Reader) error { return h.ImportWith(r, ImportOptions{}) }
 
+// setShape checks a non-empty graph's header fields read by an importer
+// (formats 2 and 3 write the same ones) and sets up the graph for them.
+func (h *Graph[K]) setShape(m, dim, n, maxLevel, entry int, ml float64) error {
+	switch {
+	case m < 2 || m > 1<<12:
+		return fmt.Errorf("M %d out of range", m)
+	case dim <= 0 || dim > maxDim:
+		return fmt.Errorf("dimension %d out of range", dim)
+	case n < 0 || n > maxCount:
+		return fmt.Errorf("node count %d out of range", n)
+	case maxLevel < 0 || maxLevel >= maxLevels:
+		return fmt.Errorf("max level %d out of range", maxLevel)
+	case entry < 0 || entry >= n:
+		return fmt.Errorf("entry point %d out of range [0,%d)", entry, n)
+	case math.IsNaN(ml) || ml < 0 || ml >= 1:
+		return fmt.Errorf("level factor %v out of range", ml)
+	}
+	h.setup(dim)
+	h.m, h.m0, h.levelP = m, 2*m, ml
+	if h.levelP == 0 {
+		h.levelP = 1 / float64(m)
+	}
+	h.entry, h.maxLevel = uint32(entry), maxLevel
+	return nil
+}
+
 func (h *Graph[K]) importV3(r *countingReader, opts ImportOptions) error {
 	var (
 		m, efSearch, efc, dim, n, maxLevel, entry, quant int
@@ -383,26 +409,9 @@ func (h *Graph[K]) importV3(r *countingReader, opts ImportOptions) error {
 	if n == 0 {
 		return nil
 	}
-	switch {
-	case m < 2 || m > 1<<12:
-		return fmt.Errorf("M %d out of range", m)
-	case dim <= 0 || dim > maxDim:
-		return fmt.Errorf("dimension %d out of range", dim)
-	case n < 0 || n > maxCount:
-		return fmt.Errorf("node count %d out of range", n)
-	case maxLevel < 0 || maxLevel >= maxLevels:
-		return fmt.Errorf("max level %d out of range", maxLevel)
-	case entry < 0 || entry >= n:
-		return fmt.Errorf("entry point %d out of range [0,%d)", entry, n)
-	case math.IsNaN(ml) || ml < 0 || ml >= 1:
-		return fmt.Errorf("level factor %v out of range", ml)
+	if err := h.setShape(m, dim, n, maxLevel, entry, ml); err != nil {
+		return err
 	}
-	h.setup(dim)
-	h.m, h.m0, h.levelP = m, 2*m, ml
-	if h.levelP == 0 {
-		h.levelP = 1 / float64(m)
-	}
-	h.entry, h.maxLevel = uint32(entry), maxLevel
 	var err error
 	if keys, ok := any(&h.keys).(*[]uint64); ok {
 		*keys, err = readRaw[uint64](r, n, opts.Size)
@@ -522,7 +531,13 @@ func (h *Graph[K]) importV3(r *countingReader, opts ImportOptions) error {
 	} else if h.vecs, err = readRaw[float32](r, n*dim, opts.Size); err != nil {
 		return fmt.Errorf("decode vectors: %w", err)
 	}
-	h.ids = make(map[K]uint32, n-h.nDeleted)
+	return h.indexKeys()
+}
+
+// indexKeys maps each live key to its node after an import; a key live
+// twice is an error, and a graph with no live node is reset to empty.
+func (h *Graph[K]) indexKeys() error {
+	h.ids = make(map[K]uint32, max(len(h.keys)-h.nDeleted, 0))
 	for id, k := range h.keys {
 		if h.deleted[id] {
 			continue
@@ -646,26 +661,9 @@ func (h *Graph[K]) importV2(r interface {
 	if n == 0 {
 		return nil
 	}
-	switch {
-	case m < 2 || m > 1<<12:
-		return fmt.Errorf("M %d out of range", m)
-	case dim <= 0 || dim > maxDim:
-		return fmt.Errorf("dimension %d out of range", dim)
-	case n < 0 || n > maxCount:
-		return fmt.Errorf("node count %d out of range", n)
-	case maxLevel < 0 || maxLevel >= maxLevels:
-		return fmt.Errorf("max level %d out of range", maxLevel)
-	case entry < 0 || entry >= n:
-		return fmt.Errorf("entry point %d out of range [0,%d)", entry, n)
-	case math.IsNaN(ml) || ml < 0 || ml >= 1:
-		return fmt.Errorf("level factor %v out of range", ml)
+	if err := h.setShape(m, dim, n, maxLevel, entry, ml); err != nil {
+		return err
 	}
-	h.setup(dim)
-	h.m, h.m0, h.levelP = m, 2*m, ml
-	if h.levelP == 0 {
-		h.levelP = 1 / float64(m)
-	}
-	h.entry, h.maxLevel = uint32(entry), maxLevel
 
 	for i := 0; i < n; i++ {
 		var k K
@@ -730,19 +728,7 @@ func (h *Graph[K]) importV2(r interface {
 			h.setLinks(uint32(id), l, nb)
 		}
 	}
-	for id, k := range h.keys {
-		if h.deleted[id] {
-			continue
-		}
-		if _, dup := h.ids[k]; dup {
-			return fmt.Errorf("key %v is live twice", k)
-		}
-		h.ids[k] = uint32(id)
-	}
-	if len(h.ids) == 0 {
-		h.reset()
-	}
-	return nil
+	return h.indexKeys()
 }
 
 // importV1 reads upstream's format and rebuilds the graph from its base
