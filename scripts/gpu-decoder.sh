@@ -143,13 +143,14 @@ cp results.jsonl "\$OUT_DIR/"
 nvidia-smi --query-gpu=name,memory.used --format=csv,noheader > "\$OUT_DIR/gpu.txt" 2>/dev/null || true
 EOF
 	du -sh gpu-[0-9]*
-	# A device call carries the tracked tree and one gpu-K: 64 MiB in all
+	# A device call carries the working tree (tracked files and untracked
+	# ones git does not ignore) and one gpu-K: 64 MiB in all
 	# (/work/.library/device/README.md, Limits); fail here, not there.
-	tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+	tree=$(git ls-files -z -co --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 	for k in $(seq 1 $last); do
 		size=$(( tree + $(du -sb gpu-$k | cut -f1) ))
 		if [ "$size" -gt $((64 * 1024 * 1024)) ]; then
-			echo "gpu-decoder: gpu-$k and the tracked tree are $size bytes, over a device call's 64 MiB: split it" >&2
+			echo "gpu-decoder: gpu-$k and the working tree are $size bytes, over a device call's 64 MiB: split it" >&2
 			exit 1
 		fi
 	done
