@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -108,6 +109,14 @@ type Options struct {
 	// concurrent queries already keep every core busy). Results do not
 	// depend on it. See lexical.Options.
 	SearchWorkers int
+	// Language is the language of the documents Add is given without one
+	// (Document.Language): "" or "auto" detects each one's (package lang;
+	// English where detection cannot tell), a code (lang.Parse: "de",
+	// "zh") is theirs. It decides how BM25 and the snippets analyse them;
+	// a query is analysed for every language the index holds. Not
+	// recorded: an index rebuilt from the store detects again what was not
+	// given.
+	Language string
 	// Logf, when set, receives what the engine does on its own: indexes
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
@@ -153,6 +162,7 @@ type Engine struct {
 
 	maxPassages   int                   // Options.MaxPassages
 	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
+	language      string                // Options.Language, parsed: the BM25 index's default
 	embedProgress func(done, total int) // Options.EmbedProgress
 
 	// life is held for reading by every call and for writing by Close, so
@@ -215,7 +225,11 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if opts.SearchWorkers < 0 {
 		return nil, optErr("Options.SearchWorkers", opts.SearchWorkers, "must be 0 (the default, GOMAXPROCS) or positive")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
+	language, lerr := lang.Parse(opts.Language)
+	if lerr != nil {
+		return nil, optErr("Options.Language", opts.Language, "must be \"\", \"auto\" or a language code such as \"de\"")
+	}
+	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, language: language}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}

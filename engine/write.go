@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"maps"
 	"strings"
 	"unicode/utf8"
@@ -29,6 +30,11 @@ type Document struct {
 	Text       string
 	Meta       map[string]string
 	MetaValues map[string]Value
+	// Language is the language the document is written in, an ISO 639-1
+	// code ("de", "zh"; lang.Parse's forms are accepted and stored as the
+	// code); "" leaves it to Options.Language (by default detected). BM25
+	// and the snippets analyse the document for it (package lang).
+	Language string
 }
 
 // AddResult tells what an Add did.
@@ -81,6 +87,9 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	docs = lastWins(docs)
 	for i := range docs {
 		docs[i] = canonicalMeta(docs[i])
+		if docs[i].Language, _ = lang.Parse(docs[i].Language); docs[i].Language == lang.Auto {
+			docs[i].Language = "" // detected, as when none is given
+		}
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
@@ -287,6 +296,9 @@ func validate(docs []Document) error {
 		if err := checkMeta(d); err != nil {
 			return fmt.Errorf("engine: document %q: %w", d.ID, err)
 		}
+		if _, err := lang.Parse(d.Language); err != nil {
+			return fmt.Errorf("engine: document %q: %w", d.ID, err)
+		}
 	}
 	return nil
 }
@@ -317,7 +329,7 @@ func lastWins(docs []Document) []Document {
 }
 
 func sameDoc(a storage.Doc, b Document) bool {
-	if a.Title != b.Title || a.Text != b.Text || len(a.Meta) != len(b.Meta) ||
+	if a.Title != b.Title || a.Text != b.Text || a.Language != b.Language || len(a.Meta) != len(b.Meta) ||
 		!maps.EqualFunc(a.MetaValues, b.MetaValues, Value.Equal) {
 		return false
 	}

@@ -10,7 +10,8 @@
 // within the script). It reads at most DetectBytes of the text, so its cost
 // is bounded whatever the text's length. Where the script settles it (Han,
 // kana, Hangul, Thai, Greek...) the answer is the script's language, kana
-// anywhere in a text making it Japanese; a Latin, Cyrillic, Arabic or
+// anywhere in a text making it Japanese, and a Cyrillic text with letters
+// only Russian of its neighbours has Russian; a Latin, Cyrillic, Arabic or
 // Devanagari text whose trigrams leave the choice unreliable gets "": the
 // caller's default then applies. Its accuracy on short queries and its cost
 // are measured by TestDetectQueries (docs/results/multilingual.md).
@@ -281,6 +282,9 @@ func Detect(text string) string {
 	if info.Lang < 0 {
 		return ""
 	}
+	if info.Script == unicode.Cyrillic && russianLetters(text) {
+		return "ru"
+	}
 	switch info.Script {
 	case unicode.Latin, unicode.Cyrillic, unicode.Arabic, unicode.Devanagari, unicode.Hebrew, unicode.Ethiopic:
 		if info.Confidence < MinConfidence {
@@ -288,6 +292,24 @@ func Detect(text string) string {
 		}
 	}
 	return info.Lang.Iso6391()
+}
+
+// russianLetters reports a Cyrillic text holding letters of Russian (ы, э,
+// ъ) and none of the letters Russian lacks and its neighbours use
+// (Ukrainian і ї є ґ, Belarusian ў і, Serbian and Macedonian ј љ њ ђ ћ ѓ ќ
+// ѕ џ): the trigrams alone take a short Russian sentence for Macedonian or
+// Bulgarian.
+func russianLetters(text string) bool {
+	ru := false
+	for _, r := range strings.ToLower(text) {
+		switch r {
+		case 'ы', 'э', 'ъ':
+			ru = true
+		case 'і', 'ї', 'є', 'ґ', 'ў', 'ј', 'љ', 'њ', 'ђ', 'ћ', 'ѓ', 'ќ', 'ѕ', 'џ':
+			return false
+		}
+	}
+	return ru
 }
 
 // Parse gives the ISO 639-1 code of s: a code in any case, with or without a

@@ -21,7 +21,7 @@ var samples = []struct {
 	{"de", "Die Katzen liefen durch die Gärten des alten Hauses.", []string{"katz", "gart", "haus"}},
 	{"es", "Los gatos corrían por los jardines de la casa antigua.", []string{"gat", "jardin"}},
 	{"fr", "Les chats couraient dans les jardins de la vieille maison.", []string{"chat", "jardin"}},
-	{"ru", "Кошки бегали по садам старого дома, а собаки спали у ворот и ждали хозяина.", []string{"кошк", "сад"}},
+	{"ru", "Кошки бегали по садам старого дома, а собаки спали у ворот и ждали хозяина, который был в городе.", []string{"кошк", "сад"}},
 	{"ar", "كانت القطط تركض في حدائق المنزل القديم.", []string{"قطط", "حدائق"}},
 	{"fa", "گربه‌ها در باغ‌های خانه قدیمی می‌دویدند و سگ‌ها کنار در منتظر صاحب خانه بودند.", []string{"خانه"}},
 	{"hi", "बिल्लियाँ पुराने घर के बगीचों में दौड़ रही थीं।", []string{"बगिच"}},
@@ -33,10 +33,10 @@ var samples = []struct {
 
 func TestDetectAndAnalyzers(t *testing.T) {
 	for _, s := range samples {
-		// One sentence is too little for the trigrams to tell Russian from
-		// Macedonian or Persian from Arabic (whole paragraphs are told
-		// apart: TestDetectQueries); those are left to the analyzer check.
-		if got := Detect(s.text); got != s.lang && s.lang != "ru" && s.lang != "fa" {
+		// One sentence is too little for the trigrams to tell Persian from
+		// Arabic (whole paragraphs are told apart); it is left to the
+		// analyzer check.
+		if got := Detect(s.text); got != s.lang && s.lang != "fa" {
 			t.Errorf("Detect(%q) = %q, want %q", s.text, got, s.lang)
 		}
 		a, err := Analyzer(s.lang)

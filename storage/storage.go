@@ -28,6 +28,10 @@ type Doc struct {
 	ID, Title, Text string
 	Meta            map[string]string
 	MetaValues      map[string]filter.Value
+	// Language is the language the document was given in (an ISO 639-1
+	// code, package lang), "" when none was: the indexes then choose
+	// (detect) it, as they can again whenever they are rebuilt.
+	Language string
 }
 
 // Span is a byte range [Start, End) of a document's text.

@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -25,16 +26,22 @@ type bruteBM25 struct {
 	meta map[string]storage.Doc           // id -> the document (its metadata)
 }
 
-func (b *bruteBM25) tokens(text string) []string {
+func (b *bruteBM25) tokens(text, language string) []string {
+	a, err := lang.Analyzer(language)
+	if err != nil {
+		panic(err)
+	}
 	var out []string
-	for _, tok := range b.ix.analyzer.Analyze([]byte(text)) {
+	for _, tok := range a.Analyze([]byte(text)) {
 		out = append(out, string(tok.Term))
 	}
 	return out
 }
 
 func (b *bruteBM25) put(d storage.Doc) {
-	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title), b.tokens(d.Text)}
+	l := b.ix.docLanguage(d)
+	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title, l), b.tokens(d.Text, l)}
+	d.Language = l
 	b.meta[d.ID] = d
 }
 
@@ -78,9 +85,29 @@ func checkHits(t *testing.T, what string, k int, got, want []Hit) {
 func (b *bruteBM25) search(q string) []Hit {
 	N := float64(len(b.docs))
 	var hits []Hit
+	// The query is read in every language of the documents, each term
+	// counted as often as the analyzer repeating it most does.
+	langs := map[string]bool{}
+	for _, d := range b.meta {
+		langs[lang.AnalyzerName(d.Language)] = true
+	}
+	if len(langs) == 0 {
+		langs[lang.AnalyzerName(lang.English)] = true
+	}
 	qtf := map[string]float64{}
-	for _, t := range b.tokens(q) {
-		qtf[t]++
+	for _, l := range []string{"en", "de", "es", "fr", "ru", "ar", "hi", "zh", "th", "xx"} {
+		if !langs[lang.AnalyzerName(l)] {
+			continue
+		}
+		delete(langs, lang.AnalyzerName(l))
+		n := map[string]float64{}
+		for _, t := range b.tokens(q, l) {
+			n[t]++
+			qtf[t] = max(qtf[t], n[t])
+		}
+	}
+	if len(langs) > 0 {
+		panic(fmt.Sprintf("bruteBM25: no language of analyzer %v listed", langs))
 	}
 	var total [len(fields)]float64
 	df := [len(fields)]map[string]float64{{}, {}}

@@ -2,10 +2,20 @@
 // rebuilt from it at any time; it records the storage seq it has applied so
 // the engine knows where to resume.
 //
-// Bleve (scorch) holds the inverted index: analysis with Bleve's English
-// analyzer "en" (unicode tokenizer, possessive 's stripping, lower case,
-// English stop words, Porter stemmer), postings with term frequencies and
-// field-length norms. Scoring is done here, from those postings, with
+// Bleve (scorch) holds the inverted index: postings with term frequencies
+// and field-length norms. Each document is analysed for its language
+// (package lang: Bleve's language analyzers, CJK and other bigrams): the one
+// its storage.Doc names, else Options.Language, else the one lang.Detect
+// finds in its title and text, else English (Bleve's "en": unicode
+// tokenizer, possessive 's stripping, lower case, English stop words, Porter
+// stemmer). The index counts its documents per language (in its field
+// statistics) and stores each document's beside its field lengths; a query
+// is analysed by the analyzer of every language the index holds, each
+// distinct term counted as often as the analyzer that repeats it most
+// (queryTerms), so that one index may hold many languages. An index made
+// before languages were recorded holds English only: it opens as it is and
+// keeps its analysis; the documents added later are analysed for their own
+// language. Scoring is done here, from those postings, with
 // textbook BM25 (k1=1.2, b=0.75, Lucene's idf
 // ln(1+(N-df+0.5)/(df+0.5))), not by Bleve's own "bm25" scoring model: Bleve
 // 2.6 scores sqrt(tf) instead of tf, multiplies in idf a second time through
@@ -108,13 +118,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -123,6 +133,7 @@ import (
 	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -138,7 +149,7 @@ const (
 const (
 	fieldTitle = "title"
 	fieldText  = "text"
-	fieldLens  = "_lens" // stored only: "titleLen textLen"
+	fieldLens  = "_lens" // stored only: "titleLen textLen lang" (no lang: English)
 	fieldMeta  = "_meta" // indexed only: one term key+filter.Separator+value per Meta pair
 )
 
@@ -163,16 +174,68 @@ type Hit struct {
 	Score float64
 }
 
-// stats are the per-field token totals over live documents.
+// stats are the per-field token totals over live documents, and how many
+// live documents each language has (nil in an index made before they were
+// counted: all English).
 type stats struct {
-	Len [len(fields)]uint64 `json:"len"`
+	Len   [len(fields)]uint64 `json:"len"`
+	Langs map[string]uint64   `json:"langs,omitempty"`
+}
+
+// languages are the languages st's documents are in, sorted; English for
+// an index that never counted them and for an empty one.
+func (st stats) languages() []string {
+	var out []string
+	for l, n := range st.Langs {
+		if n > 0 {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return []string{lang.English}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// legacy starts the language counts of an index made before they were
+// kept, whose documents are all English, before its first change.
+func (st *stats) legacy(reader bindex.IndexReader) error {
+	if st.Langs != nil {
+		return nil
+	}
+	n, err := reader.DocCount()
+	if err != nil {
+		return err
+	}
+	st.Langs = map[string]uint64{}
+	if n > 0 {
+		st.Langs[lang.English] = n
+	}
+	return nil
+}
+
+// count moves a document of language l in (+1) or out (-1) of st.
+func (st *stats) count(l string, delta int) {
+	if st.Langs == nil {
+		st.Langs = map[string]uint64{}
+	}
+	switch {
+	case delta > 0:
+		st.Langs[l]++
+	case st.Langs[l] > 0:
+		st.Langs[l]--
+	}
+	if st.Langs[l] == 0 {
+		delete(st.Langs, l)
+	}
 }
 
 // Index is an open BM25 index. Search may run concurrently with anything;
 // Index and Delete are serialised.
 type Index struct {
 	bi       bleve.Index
-	analyzer analysis.Analyzer
+	language string // Options.Language, parsed
 	dir      string
 	mu       sync.Mutex // serialises writers: stats are read-modify-write
 	closed   bool
@@ -195,6 +258,10 @@ type Options struct {
 	// index under 2×MinParallelDocs documents is always scored on one.
 	// The hits are the same either way.
 	SearchWorkers int
+	// Language is the language of documents that name none (storage.Doc's
+	// Language): "" or lang.Auto detects each one's (lang.Detect, English
+	// when it cannot tell); a code (lang.Parse) is every such document's.
+	Language string
 	// BlockMaxBytes is the memory kept for block maxima, per-block bounds
 	// of the terms' scores that let a search skip blocks of documents no
 	// top document is in (blockmax.go): 0 is 32 MiB, negative keeps none.
@@ -221,6 +288,10 @@ func Open(dir string, opts Options) (ix *Index, err error) {
 			ix, err = nil, fmt.Errorf("lexical: open %s: the index is damaged: %v", dir, r)
 		}
 	}()
+	language, err := lang.Parse(opts.Language)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: open %s: %w", dir, err)
+	}
 	var bi bleve.Index
 	if _, serr := os.Stat(filepath.Join(dir, "index_meta.json")); serr == nil {
 		if opts.ReadOnly {
@@ -252,14 +323,10 @@ func Open(dir string, opts Options) (ix *Index, err error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	ix = &Index{bi: bi, dir: dir, readOnly: opts.ReadOnly, par: parallelism{workers: workers, minPiece: MinParallelDocs}}
+	ix = &Index{bi: bi, dir: dir, readOnly: opts.ReadOnly, language: language, par: parallelism{workers: workers, minPiece: MinParallelDocs}}
 	if f, err := bi.GetInternal(keyFormat); err != nil || string(f) != format {
 		bi.Close()
 		return nil, fmt.Errorf("lexical: open %s: index format %q, want %q: delete the directory to rebuild it", dir, f, format)
-	}
-	if ix.analyzer = bi.Mapping().AnalyzerNamed(en.AnalyzerName); ix.analyzer == nil {
-		bi.Close()
-		return nil, fmt.Errorf("lexical: open %s: analyzer %q not registered", dir, en.AnalyzerName)
 	}
 	if opts.BlockMaxBytes >= 0 {
 		limit := opts.BlockMaxBytes
@@ -285,11 +352,11 @@ func (ix *Index) StoreID() (string, error) {
 func newMapping() *mapping.IndexMappingImpl {
 	m := bleve.NewIndexMapping()
 	m.ScoringModel = bindex.BM25Scoring
-	m.DefaultAnalyzer = en.AnalyzerName
+	m.DefaultAnalyzer = lang.AnalyzerName(lang.English)
 	doc := bleve.NewDocumentStaticMapping()
 	for _, f := range fields {
 		fm := bleve.NewTextFieldMapping()
-		fm.Analyzer = en.AnalyzerName
+		fm.Analyzer = lang.AnalyzerName(lang.English) // for Bleve's own queries; Index analyses each document for its language
 		fm.Store = false
 		fm.IncludeTermVectors = false
 		fm.IncludeInAll = false
@@ -366,6 +433,9 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 	if err != nil {
 		return fmt.Errorf("lexical: index: %w", err)
 	}
+	if err := st.legacy(reader); err != nil {
+		return fmt.Errorf("lexical: index: %w", err)
+	}
 	// Later duplicates win, and only the last copy may touch the stats.
 	last := make(map[string]int, len(docs))
 	for i, d := range docs {
@@ -377,13 +447,13 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 			todo = append(todo, d)
 		}
 	}
-	tokens, err := ix.analyze(ctx, todo)
+	tokens, langs, err := ix.analyze(ctx, todo)
 	if err != nil {
 		return err
 	}
 	b := ix.bi.NewBatch()
 	for i, d := range todo {
-		old, ok, err := storedLens(reader, d.ID)
+		old, oldLang, ok, err := storedLens(reader, d.ID)
 		if err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
 		}
@@ -397,10 +467,14 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 		if len(d.Meta) > 0 || len(d.MetaValues) > 0 {
 			doc.AddField(document.NewTextFieldCustom(fieldMeta, nil, nil, indexOpts, metaTokens(d)))
 		}
-		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens), bindex.StoreField, nil))
+		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens, langs[i]), bindex.StoreField, nil))
 		if err := b.IndexAdvanced(doc); err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
 		}
+		if ok {
+			st.count(oldLang, -1)
+		}
+		st.count(langs[i], +1)
 		for f := range fields {
 			if ok {
 				st.Len[f] -= min(old[f], st.Len[f])
@@ -440,6 +514,9 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("lexical: delete: %w", err)
 	}
+	if err := st.legacy(reader); err != nil {
+		return fmt.Errorf("lexical: delete: %w", err)
+	}
 	b := ix.bi.NewBatch()
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -447,7 +524,7 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 			continue
 		}
 		seen[id] = true
-		old, ok, err := storedLens(reader, id)
+		old, oldLang, ok, err := storedLens(reader, id)
 		if err != nil {
 			return fmt.Errorf("lexical: delete doc %q: %w", id, err)
 		}
@@ -455,6 +532,7 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 			continue
 		}
 		b.Delete(id)
+		st.count(oldLang, -1)
 		for f := range fields {
 			st.Len[f] -= min(old[f], st.Len[f])
 		}
@@ -532,10 +610,6 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 	if k <= 0 {
 		return nil, 0, nil
 	}
-	terms := ix.queryTerms(query)
-	if len(terms) == 0 {
-		return nil, 0, nil
-	}
 	snap, reader, err := ix.openSnapshot()
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
@@ -544,6 +618,13 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 	st, err := readStats(reader)
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
+	}
+	terms, err := queryTerms(query, st.languages())
+	if err != nil {
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
+	}
+	if len(terms) == 0 {
+		return nil, 0, nil
 	}
 	var allow []docSet // nil: no filter
 	if !f.IsZero() {
@@ -569,21 +650,76 @@ type queryTerm struct {
 	qtf  float64
 }
 
-// queryTerms analyses the query into distinct terms with their counts, in
-// first-seen order.
-func (ix *Index) queryTerms(query string) []queryTerm {
+// queryTerms analyses the query for each of languages into distinct terms,
+// in first-seen order, each counted as often as the analyzer that repeats
+// it most does (two analyzers giving the same term do not double it).
+func queryTerms(query string, languages []string) ([]queryTerm, error) {
 	var out []queryTerm
 	pos := map[string]int{}
-	for _, tok := range ix.analyzer.Analyze([]byte(query)) {
-		t := string(tok.Term)
-		if i, ok := pos[t]; ok {
-			out[i].qtf++
+	seen := map[string]bool{} // analyzer names already run
+	for _, l := range languages {
+		name := lang.AnalyzerName(l)
+		if seen[name] {
 			continue
 		}
-		pos[t] = len(out)
-		out = append(out, queryTerm{t, 1})
+		seen[name] = true
+		a, err := lang.Analyzer(l)
+		if err != nil {
+			return nil, err
+		}
+		counts := map[string]float64{}
+		for _, tok := range a.Analyze([]byte(query)) {
+			t := string(tok.Term)
+			counts[t]++
+			i, ok := pos[t]
+			if !ok {
+				pos[t] = len(out)
+				out = append(out, queryTerm{t, 1})
+				continue
+			}
+			out[i].qtf = max(out[i].qtf, counts[t])
+		}
 	}
-	return out
+	return out, nil
+}
+
+// Languages returns the languages of the index's documents, sorted, with
+// how many documents each has; an index made before languages were
+// counted reports none (it holds English: see the package doc).
+func (ix *Index) Languages() (map[string]uint64, error) {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	defer reader.Close()
+	st, err := readStats(reader)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	return st.Langs, nil
+}
+
+// docLanguage is the language d is analysed for: its own, else the
+// index's, else the one detected in its title and text, else English.
+func (ix *Index) docLanguage(d storage.Doc) string {
+	if l, err := lang.Parse(d.Language); err == nil && l != "" && l != lang.Auto {
+		return l
+	}
+	if ix.language != "" && ix.language != lang.Auto {
+		return ix.language
+	}
+	text := d.Text
+	if d.Title != "" {
+		text = d.Title + "\n" + d.Text
+	}
+	if l := lang.Detect(text); l != "" {
+		return l
+	}
+	return lang.English
 }
 
 // analyzed is a field's token stream, analysed once here both to count the
@@ -594,22 +730,29 @@ type analyzed analysis.TokenStream
 
 func (a analyzed) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(a) }
 
-// analyze runs the English analyzer over every doc's fields, in parallel.
-func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, error) {
+// analyze runs each doc's language's analyzer over its fields, in
+// parallel, and returns the languages too.
+func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, []string, error) {
 	out := make([][len(fields)]analyzed, len(docs))
+	langs := make([]string, len(docs))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
 	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
+		langs[i] = ix.docLanguage(docs[i])
+		a, err := lang.Analyzer(langs[i])
+		if err != nil {
+			return err
+		}
 		for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
 			if text != "" {
-				out[i][f] = analyzed(ix.analyzer.Analyze([]byte(text)))
+				out[i][f] = analyzed(a.Analyze([]byte(text)))
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, langs, nil
 }
 
 func readStats(reader bindex.IndexReader) (stats, error) {
@@ -627,20 +770,21 @@ func readStats(reader bindex.IndexReader) (stats, error) {
 	return st, nil
 }
 
-func encodeLens(l [len(fields)]uint64) []byte {
-	parts := make([]string, len(l))
+func encodeLens(l [len(fields)]uint64, language string) []byte {
+	parts := make([]string, len(l), len(l)+1)
 	for i, n := range l {
 		parts[i] = strconv.FormatUint(n, 10)
 	}
-	return []byte(strings.Join(parts, " "))
+	return []byte(strings.Join(append(parts, language), " "))
 }
 
-// storedLens returns the field lengths recorded for id, ok=false if id is
-// not indexed.
-func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, ok bool, err error) {
+// storedLens returns the field lengths and the language recorded for id
+// (English where none is: an index made before they were), ok=false if id
+// is not indexed.
+func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, language string, ok bool, err error) {
 	doc, err := reader.Document(id)
 	if err != nil || doc == nil {
-		return l, false, err
+		return l, "", false, err
 	}
 	var raw []byte
 	doc.VisitFields(func(f bindex.Field) {
@@ -649,16 +793,21 @@ func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, ok
 		}
 	})
 	if raw == nil {
-		return l, false, errors.New("indexed without field lengths")
+		return l, "", false, errors.New("indexed without field lengths")
 	}
 	parts := strings.Fields(string(raw))
-	if len(parts) != len(fields) {
-		return l, false, fmt.Errorf("corrupt field lengths %q", raw)
+	language = lang.English
+	switch len(parts) {
+	case len(fields) + 1:
+		language = parts[len(fields)]
+	case len(fields):
+	default:
+		return l, "", false, fmt.Errorf("corrupt field lengths %q", raw)
 	}
-	for i, p := range parts {
+	for i, p := range parts[:len(fields)] {
 		if l[i], err = strconv.ParseUint(p, 10, 64); err != nil {
-			return l, false, fmt.Errorf("corrupt field lengths %q", raw)
+			return l, "", false, fmt.Errorf("corrupt field lengths %q", raw)
 		}
 	}
-	return l, true, nil
+	return l, language, true, nil
 }
