@@ -70,7 +70,7 @@ func keys(m map[string]bool) []string {
 func TestAnalyzerChoice(t *testing.T) {
 	for code, want := range map[string]string{
 		"en": "en", "de": "de", "ar": "ar", "fa": "fa", "hi": "hi", "ru": "ru", "nb": "no",
-		"zh": "cjk", "ja": "cjk", "ko": NameBigram, "th": NameBigram, "km": NameBigram,
+		"zh": NameCJK, "ja": NameCJK, "ko": NameBigram, "th": NameBigram, "km": NameBigram,
 		"vi": NameStandard, "": NameStandard, "xx": NameStandard,
 	} {
 		if got := AnalyzerName(code); got != want {
