@@ -271,6 +271,21 @@ func (bigramFilter) Filter(in analysis.TokenStream) analysis.TokenStream {
 // twentieth are, and 1-16 % are named wrongly (TestDetectQueries).
 const MinConfidence = 0.1
 
+// MinLetters is the fewest letters from which Detect names a language
+// where the script leaves a choice: below it the trigrams are too few ("a
+// cat" reads as Romanian).
+const MinLetters = 16
+
+func letters(s string) int {
+	n := 0
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // DetectBytes is how much of a text Detect reads at most.
 const DetectBytes = 1024
 
@@ -298,7 +313,7 @@ func Detect(text string) string {
 	}
 	switch info.Script {
 	case unicode.Latin, unicode.Cyrillic, unicode.Arabic, unicode.Devanagari, unicode.Hebrew, unicode.Ethiopic:
-		if info.Confidence < MinConfidence {
+		if info.Confidence < MinConfidence || letters(text) < MinLetters {
 			return ""
 		}
 	}

@@ -40,7 +40,13 @@ func (b *bruteBM25) tokens(text, language string) []string {
 
 func (b *bruteBM25) put(d storage.Doc) {
 	l := b.ix.docLanguage(d)
-	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title, l), b.tokens(d.Text, l)}
+	prefixed := func(toks []string) []string {
+		for i := range toks {
+			toks[i] = termPrefix(l) + toks[i]
+		}
+		return toks
+	}
+	b.docs[d.ID] = [len(fields)][]string{prefixed(b.tokens(d.Title, l)), prefixed(b.tokens(d.Text, l))}
 	d.Language = l
 	b.meta[d.ID] = d
 }
@@ -85,29 +91,21 @@ func checkHits(t *testing.T, what string, k int, got, want []Hit) {
 func (b *bruteBM25) search(q string) []Hit {
 	N := float64(len(b.docs))
 	var hits []Hit
-	// The query is read in every language of the documents, each term
-	// counted as often as the analyzer repeating it most does.
-	langs := map[string]bool{}
+	// The query is read in every language of the documents, each
+	// language's terms apart (behind its prefix) and scored with that
+	// language's document count as N.
+	docsOf := map[string]float64{}
 	for _, d := range b.meta {
-		langs[lang.AnalyzerName(d.Language)] = true
-	}
-	if len(langs) == 0 {
-		langs[lang.AnalyzerName(lang.English)] = true
+		docsOf[d.Language]++
 	}
 	qtf := map[string]float64{}
-	for _, l := range []string{"en", "de", "es", "fr", "ru", "ar", "hi", "zh", "th", "xx"} {
-		if !langs[lang.AnalyzerName(l)] {
-			continue
-		}
-		delete(langs, lang.AnalyzerName(l))
-		n := map[string]float64{}
+	nOf := map[string]float64{} // term -> N of its language
+	for l, n := range docsOf {
 		for _, t := range b.tokens(q, l) {
-			n[t]++
-			qtf[t] = max(qtf[t], n[t])
+			t = termPrefix(l) + t
+			qtf[t]++
+			nOf[t] = n
 		}
-	}
-	if len(langs) > 0 {
-		panic(fmt.Sprintf("bruteBM25: no language of analyzer %v listed", langs))
 	}
 	var total [len(fields)]float64
 	df := [len(fields)]map[string]float64{{}, {}}
@@ -137,7 +135,7 @@ func (b *bruteBM25) search(q string) []Hit {
 				if tf == 0 {
 					continue
 				}
-				idf := math.Log(1 + (N-df[f][t]+0.5)/(df[f][t]+0.5))
+				idf := math.Log(1 + (nOf[t]-df[f][t]+0.5)/(df[f][t]+0.5))
 				fs[f] += n * idf * tf * (K1 + 1) / (tf + K1*(1-B+B*float64(len(d[f]))/avgdl))
 			}
 		}

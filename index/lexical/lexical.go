@@ -9,10 +9,16 @@
 // finds in its title and text, else English (Bleve's "en": unicode
 // tokenizer, possessive 's stripping, lower case, English stop words, Porter
 // stemmer). The index counts its documents per language (in its field
-// statistics) and stores each document's beside its field lengths; a query
-// is analysed by the analyzer of every language the index holds, each
-// distinct term counted as often as the analyzer that repeats it most
-// (queryTerms), so that one index may hold many languages. An index made
+// statistics) and stores each document's beside its field lengths. Each
+// language's terms are kept apart (termPrefix: English's as they are, every
+// other's behind its code), and a query is analysed by the analyzer of every
+// language the index holds, each language's terms scored with that
+// language's document count as BM25's N (queryTerms): so one index may hold
+// many languages, each scored as though it were alone but for the average
+// field lengths, which stay the whole index's, and a few documents of a
+// language that is rare in the index (or detected wrongly) cannot draw the
+// other languages' queries through words their analyzer keeps and the
+// majority's drops (stop words). An index made
 // before languages were recorded holds English only: it opens as it is and
 // keeps its analysis; the documents added later are analysed for their own
 // language. Scoring is done here, from those postings, with
@@ -619,7 +625,7 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
-	terms, err := queryTerms(query, st.languages())
+	terms, err := queryTerms(query, st, snap.live)
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
 	}
@@ -648,36 +654,48 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 type queryTerm struct {
 	term string
 	qtf  float64
+	docs uint64 // documents of the term's language: BM25's N in its idf (0: every document)
 }
 
-// queryTerms analyses the query for each of languages into distinct terms,
-// in first-seen order, each counted as often as the analyzer that repeats
-// it most does (two analyzers giving the same term do not double it).
-func queryTerms(query string, languages []string) ([]queryTerm, error) {
+// termPrefix is what a language's terms begin with in the index: nothing
+// for English (so an index made before languages reads as it did), else
+// the language's code and a NUL, which no analyzer puts in a term. Each
+// language's terms are thus apart from every other's: a document is found
+// only by the query as its own language's analyzer reads it, and a
+// term's df counts documents of its language alone.
+func termPrefix(language string) string {
+	if language == lang.English {
+		return ""
+	}
+	return language + "\x00"
+}
+
+// queryTerms analyses the query for each language the index holds (with
+// how many documents each has: st.Langs, or an index before languages:
+// English) into distinct terms, in first-seen order, each term of a
+// language other than English carrying that language's prefix
+// (termPrefix) and its documents as its N.
+func queryTerms(query string, st stats, live uint64) ([]queryTerm, error) {
+	langs := st.Langs
+	if len(langs) == 0 {
+		langs = map[string]uint64{lang.English: live}
+	}
 	var out []queryTerm
-	pos := map[string]int{}
-	seen := map[string]bool{} // analyzer names already run
-	for _, l := range languages {
-		name := lang.AnalyzerName(l)
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
+	for _, l := range st.languages() {
 		a, err := lang.Analyzer(l)
 		if err != nil {
 			return nil, err
 		}
-		counts := map[string]float64{}
+		prefix := termPrefix(l)
+		pos := map[string]int{}
 		for _, tok := range a.Analyze([]byte(query)) {
-			t := string(tok.Term)
-			counts[t]++
-			i, ok := pos[t]
-			if !ok {
-				pos[t] = len(out)
-				out = append(out, queryTerm{t, 1})
+			t := prefix + string(tok.Term)
+			if i, ok := pos[t]; ok {
+				out[i].qtf++
 				continue
 			}
-			out[i].qtf = max(out[i].qtf, counts[t])
+			pos[t] = len(out)
+			out = append(out, queryTerm{t, 1, langs[l]})
 		}
 	}
 	return out, nil
@@ -742,9 +760,16 @@ func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields
 		if err != nil {
 			return err
 		}
+		prefix := termPrefix(langs[i])
 		for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
 			if text != "" {
-				out[i][f] = analyzed(a.Analyze([]byte(text)))
+				toks := a.Analyze([]byte(text))
+				if prefix != "" {
+					for _, t := range toks {
+						t.Term = append([]byte(prefix), t.Term...)
+					}
+				}
+				out[i][f] = analyzed(toks)
 			}
 		}
 		return nil

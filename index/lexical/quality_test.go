@@ -149,7 +149,7 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		t.Fatal(err)
 	}
 	all := &allDocs{comb: comb}
-	terms, err := queryTerms(q, st.languages())
+	terms, err := queryTerms(q, st, snap.live)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 	if err != nil {
 		return nil, fmt.Errorf("lexical: score texts: %w", err)
 	}
-	terms, err := queryTerms(query, st.languages())
+	terms, err := queryTerms(query, st, snap.live)
 	if err != nil {
 		return nil, fmt.Errorf("lexical: score texts: %w", err)
 	}
@@ -79,7 +79,11 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 		}
 		for j, qt := range terms {
 			if df := w[f][j]; df > 0 {
-				w[f][j] = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
+				n := N
+				if qt.docs > 0 {
+					n = max(float64(qt.docs), df)
+				}
+				w[f][j] = qt.qtf * math.Log(1+(n-df+0.5)/(df+0.5)) * (K1 + 1)
 			}
 		}
 	}
@@ -93,10 +97,12 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 			return nil, err
 		}
 		var fs fieldScores
-		a, err := lang.Analyzer(ix.docLanguage(storage.Doc{Title: d.Title, Text: d.Text, Language: d.Language}))
+		dl := ix.docLanguage(storage.Doc{Title: d.Title, Text: d.Text, Language: d.Language})
+		a, err := lang.Analyzer(dl)
 		if err != nil {
 			return nil, fmt.Errorf("lexical: score texts: %w", err)
 		}
+		prefix := termPrefix(dl)
 		for f, text := range [len(fields)]string{d.Title, d.Text} {
 			if text == "" || kl[f] == 0 {
 				continue
@@ -104,7 +110,7 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 			toks := a.Analyze([]byte(text))
 			clear(tf)
 			for _, t := range toks {
-				if j, ok := index[string(t.Term)]; ok {
+				if j, ok := index[prefix+string(t.Term)]; ok {
 					tf[j]++
 				}
 			}
