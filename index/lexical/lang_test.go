@@ -178,3 +178,36 @@ func encodeOld(l [len(fields)]uint64) string {
 	b := encodeLens(l, "")
 	return string(b[:len(b)-1]) // "t n" without the language
 }
+
+// TestCoverage: a query the index's language reads whole covers 1; one in
+// a script the index does not hold covers only its names and numbers.
+func TestCoverage(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	docs := []storage.Doc{
+		{ID: "a", Text: "The Denver Broncos won Super Bowl 50 against the Carolina Panthers in February 2016."},
+		{ID: "b", Text: "The cats were running through the gardens of the old house while the dogs slept."},
+	}
+	if err := ix.Index(ctx, docs, 1); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][2]float64{
+		"Who won Super Bowl 50?": {1, 1},
+		"cats in the garden":     {1, 1},
+		"哪支球队赢得了超级碗？":            {0, 0},
+		"丹佛野马队 Denver 在超级碗 50 中击败了哪支球队？": {0.01, 0.5}, // Denver and 50 alone
+		"the of and": {0, 0}, // stop words only: no term
+	} {
+		c, err := ix.Coverage(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c < want[0] || c > want[1] {
+			t.Errorf("Coverage(%q) = %.3f, want %.2f..%.2f", q, c, want[0], want[1])
+		}
+	}
+}

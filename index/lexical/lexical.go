@@ -654,7 +654,8 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 type queryTerm struct {
 	term string
 	qtf  float64
-	docs uint64 // documents of the term's language: BM25's N in its idf (0: every document)
+	docs uint64  // documents of the term's language: BM25's N in its idf (0: every document)
+	lang string // the language whose analyzer gave it
 }
 
 // termPrefix is what a language's terms begin with in the index: nothing
@@ -695,7 +696,7 @@ func queryTerms(query string, st stats, live uint64) ([]queryTerm, error) {
 				continue
 			}
 			pos[t] = len(out)
-			out = append(out, queryTerm{t, 1, langs[l]})
+			out = append(out, queryTerm{t, 1, langs[l], l})
 		}
 	}
 	return out, nil
