@@ -20,6 +20,7 @@ func (a *app) indexCommand() *cobra.Command {
 	var (
 		dir, model, input string
 		precision         string
+		language          string
 		batch             int
 		skipBad, cache    bool
 		syncInput         bool
@@ -34,7 +35,14 @@ works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is no
 a terminal, and adds them to the anna directory, creating it if needed.
 "metadata" (or "meta", as older search --json printed it) is an object of
 strings, numbers (compared as numbers by search --where) and arrays (a key
-with several values); other top-level fields are ignored, with a warning.
+with several values); "language" (or "lang") is the language the document is
+written in (an ISO 639-1 code: en, de, zh...); other top-level fields are
+ignored, with a warning.
+
+Each document is analysed for BM25 (and its snippets) as its language is
+written: its own "language", else --language, else the language detected in
+its text (English where detection cannot tell). One directory may hold many
+languages; a query is read in each of them (docs/languages.md).
 
 Documents already stored unchanged are skipped, so an interrupted run (Ctrl-C,
 or a crash) is resumed by running the same command again. A malformed line stops
@@ -90,7 +98,7 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true}
+			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, Language: language}
 			passages := &passageProgress{print: a.logf} // counted on the progress line
 			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
 			ch, err := chunks.chunking(cmd)
@@ -139,6 +147,7 @@ all of its text.`,
 	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
 	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
 	f.StringVar(&precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
+	f.StringVar(&language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
 	f.BoolVar(&cache, "cache", true, cacheUsage)
