@@ -143,6 +143,11 @@ func Parse(b []byte) (*File, error) {
 	if bs := r.i32("block size"); bs != qk && r.err == nil {
 		return nil, fmt.Errorf("block size %d (want %d)", bs, qk)
 	}
+	if r.err == nil && (f.Layers > 4096 || f.Heads > 4096 || f.Hidden > 1<<20 || f.Intermediate > 1<<22 ||
+		f.Vocab > 1<<24 || f.Positions > 1<<20 || f.TypeVocab > 1<<10) {
+		return nil, fmt.Errorf("shape hidden %d, layers %d, heads %d, intermediate %d, vocabulary %d, positions %d, token types %d: beyond any model this reader takes",
+			f.Hidden, f.Layers, f.Heads, f.Intermediate, f.Vocab, f.Positions, f.TypeVocab)
+	}
 	if r.err == nil && (f.Hidden%qk != 0 || f.Intermediate%qk != 0 || f.Heads == 0 || f.Hidden%f.Heads != 0 || f.Hidden == 0 || f.Layers == 0) {
 		return nil, fmt.Errorf("shape hidden %d, heads %d, intermediate %d, layers %d: want multiples of %d and whole heads", f.Hidden, f.Heads, f.Intermediate, f.Layers, qk)
 	}
@@ -202,7 +207,11 @@ func Parse(b []byte) (*File, error) {
 	}
 	f.Tensors = make(map[string][]float32, nDir)
 	for i := 0; i < nDir && r.err == nil; i++ {
-		name := string(r.take(int(binary.LittleEndian.Uint16(r.take(2, "tensor name length"))), "tensor name"))
+		nl := r.take(2, "tensor name length")
+		if r.err != nil {
+			break
+		}
+		name := string(r.take(int(binary.LittleEndian.Uint16(nl)), "tensor name"))
 		if r.err != nil {
 			break
 		}
