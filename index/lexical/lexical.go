@@ -453,7 +453,7 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 			todo = append(todo, d)
 		}
 	}
-	tokens, langs, err := ix.analyze(ctx, todo)
+	tokens, langs, err := ix.analyze(ctx, todo, st.Langs)
 	if err != nil {
 		return err
 	}
@@ -654,7 +654,7 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 type queryTerm struct {
 	term string
 	qtf  float64
-	docs uint64  // documents of the term's language: BM25's N in its idf (0: every document)
+	docs uint64 // documents of the term's language: BM25's N in its idf (0: every document)
 	lang string // the language whose analyzer gave it
 }
 
@@ -722,23 +722,67 @@ func (ix *Index) Languages() (map[string]uint64, error) {
 	return st.Langs, nil
 }
 
-// docLanguage is the language d is analysed for: its own, else the
-// index's, else the one detected in its title and text, else English.
-func (ix *Index) docLanguage(d storage.Doc) string {
-	if l, err := lang.Parse(d.Language); err == nil && l != "" && l != lang.Auto {
-		return l
+// docLanguages are the languages docs are analysed for, the index holding
+// counts documents of each: a document's own, else the index's option,
+// else the one lang.GuessText finds in its title and text where it is
+// sure; a Latin-script text it is not sure of (short or technical English
+// is often read as Italian or Romanian) takes the Latin-script language
+// most documents are in (the index's and this batch's sure ones), and what
+// is left the guess, else English.
+func (ix *Index) docLanguages(ctx context.Context, docs []storage.Doc, counts map[string]uint64) ([]string, error) {
+	out := make([]string, len(docs))
+	guesses := make([]lang.Guess, len(docs))
+	auto := ix.language == "" || ix.language == lang.Auto
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
+	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
+		d := docs[i]
+		if l, err := lang.Parse(d.Language); err == nil && l != "" && l != lang.Auto {
+			out[i] = l
+		} else if !auto {
+			out[i] = ix.language
+		} else {
+			text := d.Text
+			if d.Title != "" {
+				text = d.Title + "\n" + d.Text
+			}
+			if guesses[i] = lang.GuessText(text); guesses[i].Sure {
+				out[i] = guesses[i].Code
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if ix.language != "" && ix.language != lang.Auto {
-		return ix.language
+	tally := map[string]uint64{}
+	for l, n := range counts {
+		if lang.IsLatin(l) {
+			tally[l] += n
+		}
 	}
-	text := d.Text
-	if d.Title != "" {
-		text = d.Title + "\n" + d.Text
+	for _, l := range out {
+		if lang.IsLatin(l) {
+			tally[l]++
+		}
 	}
-	if l := lang.Detect(text); l != "" {
-		return l
+	dominant, most := "", uint64(0)
+	for l, n := range tally {
+		if n > most || (n == most && (l == lang.English || (dominant != lang.English && l < dominant))) {
+			dominant, most = l, n
+		}
 	}
-	return lang.English
+	for i, g := range guesses {
+		switch {
+		case out[i] != "":
+		case g.Latin && dominant != "":
+			out[i] = dominant
+		case g.Code != "":
+			out[i] = g.Code
+		default:
+			out[i] = lang.English
+		}
+	}
+	return out, nil
 }
 
 // analyzed is a field's token stream, analysed once here both to count the
@@ -749,14 +793,17 @@ type analyzed analysis.TokenStream
 
 func (a analyzed) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(a) }
 
-// analyze runs each doc's language's analyzer over its fields, in
-// parallel, and returns the languages too.
-func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, []string, error) {
+// analyze runs each doc's language's analyzer (docLanguages, with counts
+// the index's documents per language) over its fields, in parallel, and
+// returns the languages too.
+func (ix *Index) analyze(ctx context.Context, docs []storage.Doc, counts map[string]uint64) ([][len(fields)]analyzed, []string, error) {
 	out := make([][len(fields)]analyzed, len(docs))
-	langs := make([]string, len(docs))
+	langs, err := ix.docLanguages(ctx, docs, counts)
+	if err != nil {
+		return nil, nil, err
+	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
-	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
-		langs[i] = ix.docLanguage(docs[i])
+	err = parallel.Each(ctx, len(docs), workers, func(i int) error {
 		a, err := lang.Analyzer(langs[i])
 		if err != nil {
 			return err

@@ -87,6 +87,14 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 			}
 		}
 	}
+	in := make([]storage.Doc, len(docs))
+	for i, d := range docs {
+		in[i] = storage.Doc{Title: d.Title, Text: d.Text, Language: d.Language}
+	}
+	langs, err := ix.docLanguages(ctx, in, st.Langs)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: score texts: %w", err)
+	}
 	index := make(map[string]int, len(terms))
 	for j, qt := range terms {
 		index[qt.term] = j
@@ -97,7 +105,7 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 			return nil, err
 		}
 		var fs fieldScores
-		dl := ix.docLanguage(storage.Doc{Title: d.Title, Text: d.Text, Language: d.Language})
+		dl := langs[i]
 		a, err := lang.Analyzer(dl)
 		if err != nil {
 			return nil, fmt.Errorf("lexical: score texts: %w", err)
