@@ -191,9 +191,8 @@ type Engine struct {
 	dirty        bool         // graph changed since the last save
 	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
 
-	hlOnce sync.Once // makes hl for snippets on first use
-	hl     *snippet.Highlighter
-	hlErr  error
+	hlMu sync.Mutex                      // guards hl
+	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
 
 	srv *server // answers other processes' read-only opens (writable, share.go)
 	via *via    // read-only: reads through the process writing dir (share.go)

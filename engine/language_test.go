@@ -5,7 +5,9 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/model"
@@ -173,4 +175,76 @@ func TestCrossLingualQueryWeight(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSnippetsEveryScript: snippets of text without spaces (Chinese,
+// Japanese, Thai) and right-to-left (Arabic) are whole characters, no
+// longer than asked for plus a word (a character, where words have no
+// spaces between them), and highlight the query's words as the document's
+// language reads them.
+func TestSnippetsEveryScript(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, t.TempDir(), Options{Encoder: noiseEncoder{[]string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	long := func(s string, n int) string {
+		out := ""
+		for range n {
+			out += s
+		}
+		return out
+	}
+	docs := []Document{
+		{ID: "zh", Text: long("北京是中华人民共和国的首都，也是全国的政治和文化中心。", 6) + "长城是中国古代的军事防御工程，全长两万多公里。" + long("上海是中国最大的经济中心城市之一。", 6)},
+		{ID: "ja", Text: long("東京は日本の首都であり、多くの人々が住んでいる。", 6) + "富士山は日本で最も高い山として知られている。" + long("大阪は食べ物で有名な都市である。", 6)},
+		{ID: "ar", Text: long("القاهرة هي عاصمة مصر وأكبر مدنها من حيث عدد السكان. ", 5) + "نهر النيل هو أطول نهر في العالم ويمر عبر عدة دول أفريقية. " + long("الإسكندرية مدينة ساحلية على البحر المتوسط. ", 5)},
+		{ID: "th", Language: "th", Text: long("กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย ", 6) + "แม่น้ำเจ้าพระยาไหลผ่านกรุงเทพ " + long("เชียงใหม่เป็นเมืองทางภาคเหนือ ", 6)},
+	}
+	if _, err := e.Add(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	for id, c := range map[string]struct{ query, want string }{
+		"zh": {"长城有多长", "长城"},
+		"ja": {"富士山の高さ", "富士"},
+		"ar": {"ما هو أطول نهر", "نهر"},
+		"th": {"แม่น้ำเจ้าพระยา", "แม"}, // Thai is read in character pairs
+	} {
+		res, err := e.Search(ctx, c.query, SearchOptions{Mode: ModeLexical, K: 1, Snippets: true, SnippetSize: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) == 0 || res[0].ID != id || res[0].Snippet == nil {
+			t.Fatalf("%s: %q found %v", id, c.query, res)
+		}
+		s := res[0].Snippet
+		if !utf8.ValidString(s.Text) || s.Text != res[0].Text[s.Start:s.End] {
+			t.Errorf("%s: snippet %q is not whole characters of the text", id, s.Text)
+		}
+		if len(s.Text) > 60+2*maxWordBytes {
+			t.Errorf("%s: snippet of %d bytes for 60 asked: %q", id, len(s.Text), s.Text)
+		}
+		var hl []string
+		for _, h := range s.Highlights {
+			if h.Start < s.Start || h.End > s.End || !utf8.ValidString(res[0].Text[h.Start:h.End]) {
+				t.Fatalf("%s: highlight %v outside the snippet %d..%d or not whole characters", id, h, s.Start, s.End)
+			}
+			hl = append(hl, res[0].Text[h.Start:h.End])
+		}
+		joined := strings.Join(hl, "|")
+		if !strings.Contains(joined, c.want) && !strings.Contains(c.want, hl0(hl)) {
+			t.Errorf("%s: snippet %q highlights %q, want %q among them", id, s.Text, hl, c.want)
+		}
+	}
+}
+
+// maxWordBytes is snippet's bound on extending a fragment to a word end.
+const maxWordBytes = 100
+
+func hl0(h []string) string {
+	if len(h) == 0 {
+		return "\x00none"
+	}
+	return h[0]
 }

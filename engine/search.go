@@ -115,6 +115,7 @@ type Result struct {
 	Text       string
 	Meta       map[string]string
 	MetaValues map[string]Value // the numbers and multi-valued keys (see Document)
+	Language   string           // the document's language as given (Document.Language), "" when detected
 	Explain    []Contribution
 	Snippet    *Snippet // with SearchOptions.Snippets
 }
@@ -548,7 +549,7 @@ func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
 		for i, c := range r.Contributions {
 			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused}
 		}
-		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, MetaValues: d.MetaValues, Explain: ex})
+		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, MetaValues: d.MetaValues, Language: d.Language, Explain: ex})
 	}
 	return out, nil
 }

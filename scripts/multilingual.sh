@@ -18,7 +18,9 @@ if [ "${ENGLISH:-0}" = 1 ]; then
 fi
 mkdir -p "$out"
 for s in $sets; do
-	log=$("$annactl" eval "$data/$s" --model "$model" --precision "$precision" --modes "$modes" --run-out "$out/$s.trec" 2>&1) || { echo "$log" >&2; exit 1; }
+	split=test
+	[ "$s" = squad2-dev-half ] && split=dev
+	log=$("$annactl" eval "$data/$s" --split "$split" --model "$model" --precision "$precision" --modes "$modes" --run-out "$out/$s.trec" 2>&1) || { echo "$log" >&2; exit 1; }
 	echo "$log" | awk -v s="$s" '$1 ~ /^(lexical|dense|hybrid)/ && NF == 6 { OFS="\t"; print s, $1, $2, $3, $4, $5, $6 }' >> "$out/summary.tsv"
 	echo "$log" | head -1
 done

@@ -39,7 +39,10 @@ func (b *bruteBM25) tokens(text, language string) []string {
 }
 
 func (b *bruteBM25) put(d storage.Doc) {
-	l := b.ix.languageOf(d.ID)
+	l, ok, err := b.ix.LanguageOf(d.ID)
+	if err != nil || !ok {
+		panic(fmt.Sprintf("LanguageOf(%q): %v %v", d.ID, ok, err))
+	}
 	prefixed := func(toks []string) []string {
 		for i := range toks {
 			toks[i] = termPrefix(l) + toks[i]
@@ -367,22 +370,4 @@ func TestTopDocsKeepsTies(t *testing.T) {
 			t.Errorf("scores %v, k %d: holds %s, want %s", tc.scores, tc.k, got, tc.want)
 		}
 	}
-}
-
-// languageOf is the language the index analysed id for.
-func (ix *Index) languageOf(id string) string {
-	r, err := ix.bi.Advanced()
-	if err != nil {
-		panic(err)
-	}
-	reader, err := r.Reader()
-	if err != nil {
-		panic(err)
-	}
-	defer reader.Close()
-	_, l, ok, err := storedLens(reader, id)
-	if err != nil || !ok {
-		panic(fmt.Sprintf("languageOf(%q): %v %v", id, ok, err))
-	}
-	return l
 }

@@ -722,6 +722,25 @@ func (ix *Index) Languages() (map[string]uint64, error) {
 	return st.Langs, nil
 }
 
+// LanguageOf returns the language the index analysed document id in; ok
+// is false when id is not indexed.
+func (ix *Index) LanguageOf(id string) (language string, ok bool, err error) {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	defer reader.Close()
+	_, language, ok, err = storedLens(reader, id)
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	return language, ok, nil
+}
+
 // docLanguages are the languages docs are analysed for, the index holding
 // counts documents of each: a document's own, else the index's option,
 // else the one lang.GuessText finds in its title and text where it is
