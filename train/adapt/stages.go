@@ -55,14 +55,41 @@ func pseudoQuery(d engine.Document) string {
 		return t
 	}
 	text := d.Text
-	if i := strings.IndexFunc(text, func(c rune) bool { return c == '.' || c == '?' || c == '!' || c == '\n' }); i > 0 {
+	if i := strings.IndexFunc(text, sentenceEnd); i > 0 {
 		text = text[:i]
 	}
 	w := strings.Fields(text)
 	if len(w) < 3 {
-		return ""
+		// Scripts written without spaces (Chinese, Japanese, Thai): the
+		// sentence's first 48 characters, if it has 8.
+		r := []rune(strings.TrimSpace(text))
+		if len(r) < 8 || !unspaced(r) {
+			return ""
+		}
+		return string(r[:min(48, len(r))])
 	}
 	return strings.Join(w[:min(32, len(w))], " ")
+}
+
+// sentenceEnd ends a sentence: . ? ! and a line break, and the full stops
+// and marks of other scripts (。？！ Chinese and Japanese, । Hindi, ؟ Arabic).
+func sentenceEnd(c rune) bool {
+	switch c {
+	case '.', '?', '!', '\n', '。', '？', '！', '।', '؟':
+		return true
+	}
+	return false
+}
+
+// unspaced reports a text mostly in a script written without spaces.
+func unspaced(r []rune) bool {
+	n := 0
+	for _, c := range r {
+		if unicode.In(c, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar) {
+			n++
+		}
+	}
+	return 2*n > len(r)
 }
 
 type pair struct {
