@@ -13,6 +13,7 @@ require (
 	github.com/blevesearch/vellum v1.2.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/daulet/tokenizers v1.22.1
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/golang/snappy v1.0.0
 	github.com/klippa-app/go-pdfium v1.21.5

@@ -29,6 +29,8 @@ package files
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -192,7 +194,12 @@ func (f Format) Read(ctx context.Context, filename, rel string, lim Limits) (d D
 	if int64(len(data)) > f.MaxBytes {
 		return Doc{}, fmt.Errorf("%s: %w: it grew past the %d bytes read", rel, ErrTooLarge, f.MaxBytes)
 	}
-	return f.ReadBytes(ctx, data, rel, lim)
+	d, err = f.ReadBytes(ctx, data, rel, lim)
+	if err == nil {
+		sum := sha256.Sum256(data)
+		d.SHA256 = hex.EncodeToString(sum[:])
+	}
+	return d, err
 }
 
 // ReadBytes reads a file's content (rel names it) with f's reader.

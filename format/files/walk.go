@@ -35,6 +35,9 @@ type Options struct {
 	NoIgnoreFiles bool
 	// Limits bound each reader.
 	Limits Limits
+	// OnDir, when set, hears of each folder List walks (rel "" for the
+	// root): what a watcher watches.
+	OnDir func(rel string)
 }
 
 // Check reports a bad glob among o's.
@@ -121,6 +124,9 @@ func (w *walker) dir(ctx context.Context, abs string, parts []string) error {
 		}
 		w.out = append(w.out, File{Rel: strings.Join(parts, "/"), Dir: true, Skip: "unreadable", Err: err})
 		return nil
+	}
+	if w.opt.OnDir != nil {
+		w.opt.OnDir(strings.Join(parts, "/"))
 	}
 	keep := len(w.patterns)
 	defer func() { w.patterns = w.patterns[:keep] }()

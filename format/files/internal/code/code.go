@@ -71,8 +71,8 @@ func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
 		return doc.Doc{}, fmt.Errorf("%w: a NUL byte in its first bytes", doc.ErrBinary)
 	}
 	lang := Language(in.Name)
-	s, _ := doc.DecodeText(in.Data)
-	var d doc.Doc
+	s, enc := doc.DecodeText(in.Data)
+	d := doc.Doc{Encoding: enc}
 	s, d.Truncated = doc.Truncate(s, in.Limits.Or().MaxText)
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	lines := doc.Lines(s)

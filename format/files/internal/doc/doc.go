@@ -74,6 +74,12 @@ type Doc struct {
 	Lang      string
 	Parts     []Part
 	Truncated bool // text past Limits.MaxText was dropped
+	// Encoding names the conversion a text file's bytes needed to become
+	// UTF-8 ("UTF-16LE with a byte order mark", "Windows-1252 / Latin-1
+	// (not UTF-8)"); empty for UTF-8 and for formats that say their own.
+	Encoding string
+	// SHA256 is the file's content hash (hex), set by files.Format.Read.
+	SHA256 string
 }
 
 // Part is one passage of a file with where it lies: a PDF page, a section

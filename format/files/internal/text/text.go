@@ -36,8 +36,8 @@ func Read(in doc.Input, k Kind) (doc.Doc, error) {
 	if doc.IsBinary(in.Data) {
 		return doc.Doc{}, fmt.Errorf("%w: a NUL byte in its first bytes", doc.ErrBinary)
 	}
-	s, _ := doc.DecodeText(in.Data)
-	var d doc.Doc
+	s, enc := doc.DecodeText(in.Data)
+	d := doc.Doc{Encoding: enc}
 	s, d.Truncated = doc.Truncate(s, in.Limits.Or().MaxText)
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	lines := doc.Lines(s)
@@ -72,10 +72,6 @@ func Read(in doc.Input, k Kind) (doc.Doc, error) {
 	}
 	return d, nil
 }
-
-// Decode is a text file's bytes as UTF-8 and the conversion made ("" for
-// none): what the caller names when a file was not UTF-8.
-func Decode(b []byte) (string, string) { return doc.DecodeText(b) }
 
 // frontMatter splits YAML front matter ("---" lines around it) off lines.
 func frontMatter(lines []string) (fm, rest []string) {
