@@ -17,18 +17,18 @@ import (
 
 // jsonResult is one line of `search --json`.
 type jsonResult struct {
-	Rank    int           `json:"rank"`
-	ID      string        `json:"id"`
-	Score   float64       `json:"score"`
-	Title   string        `json:"title,omitempty"`
-	Text    string        `json:"text"`
-	Meta    metadata      `json:"metadata,omitempty"`
+	Rank  int      `json:"rank"`
+	ID    string   `json:"id"`
+	Score float64  `json:"score"`
+	Title string   `json:"title,omitempty"`
+	Text  string   `json:"text"`
+	Meta  metadata `json:"metadata,omitempty"`
 	// Location is where in its file the hit lies (a folder's documents):
 	// path, page, start_line, end_line, section, and label as the table
 	// prints it ("notes/plan.pdf:page 3").
 	Location *jsonLocation `json:"location,omitempty"`
 	Explain  []jsonContrib `json:"explain,omitempty"`
-	Snippet *jsonSnippet  `json:"snippet,omitempty"`
+	Snippet  *jsonSnippet  `json:"snippet,omitempty"`
 }
 
 type jsonLocation struct {
