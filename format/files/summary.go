@@ -54,6 +54,7 @@ func Supported() string {
 		}
 		exts = append(exts, f.Extensions...)
 	}
+	code, _ := Lookup("x.go")
 	return strings.Join(exts, " ") + ", files without an extension that hold text, and source code (" +
-		fmt.Sprint(len(formats[len(formats)-1].Extensions)) + " extensions: annactl formats)"
+		fmt.Sprint(len(code.Extensions)) + " extensions: docs/formats.md)"
 }

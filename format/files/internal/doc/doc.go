@@ -38,7 +38,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits when a field is 0.
-var DefaultLimits = Limits{MaxText: 32 << 20, MaxUnpacked: 256 << 20}
+var DefaultLimits = Limits{MaxText: 32 << 20, MaxUnpacked: 128 << 20}
 
 // Or fills l's zero fields from DefaultLimits.
 func (l Limits) Or() Limits {

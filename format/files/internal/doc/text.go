@@ -21,10 +21,18 @@ func IsBinary(b []byte) bool {
 	if bomEncoding(head) != nil {
 		return false
 	}
-	if bytes.IndexByte(head, 0) < 0 {
-		return false
+	if bytes.IndexByte(head, 0) >= 0 {
+		return utf16Order(head) == nil
 	}
-	return utf16Order(head) == nil
+	// No NUL: binary when control characters other than white space are
+	// more than 1 in 100 bytes (text in any 8-bit encoding has almost none).
+	ctl := 0
+	for _, c := range head {
+		if c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f' && c != '\v' && c != 0x1b {
+			ctl++
+		}
+	}
+	return ctl*100 > len(head)
 }
 
 // bomEncoding is the encoding a byte order mark at the start of b names.
