@@ -174,8 +174,8 @@ func family(lang string) *regexp.Regexp {
 }
 
 // patternSpans finds definitions without a parser: a block of lines (cut
-// at blank lines) whose first definition line a pattern names. The spans
-// are the blocks doc.Blocks cuts, so the parts match the fallback's.
+// at blank lines, doc.Blocks) is named by the definitions a pattern finds
+// on its lines (at most 8, joined by ", ").
 func patternSpans(lang string, lines []string) []span {
 	re := family(lang)
 	var spans []span
@@ -185,12 +185,13 @@ func patternSpans(lang string, lines []string) []span {
 			continue // a piece of a line too long for one part: its span is there
 		}
 		if re != nil {
+			var names []string
 			for _, l := range lines[sp.from : sp.to+1] {
-				if m := re.FindStringSubmatch(l); m != nil {
-					sp.symbol = symbolOf(m)
-					break
+				if m := re.FindStringSubmatch(l); m != nil && len(names) < 8 {
+					names = append(names, symbolOf(m))
 				}
 			}
+			sp.symbol = strings.Join(names, ", ")
 		}
 		spans = append(spans, sp)
 	}
