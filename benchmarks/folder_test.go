@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,17 +17,6 @@ import (
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/shareddata"
 )
-
-// countingEncoder counts the texts it embeds.
-type countingEncoder struct {
-	*encodertest.Hashing
-	n atomic.Int64
-}
-
-func (c *countingEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
-	c.n.Add(int64(len(texts)))
-	return c.Hashing.EmbedDocuments(ctx, texts)
-}
 
 // BenchmarkFolderUnchanged times `annactl index FOLDER` run again over a
 // folder of ANNA_BENCH_FILES (default 10,000) unchanged Markdown files in
@@ -53,7 +41,7 @@ func BenchmarkFolderUnchanged(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	enc := &countingEncoder{Hashing: &encodertest.Hashing{D: 384, FP: "hash-384"}}
+	enc := &encodertest.Counting{Hashing: &encodertest.Hashing{D: 384, FP: "hash-384"}}
 	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +53,7 @@ func BenchmarkFolderUnchanged(b *testing.B) {
 		b.Fatalf("first run: %+v %v", fs, err)
 	}
 	first := time.Since(start)
-	embedded := enc.n.Load()
+	embedded := enc.Embedded()
 	waitIdle(b)
 	b.ResetTimer()
 	var again time.Duration
@@ -73,8 +61,8 @@ func BenchmarkFolderUnchanged(b *testing.B) {
 		start := time.Now()
 		fs, err := ingest.Dir(ctx, eng, root, ingest.FolderOptions{})
 		again += time.Since(start)
-		if err != nil || fs.FilesRead != 0 || fs.FilesUnchanged != n || enc.n.Load() != embedded {
-			b.Fatalf("re-run: %+v %v, %d texts embedded", fs, err, enc.n.Load()-embedded)
+		if err != nil || fs.FilesRead != 0 || fs.FilesUnchanged != n || enc.Embedded() != embedded {
+			b.Fatalf("re-run: %+v %v, %d texts embedded", fs, err, enc.Embedded()-embedded)
 		}
 	}
 	per := again / time.Duration(b.N)

@@ -2,23 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 )
-
-// counting counts the texts it embeds.
-type counting struct {
-	*encodertest.Hashing
-	n atomic.Int64
-}
-
-func (c *counting) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
-	c.n.Add(int64(len(texts)))
-	return c.Hashing.EmbedDocuments(ctx, texts)
-}
 
 // TestApplyReusesVectors: a document whose metadata alone changed, or
 // moved to another ID with the same title and text, keeps its vectors
@@ -27,7 +15,7 @@ func (c *counting) EmbedDocuments(ctx context.Context, texts []string) ([][]floa
 func TestApplyReusesVectors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	enc := &counting{Hashing: hashEnc("fp-a")}
+	enc := &encodertest.Counting{Hashing: hashEnc("fp-a")}
 	e, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
 	if err != nil {
 		t.Fatal(err)
@@ -38,17 +26,17 @@ func TestApplyReusesVectors(t *testing.T) {
 	if _, err := e.Add(ctx, []engine.Document{a, b}); err != nil {
 		t.Fatal(err)
 	}
-	before := enc.n.Load()
+	before := enc.Embedded()
 	a.Meta = map[string]string{"path": "a.md", "mtime": "2"}
 	res, err := e.Apply(ctx, []engine.Document{a}, nil)
-	if err != nil || res.Updated != 1 || res.Reused != 1 || enc.n.Load() != before {
-		t.Fatalf("metadata change: %+v, %v, %d texts embedded", res, err, enc.n.Load()-before)
+	if err != nil || res.Updated != 1 || res.Reused != 1 || enc.Embedded() != before {
+		t.Fatalf("metadata change: %+v, %v, %d texts embedded", res, err, enc.Embedded()-before)
 	}
 	moved := b
 	moved.ID, moved.Meta = "sub/b.md", map[string]string{"path": "sub/b.md"}
 	res, err = e.Apply(ctx, []engine.Document{moved}, []string{"b.md", "never-there"})
-	if err != nil || res.Added != 1 || res.Reused != 1 || res.Deleted != 1 || enc.n.Load() != before {
-		t.Fatalf("move: %+v, %v, %d texts embedded", res, err, enc.n.Load()-before)
+	if err != nil || res.Added != 1 || res.Reused != 1 || res.Deleted != 1 || enc.Embedded() != before {
+		t.Fatalf("move: %+v, %v, %d texts embedded", res, err, enc.Embedded()-before)
 	}
 	if got, _ := e.Get(ctx, "b.md", "sub/b.md"); len(got) != 1 || got[0].ID != "sub/b.md" {
 		t.Fatalf("after the move: %v", got)
@@ -61,8 +49,8 @@ func TestApplyReusesVectors(t *testing.T) {
 	}
 	a.Text = "trim the wick every three hours"
 	res, err = e.Apply(ctx, []engine.Document{a}, []string{"sub/b.md"})
-	if err != nil || res.Updated != 1 || res.Reused != 0 || res.Deleted != 1 || enc.n.Load() != before+1 {
-		t.Fatalf("text change: %+v, %v, %d texts embedded", res, err, enc.n.Load()-before)
+	if err != nil || res.Updated != 1 || res.Reused != 0 || res.Deleted != 1 || enc.Embedded() != before+1 {
+		t.Fatalf("text change: %+v, %v, %d texts embedded", res, err, enc.Embedded()-before)
 	}
 	if st, _ := e.Stats(); st.Documents != 1 {
 		t.Fatalf("%d documents, want 1", st.Documents)

@@ -46,6 +46,6 @@ func ExampleDir() {
 	fmt.Println(st.FilesRead, "files read,", len(st.Skipped), "not read")
 	rs, err := eng.Search(ctx, "which lens was installed at Fastnet", engine.SearchOptions{K: 3})
 	if err == nil && len(rs) > 0 && rs[0].Location != nil {
-		fmt.Println(rs[0].Location) // e.g. reports/1904.pdf:page 2
+		fmt.Println(rs[0].Location) // e.g. reports/northern-lights-report.pdf:page 2
 	}
 }

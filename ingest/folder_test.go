@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,17 +13,6 @@ import (
 	"github.com/anna-search/anna/format/files"
 	"github.com/anna-search/anna/ingest"
 )
-
-// countingEnc counts the texts it embeds.
-type countingEnc struct {
-	*encodertest.Hashing
-	n atomic.Int64
-}
-
-func (c *countingEnc) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
-	c.n.Add(int64(len(texts)))
-	return c.Hashing.EmbedDocuments(ctx, texts)
-}
 
 func write(t *testing.T, root, rel, body string) {
 	t.Helper()
@@ -58,7 +46,7 @@ func longMD(words ...string) string {
 func TestDirSync(t *testing.T) {
 	ctx := context.Background()
 	root, dir := t.TempDir(), t.TempDir()
-	enc := &countingEnc{Hashing: &encodertest.Hashing{D: 32, FP: "fp"}}
+	enc := &encodertest.Counting{Hashing: &encodertest.Hashing{D: 32, FP: "fp"}}
 	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
 	if err != nil {
 		t.Fatal(err)
@@ -105,21 +93,21 @@ func TestDirSync(t *testing.T) {
 
 	// One section edited: the file's three documents updated (their
 	// metadata), one re-embedded (its passages), two keeping their vectors.
-	before := enc.n.Load()
+	before := enc.Embedded()
 	write(t, root, "notes/long.md", strings.Replace(longMD("alpha", "bravo", "charlie"), "The bravo keeper writes", "The bravo keeper signs", 1))
 	fs = run(false)
-	if fs.FilesRead != 1 || fs.Updated != 3 || fs.Reused != 2 || enc.n.Load()-before > 3 {
-		t.Fatalf("edit: %+v, %d texts embedded", fs, enc.n.Load()-before)
+	if fs.FilesRead != 1 || fs.Updated != 3 || fs.Reused != 2 || enc.Embedded()-before > 3 {
+		t.Fatalf("edit: %+v, %d texts embedded", fs, enc.Embedded()-before)
 	}
 
 	// Renamed: moved, nothing embedded.
-	before = enc.n.Load()
+	before = enc.Embedded()
 	if err := os.Rename(filepath.Join(root, "notes/long.md"), filepath.Join(root, "notes/renamed.md")); err != nil {
 		t.Fatal(err)
 	}
 	fs = run(true)
-	if fs.FilesMoved != 1 || fs.Deleted != 3 || fs.Reused != 3 || enc.n.Load() != before {
-		t.Fatalf("rename: %+v, %d texts embedded", fs, enc.n.Load()-before)
+	if fs.FilesMoved != 1 || fs.Deleted != 3 || fs.Reused != 3 || enc.Embedded() != before {
+		t.Fatalf("rename: %+v, %d texts embedded", fs, enc.Embedded()-before)
 	}
 
 	// A file that fails to read keeps its documents; the summary names it.

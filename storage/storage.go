@@ -353,24 +353,8 @@ func (s *Store) Warning() string { return s.warning }
 // It returns the seq of the last entry written (the current Seq if docs is
 // empty). If the same ID appears twice, the later doc wins.
 func (s *Store) Put(docs []Doc, fp string, embs []Embedding, state map[string][]byte) (uint64, error) {
-	if fp == "" && len(embs) != 0 {
-		return 0, fmt.Errorf("storage: put: %d embeddings given without a model fingerprint", len(embs))
-	}
-	if fp != "" && len(embs) != len(docs) {
-		return 0, fmt.Errorf("storage: put: %d docs but %d embeddings for fingerprint %q", len(docs), len(embs), fp)
-	}
-	for i, d := range docs {
-		if d.ID == "" {
-			return 0, fmt.Errorf("storage: put: doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
-		}
-	}
-	if err := checkState(state); err != nil {
+	if err := checkPut(docs, fp, embs, state); err != nil {
 		return 0, fmt.Errorf("storage: put: %w", err)
-	}
-	if fp != "" {
-		if err := checkEmbeddings(embs); err != nil {
-			return 0, fmt.Errorf("storage: put: %w", err)
-		}
 	}
 	var seq uint64
 	err := s.update(func(tx *bolt.Tx) error {
@@ -382,6 +366,28 @@ func (s *Store) Put(docs []Doc, fp string, embs []Embedding, state map[string][]
 		return 0, fmt.Errorf("storage: put %d docs: %w", len(docs), err)
 	}
 	return seq, nil
+}
+
+// checkPut says what is wrong with Put's arguments.
+func checkPut(docs []Doc, fp string, embs []Embedding, state map[string][]byte) error {
+	if fp == "" && len(embs) != 0 {
+		return fmt.Errorf("%d embeddings given without a model fingerprint", len(embs))
+	}
+	if fp != "" && len(embs) != len(docs) {
+		return fmt.Errorf("%d docs but %d embeddings for fingerprint %q", len(docs), len(embs), fp)
+	}
+	for i, d := range docs {
+		if d.ID == "" {
+			return fmt.Errorf("doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
+		}
+	}
+	if err := checkState(state); err != nil {
+		return err
+	}
+	if fp != "" {
+		return checkEmbeddings(embs)
+	}
+	return nil
 }
 
 // putTx is Put's transaction.
@@ -429,21 +435,8 @@ func (s *Store) Replace(docs []Doc, fp string, embs []Embedding, state map[strin
 	if err := checkIDs(deletes); err != nil {
 		return 0, fmt.Errorf("storage: replace: %w", err)
 	}
-	if fp == "" && len(embs) != 0 || fp != "" && len(embs) != len(docs) {
-		return 0, fmt.Errorf("storage: replace: %d docs, %d embeddings for fingerprint %q", len(docs), len(embs), fp)
-	}
-	for i, d := range docs {
-		if d.ID == "" {
-			return 0, fmt.Errorf("storage: replace: doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
-		}
-	}
-	if err := checkState(state); err != nil {
+	if err := checkPut(docs, fp, embs, state); err != nil {
 		return 0, fmt.Errorf("storage: replace: %w", err)
-	}
-	if fp != "" {
-		if err := checkEmbeddings(embs); err != nil {
-			return 0, fmt.Errorf("storage: replace: %w", err)
-		}
 	}
 	put := make(map[string]bool, len(docs))
 	for _, d := range docs {

@@ -17,13 +17,9 @@ import (
 // level), a presentation's pages and a spreadsheet's tables as sections;
 // title, author, date and language from meta.xml.
 var ODF = doc.ReaderFunc(func(ctx context.Context, in doc.Input) (doc.Doc, error) {
-	z, err := open(in)
+	z, d, err := openWith(in, "meta.xml")
 	if err != nil {
 		return doc.Doc{}, err
-	}
-	var d doc.Doc
-	if b, _ := member(z, "meta.xml", true); b != nil {
-		props("meta.xml", b, &d)
 	}
 	b, err := member(z, "content.xml", false)
 	if err != nil {

@@ -41,6 +41,20 @@ func open(in doc.Input) (*archive.Zip, error) {
 	return z, nil
 }
 
+// openWith opens a container and reads its properties part (Dublin
+// Core: docProps/core.xml, meta.xml) into a Doc, when it has one.
+func openWith(in doc.Input, properties string) (*archive.Zip, doc.Doc, error) {
+	var d doc.Doc
+	z, err := open(in)
+	if err != nil {
+		return nil, d, err
+	}
+	if b, _ := member(z, properties, true); b != nil {
+		props(properties, b, &d)
+	}
+	return z, d, nil
+}
+
 // member reads a member; a missing one is nil without error when optional.
 func member(z *archive.Zip, name string, optional bool) ([]byte, error) {
 	b, err := z.Read(name)

@@ -18,13 +18,9 @@ import (
 // headings from the paragraph styles (Title, Heading 1-9, or a style's
 // outline level), then footnotes and endnotes.
 var DOCX = doc.ReaderFunc(func(ctx context.Context, in doc.Input) (doc.Doc, error) {
-	z, err := open(in)
+	z, d, err := openWith(in, "docProps/core.xml")
 	if err != nil {
 		return doc.Doc{}, err
-	}
-	var d doc.Doc
-	if b, _ := member(z, "docProps/core.xml", true); b != nil {
-		props("docProps/core.xml", b, &d)
 	}
 	levels, err := styleLevels(z)
 	if err != nil {
@@ -132,13 +128,9 @@ func wordText(t *textBuilder, name string, b []byte, levels map[string]int) erro
 // PPTX reads PowerPoint decks: a part per slide in the deck's order, its
 // Section "Slide N: its title", with the slide's notes.
 var PPTX = doc.ReaderFunc(func(ctx context.Context, in doc.Input) (doc.Doc, error) {
-	z, err := open(in)
+	z, d, err := openWith(in, "docProps/core.xml")
 	if err != nil {
 		return doc.Doc{}, err
-	}
-	var d doc.Doc
-	if b, _ := member(z, "docProps/core.xml", true); b != nil {
-		props("docProps/core.xml", b, &d)
 	}
 	slides, err := slideOrder(z)
 	if err != nil {
@@ -279,13 +271,9 @@ func slideText(name string, b []byte) (title, body string, err error) {
 // separated by tabs), a large sheet cut into blocks of rows, its Section
 // the sheet's name and rows.
 var XLSX = doc.ReaderFunc(func(ctx context.Context, in doc.Input) (doc.Doc, error) {
-	z, err := open(in)
+	z, d, err := openWith(in, "docProps/core.xml")
 	if err != nil {
 		return doc.Doc{}, err
-	}
-	var d doc.Doc
-	if b, _ := member(z, "docProps/core.xml", true); b != nil {
-		props("docProps/core.xml", b, &d)
 	}
 	shared, err := sharedStrings(z)
 	if err != nil {
