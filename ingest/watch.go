@@ -73,7 +73,11 @@ func Watch(ctx context.Context, eng FolderEngine, root string, opt WatchOptions)
 	}
 	watched := map[string]bool{}
 	wt := watcher{eng: eng, root: abs, opt: opt, st: st, fsw: w, watched: watched}
-	wt.sync(ctx, nil)
+	if wt.sync(ctx, nil) {
+		// What changed in a folder between its listing and its watch
+		// started: a second look, reading only what changed.
+		wt.sync(ctx, nil)
+	}
 	if opt.Ready != nil {
 		opt.Ready()
 	}
@@ -91,14 +95,15 @@ type watcher struct {
 }
 
 // sync runs one sync (force: files to read whatever their stamps) and
-// watches the folders it found.
-func (w *watcher) sync(ctx context.Context, force map[string]bool) {
+// watches the folders it found; added says whether it began to watch a
+// folder (whose changes between its listing and its watch went unseen).
+func (w *watcher) sync(ctx context.Context, force map[string]bool) (added bool) {
 	var dirs []string
 	fo := w.opt.FolderOptions
 	fo.Files.OnDir = func(rel string) { dirs = append(dirs, rel) }
 	fs, err := syncFolder(ctx, w.eng, w.root, fo, w.st, force)
 	if err != nil && ctx.Err() != nil {
-		return
+		return false
 	}
 	if err != nil {
 		if _, serr := os.Stat(w.root); errors.Is(serr, os.ErrNotExist) {
@@ -122,6 +127,7 @@ func (w *watcher) sync(ctx context.Context, force map[string]bool) {
 				continue
 			}
 			w.watched[d] = true
+			added = true
 		}
 	}
 	for d := range w.watched {
@@ -133,6 +139,7 @@ func (w *watcher) sync(ctx context.Context, force map[string]bool) {
 	if w.opt.OnSync != nil {
 		w.opt.OnSync(fs, err)
 	}
+	return added
 }
 
 func (w *watcher) loop(ctx context.Context) error {
@@ -180,11 +187,15 @@ func (w *watcher) loop(ctx context.Context) error {
 			timer = nil
 			force := dirty
 			dirty = map[string]bool{}
-			w.sync(ctx, force)
+			if w.sync(ctx, force) {
+				timer = time.After(w.opt.Debounce) // a new folder: look again
+			}
 		case <-poll:
 			if fi, err := os.Stat(w.root); err == nil && fi.IsDir() {
 				w.watched = map[string]bool{}
-				w.sync(ctx, nil)
+				if w.sync(ctx, nil) {
+					timer = time.After(w.opt.Debounce)
+				}
 			}
 		}
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,5 +235,43 @@ func TestWatch(t *testing.T) {
 	defer eng.Close()
 	if ids, err := eng.IDs(context.Background()); err != nil || strings.Join(ids, ",") != "a/b/again.md,keep.md,while-down.md" {
 		t.Fatalf("stored %q (%v), want keep.md, while-down.md and a/b/again.md", ids, err)
+	}
+}
+
+// TestServeWatch: serve --watch FOLDER answers searches for a file saved
+// in the folder while it serves, with the hit's location, and stops
+// cleanly on SIGTERM.
+func TestServeWatch(t *testing.T) {
+	needModel(t)
+	tmp := t.TempDir()
+	folder := filepath.Join(tmp, "notes")
+	os.MkdirAll(folder, 0o755)
+	os.WriteFile(filepath.Join(folder, "a.md"), []byte("# A\n\nThe first note.\n"), 0o644)
+	sv, url, log := serveChild(t, "--index", filepath.Join(tmp, "idx"), "--watch", folder)
+	os.WriteFile(filepath.Join(folder, "b.md"), []byte("# B\n\nLine two.\n\nThe tern nests on the shingle.\n"), 0o644)
+	last := ""
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Post(url+"/v1/search", "application/json", strings.NewReader(`{"query": "tern shingle", "k": 1, "mode": "lexical", "snippets": true, "snippet_size": 20}`))
+		if err == nil {
+			var out struct {
+				Hits []struct {
+					Location *struct{ Label string } `json:"location"`
+				} `json:"hits"`
+			}
+			json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if len(out.Hits) == 1 && out.Hits[0].Location != nil {
+				if last = out.Hits[0].Location.Label; strings.HasPrefix(last, "b.md:") && strings.HasSuffix(last, "5") {
+					break
+				}
+			}
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the saved file never reached the server's search (last location %q):\n%s", last, log.String())
+		}
+	}
+	sv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, sv); code != 0 || !strings.Contains(log.String(), "stopped watching") {
+		t.Fatalf("exit %d:\n%s", code, log.String())
 	}
 }
