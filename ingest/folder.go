@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -314,7 +315,7 @@ func formatNamed(name string) files.Format {
 	return files.Format{}
 }
 
-func joinPath(root, rel string) string { return root + "/" + rel }
+func joinPath(root, rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 
 // stamp is a modification time as the metadata holds it.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -15,9 +15,17 @@
 //     stored unchanged, running the same ingest again resumes it.
 //   - Read stops at a malformed line (unless Options.OnBad skips it) after
 //     adding the documents before it.
+//   - A folder (Dir, Watch) is read through package files, the one place
+//     that knows formats: a document per part of a file, a file's
+//     documents and the IDs it no longer has committed together
+//     (engine.Apply), so a file is never half old and half new. The
+//     engine's documents are the only record of what was read: a file
+//     whose size and modification time are those its documents carry is
+//     not read again. A file that fails to read keeps its documents.
 //
-// Crash behaviour: what a crash leaves is the engine's (each Add is atomic);
-// ingest keeps no state of its own.
+// Crash behaviour: what a crash leaves is the engine's (each Add and Apply
+// is atomic); ingest keeps no state of its own, so a folder synced again
+// after a crash (Dir, or Watch's first sync) catches up.
 package ingest
 
 import (
