@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/format/files/internal/doc"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Languages maps a file extension (lower case, with the dot) to the
@@ -67,6 +68,7 @@ var Reader = doc.ReaderFunc(func(ctx context.Context, in doc.Input) (doc.Doc, er
 
 // Read reads one source file.
 func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
+	ctx = safe.Ctx(ctx)
 	if doc.IsBinary(in.Data) {
 		return doc.Doc{}, fmt.Errorf("%w: a NUL byte in its first bytes", doc.ErrBinary)
 	}

@@ -17,6 +17,8 @@ package doc
 import (
 	"context"
 	"errors"
+
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Input is one file to read: its bytes, read whole by the caller (who
@@ -60,7 +62,10 @@ type Reader interface {
 type ReaderFunc func(ctx context.Context, in Input) (Doc, error)
 
 // Read calls f.
-func (f ReaderFunc) Read(ctx context.Context, in Input) (Doc, error) { return f(ctx, in) }
+func (f ReaderFunc) Read(ctx context.Context, in Input) (Doc, error) {
+	ctx = safe.Ctx(ctx)
+	return f(ctx, in)
+}
 
 // Doc is a file read: the format's own title, author, date and language
 // (empty where the format has none) and its text in parts.

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/net/html/charset"
 
 	"github.com/anna-search/anna/format/files/internal/doc"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Reader reads web pages.
@@ -37,6 +38,7 @@ const maxNodes = 200000
 
 // Read reads one web page.
 func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
+	ctx = safe.Ctx(ctx)
 	data := in.Data
 	if doc.IsBinary(data) {
 		return doc.Doc{}, fmt.Errorf("%w: a NUL byte in its first bytes", doc.ErrBinary)

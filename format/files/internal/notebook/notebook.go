@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/format/files/internal/doc"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Reader reads notebooks.
@@ -61,6 +62,7 @@ type notebook struct {
 
 // Read reads one notebook.
 func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
+	ctx = safe.Ctx(ctx)
 	var nb notebook
 	if err := json.Unmarshal(in.Data, &nb); err != nil {
 		return doc.Doc{}, fmt.Errorf("%w: not a notebook's JSON: %v", doc.ErrCorrupt, err)

@@ -38,6 +38,7 @@ import (
 
 	"github.com/anna-search/anna/format/files/internal/doc"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // maxMemory bounds PDFium's WebAssembly memory (64 KiB pages): 1 GiB.
@@ -77,6 +78,7 @@ var Reader = doc.ReaderFunc(Read)
 
 // Read reads one PDF.
 func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
+	ctx = safe.Ctx(ctx)
 	if !strings.Contains(string(in.Data[:min(len(in.Data), 1024)]), "%PDF") {
 		return doc.Doc{}, fmt.Errorf("%w: no %%PDF header", doc.ErrCorrupt)
 	}
