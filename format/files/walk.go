@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -207,12 +208,16 @@ func (w *walker) classify(f *File, full string) {
 		f.Skip, f.Err = "unreadable", err
 	case doc.IsBinary(head):
 		f.Skip = "binary"
-	case path.Ext(path.Base(f.Rel)) == "" && f.Size <= plainText.MaxBytes:
+	case (path.Ext(path.Base(f.Rel)) == "" || textName.MatchString(path.Base(f.Rel))) && f.Size <= plainText.MaxBytes:
 		f.Format = plainText.Name
 	default:
 		f.Skip = "unsupported"
 	}
 }
+
+// textName matches the names of a project's notes whatever follows a dot
+// (README.Debian, CHANGELOG.old, LICENSE.MIT): text when their bytes are.
+var textName = regexp.MustCompile(`(?i)^(readme|changelog|changes|news|license|licence|copying|install|authors|notice|todo|contributing|history)\.`)
 
 // readHead reads a file's first bytes, for guessing what it holds.
 func readHead(name string) ([]byte, error) {

@@ -62,6 +62,7 @@ func TestList(t *testing.T) {
 	put(t, root, "data.bin", bytes.Repeat([]byte{1, 2, 3, 250}, 100))
 	put(t, root, "lockfile.lock", []byte("some text\n"))
 	put(t, root, "README", []byte("Read me first.\n"))
+	put(t, root, "README.Debian", []byte("Notes for Debian.\n"))
 	put(t, root, "drafts/x.md", []byte("# x\n"))
 	if err := os.Symlink(root, filepath.Join(root, "loop")); err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestList(t *testing.T) {
 		"notes/plan.md": "markdown", "notes/.draft.md": "-hidden", ".git": "-hidden", ".gitignore": "-hidden",
 		"build": "-ignored", "run.log": "-ignored", "keep.log": "-unsupported", "src/.annaignore": "-hidden",
 		"src/main.go": "code", "src/vendor": "-ignored", "empty.txt": "-empty", "photo.png": "-binary",
-		"data.bin": "-binary", "lockfile.lock": "-unsupported", "README": "text", "drafts": "-ignored",
+		"data.bin": "-binary", "lockfile.lock": "-unsupported", "README": "text", "README.Debian": "text", "drafts": "-ignored",
 		"loop": "-link to a folder", "broken.md": "-unreadable", "plan-link.md": "markdown",
 	}
 	for rel, w := range want {
