@@ -404,11 +404,16 @@ func (e *Engine) lexicalWeight(ctx context.Context, query string) (float64, erro
 		return 0, fmt.Errorf("engine: %w", err)
 	}
 	w := coverageWeight(c)
-	if e.crossLingual(query) {
+	if c < fullCoverage && e.crossLingual(query) {
 		w = min(w, crossLingualWeight)
 	}
 	return w, nil
 }
+
+// fullCoverage is the coverage from which a query is taken to be in the
+// index's language whatever the detector says: a long English query the
+// trigrams read as another language (a few of CACM's) keeps BM25.
+const fullCoverage = 0.8
 
 // crossLingualWeight is the BM25 list's weight at most for a query surely
 // in a language none of the index's documents is in: a Spanish question
