@@ -100,6 +100,16 @@ func Fill(r *rand.Rand, scale float64, ws ...[]float32) {
 	}
 }
 
+// FillTrainable fills the parameters that train (ps not Frozen) as Fill:
+// under LoRA, the factors.
+func FillTrainable(r *rand.Rand, scale float64, ps ...*ops.Param) {
+	for _, p := range ps {
+		if !p.Frozen {
+			Fill(r, scale, p.W)
+		}
+	}
+}
+
 // Jitter adds scale·N(0, 1) to every value of ws: zero biases and unit
 // gains move away from where their paths would be hidden.
 func Jitter(r *rand.Rand, scale float64, ws ...[]float32) {

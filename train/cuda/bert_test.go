@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -25,12 +24,7 @@ func TestEncoderMatchesCPUOnEmulator(t *testing.T) {
 }
 
 func TestEncoderMatchesCPUOnGPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the encoder is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
-	compareWithCPU(t, d, 1e-4)
+	compareWithCPU(t, cuda.OpenOrSkip(t, cuda.Options{Debug: true}, "the encoder against the CPU"), 1e-4)
 }
 
 func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -35,12 +34,7 @@ func TestDecoderMatchesCPUOnEmulator(t *testing.T) {
 }
 
 func TestDecoderMatchesCPUOnGPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the decoder is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
-	decoderMatchesCPU(t, d, 1e-4)
+	decoderMatchesCPU(t, cuda.OpenOrSkip(t, cuda.Options{Debug: true}, "the decoder against the CPU"), 1e-4)
 }
 
 func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -34,11 +33,7 @@ func TestOpsOnEmulator(t *testing.T) {
 }
 
 func TestOpsOnGPU(t *testing.T) {
-	d, err := Open(context.Background(), Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the CUDA kernels' numerics are checked on a machine with one: %v", err)
-	}
-	defer d.Close()
+	d := OpenOrSkip(t, Options{Debug: true}, "each kernel's numerics")
 	t.Logf("device: %s; kernels: sm_%d CUBIN=%v", d, d.Program.Arch, d.Program.CUBIN)
 	runSuite(t, d)
 }

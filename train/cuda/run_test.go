@@ -106,11 +106,7 @@ func TestRunOnEmulatorMatchesCPU(t *testing.T) {
 }
 
 func TestRunOnGPUMatchesCPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{})
-	if err != nil {
-		t.Skipf("no GPU here; train.Run on the device is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
+	d := cuda.OpenOrSkip(t, cuda.Options{}, "train.Run on the device against the CPU")
 	for _, c := range runCases {
 		t.Run(c.name, func(t *testing.T) {
 			runMatchesCPU(t, d, c.decoder, c.bidirectional, c.objective, c.pooling, c.tweak, 1e-3)

@@ -100,11 +100,7 @@ func prepare(t *testing.T, c refCase, seed uint64, dir string) reftest.Check {
 		if err := m.EnableLoRA(lc, seed); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range m.Params {
-			if !p.Frozen {
-				reftest.Fill(r, 0.05, p.W)
-			}
-		}
+		reftest.FillTrainable(r, 0.05, m.Params...) // B starts at zero: A's gradient would be too
 		job["lora"] = map[string]any{"rank": lc.Rank, "alpha": lc.Alpha}
 	}
 	fx := newFixture(r, Q, G, T, k, cfg.VocabSize, qp)
