@@ -2,10 +2,13 @@
 // the interpreter of the venv `make pydeps` creates under $ANNA_HOME (torch
 // CPU, transformers, gguf-py, ...) and the scripts under tools/. A test that
 // needs them is skipped, saying what is missing, when they are not there;
-// nothing at run time depends on Python.
+// nothing at run time depends on Python. The comparisons themselves read
+// the references from committed golden files (internal/reftest), which
+// need Python only to be regenerated.
 package pyref
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,16 +21,26 @@ import (
 // imports imports there; otherwise tb is skipped with the reason.
 func Python(tb testing.TB, imports ...string) string {
 	tb.Helper()
+	python, err := Find(imports...)
+	if err != nil {
+		tb.Skipf("skipping the Python reference: %v", err)
+	}
+	return python
+}
+
+// Find returns the venv's interpreter after checking that every module of
+// imports imports there, or an error that says what is missing.
+func Find(imports ...string) (string, error) {
 	python := filepath.Join(home.Dir(), "venv", "bin", "python")
 	if _, err := os.Stat(python); err != nil {
-		tb.Skipf("skipping the Python reference: %s not found (run `make pydeps`)", python)
+		return "", fmt.Errorf("%s not found (run `make pydeps`)", python)
 	}
 	for _, m := range imports {
 		if out, err := exec.Command(python, "-c", "import "+m).CombinedOutput(); err != nil {
-			tb.Skipf("skipping the Python reference: %s does not import in %s (run `make pydeps`): %v\n%s", m, python, err, out)
+			return "", fmt.Errorf("%s does not import in %s (run `make pydeps`): %v\n%s", m, python, err, out)
 		}
 	}
-	return python
+	return python, nil
 }
 
 // Tool returns the absolute path of tools/name in this repository, found
