@@ -12,6 +12,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/files"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
 )
 
 // FolderEngine is what a folder is synced into: *engine.Engine.
@@ -35,9 +36,13 @@ const (
 	MetaCode   = "code"   // the programming language (code)
 	MetaAuthor = "author" // the format's author (a message's sender)
 	MetaDate   = "date"   // the format's date
-	// MetaLang is the natural language: the one the format declares
-	// (HTML's lang, the core properties' dc:language), where it declares
-	// one. Where a detector is added, this is the key it fills.
+	// MetaLang is the natural language, an ISO 639-1 code: the one the
+	// format declares (HTML's lang, the core properties' dc:language,
+	// front matter's lang) where it declares a known one, else the one
+	// package lang detects in the file's text where it is sure of it
+	// (never for code). The document's Language is set to the same, so
+	// BM25 analyses it as written; where neither is known, both are left
+	// to the engine (Options.Language, by default detected per document).
 	MetaLang = "lang"
 )
 
@@ -336,6 +341,7 @@ func Documents(f files.File, format string, d files.Doc) []engine.Document {
 	if title == "" {
 		title = name
 	}
+	language := fileLanguage(format, d)
 	out := make([]engine.Document, 0, len(d.Parts))
 	for i, p := range d.Parts {
 		id := f.Rel
@@ -370,7 +376,7 @@ func Documents(f files.File, format string, d files.Doc) []engine.Document {
 		set(MetaCode, p.Code)
 		set(MetaAuthor, firstOf(p.Author, d.Author))
 		set(MetaDate, firstOf(p.Date, d.Date))
-		set(MetaLang, d.Lang)
+		set(MetaLang, language)
 		if meta[MetaExt] == "" {
 			delete(meta, MetaExt)
 		}
@@ -381,9 +387,34 @@ func Documents(f files.File, format string, d files.Doc) []engine.Document {
 				t += " " + p.Symbol
 			}
 		}
-		out = append(out, engine.Document{ID: id, Title: t, Text: p.Text, Meta: meta, MetaValues: values})
+		out = append(out, engine.Document{ID: id, Title: t, Text: p.Text, Meta: meta, MetaValues: values, Language: language})
 	}
 	return out
+}
+
+// fileLanguage is a file's natural language (see MetaLang): the format's
+// declared one, else what package lang is sure of in the file's first
+// lang.DetectBytes of text, else "".
+func fileLanguage(format string, d files.Doc) string {
+	if l, err := lang.Parse(d.Lang); err == nil && l != "" && l != lang.Auto {
+		return l
+	}
+	if format == "code" {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(d.Title)
+	for _, p := range d.Parts {
+		if b.Len() >= lang.DetectBytes {
+			break
+		}
+		b.WriteString("\n")
+		b.WriteString(p.Text)
+	}
+	if g := lang.GuessText(b.String()); g.Sure {
+		return g.Code
+	}
+	return ""
 }
 
 func firstOf(a, b string) string {
