@@ -18,7 +18,21 @@ import (
 // imports imports there; otherwise tb is skipped with the reason.
 func Python(tb testing.TB, imports ...string) string {
 	tb.Helper()
-	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	return venvPython(tb, "venv", imports)
+}
+
+// Clients returns the interpreter of the client packages' venv
+// (scripts/pydeps-clients.sh: openai, langchain-openai, cohere,
+// huggingface_hub, ollama, mcp) after checking that every module of imports
+// imports there; otherwise tb is skipped with the reason.
+func Clients(tb testing.TB, imports ...string) string {
+	tb.Helper()
+	return venvPython(tb, "venv-clients", imports)
+}
+
+func venvPython(tb testing.TB, venv string, imports []string) string {
+	tb.Helper()
+	python := filepath.Join(home.Dir(), venv, "bin", "python")
 	if _, err := os.Stat(python); err != nil {
 		tb.Skipf("skipping the Python reference: %s not found (run `make pydeps`)", python)
 	}
