@@ -44,7 +44,9 @@ print(json.dumps(out))
 `
 
 // TestOpenAIClient: the official openai Python package works against the
-// server by changing its base URL, and its vectors are the encoder's.
+// server by changing its base URL, and its vectors are the encoder's; a
+// server with StrictModel refuses another model name (TestClients: the
+// other clients, and the default that answers any name).
 func TestOpenAIClient(t *testing.T) {
 	python := pyref.Python(t, "openai")
 	if _, err := home.RequireDefaultModel(); err != nil {
@@ -56,7 +58,7 @@ func TestOpenAIClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	srv, err := New(eng, Options{APIKey: "the-key"})
+	srv, err := New(eng, Options{APIKey: "the-key", StrictModel: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,8 @@ func (l Limits) withDefaults() Limits {
 // Options configure a Server. The zero value serves reads and writes with
 // no key, the default limits and a 30 s timeout.
 type Options struct {
-	// APIKey, when set, is required of every request but /healthz, / and
-	// /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
+	// APIKey, when set, is required of every request but GET /healthz, GET / and
+	// GET /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
 	APIKey string
 	// ReadOnly refuses POST and DELETE /v1/documents (403, read_only).
 	ReadOnly bool
@@ -78,8 +78,15 @@ type Options struct {
 	// reranker has PairTokens, as rerank.ORTReranker does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
+	// StrictModel refuses a request that names a model other than the one
+	// served (404 model_not_found), in every dialect. Unset, the server
+	// answers any model name with the one model it has (the clients'
+	// examples name OpenAI's, Cohere's or Ollama's models), logging each
+	// new name once through Logf.
+	StrictModel bool
 	// Logf, when set, receives what the server does on its own (a
-	// handler's panic, a batch's failure).
+	// handler's panic, a batch's failure, a model name answered by
+	// another).
 	Logf func(format string, args ...any)
 }
 
@@ -97,6 +104,9 @@ type Server struct {
 	tokens   *tokenCounter
 
 	rerankB *batcher[rerankJob]
+
+	namesMu     sync.Mutex
+	namesLogged map[string]bool // model names asked for and logged (noteModel)
 
 	closeOnce sync.Once
 	base      context.Context
@@ -161,9 +171,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 type route struct {
 	pattern string // a net/http pattern without method
 	name    string // the metrics label
-	public  bool   // served without the API key
+	public  bool   // its GET served without the API key
 	write   bool   // refused by ReadOnly (its non-GET methods)
-	methods map[string]http.HandlerFunc
+	// plainErrors answers errors as {"error": MESSAGE, "error_type": CODE},
+	// the shape of Ollama and text-embeddings-inference, whose clients
+	// read a string there.
+	plainErrors bool
+	methods     map[string]http.HandlerFunc
 }
 
 // routes is the API; TestOpenAPIMatchesRoutes checks openapi.json
@@ -176,11 +190,23 @@ func (s *Server) routes() []route {
 		{pattern: "/v1/stats", name: "stats", methods: map[string]http.HandlerFunc{"GET": s.stats}},
 		{pattern: "/v1/embeddings", name: "embeddings", methods: map[string]http.HandlerFunc{"POST": s.embeddings}},
 		{pattern: "/v1/models", name: "models", methods: map[string]http.HandlerFunc{"GET": s.models}},
+		{pattern: "/v1/models/{id}", name: "model", methods: map[string]http.HandlerFunc{"GET": s.model}},
 		{pattern: "/v1/rerank", name: "rerank", methods: map[string]http.HandlerFunc{"POST": s.rerank}},
+		{pattern: "/v1/embed", name: "cohere_embed", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV1}},
+		{pattern: "/v2/embed", name: "cohere_embed_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV2}},
+		{pattern: "/v2/rerank", name: "cohere_rerank_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereRerankV2}},
+		{pattern: "/embed", name: "tei_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiEmbed}},
+		{pattern: "/rerank", name: "tei_rerank", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiRerank}},
+		{pattern: "/info", name: "tei_info", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.teiInfo}},
+		{pattern: "/api/embed", name: "ollama_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbed}},
+		{pattern: "/api/embeddings", name: "ollama_embeddings", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbeddings}},
+		{pattern: "/api/tags", name: "ollama_tags", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.ollamaTags}},
 		{pattern: "/healthz", name: "healthz", public: true, methods: map[string]http.HandlerFunc{"GET": s.healthz}},
 		{pattern: "/metrics", name: "metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.serve}},
 		{pattern: "/openapi.json", name: "openapi", public: true, methods: map[string]http.HandlerFunc{"GET": serveOpenAPI}},
-		{pattern: "/{$}", name: "page", public: true, methods: map[string]http.HandlerFunc{"GET": servePage}},
+		// POST / is text-embeddings-inference's: what huggingface_hub's
+		// InferenceClient(model=URL).feature_extraction posts to.
+		{pattern: "/{$}", name: "page", public: true, plainErrors: true, methods: map[string]http.HandlerFunc{"GET": servePage, "POST": s.teiRoot}},
 	}
 }
 
@@ -189,7 +215,7 @@ func (s *Server) routes() []route {
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, plain: rt.plainErrors}
 		defer func() {
 			if p := recover(); p != nil {
 				s.opts.Logf("serve: %s %s panicked: %v", r.Method, r.URL.Path, p)
@@ -218,7 +244,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 			return
 		}
-		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
+		public := rt.public && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
 			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
@@ -268,6 +295,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	plain bool // the route's errors are {"error": MESSAGE} (route.plainErrors)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -317,7 +345,17 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// plainError is the error body of Ollama and text-embeddings-inference.
+type plainError struct {
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+}
+
 func writeError(w http.ResponseWriter, e *apiError) {
+	if sw, ok := w.(*statusWriter); ok && sw.plain {
+		writeJSON(w, e.status, plainError{Error: e.message, ErrorType: e.code})
+		return
+	}
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
 	switch {
@@ -374,9 +412,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads r's JSON body into v: unknown fields, a wrong type or
 // trailing data are errors naming the field.
-func decode(r *http.Request, v any) error {
+func decode(r *http.Request, v any) error { return decodeBody(r, v, true) }
+
+// decodeLenient is decode with unknown fields ignored: for the dialects of
+// other APIs, whose clients add fields from one version to the next that
+// change nothing anna does.
+func decodeLenient(r *http.Request, v any) error { return decodeBody(r, v, false) }
+
+func decodeBody(r *http.Request, v any, strict bool) error {
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}

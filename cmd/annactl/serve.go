@@ -22,7 +22,7 @@ const serveKeyEnv = "ANNA_API_KEY"
 func (a *app) serveCommand() *cobra.Command {
 	var (
 		dir, listen, unixPath, keyFile, reranker string
-		readOnly                                 bool
+		readOnly, strictModel                    bool
 		timeout, grace, batchWait                time.Duration
 		maxBody                                  int64
 		maxBatch, maxK                           int
@@ -32,10 +32,15 @@ func (a *app) serveCommand() *cobra.Command {
 		Short: "answer HTTP for an anna directory: search, documents, OpenAI embeddings, rerank, a search page",
 		Long: `Serves the anna directory over HTTP (package server): POST /v1/search,
 POST /v1/documents, GET and DELETE /v1/documents/{id}, GET /v1/stats,
-OpenAI's POST /v1/embeddings (official clients work by changing the base URL),
-Cohere's POST /v1/rerank, /healthz, /metrics (Prometheus), /openapi.json, and
-a search page at /. Concurrent embedding requests are batched into one model
-call.
+/healthz, /metrics (Prometheus), /openapi.json and a search page at /, and the
+embedding and rerank APIs of other servers, so that their official clients work
+by changing the base URL: OpenAI's (/v1/embeddings, /v1/models), Cohere's v1 and
+v2 (/v1/embed, /v2/embed, /v1/rerank, /v2/rerank), Jina's rerank (/v1/rerank),
+text-embeddings-inference's (/embed, /rerank, /info) and Ollama's (/api/embed,
+/api/embeddings). A request naming another model than the one served is
+answered by it and the name logged (the clients' examples name their vendors'
+models); --strict-model refuses it instead. Concurrent embedding requests are
+batched into one model call. docs/http.md shows every route with curl.
 
 It opens DIR for writing (--read-only: it writes nothing and refuses
 document writes), so other processes' read-only opens (annactl search) read
@@ -89,7 +94,7 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				return usageErrorf("--listen %s is not loopback: set an API key in $%s or --api-key-file FILE", listen, serveKeyEnv)
 			}
 			eopts := engine.Options{ReadOnly: readOnly, Logf: a.logf}
-			sopts := server.Options{APIKey: key, ReadOnly: readOnly, Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
+			sopts := server.Options{APIKey: key, ReadOnly: readOnly, StrictModel: strictModel, Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
 				Limits: server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK}}
 			if reranker == "" {
 				// Unnamed, a reranker is used only where it was measured to help.
@@ -157,6 +162,7 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.StringVar(&unixPath, "unix", "", "also serve on a Unix socket at `PATH` (mode 0600)")
 	f.StringVar(&keyFile, "api-key-file", "", "read the API key from `FILE` (default: $"+serveKeyEnv+")")
 	f.BoolVar(&readOnly, "read-only", false, "open DIR read-only and refuse document writes")
+	f.BoolVar(&strictModel, "strict-model", false, "refuse requests naming another model than the one served (default: answer them with it, logging each name once)")
 	modelVar(f, &reranker, "reranker", "", "cross-encoder `NAME|DIR` for /v1/rerank and mode rerank (default: the installed one measured to help, if any)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "longest a request may run")
 	f.DurationVar(&grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish")
