@@ -80,6 +80,17 @@ type Options struct {
 	// open; opened read-only, it never reads through another process and
 	// fails with ErrLocked while one has the directory open for writing.
 	NoShare bool
+	// WriteThrough, opening for writing a directory another process has
+	// open for writing and shares (annactl serve, annactl index: any
+	// writer without NoShare), writes through that process instead of
+	// failing with ErrLocked: Add, Delete, DeleteExcept, IDs, Get, Search
+	// and Stats are its, the model and chunking its own (an Options.Model
+	// or Encoder of another fingerprint is refused with a
+	// ModelMismatchError, bound directory or not); Reindex and SetFusion
+	// are refused. Once that process has closed the directory, the engine
+	// opens it itself (see the package doc, Read-only and sharing).
+	// Without a writer, it changes nothing.
+	WriteThrough bool
 	// HNSW shapes the dense graph; zero fields take the defaults.
 	HNSW HNSW
 	// Chunking says how documents longer than the model's window are

@@ -61,6 +61,9 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	if e.readOnly {
 		return ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.writerOnly("reindex it")
+	}
 	enc := opts.Encoder
 	if enc == nil {
 		ort, err := encoder.Load(ctx, opts.Model, encoder.Options{})

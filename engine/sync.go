@@ -64,6 +64,15 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 		return nil, ErrReadOnly
 	}
 	var gone []string
+	if e.via != nil {
+		ids, err := e.via.ids(ctx)
+		for _, id := range ids {
+			if !keep(id) {
+				gone = append(gone, id)
+			}
+		}
+		return gone, err
+	}
 	err := e.store.ForEachID(ctx, func(id string) error {
 		if !keep(id) {
 			gone = append(gone, id)
@@ -78,7 +87,8 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 
 // IDs lists the IDs of every stored document, in byte order. An engine that
 // reads through another process's writer (Stats.WriterPID) cannot list them
-// and says so.
+// and says so; one that writes through it (Options.WriteThrough) lists
+// them there.
 func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
@@ -86,6 +96,9 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil && !e.readOnly {
+		return e.via.ids(ctx)
+	}
 	if e.via != nil {
 		return nil, fmt.Errorf("engine: listing IDs: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
 	}

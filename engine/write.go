@@ -78,6 +78,9 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	if e.readOnly {
 		return res, ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.add(ctx, docs)
+	}
 	docs = lastWins(docs)
 	for i := range docs {
 		docs[i] = canonicalMeta(docs[i])
@@ -190,6 +193,9 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	defer e.leave()
 	if e.readOnly {
 		return 0, ErrReadOnly
+	}
+	if e.via != nil {
+		return e.via.delete(ctx, ids)
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()

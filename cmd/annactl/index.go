@@ -60,7 +60,12 @@ list ranks it by its best window; --chunk-tokens and --chunk-stride shape the
 windows, --no-chunking embeds it once, truncated. The choice is recorded with
 the first documents; reindex changes it. A document of more than --max-passages
 passages (512) is embedded by its first ones and named on stderr; BM25 indexes
-all of its text.`,
+all of its text.
+
+Beside a process that has DIR open for writing (annactl serve, another
+annactl index), the documents go through it: it embeds them with its model and
+commits each batch, which its searches see at once. --model or --precision
+naming another model than that process's is refused; --sync works through it.`,
 		Example: `  annactl index --index my-index corpus.jsonl
   annactl index --index notes-index ~/notes --sync
   cat docs.jsonl | annactl index --index my-index`,
@@ -90,7 +95,9 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true}
+			// Beside a process that has DIR open for writing (annactl
+			// serve), the documents go through it, embedded with its model.
+			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, WriteThrough: true}
 			passages := &passageProgress{print: a.logf} // counted on the progress line
 			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
 			ch, err := chunks.chunking(cmd)
@@ -242,8 +249,15 @@ func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader,
 // (catalog.WithPrecision: int8 by default for the catalogue encoders
 // measured to keep their quality, installing NAME-int8 when missing).
 // A model the engine refuses (another than the one the index is bound
-// to) is the engine's error, which names reindex.
+// to) is the engine's error, which names reindex. Beside a process that
+// has dir open for writing, and neither a model nor a precision asked
+// for, it is "": that process's model.
 func indexModel(ctx context.Context, dir, modelDir, precision string) (string, error) {
+	if modelDir == "" && precision == catalog.PrecisionAuto {
+		if pid, _, err := engine.Writer(ctx, dir); err == nil && pid != 0 {
+			return "", nil // written through that process, with its model
+		}
+	}
 	if modelDir == "" {
 		rec, err := engine.RecordedModel(dir)
 		if err != nil {
