@@ -14,6 +14,7 @@
 //	GET    /v1/documents/{id}   one stored document
 //	DELETE /v1/documents/{id}   remove one
 //	GET    /v1/stats            counts, model, fusion
+//	GET    /v1/metadata         the documents' metadata keys: values, the most common ones, number ranges (?top=N)
 //	POST   /v1/embeddings       OpenAI's embeddings API (input, model, encoding_format float|base64, dimensions)
 //	GET    /v1/models           OpenAI's model list: the model served (and the reranker)
 //	GET    /v1/models/{id}      OpenAI's model object
@@ -28,6 +29,7 @@
 //	POST   /api/embed           Ollama's embed API (model, input → embeddings)
 //	POST   /api/embeddings      Ollama's older embeddings API (model, prompt → embedding)
 //	GET    /api/tags            Ollama's model list
+//	GET    /mcp, POST, DELETE   the Model Context Protocol (streamable HTTP): tools search, get, multi_get, status (add, delete with Options.MCPWrites)
 //	GET    /healthz             200 "ok" while serving
 //	GET    /metrics             Prometheus text: requests, latencies, batch sizes, documents
 //	GET    /openapi.json        an OpenAPI 3.1 description of every route

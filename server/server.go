@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/rerank"
 )
@@ -78,6 +80,11 @@ type Options struct {
 	// reranker has PairTokens, as rerank.ORTReranker does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
+	// MCPWrites offers the add and delete tools on /mcp (not with
+	// ReadOnly).
+	MCPWrites bool
+	// Version is the server's version in the MCP handshake.
+	Version string
 	// StrictModel refuses a request that names a model other than the one
 	// served (404 model_not_found), in every dialect. Unset, the server
 	// answers any model name with the one model it has (the clients'
@@ -107,6 +114,12 @@ type Server struct {
 
 	namesMu     sync.Mutex
 	namesLogged map[string]bool // model names asked for and logged (noteModel)
+
+	mcp *mcp.StreamableHTTPHandler // /mcp
+	// streams ends the long-lived GET /mcp streams when the http.Server
+	// shuts down (Serve), so that they do not hold it for the grace period.
+	streams     context.Context
+	stopStreams context.CancelFunc
 
 	closeOnce sync.Once
 	base      context.Context
@@ -141,6 +154,14 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(eng)
 	s.rerankB = newBatcher(s.base, opts.BatchWait, opts.BatchTexts, opts.BatchTokens, s.runRerank, s.metrics.batchObserver("rerank"))
+	s.streams, s.stopStreams = context.WithCancel(s.base)
+	m := NewMCP(eng, MCPOptions{AllowWrites: opts.MCPWrites && !opts.ReadOnly, Reranker: opts.Reranker != nil, RerankFusion: opts.RerankFusion,
+		Limits: opts.Limits, Timeout: opts.Timeout, Version: opts.Version})
+	// Sessions idle for 30 minutes are closed; the tool calls keep the
+	// server's timeout (the handler's requests do not: a session's GET
+	// stream lasts as long as the session).
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m },
+		&mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: s.lim.MaxBodyBytes})
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
@@ -153,6 +174,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.stopStreams()
 		s.rerankB.waitDone()
 		s.embedMu.Lock()
 		defer s.embedMu.Unlock()
@@ -173,6 +195,9 @@ type route struct {
 	name    string // the metrics label
 	public  bool   // its GET served without the API key
 	write   bool   // refused by ReadOnly (its non-GET methods)
+	// stream: its GET is a stream that lasts (the MCP session's), run
+	// without Options.Timeout.
+	stream bool
 	// plainErrors answers errors as {"error": MESSAGE, "error_type": CODE},
 	// the shape of Ollama and text-embeddings-inference, whose clients
 	// read a string there.
@@ -188,6 +213,7 @@ func (s *Server) routes() []route {
 		{pattern: "/v1/documents", name: "documents", write: true, methods: map[string]http.HandlerFunc{"POST": s.addDocuments}},
 		{pattern: "/v1/documents/{id}", name: "document", write: true, methods: map[string]http.HandlerFunc{"GET": s.getDocument, "DELETE": s.deleteDocument}},
 		{pattern: "/v1/stats", name: "stats", methods: map[string]http.HandlerFunc{"GET": s.stats}},
+		{pattern: "/v1/metadata", name: "metadata", methods: map[string]http.HandlerFunc{"GET": s.metadata}},
 		{pattern: "/v1/embeddings", name: "embeddings", methods: map[string]http.HandlerFunc{"POST": s.embeddings}},
 		{pattern: "/v1/models", name: "models", methods: map[string]http.HandlerFunc{"GET": s.models}},
 		{pattern: "/v1/models/{id}", name: "model", methods: map[string]http.HandlerFunc{"GET": s.model}},
@@ -201,6 +227,7 @@ func (s *Server) routes() []route {
 		{pattern: "/api/embed", name: "ollama_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbed}},
 		{pattern: "/api/embeddings", name: "ollama_embeddings", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbeddings}},
 		{pattern: "/api/tags", name: "ollama_tags", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.ollamaTags}},
+		{pattern: "/mcp", name: "mcp", stream: true, methods: map[string]http.HandlerFunc{"GET": s.serveMCP, "POST": s.serveMCP, "DELETE": s.serveMCP}},
 		{pattern: "/healthz", name: "healthz", public: true, methods: map[string]http.HandlerFunc{"GET": s.healthz}},
 		{pattern: "/metrics", name: "metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.serve}},
 		{pattern: "/openapi.json", name: "openapi", public: true, methods: map[string]http.HandlerFunc{"GET": serveOpenAPI}},
@@ -256,7 +283,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
 		ctx := r.Context()
-		if s.opts.Timeout > 0 {
+		if s.opts.Timeout > 0 && !(rt.stream && r.Method == http.MethodGet) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 			defer cancel()
@@ -264,6 +291,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		h(sw, r.WithContext(ctx))
 	})
 }
+
+// serveMCP answers /mcp with the MCP SDK's streamable HTTP handler; a
+// session's GET stream ends when the server shuts down.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(s.streams, cancel)
+		defer stop()
+		r = r.WithContext(ctx)
+	}
+	s.mcp.ServeHTTP(w, r)
+}
+
+// shutdown ends the streams that would hold an http.Server's Shutdown
+// (GET /mcp): Serve calls it when shutting down.
+func (s *Server) shutdown() { s.stopStreams() }
 
 // authorized reports whether r carries the API key; the hashes are
 // compared in constant time (their length is fixed, so the key's length
