@@ -42,7 +42,10 @@
 //     fingerprint (with its dimension, directory and manifest name) with
 //     its first documents (a directory that holds none is bound to none).
 //     Opening it with another model is refused (ModelMismatchError, naming
-//     both models); Reindex is the way to change models.
+//     both models); Reindex is the way to change models. Options.Model may
+//     name a model another server runs, "URL#NAME" (encoder.OpenRemote):
+//     recorded by its name and dimension, with the URL where it was, which
+//     a later Open without Options.Model calls again.
 //   - Opened with neither Options.Model nor Options.Encoder, a bound
 //     directory loads its model only when something first embeds (a
 //     dense, hybrid or rerank search, Add of new text, Repair): lexical

@@ -394,18 +394,21 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		if e.model.Dir == "" {
 			e.model.Dir = recorded.Dir
 		}
-		var ort *encoder.ORTEncoder
+		var closer func() error
 		var err error
 		if e.model.Dir == "" {
+			var ort *encoder.ORTEncoder
 			ort, err = encoder.Default(ctx)
+			if err == nil {
+				enc, closer = ort, ort.Close
+			}
 		} else {
-			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
+			enc, closer, err = openEncoder(ctx, e.model.Dir)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: loading the model: %w", err)
 		}
-		e.closers = append(e.closers, ort.Close)
-		enc = ort
+		e.closers = append(e.closers, closer)
 	}
 	if opts.EmbeddingCache != "" {
 		c, err := encoder.NewCache(enc, opts.EmbeddingCache)

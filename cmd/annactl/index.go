@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
@@ -61,6 +62,12 @@ windows, --no-chunking embeds it once, truncated. The choice is recorded with
 the first documents; reindex changes it. A document of more than --max-passages
 passages (512) is embedded by its first ones and named on stderr; BM25 indexes
 all of its text.
+
+--model URL#NAME embeds with a model another server runs, through its
+OpenAI-compatible /v1/embeddings (text-embeddings-inference, Ollama, llama.cpp's
+server, another annactl serve): batched, retried, its API key from
+$ANNA_MODEL_API_KEY. The index records it by name and dimension, so it reopens
+with it (wherever the server moves: give --model again) and refuses another.
 
 Beside a process that has DIR open for writing (annactl serve, another
 annactl index), the documents go through it: it embeds them with its model and
@@ -144,7 +151,7 @@ naming another model than that process's is refused; --sync works through it.`,
 	f := cmd.Flags()
 	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
 	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
-	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
+	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
 	f.StringVar(&precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
@@ -273,6 +280,12 @@ func indexModel(ctx context.Context, dir, modelDir, precision string) (string, e
 		default:
 			modelDir = home.DefaultModel()
 		}
+	}
+	if encoder.IsRemote(modelDir) {
+		if precision != catalog.PrecisionAuto {
+			return "", usageErrorf("--precision %s: the model, %s, runs on another server, which decides its precision", precision, modelDir)
+		}
+		return modelDir, nil
 	}
 	if _, err := model.LoadManifest(modelDir); err != nil {
 		if precision != catalog.PrecisionAuto {
