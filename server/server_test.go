@@ -551,7 +551,7 @@ func TestPage(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(b), `fetch("v1/search"`) || strings.Contains(string(b), "http://") || strings.Contains(string(b), "https://") {
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `api("v1/search"`) || strings.Contains(string(b), "http://") || strings.Contains(string(b), "https://") {
 		t.Fatalf("page: %d, %d bytes (wants no external URL)", resp.StatusCode, len(b))
 	}
 }
