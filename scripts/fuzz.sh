@@ -25,6 +25,8 @@ targets=(
 	"./model/safetensors FuzzRead"
 	"./model/gguf FuzzOpen"
 	"./tokenizer FuzzEncode"
+	"./server FuzzDialects"
+	"./server FuzzMCP"
 )
 
 failed=()
