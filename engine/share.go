@@ -1006,62 +1006,40 @@ func (v *via) stats(e *Engine) (Stats, error) {
 	return st, nil
 }
 
-func (v *via) unknownKeys(ctx context.Context, f Filter) ([]string, error) {
-	var out []string
+// viaCall is method's call through the writer (req its request), or
+// local's once the directory is read (or written) here.
+func viaCall[T any](ctx context.Context, v *via, method string, req any, local func(*Engine) (T, error)) (T, error) {
+	var out T
 	err := v.do(ctx, func(c *client) error {
-		return c.call(ctx, "unknown-keys", keysReq{Filter: f}, &out)
+		return c.call(ctx, method, req, &out)
 	}, func(in *Engine) (err error) {
-		out, err = in.UnknownKeys(f)
+		out, err = local(in)
 		return err
 	})
 	return out, err
 }
 
+func (v *via) unknownKeys(ctx context.Context, f Filter) ([]string, error) {
+	return viaCall(ctx, v, "unknown-keys", keysReq{Filter: f}, func(in *Engine) ([]string, error) { return in.UnknownKeys(f) })
+}
+
 func (v *via) metadataKeys(ctx context.Context, top int) ([]MetadataKey, error) {
-	var out []MetadataKey
-	err := v.do(ctx, func(c *client) error {
-		return c.call(ctx, "metadata-keys", keysReq{Top: top}, &out)
-	}, func(in *Engine) (err error) {
-		out, err = in.MetadataKeys(ctx, top)
-		return err
-	})
-	return out, err
+	return viaCall(ctx, v, "metadata-keys", keysReq{Top: top}, func(in *Engine) ([]MetadataKey, error) { return in.MetadataKeys(ctx, top) })
 }
 
 // add is Add through the writer (Options.WriteThrough). A writer that goes
 // away mid-call is asked again, or the directory opened here: adding a
 // batch twice stores it once.
 func (v *via) add(ctx context.Context, docs []Document) (AddResult, error) {
-	var out AddResult
-	err := v.do(ctx, func(c *client) error {
-		return c.call(ctx, "add", addReq{Docs: docs}, &out)
-	}, func(in *Engine) (err error) {
-		out, err = in.Add(ctx, docs)
-		return err
-	})
-	return out, err
+	return viaCall(ctx, v, "add", addReq{Docs: docs}, func(in *Engine) (AddResult, error) { return in.Add(ctx, docs) })
 }
 
 func (v *via) delete(ctx context.Context, ids []string) (int, error) {
-	var out int
-	err := v.do(ctx, func(c *client) error {
-		return c.call(ctx, "delete", getReq{IDs: ids}, &out)
-	}, func(in *Engine) (err error) {
-		out, err = in.Delete(ctx, ids)
-		return err
-	})
-	return out, err
+	return viaCall(ctx, v, "delete", getReq{IDs: ids}, func(in *Engine) (int, error) { return in.Delete(ctx, ids) })
 }
 
 func (v *via) ids(ctx context.Context) ([]string, error) {
-	var out []string
-	err := v.do(ctx, func(c *client) error {
-		return c.call(ctx, "ids", struct{}{}, &out)
-	}, func(in *Engine) (err error) {
-		out, err = in.IDs(ctx)
-		return err
-	})
-	return out, err
+	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.IDs(ctx) })
 }
 
 // writerOnly is the error of a call an engine writing through another

@@ -19,6 +19,50 @@ import (
 	"github.com/anna-search/anna/internal/pyref"
 )
 
+// modelServer is a Server over a fresh directory with the default model
+// (the test skips without it), on a loopback httptest server: the engine,
+// the server and its URL.
+func modelServer(t *testing.T, eopts engine.Options, opts Options) (*engine.Engine, *Server, string) {
+	t.Helper()
+	if _, err := home.RequireDefaultModel(); err != nil {
+		t.Skipf("default model not installed (run make setup): %v", err)
+	}
+	eopts.NoShare = true
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "idx"), eopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(eng, opts)
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+		eng.Close()
+	})
+	return eng, srv, hs.URL
+}
+
+// runPython runs script with python and args, env added to the
+// environment, and returns its stdout; it fails the test with its stderr.
+func runPython(t *testing.T, python, script string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(python, append([]string{"-c", script}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("%s: %v\n%s", filepath.Base(python), err, stderr)
+	}
+	return out
+}
+
 // clientsScript drives the server with each dialect's official client
 // package, as a new user would: the base URL changed, the model names of
 // the clients' own examples. Each section prints what the client returned
@@ -115,28 +159,14 @@ print(json.dumps(out))
 // one-line fix named.
 func TestClients(t *testing.T) {
 	python := pyref.Clients(t, "openai", "langchain_openai", "cohere", "huggingface_hub", "ollama")
-	if _, err := home.RequireDefaultModel(); err != nil {
-		t.Skipf("default model not installed (run make setup): %v", err)
-	}
 	ctx := context.Background()
-	eng, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{NoShare: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
 	var logMu sync.Mutex
 	var logged []string
-	srv, err := New(eng, Options{APIKey: "the-key", Reranker: &fakeReranker{}, RerankerName: "fake-reranker", Logf: func(f string, a ...any) {
+	eng, _, url := modelServer(t, engine.Options{}, Options{APIKey: "the-key", Reranker: &fakeReranker{}, RerankerName: "fake-reranker", Logf: func(f string, a ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		logged = append(logged, f)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
 	enc, err := eng.LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -150,16 +180,7 @@ func TestClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, "-c", clientsScript, hs.URL, "the-key")
-	cmd.Env = append(os.Environ(), "TIKTOKEN_CACHE_DIR="+filepath.Join(home.Dir(), "venv-clients", "tiktoken-cache"), "OLLAMA_API_KEY=the-key")
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("clients: %v\n%s", err, stderr)
-	}
+	out := runPython(t, python, clientsScript, []string{"TIKTOKEN_CACHE_DIR=" + filepath.Join(home.Dir(), "venv-clients", "tiktoken-cache"), "OLLAMA_API_KEY=the-key"}, url, "the-key")
 	var got map[string]map[string]json.RawMessage
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%s: %v", out, err)

@@ -158,20 +158,8 @@ func (s *Server) cohereEmbed(w http.ResponseWriter, r *http.Request, route strin
 		return nil, nil, nil, 0, false
 	}
 	texts, query, err := cohereTexts(&req)
-	if err == nil {
-		err = cohereFloatOnly(req.EmbeddingTypes)
-	}
-	if err == nil {
-		err = s.checkModel(route, req.Model)
-	}
-	if err == nil {
-		err = s.checkDimensions("output_dimension", req.OutputDim)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return nil, nil, nil, 0, false
-	}
-	vecs, tokens, err := s.embedTexts(r.Context(), "texts", texts, query)
+	vecs, tokens, err := s.embedTexts(r.Context(), "texts", texts, query,
+		err, cohereFloatOnly(req.EmbeddingTypes), s.checkModel(route, req.Model), s.checkDimensions("output_dimension", req.OutputDim))
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, nil, nil, 0, false
@@ -296,25 +284,15 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) teiEmbedWith(w http.ResponseWriter, r *http.Request, req *teiEmbedRequest) {
-	texts, err := readTexts("inputs", req.Inputs, "")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	query := false
+	var prompt error
+	query := req.PromptName == "query"
 	switch req.PromptName {
-	case "query":
-		query = true
-	case "", "document", "passage":
+	case "query", "", "document", "passage":
 	default:
-		s.fail(w, r, badRequest("prompt_name %q: want query or document", req.PromptName))
-		return
+		prompt = badRequest("prompt_name %q: want query or document", req.PromptName)
 	}
-	if err := s.checkDimensions("dimensions", req.Dimensions); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	vecs, _, err := s.embedTexts(r.Context(), "inputs", texts, query)
+	texts, err := readTexts("inputs", req.Inputs, "")
+	vecs, _, err := s.embedTexts(r.Context(), "inputs", texts, query, err, prompt, s.checkDimensions("dimensions", req.Dimensions))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -438,17 +416,7 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	texts, err := readTexts("input", req.Input, "")
-	if err == nil {
-		err = s.checkModel("/api/embed", req.Model)
-	}
-	if err == nil {
-		err = s.checkDimensions("dimensions", req.Dimensions)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	vecs, tokens, err := s.embedTexts(r.Context(), "input", texts, false)
+	vecs, tokens, err := s.embedTexts(r.Context(), "input", texts, false, err, s.checkModel("/api/embed", req.Model), s.checkDimensions("dimensions", req.Dimensions))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -468,11 +436,7 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.checkModel("/api/embeddings", req.Model); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	vecs, _, err := s.embedTexts(r.Context(), "prompt", []string{req.Prompt}, false)
+	vecs, _, err := s.embedTexts(r.Context(), "prompt", []string{req.Prompt}, false, s.checkModel("/api/embeddings", req.Model))
 	if err != nil {
 		s.fail(w, r, err)
 		return

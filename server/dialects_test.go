@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -177,27 +175,4 @@ func TestDialectShapes(t *testing.T) {
 	if code, m = ts.do(t, "GET", "/api/tags", "", auth...); code != 200 || len(m["models"].([]any)) != 1 {
 		t.Errorf("ollama tags: %d %v", code, m)
 	}
-}
-
-// doAny is do for answers that need not be objects (TEI's arrays).
-func (ts *testServer) doAny(t *testing.T, method, path, body string, header ...string) (int, any) {
-	t.Helper()
-	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var v any
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return resp.StatusCode, v
 }

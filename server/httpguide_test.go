@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/internal/home"
 )
 
 // guideLines are the commands of docs/http.md's sh blocks, in order, a
@@ -85,21 +83,7 @@ func TestHTTPGuide(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl not installed")
 	}
-	if _, err := home.RequireDefaultModel(); err != nil {
-		t.Skipf("default model not installed (run make setup): %v", err)
-	}
-	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "idx"), engine.Options{NoShare: true, Reranker: &fakeReranker{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	srv, err := New(eng, Options{Reranker: &fakeReranker{}, RerankerName: "fake-reranker"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
+	_, srv, base := modelServer(t, engine.Options{Reranker: &fakeReranker{}}, Options{Reranker: &fakeReranker{}, RerankerName: "fake-reranker"})
 	mux := http.NewServeMux()
 	for _, rt := range srv.routes() {
 		mux.HandleFunc(rt.pattern, func(http.ResponseWriter, *http.Request) {})
@@ -112,7 +96,7 @@ func TestHTTPGuide(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, "sh", "-c", line)
-		cmd.Env = append(os.Environ(), "ANNA="+hs.URL)
+		cmd.Env = append(os.Environ(), "ANNA="+base)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {

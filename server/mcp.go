@@ -473,6 +473,21 @@ func (t *mcpTools) get(ctx context.Context, _ *mcp.CallToolRequest, in MCPGetInp
 	return nil, out, err
 }
 
+// missingIDs lists the ids docs do not hold, in order.
+func missingIDs(ids []string, docs []engine.Document) []string {
+	held := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		held[d.ID] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !held[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // getDocs is Engine.Get with the IDs checked first.
 func getDocs(ctx context.Context, e *engine.Engine, ids []string) ([]engine.Document, error) {
 	for _, id := range ids {
@@ -575,20 +590,14 @@ func (t *mcpTools) multiGet(ctx context.Context, _ *mcp.CallToolRequest, in MCPM
 		if err != nil {
 			return err
 		}
-		found := map[string]bool{}
 		for _, d := range docs {
 			part, err := documentPart(d, MCPGetInput{ID: d.ID, MaxBytes: in.MaxBytes})
 			if err != nil {
 				return err
 			}
-			found[d.ID] = true
 			out.Documents = append(out.Documents, part)
 		}
-		for _, id := range in.IDs {
-			if !found[id] {
-				out.Missing = append(out.Missing, id)
-			}
-		}
+		out.Missing = missingIDs(in.IDs, docs)
 		return nil
 	})
 	return nil, out, err
@@ -726,15 +735,7 @@ func (t *mcpTools) delete(ctx context.Context, _ *mcp.CallToolRequest, in MCPDel
 		if err != nil {
 			return err
 		}
-		held := map[string]bool{}
-		for _, d := range have {
-			held[d.ID] = true
-		}
-		for _, id := range in.IDs {
-			if !held[id] {
-				out.Missing = append(out.Missing, id)
-			}
-		}
+		out.Missing = missingIDs(in.IDs, have)
 		out.Deleted, err = e.Delete(ctx, in.IDs)
 		return err
 	})

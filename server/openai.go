@@ -258,9 +258,16 @@ func (s *Server) noteModel(route, asked, served string) {
 
 // embedTexts embeds texts (the request's field, for errors) with the
 // served model, as queries or as documents, batched with other requests'
-// texts; it returns the vectors and the model tokens they took. The limits
-// are checked first.
-func (s *Server) embedTexts(ctx context.Context, field string, texts []string, query bool) ([][]float32, int, error) {
+// texts; it returns the vectors and the model tokens they took: the path
+// of every embedding dialect. The first error of checks (the request's own:
+// its texts read, its model and dimensions), then the limits, are checked
+// first.
+func (s *Server) embedTexts(ctx context.Context, field string, texts []string, query bool, checks ...error) ([][]float32, int, error) {
+	for _, err := range checks {
+		if err != nil {
+			return nil, 0, err
+		}
+	}
 	if len(texts) == 0 {
 		return nil, 0, badRequest("%s: no texts given", field)
 	}
@@ -298,26 +305,15 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	texts, err := readInput(req.Input)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	var format error
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		s.fail(w, r, badRequest("encoding_format %q: want float or base64", req.EncodingFormat))
-		return
+		format = badRequest("encoding_format %q: want float or base64", req.EncodingFormat)
 	}
-	if err := s.checkModel("/v1/embeddings", req.Model); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkDimensions("dimensions", req.Dimensions); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	vecs, tokens, err := s.embedTexts(r.Context(), "input", texts, false)
+	texts, err := readInput(req.Input)
+	vecs, tokens, err := s.embedTexts(r.Context(), "input", texts, false,
+		err, format, s.checkModel("/v1/embeddings", req.Model), s.checkDimensions("dimensions", req.Dimensions))
 	if err != nil {
 		s.fail(w, r, err)
 		return

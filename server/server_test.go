@@ -83,8 +83,18 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	return &testServer{eng: eng, srv: srv, enc: enc, url: hs.URL}
 }
 
-// do sends a request and returns the status and the decoded JSON body.
+// do sends a request and returns the status and the decoded JSON body
+// (nil when the answer is not a JSON object).
 func (ts *testServer) do(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	code, v := ts.doAny(t, method, path, body, header...)
+	m, _ := v.(map[string]any)
+	return code, m
+}
+
+// doAny sends a request and returns the status and the decoded JSON body,
+// whatever its shape (TEI's answers are arrays); nil when it is not JSON.
+func (ts *testServer) doAny(t *testing.T, method, path, body string, header ...string) (int, any) {
 	t.Helper()
 	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
 	if err != nil {
@@ -102,13 +112,13 @@ func (ts *testServer) do(t *testing.T, method, path, body string, header ...stri
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
+	var v any
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(b, &m); err != nil {
+		if err := json.Unmarshal(b, &v); err != nil {
 			t.Fatalf("%s %s: body %q: %v", method, path, b, err)
 		}
 	}
-	return resp.StatusCode, m
+	return resp.StatusCode, v
 }
 
 // errCode is the error code of an error answer.
