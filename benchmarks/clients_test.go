@@ -212,7 +212,6 @@ func BenchmarkMCPSearch(b *testing.B) {
 	}
 }
 
-
 // BenchmarkRemoteEncoder measures the remote encoder's throughput (anna
 // embedding through another anna's /v1/embeddings on loopback: the
 // OpenAI-compatible client, the server's batcher, the same model) against

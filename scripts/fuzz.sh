@@ -25,6 +25,13 @@ targets=(
 	"./model/safetensors FuzzRead"
 	"./model/gguf FuzzOpen"
 	"./tokenizer FuzzEncode"
+	"./format/files FuzzPDF"
+	"./format/files FuzzHTML"
+	"./format/files FuzzOffice"
+	"./format/files FuzzNotebook"
+	"./format/files FuzzMail"
+	"./format/files FuzzText"
+	"./format/files FuzzCode"
 	"./server FuzzDialects"
 	"./server FuzzMCP"
 )

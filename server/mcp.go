@@ -325,14 +325,13 @@ type MCPFilter struct {
 	Applied string `json:"applied" jsonschema:"the filter in the explicit form"`
 }
 
-// MCPHit is one search result. (A result's location in its file — page,
-// lines, section — goes beside the snippet once the engine's results carry
-// one; get reads that part.)
+// MCPHit is one search result.
 type MCPHit struct {
 	Rank     int                     `json:"rank"`
 	ID       string                  `json:"id" jsonschema:"the document's id, for get"`
 	Title    string                  `json:"title,omitempty"`
 	Score    float64                 `json:"score" jsonschema:"the mode's score: fused, BM25, cosine or the reranker's"`
+	Location *Location               `json:"location,omitempty" jsonschema:"where in its file the hit lies (path, page, lines, section; label says it in one line), for the documents of an indexed folder"`
 	Snippet  *MCPSnippet             `json:"snippet,omitempty"`
 	Metadata map[string]engine.Value `json:"metadata,omitempty"`
 	Bytes    int                     `json:"bytes" jsonschema:"length of the document's text in bytes"`
@@ -399,6 +398,9 @@ func (t *mcpTools) search(ctx context.Context, _ *mcp.CallToolRequest, in MCPSea
 		}
 		for i, r := range res {
 			h := MCPHit{Rank: i + 1, ID: r.ID, Title: r.Title, Score: r.Score, Metadata: metadataOf(r.Meta, r.MetaValues), Bytes: len(r.Text)}
+			if l := r.Location; l != nil {
+				h.Location = &Location{Location: *l, Label: l.String()}
+			}
 			if sn := r.Snippet; sn != nil {
 				h.Snippet = &MCPSnippet{Text: sn.Text, Start: sn.Start, End: sn.End,
 					Lines: [2]int{lineAt(r.Text, sn.Start), lineAt(r.Text, max(sn.Start, sn.End-1))}}

@@ -140,6 +140,15 @@ func TestMCPTools(t *testing.T) {
 		t.Errorf("status: %+v", st)
 	}
 
+	// A folder's document: where in its file.
+	if code, m := ts.do(t, "POST", "/v1/documents", `{"documents": [{"id": "plan.pdf#3", "title": "Plan", "text": "The harvest plan for the orchard.", "metadata": {"path": "notes/plan.pdf", "page": 3}}]}`); code != 200 {
+		t.Fatalf("add: %d %v", code, m)
+	}
+	callTool(t, cs, "search", map[string]any{"query": "harvest plan orchard", "k": 1, "mode": "lexical"}, &sr)
+	if len(sr.Hits) != 1 || sr.Hits[0].Location == nil || sr.Hits[0].Location.Label != "notes/plan.pdf:page 3" || sr.Hits[0].Location.Page != 3 {
+		t.Errorf("a folder's document's location: %+v", sr.Hits)
+	}
+
 	for _, c := range []struct {
 		args map[string]any
 		want string

@@ -91,6 +91,14 @@ func TestPageInChromium(t *testing.T) {
 	if len(hits) != 1 || (hits[0][1] != "sourdough" && hits[0][1] != "rye") || !strings.Contains(dom, `shelf = baking`) {
 		t.Errorf("lexical k=1 filtered to baking: %v\n%s", hits, dom)
 	}
+	// A folder's document says where in its file a hit lies.
+	if code, m := ts.do(t, "POST", "/v1/documents", `{"documents": [{"id": "plan.pdf#3", "title": "Plan", "text": "The harvest plan for the orchard.", "metadata": {"path": "notes/plan.pdf", "page": 3}}]}`); code != 200 {
+		t.Fatalf("add: %d %v", code, m)
+	}
+	dom = runChromium(t, bin, ts.url+"/?mode=lexical&q=harvest+plan")
+	if !strings.Contains(dom, `<span class="loc">notes/plan.pdf:page 3</span>`) {
+		t.Errorf("no location drawn:\n%s", dom)
+	}
 	if shot := os.Getenv("ANNA_SCREENSHOT"); shot != "" {
 		abs, _ := filepath.Abs(shot)
 		runChromium(t, bin, ts.url+"/?q="+url.QueryEscape("bread with a starter")+"&explain=1&filter="+url.QueryEscape(`{"shelf": "baking"}`), "--screenshot="+abs)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/server"
 )
 
@@ -25,10 +27,12 @@ func (a *app) serveCommand() *cobra.Command {
 		timeout, grace, batchWait                time.Duration
 		maxBody                                  int64
 		maxBatch, maxK                           int
+		watch                                    string
+		ff                                       folderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
-		Short: "answer HTTP for an anna directory: search, documents, OpenAI embeddings, rerank, a search page",
+		Short: "answer HTTP for an anna directory: search, documents, a search page, MCP, the OpenAI/Cohere/TEI/Ollama APIs",
 		Long: `Serves the anna directory over HTTP (package server): POST /v1/search,
 POST /v1/documents, GET and DELETE /v1/documents/{id}, GET /v1/stats,
 GET /v1/metadata, /healthz, /metrics (Prometheus), /openapi.json and a search
@@ -53,10 +57,13 @@ read from $` + serveKeyEnv + ` or --api-key-file FILE (never from a flag value);
 clients send "Authorization: Bearer KEY". --unix PATH serves on a Unix socket
 too (mode 0600; not DIR/anna.sock, which the engine's sharing owns).
 
+--watch FOLDER keeps DIR in step with a folder of files while serving (as
+annactl index --watch does): a file saved is searchable within seconds.
+
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 --grace), saves and closes the directory, and exits 0.`,
 		Example: `  annactl serve --index my-index
-  curl -s localhost:8080/v1/search -d '{"query": "nearest neighbour graphs", "k": 3}'
+  curl -s localhost:8080/v1/search --json '{"query": "nearest neighbour graphs", "k": 3}'
   ANNA_API_KEY=$(cat key) annactl serve --index my-index --listen 0.0.0.0:8080 --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,6 +80,9 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 			}
 			if timeout <= 0 || grace < 0 || batchWait < 0 {
 				return usageErrorf("--timeout must be positive, --grace and --batch-wait not negative")
+			}
+			if watch != "" && readOnly {
+				return usageErrorf("--watch writes the folder's changes: not with --read-only")
 			}
 			if listen == "" && unixPath == "" {
 				return usageErrorf("nothing to listen on: give --listen ADDR or --unix PATH")
@@ -138,6 +148,21 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				lns = append(lns, ln)
 				a.logf("serve: listening on unix:%s", unixPath)
 			}
+			var watched chan error
+			if watch != "" {
+				wctx, stop := context.WithCancel(cmd.Context())
+				defer stop()
+				watched = make(chan error, 1)
+				go func() {
+					defer close(watched)
+					err := safe.Call(func() error { return a.watchFolder(wctx, eng, watch, ff, 256, nil) })
+					if err != nil {
+						a.logf("serve: --watch %s stopped: %v", watch, err)
+					}
+					watched <- err
+				}()
+				defer func() { stop(); <-watched }()
+			}
 			if err := server.Serve(cmd.Context(), srv, lns, grace); err != nil {
 				return err
 			}
@@ -164,6 +189,8 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.Int64Var(&maxBody, "max-body", 16<<20, "largest request body in bytes")
 	f.IntVar(&maxBatch, "max-batch", 1024, "most documents per POST /v1/documents")
 	f.IntVar(&maxK, "max-k", 1000, "largest k (and top_n)")
+	f.StringVar(&watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
+	ff.register(cmd, false)
 	return cmd
 }
 
