@@ -284,7 +284,7 @@ func (e *Engine) serve() {
 	}))
 	// Writes of engines opened with Options.WriteThrough.
 	mux.HandleFunc("POST /v1/add", handle(s, func(ctx context.Context, r addReq) (AddResult, error) {
-		return e.Add(ctx, r.Docs)
+		return e.Apply(ctx, r.Docs, r.Deletes)
 	}))
 	mux.HandleFunc("POST /v1/delete", handle(s, func(ctx context.Context, r getReq) (int, error) {
 		return e.Delete(ctx, r.IDs)
@@ -482,7 +482,10 @@ type (
 		Filter Filter
 		Top    int
 	}
-	addReq   struct{ Docs []Document }
+	addReq struct {
+		Docs    []Document
+		Deletes []string
+	}
 	envelope struct {
 		Result json.RawMessage `json:",omitempty"`
 		Error  *wireError      `json:",omitempty"`
@@ -1027,11 +1030,35 @@ func (v *via) metadataKeys(ctx context.Context, top int) ([]MetadataKey, error) 
 	return viaCall(ctx, v, "metadata-keys", keysReq{Top: top}, func(in *Engine) ([]MetadataKey, error) { return in.MetadataKeys(ctx, top) })
 }
 
-// add is Add through the writer (Options.WriteThrough). A writer that goes
-// away mid-call is asked again, or the directory opened here: adding a
-// batch twice stores it once.
-func (v *via) add(ctx context.Context, docs []Document) (AddResult, error) {
-	return viaCall(ctx, v, "add", addReq{Docs: docs}, func(in *Engine) (AddResult, error) { return in.Add(ctx, docs) })
+// apply is Apply (and Add) through the writer (Options.WriteThrough). A
+// writer that goes away mid-call is asked again, or the directory opened
+// here: applying a batch twice stores it once.
+func (v *via) apply(ctx context.Context, docs []Document, deletes []string) (AddResult, error) {
+	return viaCall(ctx, v, "add", addReq{Docs: docs, Deletes: deletes}, func(in *Engine) (AddResult, error) { return in.Apply(ctx, docs, deletes) })
+}
+
+// documents is Documents through the writer: its IDs, then their
+// documents a chunk at a time, so that no answer holds the whole store.
+func (v *via) documents(ctx context.Context, fn func(Document) error) error {
+	ids, err := v.ids(ctx)
+	if err != nil {
+		return err
+	}
+	const chunk = 256
+	for len(ids) > 0 {
+		part := ids[:min(chunk, len(ids))]
+		ids = ids[len(part):]
+		docs, err := v.get(ctx, part)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (v *via) delete(ctx context.Context, ids []string) (int, error) {

@@ -726,6 +726,14 @@ func TestWriteThrough(t *testing.T) {
 	if unknown, err := e.UnknownKeys(engine.Eq("color", "red")); err != nil || !reflect.DeepEqual(unknown, []string{"color"}) {
 		t.Fatalf("unknown keys: %v %v", unknown, err)
 	}
+	// Apply: one more, one fewer, in one commit there (what a folder's sync sends).
+	if res, err := e.Apply(ctx, []engine.Document{shareDoc(2000)}, []string{"d00002"}); err != nil || res.Added != 1 {
+		t.Fatalf("apply through the writer: %+v, %v", res, err)
+	}
+	var listed []string
+	if err := e.Documents(ctx, func(d engine.Document) error { listed = append(listed, d.ID); return nil }); err != nil || len(listed) != 74 || listed[0] != "d00004" || listed[73] != "d02000" {
+		t.Fatalf("documents through the writer: %d, first %v, %v", len(listed), listed[:min(2, len(listed))], err)
+	}
 	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); !errors.Is(err, engine.ErrLocked) {
 		t.Fatalf("reindex through the writer: %v", err)
 	}

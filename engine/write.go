@@ -105,7 +105,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 		return res, ErrReadOnly
 	}
 	if e.via != nil {
-		return e.via.add(ctx, docs)
+		return e.via.apply(ctx, docs, deletes)
 	}
 	docs = lastWins(docs)
 	for i := range docs {

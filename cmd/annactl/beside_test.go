@@ -74,6 +74,26 @@ func TestBesideServe(t *testing.T) {
 	if n := served(); n != 3 {
 		t.Fatalf("the server holds %d documents after index --sync, want 3:\n%s", n, r)
 	}
+	// A folder through the server; synced again, a file changed and one
+	// removed reach it.
+	notes := filepath.Join(tmp, "notes")
+	os.MkdirAll(notes, 0o755)
+	os.WriteFile(filepath.Join(notes, "tides.md"), []byte("# Tides\n\nTides follow the moon.\n"), 0o644)
+	os.WriteFile(filepath.Join(notes, "rye.md"), []byte("# Rye\n\nRye bread with a sour starter.\n"), 0o644)
+	r = mustRun(t, "index", "--index", dir, notes)
+	if n := served(); n != 5 {
+		t.Fatalf("the server holds %d documents after indexing a folder of 2, want 5:\n%s", n, r)
+	}
+	os.Remove(filepath.Join(notes, "rye.md"))
+	os.WriteFile(filepath.Join(notes, "tides.md"), []byte("# Tides\n\nTides follow the moon and the sun.\n"), 0o644)
+	r = mustRun(t, "index", "--index", dir, "--sync", notes)
+	if n := served(); n != 4 {
+		t.Fatalf("the server holds %d documents after a file of the folder went, want 4:\n%s", n, r)
+	}
+	r = mustRun(t, "search", "--index", dir, "--mode", "lexical", "--json", "moon sun")
+	if !strings.Contains(r.stdout, "tides.md") || !strings.Contains(r.stdout, "the sun") {
+		t.Errorf("the changed file is not served:\n%s", r)
+	}
 	// Another model than the server's: refused, saying what to do.
 	int8Dir := filepath.Join(home.ModelsDir(), "all-MiniLM-L6-v2-int8")
 	if _, err := os.Stat(int8Dir); err == nil {
