@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 75m
 # The shared datasets beside the checkout (../shared), as CI lays them out.
 SHARED ?= $(abspath ../shared)
 
-.PHONY: setup build demo test pydeps bench env clean closed-loop
+.PHONY: setup build demo test pydeps goldens bench env clean closed-loop
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,11 @@ demo: build
 # comparison tests, in a venv under $(ANNA_HOME); never a runtime dependency.
 pydeps:
 	@bash scripts/pydeps.sh
+
+# Remake the reference tests' golden files (testdata/*.golden) by running
+# their Python tools; the tests read the files and say when one is stale.
+goldens: pydeps
+	@GO=$(GO) bash scripts/goldens.sh
 
 # test: vet, every Go test (the crash tests of index, reindex and
 # mine-negatives included), the concurrency tests again under the race

@@ -1,5 +1,12 @@
-// Column sums (bias gradients, LayerNorm parameter gradients) and whole-
-// buffer reductions, all in a fixed order.
+// A linear layer's kernels beside cuBLAS's products (internal/ops/linear.go;
+// launched by linear.go): the bias add and the column sums of its
+// gradient (and of LayerNorm's parameter gradients), in a fixed order.
+
+// bias_add: out[r,c] += b[c] (linear layers: out = x·Wᵀ + b).
+extern "C" __global__ void bias_add(float *out, const float *b, int rows, int cols) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < (i64)rows * cols) out[i] += b[i % cols];
+}
 
 // colsum_partial: like layernorm_backward_params_partial's db, for any
 // rows×cols matrix x: partial[chunk·cols + c] = Σ_{rows in chunk} x[r,c].
@@ -25,18 +32,4 @@ extern "C" __global__ void colsum_finish(float *dst, const float *partial, int c
 	float a = 0.f;
 	for (int k = 0; k < chunks; k++) a += partial[(i64)k * cols + c];
 	dst[c] += a;
-}
-
-// sumsq_partial: partial[blockIdx.x] = Σ x² over this block's grid-stride
-// share of x[0:n) (the gradient-norm clip; the host adds the partials in
-// float64).
-extern "C" __global__ void sumsq_partial(float *partial, const float *x, i64 n) {
-	__shared__ float sh[32];
-	float a = 0.f;
-	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-		const float v = x[i];
-		a += v * v;
-	}
-	a = block_sum(a, sh);
-	if (threadIdx.x == 0) partial[blockIdx.x] = a;
 }

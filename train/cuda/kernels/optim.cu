@@ -1,3 +1,6 @@
+// The optimizer (train/optim.go; launched by optim.go): AdamW's update and
+// the sums of squares of the global gradient norm that clipping scales by.
+
 // AdamW (torch.optim.AdamW; train/optim.go AdamW.Update) on float32 master
 // weights. The host computes the per-step scalars exactly as the CPU does:
 // decay = 1 − lr·wd (1 for NoDecay params), stepSize = lr/(1 − β1^t),
@@ -16,4 +19,18 @@ extern "C" __global__ void adamw_update(float *w, const float *g, float *m, floa
 	const float wi = w[i] * decay - stepSize * mi / denom;
 	w[i] = wi;
 	if (wbf) wbf[i] = f32_to_bf16(wi);
+}
+
+// sumsq_partial: partial[blockIdx.x] = Σ x² over this block's grid-stride
+// share of x[0:n) (the gradient-norm clip; the host adds the partials in
+// float64).
+extern "C" __global__ void sumsq_partial(float *partial, const float *x, i64 n) {
+	__shared__ float sh[32];
+	float a = 0.f;
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		const float v = x[i];
+		a += v * v;
+	}
+	a = block_sum(a, sh);
+	if (threadIdx.x == 0) partial[blockIdx.x] = a;
 }
