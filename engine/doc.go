@@ -42,7 +42,10 @@
 //     fingerprint (with its dimension, directory and manifest name) with
 //     its first documents (a directory that holds none is bound to none).
 //     Opening it with another model is refused (ModelMismatchError, naming
-//     both models); Reindex is the way to change models.
+//     both models); Reindex is the way to change models. Options.Model may
+//     name a model another server runs, "URL#NAME" (encoder.OpenRemote):
+//     recorded by its name and dimension, with the URL where it was, which
+//     a later Open without Options.Model calls again.
 //   - Opened with neither Options.Model nor Options.Encoder, a bound
 //     directory loads its model only when something first embeds (a
 //     dense, hybrid or rerank search, Add of new text, Repair): lexical
@@ -65,7 +68,9 @@
 //     writer answers the read-only opens of other processes, so readers
 //     work beside it (Read-only and sharing). A writable Open fails at
 //     once with ErrLocked when another process has the directory open for
-//     writing, and waits up to 10 s for read-only opens that hold the lock
+//     writing, unless Options.WriteThrough: then it writes through that
+//     process (Add, Delete, DeleteExcept; annactl index and delete beside
+//     annactl serve), with that process's model; it waits up to 10 s for read-only opens that hold the lock
 //     (reading the directory themselves) to close before failing with
 //     ErrLocked. A directory already open in this process is not opened
 //     again for writing (ErrLocked, "already open ... in this process");
@@ -131,9 +136,20 @@
 // is checked against the writer's model. A writer still opening the
 // directory is waited for (Logf says so). When the writer closes or dies,
 // the next call opens the directory itself (or reads through the next
-// writer) and goes on. Options.NoShare turns all this off for an engine:
-// then a reader beside a writer fails with ErrLocked. Check and Repair
-// read the files themselves: beside a writer they fail with ErrLocked.
+// writer) and goes on. UnknownKeys and MetadataKeys are the writer's too.
+//
+// A writable Open with Options.WriteThrough of a directory another process
+// has open for writing (and shares) writes through it the same way: Add,
+// Delete and DeleteExcept (IDs listed there) are its calls, each committed
+// there before it returns, and the writer embeds with its own model (an
+// Options.Model or Encoder of another fingerprint is refused, even before
+// the directory is bound). Reindex and SetFusion are refused (ErrLocked).
+// When the writer goes away the call is made again on the next target (a
+// batch added twice is stored once).
+//
+// Options.NoShare turns all this off for an engine: then a reader beside
+// a writer fails with ErrLocked. Check and Repair read the files
+// themselves: beside a writer they fail with ErrLocked.
 //
 // Read-only opens that read the directory themselves (including one that
 // read through a writer which has closed since) hold bbolt's shared lock

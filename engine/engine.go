@@ -81,6 +81,17 @@ type Options struct {
 	// open; opened read-only, it never reads through another process and
 	// fails with ErrLocked while one has the directory open for writing.
 	NoShare bool
+	// WriteThrough, opening for writing a directory another process has
+	// open for writing and shares (annactl serve, annactl index: any
+	// writer without NoShare), writes through that process instead of
+	// failing with ErrLocked: Add, Delete, DeleteExcept, IDs, Get, Search
+	// and Stats are its, the model and chunking its own (an Options.Model
+	// or Encoder of another fingerprint is refused with a
+	// ModelMismatchError, bound directory or not); Reindex and SetFusion
+	// are refused. Once that process has closed the directory, the engine
+	// opens it itself (see the package doc, Read-only and sharing).
+	// Without a writer, it changes nothing.
+	WriteThrough bool
 	// HNSW shapes the dense graph; zero fields take the defaults.
 	HNSW HNSW
 	// Chunking says how documents longer than the model's window are
@@ -396,18 +407,21 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		if e.model.Dir == "" {
 			e.model.Dir = recorded.Dir
 		}
-		var ort *encoder.ORTEncoder
+		var closer func() error
 		var err error
 		if e.model.Dir == "" {
+			var ort *encoder.ORTEncoder
 			ort, err = encoder.Default(ctx)
+			if err == nil {
+				enc, closer = ort, ort.Close
+			}
 		} else {
-			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
+			enc, closer, err = openEncoder(ctx, e.model.Dir)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: loading the model: %w", err)
 		}
-		e.closers = append(e.closers, ort.Close)
-		enc = ort
+		e.closers = append(e.closers, closer)
 	}
 	if opts.EmbeddingCache != "" {
 		c, err := encoder.NewCache(enc, opts.EmbeddingCache)

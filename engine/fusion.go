@@ -75,6 +75,9 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 	if e.readOnly {
 		return ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.writerOnly("record a fusion")
+	}
 	if c.Fusion != "" {
 		f, err := ParseFusion(string(c.Fusion))
 		if err != nil {

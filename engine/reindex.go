@@ -61,17 +61,20 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	if e.readOnly {
 		return ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.writerOnly("reindex it")
+	}
 	enc := opts.Encoder
 	if enc == nil {
-		ort, err := encoder.Load(ctx, opts.Model, encoder.Options{})
+		loaded, closer, err := openEncoder(ctx, opts.Model)
 		if err != nil {
 			return fmt.Errorf("engine: reindex: %w", err)
 		}
-		enc = ort
+		enc = loaded
 		// Kept open until Close: a search may still hold the old snapshot,
 		// and the new model becomes the engine's.
 		e.mu.Lock()
-		e.closers = append(e.closers, ort.Close)
+		e.closers = append(e.closers, closer)
 		e.mu.Unlock()
 	}
 	e.writeMu.Lock()

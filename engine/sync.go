@@ -65,6 +65,15 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 		return nil, ErrReadOnly
 	}
 	var gone []string
+	if e.via != nil {
+		ids, err := e.via.ids(ctx)
+		for _, id := range ids {
+			if !keep(id) {
+				gone = append(gone, id)
+			}
+		}
+		return gone, err
+	}
 	err := e.store.ForEachID(ctx, func(id string) error {
 		if !keep(id) {
 			gone = append(gone, id)
@@ -79,7 +88,8 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 
 // IDs lists the IDs of every stored document, in byte order. An engine that
 // reads through another process's writer (Stats.WriterPID) cannot list them
-// and says so.
+// and says so; one that writes through it (Options.WriteThrough) lists
+// them there.
 func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
@@ -87,6 +97,9 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil && !e.readOnly {
+		return e.via.ids(ctx)
+	}
 	if e.via != nil {
 		return nil, fmt.Errorf("engine: listing IDs: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
 	}
@@ -105,7 +118,9 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 // folder's sync compares the files with. It reads in chunks of short read
 // transactions and calls fn outside them, so a document written during the
 // scan may or may not be seen. An error of fn stops it and is returned.
-// Like IDs, it needs the store itself (not a writer in another process).
+// Like IDs, a read-only engine needs the store itself (not a writer in
+// another process); one that writes through a writer (Options.WriteThrough)
+// lists them there, its IDs and then their documents a chunk at a time.
 func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
@@ -113,6 +128,9 @@ func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err er
 		return err
 	}
 	defer e.leave()
+	if e.via != nil && !e.readOnly {
+		return e.via.documents(ctx, fn)
+	}
 	if e.via != nil {
 		return fmt.Errorf("engine: listing documents: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
 	}

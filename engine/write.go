@@ -110,6 +110,9 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	if e.readOnly {
 		return res, ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.apply(ctx, docs, deletes)
+	}
 	docs = lastWins(docs)
 	for i := range docs {
 		docs[i] = canonicalMeta(docs[i])
@@ -312,6 +315,9 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	defer e.leave()
 	if e.readOnly {
 		return 0, ErrReadOnly
+	}
+	if e.via != nil {
+		return e.via.delete(ctx, ids)
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()

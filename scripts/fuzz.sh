@@ -32,6 +32,8 @@ targets=(
 	"./format/files FuzzMail"
 	"./format/files FuzzText"
 	"./format/files FuzzCode"
+	"./server FuzzDialects"
+	"./server FuzzMCP"
 )
 
 failed=()

@@ -376,3 +376,58 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		Chunking: st.Chunking.String(), Fusion: string(st.Fusion), Reranker: s.opts.Reranker != nil, ReadOnly: st.ReadOnly || s.opts.ReadOnly,
 		Backend: st.Backend, Modes: slices.Clip(modes), Warnings: st.Warnings})
 }
+
+// MetadataResponse is the answer of GET /v1/metadata: the metadata keys of
+// the documents, for filters (the search page offers them).
+type MetadataResponse struct {
+	Keys []MetadataKey `json:"keys"`
+}
+
+// MetadataKey is one key: its distinct values, the most common string
+// values, the range of its numbers.
+type MetadataKey struct {
+	Key     string          `json:"key"`
+	Values  int             `json:"values"`
+	Numeric bool            `json:"numeric,omitempty"`
+	Min     *float64        `json:"min,omitempty"`
+	Max     *float64        `json:"max,omitempty"`
+	Top     []MetadataValue `json:"top,omitempty"`
+}
+
+// MetadataValue is a value and how many documents hold it.
+type MetadataValue struct {
+	Value     string `json:"value"`
+	Documents int    `json:"documents"`
+}
+
+// maxMetadataTop bounds GET /v1/metadata's top.
+const maxMetadataTop = 100
+
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	top := 10
+	if v := r.URL.Query().Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxMetadataTop {
+			s.fail(w, r, badRequest("top %q: want 0 to %d", v, maxMetadataTop))
+			return
+		}
+		top = n
+	}
+	keys, err := s.eng.MetadataKeys(r.Context(), top)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := MetadataResponse{Keys: make([]MetadataKey, 0, len(keys))}
+	for _, k := range keys {
+		mk := MetadataKey{Key: k.Key, Values: k.Values, Numeric: k.Numeric}
+		if k.Numeric {
+			mk.Min, mk.Max = &k.Min, &k.Max
+		}
+		for _, v := range k.Top {
+			mk.Top = append(mk.Top, MetadataValue{Value: v.Value, Documents: v.Documents})
+		}
+		out.Keys = append(out.Keys, mk)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/rerank"
 )
@@ -52,8 +54,8 @@ func (l Limits) withDefaults() Limits {
 // Options configure a Server. The zero value serves reads and writes with
 // no key, the default limits and a 30 s timeout.
 type Options struct {
-	// APIKey, when set, is required of every request but /healthz, / and
-	// /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
+	// APIKey, when set, is required of every request but GET /healthz, GET / and
+	// GET /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
 	APIKey string
 	// ReadOnly refuses POST and DELETE /v1/documents (403, read_only).
 	ReadOnly bool
@@ -78,8 +80,20 @@ type Options struct {
 	// reranker has PairTokens, as rerank.ORTReranker does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
+	// MCPWrites offers the add and delete tools on /mcp (not with
+	// ReadOnly).
+	MCPWrites bool
+	// Version is the server's version in the MCP handshake.
+	Version string
+	// StrictModel refuses a request that names a model other than the one
+	// served (404 model_not_found), in every dialect. Unset, the server
+	// answers any model name with the one model it has (the clients'
+	// examples name OpenAI's, Cohere's or Ollama's models), logging each
+	// new name once through Logf.
+	StrictModel bool
 	// Logf, when set, receives what the server does on its own (a
-	// handler's panic, a batch's failure).
+	// handler's panic, a batch's failure, a model name answered by
+	// another).
 	Logf func(format string, args ...any)
 }
 
@@ -97,6 +111,15 @@ type Server struct {
 	tokens   *tokenCounter
 
 	rerankB *batcher[rerankJob]
+
+	namesMu     sync.Mutex
+	namesLogged map[string]bool // model names asked for and logged (noteModel)
+
+	mcp *mcp.StreamableHTTPHandler // /mcp
+	// streams ends the long-lived GET /mcp streams when the http.Server
+	// shuts down (Serve), so that they do not hold it for the grace period.
+	streams     context.Context
+	stopStreams context.CancelFunc
 
 	closeOnce sync.Once
 	base      context.Context
@@ -131,6 +154,14 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(eng)
 	s.rerankB = newBatcher(s.base, opts.BatchWait, opts.BatchTexts, opts.BatchTokens, s.runRerank, s.metrics.batchObserver("rerank"))
+	s.streams, s.stopStreams = context.WithCancel(s.base)
+	m := NewMCP(eng, MCPOptions{AllowWrites: opts.MCPWrites && !opts.ReadOnly, Reranker: opts.Reranker != nil, RerankFusion: opts.RerankFusion,
+		Limits: opts.Limits, Timeout: opts.Timeout, Version: opts.Version})
+	// Sessions idle for 30 minutes are closed; the tool calls keep the
+	// server's timeout (the handler's requests do not: a session's GET
+	// stream lasts as long as the session).
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m },
+		&mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: s.lim.MaxBodyBytes})
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
@@ -143,6 +174,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.stopStreams()
 		s.rerankB.waitDone()
 		s.embedMu.Lock()
 		defer s.embedMu.Unlock()
@@ -161,9 +193,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 type route struct {
 	pattern string // a net/http pattern without method
 	name    string // the metrics label
-	public  bool   // served without the API key
+	public  bool   // its GET served without the API key
 	write   bool   // refused by ReadOnly (its non-GET methods)
-	methods map[string]http.HandlerFunc
+	// stream: its GET is a stream that lasts (the MCP session's), run
+	// without Options.Timeout.
+	stream bool
+	// plainErrors answers errors as {"error": MESSAGE, "error_type": CODE},
+	// the shape of Ollama and text-embeddings-inference, whose clients
+	// read a string there.
+	plainErrors bool
+	methods     map[string]http.HandlerFunc
 }
 
 // routes is the API; TestOpenAPIMatchesRoutes checks openapi.json
@@ -174,13 +213,27 @@ func (s *Server) routes() []route {
 		{pattern: "/v1/documents", name: "documents", write: true, methods: map[string]http.HandlerFunc{"POST": s.addDocuments}},
 		{pattern: "/v1/documents/{id}", name: "document", write: true, methods: map[string]http.HandlerFunc{"GET": s.getDocument, "DELETE": s.deleteDocument}},
 		{pattern: "/v1/stats", name: "stats", methods: map[string]http.HandlerFunc{"GET": s.stats}},
+		{pattern: "/v1/metadata", name: "metadata", methods: map[string]http.HandlerFunc{"GET": s.metadata}},
 		{pattern: "/v1/embeddings", name: "embeddings", methods: map[string]http.HandlerFunc{"POST": s.embeddings}},
 		{pattern: "/v1/models", name: "models", methods: map[string]http.HandlerFunc{"GET": s.models}},
+		{pattern: "/v1/models/{id}", name: "model", methods: map[string]http.HandlerFunc{"GET": s.model}},
 		{pattern: "/v1/rerank", name: "rerank", methods: map[string]http.HandlerFunc{"POST": s.rerank}},
+		{pattern: "/v1/embed", name: "cohere_embed", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV1}},
+		{pattern: "/v2/embed", name: "cohere_embed_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV2}},
+		{pattern: "/v2/rerank", name: "cohere_rerank_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereRerankV2}},
+		{pattern: "/embed", name: "tei_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiEmbed}},
+		{pattern: "/rerank", name: "tei_rerank", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiRerank}},
+		{pattern: "/info", name: "tei_info", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.teiInfo}},
+		{pattern: "/api/embed", name: "ollama_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbed}},
+		{pattern: "/api/embeddings", name: "ollama_embeddings", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbeddings}},
+		{pattern: "/api/tags", name: "ollama_tags", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.ollamaTags}},
+		{pattern: "/mcp", name: "mcp", stream: true, methods: map[string]http.HandlerFunc{"GET": s.serveMCP, "POST": s.serveMCP, "DELETE": s.serveMCP}},
 		{pattern: "/healthz", name: "healthz", public: true, methods: map[string]http.HandlerFunc{"GET": s.healthz}},
 		{pattern: "/metrics", name: "metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.serve}},
 		{pattern: "/openapi.json", name: "openapi", public: true, methods: map[string]http.HandlerFunc{"GET": serveOpenAPI}},
-		{pattern: "/{$}", name: "page", public: true, methods: map[string]http.HandlerFunc{"GET": servePage}},
+		// POST / is text-embeddings-inference's: what huggingface_hub's
+		// InferenceClient(model=URL).feature_extraction posts to.
+		{pattern: "/{$}", name: "page", public: true, plainErrors: true, methods: map[string]http.HandlerFunc{"GET": servePage, "POST": s.teiRoot}},
 	}
 }
 
@@ -189,7 +242,7 @@ func (s *Server) routes() []route {
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, plain: rt.plainErrors}
 		defer func() {
 			if p := recover(); p != nil {
 				s.opts.Logf("serve: %s %s panicked: %v", r.Method, r.URL.Path, p)
@@ -218,7 +271,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 			return
 		}
-		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
+		public := rt.public && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
 			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
@@ -229,7 +283,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
 		ctx := r.Context()
-		if s.opts.Timeout > 0 {
+		if s.opts.Timeout > 0 && !(rt.stream && r.Method == http.MethodGet) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 			defer cancel()
@@ -237,6 +291,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		h(sw, r.WithContext(ctx))
 	})
 }
+
+// serveMCP answers /mcp with the MCP SDK's streamable HTTP handler; a
+// session's GET stream ends when the server shuts down.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(s.streams, cancel)
+		defer stop()
+		r = r.WithContext(ctx)
+	}
+	s.mcp.ServeHTTP(w, r)
+}
+
+// shutdown ends the streams that would hold an http.Server's Shutdown
+// (GET /mcp): Serve calls it when shutting down.
+func (s *Server) shutdown() { s.stopStreams() }
 
 // authorized reports whether r carries the API key; the hashes are
 // compared in constant time (their length is fixed, so the key's length
@@ -268,6 +339,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	plain bool // the route's errors are {"error": MESSAGE} (route.plainErrors)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -317,7 +389,17 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// plainError is the error body of Ollama and text-embeddings-inference.
+type plainError struct {
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+}
+
 func writeError(w http.ResponseWriter, e *apiError) {
+	if sw, ok := w.(*statusWriter); ok && sw.plain {
+		writeJSON(w, e.status, plainError{Error: e.message, ErrorType: e.code})
+		return
+	}
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
 	switch {
@@ -374,9 +456,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads r's JSON body into v: unknown fields, a wrong type or
 // trailing data are errors naming the field.
-func decode(r *http.Request, v any) error {
+func decode(r *http.Request, v any) error { return decodeBody(r, v, true) }
+
+// decodeLenient is decode with unknown fields ignored: for the dialects of
+// other APIs, whose clients add fields from one version to the next that
+// change nothing anna does.
+func decodeLenient(r *http.Request, v any) error { return decodeBody(r, v, false) }
+
+func decodeBody(r *http.Request, v any, strict bool) error {
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
@@ -79,7 +80,18 @@ list ranks it by its best window; --chunk-tokens and --chunk-stride shape the
 windows, --no-chunking embeds it once, truncated. The choice is recorded with
 the first documents; reindex changes it. A document of more than --max-passages
 passages (512) is embedded by its first ones and named on stderr; BM25 indexes
-all of its text.`,
+all of its text.
+
+--model URL#NAME embeds with a model another server runs, through its
+OpenAI-compatible /v1/embeddings (text-embeddings-inference, Ollama, llama.cpp's
+server, another annactl serve): batched, retried, its API key from
+$ANNA_MODEL_API_KEY. The index records it by name and dimension, so it reopens
+with it (wherever the server moves: give --model again) and refuses another.
+
+Beside a process that has DIR open for writing (annactl serve, another
+annactl index), the documents go through it: it embeds them with its model and
+commits each batch, which its searches see at once. --model or --precision
+naming another model than that process's is refused; --sync works through it.`,
 		Example: `  annactl index --index my-index corpus.jsonl
   annactl index --index notes-index ~/notes --sync
   annactl index --index papers-index --watch ~/papers --exclude 'drafts/**'
@@ -116,7 +128,9 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, Language: language}
+			// Beside a process that has DIR open for writing (annactl
+			// serve), the documents go through it, embedded with its model.
+			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, Language: language, WriteThrough: true}
 			passages := &passageProgress{print: a.logf} // counted on the progress line
 			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
 			ch, err := chunks.chunking(cmd)
@@ -157,7 +171,7 @@ all of its text.`,
 	f := cmd.Flags()
 	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
 	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
-	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
+	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
 	f.StringVar(&precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
 	f.StringVar(&language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
@@ -286,8 +300,15 @@ func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader,
 // (catalog.WithPrecision: int8 by default for the catalogue encoders
 // measured to keep their quality, installing NAME-int8 when missing).
 // A model the engine refuses (another than the one the index is bound
-// to) is the engine's error, which names reindex.
+// to) is the engine's error, which names reindex. Beside a process that
+// has dir open for writing, and neither a model nor a precision asked
+// for, it is "": that process's model.
 func indexModel(ctx context.Context, dir, modelDir, precision string) (string, error) {
+	if modelDir == "" && precision == catalog.PrecisionAuto {
+		if pid, _, err := engine.Writer(ctx, dir); err == nil && pid != 0 {
+			return "", nil // written through that process, with its model
+		}
+	}
 	if modelDir == "" {
 		rec, err := engine.RecordedModel(dir)
 		if err != nil {
@@ -303,6 +324,12 @@ func indexModel(ctx context.Context, dir, modelDir, precision string) (string, e
 		default:
 			modelDir = home.DefaultModel()
 		}
+	}
+	if encoder.IsRemote(modelDir) {
+		if precision != catalog.PrecisionAuto {
+			return "", usageErrorf("--precision %s: the model, %s, runs on another server, which decides its precision", precision, modelDir)
+		}
+		return modelDir, nil
 	}
 	if _, err := model.LoadManifest(modelDir); err != nil {
 		if precision != catalog.PrecisionAuto {

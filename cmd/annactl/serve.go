@@ -14,7 +14,6 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/server"
 )
 
@@ -24,7 +23,7 @@ const serveKeyEnv = "ANNA_API_KEY"
 func (a *app) serveCommand() *cobra.Command {
 	var (
 		dir, listen, unixPath, keyFile, reranker string
-		readOnly                                 bool
+		readOnly, strictModel, mcpWrites         bool
 		timeout, grace, batchWait                time.Duration
 		maxBody                                  int64
 		maxBatch, maxK                           int
@@ -33,13 +32,20 @@ func (a *app) serveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
-		Short: "answer HTTP for an anna directory: search, documents, OpenAI embeddings, rerank, a search page",
+		Short: "answer HTTP for an anna directory: search, documents, a search page, MCP, the OpenAI/Cohere/TEI/Ollama APIs",
 		Long: `Serves the anna directory over HTTP (package server): POST /v1/search,
 POST /v1/documents, GET and DELETE /v1/documents/{id}, GET /v1/stats,
-OpenAI's POST /v1/embeddings (official clients work by changing the base URL),
-Cohere's POST /v1/rerank, /healthz, /metrics (Prometheus), /openapi.json, and
-a search page at /. Concurrent embedding requests are batched into one model
-call.
+GET /v1/metadata, /healthz, /metrics (Prometheus), /openapi.json and a search
+page at /; the Model Context Protocol at /mcp (streamable HTTP, the tools of
+annactl mcp; --mcp-allow-writes adds add and delete); and the embedding and
+rerank APIs of other servers, so that their official clients work by changing
+the base URL: OpenAI's (/v1/embeddings, /v1/models), Cohere's v1 and v2
+(/v1/embed, /v2/embed, /v1/rerank, /v2/rerank), Jina's rerank (/v1/rerank),
+text-embeddings-inference's (/embed, /rerank, /info) and Ollama's (/api/embed,
+/api/embeddings). A request naming another model than the one served is
+answered by it and the name logged (the clients' examples name their vendors'
+models); --strict-model refuses it instead. Concurrent embedding requests are
+batched into one model call. docs/http.md shows every route with curl.
 
 It opens DIR for writing (--read-only: it writes nothing and refuses
 document writes), so other processes' read-only opens (annactl search) read
@@ -57,7 +63,7 @@ annactl index --watch does): a file saved is searchable within seconds.
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 --grace), saves and closes the directory, and exits 0.`,
 		Example: `  annactl serve --index my-index
-  curl -s localhost:8080/v1/search -d '{"query": "nearest neighbour graphs", "k": 3}'
+  curl -s localhost:8080/v1/search --json '{"query": "nearest neighbour graphs", "k": 3}'
   ANNA_API_KEY=$(cat key) annactl serve --index my-index --listen 0.0.0.0:8080 --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -99,24 +105,16 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				return usageErrorf("--listen %s is not loopback: set an API key in $%s or --api-key-file FILE", listen, serveKeyEnv)
 			}
 			eopts := engine.Options{ReadOnly: readOnly, Logf: a.logf}
-			sopts := server.Options{APIKey: key, ReadOnly: readOnly, Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
+			sopts := server.Options{APIKey: key, ReadOnly: readOnly, StrictModel: strictModel, MCPWrites: mcpWrites, Version: version(), Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
 				Limits: server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK}}
-			if reranker == "" {
-				// Unnamed, a reranker is used only where it was measured to help.
-				if reranker, _, err = helpfulReranker(false); err != nil {
-					return err
-				}
+			rr, fusion, err := loadReranker(cmd.Context(), reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
+			if err != nil {
+				return err
 			}
-			if reranker != "" {
-				rr, err := rerank.Load(cmd.Context(), reranker, rerank.Options{})
-				if err != nil {
-					return err
-				}
+			if rr != nil {
 				defer rr.Close()
 				eopts.Reranker, sopts.Reranker = rr, rr
-				sopts.RerankerName = rr.Manifest().Name
-				_, sopts.RerankFusion = rr.Manifest().Helps()
-				a.logf("serve: reranking with %s", reranker)
+				sopts.RerankerName, sopts.RerankFusion = rr.Manifest().Name, fusion
 			}
 			eng, err := engine.Open(cmd.Context(), dir, eopts)
 			if err != nil {
@@ -182,6 +180,8 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.StringVar(&unixPath, "unix", "", "also serve on a Unix socket at `PATH` (mode 0600)")
 	f.StringVar(&keyFile, "api-key-file", "", "read the API key from `FILE` (default: $"+serveKeyEnv+")")
 	f.BoolVar(&readOnly, "read-only", false, "open DIR read-only and refuse document writes")
+	f.BoolVar(&mcpWrites, "mcp-allow-writes", false, "offer the add and delete tools at /mcp (not with --read-only)")
+	f.BoolVar(&strictModel, "strict-model", false, "refuse requests naming another model than the one served (default: answer them with it, logging each name once)")
 	modelVar(f, &reranker, "reranker", "", "cross-encoder `NAME|DIR` for /v1/rerank and mode rerank (default: the installed one measured to help, if any)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "longest a request may run")
 	f.DurationVar(&grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish")

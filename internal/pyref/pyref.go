@@ -28,10 +28,26 @@ func Python(tb testing.TB, imports ...string) string {
 	return python
 }
 
+// Clients returns the interpreter of the client packages' venv
+// (scripts/pydeps-clients.sh: openai, langchain-openai, cohere,
+// huggingface_hub, ollama, mcp) after checking that every module of imports
+// imports there; otherwise tb is skipped with the reason.
+func Clients(tb testing.TB, imports ...string) string {
+	tb.Helper()
+	python, err := find("venv-clients", imports)
+	if err != nil {
+		tb.Skipf("skipping the client test: %v", err)
+	}
+	return python
+}
+
 // Find returns the venv's interpreter after checking that every module of
 // imports imports there, or an error that says what is missing.
-func Find(imports ...string) (string, error) {
-	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+func Find(imports ...string) (string, error) { return find("venv", imports) }
+
+// find is Find in the venv named venv under $ANNA_HOME.
+func find(venv string, imports []string) (string, error) {
+	python := filepath.Join(home.Dir(), venv, "bin", "python")
 	if _, err := os.Stat(python); err != nil {
 		return "", fmt.Errorf("%s not found (run `make pydeps`)", python)
 	}
