@@ -489,7 +489,7 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 }
 
 // writable is docs less those in a language the model does not write (their
-// own language, else detected): queries in another language than the
+// own language, else the one detected where the detector is sure): queries in another language than the
 // document's would teach the student nothing true. When those are most of
 // docs, it refuses the corpus, naming the languages.
 func (g *Generator) writable(docs []beir.Doc) ([]beir.Doc, error) {
@@ -500,12 +500,16 @@ func (g *Generator) writable(docs []beir.Doc) ([]beir.Doc, error) {
 	other := map[string]int{}
 	for _, d := range docs {
 		code := d.Language
+		sure := true
 		if c, err := lang.Parse(code); err == nil && c != "" && c != lang.Auto {
 			code = c
 		} else {
-			code = lang.Detect(docText(d))
+			guess := lang.GuessText(docText(d))
+			code, sure = guess.Code, guess.Sure
 		}
-		if g.writes(code) {
+		// A guess the detector is not sure of (short or technical Latin
+		// text is often read as Italian) leaves the document in.
+		if !sure || g.writes(code) {
 			keep = append(keep, d)
 		} else {
 			other[code]++

@@ -109,6 +109,7 @@ type Closer interface {
 // Open loads the model spec names: a model directory (Load, with opts),
 // or a model another server runs, "URL#NAME" (OpenRemote, with $ANNA_MODEL_API_KEY).
 func Open(ctx context.Context, spec string, opts Options) (Closer, error) {
+	ctx = safe.Ctx(ctx)
 	if IsRemote(spec) {
 		return OpenRemote(ctx, spec, RemoteOptions{})
 	}
