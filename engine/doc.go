@@ -91,7 +91,9 @@
 // # Contexts and panics
 //
 // A nil context.Context given to a function of this package is
-// context.Background(). Open, Check, Repair and the methods that take a
+// context.Background(). A nil *Engine is a closed one: its methods
+// return ErrClosed (Close returns nil, as a second Close does), and a
+// closed engine answers ErrClosed before it looks at the arguments. Open, Check, Repair and the methods that take a
 // context never panic: a panic in a plug-in (Options.Encoder,
 // Options.Reranker) or in the engine's own code, on the caller's goroutine
 // or on one the engine started, is returned as an error naming the panic

@@ -435,6 +435,9 @@ func (e *Engine) vecKey() string {
 
 // Chunking is how the engine embeds long documents.
 func (e *Engine) Chunking() Chunking {
+	if e == nil {
+		return Chunking{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.chunking
@@ -510,10 +513,21 @@ func (e *Engine) warn(format string, args ...any) {
 // Warnings lists what Open found wrong and dealt with: a damaged meta page
 // of the store, an index rebuilt because it was built from another store or
 // was ahead of this one (the store lost changes). Nil when all was well.
-func (e *Engine) Warnings() []string { return append([]string(nil), e.warnings...) }
+func (e *Engine) Warnings() []string {
+	if e == nil {
+		return nil
+	}
+	return append([]string(nil), e.warnings...)
+}
 
-// enter admits a call unless the engine is closed; leave ends it.
+// enter admits a call unless the engine is closed (or nil: a nil *Engine
+// is a closed one); leave ends it. Every exported method that can fail
+// calls it before it looks at its arguments, so a closed engine answers
+// ErrClosed whatever it is asked.
 func (e *Engine) enter() error {
+	if e == nil {
+		return ErrClosed
+	}
 	e.life.RLock()
 	if e.closed {
 		e.life.RUnlock()
@@ -559,8 +573,12 @@ func (e *Engine) flushLocked() error {
 
 // Close saves the dense graph (unless read-only) and closes everything. It
 // waits for running calls; later calls fail with ErrClosed. Closing twice
-// is harmless.
+// is harmless, and so is closing a nil *Engine (which every other method
+// treats as a closed one).
 func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.life.Lock()
 	defer e.life.Unlock()
 	if e.closed {
@@ -588,10 +606,18 @@ func (e *Engine) release() error {
 }
 
 // Dir is the engine's directory.
-func (e *Engine) Dir() string { return e.dir }
+func (e *Engine) Dir() string {
+	if e == nil {
+		return ""
+	}
+	return e.dir
+}
 
 // Model is the model the engine embeds with.
 func (e *Engine) Model() Model {
+	if e == nil {
+		return Model{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.model

@@ -211,16 +211,16 @@ func (o *SearchOptions) validate() error {
 func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (_ []Result, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if strings.TrimSpace(query) == "" {
 		return nil, ErrEmptyQuery
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
 		return e.via.search(ctx, e, query, opts)
 	}

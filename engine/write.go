@@ -68,13 +68,13 @@ func EmbedText(d Document) string {
 func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := validate(docs); err != nil {
-		return res, err
-	}
 	if err := e.enter(); err != nil {
 		return res, err
 	}
 	defer e.leave()
+	if err := validate(docs); err != nil {
+		return res, err
+	}
 	if e.readOnly {
 		return res, ErrReadOnly
 	}
@@ -181,13 +181,13 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := checkIDs("delete", ids); err != nil {
-		return 0, err
-	}
 	if err := e.enter(); err != nil {
 		return 0, err
 	}
 	defer e.leave()
+	if err := checkIDs("delete", ids); err != nil {
+		return 0, err
+	}
 	if e.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -224,16 +224,16 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if err := checkIDs("get", ids); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil {
 		return e.via.get(ctx, ids)
 	}
