@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
@@ -274,18 +276,25 @@ func IsEmpty(d Document) bool {
 }
 
 // validate rejects documents that cannot be stored, naming the offender.
+// MaxIDBytes is the longest document ID Add takes. IDs are keys of the
+// store (bbolt refuses keys over 32 KiB) and of both indexes; the longest
+// path a file system names is 4,096 bytes.
+const MaxIDBytes = 4096
+
 func validate(docs []Document) error {
 	for i, d := range docs {
 		switch {
 		case strings.TrimSpace(d.ID) == "":
 			return fmt.Errorf("engine: document %d in batch: %w", i, ErrEmptyID)
+		case len(d.ID) > MaxIDBytes:
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{fmt.Errorf("ID %s is longer than %d bytes", clip.Quote(d.ID), MaxIDBytes)})
 		case !utf8.ValidString(d.ID):
-			return fmt.Errorf("engine: document %d in batch: ID is not valid UTF-8", i)
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{errors.New("ID is not valid UTF-8")})
 		case IsEmpty(d):
-			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), ErrEmptyDocument)
 		}
 		if err := checkMeta(d); err != nil {
-			return fmt.Errorf("engine: document %q: %w", d.ID, err)
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), invalidDoc{err})
 		}
 	}
 	return nil

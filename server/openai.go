@@ -15,6 +15,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/tokenizer"
@@ -199,7 +200,7 @@ func (s *Server) checkModel(name string) error {
 	if name == "" || name == m.Name || name == m.Label() || (len(name) >= 12 && strings.HasPrefix(m.Fingerprint, name)) {
 		return nil
 	}
-	return errorf(http.StatusNotFound, "model_not_found", "model %q: this server embeds with %s only", name, m.Label())
+	return errorf(http.StatusNotFound, "model_not_found", "model %s: this server embeds with %s only", clip.Quote(name), m.Label())
 }
 
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
@@ -218,10 +219,6 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, t := range texts {
-		if len(t) > s.lim.MaxBodyBytes32() {
-			s.fail(w, r, overLimit("input[%d]: too long", i))
-			return
-		}
 		if strings.TrimSpace(t) == "" {
 			s.fail(w, r, badRequest("input[%d]: empty text", i))
 			return
@@ -230,7 +227,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		s.fail(w, r, badRequest("encoding_format %q: want float or base64", req.EncodingFormat))
+		s.fail(w, r, badRequest("encoding_format %s: want float or base64", clip.Quote(req.EncodingFormat)))
 		return
 	}
 	b, err := s.embedderFor(r.Context())
@@ -247,9 +244,10 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("dimensions %d: %s gives %d-dimensional vectors and cannot shorten them", *req.Dimensions, s.eng.Model().Label(), dim))
 		return
 	}
-	tokens := 0
-	for _, t := range texts {
-		tokens += s.tokens.count(t)
+	tokens, err := s.countInputs(r.Context(), texts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	j := embedJob{ctx: r.Context(), texts: texts, tokens: tokens, ans: newAnswer[[][]float32]()}
 	vecs, err := roundTrip(r.Context(), b, j, j.ans)
@@ -360,7 +358,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Model != "" && req.Model != s.opts.RerankerName {
-		s.fail(w, r, errorf(http.StatusNotFound, "model_not_found", "model %q: this server reranks with %q only", req.Model, s.opts.RerankerName))
+		s.fail(w, r, errorf(http.StatusNotFound, "model_not_found", "model %s: this server reranks with %q only", clip.Quote(req.Model), s.opts.RerankerName))
 		return
 	}
 	if strings.TrimSpace(req.Query) == "" {
@@ -402,12 +400,14 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		topN = min(*req.TopN, len(docs))
 	}
 	j := rerankJob{ctx: r.Context(), pairs: make([]rerank.Pair, len(docs)), ans: newAnswer[[]float32]()}
-	pt, counts := s.opts.Reranker.(pairTokens)
+	pt, _ := s.opts.Reranker.(pairTokens)
 	for i, d := range docs {
 		j.pairs[i] = rerank.Pair{Query: req.Query, Doc: d}
-		if counts {
-			j.tokens += pt.PairTokens(j.pairs[i])
-		}
+	}
+	var err error
+	if j.tokens, err = s.countPairs(r.Context(), pt, j.pairs); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	scores, err := roundTrip(r.Context(), s.rerankB, j, j.ans)
 	if err != nil {

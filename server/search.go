@@ -10,11 +10,11 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // SearchRequest is the body of POST /v1/search.
@@ -106,7 +106,7 @@ func (s *Server) searchOptions(req *SearchRequest) (engine.SearchOptions, error)
 	}
 	if req.Rerank {
 		if req.Mode != "" && m != engine.ModeRerank {
-			return opts, badRequest("rerank: true with mode %q: give one of them", req.Mode)
+			return opts, badRequest("rerank: true with mode %s: give one of them", clip.Quote(req.Mode))
 		}
 		m = engine.ModeRerank
 	}
@@ -165,9 +165,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	if unknown, err := s.eng.UnknownKeys(opts.Filter); err == nil && len(unknown) > 0 {
 		q := make([]string, len(unknown))
 		for i, k := range unknown {
-			q[i] = strconv.Quote(k)
+			q[i] = clip.Quote(k)
 		}
-		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", strings.Join(q, ", "), opts.Filter))
+		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", clip.Bytes(strings.Join(q, ", "), 1024), clip.Bytes(opts.Filter.String(), 1024)))
 	}
 	for i, res := range res {
 		h := Hit{Rank: i + 1, ID: res.ID, Score: res.Score, Title: res.Title, Metadata: metadataOf(res.Meta, res.MetaValues)}
@@ -258,7 +258,7 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 			return overLimit("documents: more than %d in one request, the limit", s.lim.MaxBatch)
 		}
 		if engine.IsEmpty(engine.Document(d)) {
-			return badRequest("%s:%d: document %q: %v", name, line, d.ID, engine.ErrEmptyDocument)
+			return badRequest("%s:%d: document %s: %v", name, line, clip.Quote(d.ID), engine.ErrEmptyDocument)
 		}
 		docs = append(docs, engine.Document(d))
 		return nil
@@ -279,6 +279,9 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 
 func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request) {
 	docs, warnings, err := s.readDocuments(r)
+	if err == nil {
+		err = s.checkDocuments(r.Context(), docs)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -308,7 +311,7 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(docs) == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	d := docs[0]
@@ -323,7 +326,7 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})

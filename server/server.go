@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -25,6 +26,16 @@ type Limits struct {
 	MaxK           int   // k and top_n (default 1000)
 	MaxQueryBytes  int   // query length in bytes (default 16 KiB)
 	MaxSnippetSize int   // snippet_size (default 4096)
+	// MaxTextBytes bounds one text: an embeddings input, a rerank
+	// document, a document's title and text together (default 1 MiB).
+	MaxTextBytes int
+	// MaxRequestTokens bounds the model tokens one request may cost,
+	// counted before any model work: embeddings inputs as the model reads
+	// them (truncated to its window), rerank pairs as the reranker reads
+	// them, documents' texts up to what the engine embeds of each
+	// (default 300,000, OpenAI's limit of one embeddings request; some 30
+	// s of MiniLM on two cores).
+	MaxRequestTokens int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -45,6 +56,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSnippetSize <= 0 {
 		l.MaxSnippetSize = 4096
+	}
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = 1 << 20
+	}
+	if l.MaxRequestTokens <= 0 {
+		l.MaxRequestTokens = 300_000
 	}
 	return l
 }
@@ -205,7 +222,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !ok {
 			if len(rt.methods) == 0 {
-				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", clip.String(r.Method), clip.String(r.URL.Path)))
 				return
 			}
 			allowed := make([]string, 0, len(rt.methods))
@@ -215,7 +232,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 			sw.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", clip.String(r.Method), clip.String(r.URL.Path), strings.Join(allowed, ", ")))
 			return
 		}
 		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
@@ -317,9 +334,15 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// maxErrorMessage bounds an error answer's message: errors quote what was
+// wrong by its start (internal/clip), and this is the last guard, so that
+// no answer repeats a request's input at length (a 1 MB ID in a URL came
+// back in a 1 MB 404).
+const maxErrorMessage = 2048
+
 func writeError(w http.ResponseWriter, e *apiError) {
 	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, e.message
+	b.Error.Code, b.Error.Message = e.code, clip.Bytes(e.message, maxErrorMessage)
 	switch {
 	case e.status == http.StatusUnauthorized:
 		b.Error.Type = "authentication_error"
@@ -351,7 +374,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.As(err, &mbe):
 		ae = errorf(http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes (the server's limit)", mbe.Limit)
-	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument):
+	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument),
+		errors.Is(err, engine.ErrInvalidDocument):
 		ae = &apiError{http.StatusBadRequest, "invalid_request", err.Error()}
 	case errors.Is(err, engine.ErrReadOnly):
 		ae = &apiError{http.StatusForbidden, "read_only", err.Error()}
