@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,15 @@ type Options struct {
 	// Logf, when set, receives what the server does on its own (a
 	// handler's panic, a batch's failure).
 	Logf func(format string, args ...any)
+	// AllowedHosts are the names, besides loopback names and IP
+	// addresses, that a request's Host may give (DNS rebinding; see
+	// desktop.go): the name the server is reached by, when it is not
+	// loopback. annactl serve adds its --listen host.
+	AllowedHosts []string
+	// CORS lists the origins (scheme://host[:port]) whose web pages may
+	// call the server from a browser, "*" for any; none by default, and
+	// then a browser page of another origin can neither write nor read.
+	CORS []string
 }
 
 // Server is the http.Handler of one engine. Close it before the engine.
@@ -106,6 +116,7 @@ type Server struct {
 	opts    Options
 	lim     Limits
 	mux     *http.ServeMux
+	handler http.Handler // mux behind guard (desktop.go)
 	keyHash [32]byte
 	metrics *metrics
 
@@ -152,6 +163,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	s.mux.Handle("/", s.wrap(route{pattern: "/", name: "unknown", public: true, methods: map[string]http.HandlerFunc{}}))
+	s.handler = s.guard(s.mux)
 	return s, nil
 }
 
@@ -171,8 +183,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ServeHTTP answers one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP answers one request: the route's, once guard (desktop.go) has
+// let it through.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // route is one path of the API with its handlers by method.
 type route struct {
@@ -237,6 +250,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
+			sw.Header().Set("Connection", "close") // not waiting for the rest of a body nobody will read
 			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
 		}
@@ -421,6 +435,8 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errorf(http.StatusRequestTimeout, "timeout", "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "invalid_request", "empty request body: want a JSON object")
 	case errors.As(err, &te):
