@@ -222,10 +222,14 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	e.maxPassages, e.embedProgress, e.searchWorkers = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers
 	ok := false
 	defer func() {
-		if !ok {
+		switch {
+		case !ok:
 			e.release()
-		} else if e.srv != nil {
+		case e.srv != nil:
 			e.srv.opened()
+			fallthrough
+		case !e.readOnly:
+			e.opened()
 		}
 	}()
 	if err := e.openStore(ctx, opts); err != nil {
@@ -469,9 +473,9 @@ func RecordedModel(dir string) (Model, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return Model{}, nil
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: true, LockWait: -1})
+	st, err := openShared(dir, path, -1)
 	if errors.Is(err, storage.ErrLocked) {
-		return writerModel(dir) // another process writes dir: it knows
+		return writerModel(dir) // another process writes dir (or waits to): it knows
 	}
 	if err != nil {
 		return Model{}, fmt.Errorf("engine: %w", err)

@@ -91,6 +91,28 @@ func TestShareChild(t *testing.T) {
 			fail(err)
 		}
 		fmt.Println("open")
+	case "readloop": // open read-only, search, close, over and over until stdin closes
+		stop := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				fmt.Println("closed", n)
+				os.Exit(0)
+			default:
+			}
+			r, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true, Encoder: hashEnc("fp-a")})
+			if err != nil {
+				fail(err)
+			}
+			if _, err := r.Search(ctx, "shared words", engine.SearchOptions{K: 5}); err != nil {
+				fail(err)
+			}
+			r.Close()
+			if n == 0 {
+				fmt.Println("looping")
+			}
+		}
 	default:
 		fail(fmt.Errorf("ANNA_SHARE_MODE %q", os.Getenv("ANNA_SHARE_MODE")))
 	}
