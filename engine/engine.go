@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
@@ -103,6 +104,13 @@ type Options struct {
 	// backend instead of the directory's BM25 index and HNSW graph (see
 	// Weaviate). HNSW is then unused.
 	Weaviate *Weaviate
+	// CheckpointChanges bounds what a crash costs the next Open: the
+	// dense graph is saved (a checkpoint) once it holds this many changes
+	// its saved file lacks, or an eighth of its documents if more (0:
+	// DefaultCheckpointChanges; negative: only by Flush and Close). The
+	// graph is the one derived index that lives in memory; a crash makes
+	// the next Open replay what its file lacks, as many changes as that.
+	CheckpointChanges int
 	// SearchWorkers is how many goroutines one BM25 search may score on
 	// (0: GOMAXPROCS; 1: the calling goroutine alone, for a server whose
 	// concurrent queries already keep every core busy). Results do not
@@ -112,6 +120,9 @@ type Options struct {
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
 }
+
+// DefaultCheckpointChanges is Options.CheckpointChanges when 0.
+const DefaultCheckpointChanges = 10_000
 
 // HNSW shapes the dense graph. Zero fields take the defaults (M 16,
 // EfConstruction 200, EfSearch 64); M and EfConstruction are fixed when the
@@ -152,6 +163,7 @@ type Engine struct {
 	warnings []string
 
 	maxPassages   int                   // Options.MaxPassages
+	checkpoint    int                   // Options.CheckpointChanges (0: the default)
 	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
 	embedProgress func(done, total int) // Options.EmbedProgress
 
@@ -178,6 +190,7 @@ type Engine struct {
 	bound        bool // model recorded in the store (it holds or held documents)
 	dense        *dense.Index
 	denseApplied uint64       // last store seq the graph reflects
+	denseSaved   uint64       // the store seq its saved file reflects (0: none saved of this graph)
 	dirty        bool         // graph changed since the last save
 	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
 
@@ -219,7 +232,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
-	e.maxPassages, e.embedProgress, e.searchWorkers = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers
+	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
 	ok := false
 	defer func() {
 		switch {
@@ -267,6 +280,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if err := e.openDense(ctx); err != nil {
 		return nil, err
 	}
+	e.checkpointLocked() // a replay of many changes, or a rebuild, is not done again after another crash
 	ok = true
 	return e, nil
 }
@@ -570,9 +584,41 @@ func (e *Engine) flushLocked() error {
 		return fmt.Errorf("engine: saving the dense graph: %w", err)
 	}
 	e.mu.Lock()
-	e.dirty = false
+	if e.dense == ix {
+		e.dirty, e.denseSaved = e.denseApplied != applied, applied
+	}
 	e.mu.Unlock()
 	return nil
+}
+
+// checkpointLocked saves the dense graph when its file lacks at least
+// Options.CheckpointChanges changes, or an eighth of its documents if
+// more: a crash then costs the next Open the replay of at most that many
+// (see Options.CheckpointChanges). Saving the whole graph costs time in
+// proportion to its size, so the eighth keeps the checkpoints' share of a
+// long ingest's time bounded too. Callers hold writeMu (or are Open). A
+// failed save is logged: the data is committed, only the bound is lost
+// until the next checkpoint.
+func (e *Engine) checkpointLocked() {
+	if e.readOnly || e.checkpoint < 0 {
+		return
+	}
+	e.mu.RLock()
+	ix, dirty, unsaved := e.dense, e.dirty, e.denseApplied-e.denseSaved
+	e.mu.RUnlock()
+	every := e.checkpoint
+	if every == 0 {
+		every = DefaultCheckpointChanges
+	}
+	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
+		return
+	}
+	start := time.Now()
+	if err := e.flushLocked(); err != nil {
+		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
+		return
+	}
+	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
 }
 
 // Close saves the dense graph (unless read-only) and closes everything. It

@@ -159,7 +159,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.dirty, e.bound = enc, next, ch, ix, applied, true, true
+	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.denseSaved, e.dirty, e.bound = enc, next, ch, ix, applied, 0, true, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err

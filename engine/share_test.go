@@ -62,7 +62,8 @@ func TestShareChild(t *testing.T) {
 	var err error
 	switch os.Getenv("ANNA_SHARE_MODE") {
 	case "index":
-		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a")}); err != nil {
+		every, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_CHECKPOINT"))
+		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a"), CheckpointChanges: every}); err != nil {
 			fail(err)
 		}
 		n, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_N"))
@@ -132,8 +133,14 @@ type child struct {
 
 func startChild(t *testing.T, dir, mode string, n int) *child {
 	t.Helper()
+	return startChildEnv(t, dir, mode, n)
+}
+
+// startChildEnv is startChild with more of the child's environment.
+func startChildEnv(t *testing.T, dir, mode string, n int, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShareChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n))
+	cmd.Env = append(append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n)), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
