@@ -40,6 +40,9 @@ const (
 	writerWait  = 10 * time.Second
 	dialTimeout = 2 * time.Second
 	lockPoll    = 50 * time.Millisecond
+	// maxShareBody bounds a request on the socket (a reader's search with
+	// its filter, the texts of the documents it scores).
+	maxShareBody = 256 << 20
 )
 
 // Variables only so that tests can shorten them (share_export_test.go).
@@ -363,7 +366,7 @@ func (s *server) close() error {
 // directory, unless asked to wait until it has.
 func (s *server) hello(w http.ResponseWriter, r *http.Request) {
 	var req helloReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 		reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 		return
 	}
@@ -415,7 +418,7 @@ func (s *server) wait(ctx context.Context) error {
 func handle[Req, Resp any](s *server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 			reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 			return
 		}
