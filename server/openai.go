@@ -354,7 +354,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusNotImplemented, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)"))
+		s.fail(w, r, errorf(http.StatusBadRequest, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)"))
 		return
 	}
 	if req.Model != "" && req.Model != s.opts.RerankerName {

@@ -153,7 +153,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.Mode == engine.ModeRerank && s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusNotImplemented, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
+		s.fail(w, r, errorf(http.StatusBadRequest, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
 		return
 	}
 	res, err := s.eng.Search(r.Context(), req.Query, opts)

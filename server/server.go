@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anna-search/anna/engine"
@@ -30,6 +31,11 @@ type Limits struct {
 	// MaxTextBytes bounds one text: an embeddings input, a rerank
 	// document, a document's title and text together (default 1 MiB).
 	MaxTextBytes int
+	// MaxBodyBytesInFlight bounds the bodies of the requests being
+	// answered at once, in bytes (default MaxBodyBytes and 4 MiB: one
+	// body of the largest size and small ones beside it); a request that
+	// does not fit waits its turn (inflight.go).
+	MaxBodyBytesInFlight int64
 	// MaxRequestTokens bounds the model tokens one request may cost,
 	// counted before any model work: embeddings inputs as the model reads
 	// them (truncated to its window), rerank pairs as the reranker reads
@@ -57,6 +63,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSnippetSize <= 0 {
 		l.MaxSnippetSize = 4096
+	}
+	if l.MaxBodyBytesInFlight <= 0 {
+		l.MaxBodyBytesInFlight = l.MaxBodyBytes + 4<<20
 	}
 	if l.MaxTextBytes <= 0 {
 		l.MaxTextBytes = 1 << 20
@@ -116,7 +125,9 @@ type Server struct {
 	opts    Options
 	lim     Limits
 	mux     *http.ServeMux
-	handler http.Handler // mux behind guard (desktop.go)
+	handler http.Handler // mux behind guard (desktop.go) and the body budget (inflight.go)
+	bodies  *bodyBudget
+	freeing atomic.Bool // returnMemory is running
 	keyHash [32]byte
 	metrics *metrics
 
@@ -163,7 +174,8 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	s.mux.Handle("/", s.wrap(route{pattern: "/", name: "unknown", public: true, methods: map[string]http.HandlerFunc{}}))
-	s.handler = s.guard(s.mux)
+	s.bodies = &bodyBudget{size: s.lim.MaxBodyBytesInFlight}
+	s.handler = s.guard(s.withBodyBudget(s.mux))
 	return s, nil
 }
 
