@@ -116,6 +116,9 @@ type Result struct {
 	MetaValues map[string]Value // the numbers and multi-valued keys (see Document)
 	Explain    []Contribution
 	Snippet    *Snippet // with SearchOptions.Snippets
+	// Location says where in its file the result lies, for a document
+	// read from a folder (its metadata names the file); nil otherwise.
+	Location *Location
 }
 
 // Snippet is the part of a result's Text to show beside it, and the query's
@@ -223,7 +226,9 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 		return nil, err
 	}
 	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
-		return e.via.search(ctx, e, query, opts)
+		res, err := e.via.search(ctx, e, query, opts)
+		locate(res)
+		return res, err
 	}
 	if opts.Fusion == "" {
 		opts.Fusion = e.fusionInEffect()
@@ -241,7 +246,9 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return e.finish(ctx, query, r, opts)
+	res, err := e.finish(ctx, query, r, opts)
+	locate(res)
+	return res, err
 }
 
 // retrieved is what search found: the retrieval lists, their fusion, and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/storage"
 )
 
 // DeleteBatch is how many documents DeleteExcept removes per committed
@@ -102,4 +103,22 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, fmt.Errorf("engine: listing documents: %w", err)
 	}
 	return ids, nil
+}
+
+// Documents calls fn with every stored document, in ID byte order: what a
+// folder's sync compares the files with. It reads in chunks of short read
+// transactions and calls fn outside them, so a document written during the
+// scan may or may not be seen. An error of fn stops it and is returned.
+// Like IDs, it needs the store itself (not a writer in another process).
+func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if e.via != nil {
+		return fmt.Errorf("engine: listing documents: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
+	}
+	return e.store.ForEachDoc(ctx, func(d storage.Doc) error { return fn(Document(d)) })
 }

@@ -38,6 +38,8 @@ type AddResult struct {
 	Added     int  // new documents
 	Updated   int  // existing documents whose content changed
 	Unchanged int  // already stored with the same title, text and metadata: not re-embedded
+	Reused    int  // added or updated with the vectors of a replaced document of the same title and text (Apply)
+	Deleted   int  // documents removed (Apply)
 	Committed bool // the batch is in the store (false when nothing changed or Add failed before)
 }
 
@@ -70,10 +72,36 @@ func EmbedText(d Document) string {
 func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	return e.apply(ctx, docs, nil)
+}
+
+// Apply adds docs (as Add does) and removes the documents deletes names,
+// in one commit: a reader, or the next Open after a crash, sees both or
+// neither. An ID in both is added, not removed; unknown IDs in deletes are
+// ignored.
+//
+// A new or changed document whose title and text are those of a document
+// it replaces — the one stored under its own ID, or one that deletes
+// removes — keeps that document's vectors instead of being embedded
+// again: a document whose metadata alone changed, or one moved to another
+// ID (a file renamed), costs no model time. AddResult.Reused counts them,
+// AddResult.Deleted the documents removed.
+func (e *Engine) Apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	return e.apply(ctx, docs, deletes)
+}
+
+// apply is Add and Apply: a closed engine is refused first, then the
+// arguments.
+func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
 	if err := e.enter(); err != nil {
 		return res, err
 	}
 	defer e.leave()
+	if err := checkIDs("apply", deletes); err != nil {
+		return res, err
+	}
 	if err := validate(docs); err != nil {
 		return res, err
 	}
@@ -86,17 +114,28 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	ids := make([]string, len(docs))
+	ids := make([]string, len(docs), len(docs)+len(deletes))
+	putting := make(map[string]bool, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
+		putting[d.ID] = true
+	}
+	for _, id := range deletes {
+		if !putting[id] {
+			ids = append(ids, id)
+		}
 	}
 	existing, err := e.store.GetMany(ids)
 	if err != nil {
 		return res, fmt.Errorf("engine: reading stored documents: %w", err)
 	}
 	have := make(map[string]storage.Doc, len(existing))
+	var gone []string
 	for _, d := range existing {
 		have[d.ID] = d
+		if !putting[d.ID] {
+			gone = append(gone, d.ID)
+		}
 	}
 	var changed []storage.Doc
 	for _, d := range docs {
@@ -112,18 +151,46 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 		}
 		changed = append(changed, storage.Doc(d))
 	}
-	if len(changed) == 0 {
+	res.Deleted = len(gone)
+	if len(changed) == 0 && len(gone) == 0 {
 		return res, nil
 	}
-	if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
-		return AddResult{}, err
-	}
+	var embs []storage.Embedding
 	e.mu.RLock()
-	enc, m, bound, ch := e.enc, e.model, e.bound, e.chunking
+	m, bound, ch := e.model, e.bound, e.chunking
 	e.mu.RUnlock()
-	embs, err := e.embedDocs(ctx, enc, ch, changed)
-	if err != nil {
-		return AddResult{}, fmt.Errorf("engine: %w", err)
+	if len(changed) > 0 {
+		reused, err := e.reusable(changed, have)
+		if err != nil {
+			return AddResult{}, err
+		}
+		var fresh []storage.Doc
+		var at []int
+		for i, d := range changed {
+			if reused[i].Vectors == nil {
+				fresh = append(fresh, d)
+				at = append(at, i)
+			} else {
+				res.Reused++
+			}
+		}
+		embs = reused
+		if len(fresh) > 0 {
+			if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
+				return AddResult{}, err
+			}
+			e.mu.RLock()
+			enc := e.enc
+			m, bound, ch = e.model, e.bound, e.chunking
+			e.mu.RUnlock()
+			got, err := e.embedDocs(ctx, enc, ch, fresh)
+			if err != nil {
+				return AddResult{}, fmt.Errorf("engine: %w", err)
+			}
+			for j, i := range at {
+				embs[i] = got[j]
+			}
+		}
 	}
 	var state map[string][]byte
 	if !bound {
@@ -133,20 +200,68 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
-	seq, err := e.store.Put(changed, vectorKey(m.Fingerprint, ch), embs, state)
+	fp := vectorKey(m.Fingerprint, ch)
+	if len(changed) == 0 {
+		fp, state = "", nil
+	}
+	seq, err := e.store.Replace(changed, fp, embs, state, gone)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: storing documents: %w", err)
 	}
 	res.Committed = true
-	e.mu.Lock()
-	e.bound = true
-	e.mu.Unlock()
+	if len(changed) > 0 {
+		e.mu.Lock()
+		e.bound = true
+		e.mu.Unlock()
+	}
 	// From here the batch is committed: finish the indexes whatever ctx
 	// says, so an interrupt leaves them in step.
-	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, changed, embs, nil); err != nil {
+	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, changed, embs, gone); err != nil {
 		return res, fmt.Errorf("engine: documents stored; %w", err)
 	}
 	return res, nil
+}
+
+// reusable finds, for each changed document, the stored vectors of a
+// document among olds (those it replaces or that are removed with it)
+// with the same title and text, under the engine's current vector key;
+// an Embedding without vectors where there is none.
+func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([]storage.Embedding, error) {
+	out := make([]storage.Embedding, len(changed))
+	if len(olds) == 0 {
+		return out, nil
+	}
+	byText := make(map[[2]string]string, len(olds))
+	for id, d := range olds {
+		byText[[2]string{d.Title, d.Text}] = id
+	}
+	var src []string
+	var at []int
+	for i, d := range changed {
+		if id, ok := byText[[2]string{d.Title, d.Text}]; ok {
+			src = append(src, id)
+			at = append(at, i)
+		}
+	}
+	if len(src) == 0 {
+		return out, nil
+	}
+	e.mu.RLock()
+	key, bound := e.vecKey(), e.bound
+	e.mu.RUnlock()
+	if !bound {
+		return out, nil
+	}
+	embs, err := e.store.Vectors(key, src)
+	if err != nil {
+		return nil, fmt.Errorf("engine: reading stored vectors: %w", err)
+	}
+	for j, i := range at {
+		if len(embs[j].Vectors) > 0 {
+			out[i] = embs[j]
+		}
+	}
+	return out, nil
 }
 
 // applyDense applies one committed batch (changes prev+1..seq) to the

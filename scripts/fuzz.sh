@@ -28,6 +28,13 @@ targets=(
 	"./model/safetensors FuzzRead"
 	"./model/gguf FuzzOpen"
 	"./tokenizer FuzzEncode"
+	"./format/files FuzzPDF"
+	"./format/files FuzzHTML"
+	"./format/files FuzzOffice"
+	"./format/files FuzzNotebook"
+	"./format/files FuzzMail"
+	"./format/files FuzzText"
+	"./format/files FuzzCode"
 	# Issue 59: a target for every parser of outside input.
 	"./server FuzzHandlers"
 	"./cmd/annactl FuzzParseWhere brief"
@@ -43,7 +50,6 @@ targets=(
 	"./format/flagembedding FuzzRead brief"
 	"./eval FuzzReadTREC brief"
 	"./eval FuzzReadPairs brief"
-	"./format/textdir FuzzRead brief"
 )
 
 failed=()

@@ -48,6 +48,7 @@ type Hit struct {
 	Title    string                  `json:"title,omitempty"`
 	Text     string                  `json:"text,omitempty"`
 	Metadata map[string]engine.Value `json:"metadata,omitempty"`
+	Location *Location               `json:"location,omitempty"` // where in its file (a folder's documents)
 	Snippet  *Snippet                `json:"snippet,omitempty"`
 	Explain  []Contribution          `json:"explain,omitempty"`
 }
@@ -171,6 +172,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, res := range res {
 		h := Hit{Rank: i + 1, ID: res.ID, Score: res.Score, Title: res.Title, Metadata: metadataOf(res.Meta, res.MetaValues)}
+		if l := res.Location; l != nil {
+			h.Location = &Location{Location: *l, Label: l.String()}
+		}
 		if req.IncludeText {
 			h.Text = res.Text
 		}
@@ -188,6 +192,15 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		out.Hits = append(out.Hits, h)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Location is where in its file a hit lies: path, page, start_line,
+// end_line and section as the document's metadata says (engine.Location),
+// and label, the same as one line ("notes/plan.pdf:page 3",
+// "engine/write.go:68-120").
+type Location struct {
+	engine.Location
+	Label string `json:"label"`
 }
 
 // metadataOf is a document's metadata as annactl index reads it:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/server"
 )
@@ -29,6 +31,8 @@ func (a *app) serveCommand() *cobra.Command {
 		maxBatch, maxK, maxTokens                int
 		maxText                                  int
 		cors, allowHosts                         []string
+		watch                                    string
+		ff                                       folderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
@@ -49,6 +53,9 @@ It binds loopback by default. Any other --listen address needs an API key,
 read from $` + serveKeyEnv + ` or --api-key-file FILE (never from a flag value);
 clients send "Authorization: Bearer KEY". --unix PATH serves on a Unix socket
 too (mode 0600; not DIR/anna.sock, which the engine's sharing owns).
+
+--watch FOLDER keeps DIR in step with a folder of files while serving (as
+annactl index --watch does): a file saved is searchable within seconds.
 
 No web page the user opens can use it: a request must name the server by a
 loopback name, an IP address, the --listen host or an --allow-host NAME (DNS
@@ -87,6 +94,9 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 			}
 			if timeout <= 0 || grace < 0 || batchWait < 0 {
 				return usageErrorf("--timeout must be positive, --grace and --batch-wait not negative")
+			}
+			if watch != "" && readOnly {
+				return usageErrorf("--watch writes the folder's changes: not with --read-only")
 			}
 			if listen == "" && unixPath == "" {
 				return usageErrorf("nothing to listen on: give --listen ADDR or --unix PATH")
@@ -162,6 +172,21 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				lns = append(lns, ln)
 				a.logf("serve: listening on unix:%s", unixPath)
 			}
+			var watched chan error
+			if watch != "" {
+				wctx, stop := context.WithCancel(cmd.Context())
+				defer stop()
+				watched = make(chan error, 1)
+				go func() {
+					defer close(watched)
+					err := safe.Call(func() error { return a.watchFolder(wctx, eng, watch, ff, 256, nil) })
+					if err != nil {
+						a.logf("serve: --watch %s stopped: %v", watch, err)
+					}
+					watched <- err
+				}()
+				defer func() { stop(); <-watched }()
+			}
 			if err := server.Serve(cmd.Context(), srv, lns, grace); err != nil {
 				return err
 			}
@@ -190,6 +215,8 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.IntVar(&maxTokens, "max-tokens", 300_000, "most model tokens one request may cost")
 	f.StringArrayVar(&cors, "cors", nil, "let web pages of `ORIGIN` (scheme://host[:port], * for any) call the server from a browser (repeatable)")
 	f.StringArrayVar(&allowHosts, "allow-host", nil, "a `NAME` requests may give as their Host, besides loopback names, IP addresses and the --listen host (repeatable)")
+	f.StringVar(&watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
+	ff.register(cmd, false)
 	return cmd
 }
 

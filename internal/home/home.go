@@ -79,3 +79,8 @@ func RequireDefaultModel() (string, error) {
 	}
 	return d, nil
 }
+
+// WasmCacheDir is where wazero keeps the native code it compiled from a
+// WebAssembly module (PDFium's, for reading PDFs), so later processes skip
+// the compilation.
+func WasmCacheDir() string { return filepath.Join(CacheDir(), "wazero") }
