@@ -11,32 +11,15 @@ import (
 	"time"
 )
 
-// raw sends one request with the given headers (Host among them, as a
-// client that is not net/http may write it) and returns its status and
-// headers.
+// raw sends one request with the given headers (see exchange) and
+// returns its status, headers and body.
 func (ts *testServer) raw(t *testing.T, method, path, body string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+	code, h, b, _, err := ts.exchange(t, method, path, body, header, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range header {
-		switch {
-		case k == "Host":
-			req.Host = v
-		case v == "":
-			req.Header.Del(k)
-		default:
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return code, h, string(b)
 }
 
 const oneDoc = `{"documents": [{"id": "planted", "text": "written by a web page"}]}`

@@ -9,28 +9,47 @@ import (
 	"time"
 )
 
-// send posts body to path with a client that gives up after limit, and
+// send sends a request with a client that gives up after limit, and
 // returns the status, the error code, the body's length and the time it
 // took (status 0: no answer within limit).
 func (ts *testServer) send(t *testing.T, method, path, body string, limit time.Duration) (int, string, int, time.Duration) {
+	t.Helper()
+	code, _, b, took, err := ts.exchange(t, method, path, body, map[string]string{"Content-Type": "application/json"}, limit)
+	if err != nil {
+		return 0, err.Error(), 0, took
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return code, errCode(m), len(b), took
+}
+
+// exchange sends one request with the given headers (Host among them, as
+// a client that is not net/http may write it; an empty value removes the
+// header) and returns the answer, with a client that gives up after limit.
+func (ts *testServer) exchange(t *testing.T, method, path, body string, header map[string]string, limit time.Duration) (int, http.Header, []byte, time.Duration, error) {
 	t.Helper()
 	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "" || body == "" && k == "Content-Type":
+			req.Header.Del(k)
+		default:
+			req.Header.Set(k, v)
+		}
 	}
 	start := time.Now()
 	resp, err := (&http.Client{Timeout: limit}).Do(req)
 	if err != nil {
-		return 0, err.Error(), 0, time.Since(start)
+		return 0, nil, nil, time.Since(start), err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	return resp.StatusCode, errCode(m), len(b), time.Since(start)
+	return resp.StatusCode, resp.Header, b, time.Since(start), nil
 }
 
 // TestClientMistakesAre4xx: issue 59's third finding. Metadata with an
