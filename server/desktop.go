@@ -23,7 +23,9 @@ import (
 //   - Host must name this server: a loopback name (localhost,
 //     *.localhost), an IP address (a rebound page's Host is the attacker's
 //     name, never an address), or one of Options.AllowedHosts (annactl
-//     serve adds its --listen name). Else 403 forbidden.
+//     serve adds its --listen name). Else 403 forbidden. A request over a
+//     Unix socket (annactl serve --unix) may name any host: no browser
+//     reaches one.
 //   - A request that may write (any method but GET, HEAD and OPTIONS) from
 //     a browser page of another origin is refused, 403 forbidden: its
 //     Origin header (browsers send it on every such request, "null" from
@@ -59,7 +61,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(w, errorf(status, code, format, args...))
 			s.metrics.observe("refused", r.Method, status, time.Since(start))
 		}
-		if !s.hostAllowed(r.Host) {
+		if !s.hostAllowed(r.Host) && !overUnixSocket(r) {
 			refuse(http.StatusForbidden, "forbidden", "Host %q is not this server's: requests must name it by a loopback name, an IP address or an allowed host (annactl serve --allow-host NAME); this guards against DNS rebinding", clip.String(r.Host))
 			return
 		}
@@ -92,6 +94,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// overUnixSocket reports whether r came over a Unix socket.
+func overUnixSocket(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && a.Network() == "unix"
 }
 
 // bodyTimeout is how long a request's body may take to arrive.
