@@ -44,7 +44,7 @@ test: setup pydeps test-models chromium
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
-	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) FUZZBRIEF=$(TEST_FUZZBRIEF) bash scripts/fuzz.sh
 	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=$(TEST_CLOSED_LOOP_STEPS)
 
 # Headless Chromium for the search page's browser test (server package).
@@ -70,6 +70,8 @@ CLOSED_LOOP_EVAL_EVERY ?= 25
 TEST_CLOSED_LOOP_STEPS ?= 40
 # make test fuzzes each target for this long (make fuzz: FUZZTIME, 20s).
 TEST_FUZZTIME ?= 10s
+# ... and the targets marked brief in scripts/fuzz.sh (a target per parser).
+TEST_FUZZBRIEF ?= 4s
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 

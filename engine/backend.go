@@ -114,6 +114,7 @@ func (l local) apply(ctx context.Context, prev, seq uint64, upserts []storage.Do
 	if err := e.applyDense(ctx, prev, seq, upserts, embs, deletes); err != nil {
 		return fmt.Errorf("updating the dense graph failed (the next write or open repairs it): %w", err)
 	}
+	e.checkpointLocked()
 	return nil
 }
 

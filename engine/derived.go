@@ -234,7 +234,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 	default:
 		reason, behind := staleness(e.store.ID(), seq, meta.StoreID, meta.AppliedSeq)
 		if reason == "" || behind {
-			e.dense, e.denseApplied = ix, meta.AppliedSeq
+			e.dense, e.denseApplied, e.denseSaved = ix, meta.AppliedSeq, meta.AppliedSeq
 			return e.catchUpDense(ctx)
 		}
 		e.warn("the dense graph %s: rebuilding it from anna.db", reason)
@@ -243,7 +243,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.dense, e.denseApplied, e.dirty = ix, applied, true
+	e.dense, e.denseApplied, e.denseSaved, e.dirty = ix, applied, 0, true
 	return nil
 }
 

@@ -23,6 +23,8 @@
 //	             directory open for writing answers other processes'
 //	             read-only opens (see Read-only and sharing); removed on
 //	             Close, replaced by the next writer when one was killed
+//	anna.lock    the writers' turnstile (empty; flocked by a writer while
+//	             it waits for anna.db's lock, so that readers let it in)
 //
 // # Invariants
 //
@@ -72,7 +74,10 @@
 //     process (Add, Delete, DeleteExcept; annactl index and delete beside
 //     annactl serve), with that process's model; it waits up to 10 s for read-only opens that hold the lock
 //     (reading the directory themselves) to close before failing with
-//     ErrLocked. A directory already open in this process is not opened
+//     ErrLocked. While it waits it holds the turnstile (anna.lock), and
+//     read-only opens that come meanwhile wait for it and then read
+//     through it, so it waits only for the readers already in, however
+//     many come and go. A directory already open in this process is not opened
 //     again for writing (ErrLocked, "already open ... in this process");
 //     a read-only Open beside this process's own writer reads through it
 //     like another process's. The package keeps one piece of global
@@ -96,7 +101,9 @@
 // # Contexts and panics
 //
 // A nil context.Context given to a function of this package is
-// context.Background(). Open, Check, Repair and the methods that take a
+// context.Background(). A nil *Engine is a closed one: its methods
+// return ErrClosed (Close returns nil, as a second Close does), and a
+// closed engine answers ErrClosed before it looks at the arguments. Open, Check, Repair and the methods that take a
 // context never panic: a panic in a plug-in (Options.Encoder,
 // Options.Reranker) or in the engine's own code, on the caller's goroutine
 // or on one the engine started, is returned as an error naming the panic
@@ -148,8 +155,10 @@
 // batch added twice is stored once).
 //
 // Options.NoShare turns all this off for an engine: then a reader beside
-// a writer fails with ErrLocked. Check and Repair read the files
-// themselves: beside a writer they fail with ErrLocked.
+// a writer fails with ErrLocked. Check beside a writer runs in the
+// writer, on its open store and indexes (in this process on its engine, in
+// another through anna.sock); Repair of a directory that needs it refuses
+// beside a writer (ErrLocked).
 //
 // Read-only opens that read the directory themselves (including one that
 // read through a writer which has closed since) hold bbolt's shared lock

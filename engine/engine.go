@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
@@ -115,6 +116,13 @@ type Options struct {
 	// backend instead of the directory's BM25 index and HNSW graph (see
 	// Weaviate). HNSW is then unused.
 	Weaviate *Weaviate
+	// CheckpointChanges bounds what a crash costs the next Open: the
+	// dense graph is saved (a checkpoint) once it holds this many changes
+	// its saved file lacks, or an eighth of its documents if more (0:
+	// DefaultCheckpointChanges; negative: only by Flush and Close). The
+	// graph is the one derived index that lives in memory; a crash makes
+	// the next Open replay what its file lacks, as many changes as that.
+	CheckpointChanges int
 	// SearchWorkers is how many goroutines one BM25 search may score on
 	// (0: GOMAXPROCS; 1: the calling goroutine alone, for a server whose
 	// concurrent queries already keep every core busy). Results do not
@@ -132,6 +140,9 @@ type Options struct {
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
 }
+
+// DefaultCheckpointChanges is Options.CheckpointChanges when 0.
+const DefaultCheckpointChanges = 10_000
 
 // HNSW shapes the dense graph. Zero fields take the defaults (M 16,
 // EfConstruction 200, EfSearch 64); M and EfConstruction are fixed when the
@@ -172,6 +183,7 @@ type Engine struct {
 	warnings []string
 
 	maxPassages   int                   // Options.MaxPassages
+	checkpoint    int                   // Options.CheckpointChanges (0: the default)
 	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
 	language      string                // Options.Language, parsed: the BM25 index's default
 	embedProgress func(done, total int) // Options.EmbedProgress
@@ -199,6 +211,7 @@ type Engine struct {
 	bound        bool // model recorded in the store (it holds or held documents)
 	dense        *dense.Index
 	denseApplied uint64       // last store seq the graph reflects
+	denseSaved   uint64       // the store seq its saved file reflects (0: none saved of this graph)
 	dirty        bool         // graph changed since the last save
 	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
 
@@ -243,13 +256,17 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
-	e.maxPassages, e.embedProgress, e.searchWorkers = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers
+	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
 	ok := false
 	defer func() {
-		if !ok {
+		switch {
+		case !ok:
 			e.release()
-		} else if e.srv != nil {
+		case e.srv != nil:
 			e.srv.opened()
+			fallthrough
+		case !e.readOnly:
+			e.opened()
 		}
 	}()
 	if err := e.openStore(ctx, opts); err != nil {
@@ -287,6 +304,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if err := e.openDense(ctx); err != nil {
 		return nil, err
 	}
+	e.checkpointLocked() // a replay of many changes, or a rebuild, is not done again after another crash
 	ok = true
 	return e, nil
 }
@@ -462,6 +480,9 @@ func (e *Engine) vecKey() string {
 
 // Chunking is how the engine embeds long documents.
 func (e *Engine) Chunking() Chunking {
+	if e == nil {
+		return Chunking{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.chunking
@@ -493,9 +514,9 @@ func RecordedModel(dir string) (Model, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return Model{}, nil
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: true, LockWait: -1})
+	st, err := openShared(dir, path, -1)
 	if errors.Is(err, storage.ErrLocked) {
-		return writerModel(dir) // another process writes dir: it knows
+		return writerModel(dir) // another process writes dir (or waits to): it knows
 	}
 	if err != nil {
 		return Model{}, fmt.Errorf("engine: %w", err)
@@ -537,10 +558,21 @@ func (e *Engine) warn(format string, args ...any) {
 // Warnings lists what Open found wrong and dealt with: a damaged meta page
 // of the store, an index rebuilt because it was built from another store or
 // was ahead of this one (the store lost changes). Nil when all was well.
-func (e *Engine) Warnings() []string { return append([]string(nil), e.warnings...) }
+func (e *Engine) Warnings() []string {
+	if e == nil {
+		return nil
+	}
+	return append([]string(nil), e.warnings...)
+}
 
-// enter admits a call unless the engine is closed; leave ends it.
+// enter admits a call unless the engine is closed (or nil: a nil *Engine
+// is a closed one); leave ends it. Every exported method that can fail
+// calls it before it looks at its arguments, so a closed engine answers
+// ErrClosed whatever it is asked.
 func (e *Engine) enter() error {
+	if e == nil {
+		return ErrClosed
+	}
 	e.life.RLock()
 	if e.closed {
 		e.life.RUnlock()
@@ -579,15 +611,51 @@ func (e *Engine) flushLocked() error {
 		return fmt.Errorf("engine: saving the dense graph: %w", err)
 	}
 	e.mu.Lock()
-	e.dirty = false
+	if e.dense == ix {
+		e.dirty, e.denseSaved = e.denseApplied != applied, applied
+	}
 	e.mu.Unlock()
 	return nil
 }
 
+// checkpointLocked saves the dense graph when its file lacks at least
+// Options.CheckpointChanges changes, or an eighth of its documents if
+// more: a crash then costs the next Open the replay of at most that many
+// (see Options.CheckpointChanges). Saving the whole graph costs time in
+// proportion to its size, so the eighth keeps the checkpoints' share of a
+// long ingest's time bounded too. Callers hold writeMu (or are Open). A
+// failed save is logged: the data is committed, only the bound is lost
+// until the next checkpoint.
+func (e *Engine) checkpointLocked() {
+	if e.readOnly || e.checkpoint < 0 {
+		return
+	}
+	e.mu.RLock()
+	ix, dirty, unsaved := e.dense, e.dirty, e.denseApplied-e.denseSaved
+	e.mu.RUnlock()
+	every := e.checkpoint
+	if every == 0 {
+		every = DefaultCheckpointChanges
+	}
+	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
+		return
+	}
+	start := time.Now()
+	if err := e.flushLocked(); err != nil {
+		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
+		return
+	}
+	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
+}
+
 // Close saves the dense graph (unless read-only) and closes everything. It
 // waits for running calls; later calls fail with ErrClosed. Closing twice
-// is harmless.
+// is harmless, and so is closing a nil *Engine (which every other method
+// treats as a closed one).
 func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.life.Lock()
 	defer e.life.Unlock()
 	if e.closed {
@@ -615,10 +683,18 @@ func (e *Engine) release() error {
 }
 
 // Dir is the engine's directory.
-func (e *Engine) Dir() string { return e.dir }
+func (e *Engine) Dir() string {
+	if e == nil {
+		return ""
+	}
+	return e.dir
+}
 
 // Model is the model the engine embeds with.
 func (e *Engine) Model() Model {
+	if e == nil {
+		return Model{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.model

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 )
 
@@ -193,10 +194,10 @@ func checkMeta(d Document) error {
 		case k == "":
 			return fmt.Errorf("metadata: empty key")
 		case len(k) > maxMeta || len(v) > maxMeta:
-			return fmt.Errorf("metadata key %.40q: key or value longer than %d bytes", k, maxMeta)
+			return fmt.Errorf("metadata key %s: key or value longer than %d bytes", clip.Quote(k), maxMeta)
 		}
 		if _, ok := d.MetaValues[k]; ok {
-			return fmt.Errorf("metadata key %q is in both Meta and MetaValues", k)
+			return fmt.Errorf("metadata key %s is in both Meta and MetaValues", clip.Quote(k))
 		}
 	}
 	for k, v := range d.MetaValues {
@@ -204,14 +205,14 @@ func checkMeta(d Document) error {
 		case k == "":
 			return fmt.Errorf("metadata: empty key")
 		case len(k) > maxMeta:
-			return fmt.Errorf("metadata key %.40q: longer than %d bytes", k, maxMeta)
+			return fmt.Errorf("metadata key %s: longer than %d bytes", clip.Quote(k), maxMeta)
 		}
 		if err := v.Validate(); err != nil {
-			return fmt.Errorf("metadata key %q: %w", k, err)
+			return fmt.Errorf("metadata key %s: %w", clip.Quote(k), err)
 		}
 		for _, e := range v.Values() {
 			if s, ok := e.Str(); ok && len(s) > maxMeta {
-				return fmt.Errorf("metadata key %q: a value longer than %d bytes", k, maxMeta)
+				return fmt.Errorf("metadata key %s: a value longer than %d bytes", clip.Quote(k), maxMeta)
 			}
 		}
 	}

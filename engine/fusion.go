@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // Fusion is how several ranked lists become one.
@@ -29,7 +31,7 @@ func ParseFusion(s string) (Fusion, error) {
 	case FusionRRF, FusionMinMax, FusionDBSF:
 		return f, nil
 	}
-	return "", fmt.Errorf("engine: unknown fusion %q (want rrf, minmax or dbsf)", s)
+	return "", fmt.Errorf("engine: unknown fusion %s (want rrf, minmax or dbsf)", clip.Quote(s))
 }
 
 // stateFusion keeps an index's FusionChoice in anna.db (JSON).

@@ -40,6 +40,10 @@ type ReindexOptions struct {
 func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
 	if opts.BatchSize < 0 {
 		return optErr("ReindexOptions.BatchSize", opts.BatchSize, "must be 0 (the default, 256) or positive")
 	}
@@ -54,10 +58,6 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 			return err
 		}
 	}
-	if err := e.enter(); err != nil {
-		return err
-	}
-	defer e.leave()
 	if e.readOnly {
 		return ErrReadOnly
 	}
@@ -162,7 +162,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.dirty, e.bound = enc, next, ch, ix, applied, true, true
+	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.denseSaved, e.dirty, e.bound = enc, next, ch, ix, applied, 0, true, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
@@ -36,7 +37,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeLexical, ModeDense, ModeHybrid, ModeRerank:
 		return m, nil
 	}
-	return "", optErr("Mode", fmt.Sprintf("%q", s), "must be lexical, dense, hybrid or rerank")
+	return "", optErr("Mode", clip.Quote(s), "must be lexical, dense, hybrid or rerank")
 }
 
 // SearchOptions configure one search. Zero values take the defaults;
@@ -169,12 +170,12 @@ func (o *SearchOptions) validate() error {
 	}
 	m, err := ParseMode(string(o.Mode))
 	if err != nil {
-		return optErr("SearchOptions.Mode", fmt.Sprintf("%q", o.Mode), "must be lexical, dense, hybrid or rerank")
+		return optErr("SearchOptions.Mode", clip.Quote(string(o.Mode)), "must be lexical, dense, hybrid or rerank")
 	}
 	o.Mode = m
 	if o.RerankOf != "" {
 		if o.RerankOf, err = ParseMode(string(o.RerankOf)); err != nil || o.RerankOf == ModeRerank {
-			return optErr("SearchOptions.RerankOf", fmt.Sprintf("%q", o.RerankOf), "must be lexical, dense or hybrid")
+			return optErr("SearchOptions.RerankOf", clip.Quote(string(o.RerankOf)), "must be lexical, dense or hybrid")
 		}
 	}
 	if o.SnippetSize < 0 {
@@ -186,13 +187,13 @@ func (o *SearchOptions) validate() error {
 	if o.Fusion != "" {
 		f, err := ParseFusion(string(o.Fusion))
 		if err != nil {
-			return optErr("SearchOptions.Fusion", fmt.Sprintf("%q", o.Fusion), "must be rrf, minmax, dbsf or \"\" (the index's choice)")
+			return optErr("SearchOptions.Fusion", clip.Quote(string(o.Fusion)), "must be rrf, minmax, dbsf or \"\" (the index's choice)")
 		}
 		o.Fusion = f
 	}
 	for name, w := range o.Weights {
 		if name != "lexical" && name != "dense" && name != "rerank" {
-			return optErr("SearchOptions.Weights", fmt.Sprintf("%q", name), "names a list: lexical, dense or rerank")
+			return optErr("SearchOptions.Weights", clip.Quote(name), "names a list: lexical, dense or rerank")
 		}
 		if math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
 			return optErr("SearchOptions.Weights["+name+"]", w, "must be finite and positive (Mode leaves a list out)")
@@ -217,16 +218,16 @@ func (o *SearchOptions) validate() error {
 func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (_ []Result, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if strings.TrimSpace(query) == "" {
 		return nil, ErrEmptyQuery
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
 		res, err := e.via.search(ctx, e, query, opts)
 		locate(res)

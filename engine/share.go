@@ -40,6 +40,9 @@ const (
 	writerWait  = 10 * time.Second
 	dialTimeout = 2 * time.Second
 	lockPoll    = 50 * time.Millisecond
+	// maxShareBody bounds a request on the socket (a reader's search with
+	// its filter, the texts of the documents it scores).
+	maxShareBody = 256 << 20
 )
 
 // Variables only so that tests can shorten them (share_export_test.go).
@@ -70,18 +73,29 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		if why := heldHere(e.dir, true, false); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		st, err := storage.Open(path, storage.Options{ReadOnly: true})
+		st, err := openShared(e.dir, path, 0)
 		if err != nil {
 			return nil, e.storeError(err)
 		}
 		return st, nil
 	}
 	start, logged := time.Now(), false
+	release, turnstile := func() {}, false // a writer's hold on the turnstile (turnstile_unix.go)
+	defer func() { release() }()
 	for {
 		if why := heldHere(e.dir, e.readOnly, true); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		st, err := storage.Open(path, storage.Options{ReadOnly: e.readOnly, Create: !e.readOnly, LockWait: -1})
+		if !e.readOnly && !turnstile {
+			release, turnstile = takeTurnstile(e.dir)
+		}
+		var st *storage.Store
+		var err error
+		if e.readOnly {
+			st, err = openShared(e.dir, path, -1)
+		} else {
+			st, err = storage.Open(path, storage.Options{Create: true, LockWait: -1})
+		}
 		if err == nil {
 			return st, nil
 		}
@@ -116,6 +130,9 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		limit := writerWait
 		if e.readOnly {
 			limit = readerWait
+			if errors.Is(err, errWriterWaiting) {
+				limit += writerWait // the writer first, then through it
+			}
 		}
 		if time.Since(start) >= limit {
 			if e.readOnly {
@@ -135,6 +152,22 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 	}
 }
 
+// errWriterWaiting: a writer holds the turnstile, waiting for anna.db's
+// lock; a reader leaves the lock to it (it is ErrLocked).
+var errWriterWaiting = fmt.Errorf("%w: a writer is waiting for it", storage.ErrLocked)
+
+// openShared opens anna.db read-only, under bbolt's shared lock, unless a
+// writer waits for the lock (errWriterWaiting): every read-only open of
+// the store goes through here, so that a writer gets the lock in bounded
+// time however many readers come and go (turnstile_unix.go). lockWait is
+// storage.Options.LockWait.
+func openShared(dir, path string, lockWait time.Duration) (*storage.Store, error) {
+	if writerWaiting(dir) {
+		return nil, fmt.Errorf("storage: open %s: %w", path, errWriterWaiting)
+	}
+	return storage.Open(path, storage.Options{ReadOnly: true, LockWait: lockWait})
+}
+
 // openHere is the engine's one package-level state: the directories this
 // process has open. bbolt's lock is held per open file, so a second open of
 // a directory in the same process excludes the first as another process's
@@ -150,8 +183,41 @@ var openHere struct {
 type heldDir struct {
 	fi      os.FileInfo // the directory (os.SameFile)
 	writer  bool
-	shared  bool // the writer answers on its socket
-	readers int  // read-only engines holding bbolt's shared lock
+	shared  bool    // the writer answers on its socket
+	eng     *Engine // the writer, once its Open has succeeded (Check runs in it)
+	readers int     // read-only engines holding bbolt's shared lock
+}
+
+// opened enters e, open for writing, as its directory's writer for Check.
+func (e *Engine) opened() {
+	fi, err := os.Stat(e.dir)
+	if err != nil {
+		return
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	for _, h := range openHere.dirs {
+		if h.writer && os.SameFile(h.fi, fi) {
+			h.eng = e
+		}
+	}
+}
+
+// writerHere is the engine of this process that has dir open for
+// writing, nil when none has.
+func writerHere(dir string) *Engine {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	for _, h := range openHere.dirs {
+		if h.writer && h.eng != nil && os.SameFile(h.fi, fi) {
+			return h.eng
+		}
+	}
+	return nil
 }
 
 // heldHere says why this process's own engines keep an open of dir out:
@@ -204,7 +270,7 @@ func holdHere(dir string, writer, shared bool) func() error {
 		openHere.Lock()
 		defer openHere.Unlock()
 		if writer {
-			h.writer, h.shared = false, false
+			h.writer, h.shared, h.eng = false, false, nil
 		} else {
 			h.readers--
 		}
@@ -292,6 +358,9 @@ func (e *Engine) serve() {
 	mux.HandleFunc("POST /v1/ids", handle(s, func(ctx context.Context, _ struct{}) ([]string, error) {
 		return e.IDs(ctx)
 	}))
+	mux.HandleFunc("POST /v1/check", handle(s, func(ctx context.Context, _ struct{}) (*Report, error) {
+		return e.checkLive(ctx)
+	}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() {
 		_ = safe.Call(func() error { return s.srv.Serve(ln) })
@@ -319,7 +388,7 @@ func (s *server) close() error {
 // directory, unless asked to wait until it has.
 func (s *server) hello(w http.ResponseWriter, r *http.Request) {
 	var req helloReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 		reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 		return
 	}
@@ -371,7 +440,7 @@ func (s *server) wait(ctx context.Context) error {
 func handle[Req, Resp any](s *server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 			reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 			return
 		}
@@ -600,7 +669,7 @@ func Writer(ctx context.Context, dir string) (pid int, m Model, err error) {
 // the store says once the lock is free (as long as a read-only Open
 // waits).
 func writerModel(dir string) (Model, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), readerWait)
+	ctx, cancel := context.WithTimeout(context.Background(), readerWait+writerWait)
 	defer cancel()
 	for {
 		c, err := dial(ctx, dir, func(string, ...any) {})
@@ -611,13 +680,16 @@ func writerModel(dir string) (Model, error) {
 			}
 			return c.hello.Model, nil
 		}
-		st, serr := storage.Open(filepath.Join(dir, storeFile), storage.Options{ReadOnly: true, LockWait: lockPoll})
+		st, serr := openShared(dir, filepath.Join(dir, storeFile), lockPoll)
 		if serr == nil {
 			defer st.Close()
 			return recordedModel(st)
 		}
 		if !errors.Is(serr, storage.ErrLocked) || ctx.Err() != nil {
 			return Model{}, fmt.Errorf("engine: %w", serr)
+		}
+		if errors.Is(serr, errWriterWaiting) {
+			time.Sleep(lockPoll)
 		}
 	}
 }

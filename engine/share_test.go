@@ -62,7 +62,8 @@ func TestShareChild(t *testing.T) {
 	var err error
 	switch os.Getenv("ANNA_SHARE_MODE") {
 	case "index":
-		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a")}); err != nil {
+		every, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_CHECKPOINT"))
+		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a"), CheckpointChanges: every}); err != nil {
 			fail(err)
 		}
 		n, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_N"))
@@ -91,6 +92,28 @@ func TestShareChild(t *testing.T) {
 			fail(err)
 		}
 		fmt.Println("open")
+	case "readloop": // open read-only, search, close, over and over until stdin closes
+		stop := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				fmt.Println("closed", n)
+				os.Exit(0)
+			default:
+			}
+			r, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true, Encoder: hashEnc("fp-a")})
+			if err != nil {
+				fail(err)
+			}
+			if _, err := r.Search(ctx, "shared words", engine.SearchOptions{K: 5}); err != nil {
+				fail(err)
+			}
+			r.Close()
+			if n == 0 {
+				fmt.Println("looping")
+			}
+		}
 	default:
 		fail(fmt.Errorf("ANNA_SHARE_MODE %q", os.Getenv("ANNA_SHARE_MODE")))
 	}
@@ -110,8 +133,14 @@ type child struct {
 
 func startChild(t *testing.T, dir, mode string, n int) *child {
 	t.Helper()
+	return startChildEnv(t, dir, mode, n)
+}
+
+// startChildEnv is startChild with more of the child's environment.
+func startChildEnv(t *testing.T, dir, mode string, n int, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShareChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n))
+	cmd.Env = append(append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n)), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

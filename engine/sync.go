@@ -27,6 +27,10 @@ const DeleteBatch = 1024
 func (e *Engine) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	e.leave() // each Delete enters again
 	if keep == nil {
 		return 0, fmt.Errorf("engine: delete except: %w: keep is nil", ErrInvalidOption)
 	}

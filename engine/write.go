@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/anna-search/anna/lang"
 	"maps"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
@@ -93,20 +95,22 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 func (e *Engine) Apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := checkIDs("apply", deletes); err != nil {
-		return res, err
-	}
 	return e.apply(ctx, docs, deletes)
 }
 
+// apply is Add and Apply: a closed engine is refused first, then the
+// arguments.
 func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
-	if err := validate(docs); err != nil {
-		return res, err
-	}
 	if err := e.enter(); err != nil {
 		return res, err
 	}
 	defer e.leave()
+	if err := checkIDs("apply", deletes); err != nil {
+		return res, err
+	}
+	if err := validate(docs); err != nil {
+		return res, err
+	}
 	if e.readOnly {
 		return res, ErrReadOnly
 	}
@@ -306,13 +310,13 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := checkIDs("delete", ids); err != nil {
-		return 0, err
-	}
 	if err := e.enter(); err != nil {
 		return 0, err
 	}
 	defer e.leave()
+	if err := checkIDs("delete", ids); err != nil {
+		return 0, err
+	}
 	if e.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -352,16 +356,16 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if err := checkIDs("get", ids); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil {
 		return e.via.get(ctx, ids)
 	}
@@ -402,18 +406,25 @@ func IsEmpty(d Document) bool {
 }
 
 // validate rejects documents that cannot be stored, naming the offender.
+// MaxIDBytes is the longest document ID Add takes. IDs are keys of the
+// store (bbolt refuses keys over 32 KiB) and of both indexes; the longest
+// path a file system names is 4,096 bytes.
+const MaxIDBytes = 4096
+
 func validate(docs []Document) error {
 	for i, d := range docs {
 		switch {
 		case strings.TrimSpace(d.ID) == "":
 			return fmt.Errorf("engine: document %d in batch: %w", i, ErrEmptyID)
+		case len(d.ID) > MaxIDBytes:
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{fmt.Errorf("ID %s is longer than %d bytes", clip.Quote(d.ID), MaxIDBytes)})
 		case !utf8.ValidString(d.ID):
-			return fmt.Errorf("engine: document %d in batch: ID is not valid UTF-8", i)
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{errors.New("ID is not valid UTF-8")})
 		case IsEmpty(d):
-			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), ErrEmptyDocument)
 		}
 		if err := checkMeta(d); err != nil {
-			return fmt.Errorf("engine: document %q: %w", d.ID, err)
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), invalidDoc{err})
 		}
 		if _, err := lang.Parse(d.Language); err != nil {
 			return fmt.Errorf("engine: document %q: %w", d.ID, err)

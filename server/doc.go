@@ -46,11 +46,19 @@
 //   - Errors are JSON, {"error": {"code", "message", "type"}} (the shape
 //     OpenAI's clients read; Ollama's and text-embeddings-inference's
 //     routes answer {"error": MESSAGE, "error_type": CODE}, theirs): code
-//     is a stable word (invalid_request,
-//     limit_exceeded, too_large, unauthorized, read_only, not_found,
-//     method_not_allowed, model_not_found, unsupported, timeout,
-//     unavailable, internal), message the engine's own error text, the
-//     same the command line prints.
+//     is a stable word (invalid_request, limit_exceeded, too_large,
+//     unauthorized, forbidden, read_only, not_found, method_not_allowed,
+//     model_not_found, unsupported, timeout, unavailable, internal),
+//     message the engine's own error text, the same the command line
+//     prints, at most 2 KiB: input is quoted by its start (a client's
+//     mistake is a 4xx, never a 500).
+//   - No web page can use the server (desktop.go, in front of every
+//     route): Host must be a loopback name, an IP address or one of
+//     Options.AllowedHosts (DNS rebinding); a request that may write from
+//     a page of another origin is refused unless Options.CORS lists it
+//     (CORS headers go to those origins only); a body is read only with a
+//     JSON Content-Type; it must arrive within the timeout (also before a
+//     401); every answer says X-Content-Type-Options: nosniff.
 //   - A write is acknowledged (200) only after Engine.Add or Delete has
 //     returned nil: its bbolt transaction has committed, so a process
 //     killed after the answer loses nothing the client was told is stored.
@@ -58,7 +66,9 @@
 //     goes away or Options.Timeout passes; the engine's calls take it.
 //   - Limits (Options.Limits) are checked before the engine is called:
 //     body size (413), documents per batch, inputs per embedding request,
-//     k, query length (400, code limit_exceeded, naming the field).
+//     k, query length, bytes per text, model tokens per request (400,
+//     code limit_exceeded, naming the field); the tokens are counted
+//     before any model work, under the request's deadline (budget.go).
 //   - No request names a file: document IDs are keys of the store, models
 //     are the engine's own; nothing from a request becomes a path.
 //   - With Options.APIKey set, every route but GET /healthz, GET / and

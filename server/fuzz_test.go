@@ -42,7 +42,7 @@ func fuzzSetup(f *testing.F) (*Server, *engine.Engine) {
 		}
 		fuzzServer.srv, fuzzServer.eng = srv, eng
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("POST", "/v1/documents", strings.NewReader(pageDocs))
+		req := httptest.NewRequest("POST", "http://127.0.0.1/v1/documents", strings.NewReader(pageDocs))
 		req.Header.Set("Content-Type", "application/json")
 		srv.ServeHTTP(rec, req)
 		if rec.Code != 200 {
@@ -80,7 +80,7 @@ func FuzzDialects(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		path := dialectRoutes[int(route)%len(dialectRoutes)]
-		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, req)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/tokenizer"
@@ -215,11 +216,14 @@ func (s *Server) isServedModel(name string) bool {
 // Options.StrictModel only the one served, else any name (answered by the
 // one model served, the name logged once).
 func (s *Server) checkModel(route, name string) error {
+	if len(name) > maxModelName {
+		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
+	}
 	if s.isServedModel(name) {
 		return nil
 	}
 	if s.opts.StrictModel {
-		return errorf(http.StatusNotFound, "model_not_found", "model %q: this server embeds with %s only (--strict-model)", name, s.eng.Model().Label())
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server embeds with %s only (--strict-model)", clip.Quote(name), s.eng.Model().Label())
 	}
 	s.noteModel(route, name, s.eng.Model().Label())
 	return nil
@@ -227,15 +231,22 @@ func (s *Server) checkModel(route, name string) error {
 
 // checkReranker is checkModel for the reranker's name.
 func (s *Server) checkReranker(route, name string) error {
+	if len(name) > maxModelName {
+		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
+	}
 	if name == "" || name == s.opts.RerankerName {
 		return nil
 	}
 	if s.opts.StrictModel {
-		return errorf(http.StatusNotFound, "model_not_found", "model %q: this server reranks with %q only (--strict-model)", name, s.opts.RerankerName)
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server reranks with %q only (--strict-model)", clip.Quote(name), s.opts.RerankerName)
 	}
 	s.noteModel(route, name, s.opts.RerankerName)
 	return nil
 }
+
+// maxModelName bounds the model name a request may give (the clients'
+// names are a few dozen bytes; a longer one is a mistake, not a model).
+const maxModelName = 256
 
 // maxNamesLogged bounds the model names a server remembers having logged.
 const maxNamesLogged = 64
@@ -253,7 +264,7 @@ func (s *Server) noteModel(route, asked, served string) {
 		s.namesLogged = map[string]bool{}
 	}
 	s.namesLogged[asked] = true
-	s.opts.Logf("serve: %s asked for model %q; answering with %s, the one served (--strict-model refuses other names)", route, asked, served)
+	s.opts.Logf("serve: %s asked for model %s; answering with %s, the one served (--strict-model refuses other names)", route, clip.Quote(asked), served)
 }
 
 // embedTexts embeds texts (the request's field, for errors) with the
@@ -275,9 +286,6 @@ func (s *Server) embedTexts(ctx context.Context, field string, texts []string, q
 		return nil, 0, overLimit("%s: %d texts, over the limit of %d", field, len(texts), s.lim.MaxInputs)
 	}
 	for i, t := range texts {
-		if len(t) > s.lim.MaxBodyBytes32() {
-			return nil, 0, overLimit("%s[%d]: too long", field, i)
-		}
 		if strings.TrimSpace(t) == "" {
 			return nil, 0, badRequest("%s[%d]: empty text", field, i)
 		}
@@ -286,9 +294,9 @@ func (s *Server) embedTexts(ctx context.Context, field string, texts []string, q
 	if err != nil {
 		return nil, 0, err
 	}
-	tokens := 0
-	for _, t := range texts {
-		tokens += s.tokens.count(t)
+	tokens, err := s.countInputs(ctx, field, texts)
+	if err != nil {
+		return nil, 0, err
 	}
 	j := embedJob{ctx: ctx, texts: texts, query: query, tokens: tokens, ans: newAnswer[[][]float32]()}
 	vecs, err := roundTrip(ctx, b, j, j.ans)
@@ -341,9 +349,6 @@ func (s *Server) checkDimensions(field string, dims *int) error {
 	}
 	return badRequest("%s %d: %s gives %d-dimensional vectors and cannot shorten them", field, *dims, m.Label(), m.Dim)
 }
-
-// MaxBodyBytes32 is the body limit as an int (a text cannot be longer).
-func (l Limits) MaxBodyBytes32() int { return int(min(l.MaxBodyBytes, math.MaxInt32)) }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	data := []openAIModel{{ID: s.modelName(), Object: "model", OwnedBy: "anna"}}
@@ -433,7 +438,7 @@ func safeScorePairs(ctx context.Context, r rerank.Reranker, pairs []rerank.Pair)
 // reranker does not count them). The limits are checked first.
 func (s *Server) rerankTexts(ctx context.Context, field, query string, docs []string) ([]float32, int, error) {
 	if s.opts.Reranker == nil {
-		return nil, 0, errorf(http.StatusNotImplemented, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)")
+		return nil, 0, errorf(http.StatusBadRequest, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)")
 	}
 	if strings.TrimSpace(query) == "" {
 		return nil, 0, badRequest("query: %v", engine.ErrEmptyQuery)
@@ -448,12 +453,13 @@ func (s *Server) rerankTexts(ctx context.Context, field, query string, docs []st
 		return nil, 0, overLimit("%s: %d, over the limit of %d", field, len(docs), s.lim.MaxInputs)
 	}
 	j := rerankJob{ctx: ctx, pairs: make([]rerank.Pair, len(docs)), ans: newAnswer[[]float32]()}
-	pt, counts := s.opts.Reranker.(pairTokens)
+	pt, _ := s.opts.Reranker.(pairTokens)
 	for i, d := range docs {
 		j.pairs[i] = rerank.Pair{Query: query, Doc: d}
-		if counts {
-			j.tokens += pt.PairTokens(j.pairs[i])
-		}
+	}
+	var err error
+	if j.tokens, err = s.countPairs(ctx, field, pt, j.pairs); err != nil {
+		return nil, 0, err
 	}
 	scores, err := roundTrip(ctx, s.rerankB, j, j.ans)
 	return scores, j.tokens, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // SearchRequest is the body of POST /v1/search.
@@ -107,7 +108,7 @@ func (s *Server) searchOptions(req *SearchRequest) (engine.SearchOptions, error)
 	}
 	if req.Rerank {
 		if req.Mode != "" && m != engine.ModeRerank {
-			return opts, badRequest("rerank: true with mode %q: give one of them", req.Mode)
+			return opts, badRequest("rerank: true with mode %s: give one of them", clip.Quote(req.Mode))
 		}
 		m = engine.ModeRerank
 	}
@@ -154,7 +155,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.Mode == engine.ModeRerank && s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusNotImplemented, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
+		s.fail(w, r, errorf(http.StatusBadRequest, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
 		return
 	}
 	res, err := s.eng.Search(r.Context(), req.Query, opts)
@@ -166,9 +167,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	if unknown, err := s.eng.UnknownKeys(opts.Filter); err == nil && len(unknown) > 0 {
 		q := make([]string, len(unknown))
 		for i, k := range unknown {
-			q[i] = strconv.Quote(k)
+			q[i] = clip.Quote(k)
 		}
-		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", strings.Join(q, ", "), opts.Filter))
+		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", clip.Bytes(strings.Join(q, ", "), 1024), clip.Bytes(opts.Filter.String(), 1024)))
 	}
 	for i, res := range res {
 		h := Hit{Rank: i + 1, ID: res.ID, Score: res.Score, Title: res.Title, Metadata: metadataOf(res.Meta, res.MetaValues)}
@@ -271,7 +272,7 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 			return overLimit("documents: more than %d in one request, the limit", s.lim.MaxBatch)
 		}
 		if engine.IsEmpty(engine.Document(d)) {
-			return badRequest("%s:%d: document %q: %v", name, line, d.ID, engine.ErrEmptyDocument)
+			return badRequest("%s:%d: document %s: %v", name, line, clip.Quote(d.ID), engine.ErrEmptyDocument)
 		}
 		docs = append(docs, engine.Document(d))
 		return nil
@@ -292,6 +293,9 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 
 func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request) {
 	docs, warnings, err := s.readDocuments(r)
+	if err == nil {
+		err = s.checkDocuments(r.Context(), docs)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -321,7 +325,7 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(docs) == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	d := docs[0]
@@ -336,7 +340,7 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
@@ -408,7 +412,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("top"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > maxMetadataTop {
-			s.fail(w, r, badRequest("top %q: want 0 to %d", v, maxMetadataTop))
+			s.fail(w, r, badRequest("top %s: want 0 to %d", clip.Quote(v), maxMetadataTop))
 			return
 		}
 		top = n

@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -27,6 +30,21 @@ type Limits struct {
 	MaxK           int   // k and top_n (default 1000)
 	MaxQueryBytes  int   // query length in bytes (default 16 KiB)
 	MaxSnippetSize int   // snippet_size (default 4096)
+	// MaxTextBytes bounds one text: an embeddings input, a rerank
+	// document, a document's title and text together (default 1 MiB).
+	MaxTextBytes int
+	// MaxBodyBytesInFlight bounds the bodies of the requests being
+	// answered at once, in bytes (default MaxBodyBytes and 4 MiB: one
+	// body of the largest size and small ones beside it); a request that
+	// does not fit waits its turn (inflight.go).
+	MaxBodyBytesInFlight int64
+	// MaxRequestTokens bounds the model tokens one request may cost,
+	// counted before any model work: embeddings inputs as the model reads
+	// them (truncated to its window), rerank pairs as the reranker reads
+	// them, documents' texts up to what the engine embeds of each
+	// (default 300,000, OpenAI's limit of one embeddings request; some 30
+	// s of MiniLM on two cores).
+	MaxRequestTokens int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -48,6 +66,15 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxSnippetSize <= 0 {
 		l.MaxSnippetSize = 4096
 	}
+	if l.MaxBodyBytesInFlight <= 0 {
+		l.MaxBodyBytesInFlight = l.MaxBodyBytes + 4<<20
+	}
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = 1 << 20
+	}
+	if l.MaxRequestTokens <= 0 {
+		l.MaxRequestTokens = 300_000
+	}
 	return l
 }
 
@@ -63,7 +90,7 @@ type Options struct {
 	// Timeout bounds each request (default 30 s; negative: none).
 	Timeout time.Duration
 	// Reranker serves /v1/rerank (and should be the engine's
-	// Options.Reranker, for mode rerank); nil: /v1/rerank answers 501.
+	// Options.Reranker, for mode rerank); nil: the rerank routes answer 400 "unsupported" (a 5xx would be retried by clients).
 	Reranker rerank.Reranker
 	// RerankerName is the reranker's name in /v1/rerank answers.
 	RerankerName string
@@ -95,6 +122,15 @@ type Options struct {
 	// handler's panic, a batch's failure, a model name answered by
 	// another).
 	Logf func(format string, args ...any)
+	// AllowedHosts are the names, besides loopback names and IP
+	// addresses, that a request's Host may give (DNS rebinding; see
+	// desktop.go): the name the server is reached by, when it is not
+	// loopback. annactl serve adds its --listen host.
+	AllowedHosts []string
+	// CORS lists the origins (scheme://host[:port]) whose web pages may
+	// call the server from a browser, "*" for any; none by default, and
+	// then a browser page of another origin can neither write nor read.
+	CORS []string
 }
 
 // Server is the http.Handler of one engine. Close it before the engine.
@@ -103,6 +139,9 @@ type Server struct {
 	opts    Options
 	lim     Limits
 	mux     *http.ServeMux
+	handler http.Handler // mux behind guard (desktop.go) and the body budget (inflight.go)
+	bodies  *bodyBudget
+	freeing atomic.Bool // returnMemory is running
 	keyHash [32]byte
 	metrics *metrics
 
@@ -166,6 +205,8 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	s.mux.Handle("/", s.wrap(route{pattern: "/", name: "unknown", public: true, methods: map[string]http.HandlerFunc{}}))
+	s.bodies = &bodyBudget{size: s.lim.MaxBodyBytesInFlight}
+	s.handler = s.guard(s.withBodyBudget(s.mux))
 	return s, nil
 }
 
@@ -186,8 +227,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ServeHTTP answers one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP answers one request: the route's, once guard (desktop.go) has
+// let it through.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // route is one path of the API with its handlers by method.
 type route struct {
@@ -258,7 +300,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !ok {
 			if len(rt.methods) == 0 {
-				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", clip.String(r.Method), clip.String(r.URL.Path)))
 				return
 			}
 			allowed := make([]string, 0, len(rt.methods))
@@ -268,12 +310,13 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 			sw.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", clip.String(r.Method), clip.String(r.URL.Path), strings.Join(allowed, ", ")))
 			return
 		}
 		public := rt.public && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 		if !public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
+			sw.Header().Set("Connection", "close") // not waiting for the rest of a body nobody will read
 			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
 		}
@@ -395,13 +438,19 @@ type plainError struct {
 	ErrorType string `json:"error_type"`
 }
 
+// maxErrorMessage bounds an error answer's message: errors quote what was
+// wrong by its start (internal/clip), and this is the last guard, so that
+// no answer repeats a request's input at length (a 1 MB ID in a URL came
+// back in a 1 MB 404).
+const maxErrorMessage = 2048
+
 func writeError(w http.ResponseWriter, e *apiError) {
 	if sw, ok := w.(*statusWriter); ok && sw.plain {
-		writeJSON(w, e.status, plainError{Error: e.message, ErrorType: e.code})
+		writeJSON(w, e.status, plainError{Error: clip.Bytes(e.message, maxErrorMessage), ErrorType: e.code})
 		return
 	}
 	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, e.message
+	b.Error.Code, b.Error.Message = e.code, clip.Bytes(e.message, maxErrorMessage)
 	switch {
 	case e.status == http.StatusUnauthorized:
 		b.Error.Type = "authentication_error"
@@ -433,7 +482,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.As(err, &mbe):
 		ae = errorf(http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes (the server's limit)", mbe.Limit)
-	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument):
+	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument),
+		errors.Is(err, engine.ErrInvalidDocument):
 		ae = &apiError{http.StatusBadRequest, "invalid_request", err.Error()}
 	case errors.Is(err, engine.ErrReadOnly):
 		ae = &apiError{http.StatusForbidden, "read_only", err.Error()}
@@ -488,6 +538,8 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errorf(http.StatusRequestTimeout, "timeout", "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "invalid_request", "empty request body: want a JSON object")
 	case errors.As(err, &te):

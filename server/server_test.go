@@ -238,7 +238,7 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/search", `{"query": "a", "fusion": "max"}`, 400, "invalid_request", "fusion"},
 		{"POST", "/v1/search", `{"query": "a", "weights": {"sparse": 1}}`, 400, "invalid_request", "sparse"},
 		{"POST", "/v1/search", `{"query": "a", "filter": {"or": []}}`, 400, "invalid_request", "filter"},
-		{"POST", "/v1/search", `{"query": "a", "mode": "rerank"}`, 501, "unsupported", "no reranker"},
+		{"POST", "/v1/search", `{"query": "a", "mode": "rerank"}`, 400, "unsupported", "no reranker"}, // a 5xx would be retried by clients
 		{"POST", "/v1/search", `{"query": "a", "k": 5, "depth": 2}`, 400, "invalid_request", "depth (2) must be at least k (5)"},
 		{"GET", "/v1/search", ``, 405, "method_not_allowed", "allowed: POST"},
 		{"PUT", "/v1/documents/a", `{}`, 405, "method_not_allowed", "allowed: GET, DELETE"},
@@ -256,7 +256,7 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/embeddings", `{"input": "a", "dimensions": 8}`, 400, "invalid_request", "dimensions 8"},
 		{"POST", "/v1/embeddings", `{"input": ""}`, 400, "invalid_request", "input[0]: empty"},
 		{"POST", "/v1/embeddings", `{}`, 400, "invalid_request", `"input": missing`},
-		{"POST", "/v1/rerank", `{"query": "a", "documents": ["x"]}`, 501, "unsupported", "no reranker"},
+		{"POST", "/v1/rerank", `{"query": "a", "documents": ["x"]}`, 400, "unsupported", "no reranker"},
 	} {
 		code, m := ts.do(t, c.method, c.path, c.body)
 		if code != c.status || errCode(m) != c.code || !strings.Contains(errMessage(m), c.message) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,9 @@ func (a *app) serveCommand() *cobra.Command {
 		readOnly, strictModel, mcpWrites         bool
 		timeout, grace, batchWait                time.Duration
 		maxBody                                  int64
-		maxBatch, maxK                           int
+		maxBatch, maxK, maxTokens                int
+		maxText                                  int
+		cors, allowHosts                         []string
 		watch                                    string
 		ff                                       folderFlags
 	)
@@ -60,6 +63,15 @@ too (mode 0600; not DIR/anna.sock, which the engine's sharing owns).
 --watch FOLDER keeps DIR in step with a folder of files while serving (as
 annactl index --watch does): a file saved is searchable within seconds.
 
+No web page the user opens can use it: a request must name the server by a
+loopback name, an IP address, the --listen host or an --allow-host NAME (DNS
+rebinding); a request that may write from a page of another origin is refused
+unless --cors ORIGIN allows that origin (CORS headers go to those origins
+only); a body is read only with Content-Type: application/json (or
+application/x-ndjson for /v1/documents), and must arrive within --timeout.
+Each request may cost at most --max-tokens model tokens and each text
+--max-text bytes, counted before the model runs.
+
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 --grace), saves and closes the directory, and exits 0.`,
 		Example: `  annactl serve --index my-index
@@ -73,6 +85,14 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 			for name, v := range map[string]int{"max-batch": maxBatch, "max-k": maxK} {
 				if err := atLeast(name, v, 1); err != nil {
 					return err
+				}
+			}
+			if maxBody < 1 || maxText < 1 || maxTokens < 1 {
+				return usageErrorf("--max-body, --max-text and --max-tokens must be at least 1")
+			}
+			for _, o := range cors {
+				if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {
+					return usageErrorf("--cors %q: want an origin, scheme://host[:port] (or *)", o)
 				}
 			}
 			if maxBody < 1 {
@@ -106,7 +126,9 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 			}
 			eopts := engine.Options{ReadOnly: readOnly, Logf: a.logf}
 			sopts := server.Options{APIKey: key, ReadOnly: readOnly, StrictModel: strictModel, MCPWrites: mcpWrites, Version: version(), Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
-				Limits: server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK}}
+				Limits:       server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK, MaxTextBytes: maxText, MaxRequestTokens: maxTokens},
+				CORS:         cors,
+				AllowedHosts: append(listenHost(listen), allowHosts...)}
 			rr, fusion, err := loadReranker(cmd.Context(), reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
 			if err != nil {
 				return err
@@ -189,9 +211,23 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.Int64Var(&maxBody, "max-body", 16<<20, "largest request body in bytes")
 	f.IntVar(&maxBatch, "max-batch", 1024, "most documents per POST /v1/documents")
 	f.IntVar(&maxK, "max-k", 1000, "largest k (and top_n)")
+	f.IntVar(&maxText, "max-text", 1<<20, "longest text in bytes (an embeddings input, a rerank document, a document)")
+	f.IntVar(&maxTokens, "max-tokens", 300_000, "most model tokens one request may cost")
+	f.StringArrayVar(&cors, "cors", nil, "let web pages of `ORIGIN` (scheme://host[:port], * for any) call the server from a browser (repeatable)")
+	f.StringArrayVar(&allowHosts, "allow-host", nil, "a `NAME` requests may give as their Host, besides loopback names, IP addresses and the --listen host (repeatable)")
 	f.StringVar(&watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
 	ff.register(cmd, false)
 	return cmd
+}
+
+// listenHost is the --listen host when it is a name (an address needs no
+// allowing; see server.Options.AllowedHosts).
+func listenHost(listen string) []string {
+	h, _, err := net.SplitHostPort(listen)
+	if err != nil || h == "" || net.ParseIP(h) != nil {
+		return nil
+	}
+	return []string{h}
 }
 
 // readAPIKey reads the key from file, else $ANNA_API_KEY; "" when
