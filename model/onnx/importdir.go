@@ -260,6 +260,9 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 		Source:              s.Source,
 		Quantization:        s.Quantize,
 	}
+	if s.Quantize == model.QuantizeInt8 {
+		m.Activations = model.ActivationsRow // every product's input per row (fuse.go, llama.go)
+	}
 	if m.Name == "" {
 		m.Name = filepath.Base(filepath.Clean(dest))
 	}
