@@ -296,14 +296,15 @@ func BenchmarkRemoteEncoder(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	// The same model: the vectors agree to the batch's rounding; an int8
-	// model's activations are quantized per batch, and the batches differ
-	// (least cosine 0.9976 on 500 abstracts, 2026-12-06).
+	// The same model: a text's vector is its own whatever its batch (an
+	// int8 model's activations are quantized per row), so the remote
+	// vectors are the in-process ones up to float32 rounding (least cosine
+	// 0.999999 on 2,000 SciFact abstracts, 2026-12-06).
 	worst := 1.0
 	for i := range want {
 		worst = math.Min(worst, float64(dot(want[i], got[i])))
 	}
-	if worst < 0.99 {
+	if worst < 1-1e-5 {
 		b.Errorf("a remote vector's cosine with the in-process one is %.5f", worst)
 	}
 	rate := func(d time.Duration) float64 { return float64(len(texts)) / d.Seconds() }

@@ -15,7 +15,9 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
@@ -44,12 +46,18 @@ const (
 
 // Options configure Open. The zero value is usable: it opens the directory
 // for writing with the model recorded in it, or the default model installed
-// by `go run github.com/anna-search/anna/cmd/anna-env setup`.
+// by `go run github.com/anna-search/anna/cmd/anna-env setup` — in the form
+// annactl index and annactl embed use too (home.DefaultEmbedModel:
+// all-MiniLM-L6-v2-int8), so that a directory indexed by either gives the
+// same vectors.
 type Options struct {
-	// Model is a model directory (see `annactl models`). "" means the model
-	// recorded in the directory, else the default model. A directory bound
-	// to a model and opened with neither Model nor Encoder loads its model
-	// only when it first embeds (see Open).
+	// Model is a model directory, or the name of an installed model
+	// (under $ANNA_HOME/models, as `annactl models list` shows them and
+	// annactl's --model takes them: "bge-small-en-v1.5-int8"); a path, or
+	// a directory that exists where it is named, wins over a name. ""
+	// means the model recorded in the directory, else the default model.
+	// A directory bound to a model and opened with neither Model nor
+	// Encoder loads its model only when it first embeds (see Open).
 	Model string
 	// Encoder, when set, embeds instead of a model loaded from Model (which
 	// is then only recorded, so pass it when Encoder was loaded from it).
@@ -419,24 +427,34 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 // directory's, and keeps it (opts.KeepModel) in an unbound directory that
 // may bind to it.
 func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) error {
-	e.model.Dir = opts.Model
+	dir := opts.Model
+	if !encoder.IsRemote(dir) {
+		d, err := installed.Resolve(home.ModelsDir(), opts.Model)
+		if err != nil {
+			return optErr("Options.Model", opts.Model, err.Error())
+		}
+		dir = d
+	}
+	e.model.Dir = dir
 	enc := opts.Encoder
 	if enc == nil {
 		if e.model.Dir == "" {
 			e.model.Dir = recorded.Dir
 		}
-		var closer func() error
-		var err error
-		if e.model.Dir == "" {
-			var ort *encoder.ORTEncoder
-			ort, err = encoder.Default(ctx)
-			if err == nil {
-				enc, closer = ort, ort.Close
+		load := e.model.Dir
+		if load == "" {
+			// The default model, recorded as "" (FindModel looks for it
+			// under whichever $ANNA_HOME the directory is opened with).
+			var err error
+			if load, err = home.RequireDefaultEmbedModel(); err != nil {
+				return fmt.Errorf("engine: loading the default model: %w", err)
 			}
-		} else {
-			enc, closer, err = openEncoder(ctx, e.model.Dir)
 		}
-		if err != nil {
+		var (
+			closer func() error
+			err    error
+		)
+		if enc, closer, err = openEncoder(ctx, load); err != nil {
 			return fmt.Errorf("engine: loading the model: %w", err)
 		}
 		e.closers = append(e.closers, closer)

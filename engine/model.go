@@ -55,11 +55,13 @@ func modelLabel(name, fp string) string {
 func shortFP(fp string) string { return fp[:min(12, len(fp))] }
 
 // FindModel returns the directory that holds m, a model recorded by an
-// engine directory (RecordedModel, Engine.Model): m.Dir (the default
-// model's directory when "") while its manifest has m's fingerprint, else
-// an installed model under $ANNA_HOME/models with that fingerprint (see
-// installed.Find), else a *ModelNotFoundError that names the model and how
-// to get it back. It reads manifests only.
+// engine directory (RecordedModel, Engine.Model): m.Dir (when "", as
+// directories indexed with the default model before its directory was
+// recorded have it: the default model's directory, in either form) while
+// its manifest has m's fingerprint, else an installed model under
+// $ANNA_HOME/models with that fingerprint (see installed.Find), else a
+// *ModelNotFoundError that names the model and how to get it back. It
+// reads manifests only.
 func FindModel(m Model) (string, error) {
 	if m.Fingerprint == "" {
 		return "", fmt.Errorf("engine: FindModel: the model has no fingerprint (a directory that holds no documents is bound to none)")
@@ -69,7 +71,7 @@ func FindModel(m Model) (string, error) {
 	}
 	dir := m.Dir
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = defaultDir(m.Fingerprint)
 	}
 	man, err := model.LoadManifest(dir)
 	var why string
@@ -225,10 +227,23 @@ func modelName(enc encoder.Encoder, dir, fp string) string {
 // is "") when it holds fingerprint fp, else "".
 func manifestName(dir, fp string) string {
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = defaultDir(fp)
 	}
 	if man, err := model.LoadManifest(dir); err == nil && man.Fingerprint == fp {
 		return man.Name
 	}
 	return ""
+}
+
+// defaultDir is the directory of the default model's form with fingerprint
+// fp — the form that embeds by default (home.DefaultEmbedModel), or the
+// float32 one that was the default before — for a directory that recorded
+// the default model without its directory; the first when neither has it.
+func defaultDir(fp string) string {
+	for _, d := range []string{home.DefaultEmbedModel(), home.DefaultModel()} {
+		if man, err := model.LoadManifest(d); err == nil && man.Fingerprint == fp {
+			return d
+		}
+	}
+	return home.DefaultEmbedModel()
 }

@@ -110,7 +110,7 @@ func (s *Server) embedderFor(ctx context.Context) (*batcher[embedJob], error) {
 func loadTokenCounter(m engine.Model, enc encoder.Encoder) *tokenCounter {
 	dir := m.Dir
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = home.DefaultEmbedModel() // the tokenizer of both the default model's forms
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -322,7 +323,7 @@ func indexModel(ctx context.Context, dir, modelDir, precision string) (string, e
 				return "", err
 			}
 		default:
-			modelDir = home.DefaultModel()
+			modelDir = filepath.Join(home.ModelsDir(), home.DefaultEmbedName) // at its default precision: home.DefaultEmbedModel
 		}
 	}
 	if encoder.IsRemote(modelDir) {
