@@ -59,6 +59,7 @@ chromium:
 test-models: setup
 	@[ -f $(ANNA_HOME)/models/bge-small-en-v1.5/anna-model.json ] || $(GO) run ./cmd/annactl models install bge-small-en-v1.5
 	@$(GO) run ./cmd/annactl models download smollm2-135m-instruct >/dev/null
+	@$(GO) run ./cmd/annactl models download e5-small-v2 >/dev/null
 
 # Mine SciFact train -> fine-tune on the CPU -> reindex -> eval on SciFact test
 # (scripts/closed_loop.sh), with the 100-step budget the README's numbers

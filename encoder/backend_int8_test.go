@@ -3,11 +3,7 @@ package encoder
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/anna-search/anna/internal/home"
 )
 
 // cosine is a·b/(|a||b|) in float64 (1 for two zero vectors).
@@ -24,24 +20,20 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-// TestGoBackendInt8MatchesORT: MiniLM's int8 graph (`annactl models
-// install all-MiniLM-L6-v2 --quantize int8`; skipped when not installed)
-// through the pure-Go backend reproduces ONNX Runtime's int8 arithmetic on
-// the reference sentences and the golden texts. One text a batch (no
-// padding): most vectors within 1e-6 of ONNX Runtime's (float32 rounding
-// of the attention and pooling; the integer products are exact), the rest
-// moved by a value rounded to the other side of a quantization step (ONNX
-// Runtime's flash attention sums in another order), cosine ≥ 0.995. In
-// batches of mixed lengths the Q/K/V input's one scale comes from the
-// batch's real tokens in Go, from its padding too in ONNX Runtime: cosine
-// ≥ 0.98, and the Go vectors as close to the float32 model's as ONNX
-// Runtime's int8 ones (mean cosine within 0.001).
+// TestGoBackendInt8MatchesORT: MiniLM's int8 graph (as this converter
+// writes it: graphForms) through the pure-Go backend reproduces ONNX
+// Runtime's int8 arithmetic on the reference sentences and the golden
+// texts, one text a batch and five: most vectors within 1e-6 of ONNX
+// Runtime's (float32 rounding of the attention and pooling; the integer
+// products are exact), the rest moved by a value rounded to the other side
+// of a quantization step (ONNX Runtime's flash attention sums in another
+// order), cosine ≥ 0.995; and the Go vectors as close to the float32
+// model's as ONNX Runtime's int8 ones (mean cosine within 0.001). (Every
+// input is quantized per row and no batch is padded, so the batch size
+// changes nothing on either side: TestVectorIsItsOwn.)
 func TestGoBackendInt8MatchesORT(t *testing.T) {
 	needORT(t)
-	dir := filepath.Join(home.ModelsDir(), "all-MiniLM-L6-v2-int8")
-	if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
-		t.Skipf("all-MiniLM-L6-v2-int8 not installed (annactl models install all-MiniLM-L6-v2 --quantize int8): %v", err)
-	}
+	dir := graphForms(t)[formInt8]
 	ctx := context.Background()
 	texts := append(referenceTexts(t), goldenTexts...)
 	embed := func(dir, be string, batch int) [][]float32 {
@@ -65,9 +57,6 @@ func TestGoBackendInt8MatchesORT(t *testing.T) {
 		var sum, lowest, worst, sumGo, sumORT = 0.0, 1.0, 0.0, 0.0, 0.0
 		same := 0
 		floor := 0.995
-		if batch > 1 {
-			floor = 0.98
-		}
 		for i := range ort8 {
 			c, d := cosine(ort8[i], go8[i]), maxAbsDiff(ort8[i], go8[i])
 			sum += c
@@ -85,8 +74,8 @@ func TestGoBackendInt8MatchesORT(t *testing.T) {
 		n := float64(len(ort8))
 		t.Logf("batches of %d, %d texts: Go int8 vs ORT int8 cosine mean %.6f, min %.6f, max abs diff %.2e, %d within 1e-6; vs float32: Go int8 %.5f, ORT int8 %.5f",
 			batch, len(ort8), sum/n, lowest, worst, same, sumGo/n, sumORT/n)
-		if batch == 1 && 2*same < len(ort8) {
-			t.Errorf("one text a batch: only %d of %d vectors within 1e-6 of ONNX Runtime's", same, len(ort8))
+		if 2*same < len(ort8) {
+			t.Errorf("batches of %d: only %d of %d vectors within 1e-6 of ONNX Runtime's", batch, same, len(ort8))
 		}
 		if sumGo/n < sumORT/n-0.001 {
 			t.Errorf("batches of %d: Go int8 vectors are farther from float32's (mean cosine %.5f) than ONNX Runtime's int8 (%.5f)", batch, sumGo/n, sumORT/n)
@@ -95,14 +84,14 @@ func TestGoBackendInt8MatchesORT(t *testing.T) {
 }
 
 // TestGoBackendInt8: in every build (the pure-Go ones included) the Go
-// backend loads MiniLM's int8 graph (skipped when not installed) and its
-// vectors are close to the float32 model's: mean cosine ≥ 0.994 (ONNX
-// Runtime's int8 gives 0.995 on these texts), none under 0.98.
+// backend loads MiniLM's int8 graph (graphForms) and its vectors are close
+// to the float32 model's: mean cosine ≥ 0.993 (0.9941, as ONNX Runtime's
+// int8, on these texts since every input is quantized per row; 0.995 with
+// the Q/K/V input per batch), none under 0.98 — 0.95 for the golden texts
+// (empty, blank, one word: a few pooled tokens, where quantization noise
+// is a larger share; 0.979 for the empty text).
 func TestGoBackendInt8(t *testing.T) {
-	dir := filepath.Join(home.ModelsDir(), "all-MiniLM-L6-v2-int8")
-	if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
-		t.Skipf("all-MiniLM-L6-v2-int8 not installed: %v", err)
-	}
+	dir := graphForms(t)[formInt8]
 	ctx := context.Background()
 	texts := append(referenceTexts(t), goldenTexts...)
 	var vecs [2][][]float32
@@ -125,12 +114,16 @@ func TestGoBackendInt8(t *testing.T) {
 	for i := range texts {
 		c := cosine(vecs[0][i], vecs[1][i])
 		sum += c
-		if c < 0.98 {
-			t.Errorf("text %d (%.40q): Go int8 vs float32 cosine %.4f < 0.98", i, texts[i], c)
+		floor := 0.98
+		if i >= len(texts)-len(goldenTexts) {
+			floor = 0.95
+		}
+		if c < floor {
+			t.Errorf("text %d (%.40q): Go int8 vs float32 cosine %.4f < %g", i, texts[i], c, floor)
 		}
 	}
-	if mean := sum / float64(len(texts)); mean < 0.994 {
-		t.Errorf("Go int8 vs float32: mean cosine %.5f < 0.994", mean)
+	if mean := sum / float64(len(texts)); mean < 0.993 {
+		t.Errorf("Go int8 vs float32: mean cosine %.5f < 0.993", mean)
 	} else {
 		t.Logf("Go int8 vs float32, %d texts: mean cosine %.5f", len(texts), mean)
 	}

@@ -14,13 +14,15 @@
 // a text to embed creates it, exactly once however many goroutines call at
 // once, and returns its error if that fails (as every later call does). So
 // Dim, Fingerprint and a Cache that answers every text from disk cost no
-// session. A text's vector does not depend on Workers; the other texts of
-// a call (which batch it lands in, how far that is padded) change it by
-// rounding only (under 1e-5, TestBatchInvariance), except in an int8
-// model (Manifest.Quantization), whose attention input is quantized with
-// one scale per batch (its other products' inputs, one per token): there
-// the batch changes a vector by quantization noise (TestQuantizedMiniLM
-// bounds how far int8 vectors are from float32 ones).
+// session. A text's vector is its own: neither Workers nor the other
+// texts of a call (which batch it lands in) change it — the same bits,
+// in float32 and in int8 models alike, on either backend
+// (TestVectorIsItsOwn): internal/bert batches only texts of one token
+// length (nothing is padded) and an int8 graph quantizes every product's
+// input per row (token). Int8 models converted before issue 64 quantized
+// the attention's input with one scale per batch, which moved a vector
+// with its batch; they still run as they were converted (an index keeps
+// its vectors), and a new conversion has a new fingerprint.
 // The encoder runs whatever graph model.onnx holds, float32, int8 or int4; the
 // manifest's fingerprint tells their vectors apart.
 //

@@ -134,8 +134,9 @@ func TestFusedMatchesUnfused(t *testing.T) {
 // recorded as such in its manifest, has its own fingerprint, and embeds 48
 // SciFact abstracts each with cosine ≥ 0.99 to the float32 vector, the
 // golden texts (empty, blank, one word, ...) with ≥ 0.95, and all of them
-// with mean cosine ≥ 0.994 (0.9959 with its products' inputs quantized per
-// row; 0.9922 when they were quantized per batch).
+// with mean cosine ≥ 0.994 (0.9955 with every product's input quantized
+// per row; 0.9959 with the Q/K/V input per batch, the others per row;
+// 0.9922 when all were quantized per batch).
 func TestQuantizedMiniLM(t *testing.T) {
 	needORT(t)
 	forms := graphForms(t)

@@ -56,10 +56,12 @@ const (
 const (
 	// QuantizeInt8: every MatMul weight of the layers is int8, symmetric,
 	// with one scale per output column; activations are quantized to
-	// uint8 on every call, per tensor for a BERT's Q/K/V product and per row
-	// (token) for the other products (MatMulIntegerToFloat), a decoder's
-	// every projection among them (one scale per tensor gave SmolLM2
-	// vectors of cosine 0.64 to float32's; per row, 0.987).
+	// uint8 on every call, per row (token) for every product
+	// (MatMulIntegerToFloat: Manifest.Activations ActivationsRow), so a
+	// text's vector does not depend on the other texts of its batch. BERT
+	// graphs converted before issue 64 quantized the Q/K/V product's input
+	// per tensor (Activations ""); one scale per tensor gave SmolLM2
+	// vectors of cosine 0.64 to float32's, per row 0.987.
 	QuantizeInt8 = "int8"
 	// QuantizeInt4: decoders only; every projection weight is 4-bit in
 	// blocks of 32 input features, each with a scale and a zero point
@@ -68,6 +70,10 @@ const (
 	// the token embeddings int8 in blocks of 32 (llama.cpp's Q8_0), for
 	// decoders too large to hold in float32.
 	QuantizeInt4 = "int4"
+
+	// ActivationsRow is Manifest.Activations of an int8 graph whose every
+	// product quantizes its input per row (token).
+	ActivationsRow = "row"
 )
 
 // CheckQuantization accepts the quantizations anna writes: "" (float32
@@ -109,6 +115,14 @@ type Manifest struct {
 	// The encoder runs whichever graph model.onnx holds; this field says
 	// which it is, for people and for `annactl models list`.
 	Quantization string `json:"quantization,omitempty"`
+	// Activations says how an int8 model's graph quantizes its
+	// activations: ActivationsRow for the graphs converted since issue 64,
+	// "" for a float32 model and for int8 encoders converted before it,
+	// whose Q/K/V input took one scale per batch (a text's vector moved
+	// with its batch). Such a model still runs as it was converted (the
+	// indexes built with it keep their vectors); catalog.WithPrecision
+	// converts the entry again rather than build new indexes with it.
+	Activations string `json:"activations,omitempty"`
 	// Context is the encoder a Causal2Vec model is paired with (pooling
 	// causal2vec): its vector of each text is the graph's context input.
 	Context *ContextModel `json:"context,omitempty"`

@@ -14,7 +14,7 @@
 // (bert_ort.go); BackendGo ("go") reads the graph's weights (float32, or
 // a BERT graph's int8 ones: model/bert's int8 forward follows the int8
 // graph's arithmetic, its vectors within 1e-6 of ONNX Runtime's int8 ones
-// for most texts batched alone, TestGoBackendInt8MatchesORT) and
+// for most texts, TestGoBackendInt8MatchesORT) and
 // runs them in pure Go, in every build: model/bert's forward for plain
 // BERT models (task embed with mean, CLS or last pooling outside the
 // graph, task rerank with BertForSequenceClassification's head), and
@@ -37,12 +37,17 @@
 //     one return the error.
 //   - Run batches its inputs by token length (a stable sort: equal lengths
 //     keep input order) within windows of Spec.Window inputs, at most
-//     BatchSize inputs and BatchTokens padded tokens a batch (an input
-//     longer than BatchTokens alone), and an input of unpaddedFrom tokens
-//     or more only with inputs of its own length (no padding). For the
-//     same inputs and Options the batches, and so the outputs, are the
-//     same whatever Workers is: workers only choose which goroutine runs
-//     which batch.
+//     BatchSize inputs and BatchTokens tokens a batch (an input longer
+//     than BatchTokens alone), and only inputs of one token length: no
+//     input is padded (unpaddedFrom). For the same inputs and Options the
+//     batches, and so the outputs, are the same whatever Workers is:
+//     workers only choose which goroutine runs which batch.
+//   - An input's output does not depend on the other inputs of its Run
+//     or batch: both backends compute each row of a batch of one length
+//     as they compute it alone (an int8 graph quantizes per row), so an
+//     input gives the same bits alone or among others (TestBatchInvariant
+//     in package encoder; within 1.1e-7 when padded batches were allowed,
+//     and an int8 vector then moved by up to 0.012).
 //   - A Run whose context ends while the session is being created returns
 //     ctx's error at once; the creation goes on in the background and the
 //     next Run uses it.
@@ -472,16 +477,23 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 type batching struct{ size, tokens, even int }
 
 // unpaddedFrom is Run's batching.even: texts this long or longer go in
-// batches of one length, which need no padding, so that a fused graph's
-// attention runs ONNX Runtime's flash kernel (model/onnx's fusedLayer).
+// batches of one length, which need no padding — all of them, so that a
+// text's output is the same bits alone or in any batch. In ONNX Runtime a
+// padded batch runs the masked attention kernel, an unpadded one the flash
+// kernel (model/onnx's fusedLayer), whose float32 sums differ in the last
+// bits; an int8 graph quantizes a row's activations to the nearest step,
+// so such a difference could move a value a whole step: 34 of 120 SciFact
+// texts embedded by MiniLM int8 in padded batches differed from
+// themselves alone by more than 1e-6 (up to 0.012), none in batches of one
+// length (2026-12-06, ONNX Runtime 1.24). It costs no speed: MiniLM int8
+// on 1,500 SQuAD questions 1.82 against 1.92 CPU-s padded, on 646 SQuAD
+// paragraphs 10.3–10.8 against 11.1–11.4 (same day, shared 2-core
+// machine). Before, only texts of 128 tokens or more went unpadded:
 // bge-small over 200 SciFact abstracts (Python ONNX Runtime 1.24, one
 // thread, CPU seconds; float32 / int8): padded batches 36.6 / 17.6, one
 // length from 256 tokens 34.0 / 15.7, from 128 33.6 / 15.3, from 64
-// 33.6 / 15.6, always 33.7 / 15.7. The graphs of before (Attention,
-// QAttention) also ran faster in the smaller batches (36.5 → 35.0,
-// 18.1 → 16.8). Below 128 tokens the attention is a small part of the
-// work and full batches of short texts (queries) do better.
-const unpaddedFrom = 128
+// 33.6 / 15.6, always 33.7 / 15.7.
+const unpaddedFrom = 1
 
 // cuts returns the batch boundaries of encs, sorted by token count through
 // order: batch b is order[cut[b]:cut[b+1]].

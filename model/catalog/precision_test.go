@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
@@ -36,7 +37,9 @@ func copyManifest(t *testing.T, src, dest, name string) {
 }
 
 // TestWithPrecision: the default model's int8 form is converted from the
-// kept sources (no download) once and found afterwards; float32 keeps the
+// kept sources (no download) once and found afterwards, and again, the
+// stale one kept aside, when the installed one is a conversion of before
+// issue 64; float32 keeps the
 // model, and from the int8 form finds its float32 one; a model outside the
 // catalogue stays float32 by default and is refused int8.
 func TestWithPrecision(t *testing.T) {
@@ -73,6 +76,25 @@ func TestWithPrecision(t *testing.T) {
 		if d, err := WithPrecision(ctx, c.dir, c.p, home.SourceDir(), opts); err != nil || d != c.want {
 			t.Fatalf("WithPrecision(%s, %q) = %s, %v; want %s", c.dir, c.p, d, err, c.want)
 		}
+	}
+
+	// An int8 form converted before issue 64 (its Q/K/V input quantized
+	// per batch: Activations ""): new indexes get a new conversion, the
+	// old one is kept aside for the indexes built with it.
+	mg, _ := model.LoadManifest(got)
+	stale := *mg
+	stale.Activations, stale.Fingerprint = "", strings.Repeat("7", 64)
+	if err := model.WriteManifest(got, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := WithPrecision(ctx, float, PrecisionAuto, home.SourceDir(), opts); err != nil || d != got {
+		t.Fatalf("over a stale int8 form: %s, %v", d, err)
+	}
+	if m, err := model.LoadManifest(got); err != nil || m.Fingerprint != mg.Fingerprint || m.Activations != model.ActivationsRow {
+		t.Errorf("over a stale int8 form: installed %+v, %v; want the conversion of this build", m, err)
+	}
+	if m, err := model.LoadManifest(got + "-777777777777"); err != nil || m.Fingerprint != stale.Fingerprint {
+		t.Errorf("the stale int8 form kept aside: %+v, %v", m, err)
 	}
 
 	mine := filepath.Join(models, "my-model")

@@ -1,10 +1,11 @@
 // Package installed keeps the models installed under a models directory
 // ($ANNA_HOME/models, one directory each): it installs a model directory
 // made here under a name (Add, `annactl models add DIR NAME`), keeps one by
-// content (Keep: installed once per fingerprint, as NAME-FINGERPRINT12) and
-// finds an installed model by its fingerprint (Find), which is how an
-// engine directory finds its model again after the directory it was built
-// from moved. It reads manifests and copies files: it links neither the
+// content (Keep: installed once per fingerprint, as NAME-FINGERPRINT12),
+// installs a new conversion of a model over its name while keeping the old
+// one aside (Replace) and finds an installed model by its fingerprint
+// (Find), which is how an engine directory finds its model again after the
+// directory it was built from moved or was converted again. It reads manifests and copies files: it links neither the
 // converter (model/onnx) nor the catalogue's downloads (model/catalog), so
 // the runtime (engine) can use it.
 //
@@ -14,6 +15,9 @@
 //     came through with its sha256; otherwise nothing installed changes.
 //   - Keep never overwrites another model that holds the name it would
 //     use, and keeping a model that is already kept changes nothing.
+//   - Replace never loses an installed model: one of another fingerprint
+//     under the name is moved aside (NAME-FINGERPRINT12) first, unless
+//     another installed model has its fingerprint.
 //   - Find skips hidden entries, half-written copies (NAME.partial) and
 //     what is not a model directory; of several with the fingerprint it
 //     returns the first by name.
@@ -122,6 +126,72 @@ func Keep(ctx context.Context, src, modelsDir string) (dir string, m *model.Mani
 		return dest, m, true, nil
 	}
 	return "", nil, false, fmt.Errorf("installed: cannot keep %s under %s: %s and %s-FINGERPRINT are taken by other models", src, modelsDir, KeepName(sm), keepBase(sm))
+}
+
+// Replace installs the model directory dir (made beside modelsDir/name,
+// on the same file system) as modelsDir/name, moving it there. A model of
+// another fingerprint installed under that name is not lost: unless
+// another installed model has its fingerprint, it is moved aside first to
+// KeepName(its manifest) — where an engine directory bound to it finds it
+// by fingerprint (as it finds what Keep kept), so an index built with an
+// earlier conversion of a model keeps working after the model is converted
+// again — and kept is that directory ("" when nothing was kept). Its
+// manifest, name included, is left as it was.
+//
+// Crash behaviour: the old model is renamed aside, then dir renamed into
+// place (internal/atomicfile.ReplaceDir); a crash in between leaves the
+// name free and the old model kept, and running it again finishes it.
+func Replace(dir, modelsDir, name string) (kept string, err error) {
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return "", fmt.Errorf("installed: model name %q: want one path element", name)
+	}
+	nm, err := model.LoadManifest(dir)
+	if err != nil {
+		return "", err
+	}
+	dest := filepath.Join(modelsDir, name)
+	if old, err := model.LoadManifest(dest); err == nil && old.Fingerprint != nm.Fingerprint {
+		elsewhere, err := findOther(modelsDir, old.Fingerprint, name)
+		if err != nil {
+			return "", err
+		}
+		if !elsewhere {
+			aside := filepath.Join(modelsDir, KeepName(old))
+			if _, err := os.Lstat(aside); err == nil {
+				aside = filepath.Join(modelsDir, keepBase(old)+"-"+old.Fingerprint)
+			}
+			if _, err := os.Lstat(aside); err == nil {
+				return "", fmt.Errorf("installed: cannot keep %s (fingerprint %s) aside before replacing it: %s is taken by another model", dest, old.ShortFingerprint(), aside)
+			}
+			if err := os.Rename(dest, aside); err != nil {
+				return "", fmt.Errorf("installed: keeping %s aside: %w", dest, err)
+			}
+			kept = aside
+		}
+	}
+	if err := atomicfile.ReplaceDir(dir, dest); err != nil {
+		return kept, fmt.Errorf("installed: installing %s: %w", dest, err)
+	}
+	return kept, nil
+}
+
+// findOther reports whether a model under modelsDir other than the one
+// named except has fingerprint fp.
+func findOther(modelsDir, fp, except string) (bool, error) {
+	entries, err := os.ReadDir(modelsDir)
+	if err != nil {
+		return false, fmt.Errorf("installed: %w", err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == except || strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".partial") {
+			continue
+		}
+		if m, err := model.LoadManifest(filepath.Join(modelsDir, n)); err == nil && m.Fingerprint == fp {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // KeepName is the name Keep installs a copy of a model under: the

@@ -170,3 +170,63 @@ func TestAdd(t *testing.T) {
 		t.Errorf("adding an install onto itself: %v", err)
 	}
 }
+
+// TestReplace: Replace installs a new conversion over a name and keeps the
+// one it replaces aside (NAME-FP12), where Find finds it by fingerprint;
+// the same conversion again, or one whose predecessor is installed
+// elsewhere too, keeps nothing; a taken aside name is refused before
+// anything moves.
+func TestReplace(t *testing.T) {
+	tmp := t.TempDir()
+	models := filepath.Join(tmp, "models")
+	old := fakeModel(t, filepath.Join(models, "m-int8"), "m-int8", "graph of before")
+	next := filepath.Join(models, ".m-int8.import-1", "m-int8")
+	nm := fakeModel(t, next, "m-int8", "graph of now")
+	kept, err := Replace(next, models, "m-int8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(models, "m-int8-"+old.ShortFingerprint()); kept != want {
+		t.Errorf("kept %q, want %q", kept, want)
+	}
+	if m, err := model.LoadManifest(filepath.Join(models, "m-int8")); err != nil || m.Fingerprint != nm.Fingerprint {
+		t.Errorf("installed: %+v, %v (want the new conversion)", m, err)
+	}
+	if dir, m, err := Find(models, old.Fingerprint); err != nil || dir != kept || m.Name != "m-int8" {
+		t.Errorf("Find(the old fingerprint) = %q, %+v, %v; want %s, its manifest as it was", dir, m, err, kept)
+	}
+	if _, err := os.Stat(next); !os.IsNotExist(err) {
+		t.Errorf("the new conversion is still at %s: %v", next, err)
+	}
+
+	// The same conversion again: nothing to keep.
+	again := filepath.Join(models, ".m-int8.import-2", "m-int8")
+	fakeModel(t, again, "m-int8", "graph of now")
+	if kept, err := Replace(again, models, "m-int8"); err != nil || kept != "" {
+		t.Errorf("the same conversion again: kept %q, %v", kept, err)
+	}
+	// A conversion whose predecessor is also installed under another
+	// name: that copy serves, nothing is kept.
+	fakeModel(t, filepath.Join(models, "copy"), "copy", "graph of now")
+	third := filepath.Join(models, ".m-int8.import-3", "m-int8")
+	fakeModel(t, third, "m-int8", "graph of later")
+	if kept, err := Replace(third, models, "m-int8"); err != nil || kept != "" {
+		t.Errorf("predecessor installed elsewhere: kept %q, %v", kept, err)
+	}
+	// The aside names taken by other things: refused, nothing moved.
+	cur, _ := model.LoadManifest(filepath.Join(models, "m-int8"))
+	for _, n := range []string{"m-int8-" + cur.ShortFingerprint(), "m-int8-" + cur.Fingerprint} {
+		if err := os.WriteFile(filepath.Join(models, n), []byte("not a model"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.RemoveAll(filepath.Join(models, "copy"))
+	fourth := filepath.Join(models, ".m-int8.import-4", "m-int8")
+	fakeModel(t, fourth, "m-int8", "graph of the future")
+	if _, err := Replace(fourth, models, "m-int8"); err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Errorf("aside names taken: %v", err)
+	}
+	if m, err := model.LoadManifest(filepath.Join(models, "m-int8")); err != nil || m.Fingerprint != cur.Fingerprint {
+		t.Errorf("after a refused Replace: %+v, %v", m, err)
+	}
+}

@@ -46,7 +46,7 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	if task != model.TaskEmbed && task != model.TaskRerank {
 		return nil, fmt.Errorf("onnx: task %q not supported (want %s or %s)", task, model.TaskEmbed, model.TaskRerank)
 	}
-	w := &weights{t: tensors, cfg: cfg}
+	w := &weights{t: tensors, cfg: cfg, int8: o.Int8, perTensor: o.perTensor}
 	for _, p := range []string{"bert.", "roberta."} {
 		if _, ok := tensors[p+"embeddings.word_embeddings.weight"]; ok {
 			w.prefix = p
@@ -207,6 +207,10 @@ type weights struct {
 	prefix  string
 	missing []string
 	bad     error
+	// int8 and perTensor are BuildOptions' Int8 and perTensor (an int8
+	// graph's source weights and activation scheme).
+	int8      map[string]*Int8Columns
+	perTensor bool
 }
 
 func (w *weights) err() error {

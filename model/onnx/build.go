@@ -25,6 +25,19 @@ type BuildOptions struct {
 	// LabelTokens are a decoder reranker's label token ids (task rerank):
 	// the graph outputs their language-model logits at the last token.
 	LabelTokens []int64
+	// Int8 are int8 weights read from a quantized source graph (see
+	// ReadQuantizedBERT), by Linear module name under Hugging Face's
+	// names (encoder.layer.N.attention.self.query, ...): with Quantize
+	// int8, a BERT graph stores them as they are rather than quantizing
+	// the float32 weights (their dequantized values) again.
+	Int8 map[string]*Int8Columns
+
+	// perTensor quantizes an int8 BERT graph's activations per tensor
+	// and keeps the exact GELU: the arithmetic of a dynamically quantized
+	// source graph (tensorQuantizedMatMul), for the tests that check an
+	// import against it. Never served (a vector would move with its
+	// batch).
+	perTensor bool
 }
 
 // BuildWith builds the graph for cfg's architecture (see BuildBERT and

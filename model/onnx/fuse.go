@@ -28,11 +28,10 @@ package onnx
 // internal/bert cuts batches of long texts at length changes so that they
 // take it.
 //
-// Quantized (BuildOptions.Quantize), x·Wqkv is a MatMulIntegerToFloat of
-// x quantized once (DynamicQuantizeLinear, one scale per batch, as
-// QAttention did before; ONNX Runtime fuses the pair into
-// DynamicQuantizeMatMul), and every other MatMul quantizes its input per
-// row (rowQuantizedMatMul). GELU is FastGelu's tanh form there.
+// Quantized (BuildOptions.Quantize), every MatMul quantizes its input per
+// row (token: rowQuantizedMatMul), so that a token's output depends on its
+// own row alone and a text's vector on its own tokens alone, whatever
+// else is in its batch. GELU is FastGelu's tanh form there.
 // Decoders (llama.go) share matmul for their projections, float32, int8
 // (every projection per row) or int4 (MatMulNBits).
 
@@ -64,12 +63,9 @@ func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, q
 			bias = g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
 			qkv = g.Op("MatMul", []string{x, wt})
 		} else {
-			q, scale := quantizeColumns(wqkv, H, 3*H)
-			wt := g.Int8s(sanitize(p+"attention.self.qkv.weight_int8"), []int64{int64(H), int64(3 * H)}, q)
-			sc := g.Floats(sanitize(p+"attention.self.qkv.weight_scale"), []int64{int64(3 * H)}, scale)
-			b := g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
-			xq := g.OpN("DynamicQuantizeLinear", []string{x}, 3) // uint8 x, its scale, its zero point
-			qkv = g.MS("MatMulIntegerToFloat", []string{xq[0], wt, xq[1], sc, xq[2], "", b})
+			wt, sc := w.int8Weight(g, p+"attention.self.qkv", w.packedQKVInt8(p+"attention.self.", wqkv), H, 3*H)
+			bias = g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
+			qkv = w.quantizedMatMul(g, x, wt, sc, H)
 		}
 		h3 := int64(H)
 		sp := g.OpN("Split", []string{qkv, g.Int64s("", []int64{3}, []int64{h3, h3, h3})}, 3, AttrInt("axis", -1))
@@ -93,7 +89,7 @@ func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, q
 	switch act := w.cfg.HiddenAct; {
 	case act == "relu":
 		f = g.Op("Relu", []string{g.Op("Add", []string{f, b1})})
-	case act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu" && quant != "":
+	case act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu" && quant != "" && !w.perTensor:
 		f = g.MS("FastGelu", []string{f, b1})
 	default:
 		f = g.MS("BiasGelu", []string{f, b1})
@@ -157,14 +153,84 @@ func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) st
 		}
 		return g.Op("MatMul", []string{x, wt})
 	}
-	data, _ := w.data(w.prefix+name+".weight", true, out, in)
-	if data == nil {
-		return x
+	src := w.int8[w.prefix+name]
+	var data []float32
+	if src == nil {
+		if data, _ = w.data(w.prefix+name+".weight", true, out, in); data == nil {
+			return x
+		}
 	}
-	q, scale := quantizeColumns(data, in, out)
-	wt := g.Int8s(sanitize(w.prefix+name+".weight_int8"), []int64{int64(in), int64(out)}, q)
-	sc := g.Floats(sanitize(w.prefix+name+".weight_scale"), []int64{int64(out)}, scale)
+	wt, sc := w.int8Weight(g, w.prefix+name, &int8Source{cols: src, float: data}, in, out)
+	return w.quantizedMatMul(g, x, wt, sc, in)
+}
+
+// int8Source is one product's weight for an int8 graph: the int8 columns
+// of a quantized source graph (BuildOptions.Int8), kept as they are, else
+// the float32 weight [in, out], quantized here (quantizeColumns).
+type int8Source struct {
+	cols  *Int8Columns
+	float []float32
+}
+
+// int8Weight adds the int8 weight [in, out] of module name and its
+// per-column scales as initializers.
+func (w *weights) int8Weight(g *Graph, name string, src *int8Source, in, out int) (wt, sc string) {
+	q, scale := []int8(nil), []float32(nil)
+	if src.cols != nil {
+		q, scale = src.cols.W, src.cols.Scale
+	} else {
+		q, scale = quantizeColumns(src.float, in, out)
+	}
+	wt = g.Int8s(sanitize(name+".weight_int8"), []int64{int64(in), int64(out)}, q)
+	sc = g.Floats(sanitize(name+".weight_scale"), []int64{int64(out)}, scale)
+	return wt, sc
+}
+
+// packedQKVInt8 is the Q/K/V product's weight for an int8 graph: the
+// source graph's int8 query, key and value columns side by side when it
+// has them (as packedQKV lays out the float32 ones), else packed, the
+// float32 one.
+func (w *weights) packedQKVInt8(prefix string, packed []float32) *int8Source {
+	H := w.cfg.HiddenSize
+	var cols [3]*Int8Columns
+	for i, n := range []string{"query", "key", "value"} {
+		if cols[i] = w.int8[w.prefix+prefix+n]; cols[i] == nil || cols[i].In != H || cols[i].Out != H {
+			return &int8Source{float: packed}
+		}
+	}
+	qkv := &Int8Columns{In: H, Out: 3 * H, W: make([]int8, 0, 3*H*H), Scale: make([]float32, 0, 3*H)}
+	for i := 0; i < H; i++ {
+		for _, c := range cols {
+			qkv.W = append(qkv.W, c.W[i*H:(i+1)*H]...)
+		}
+	}
+	for _, c := range cols {
+		qkv.Scale = append(qkv.Scale, c.Scale...)
+	}
+	return &int8Source{cols: qkv}
+}
+
+// quantizedMatMul is x·W for the int8 weight wt [in, out] with per-column
+// scales sc: x quantized per row (rowQuantizedMatMul), or with
+// perTensorActivations per tensor (tensorQuantizedMatMul).
+func (w *weights) quantizedMatMul(g *Graph, x, wt, sc string, in int) string {
+	if w.perTensor {
+		return tensorQuantizedMatMul(g, x, wt, sc)
+	}
 	return rowQuantizedMatMul(g, x, wt, sc, in)
+}
+
+// tensorQuantizedMatMul is x·W with x quantized over the whole tensor
+// (DynamicQuantizeLinear: uint8, one scale and zero point for the batch),
+// the arithmetic of ONNX Runtime's quantize_dynamic (DynamicQuantizeLinear,
+// MatMulInteger, the two scales' product): what a dynamically quantized
+// source graph computes, and so, for a text alone, what anna's graph of
+// its weights must compute to be checked against it. A text's vector then
+// depends on the other texts of its batch: graphs that are served quantize
+// per row.
+func tensorQuantizedMatMul(g *Graph, x, wt, sc string) string {
+	xq := g.OpN("DynamicQuantizeLinear", []string{x}, 3) // uint8 x, its scale, its zero point
+	return g.MS("MatMulIntegerToFloat", []string{xq[0], wt, xq[1], sc, xq[2]})
 }
 
 // rowQuantizedMatMul is x·W for x [batch, seq, in] and the int8 weight wt
@@ -177,16 +243,17 @@ func (w *weights) matmul(g *Graph, x, name string, in, out int, quant string) st
 // DynamicQuantizeMatMul, what ran here before, takes one scale for the
 // whole batch: a token with a large activation (BERT's feed-forward
 // outputs have them at [SEP] and punctuation) coarsened every token of
-// every document beside it (a document's vector still depends a little on
-// its batch through the Q/K/V product's scale).
+// every document beside it.
 // Per row, MiniLM's int8 vectors of 256 SciFact abstracts went from cosine
 // 0.9935 to 0.9965 with their float32 vectors (bge-small: 0.9981 to
 // 0.9991) for 5% (MiniLM) and 9% (bge-small) more int8 time
 // (BenchmarkQuantSciFact's ratios, ONNX Runtime 1.24, VNNI CPU),
 // and SciFact nDCG@10 came within 0.005 of float32's (BenchmarkQuantNDCG).
 // QuantizeLinear quantizes along one axis only, so x is viewed as [rows,
-// in] for it. The Q/K/V product (fusedLayer) keeps one scale per batch:
-// per row there cost 7–10% more and moved the vectors no closer.
+// in] for it. The Q/K/V product is quantized per row too (it kept one
+// scale per batch until a text's vector was made its own, issue 64: a
+// text's int8 vector then moved with its batch, cosine 0.997 to itself
+// alone).
 func rowQuantizedMatMul(g *Graph, x, wt, sc string, in int) string {
 	// max|x| as max(max x, −min x): two reading passes, where Abs would
 	// also write a copy of x (1.4% of bge-small's int8 time).

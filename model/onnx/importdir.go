@@ -175,12 +175,18 @@ func noDuplicate(name, dir string, all map[string]*safetensors.Tensor, kept map[
 // and renames, replacing an existing dest, so readers never see half a
 // model. The trainer calls this with fine-tuned weights held in memory.
 func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byte, tensors map[string]*safetensors.Tensor, tokenizerPath string, s Settings) (*model.Manifest, error) {
+	return writeDir(ctx, dest, cfg, cfgJSON, tensors, nil, tokenizerPath, s)
+}
+
+// writeDir is WriteDir with a quantized source graph's int8 weights
+// (BuildOptions.Int8), stored as they are in an int8 model.
+func writeDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byte, tensors map[string]*safetensors.Tensor, int8s map[string]*Int8Columns, tokenizerPath string, s Settings) (*model.Manifest, error) {
 	ctx = safe.Ctx(ctx)
 	m, err := manifestFor(dest, cfg, s)
 	if err != nil {
 		return nil, err
 	}
-	o := BuildOptions{Quantize: s.Quantize, Unfused: s.Unfused}
+	o := BuildOptions{Quantize: s.Quantize, Unfused: s.Unfused, Int8: int8s}
 	if m.PairPrompt != nil {
 		if o.LabelTokens, err = labelTokens(tokenizerPath, m.PairPrompt.Labels); err != nil {
 			return nil, err
@@ -259,6 +265,9 @@ func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, e
 		InstructionTemplate: s.InstructionTemplate,
 		Source:              s.Source,
 		Quantization:        s.Quantize,
+	}
+	if s.Quantize == model.QuantizeInt8 {
+		m.Activations = model.ActivationsRow // every product's input per row (fuse.go, llama.go)
 	}
 	if m.Name == "" {
 		m.Name = filepath.Base(filepath.Clean(dest))

@@ -77,7 +77,7 @@ func TestBERTFromONNX(t *testing.T) {
 		}
 	}
 	c := *cfg
-	c.NumLabelsField, c.PositionEmbeddingType = 0, ""
+	c.NumLabelsField, c.PositionEmbeddingType = 0, "absolute"
 	if fmt.Sprintf("%+v", *gcfg) != fmt.Sprintf("%+v", c) {
 		t.Errorf("config %+v, want %+v", *gcfg, c)
 	}

@@ -10,6 +10,9 @@ type (
 	Node      = onnxfile.Node
 	Attribute = onnxfile.Attribute
 	Tensor    = onnxfile.Tensor
+	// Int8Columns is an int8 product weight with a scale per output
+	// column (an int8 graph's, or a quantized source graph's).
+	Int8Columns = onnxfile.Int8Columns
 )
 
 // ReadFile reads an ONNX model file (see onnxfile.ReadFile).

@@ -377,21 +377,43 @@ func readTensor(b []byte) (*Tensor, error) {
 		if len(t.Int64) != n {
 			return nil, fmt.Errorf("tensor %q: %d values for shape %v", t.Name, len(t.Int64), t.Shape)
 		}
-	case Int8:
-		if len(raw) != n {
-			return nil, fmt.Errorf("tensor %q: %d bytes of int8 data for shape %v (want %d)", t.Name, len(raw), t.Shape, n)
+	case Int8, Uint8:
+		// int8 weights, packed 4-bit weights (MatMulNBits), zero points.
+		// ONNX stores 8-bit values either as raw bytes or, one per
+		// element, in int32_data (as onnx.helper.make_tensor writes small
+		// tensors such as a scalar zero point).
+		kind := "int8"
+		if t.DataType == Uint8 {
+			kind = "uint8"
 		}
-		t.Int64 = make([]int64, n)
-		for i, b := range raw {
-			t.Int64[i] = int64(int8(b))
-		}
-	case Uint8: // a quantized graph's packed 4-bit weights (MatMulNBits)
-		if len(raw) != n {
-			return nil, fmt.Errorf("tensor %q: %d bytes of uint8 data for shape %v (want %d)", t.Name, len(raw), t.Shape, n)
-		}
-		t.Int64 = make([]int64, n)
-		for i, b := range raw {
-			t.Int64[i] = int64(b)
+		switch {
+		case raw != nil:
+			if len(raw) != n {
+				return nil, fmt.Errorf("tensor %q: %d bytes of %s data for shape %v (want %d)", t.Name, len(raw), kind, t.Shape, n)
+			}
+			t.Int64 = make([]int64, n)
+			for i, b := range raw {
+				if t.DataType == Int8 {
+					t.Int64[i] = int64(int8(b))
+				} else {
+					t.Int64[i] = int64(b)
+				}
+			}
+		default:
+			if len(ints) != n {
+				return nil, fmt.Errorf("tensor %q: %d values of %s data for shape %v (want %d)", t.Name, len(ints), kind, t.Shape, n)
+			}
+			t.Int64 = make([]int64, n)
+			for i, v := range ints {
+				if t.DataType == Int8 {
+					if v < -128 || v > 127 {
+						return nil, fmt.Errorf("tensor %q: value %d out of int8's range", t.Name, v)
+					}
+				} else if v < 0 || v > 255 {
+					return nil, fmt.Errorf("tensor %q: value %d out of uint8's range", t.Name, v)
+				}
+				t.Int64[i] = v
+			}
 		}
 	default:
 		// Other types (bool, uint8, float16, ...) are kept shape-only: a
