@@ -231,13 +231,6 @@ type Report struct {
 	CheckQueries                      int     // held-out queries scored
 	Check                             string  // which check scored them: CheckJudged, CheckCorpus or CheckCandidates
 	Reindexed                         bool
-	// FusionScores are the fusion stage's hybrid nDCG@10 of each fusion
-	// tried on FusionQueries queries (pseudo-judged, or judged with
-	// Config.Judged); Fusion is the one it recorded ("" when it chose
-	// none: no teacher model, or KeepFusion).
-	FusionScores  map[string]float64 `json:",omitempty"`
-	Fusion        string             `json:",omitempty"`
-	FusionQueries int                `json:",omitempty"`
 	Estimate                          time.Duration // the up-front estimate
 	Took                              map[string]time.Duration
 
@@ -247,6 +240,14 @@ type Report struct {
 	// conversion (Model + "-int8") for an int8 one. Both are recorded by
 	// the check ("" before it).
 	Precision, Served string
+
+	// FusionScores are the fusion stage's hybrid nDCG@10 of each fusion
+	// tried on FusionQueries queries (pseudo-judged, or judged with
+	// Config.Judged); Fusion is the one it recorded ("" when it chose
+	// none: no teacher model, or KeepFusion).
+	FusionScores  map[string]float64 `json:",omitempty"`
+	Fusion        string             `json:",omitempty"`
+	FusionQueries int                `json:",omitempty"`
 }
 
 // The held-out checks (Report.Check; see the package doc).
