@@ -10,7 +10,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/lang"
-	"github.com/anna-search/anna/model"
+	annamodel "github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 )
 
@@ -119,6 +119,14 @@ func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, l
 	if err != nil {
 		return nil, nil, err
 	}
+	dirs, left = TeacherModelsFor(m.Name, code, modelsDir)
+	return dirs, left, nil
+}
+
+// TeacherModelsFor is DefaultTeacherModels for a student model named
+// model (its forms are left out; "" for none) and documents in the
+// language code.
+func TeacherModelsFor(model, code, modelsDir string) (dirs, left []string) {
 	var multi, multiNames []string
 	for _, e := range catalog.Entries() {
 		if e.Decoder {
@@ -134,11 +142,11 @@ func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, l
 		switch {
 		case dir == "":
 			continue
-		case m.Name != "" && (m.Name == e.Name || strings.HasPrefix(m.Name, e.Name+"-")):
+		case model != "" && (model == e.Name || strings.HasPrefix(model, e.Name+"-")):
 			left = append(left, fmt.Sprintf("%s (the index's model)", e.Name))
 			continue
 		}
-		man := &model.Manifest{Name: e.Name}
+		man := &annamodel.Manifest{Name: e.Name}
 		if !man.KnowsLanguage(code) {
 			left = append(left, fmt.Sprintf("%s (not trained on %s, the documents' language)", e.Name, code))
 			continue
@@ -150,12 +158,12 @@ func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, l
 		dirs = append(dirs, dir)
 	}
 	if len(dirs) == 0 {
-		return multi, left, nil
+		return multi, left
 	}
 	for _, n := range multiNames {
 		left = append(left, fmt.Sprintf("%s (the documents are in %s, which the other teachers were trained on)", n, code))
 	}
-	return dirs, left, nil
+	return dirs, left
 }
 
 // languageSample is how many documents corpusLanguage reads.
