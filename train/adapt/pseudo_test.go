@@ -16,8 +16,8 @@ func TestPseudoQueryEveryScript(t *testing.T) {
 		"القاهرة هي عاصمة مصر وأكبر مدنها. النيل طويل":               "القاهرة هي عاصمة مصر وأكبر مدنها",
 		"短い。": "",
 	} {
-		if got := pseudoQuery(engine.Document{Text: text}); got != want {
-			t.Errorf("pseudoQuery(%q) = %q, want %q", text, got, want)
+		if got := PseudoQuery(engine.Document{Text: text}); got != want {
+			t.Errorf("PseudoQuery(%q) = %q, want %q", text, got, want)
 		}
 	}
 }
