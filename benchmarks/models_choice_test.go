@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -83,7 +84,9 @@ type choiceRow struct {
 // file. ANNA_MODELS_EXTRA=NAME=DIR[,NAME=DIR] adds model
 // directories as more forms (an int8 model converted before issue 64, to
 // compare with; shown, never chosen); ANNA_MODELS_SETS=SET[,SET] measures
-// those sets only; ANNA_MODELS_TABLE_ONLY=1 measures nothing and prints the
+// those sets only, ANNA_MODELS_FORMS=FORM[,FORM] those forms only, in that
+// order (two runs of one set side by side, each on its forms);
+// ANNA_MODELS_TABLE_ONLY=1 measures nothing and prints the
 // tables of the file's rows (Markdown, on standard output). At the end the
 // tables of every row in the file and the choice: the catalogue form with
 // the best average hybrid nDCG@10 over the sets every catalogue form has,
@@ -104,6 +107,17 @@ func BenchmarkModelChoice(b *testing.B) {
 	}
 	for range b.N {
 		forms := choiceForms(b)
+		if pick := os.Getenv("ANNA_MODELS_FORMS"); pick != "" {
+			var picked []choiceForm
+			for _, name := range strings.Split(pick, ",") {
+				i := slices.IndexFunc(forms, func(f choiceForm) bool { return f.name == name })
+				if i < 0 {
+					b.Fatalf("ANNA_MODELS_FORMS: no form %q", name)
+				}
+				picked = append(picked, forms[i])
+			}
+			forms = picked
+		}
 		// done reads the file again each time: another run may be writing
 		// it (one per set, say), and a row it wrote need not be measured
 		// twice.
