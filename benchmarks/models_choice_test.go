@@ -366,6 +366,17 @@ func choiceTable(rows []choiceRow) string {
 	}
 	if len(partial) > 0 {
 		fmt.Fprintf(&sb, "\nmeasured with some catalogue forms only (not in the averages): %s\n", strings.Join(partial, ", "))
+		// The same over every set measured, for the forms measured on all
+		// of them: what the choice would be if the missing ones could not
+		// win.
+		var every []string
+		for _, s := range choiceSets {
+			if slices.Contains(sets, s.name) || slices.Contains(partial, s.name) {
+				every = append(every, s.name)
+			}
+		}
+		sb.WriteString("\nthe forms measured on every one of those sets too (a form missing from this table lacks one):\n\n")
+		choiceSummary(&sb, forms, every, last, candidate)
 	}
 	sb.WriteString("\n| set | form | nDCG@10 lexical | dense | hybrid | R@100 lexical | dense | hybrid | CPU-ms/doc | tokens/doc |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range choiceSets {
