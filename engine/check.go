@@ -341,10 +341,11 @@ func (c *checker) liveStore() *storage.Store {
 
 func (c *checker) checkBM25(ctx context.Context) error {
 	if c.live != nil {
-		if c.live.lex == nil {
+		l := c.live.local()
+		if l == nil || l.lex == nil {
 			return nil // another backend (Weaviate): Check looks at local indexes only
 		}
-		return c.inspectBM25(ctx, c.live.lex)
+		return c.inspectBM25(ctx, l.lex)
 	}
 	lex, err := lexical.Open(filepath.Join(c.dir, lexicalDir), lexical.Options{ReadOnly: true})
 	if errors.Is(err, lexical.ErrNotExist) {
@@ -400,11 +401,15 @@ func (c *checker) inspectBM25(ctx context.Context, lex *lexical.Index) error {
 func (c *checker) checkHNSW(ctx context.Context) error {
 	if c.live != nil {
 		e := c.live
+		l := e.local()
+		if l == nil {
+			return nil // another backend (Weaviate): Check looks at local indexes only
+		}
 		e.mu.RLock()
-		ix, meta := e.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.model.Fingerprint, e.chunking), AppliedSeq: e.denseApplied}
+		ix, meta := l.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.model.Fingerprint, e.chunking), AppliedSeq: l.denseApplied}
 		e.mu.RUnlock()
 		if ix == nil {
-			if _, local := e.be.(local); local && c.rep.Documents > 0 {
+			if c.rep.Documents > 0 {
 				c.ps.add(PartHNSW, "the graph is missing")
 			}
 			return nil
@@ -719,8 +724,9 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	if err := e.catchUpLexical(ctx); err != nil {
+	l := e.local()
+	if err := l.catchUpLexical(ctx); err != nil {
 		return 0, err
 	}
-	return len(need), e.catchUpDense(ctx)
+	return len(need), l.catchUpDense(ctx)
 }

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/anna-search/anna/lang"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
@@ -201,27 +199,20 @@ type Engine struct {
 	life   sync.RWMutex
 	closed bool
 
-	be backend // where the lists come from: local{e} or a *remote
+	be backend // where the lists come from: a *local (the directory's indexes) or a *remote; nil reading through another process
 
-	writeMu    sync.Mutex // one writer at a time
-	lex        *lexical.Index
-	lexApplied uint64 // last store seq applied to lex (guarded by writeMu)
-	lexStale   string // read-only: why lex cannot answer ("" when in step)
+	writeMu sync.Mutex // one writer at a time
 
 	loadMu   sync.Mutex // serialises loading the model when first needed (ensureEncoder)
 	cacheDir string     // Options.EmbeddingCache, for a model loaded when first needed
 	keep     bool       // Options.KeepModel
 
-	mu           sync.RWMutex    // guards the model snapshot below (swapped by Reindex)
-	enc          encoder.Encoder // nil until first needed when Open did not load the model
-	model        Model
-	chunking     Chunking
-	bound        bool // model recorded in the store (it holds or held documents)
-	dense        *dense.Index
-	denseApplied uint64       // last store seq the graph reflects
-	denseSaved   uint64       // the store seq its saved file reflects (0: none saved of this graph)
-	dirty        bool         // graph changed since the last save
-	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
+	mu       sync.RWMutex    // guards the model snapshot below and the backend's index (swapped together by Reindex)
+	enc      encoder.Encoder // nil until first needed when Open did not load the model
+	model    Model
+	chunking Chunking
+	bound    bool         // model recorded in the store (it holds or held documents)
+	fusion   FusionChoice // recorded by SetFusion ("" Fusion: none)
 
 	hlMu sync.Mutex                      // guards hl
 	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
@@ -305,14 +296,15 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 		ok = true
 		return e, nil
 	}
-	e.be = local{e}
-	if err := e.openLexical(ctx); err != nil {
+	l := &local{e: e}
+	e.be = l
+	if err := l.openLexical(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.openDense(ctx); err != nil {
+	if err := l.openDense(ctx); err != nil {
 		return nil, err
 	}
-	e.checkpointLocked() // a replay of many changes, or a rebuild, is not done again after another crash
+	l.checkpoint() // a replay of many changes, or a rebuild, is not done again after another crash
 	ok = true
 	return e, nil
 }
@@ -615,55 +607,10 @@ func (e *Engine) Flush() error {
 }
 
 func (e *Engine) flushLocked() error {
-	if e.readOnly {
-		return nil
+	if l := e.local(); l != nil {
+		return l.flush()
 	}
-	e.mu.RLock()
-	ix, fp, applied, dirty := e.dense, vectorKey(e.model.Fingerprint, e.chunking), e.denseApplied, e.dirty
-	e.mu.RUnlock()
-	if !dirty || ix == nil {
-		return nil
-	}
-	meta := dense.Meta{StoreID: e.store.ID(), Fingerprint: fp, AppliedSeq: applied}
-	if err := ix.Save(filepath.Join(e.dir, denseFile), meta); err != nil {
-		return fmt.Errorf("engine: saving the dense graph: %w", err)
-	}
-	e.mu.Lock()
-	if e.dense == ix {
-		e.dirty, e.denseSaved = e.denseApplied != applied, applied
-	}
-	e.mu.Unlock()
 	return nil
-}
-
-// checkpointLocked saves the dense graph when its file lacks at least
-// Options.CheckpointChanges changes, or an eighth of its documents if
-// more: a crash then costs the next Open the replay of at most that many
-// (see Options.CheckpointChanges). Saving the whole graph costs time in
-// proportion to its size, so the eighth keeps the checkpoints' share of a
-// long ingest's time bounded too. Callers hold writeMu (or are Open). A
-// failed save is logged: the data is committed, only the bound is lost
-// until the next checkpoint.
-func (e *Engine) checkpointLocked() {
-	if e.readOnly || e.checkpoint < 0 {
-		return
-	}
-	e.mu.RLock()
-	ix, dirty, unsaved := e.dense, e.dirty, e.denseApplied-e.denseSaved
-	e.mu.RUnlock()
-	every := e.checkpoint
-	if every == 0 {
-		every = DefaultCheckpointChanges
-	}
-	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
-		return
-	}
-	start := time.Now()
-	if err := e.flushLocked(); err != nil {
-		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
-		return
-	}
-	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
 }
 
 // Close saves the dense graph (unless read-only) and closes everything. It
@@ -689,9 +636,8 @@ func (e *Engine) Close() error {
 // release closes what Open opened, last opened first.
 func (e *Engine) release() error {
 	var errs []error
-	if e.lex != nil {
-		errs = append(errs, e.lex.Close())
-		e.lex = nil
+	if l := e.local(); l != nil {
+		errs = append(errs, l.close())
 	}
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i]())

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/internal/safe"
 )
 
@@ -31,16 +29,5 @@ func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Documen
 	if r, ok := e.be.(*remote); ok {
 		return r.lexicalScores(ctx, query, docs)
 	}
-	if e.lexStale != "" {
-		return nil, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
-	}
-	fs := make([]lexical.Fields, len(docs))
-	for i, d := range docs {
-		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text, Language: d.Language}
-	}
-	s, err := e.lex.ScoreTexts(ctx, query, fs)
-	if err != nil {
-		return nil, fmt.Errorf("engine: lexical scores: %w", err)
-	}
-	return s, nil
+	return e.local().lexicalScores(ctx, query, docs)
 }

@@ -147,7 +147,8 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	}
 	// The vectors' change entries touch no text: the BM25 index records
 	// them as applied without reindexing anything.
-	if err := e.catchUpLexical(ctx); err != nil {
+	l := e.local()
+	if err := l.catchUpLexical(ctx); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)
 	}
 	ix, applied, err := e.buildDense(ctx, next, ch)
@@ -162,7 +163,8 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.denseSaved, e.dirty, e.bound = enc, next, ch, ix, applied, 0, true, true
+	e.enc, e.model, e.chunking, e.bound = enc, next, ch, true
+	l.dense, l.denseApplied, l.denseSaved, l.dirty = ix, applied, 0, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err

@@ -66,8 +66,6 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 	}
 	r := &remote{e: e, cl: cl}
 	e.be = r
-	// No local BM25 index: what reads it directly (LexicalScores) refuses.
-	e.lexStale = "is not used: this engine's lists come from Weaviate (alias " + cl.Alias() + ")"
 	seq, err := e.store.Seq()
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

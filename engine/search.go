@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/anna-search/anna/lang"
-	"github.com/anna-search/anna/model"
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/anna-search/anna/lang"
+	"github.com/anna-search/anna/model"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
@@ -428,11 +429,11 @@ const crossLingualWeight = 0.05
 // holds English).
 func (e *Engine) crossLingual(query string) bool {
 	g := lang.GuessText(query)
-	if !g.Sure || g.Code == "" || e.lex == nil {
+	if !g.Sure || g.Code == "" {
 		return false
 	}
-	langs, err := e.lex.Languages()
-	if err != nil {
+	langs, ok := e.local().languages()
+	if !ok {
 		return false
 	}
 	if len(langs) == 0 {
@@ -468,14 +469,12 @@ const unknownLanguageWeight = 1e-6
 // the BM25 index's counts): true for a model whose languages are unknown,
 // for an empty index and where the backend cannot tell.
 func (e *Engine) modelKnowsIndex() bool {
-	if e.via != nil || e.lex == nil || e.lexStale != "" {
+	l := e.local()
+	if l == nil || l.lexStale != "" {
 		return true
 	}
-	if _, ok := e.be.(local); !ok {
-		return true
-	}
-	langs, err := e.lex.Languages()
-	if err != nil {
+	langs, ok := l.languages()
+	if !ok {
 		return true
 	}
 	man := e.modelManifest()

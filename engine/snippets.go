@@ -103,8 +103,8 @@ func (e *Engine) docLanguage(r *Result) string {
 	if r.Language != "" {
 		return r.Language
 	}
-	if _, ok := e.be.(local); ok && e.via == nil && e.lex != nil {
-		if l, ok, err := e.lex.LanguageOf(r.ID); err == nil && ok {
+	if loc := e.local(); loc != nil && loc.lex != nil {
+		if l, ok, err := loc.lex.LanguageOf(r.ID); err == nil && ok {
 			return l
 		}
 	}

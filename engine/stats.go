@@ -50,7 +50,7 @@ func (e *Engine) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("engine: %w", err)
 	}
-	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, LexicalStale: e.lexStale, Reranker: e.rr != nil, Warnings: e.Warnings(), Backend: "local"}
+	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, Reranker: e.rr != nil, Warnings: e.Warnings(), Backend: "local"}
 	if err := e.be.stats(context.Background(), &st); err != nil {
 		return Stats{}, err
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/anna-search/anna/lang"
 	"maps"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/anna-search/anna/lang"
 
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
@@ -274,34 +275,6 @@ func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([
 		}
 	}
 	return out, nil
-}
-
-// applyDense applies one committed batch (changes prev+1..seq) to the
-// graph, or replays everything the graph missed when an earlier update
-// failed. denseApplied moves only once the batch is wholly in the graph, so
-// a graph saved after a failure replays the batch on the next Open.
-func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
-	e.mu.RLock()
-	ix, applied := e.dense, e.denseApplied
-	e.mu.RUnlock()
-	if applied != prev {
-		return e.catchUpDense(ctx)
-	}
-	e.mu.Lock()
-	e.dirty = true
-	e.mu.Unlock()
-	if err := ix.Delete(deletes); err != nil {
-		return err
-	}
-	if len(upserts) > 0 {
-		if err := addDense(ctx, ix, upserts, embs); err != nil {
-			return err
-		}
-	}
-	e.mu.Lock()
-	e.denseApplied = seq
-	e.mu.Unlock()
-	return nil
 }
 
 // Delete removes documents by ID. Unknown IDs are ignored. It returns the

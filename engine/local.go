@@ -9,10 +9,259 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/anna-search/anna/fusion"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/storage"
 )
+
+// local is the backend of an engine directory: its Bleve index and HNSW
+// graph, with what each has applied of the store (below). The
+// engine reaches it as e.be, or e.local() where only the local indexes
+// serve (nil with another backend, or reading through another process).
+type local struct {
+	e *Engine
+
+	// lex and lexApplied are guarded by e.writeMu (Open sets them before
+	// any call); lexStale is set by Open only.
+	lex        *lexical.Index
+	lexApplied uint64 // last store seq applied to lex
+	lexStale   string // read-only: why lex cannot answer ("" when in step)
+
+	// The graph and its bookkeeping are guarded by e.mu, together with the
+	// engine's model (Reindex swaps both).
+	dense        *dense.Index
+	denseApplied uint64 // last store seq the graph reflects
+	denseSaved   uint64 // the store seq its saved file reflects (0: none saved of this graph)
+	dirty        bool   // graph changed since the last save
+}
+
+// local is the engine's local backend, nil when its lists come from
+// another backend (Weaviate) or through another process.
+func (e *Engine) local() *local {
+	l, _ := e.be.(*local)
+	return l
+}
+
+func (l *local) lexical(ctx context.Context, query string, k int, f Filter) ([]fusion.Hit, error) {
+	if l.lexStale != "" {
+		return nil, &RecoveryError{Dir: l.e.dir, Index: "BM25", Reason: l.lexStale}
+	}
+	hits, err := l.lex.SearchFilter(ctx, query, k, f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: lexical search: %w", err)
+	}
+	out := make([]fusion.Hit, len(hits))
+	for i, h := range hits {
+		out[i] = fusion.Hit{ID: h.ID, Score: h.Score}
+	}
+	return out, nil
+}
+
+// lexicalScores is LexicalScores over the BM25 index.
+func (l *local) lexicalScores(ctx context.Context, query string, docs []Document) ([]float64, error) {
+	if l.lexStale != "" {
+		return nil, &RecoveryError{Dir: l.e.dir, Index: "BM25", Reason: l.lexStale}
+	}
+	fs := make([]lexical.Fields, len(docs))
+	for i, d := range docs {
+		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text, Language: d.Language}
+	}
+	s, err := l.lex.ScoreTexts(ctx, query, fs)
+	if err != nil {
+		return nil, fmt.Errorf("engine: lexical scores: %w", err)
+	}
+	return s, nil
+}
+
+// coverage is how much of query the BM25 index can match
+// (lexical.Index.Coverage), for weighing its list in hybrid search.
+func (l *local) coverage(ctx context.Context, query string) (float64, error) {
+	if l.lexStale != "" {
+		return 1, nil
+	}
+	return l.lex.Coverage(ctx, query)
+}
+
+// languages counts the BM25 index's documents by language (nil, false
+// when there is none to ask: another backend, or reading through another
+// process).
+func (l *local) languages() (map[string]uint64, bool) {
+	if l == nil || l.lex == nil {
+		return nil, false
+	}
+	langs, err := l.lex.Languages()
+	if err != nil {
+		return nil, false
+	}
+	return langs, true
+}
+
+// graph is the current dense graph (nil before one is built).
+func (l *local) graph() *dense.Index {
+	l.e.mu.RLock()
+	defer l.e.mu.RUnlock()
+	return l.dense
+}
+
+func (l *local) denseSearch() denseFunc {
+	ix := l.dense
+	return func(ctx context.Context, q []float32, k int, opts SearchOptions) ([]fusion.Hit, map[string]int, error) {
+		dopts := dense.SearchOptions{Ef: opts.EfSearch}
+		if !opts.Filter.IsZero() {
+			dopts.Filter = opts.Filter
+		}
+		hits, err := ix.Search(ctx, q, k, dopts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine: dense search: %w", err)
+		}
+		out := make([]fusion.Hit, len(hits))
+		passage := make(map[string]int, len(hits))
+		for i, h := range hits {
+			out[i] = fusion.Hit{ID: h.ID, Score: float64(h.Score)}
+			passage[h.ID] = h.Passage
+		}
+		return out, passage, nil
+	}
+}
+
+func (l *local) apply(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
+	var err error
+	if l.lexApplied == prev {
+		if len(deletes) > 0 {
+			err = l.lex.Delete(ctx, deletes, seq)
+		}
+		if err == nil && len(upserts) > 0 {
+			err = l.lex.Index(ctx, upserts, seq)
+		}
+		if err == nil {
+			l.lexApplied = seq
+		}
+	} else {
+		err = l.catchUpLexical(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("updating the BM25 index failed (the next write or open repairs it): %w", err)
+	}
+	if err := l.applyDense(ctx, prev, seq, upserts, embs, deletes); err != nil {
+		return fmt.Errorf("updating the dense graph failed (the next write or open repairs it): %w", err)
+	}
+	l.checkpoint()
+	return nil
+}
+
+func (l *local) stats(ctx context.Context, st *Stats) error {
+	st.LexicalStale = l.lexStale
+	var err error
+	if l.lex != nil {
+		if st.LexicalDocs, err = l.lex.Count(); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		if st.LexicalSeq, err = l.lex.AppliedSeq(); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	l.e.mu.RLock()
+	defer l.e.mu.RUnlock()
+	st.DenseSeq = l.denseApplied
+	st.DenseDocs, st.DensePassages = l.dense.Len(), l.dense.Passages()
+	return nil
+}
+
+// close closes the BM25 index (the graph lives in memory).
+func (l *local) close() error {
+	if l.lex == nil {
+		return nil
+	}
+	err := l.lex.Close()
+	l.lex = nil
+	return err
+}
+
+// flush saves the graph if it changed since the last save. Callers hold
+// writeMu (or are Open).
+func (l *local) flush() error {
+	e := l.e
+	if e.readOnly {
+		return nil
+	}
+	e.mu.RLock()
+	ix, fp, applied, dirty := l.dense, vectorKey(e.model.Fingerprint, e.chunking), l.denseApplied, l.dirty
+	e.mu.RUnlock()
+	if !dirty || ix == nil {
+		return nil
+	}
+	meta := dense.Meta{StoreID: e.store.ID(), Fingerprint: fp, AppliedSeq: applied}
+	if err := ix.Save(filepath.Join(e.dir, denseFile), meta); err != nil {
+		return fmt.Errorf("engine: saving the dense graph: %w", err)
+	}
+	e.mu.Lock()
+	if l.dense == ix {
+		l.dirty, l.denseSaved = l.denseApplied != applied, applied
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// checkpoint saves the dense graph when its file lacks at least
+// Options.CheckpointChanges changes, or an eighth of its documents if
+// more: a crash then costs the next Open the replay of at most that many
+// (see Options.CheckpointChanges). Saving the whole graph costs time in
+// proportion to its size, so the eighth keeps the checkpoints' share of a
+// long ingest's time bounded too. Callers hold writeMu (or are Open). A
+// failed save is logged: the data is committed, only the bound is lost
+// until the next checkpoint.
+func (l *local) checkpoint() {
+	e := l.e
+	if e.readOnly || e.checkpoint < 0 {
+		return
+	}
+	e.mu.RLock()
+	ix, dirty, unsaved := l.dense, l.dirty, l.denseApplied-l.denseSaved
+	e.mu.RUnlock()
+	every := e.checkpoint
+	if every == 0 {
+		every = DefaultCheckpointChanges
+	}
+	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
+		return
+	}
+	start := time.Now()
+	if err := l.flush(); err != nil {
+		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
+		return
+	}
+	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
+}
+
+// applyDense applies one committed batch (changes prev+1..seq) to the
+// graph, or replays everything the graph missed when an earlier update
+// failed. denseApplied moves only once the batch is wholly in the graph, so
+// a graph saved after a failure replays the batch on the next Open.
+func (l *local) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
+	e := l.e
+	e.mu.RLock()
+	ix, applied := l.dense, l.denseApplied
+	e.mu.RUnlock()
+	if applied != prev {
+		return l.catchUpDense(ctx)
+	}
+	e.mu.Lock()
+	l.dirty = true
+	e.mu.Unlock()
+	if err := ix.Delete(deletes); err != nil {
+		return err
+	}
+	if len(upserts) > 0 {
+		if err := addDense(ctx, ix, upserts, embs); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	l.denseApplied = seq
+	e.mu.Unlock()
+	return nil
+}
 
 // An index is in step with the store when it was built from this store (its
 // recorded store id) and has applied exactly the store's changes (its
@@ -36,7 +285,8 @@ func staleness(storeID string, seq uint64, indexStore string, applied uint64) (r
 // replaying the changes it missed, or rebuilding it when it is unreadable,
 // from another store or ahead of this one. Read-only it only records why it
 // cannot answer.
-func (e *Engine) openLexical(ctx context.Context) error {
+func (l *local) openLexical(ctx context.Context) error {
+	e := l.e
 	path := filepath.Join(e.dir, lexicalDir)
 	seq, err := e.store.Seq()
 	if err != nil {
@@ -46,55 +296,56 @@ func (e *Engine) openLexical(ctx context.Context) error {
 		lex, err := lexical.Open(path, lexical.Options{ReadOnly: true, SearchWorkers: e.searchWorkers, Language: e.language})
 		if err != nil {
 			if errors.Is(err, lexical.ErrNotExist) {
-				e.lexStale = "is missing"
+				l.lexStale = "is missing"
 			} else {
-				e.lexStale = fmt.Sprintf("cannot be read (%v)", err)
+				l.lexStale = fmt.Sprintf("cannot be read (%v)", err)
 			}
 			return nil
 		}
-		e.lex = lex
-		reason, behind, err := e.lexicalStaleness(ctx, seq)
+		l.lex = lex
+		reason, behind, err := l.lexicalStaleness(ctx, seq)
 		if err != nil {
 			return err
 		}
 		if reason != "" && !behind {
 			e.warn("the BM25 index %s", reason)
 		}
-		e.lexStale = reason
+		l.lexStale = reason
 		return nil
 	}
 	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers, Language: e.language})
 	if err != nil {
 		e.warn("the BM25 index at %s cannot be read (%v): rebuilding it from anna.db", path, err)
-		if lex, err = e.recreateLexical(path); err != nil {
+		if lex, err = l.recreateLexical(path); err != nil {
 			return err
 		}
 	}
-	e.lex = lex
-	reason, behind, err := e.lexicalStaleness(ctx, seq)
+	l.lex = lex
+	reason, behind, err := l.lexicalStaleness(ctx, seq)
 	if err != nil {
 		return err
 	}
 	if reason != "" && !behind {
 		e.warn("the BM25 index %s: rebuilding it from anna.db", reason)
-		if e.lex, err = e.recreateLexical(path); err != nil {
+		if l.lex, err = l.recreateLexical(path); err != nil {
 			return err
 		}
 	}
-	if e.lexApplied, err = e.lex.AppliedSeq(); err != nil {
+	if l.lexApplied, err = l.lex.AppliedSeq(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	return e.catchUpLexical(ctx)
+	return l.catchUpLexical(ctx)
 }
 
 // lexicalStaleness compares the BM25 index with the store. Changes that
 // only wrote vectors for text it already has do not put it behind.
-func (e *Engine) lexicalStaleness(ctx context.Context, seq uint64) (string, bool, error) {
-	id, err := e.lex.StoreID()
+func (l *local) lexicalStaleness(ctx context.Context, seq uint64) (string, bool, error) {
+	e := l.e
+	id, err := l.lex.StoreID()
 	if err != nil {
 		return "", false, fmt.Errorf("engine: %w", err)
 	}
-	applied, err := e.lex.AppliedSeq()
+	applied, err := l.lex.AppliedSeq()
 	if err != nil {
 		return "", false, fmt.Errorf("engine: %w", err)
 	}
@@ -118,10 +369,11 @@ func (e *Engine) lexicalStaleness(ctx context.Context, seq uint64) (string, bool
 	return fmt.Sprintf("is %d documents behind anna.db (an interrupted write)", missed), true, nil
 }
 
-func (e *Engine) recreateLexical(path string) (*lexical.Index, error) {
-	if e.lex != nil {
-		e.lex.Close()
-		e.lex = nil
+func (l *local) recreateLexical(path string) (*lexical.Index, error) {
+	e := l.e
+	if l.lex != nil {
+		l.lex.Close()
+		l.lex = nil
 	}
 	if err := os.RemoveAll(path); err != nil {
 		return nil, fmt.Errorf("engine: removing the BM25 index: %w", err)
@@ -136,21 +388,22 @@ func (e *Engine) recreateLexical(path string) (*lexical.Index, error) {
 // catchUpLexical applies to the BM25 index every change after lexApplied.
 // Changes that only wrote vectors are skipped unless the index has not seen
 // their text. Callers hold writeMu (or are Open).
-func (e *Engine) catchUpLexical(ctx context.Context) error {
-	applied := e.lexApplied
+func (l *local) catchUpLexical(ctx context.Context) error {
+	e := l.e
+	applied := l.lexApplied
 	n := 0
 	err := e.replay(ctx, applied, func(c storage.Change) bool {
 		return c.Op != storage.OpVectors || c.TextSeq > applied
 	}, func(upserts []storage.Doc, deletes []string, seq uint64) error {
 		if len(deletes) > 0 {
-			if err := e.lex.Delete(ctx, deletes, seq); err != nil {
+			if err := l.lex.Delete(ctx, deletes, seq); err != nil {
 				return err
 			}
 		}
-		if err := e.lex.Index(ctx, upserts, seq); err != nil {
+		if err := l.lex.Index(ctx, upserts, seq); err != nil {
 			return err
 		}
-		e.lexApplied = seq
+		l.lexApplied = seq
 		n += len(upserts) + len(deletes)
 		return nil
 	})
@@ -215,7 +468,8 @@ func (e *Engine) replay(ctx context.Context, after uint64, keep func(storage.Cha
 // applied, or rebuilds it from the stored vectors when it is missing,
 // unreadable, or from another store, model or a later state of the store.
 // Read-only, all of that happens in memory and nothing is saved.
-func (e *Engine) openDense(ctx context.Context) error {
+func (l *local) openDense(ctx context.Context) error {
+	e := l.e
 	path := filepath.Join(e.dir, denseFile)
 	seq, err := e.store.Seq()
 	if err != nil {
@@ -234,8 +488,8 @@ func (e *Engine) openDense(ctx context.Context) error {
 	default:
 		reason, behind := staleness(e.store.ID(), seq, meta.StoreID, meta.AppliedSeq)
 		if reason == "" || behind {
-			e.dense, e.denseApplied, e.denseSaved = ix, meta.AppliedSeq, meta.AppliedSeq
-			return e.catchUpDense(ctx)
+			l.dense, l.denseApplied, l.denseSaved = ix, meta.AppliedSeq, meta.AppliedSeq
+			return l.catchUpDense(ctx)
 		}
 		e.warn("the dense graph %s: rebuilding it from anna.db", reason)
 	}
@@ -243,18 +497,19 @@ func (e *Engine) openDense(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.dense, e.denseApplied, e.denseSaved, e.dirty = ix, applied, 0, true
+	l.dense, l.denseApplied, l.denseSaved, l.dirty = ix, applied, 0, true
 	return nil
 }
 
 // catchUpDense applies to the graph every change after denseApplied.
 // Callers hold writeMu (or are Open).
-func (e *Engine) catchUpDense(ctx context.Context) error {
+func (l *local) catchUpDense(ctx context.Context) error {
+	e := l.e
 	e.mu.RLock()
-	ix, fp := e.dense, vectorKey(e.model.Fingerprint, e.chunking)
+	ix, fp, applied := l.dense, vectorKey(e.model.Fingerprint, e.chunking), l.denseApplied
 	e.mu.RUnlock()
 	n := 0
-	err := e.replay(ctx, e.denseApplied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
+	err := e.replay(ctx, applied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
 		if err := ix.Delete(deletes); err != nil {
 			return err
 		}
@@ -262,7 +517,7 @@ func (e *Engine) catchUpDense(ctx context.Context) error {
 			return err
 		}
 		e.mu.Lock()
-		e.denseApplied, e.dirty = seq, true
+		l.denseApplied, l.dirty = seq, true
 		e.mu.Unlock()
 		n += len(upserts) + len(deletes)
 		return nil
