@@ -217,8 +217,11 @@ type Engine struct {
 	hlMu sync.Mutex                      // guards hl
 	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
 
-	srv *server // answers other processes' read-only opens (writable, share.go)
-	via *via    // read-only: reads through the process writing dir (share.go)
+	// via, when set, reads (and, with Options.WriteThrough, writes)
+	// through the process that has dir open for writing: the engine then
+	// has no store, backend or model of its own (share.go). A writer's
+	// answers to such engines are a closer of its own (serve).
+	via *via
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)
@@ -257,18 +260,20 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	}
 	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
 	ok := false
+	var srv *server // answers other processes' opens once e is open
 	defer func() {
 		switch {
 		case !ok:
 			e.release()
-		case e.srv != nil:
-			e.srv.opened()
+		case srv != nil:
+			srv.opened()
 			fallthrough
 		case !e.readOnly:
 			e.opened()
 		}
 	}()
-	if err := e.openStore(ctx, opts); err != nil {
+	srv, err = e.openStore(ctx, opts)
+	if err != nil {
 		return nil, err
 	}
 	if e.via != nil { // read-only, through the process writing dir
@@ -313,39 +318,41 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 // (their store is gone) or over an empty file. A read-only open of a
 // directory another process has open for writing reads through that
 // process instead (e.via, no store: see lockStore); a writable one answers
-// other processes' read-only opens unless opts.NoShare (serve).
-func (e *Engine) openStore(ctx context.Context, opts Options) error {
+// other processes' read-only opens unless opts.NoShare (serve), through
+// the server it returns (nil when it does not).
+func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	path := filepath.Join(e.dir, storeFile)
 	fi, err := os.Stat(path)
 	derived := e.derivedPresent()
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
-		return &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
+		return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
 			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over with an empty store", e.dir)}
 	case errors.Is(err, fs.ErrNotExist) && e.readOnly:
-		return fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
+		return nil, fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
 	case err == nil && fi.Size() == 0:
-		return &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
+		return nil, &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
 			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over", e.dir)}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if !e.readOnly {
 		if err := os.MkdirAll(e.dir, 0o755); err != nil {
-			return fmt.Errorf("engine: creating %s: %w", e.dir, err)
+			return nil, fmt.Errorf("engine: creating %s: %w", e.dir, err)
 		}
 	}
 	st, err := e.lockStore(ctx, path, opts)
 	if err != nil || st == nil { // nil, nil: e reads through the writer
-		return err
+		return nil, err
 	}
 	e.store = st
 	e.closers = append(e.closers, st.Close)
+	var srv *server
 	if !e.readOnly && !opts.NoShare {
-		e.serve()
+		srv = e.serve()
 	}
-	e.closers = append(e.closers, holdHere(e.dir, !e.readOnly, e.srv != nil))
-	return nil
+	e.closers = append(e.closers, holdHere(e.dir, !e.readOnly, srv != nil))
+	return srv, nil
 }
 
 // storeError is the engine's error for storage.Open's err.

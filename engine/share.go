@@ -311,12 +311,12 @@ type server struct {
 // serve makes e, just opened for writing (it holds the lock), answer on
 // DIR/anna.sock. A socket that cannot be made is not an error: read-only
 // opens elsewhere then fail with ErrLocked while e is open, as the log
-// says.
-func (e *Engine) serve() {
+// says: serve returns nil.
+func (e *Engine) serve() *server {
 	ln, sock, err := listen(e.dir)
 	if err != nil {
 		e.logf("%s: read-only opens in other processes will fail while this engine has it open: %v", e.dir, err)
-		return
+		return nil
 	}
 	s := &server{e: e, sock: sock, ready: make(chan struct{}), done: make(chan struct{})}
 	mux := http.NewServeMux()
@@ -365,8 +365,8 @@ func (e *Engine) serve() {
 	go func() {
 		_ = safe.Call(func() error { return s.srv.Serve(ln) })
 	}()
-	e.srv = s
 	e.closers = append(e.closers, s.close)
+	return s
 }
 
 // opened lets the requests through: Open has succeeded.
