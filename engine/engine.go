@@ -91,8 +91,8 @@ type Options struct {
 	// WriteThrough, opening for writing a directory another process has
 	// open for writing and shares (annactl serve, annactl index: any
 	// writer without NoShare), writes through that process instead of
-	// failing with ErrLocked: Add, Delete, DeleteExcept, IDs, Get, Search
-	// and Stats are its, the model and chunking its own (an Options.Model
+	// failing with ErrLocked: Add, Delete, Get, Search, Stats and the
+	// Teacher's DeleteExcept and IDs are its, the model and chunking its own (an Options.Model
 	// or Encoder of another fingerprint is refused with a
 	// ModelMismatchError, bound directory or not); Reindex and SetFusion
 	// are refused. Once that process has closed the directory, the engine
@@ -673,10 +673,10 @@ func (e *Engine) Model() Model {
 
 // Encoder is the encoder the engine embeds with (for tools that embed
 // queries or documents the same way), loading the model if it is not
-// loaded yet; nil when it cannot be loaded (LoadEncoder says why) or the
+// loaded yet; nil when it cannot be loaded (Teacher().LoadEncoder says why) or the
 // engine is closed.
 func (e *Engine) Encoder() encoder.Encoder {
-	enc, _ := e.LoadEncoder(context.Background())
+	enc, _ := e.Teacher().LoadEncoder(context.Background())
 	return enc
 }
 

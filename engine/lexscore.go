@@ -16,7 +16,8 @@ import (
 // scored, and they are named by ID (Document.ID; title and text are not
 // read): Weaviate's BM25 restricted to those IDs. A document without an ID
 // is refused with ErrUnsupported.
-func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) (_ []float64, err error) {
+func (t Teacher) LexicalScores(ctx context.Context, query string, docs []Document) (_ []float64, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {

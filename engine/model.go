@@ -104,7 +104,8 @@ func FindModel(m Model) (string, error) {
 // bound to a model and opened without Options.Model or Options.Encoder
 // loads it when it first needs it). A model that cannot be found is a
 // *ModelNotFoundError.
-func (e *Engine) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error) {
+func (t Teacher) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {

@@ -333,14 +333,14 @@ func (e *Engine) serve() *server {
 		if len(r.IDs) != 1 {
 			return vectorsResp{}, fmt.Errorf("engine: vectors: want one ID, got %d", len(r.IDs))
 		}
-		v, ok, err := e.Vectors(r.IDs[0])
+		v, ok, err := e.Teacher().Vectors(r.IDs[0])
 		return vectorsResp{Vectors: v, Found: ok}, err
 	}))
 	mux.HandleFunc("POST /v1/stats", handle(s, func(ctx context.Context, _ struct{}) (Stats, error) {
 		return e.Stats()
 	}))
 	mux.HandleFunc("POST /v1/lexical-scores", handle(s, func(ctx context.Context, r scoresReq) ([]float64, error) {
-		return e.LexicalScores(ctx, r.Query, r.Docs)
+		return e.Teacher().LexicalScores(ctx, r.Query, r.Docs)
 	}))
 	mux.HandleFunc("POST /v1/unknown-keys", handle(s, func(ctx context.Context, r keysReq) ([]string, error) {
 		return e.UnknownKeys(r.Filter)
@@ -356,7 +356,7 @@ func (e *Engine) serve() *server {
 		return e.Delete(ctx, r.IDs)
 	}))
 	mux.HandleFunc("POST /v1/ids", handle(s, func(ctx context.Context, _ struct{}) ([]string, error) {
-		return e.IDs(ctx)
+		return e.Teacher().IDs(ctx)
 	}))
 	mux.HandleFunc("POST /v1/check", handle(s, func(ctx context.Context, _ struct{}) (*Report, error) {
 		return e.checkLive(ctx)
@@ -1039,7 +1039,7 @@ func (v *via) vectors(id string) ([][]float32, bool, error) {
 	err := v.do(ctx, func(c *client) error {
 		return c.call(ctx, "vectors", getReq{IDs: []string{id}}, &out)
 	}, func(in *Engine) (err error) {
-		out.Vectors, out.Found, err = in.Vectors(id)
+		out.Vectors, out.Found, err = in.Teacher().Vectors(id)
 		return err
 	})
 	return out.Vectors, out.Found, err
@@ -1050,7 +1050,7 @@ func (v *via) lexicalScores(ctx context.Context, query string, docs []Document) 
 	err := v.do(ctx, func(c *client) error {
 		return c.call(ctx, "lexical-scores", scoresReq{Query: query, Docs: docs}, &out)
 	}, func(in *Engine) (err error) {
-		out, err = in.LexicalScores(ctx, query, docs)
+		out, err = in.Teacher().LexicalScores(ctx, query, docs)
 		return err
 	})
 	return out, err
@@ -1138,7 +1138,7 @@ func (v *via) delete(ctx context.Context, ids []string) (int, error) {
 }
 
 func (v *via) ids(ctx context.Context) ([]string, error) {
-	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.IDs(ctx) })
+	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.Teacher().IDs(ctx) })
 }
 
 // writerOnly is the error of a call an engine writing through another

@@ -24,7 +24,8 @@ const DeleteBatch = 1024
 // Interrupted through ctx, it stops between batches and returns the
 // context's error with the count so far. A document another writer adds
 // during the call may or may not be removed.
-func (e *Engine) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
+func (t Teacher) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
@@ -94,7 +95,8 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 // reads through another process's writer (Stats.WriterPID) cannot list them
 // and says so; one that writes through it (Options.WriteThrough) lists
 // them there.
-func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
+func (t Teacher) IDs(ctx context.Context) (_ []string, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {

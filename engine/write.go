@@ -355,7 +355,8 @@ func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err erro
 
 // Vectors returns the stored vectors of document id for the engine's model:
 // one per passage (one for a document that fits the model).
-func (e *Engine) Vectors(id string) ([][]float32, bool, error) {
+func (t Teacher) Vectors(id string) ([][]float32, bool, error) {
+	e := t.e
 	if err := e.enter(); err != nil {
 		return nil, false, err
 	}
