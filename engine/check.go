@@ -406,7 +406,7 @@ func (c *checker) checkHNSW(ctx context.Context) error {
 			return nil // another backend (Weaviate): Check looks at local indexes only
 		}
 		e.mu.RLock()
-		ix, meta := l.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.model.Fingerprint, e.chunking), AppliedSeq: l.denseApplied}
+		ix, meta := l.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.cur.model.Fingerprint, e.cur.chunking), AppliedSeq: l.denseApplied}
 		e.mu.RUnlock()
 		if ix == nil {
 			if c.rep.Documents > 0 {
@@ -616,7 +616,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (_ *RepairRepor
 	}
 	n, err := e.embedMissing(ctx)
 	if err == nil && n > 0 {
-		act("embedded %d documents that had no vector for model %s", n, e.model.Fingerprint)
+		act("embedded %d documents that had no vector for model %s", n, e.cur.model.Fingerprint)
 	}
 	if cerr := e.Close(); err == nil {
 		err = cerr
@@ -691,11 +691,11 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 	if err := e.store.ForEachID(ctx, func(id string) error { ids = append(ids, id); return nil }); err != nil {
 		return 0, err
 	}
-	if len(ids) > 0 && !e.bound {
-		if err := e.store.SetStates(e.modelState(e.model, e.chunking)); err != nil {
+	if len(ids) > 0 && !e.cur.bound {
+		if err := e.store.SetStates(e.modelState(e.cur.model, e.cur.chunking)); err != nil {
 			return 0, err
 		}
-		e.bound = true
+		e.cur.bound = true
 	}
 	need, err := e.store.NeedVectors(e.vecKey(), ids)
 	if err != nil {
@@ -716,7 +716,7 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 		for i, d := range docs {
 			got[i] = d.ID
 		}
-		embs, err := e.embedDocs(ctx, e.enc, e.chunking, docs)
+		embs, err := e.embedDocs(ctx, e.cur.enc, e.cur.chunking, docs)
 		if err != nil {
 			return 0, err
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/model/installed"
-	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -180,48 +179,47 @@ type Model struct {
 // number of searches run alongside one writer.
 type Engine struct {
 	dir      string
-	readOnly bool
+	opts     Options // as Open was given them, Language parsed (the BM25 index's default); never changed after
 	store    *storage.Store
-	logf     func(string, ...any)
-	rr       Reranker
-	hnsw     HNSW
 	closers  []func() error // what Open loaded and Close releases
 	warnings []string
 
-	maxPassages   int                   // Options.MaxPassages
-	checkpoint    int                   // Options.CheckpointChanges (0: the default)
-	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
-	language      string                // Options.Language, parsed: the BM25 index's default
-	embedProgress func(done, total int) // Options.EmbedProgress
-
-	// life is held for reading by every call and for writing by Close, so
-	// Close waits for running calls and later calls get ErrClosed.
-	life   sync.RWMutex
-	closed bool
+	life lifetime // held by every call (enter, leave), taken by Close
 
 	be backend // where the lists come from: a *local (the directory's indexes) or a *remote; nil reading through another process
 
 	writeMu sync.Mutex // one writer at a time
 
-	loadMu   sync.Mutex // serialises loading the model when first needed (ensureEncoder)
-	cacheDir string     // Options.EmbeddingCache, for a model loaded when first needed
-	keep     bool       // Options.KeepModel
+	loadMu sync.Mutex // serialises loading the model when first needed (ensureEncoder)
 
-	mu       sync.RWMutex    // guards the model snapshot below and the backend's index (swapped together by Reindex)
-	enc      encoder.Encoder // nil until first needed when Open did not load the model
-	model    Model
-	chunking Chunking
-	bound    bool         // model recorded in the store (it holds or held documents)
-	fusion   FusionChoice // recorded by SetFusion ("" Fusion: none)
+	mu  sync.RWMutex // guards cur and the backend's index (Reindex swaps them together)
+	cur snapshot     // the model the engine embeds with, and what goes with it
 
-	hlMu sync.Mutex                      // guards hl
-	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
+	hl highlighters // the snippets' highlighter per language (snippets.go)
 
 	// via, when set, reads (and, with Options.WriteThrough, writes)
 	// through the process that has dir open for writing: the engine then
 	// has no store, backend or model of its own (share.go). A writer's
 	// answers to such engines are a closer of its own (serve).
 	via *via
+}
+
+// lifetime is held for reading by every call and for writing by Close, so
+// Close waits for running calls and later calls get ErrClosed.
+type lifetime struct {
+	sync.RWMutex
+	closed bool
+}
+
+// snapshot is the model an engine embeds with and what goes with it,
+// guarded by Engine.mu: Reindex swaps it together with the backend's
+// index, so a search never mixes one model's query with another's vectors.
+type snapshot struct {
+	enc      encoder.Encoder // nil until first needed when Open did not load the model
+	model    Model
+	chunking Chunking
+	bound    bool         // model recorded in the store (it holds or held documents)
+	fusion   FusionChoice // recorded by SetFusion ("" Fusion: none)
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)
@@ -254,11 +252,8 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if lerr != nil {
 		return nil, optErr("Options.Language", opts.Language, "must be \"\", \"auto\" or a language code such as \"de\"")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, language: language}
-	if e.logf == nil {
-		e.logf = func(string, ...any) {}
-	}
-	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
+	opts.Language = language
+	e := &Engine{dir: dir, opts: opts}
 	ok := false
 	var srv *server // answers other processes' opens once e is open
 	defer func() {
@@ -268,7 +263,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 		case srv != nil:
 			srv.opened()
 			fallthrough
-		case !e.readOnly:
+		case !e.opts.ReadOnly:
 			e.opened()
 		}
 	}()
@@ -289,7 +284,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if err := e.loadFusion(); err != nil {
 		return nil, err
 	}
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		if err := e.dropRetiredVectors(); err != nil {
 			return nil, err
 		}
@@ -328,7 +323,7 @@ func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
 		return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
 			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over with an empty store", e.dir)}
-	case errors.Is(err, fs.ErrNotExist) && e.readOnly:
+	case errors.Is(err, fs.ErrNotExist) && e.opts.ReadOnly:
 		return nil, fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
 	case err == nil && fi.Size() == 0:
 		return nil, &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
@@ -336,7 +331,7 @@ func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		if err := os.MkdirAll(e.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: creating %s: %w", e.dir, err)
 		}
@@ -348,10 +343,10 @@ func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	e.store = st
 	e.closers = append(e.closers, st.Close)
 	var srv *server
-	if !e.readOnly && !opts.NoShare {
+	if !e.opts.ReadOnly && !opts.NoShare {
 		srv = e.serve()
 	}
-	e.closers = append(e.closers, holdHere(e.dir, !e.readOnly, srv != nil))
+	e.closers = append(e.closers, holdHere(e.dir, !e.opts.ReadOnly, srv != nil))
 	return srv, nil
 }
 
@@ -391,18 +386,17 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	e.bound = recorded.Fingerprint != ""
-	e.cacheDir, e.keep = opts.EmbeddingCache, opts.KeepModel
-	if e.bound && recorded.Name == "" {
+	e.cur.bound = recorded.Fingerprint != ""
+	if e.cur.bound && recorded.Name == "" {
 		recorded.Name = manifestName(recorded.Dir, recorded.Fingerprint) // indexed before names were recorded
 	}
-	if e.bound && opts.Encoder == nil && opts.Model == "" {
-		e.model = recorded
+	if e.cur.bound && opts.Encoder == nil && opts.Model == "" {
+		e.cur.model = recorded
 	} else if err := e.loadModel(ctx, opts, recorded); err != nil {
 		return err
 	}
-	e.chunking = opts.Chunking
-	if e.bound {
+	e.cur.chunking = opts.Chunking
+	if e.cur.bound {
 		raw, err := e.store.State(stateChunking)
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -416,7 +410,7 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 		if opts.Chunking != (Chunking{}) && opts.Chunking != recordedCh {
 			return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, recordedCh))
 		}
-		e.chunking = recordedCh
+		e.cur.chunking = recordedCh
 	}
 	return nil
 }
@@ -434,13 +428,13 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		}
 		dir = d
 	}
-	e.model.Dir = dir
+	e.cur.model.Dir = dir
 	enc := opts.Encoder
 	if enc == nil {
-		if e.model.Dir == "" {
-			e.model.Dir = recorded.Dir
+		if e.cur.model.Dir == "" {
+			e.cur.model.Dir = recorded.Dir
 		}
-		load := e.model.Dir
+		load := e.cur.model.Dir
 		if load == "" {
 			// The default model, recorded as "" (FindModel looks for it
 			// under whichever $ANNA_HOME the directory is opened with).
@@ -465,14 +459,14 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		}
 		enc = c
 	}
-	e.enc = enc
-	e.model.Fingerprint, e.model.Dim = enc.Fingerprint(), enc.Dim()
-	e.model.Name = modelName(enc, e.model.Dir, e.model.Fingerprint)
-	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
-		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, IndexName: recorded.Name, Model: e.model.Fingerprint, ModelName: e.model.Name}
+	e.cur.enc = enc
+	e.cur.model.Fingerprint, e.cur.model.Dim = enc.Fingerprint(), enc.Dim()
+	e.cur.model.Name = modelName(enc, e.cur.model.Dir, e.cur.model.Fingerprint)
+	if e.cur.bound && recorded.Fingerprint != e.cur.model.Fingerprint {
+		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, IndexName: recorded.Name, Model: e.cur.model.Fingerprint, ModelName: e.cur.model.Name}
 	}
-	if !e.bound && opts.KeepModel && !e.readOnly {
-		return e.keepModel(ctx, e.model)
+	if !e.cur.bound && opts.KeepModel && !e.opts.ReadOnly {
+		return e.keepModel(ctx, e.cur.model)
 	}
 	return nil
 }
@@ -492,7 +486,7 @@ func (e *Engine) modelState(m Model, ch Chunking) map[string][]byte {
 func (e *Engine) vecKey() string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return vectorKey(e.model.Fingerprint, e.chunking)
+	return vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 }
 
 // Chunking is how the engine embeds long documents.
@@ -502,7 +496,7 @@ func (e *Engine) Chunking() Chunking {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.chunking
+	return e.cur.chunking
 }
 
 func recordedModel(st *storage.Store) (Model, error) {
@@ -555,7 +549,7 @@ func (e *Engine) dropRetiredVectors() error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	for _, fp := range fps {
-		if fp == vectorKey(e.model.Fingerprint, e.chunking) || fp == string(target) || !e.bound {
+		if fp == vectorKey(e.cur.model.Fingerprint, e.cur.chunking) || fp == string(target) || !e.cur.bound {
 			continue
 		}
 		e.logf("dropping the vectors of model %s, retired by a reindex", fp)
@@ -564,6 +558,13 @@ func (e *Engine) dropRetiredVectors() error {
 		}
 	}
 	return nil
+}
+
+// logf tells Options.Logf, when set, what the engine does on its own.
+func (e *Engine) logf(format string, args ...any) {
+	if e.opts.Logf != nil {
+		e.opts.Logf(format, args...)
+	}
 }
 
 func (e *Engine) warn(format string, args ...any) {
@@ -591,7 +592,7 @@ func (e *Engine) enter() error {
 		return ErrClosed
 	}
 	e.life.RLock()
-	if e.closed {
+	if e.life.closed {
 		e.life.RUnlock()
 		return ErrClosed
 	}
@@ -630,10 +631,10 @@ func (e *Engine) Close() error {
 	}
 	e.life.Lock()
 	defer e.life.Unlock()
-	if e.closed {
+	if e.life.closed {
 		return nil
 	}
-	e.closed = true
+	e.life.closed = true
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	err := e.flushLocked()
@@ -668,7 +669,7 @@ func (e *Engine) Model() Model {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.model
+	return e.cur.model
 }
 
 // Encoder is the encoder the engine embeds with (for tools that embed

@@ -182,11 +182,11 @@ func (l *local) close() error {
 // writeMu (or are Open).
 func (l *local) flush() error {
 	e := l.e
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return nil
 	}
 	e.mu.RLock()
-	ix, fp, applied, dirty := l.dense, vectorKey(e.model.Fingerprint, e.chunking), l.denseApplied, l.dirty
+	ix, fp, applied, dirty := l.dense, vectorKey(e.cur.model.Fingerprint, e.cur.chunking), l.denseApplied, l.dirty
 	e.mu.RUnlock()
 	if !dirty || ix == nil {
 		return nil
@@ -213,13 +213,13 @@ func (l *local) flush() error {
 // until the next checkpoint.
 func (l *local) checkpoint() {
 	e := l.e
-	if e.readOnly || e.checkpoint < 0 {
+	if e.opts.ReadOnly || e.opts.CheckpointChanges < 0 {
 		return
 	}
 	e.mu.RLock()
 	ix, dirty, unsaved := l.dense, l.dirty, l.denseApplied-l.denseSaved
 	e.mu.RUnlock()
-	every := e.checkpoint
+	every := e.opts.CheckpointChanges
 	if every == 0 {
 		every = DefaultCheckpointChanges
 	}
@@ -292,8 +292,8 @@ func (l *local) openLexical(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if e.readOnly {
-		lex, err := lexical.Open(path, lexical.Options{ReadOnly: true, SearchWorkers: e.searchWorkers, Language: e.language})
+	if e.opts.ReadOnly {
+		lex, err := lexical.Open(path, lexical.Options{ReadOnly: true, SearchWorkers: e.opts.SearchWorkers, Language: e.opts.Language})
 		if err != nil {
 			if errors.Is(err, lexical.ErrNotExist) {
 				l.lexStale = "is missing"
@@ -313,7 +313,7 @@ func (l *local) openLexical(ctx context.Context) error {
 		l.lexStale = reason
 		return nil
 	}
-	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers, Language: e.language})
+	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.opts.SearchWorkers, Language: e.opts.Language})
 	if err != nil {
 		e.warn("the BM25 index at %s cannot be read (%v): rebuilding it from anna.db", path, err)
 		if lex, err = l.recreateLexical(path); err != nil {
@@ -378,7 +378,7 @@ func (l *local) recreateLexical(path string) (*lexical.Index, error) {
 	if err := os.RemoveAll(path); err != nil {
 		return nil, fmt.Errorf("engine: removing the BM25 index: %w", err)
 	}
-	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers, Language: e.language})
+	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.opts.SearchWorkers, Language: e.opts.Language})
 	if err != nil {
 		return nil, fmt.Errorf("engine: creating the BM25 index: %w", err)
 	}
@@ -493,7 +493,7 @@ func (l *local) openDense(ctx context.Context) error {
 		}
 		e.warn("the dense graph %s: rebuilding it from anna.db", reason)
 	}
-	ix, applied, err := e.buildDense(ctx, e.model, e.chunking)
+	ix, applied, err := e.buildDense(ctx, e.cur.model, e.cur.chunking)
 	if err != nil {
 		return err
 	}
@@ -506,7 +506,7 @@ func (l *local) openDense(ctx context.Context) error {
 func (l *local) catchUpDense(ctx context.Context) error {
 	e := l.e
 	e.mu.RLock()
-	ix, fp, applied := l.dense, vectorKey(e.model.Fingerprint, e.chunking), l.denseApplied
+	ix, fp, applied := l.dense, vectorKey(e.cur.model.Fingerprint, e.cur.chunking), l.denseApplied
 	e.mu.RUnlock()
 	n := 0
 	err := e.replay(ctx, applied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
@@ -568,7 +568,7 @@ func (e *Engine) buildDense(ctx context.Context, m Model, ch Chunking) (*dense.I
 	if err != nil {
 		return nil, 0, fmt.Errorf("engine: %w", err)
 	}
-	ix := dense.New(e.hnsw.config(m.Dim))
+	ix := dense.New(e.opts.HNSW.config(m.Dim))
 	start := time.Now()
 	var docs []dense.Doc
 	var ids []string

@@ -90,7 +90,7 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 		if reason == "" {
 			r.coll, r.applied = cur, st.Seq
 			if st.Seq < seq {
-				if e.readOnly {
+				if e.opts.ReadOnly {
 					r.stale = fmt.Sprintf("is %d changes behind anna.db (an interrupted write)", seq-st.Seq)
 					return nil
 				}
@@ -99,7 +99,7 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 			return nil
 		}
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		r.stale = reason
 		return nil
 	}
@@ -244,7 +244,7 @@ func (r *remote) pointAndPrune(ctx context.Context, g *weaviate.Collection) erro
 func (r *remote) catchUp(ctx context.Context) error {
 	e := r.e
 	e.mu.RLock()
-	co, key := r.coll, vectorKey(e.model.Fingerprint, e.chunking)
+	co, key := r.coll, vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 	e.mu.RUnlock()
 	n := 0
 	err := e.replay(ctx, r.applied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
@@ -364,7 +364,7 @@ func (r *remote) apply(ctx context.Context, prev, seq uint64, upserts []storage.
 		return nil
 	}
 	e.mu.RLock()
-	co, key := r.coll, vectorKey(e.model.Fingerprint, e.chunking)
+	co, key := r.coll, vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 	e.mu.RUnlock()
 	err := func() error {
 		if len(deletes) > 0 {

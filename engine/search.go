@@ -229,7 +229,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
+	if e.via != nil && (opts.Mode != ModeRerank || e.opts.Reranker != nil) { // rerank without a Reranker: refused below
 		res, err := e.via.search(ctx, e, query, opts)
 		locate(res)
 		return res, err
@@ -237,7 +237,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if opts.Fusion == "" {
 		opts.Fusion = e.fusionInEffect()
 	}
-	if opts.Mode == ModeRerank && e.rr == nil {
+	if opts.Mode == ModeRerank && e.opts.Reranker == nil {
 		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
 			"none ships with anna: `annactl rerankers build` (or train/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
 	}
@@ -513,10 +513,10 @@ func (e *Engine) modelKnowsQuery(query string) bool {
 func (e *Engine) modelManifest() *model.Manifest {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if m, ok := e.enc.(interface{ Manifest() *model.Manifest }); ok && m.Manifest() != nil {
+	if m, ok := e.cur.enc.(interface{ Manifest() *model.Manifest }); ok && m.Manifest() != nil {
 		return m.Manifest()
 	}
-	return &model.Manifest{Name: e.model.Name}
+	return &model.Manifest{Name: e.cur.model.Name}
 }
 
 // denseList also returns each hit's best passage.
@@ -527,7 +527,7 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	// One consistent (model, index) snapshot: during a Reindex a search
 	// sees either the old pair or the new one, never a mix.
 	e.mu.RLock()
-	enc, search := e.enc, e.be.denseSearch()
+	enc, search := e.cur.enc, e.be.denseSearch()
 	e.mu.RUnlock()
 	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt.encoder())
 	if err != nil {
@@ -557,7 +557,7 @@ func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, 
 	for i, id := range ids {
 		texts[i] = EmbedText(Document(docs[id]))
 	}
-	scores, err := e.rr.Score(ctx, query, texts)
+	scores, err := e.opts.Reranker.Score(ctx, query, texts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: reranking %d candidates: %w", len(texts), err)
 	}

@@ -69,7 +69,7 @@ var errGone = errors.New("the process writing the directory went away")
 // answer; a writable open fails at once when another writer answers, and
 // waits up to writerWait for read-only opens to close.
 func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*storage.Store, error) {
-	if e.readOnly && opts.NoShare {
+	if e.opts.ReadOnly && opts.NoShare {
 		if why := heldHere(e.dir, true, false); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
@@ -83,15 +83,15 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 	release, turnstile := func() {}, false // a writer's hold on the turnstile (turnstile_unix.go)
 	defer func() { release() }()
 	for {
-		if why := heldHere(e.dir, e.readOnly, true); why != "" {
+		if why := heldHere(e.dir, e.opts.ReadOnly, true); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		if !e.readOnly && !turnstile {
+		if !e.opts.ReadOnly && !turnstile {
 			release, turnstile = takeTurnstile(e.dir)
 		}
 		var st *storage.Store
 		var err error
-		if e.readOnly {
+		if e.opts.ReadOnly {
 			st, err = openShared(e.dir, path, -1)
 		} else {
 			st, err = storage.Open(path, storage.Options{Create: true, LockWait: -1})
@@ -104,7 +104,7 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		}
 		c, derr := dial(ctx, e.dir, e.logf)
 		switch {
-		case derr == nil && e.readOnly:
+		case derr == nil && e.opts.ReadOnly:
 			if err := e.readThrough(c, opts); err != nil {
 				c.close()
 				return nil, err
@@ -128,19 +128,19 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 			return nil, fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, derr)
 		}
 		limit := writerWait
-		if e.readOnly {
+		if e.opts.ReadOnly {
 			limit = readerWait
 			if errors.Is(err, errWriterWaiting) {
 				limit += writerWait // the writer first, then through it
 			}
 		}
 		if time.Since(start) >= limit {
-			if e.readOnly {
+			if e.opts.ReadOnly {
 				return nil, fmt.Errorf("engine: %s: %w: for %v, a process has had it open for writing without answering on %s (one opened with Options.NoShare, or by an older anna)", e.dir, ErrLocked, limit, sockFile)
 			}
 			return nil, fmt.Errorf("engine: %s: %w: for %v, read-only opens (annactl search, stats or check, a program's read-only Engine) or a writer that does not answer on %s have held it; open it for writing once they close", e.dir, ErrLocked, limit, sockFile)
 		}
-		if !logged && !e.readOnly {
+		if !logged && !e.opts.ReadOnly {
 			e.logf("%s: waiting up to %v for the read-only opens holding it to close", e.dir, limit)
 			logged = true
 		}
@@ -416,7 +416,7 @@ func (s *server) hello(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.e.mu.RLock()
-		h.Bound = s.e.bound
+		h.Bound = s.e.cur.bound
 		s.e.mu.RUnlock()
 		h.Ready, h.Model, h.Chunking, h.Backend = true, st.Model, st.Chunking, st.Backend
 	}
@@ -865,12 +865,12 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		}
 		// A writer embeds with its model even before the directory is
 		// bound to it: what this engine would add is embedded with it.
-		if (h.Bound || !e.readOnly) && fp != h.Model.Fingerprint {
+		if (h.Bound || !e.opts.ReadOnly) && fp != h.Model.Fingerprint {
 			if !h.Bound {
 				return fmt.Errorf("engine: %s: %w: process %d has it open for writing and embeds with %s; this open asks for %s: open it without a model (the writer's is used), or once that process has closed it", e.dir, ErrLocked, h.PID, h.Model.Label(), modelLabel(name, fp))
 			}
 			mm := &ModelMismatchError{Dir: e.dir, Index: h.Model.Fingerprint, IndexName: h.Model.Name, Model: fp, ModelName: name}
-			if !e.readOnly {
+			if !e.opts.ReadOnly {
 				return fmt.Errorf("%w (process %d has it open for writing: open it without a model to write through it, or stop that process first to reindex)", mm, h.PID)
 			}
 			return mm
@@ -887,12 +887,12 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		return fmt.Errorf("engine: %s: %w: process %d has it open for writing with backend %s, and this read-only open asks for %s", e.dir, ErrLocked, h.PID, h.Backend, want)
 	}
 	e.mu.Lock()
-	e.model, e.chunking, e.bound, e.enc = h.Model, h.Chunking, h.Bound, opts.Encoder
+	e.cur.model, e.cur.chunking, e.cur.bound, e.cur.enc = h.Model, h.Chunking, h.Bound, opts.Encoder
 	e.mu.Unlock()
 	e.via = &via{dir: e.dir, opts: opts, logf: e.logf, c: c}
 	e.closers = append(e.closers, e.via.close)
 	how := "reading"
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		how = "writing"
 	}
 	e.logf("%s: process %d has it open for writing; %s through it", e.dir, h.PID, how)
@@ -983,7 +983,7 @@ func (v *via) close() error {
 // there and reranks here, with this engine's Reranker.
 func (v *via) search(ctx context.Context, e *Engine, query string, opts SearchOptions) ([]Result, error) {
 	if opts.EfSearch == 0 {
-		opts.EfSearch = e.hnsw.EfSearch
+		opts.EfSearch = e.opts.HNSW.EfSearch
 	}
 	var out []Result
 	err := v.do(ctx, func(c *client) error {
@@ -1074,9 +1074,9 @@ func (v *via) stats(e *Engine) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	st.Dir, st.ReadOnly, st.Reranker = e.dir, e.readOnly, e.rr != nil
+	st.Dir, st.ReadOnly, st.Reranker = e.dir, e.opts.ReadOnly, e.opts.Reranker != nil
 	e.mu.Lock()
-	e.model, e.chunking = st.Model, st.Chunking
+	e.cur.model, e.cur.chunking = st.Model, st.Chunking
 	e.mu.Unlock()
 	return st, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/snippet"
@@ -81,19 +82,19 @@ func denseFirst(ex []Contribution) bool {
 // highlighter reads texts of language code as BM25 does; each is made on
 // first use (most searches show no snippets).
 func (e *Engine) highlighter(code string) (*snippet.Highlighter, error) {
-	e.hlMu.Lock()
-	defer e.hlMu.Unlock()
-	if h, ok := e.hl[code]; ok {
+	e.hl.mu.Lock()
+	defer e.hl.mu.Unlock()
+	if h, ok := e.hl.m[code]; ok {
 		return h, nil
 	}
 	h, err := snippet.NewFor(code)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snippets: %w", err)
 	}
-	if e.hl == nil {
-		e.hl = map[string]*snippet.Highlighter{}
+	if e.hl.m == nil {
+		e.hl.m = map[string]*snippet.Highlighter{}
 	}
-	e.hl[code] = h
+	e.hl.m[code] = h
 	return h, nil
 }
 
@@ -112,4 +113,11 @@ func (e *Engine) docLanguage(r *Result) string {
 		return l
 	}
 	return lang.English
+}
+
+// highlighters holds the snippets' highlighter per language, made on first
+// use.
+type highlighters struct {
+	mu sync.Mutex // guards m
+	m  map[string]*snippet.Highlighter
 }

@@ -66,7 +66,7 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 		return nil, err
 	}
 	defer e.leave()
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
 	var gone []string
@@ -103,7 +103,7 @@ func (t Teacher) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, err
 	}
 	defer e.leave()
-	if e.via != nil && !e.readOnly {
+	if e.via != nil && !e.opts.ReadOnly {
 		return e.via.ids(ctx)
 	}
 	if e.via != nil {
@@ -134,7 +134,7 @@ func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err er
 		return err
 	}
 	defer e.leave()
-	if e.via != nil && !e.readOnly {
+	if e.via != nil && !e.opts.ReadOnly {
 		return e.via.documents(ctx, fn)
 	}
 	if e.via != nil {

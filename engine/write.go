@@ -112,7 +112,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	if err := validate(docs); err != nil {
 		return res, err
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return res, ErrReadOnly
 	}
 	if e.via != nil {
@@ -170,7 +170,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	}
 	var embs []storage.Embedding
 	e.mu.RLock()
-	m, bound, ch := e.model, e.bound, e.chunking
+	m, bound, ch := e.cur.model, e.cur.bound, e.cur.chunking
 	e.mu.RUnlock()
 	if len(changed) > 0 {
 		reused, err := e.reusable(changed, have)
@@ -193,8 +193,8 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 				return AddResult{}, err
 			}
 			e.mu.RLock()
-			enc := e.enc
-			m, bound, ch = e.model, e.bound, e.chunking
+			enc := e.cur.enc
+			m, bound, ch = e.cur.model, e.cur.bound, e.cur.chunking
 			e.mu.RUnlock()
 			got, err := e.embedDocs(ctx, enc, ch, fresh)
 			if err != nil {
@@ -224,7 +224,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	res.Committed = true
 	if len(changed) > 0 {
 		e.mu.Lock()
-		e.bound = true
+		e.cur.bound = true
 		e.mu.Unlock()
 	}
 	// From here the batch is committed: finish the indexes whatever ctx
@@ -260,7 +260,7 @@ func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([
 		return out, nil
 	}
 	e.mu.RLock()
-	key, bound := e.vecKey(), e.bound
+	key, bound := e.vecKey(), e.cur.bound
 	e.mu.RUnlock()
 	if !bound {
 		return out, nil
@@ -290,7 +290,7 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	if err := checkIDs("delete", ids); err != nil {
 		return 0, err
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
 	if e.via != nil {
