@@ -261,7 +261,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 		case !ok:
 			e.release()
 		case srv != nil:
-			srv.opened()
+			srv.Opened()
 			fallthrough
 		case !e.opts.ReadOnly:
 			e.opened()
