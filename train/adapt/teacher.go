@@ -3,6 +3,7 @@ package adapt
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/internal/safe"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,7 @@ const DefaultTeacher = "bge-small-en-v1.5"
 // the stronger teachers, and each teacher costs a pass over the corpus.
 // left says, for people, each installed model left out and why.
 func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, left []string, err error) {
+	ctx = safe.Ctx(ctx)
 	m, err := engine.RecordedModel(index)
 	if err != nil {
 		return nil, nil, fmt.Errorf("adapt: %w", err)
