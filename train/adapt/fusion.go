@@ -3,13 +3,13 @@ package adapt
 import (
 	"context"
 	"fmt"
-	"github.com/anna-search/anna/internal/safe"
 	"slices"
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // The fusion stage (stage 6): hybrid retrieval's fusion chosen for the

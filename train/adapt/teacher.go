@@ -3,13 +3,13 @@ package adapt
 import (
 	"context"
 	"fmt"
-	"github.com/anna-search/anna/internal/safe"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 	annamodel "github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
