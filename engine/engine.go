@@ -16,6 +16,7 @@ import (
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/model/installed"
+	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -220,6 +221,13 @@ type snapshot struct {
 	chunking Chunking
 	bound    bool         // model recorded in the store (it holds or held documents)
 	fusion   FusionChoice // recorded by SetFusion ("" Fusion: none)
+}
+
+// highlighters holds the snippets' highlighter per language, made on first
+// use.
+type highlighters struct {
+	mu sync.Mutex // guards m
+	m  map[string]*snippet.Highlighter
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)

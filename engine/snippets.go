@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/snippet"
@@ -113,11 +112,4 @@ func (e *Engine) docLanguage(r *Result) string {
 		return l
 	}
 	return lang.English
-}
-
-// highlighters holds the snippets' highlighter per language, made on first
-// use.
-type highlighters struct {
-	mu sync.Mutex // guards m
-	m  map[string]*snippet.Highlighter
 }
