@@ -533,21 +533,32 @@ func (l *local) catchUpDense(ctx context.Context) error {
 
 // addStoredVectors adds the stored embeddings of docs to ix.
 func (e *Engine) addStoredVectors(ctx context.Context, ix *dense.Index, fp string, docs []storage.Doc) error {
+	embs, err := e.storedVectors(fp, docs)
+	if err != nil {
+		return err
+	}
+	return addDense(ctx, ix, docs, embs)
+}
+
+// storedVectors reads the stored embeddings of docs under vector key fp,
+// for a derived index that replays them: a document without one is a
+// DamageError (a committed document always has its vector).
+func (e *Engine) storedVectors(fp string, docs []storage.Doc) ([]storage.Embedding, error) {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
 	embs, err := e.store.Vectors(fp, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, emb := range embs {
 		if len(emb.Vectors) == 0 {
-			return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
+			return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
 				Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
 		}
 	}
-	return addDense(ctx, ix, docs, embs)
+	return embs, nil
 }
 
 // addDense adds documents with their embeddings to the graph.

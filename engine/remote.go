@@ -254,19 +254,9 @@ func (r *remote) catchUp(ctx context.Context) error {
 			}
 		}
 		if len(upserts) > 0 {
-			ids := make([]string, len(upserts))
-			for i, d := range upserts {
-				ids[i] = d.ID
-			}
-			embs, err := e.store.Vectors(key, ids)
+			embs, err := e.storedVectors(key, upserts)
 			if err != nil {
 				return err
-			}
-			for i, emb := range embs {
-				if len(emb.Vectors) == 0 {
-					return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], key),
-						Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
-				}
 			}
 			if err := co.Upsert(ctx, upserts, embs); err != nil {
 				return err
