@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 75m
 # The shared datasets beside the checkout (../shared), as CI lays them out.
 SHARED ?= $(abspath ../shared)
 
-.PHONY: setup build demo test pydeps bench env clean closed-loop
+.PHONY: setup build demo test pydeps goldens bench env clean closed-loop
 
 setup:
 	@bash scripts/setup.sh
@@ -27,6 +27,11 @@ demo: build
 pydeps:
 	@bash scripts/pydeps.sh
 
+# Remake the reference tests' golden files (testdata/*.golden) by running
+# their Python tools; the tests read the files and say when one is stale.
+goldens: pydeps
+	@GO=$(GO) bash scripts/goldens.sh
+
 # test: vet, every Go test (the crash tests of index, reindex and
 # mine-negatives included), the concurrency tests again under the race
 # detector (under a minute), every fuzz target for 10 s, then the closed loop
@@ -39,7 +44,7 @@ test: setup pydeps test-models chromium
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
 		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
-	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) bash scripts/fuzz.sh
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) FUZZBRIEF=$(TEST_FUZZBRIEF) bash scripts/fuzz.sh
 	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=$(TEST_CLOSED_LOOP_STEPS)
 
 # Headless Chromium for the search page's browser test (server package).
@@ -66,6 +71,8 @@ CLOSED_LOOP_EVAL_EVERY ?= 25
 TEST_CLOSED_LOOP_STEPS ?= 40
 # make test fuzzes each target for this long (make fuzz: FUZZTIME, 20s).
 TEST_FUZZTIME ?= 10s
+# ... and the targets marked brief in scripts/fuzz.sh (a target per parser).
+TEST_FUZZBRIEF ?= 4s
 closed-loop: build
 	STEPS=$(CLOSED_LOOP_STEPS) EVAL_EVERY=$(CLOSED_LOOP_EVAL_EVERY) bash scripts/closed_loop.sh
 

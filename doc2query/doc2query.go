@@ -7,7 +7,11 @@
 // The decoder is a llama GGUF file (smollm2-135m-instruct from the
 // catalogue, or any file with a ChatML chat template: SmolLM2, Qwen2,
 // Qwen3), run by model/llama (the trainer's decoder's forward) with a
-// key/value cache; its tokenizer is built from the file as the import path builds it,
+// key/value cache. A model writes the languages its file names
+// (general.languages; SmolLM2, by name, English): Run leaves out the
+// documents in other languages (given, else detected by package lang) and
+// refuses a corpus mostly in them (ErrLanguage), naming them. Its tokenizer
+// is built from the file as the import path builds it,
 // without the EOS an embedder appends. Each document, cut to MaxDocTokens,
 // goes into one user turn after the instruction, in the file's chat format
 // with its default system turn; generation stops at the end of the turn.
@@ -40,6 +44,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -169,6 +174,55 @@ type Generator struct {
 	system string // the chat template's default system turn ("" when it has none)
 	stop   []int32
 	path   string
+	// langs are the languages the model writes (ISO 639-1), nil when
+	// unknown: its GGUF's general.languages, else SmolLM2's English.
+	langs []string
+}
+
+// Languages are the languages the generator's model writes, nil when its
+// file does not say (and it is not a model anna knows).
+func (g *Generator) Languages() []string { return g.langs }
+
+// ErrLanguage is wrapped by Run's refusal of a corpus in languages the
+// model cannot write.
+var ErrLanguage = errors.New("doc2query: the model does not write the corpus's language")
+
+// writes reports whether the model writes language code ("" is a text
+// whose language could not be told: taken as writable).
+func (g *Generator) writes(code string) bool {
+	if g.langs == nil || code == "" {
+		return true
+	}
+	for _, l := range g.langs {
+		if l == code {
+			return true
+		}
+	}
+	return false
+}
+
+// modelLanguages reads general.languages, else knows SmolLM2 (trained on
+// English) by its name.
+func modelLanguages(kv map[string]any, path string) []string {
+	switch v := kv["general.languages"].(type) {
+	case []string:
+		return v
+	case []any:
+		var out []string
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	name, _ := kv["general.name"].(string)
+	if strings.Contains(strings.ToLower(name+" "+filepath.Base(path)), "smollm") {
+		return []string{"en"}
+	}
+	return nil
 }
 
 // chatML finds a ChatML template's default system message.
@@ -185,7 +239,7 @@ func Load(path string) (*Generator, error) {
 	if !strings.Contains(tmpl, "<|im_start|>") {
 		return nil, fmt.Errorf("doc2query: %s: tokenizer.chat_template is not ChatML (<|im_start|>role ... <|im_end|>); anna writes ChatML prompts (SmolLM2, Qwen2, Qwen3)", path)
 	}
-	g := &Generator{path: path}
+	g := &Generator{path: path, langs: modelLanguages(f.KV, path)}
 	if m := chatMLSystem.FindStringSubmatch(tmpl); m != nil {
 		g.system = m[1] + m[2]
 	}
@@ -362,6 +416,9 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 	if o.Docs > 0 && o.Docs < len(order) {
 		order = order[:o.Docs]
 	}
+	if order, err = g.writable(order); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(out, "qrels"), 0o755); err != nil {
 		return fmt.Errorf("doc2query: %w", err)
 	}
@@ -429,6 +486,45 @@ func Run(ctx context.Context, g *Generator, src, out string, o Options) error {
 		}
 	}
 	return writeQrels(lines, beir.QrelsPath(out, Split))
+}
+
+// writable is docs less those in a language the model does not write (their
+// own language, else the one detected where the detector is sure): queries in another language than the
+// document's would teach the student nothing true. When those are most of
+// docs, it refuses the corpus, naming the languages.
+func (g *Generator) writable(docs []beir.Doc) ([]beir.Doc, error) {
+	if g.langs == nil {
+		return docs, nil
+	}
+	var keep []beir.Doc
+	other := map[string]int{}
+	for _, d := range docs {
+		code := d.Language
+		sure := true
+		if c, err := lang.Parse(code); err == nil && c != "" && c != lang.Auto {
+			code = c
+		} else {
+			guess := lang.GuessText(docText(d))
+			code, sure = guess.Code, guess.Sure
+		}
+		// A guess the detector is not sure of (short or technical Latin
+		// text is often read as Italian) leaves the document in.
+		if !sure || g.writes(code) {
+			keep = append(keep, d)
+		} else {
+			other[code]++
+		}
+	}
+	if n := len(docs) - len(keep); n > 0 && 2*n > len(docs) {
+		var ls []string
+		for l, c := range other {
+			ls = append(ls, fmt.Sprintf("%s (%d)", l, c))
+		}
+		sort.Strings(ls)
+		return nil, fmt.Errorf("%w: %s writes %s; %d of the %d documents are in %s, for which it would write queries in another language or nonsense: use extractive queries instead (annactl adapt without --generator)",
+			ErrLanguage, filepath.Base(g.path), strings.Join(g.langs, ", "), n, len(docs), strings.Join(ls, ", "))
+	}
+	return keep, nil
 }
 
 func readCorpus(dir string) ([]beir.Doc, error) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/model/llama"
@@ -142,13 +141,18 @@ func TestPrompt(t *testing.T) {
 	}
 }
 
+// generateRef is transformers' prompts and greedy tokens for SmolLM2
+// (tools/gguf_reference.py generate), committed.
+var generateRef = reftest.Suite{Golden: "testdata/smollm2_generate.golden", Tool: "gguf_reference.py",
+	Imports: []string{"transformers", "gguf", "torch"}, Outputs: []string{"out.json"}}
+
 // TestSmolLM2MatchesTransformers: for SmolLM2-135M-Instruct from its GGUF
 // file, the prompt (a few-shot example, then a document) is the token ids
 // transformers' chat template gives the same messages, and greedy decoding
 // writes the tokens transformers' generate writes (float32, up to the end
-// of the turn). Needs the downloaded file and `make pydeps`.
+// of the turn), read from the golden file tools/gguf_reference.py wrote
+// (internal/reftest). Needs the downloaded file.
 func TestSmolLM2MatchesTransformers(t *testing.T) {
-	python := pyref.Python(t, "transformers", "gguf", "torch")
 	dir := t.TempDir()
 	path := gguftest.SmolLM2(t, dir)
 	g, err := Load(path)
@@ -172,24 +176,27 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 			{"role": "user", "content": o.Instruction + "\n\n" + docText(d)},
 		})
 	}
-	pyref.WriteJSON(t, dir, map[string]any{"in.json": map[string]any{"chats": chats, "max_new": o.MaxNew}})
-	cmd := exec.Command(python, pyref.Tool(t, "gguf_reference.py"), "generate", path, filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gguf_reference.py generate: %v\n%s", err, out)
+	ref := t.TempDir() // the reference's inputs, then its out.json
+	reftest.WriteJSON(t, ref, map[string]any{"in.json": map[string]any{"chats": chats, "max_new": o.MaxNew}})
+	gguftest.WriteID(t, ref)
+	suite := generateRef
+	suite.Args = func(dirs []string) []string {
+		return []string{"generate", path, filepath.Join(dirs[0], "in.json"), filepath.Join(dirs[0], "out.json")}
 	}
-	var ref []struct {
+	suite.Reference(t, []reftest.Case{{Name: "smollm2", Dir: ref}})
+	var want []struct {
 		Prompt []int32 `json:"prompt"`
 		New    []int32 `json:"new"`
 		EOS    int32   `json:"eos"`
 	}
-	raw, _ := os.ReadFile(filepath.Join(dir, "out.json"))
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
+	raw, _ := os.ReadFile(filepath.Join(ref, "out.json"))
+	if err := json.Unmarshal(raw, &want); err != nil || len(want) != len(docs) {
+		t.Fatalf("reference: %v (%d answers for %d documents)", err, len(want), len(docs))
 	}
 	for i, d := range docs {
 		p := g.prompt(docText(d), o)
-		if fmt.Sprint(p) != fmt.Sprint(ref[i].Prompt) {
-			t.Fatalf("document %s: prompt ids\n%v\ntransformers' chat template\n%v", d.ID, p, ref[i].Prompt)
+		if fmt.Sprint(p) != fmt.Sprint(want[i].Prompt) {
+			t.Fatalf("document %s: prompt ids\n%v\ntransformers' chat template\n%v", d.ID, p, want[i].Prompt)
 		}
 	}
 	// Through Queries' path: the shared prefix fed once, each document's turn after it.
@@ -202,16 +209,16 @@ func TestSmolLM2MatchesTransformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range docs {
-		want := ref[i].New
-		if n := len(want); n > 0 && slices.Contains(g.stop, want[n-1]) {
-			want = want[:n-1]
+		wantNew := want[i].New
+		if n := len(wantNew); n > 0 && slices.Contains(g.stop, wantNew[n-1]) {
+			wantNew = wantNew[:n-1]
 		}
 		ids := make([]int64, len(gen[i]))
 		for j, id := range gen[i] {
 			ids[j] = int64(id)
 		}
-		if !slices.Equal(gen[i], want) {
-			t.Fatalf("document %s: greedy %v (%q), transformers %v", docs[i].ID, gen[i], g.tok.Decode(ids, true), want)
+		if !slices.Equal(gen[i], wantNew) {
+			t.Fatalf("document %s: greedy %v (%q), transformers %v", docs[i].ID, gen[i], g.tok.Decode(ids, true), wantNew)
 		}
 		t.Logf("document %s: %q", docs[i].ID, g.tok.Decode(ids, true))
 	}

@@ -40,6 +40,10 @@
 // the BERT run and the length-sorted batching are internal/bert's, shared
 // with package rerank.
 //
+// RemoteEncoder (Open or OpenRemote with "URL#NAME") embeds with a model
+// another server runs, through its OpenAI-compatible /v1/embeddings; its
+// invariants are on its type.
+//
 // A nil context.Context given to a function of this package is
 // context.Background().
 package encoder

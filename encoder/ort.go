@@ -90,14 +90,16 @@ var spec = bert.Spec{
 // call are not all held at once.
 const sortWindow = 4096
 
-// DefaultDir is the directory of the default model (all-MiniLM-L6-v2 under
-// $ANNA_HOME/models, installed by `make setup` or `anna-env setup`).
-func DefaultDir() string { return home.DefaultModel() }
+// DefaultDir is the directory of the default model in the form that embeds
+// when no model is named (all-MiniLM-L6-v2-int8 under $ANNA_HOME/models,
+// installed by `make setup` or `anna-env setup`; home.DefaultEmbedModel):
+// the engine's zero Options, annactl embed and annactl index use it alike.
+func DefaultDir() string { return home.DefaultEmbedModel() }
 
 // Default loads the default model (DefaultDir).
 func Default(ctx context.Context) (*ORTEncoder, error) {
 	ctx = safe.Ctx(ctx)
-	dir, err := home.RequireDefaultModel()
+	dir, err := home.RequireDefaultEmbedModel()
 	if err != nil {
 		return nil, fmt.Errorf("encoder: %w", err)
 	}

@@ -61,6 +61,16 @@ func (l local) lexical(ctx context.Context, query string, k int, f Filter) ([]fu
 	return out, nil
 }
 
+// coverage is how much of query the BM25 index can match
+// (lexical.Index.Coverage), for weighing its list in hybrid search.
+func (l local) coverage(ctx context.Context, query string) (float64, error) {
+	e := l.e
+	if e.lexStale != "" {
+		return 1, nil
+	}
+	return e.lex.Coverage(ctx, query)
+}
+
 func (l local) denseSearch() denseFunc {
 	ix := l.e.dense
 	return func(ctx context.Context, q []float32, k int, opts SearchOptions) ([]fusion.Hit, map[string]int, error) {
@@ -104,6 +114,7 @@ func (l local) apply(ctx context.Context, prev, seq uint64, upserts []storage.Do
 	if err := e.applyDense(ctx, prev, seq, upserts, embs, deletes); err != nil {
 		return fmt.Errorf("updating the dense graph failed (the next write or open repairs it): %w", err)
 	}
+	e.checkpointLocked()
 	return nil
 }
 

@@ -52,6 +52,10 @@ type Report struct {
 	Seq       uint64 // the store's last change
 	Model     string // the recorded model fingerprint ("" when none)
 	Problems  []Problem
+	// WriterPID is the process that had the directory open for writing
+	// and ran the check on its open store and indexes (this process's own
+	// when it is the writer); 0 when the check read the files itself.
+	WriterPID int
 }
 
 // OK reports whether Check found nothing wrong.
@@ -104,13 +108,81 @@ func (ps *problems) addID(part, what, id string) {
 //     (see dense.Index.Check: bounded, non-dangling neighbour lists, sound
 //     tombstones, every live node reachable from the entry point).
 //
-// It opens everything read-only and may run beside other readers, not
-// beside a writer (ErrLocked). The error is for a check that could not run
-// (no such directory, a cancelled context); damage is in the Report.
+// It opens everything read-only and may run beside other readers. Beside
+// a writer it runs in the writer (Report.WriterPID): in this process on
+// its engine, in another through the socket it answers readers on, there
+// on its open store and its indexes as they are in memory (the graph's
+// unsaved changes included), with its writes held back meanwhile. A writer
+// that does not share (Options.NoShare) keeps it out: ErrLocked. The error
+// is for a check that could not run (no such directory, a cancelled
+// context); damage is in the Report.
 func Check(ctx context.Context, dir string) (_ *Report, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if w := writerHere(dir); w != nil {
+		return w.checkLive(ctx)
+	}
 	c := &checker{dir: dir, rep: &Report{Dir: dir}}
+	if err := c.run(ctx); err != nil {
+		if !errors.Is(err, errCheckLocked) {
+			return nil, err
+		}
+		return checkThroughWriter(ctx, dir, err)
+	}
+	c.rep.Problems = c.ps.list
+	return c.rep, nil
+}
+
+// errCheckLocked: anna.db's lock is held (a writer has it, or waits for
+// it): the check goes through the writer.
+var errCheckLocked = errors.New("locked")
+
+// checkThroughWriter asks the process writing dir to check it; locked is
+// the error of reading it here.
+func checkThroughWriter(ctx context.Context, dir string, locked error) (*Report, error) {
+	dctx, cancel := context.WithTimeout(ctx, readerWait+writerWait)
+	defer cancel()
+	for {
+		c, err := dial(dctx, dir, func(string, ...any) {})
+		if err == nil {
+			defer c.close()
+			var rep Report
+			if err := c.call(ctx, "check", struct{}{}, &rep); err != nil {
+				return nil, fmt.Errorf("engine: check %s through process %d, which has it open for writing: %w", dir, c.hello.PID, err)
+			}
+			rep.WriterPID = c.hello.PID
+			return &rep, nil
+		}
+		if !errors.Is(err, errGone) || dctx.Err() != nil {
+			return nil, fmt.Errorf("engine: check %s: %w: it is open for writing by a process that does not answer on %s (opened with Options.NoShare?)", dir, ErrLocked, sockFile)
+		}
+		// No writer answers yet: one may be opening, or waiting for the
+		// lock; or the lock may be free again.
+		c2 := &checker{dir: dir, rep: &Report{Dir: dir}}
+		if err := c2.run(ctx); !errors.Is(err, errCheckLocked) {
+			if err != nil {
+				return nil, err
+			}
+			c2.rep.Problems = c2.ps.list
+			return c2.rep, nil
+		}
+		select {
+		case <-dctx.Done():
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// checkLive checks e, open for writing in this process, on its open
+// store and indexes, its writes held back meanwhile.
+func (e *Engine) checkLive(ctx context.Context) (*Report, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	c := &checker{dir: e.dir, rep: &Report{Dir: e.dir, WriterPID: os.Getpid()}, live: e}
 	if err := c.run(ctx); err != nil {
 		return nil, err
 	}
@@ -126,6 +198,7 @@ type checker struct {
 	vecKey  string          // where the recorded model's vectors are kept
 	ids     map[string]bool // the store's documents (nil when unreadable)
 	deleted map[string]bool // IDs whose last change is a delete
+	live    *Engine         // set: check this engine's open store and indexes (checkLive)
 }
 
 func (c *checker) run(ctx context.Context) error {
@@ -139,7 +212,7 @@ func (c *checker) run(ctx context.Context) error {
 	if err := c.checkStore(ctx); err != nil {
 		return err
 	}
-	if c.st != nil {
+	if c.st != nil && c.live == nil {
 		defer c.st.Close()
 	}
 	if err := c.checkBM25(ctx); err != nil {
@@ -165,13 +238,17 @@ func (c *checker) checkStore(ctx context.Context) error {
 		c.ps.add(PartStore, "anna.db is empty (0 bytes): the document store was lost")
 		return nil
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: true})
-	if errors.Is(err, storage.ErrLocked) {
-		return fmt.Errorf("engine: check %s: %w: %w", c.dir, ErrLocked, err)
-	}
-	if err != nil {
-		c.ps.add(PartStore, "cannot be opened: %v", err)
-		return nil
+	st := c.liveStore()
+	if st == nil {
+		var err error
+		st, err = openShared(c.dir, path, 0)
+		if errors.Is(err, storage.ErrLocked) {
+			return fmt.Errorf("engine: check %s: %w: %w", c.dir, errCheckLocked, err)
+		}
+		if err != nil {
+			c.ps.add(PartStore, "cannot be opened: %v", err)
+			return nil
+		}
 	}
 	c.st = st
 	c.rep.Readable = true
@@ -254,7 +331,21 @@ func (c *checker) compareIDs(part string, have map[string]bool) {
 	}
 }
 
+// liveStore is the live engine's store, nil when the check reads files.
+func (c *checker) liveStore() *storage.Store {
+	if c.live == nil {
+		return nil
+	}
+	return c.live.store
+}
+
 func (c *checker) checkBM25(ctx context.Context) error {
+	if c.live != nil {
+		if c.live.lex == nil {
+			return nil // another backend (Weaviate): Check looks at local indexes only
+		}
+		return c.inspectBM25(ctx, c.live.lex)
+	}
 	lex, err := lexical.Open(filepath.Join(c.dir, lexicalDir), lexical.Options{ReadOnly: true})
 	if errors.Is(err, lexical.ErrNotExist) {
 		c.ps.add(PartBM25, "the index is missing (lexical/)")
@@ -265,6 +356,11 @@ func (c *checker) checkBM25(ctx context.Context) error {
 		return nil
 	}
 	defer lex.Close()
+	return c.inspectBM25(ctx, lex)
+}
+
+// inspectBM25 checks an open BM25 index against the store.
+func (c *checker) inspectBM25(ctx context.Context, lex *lexical.Index) error {
 	inStep := c.st == nil
 	if c.st != nil {
 		id, err1 := lex.StoreID()
@@ -302,6 +398,19 @@ func (c *checker) checkBM25(ctx context.Context) error {
 }
 
 func (c *checker) checkHNSW(ctx context.Context) error {
+	if c.live != nil {
+		e := c.live
+		e.mu.RLock()
+		ix, meta := e.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.model.Fingerprint, e.chunking), AppliedSeq: e.denseApplied}
+		e.mu.RUnlock()
+		if ix == nil {
+			if _, local := e.be.(local); local && c.rep.Documents > 0 {
+				c.ps.add(PartHNSW, "the graph is missing")
+			}
+			return nil
+		}
+		return c.inspectHNSW(ctx, ix, meta)
+	}
 	path := filepath.Join(c.dir, denseFile)
 	ix, meta, err := dense.Load(path)
 	switch {
@@ -314,6 +423,11 @@ func (c *checker) checkHNSW(ctx context.Context) error {
 		c.ps.add(PartHNSW, "cannot be loaded: %v", err)
 		return nil
 	}
+	return c.inspectHNSW(ctx, ix, meta)
+}
+
+// inspectHNSW checks a graph and what it records (meta) against the store.
+func (c *checker) inspectHNSW(ctx context.Context, ix *dense.Index, meta dense.Meta) error {
 	for _, is := range ix.Check() {
 		c.ps.list = append(c.ps.list, Problem{Part: PartHNSW, What: is.What, IDs: is.IDs, N: is.N})
 	}
@@ -437,6 +551,9 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (_ *RepairRepor
 	if before.OK() {
 		rep.After = before
 		return rep, nil
+	}
+	if before.WriterPID != 0 {
+		return nil, fmt.Errorf("engine: repair %s: %w: process %d has it open for writing; close it (stop annactl serve) before repairing", dir, ErrLocked, before.WriterPID)
 	}
 	act := func(format string, args ...any) {
 		rep.Actions = append(rep.Actions, fmt.Sprintf(format, args...))

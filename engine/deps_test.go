@@ -10,18 +10,20 @@ import (
 )
 
 // TestRuntimeLinksNoConverter: the runtime (engine, encoder, rerank,
-// internal/bert) links neither the converter (model/onnx), GGUF, the
-// catalogue's downloads, the trainer, report nor gonum. Each offending
-// package is named with the runtime packages that import it.
+// internal/bert, and the server built on them) links neither the converter
+// (model/onnx), GGUF, the catalogue's downloads, the trainer, report nor
+// gonum, nor the pipelines that drive the engine from outside (mining,
+// eval, ingest, doc2query). Each offending package is named with the
+// runtime packages that import it.
 func TestRuntimeLinksNoConverter(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command:", err)
 	}
 	const mod = "github.com/anna-search/anna/"
-	runtime := []string{mod + "engine", mod + "encoder", mod + "rerank", mod + "internal/bert"}
+	runtime := []string{mod + "engine", mod + "encoder", mod + "rerank", mod + "internal/bert", mod + "server"}
 	forbidden := func(p string) bool {
-		for _, f := range []string{"model/onnx", "model/gguf", "model/catalog", "train", "report"} {
+		for _, f := range []string{"model/onnx", "model/gguf", "model/catalog", "train", "report", "mining", "eval", "ingest", "doc2query"} {
 			if p == mod+f || strings.HasPrefix(p, mod+f+"/") {
 				return true
 			}

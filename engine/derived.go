@@ -43,7 +43,7 @@ func (e *Engine) openLexical(ctx context.Context) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	if e.readOnly {
-		lex, err := lexical.Open(path, lexical.Options{ReadOnly: true, SearchWorkers: e.searchWorkers})
+		lex, err := lexical.Open(path, lexical.Options{ReadOnly: true, SearchWorkers: e.searchWorkers, Language: e.language})
 		if err != nil {
 			if errors.Is(err, lexical.ErrNotExist) {
 				e.lexStale = "is missing"
@@ -63,7 +63,7 @@ func (e *Engine) openLexical(ctx context.Context) error {
 		e.lexStale = reason
 		return nil
 	}
-	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers})
+	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers, Language: e.language})
 	if err != nil {
 		e.warn("the BM25 index at %s cannot be read (%v): rebuilding it from anna.db", path, err)
 		if lex, err = e.recreateLexical(path); err != nil {
@@ -126,7 +126,7 @@ func (e *Engine) recreateLexical(path string) (*lexical.Index, error) {
 	if err := os.RemoveAll(path); err != nil {
 		return nil, fmt.Errorf("engine: removing the BM25 index: %w", err)
 	}
-	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers})
+	lex, err := lexical.Open(path, lexical.Options{StoreID: e.store.ID(), SearchWorkers: e.searchWorkers, Language: e.language})
 	if err != nil {
 		return nil, fmt.Errorf("engine: creating the BM25 index: %w", err)
 	}
@@ -234,7 +234,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 	default:
 		reason, behind := staleness(e.store.ID(), seq, meta.StoreID, meta.AppliedSeq)
 		if reason == "" || behind {
-			e.dense, e.denseApplied = ix, meta.AppliedSeq
+			e.dense, e.denseApplied, e.denseSaved = ix, meta.AppliedSeq, meta.AppliedSeq
 			return e.catchUpDense(ctx)
 		}
 		e.warn("the dense graph %s: rebuilding it from anna.db", reason)
@@ -243,7 +243,7 @@ func (e *Engine) openDense(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.dense, e.denseApplied, e.dirty = ix, applied, true
+	e.dense, e.denseApplied, e.denseSaved, e.dirty = ix, applied, 0, true
 	return nil
 }
 

@@ -23,6 +23,8 @@
 //	             directory open for writing answers other processes'
 //	             read-only opens (see Read-only and sharing); removed on
 //	             Close, replaced by the next writer when one was killed
+//	anna.lock    the writers' turnstile (empty; flocked by a writer while
+//	             it waits for anna.db's lock, so that readers let it in)
 //
 // # Invariants
 //
@@ -42,7 +44,10 @@
 //     fingerprint (with its dimension, directory and manifest name) with
 //     its first documents (a directory that holds none is bound to none).
 //     Opening it with another model is refused (ModelMismatchError, naming
-//     both models); Reindex is the way to change models.
+//     both models); Reindex is the way to change models. Options.Model may
+//     name a model another server runs, "URL#NAME" (encoder.OpenRemote):
+//     recorded by its name and dimension, with the URL where it was, which
+//     a later Open without Options.Model calls again.
 //   - Opened with neither Options.Model nor Options.Encoder, a bound
 //     directory loads its model only when something first embeds (a
 //     dense, hybrid or rerank search, Add of new text, Repair): lexical
@@ -65,9 +70,14 @@
 //     writer answers the read-only opens of other processes, so readers
 //     work beside it (Read-only and sharing). A writable Open fails at
 //     once with ErrLocked when another process has the directory open for
-//     writing, and waits up to 10 s for read-only opens that hold the lock
+//     writing, unless Options.WriteThrough: then it writes through that
+//     process (Add, Delete, DeleteExcept; annactl index and delete beside
+//     annactl serve), with that process's model; it waits up to 10 s for read-only opens that hold the lock
 //     (reading the directory themselves) to close before failing with
-//     ErrLocked. A directory already open in this process is not opened
+//     ErrLocked. While it waits it holds the turnstile (anna.lock), and
+//     read-only opens that come meanwhile wait for it and then read
+//     through it, so it waits only for the readers already in, however
+//     many come and go. A directory already open in this process is not opened
 //     again for writing (ErrLocked, "already open ... in this process");
 //     a read-only Open beside this process's own writer reads through it
 //     like another process's. The package keeps one piece of global
@@ -91,7 +101,9 @@
 // # Contexts and panics
 //
 // A nil context.Context given to a function of this package is
-// context.Background(). Open, Check, Repair and the methods that take a
+// context.Background(). A nil *Engine is a closed one: its methods
+// return ErrClosed (Close returns nil, as a second Close does), and a
+// closed engine answers ErrClosed before it looks at the arguments. Open, Check, Repair and the methods that take a
 // context never panic: a panic in a plug-in (Options.Encoder,
 // Options.Reranker) or in the engine's own code, on the caller's goroutine
 // or on one the engine started, is returned as an error naming the panic
@@ -131,9 +143,22 @@
 // is checked against the writer's model. A writer still opening the
 // directory is waited for (Logf says so). When the writer closes or dies,
 // the next call opens the directory itself (or reads through the next
-// writer) and goes on. Options.NoShare turns all this off for an engine:
-// then a reader beside a writer fails with ErrLocked. Check and Repair
-// read the files themselves: beside a writer they fail with ErrLocked.
+// writer) and goes on. UnknownKeys and MetadataKeys are the writer's too.
+//
+// A writable Open with Options.WriteThrough of a directory another process
+// has open for writing (and shares) writes through it the same way: Add,
+// Delete and DeleteExcept (IDs listed there) are its calls, each committed
+// there before it returns, and the writer embeds with its own model (an
+// Options.Model or Encoder of another fingerprint is refused, even before
+// the directory is bound). Reindex and SetFusion are refused (ErrLocked).
+// When the writer goes away the call is made again on the next target (a
+// batch added twice is stored once).
+//
+// Options.NoShare turns all this off for an engine: then a reader beside
+// a writer fails with ErrLocked. Check beside a writer runs in the
+// writer, on its open store and indexes (in this process on its engine, in
+// another through anna.sock); Repair of a directory that needs it refuses
+// beside a writer (ErrLocked).
 //
 // Read-only opens that read the directory themselves (including one that
 // read through a writer which has closed since) hold bbolt's shared lock

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
 )
@@ -42,12 +46,18 @@ const (
 
 // Options configure Open. The zero value is usable: it opens the directory
 // for writing with the model recorded in it, or the default model installed
-// by `go run github.com/anna-search/anna/cmd/anna-env setup`.
+// by `go run github.com/anna-search/anna/cmd/anna-env setup` — in the form
+// annactl index and annactl embed use too (home.DefaultEmbedModel:
+// all-MiniLM-L6-v2-int8), so that a directory indexed by either gives the
+// same vectors.
 type Options struct {
-	// Model is a model directory (see `annactl models`). "" means the model
-	// recorded in the directory, else the default model. A directory bound
-	// to a model and opened with neither Model nor Encoder loads its model
-	// only when it first embeds (see Open).
+	// Model is a model directory, or the name of an installed model
+	// (under $ANNA_HOME/models, as `annactl models list` shows them and
+	// annactl's --model takes them: "bge-small-en-v1.5-int8"); a path, or
+	// a directory that exists where it is named, wins over a name. ""
+	// means the model recorded in the directory, else the default model.
+	// A directory bound to a model and opened with neither Model nor
+	// Encoder loads its model only when it first embeds (see Open).
 	Model string
 	// Encoder, when set, embeds instead of a model loaded from Model (which
 	// is then only recorded, so pass it when Encoder was loaded from it).
@@ -80,6 +90,17 @@ type Options struct {
 	// open; opened read-only, it never reads through another process and
 	// fails with ErrLocked while one has the directory open for writing.
 	NoShare bool
+	// WriteThrough, opening for writing a directory another process has
+	// open for writing and shares (annactl serve, annactl index: any
+	// writer without NoShare), writes through that process instead of
+	// failing with ErrLocked: Add, Delete, DeleteExcept, IDs, Get, Search
+	// and Stats are its, the model and chunking its own (an Options.Model
+	// or Encoder of another fingerprint is refused with a
+	// ModelMismatchError, bound directory or not); Reindex and SetFusion
+	// are refused. Once that process has closed the directory, the engine
+	// opens it itself (see the package doc, Read-only and sharing).
+	// Without a writer, it changes nothing.
+	WriteThrough bool
 	// HNSW shapes the dense graph; zero fields take the defaults.
 	HNSW HNSW
 	// Chunking says how documents longer than the model's window are
@@ -103,15 +124,33 @@ type Options struct {
 	// backend instead of the directory's BM25 index and HNSW graph (see
 	// Weaviate). HNSW is then unused.
 	Weaviate *Weaviate
+	// CheckpointChanges bounds what a crash costs the next Open: the
+	// dense graph is saved (a checkpoint) once it holds this many changes
+	// its saved file lacks, or an eighth of its documents if more (0:
+	// DefaultCheckpointChanges; negative: only by Flush and Close). The
+	// graph is the one derived index that lives in memory; a crash makes
+	// the next Open replay what its file lacks, as many changes as that.
+	CheckpointChanges int
 	// SearchWorkers is how many goroutines one BM25 search may score on
 	// (0: GOMAXPROCS; 1: the calling goroutine alone, for a server whose
 	// concurrent queries already keep every core busy). Results do not
 	// depend on it. See lexical.Options.
 	SearchWorkers int
+	// Language is the language of the documents Add is given without one
+	// (Document.Language): "" or "auto" detects each one's (package lang;
+	// English where detection cannot tell), a code (lang.Parse: "de",
+	// "zh") is theirs. It decides how BM25 and the snippets analyse them;
+	// a query is analysed for every language the index holds. Not
+	// recorded: an index rebuilt from the store detects again what was not
+	// given.
+	Language string
 	// Logf, when set, receives what the engine does on its own: indexes
 	// rebuilt or brought up to date on Open, and why.
 	Logf func(format string, args ...any)
 }
+
+// DefaultCheckpointChanges is Options.CheckpointChanges when 0.
+const DefaultCheckpointChanges = 10_000
 
 // HNSW shapes the dense graph. Zero fields take the defaults (M 16,
 // EfConstruction 200, EfSearch 64); M and EfConstruction are fixed when the
@@ -152,7 +191,9 @@ type Engine struct {
 	warnings []string
 
 	maxPassages   int                   // Options.MaxPassages
+	checkpoint    int                   // Options.CheckpointChanges (0: the default)
 	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
+	language      string                // Options.Language, parsed: the BM25 index's default
 	embedProgress func(done, total int) // Options.EmbedProgress
 
 	// life is held for reading by every call and for writing by Close, so
@@ -178,12 +219,12 @@ type Engine struct {
 	bound        bool // model recorded in the store (it holds or held documents)
 	dense        *dense.Index
 	denseApplied uint64       // last store seq the graph reflects
+	denseSaved   uint64       // the store seq its saved file reflects (0: none saved of this graph)
 	dirty        bool         // graph changed since the last save
 	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
 
-	hlOnce sync.Once // makes hl for snippets on first use
-	hl     *snippet.Highlighter
-	hlErr  error
+	hlMu sync.Mutex                      // guards hl
+	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
 
 	srv *server // answers other processes' read-only opens (writable, share.go)
 	via *via    // read-only: reads through the process writing dir (share.go)
@@ -215,17 +256,25 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if opts.SearchWorkers < 0 {
 		return nil, optErr("Options.SearchWorkers", opts.SearchWorkers, "must be 0 (the default, GOMAXPROCS) or positive")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf}
+	language, lerr := lang.Parse(opts.Language)
+	if lerr != nil {
+		return nil, optErr("Options.Language", opts.Language, "must be \"\", \"auto\" or a language code such as \"de\"")
+	}
+	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, language: language}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
-	e.maxPassages, e.embedProgress, e.searchWorkers = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers
+	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
 	ok := false
 	defer func() {
-		if !ok {
+		switch {
+		case !ok:
 			e.release()
-		} else if e.srv != nil {
+		case e.srv != nil:
 			e.srv.opened()
+			fallthrough
+		case !e.readOnly:
+			e.opened()
 		}
 	}()
 	if err := e.openStore(ctx, opts); err != nil {
@@ -263,6 +312,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if err := e.openDense(ctx); err != nil {
 		return nil, err
 	}
+	e.checkpointLocked() // a replay of many changes, or a rebuild, is not done again after another crash
 	ok = true
 	return e, nil
 }
@@ -377,24 +427,37 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 // directory's, and keeps it (opts.KeepModel) in an unbound directory that
 // may bind to it.
 func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) error {
-	e.model.Dir = opts.Model
+	dir := opts.Model
+	if !encoder.IsRemote(dir) {
+		d, err := installed.Resolve(home.ModelsDir(), opts.Model)
+		if err != nil {
+			return optErr("Options.Model", opts.Model, err.Error())
+		}
+		dir = d
+	}
+	e.model.Dir = dir
 	enc := opts.Encoder
 	if enc == nil {
 		if e.model.Dir == "" {
 			e.model.Dir = recorded.Dir
 		}
-		var ort *encoder.ORTEncoder
-		var err error
-		if e.model.Dir == "" {
-			ort, err = encoder.Default(ctx)
-		} else {
-			ort, err = encoder.Load(ctx, e.model.Dir, encoder.Options{})
+		load := e.model.Dir
+		if load == "" {
+			// The default model, recorded as "" (FindModel looks for it
+			// under whichever $ANNA_HOME the directory is opened with).
+			var err error
+			if load, err = home.RequireDefaultEmbedModel(); err != nil {
+				return fmt.Errorf("engine: loading the default model: %w", err)
+			}
 		}
-		if err != nil {
+		var (
+			closer func() error
+			err    error
+		)
+		if enc, closer, err = openEncoder(ctx, load); err != nil {
 			return fmt.Errorf("engine: loading the model: %w", err)
 		}
-		e.closers = append(e.closers, ort.Close)
-		enc = ort
+		e.closers = append(e.closers, closer)
 	}
 	if opts.EmbeddingCache != "" {
 		c, err := encoder.NewCache(enc, opts.EmbeddingCache)
@@ -435,6 +498,9 @@ func (e *Engine) vecKey() string {
 
 // Chunking is how the engine embeds long documents.
 func (e *Engine) Chunking() Chunking {
+	if e == nil {
+		return Chunking{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.chunking
@@ -466,9 +532,9 @@ func RecordedModel(dir string) (Model, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return Model{}, nil
 	}
-	st, err := storage.Open(path, storage.Options{ReadOnly: true, LockWait: -1})
+	st, err := openShared(dir, path, -1)
 	if errors.Is(err, storage.ErrLocked) {
-		return writerModel(dir) // another process writes dir: it knows
+		return writerModel(dir) // another process writes dir (or waits to): it knows
 	}
 	if err != nil {
 		return Model{}, fmt.Errorf("engine: %w", err)
@@ -510,10 +576,21 @@ func (e *Engine) warn(format string, args ...any) {
 // Warnings lists what Open found wrong and dealt with: a damaged meta page
 // of the store, an index rebuilt because it was built from another store or
 // was ahead of this one (the store lost changes). Nil when all was well.
-func (e *Engine) Warnings() []string { return append([]string(nil), e.warnings...) }
+func (e *Engine) Warnings() []string {
+	if e == nil {
+		return nil
+	}
+	return append([]string(nil), e.warnings...)
+}
 
-// enter admits a call unless the engine is closed; leave ends it.
+// enter admits a call unless the engine is closed (or nil: a nil *Engine
+// is a closed one); leave ends it. Every exported method that can fail
+// calls it before it looks at its arguments, so a closed engine answers
+// ErrClosed whatever it is asked.
 func (e *Engine) enter() error {
+	if e == nil {
+		return ErrClosed
+	}
 	e.life.RLock()
 	if e.closed {
 		e.life.RUnlock()
@@ -552,15 +629,51 @@ func (e *Engine) flushLocked() error {
 		return fmt.Errorf("engine: saving the dense graph: %w", err)
 	}
 	e.mu.Lock()
-	e.dirty = false
+	if e.dense == ix {
+		e.dirty, e.denseSaved = e.denseApplied != applied, applied
+	}
 	e.mu.Unlock()
 	return nil
 }
 
+// checkpointLocked saves the dense graph when its file lacks at least
+// Options.CheckpointChanges changes, or an eighth of its documents if
+// more: a crash then costs the next Open the replay of at most that many
+// (see Options.CheckpointChanges). Saving the whole graph costs time in
+// proportion to its size, so the eighth keeps the checkpoints' share of a
+// long ingest's time bounded too. Callers hold writeMu (or are Open). A
+// failed save is logged: the data is committed, only the bound is lost
+// until the next checkpoint.
+func (e *Engine) checkpointLocked() {
+	if e.readOnly || e.checkpoint < 0 {
+		return
+	}
+	e.mu.RLock()
+	ix, dirty, unsaved := e.dense, e.dirty, e.denseApplied-e.denseSaved
+	e.mu.RUnlock()
+	every := e.checkpoint
+	if every == 0 {
+		every = DefaultCheckpointChanges
+	}
+	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
+		return
+	}
+	start := time.Now()
+	if err := e.flushLocked(); err != nil {
+		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
+		return
+	}
+	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
+}
+
 // Close saves the dense graph (unless read-only) and closes everything. It
 // waits for running calls; later calls fail with ErrClosed. Closing twice
-// is harmless.
+// is harmless, and so is closing a nil *Engine (which every other method
+// treats as a closed one).
 func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.life.Lock()
 	defer e.life.Unlock()
 	if e.closed {
@@ -588,10 +701,18 @@ func (e *Engine) release() error {
 }
 
 // Dir is the engine's directory.
-func (e *Engine) Dir() string { return e.dir }
+func (e *Engine) Dir() string {
+	if e == nil {
+		return ""
+	}
+	return e.dir
+}
 
 // Model is the model the engine embeds with.
 func (e *Engine) Model() Model {
+	if e == nil {
+		return Model{}
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.model

@@ -13,8 +13,13 @@ var (
 	ErrEmptyDocument = errors.New("empty title and text")
 	// ErrEmptyID: a document given to Add, or an ID given to Get or
 	// Delete, is "" (for Add, blank).
-	ErrEmptyID       = errors.New("empty ID")
-	ErrInvalidOption = errors.New("engine: invalid option")
+	ErrEmptyID = errors.New("empty ID")
+	// ErrInvalidDocument: a document given to Add breaks a rule of
+	// Document (an ID longer than MaxIDBytes or not UTF-8, an empty or
+	// oversized metadata key, a number that is not finite): the caller's
+	// mistake, named in the error's text.
+	ErrInvalidDocument = errors.New("invalid document")
+	ErrInvalidOption   = errors.New("engine: invalid option")
 	// ErrNotIndex: a read-only Open (or Check) of a directory without anna.db.
 	ErrNotIndex = errors.New("not an anna directory")
 	// ErrLocked: another process has the directory open for writing.
@@ -27,6 +32,13 @@ var (
 	// Weaviate backend scoring a text it does not hold).
 	ErrUnsupported = errors.New("not supported by this backend")
 )
+
+// invalidDoc marks an error of a document given to Add as
+// ErrInvalidDocument, its text unchanged.
+type invalidDoc struct{ error }
+
+func (e invalidDoc) Is(target error) bool { return target == ErrInvalidDocument }
+func (e invalidDoc) Unwrap() error        { return e.error }
 
 // OptionError reports an option out of its range: a negative K, a batch
 // size of -1, an unknown mode. It wraps ErrInvalidOption.

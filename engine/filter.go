@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/internal/clip"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Filter restricts a search to the documents whose metadata (Meta and
@@ -104,6 +107,9 @@ func (e *Engine) UnknownKeys(f Filter) ([]string, error) {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil {
+		return e.via.unknownKeys(context.Background(), f)
+	}
 	if _, ok := e.be.(local); !ok {
 		return nil, nil
 	}
@@ -122,6 +128,60 @@ func (e *Engine) UnknownKeys(f Filter) ([]string, error) {
 	return out, nil
 }
 
+// MetadataKey describes one metadata key of the stored documents
+// (MetadataKeys).
+type MetadataKey struct {
+	Key      string
+	Values   int             // distinct values
+	Numeric  bool            // some value is a number
+	Min, Max float64         // of the number values, when Numeric
+	Top      []MetadataValue // the string values held by the most documents, most first
+}
+
+// MetadataValue is a metadata value and how many documents hold it.
+type MetadataValue struct {
+	Value     string
+	Documents int
+}
+
+// MetadataKeys lists the metadata keys of the stored documents in byte
+// order, with their values: how many, the range of the numbers, and up to
+// top of the string values held by the most documents (none for a key of
+// more than 10,000 values, such as a path). It reads the dense index's
+// postings, in memory; the Weaviate backend has none (ErrUnsupported).
+func (e *Engine) MetadataKeys(ctx context.Context, top int) (_ []MetadataKey, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if e.via != nil {
+		return e.via.metadataKeys(ctx, top)
+	}
+	if _, ok := e.be.(local); !ok {
+		return nil, fmt.Errorf("engine: metadata keys: %w on the Weaviate backend", ErrUnsupported)
+	}
+	e.mu.RLock()
+	ix := e.dense
+	e.mu.RUnlock()
+	if ix == nil {
+		return nil, nil
+	}
+	var out []MetadataKey
+	for _, ks := range ix.MetaKeys(top) {
+		if ks.Values == 0 {
+			continue
+		}
+		k := MetadataKey{Key: ks.Key, Values: ks.Values, Numeric: ks.Numeric, Min: ks.Min, Max: ks.Max}
+		for _, v := range ks.Top {
+			k.Top = append(k.Top, MetadataValue{Value: v.Value, Documents: v.Docs})
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
 // maxMeta bounds a metadata key or string (the dense index's limit).
 const maxMeta = 1 << 20
 
@@ -134,10 +194,10 @@ func checkMeta(d Document) error {
 		case k == "":
 			return fmt.Errorf("metadata: empty key")
 		case len(k) > maxMeta || len(v) > maxMeta:
-			return fmt.Errorf("metadata key %.40q: key or value longer than %d bytes", k, maxMeta)
+			return fmt.Errorf("metadata key %s: key or value longer than %d bytes", clip.Quote(k), maxMeta)
 		}
 		if _, ok := d.MetaValues[k]; ok {
-			return fmt.Errorf("metadata key %q is in both Meta and MetaValues", k)
+			return fmt.Errorf("metadata key %s is in both Meta and MetaValues", clip.Quote(k))
 		}
 	}
 	for k, v := range d.MetaValues {
@@ -145,14 +205,14 @@ func checkMeta(d Document) error {
 		case k == "":
 			return fmt.Errorf("metadata: empty key")
 		case len(k) > maxMeta:
-			return fmt.Errorf("metadata key %.40q: longer than %d bytes", k, maxMeta)
+			return fmt.Errorf("metadata key %s: longer than %d bytes", clip.Quote(k), maxMeta)
 		}
 		if err := v.Validate(); err != nil {
-			return fmt.Errorf("metadata key %q: %w", k, err)
+			return fmt.Errorf("metadata key %s: %w", clip.Quote(k), err)
 		}
 		for _, e := range v.Values() {
 			if s, ok := e.Str(); ok && len(s) > maxMeta {
-				return fmt.Errorf("metadata key %q: a value longer than %d bytes", k, maxMeta)
+				return fmt.Errorf("metadata key %s: a value longer than %d bytes", clip.Quote(k), maxMeta)
 			}
 		}
 	}

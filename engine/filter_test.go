@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -292,5 +293,37 @@ func TestChunkingRecorded(t *testing.T) {
 	defer e.Close()
 	if !e.Chunking().Off {
 		t.Fatalf("reopened after Reindex: chunking %v, want off", e.Chunking())
+	}
+}
+
+// TestMetadataKeys: every key with its distinct values, the string values
+// held by the most documents first, and the range of the numbers; a key
+// no document holds any more is gone.
+func TestMetadataKeys(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), "fp")
+	defer e.Close()
+	docs := []engine.Document{
+		{ID: "a", Text: "x", Meta: map[string]string{"lang": "en"}, MetaValues: map[string]engine.Value{"year": engine.NumberValue(1999), "tags": engine.StringsValue("x", "y")}},
+		{ID: "b", Text: "x", Meta: map[string]string{"lang": "en"}, MetaValues: map[string]engine.Value{"year": engine.NumberValue(2024)}},
+		{ID: "c", Text: "x", Meta: map[string]string{"lang": "de", "gone": "soon"}, MetaValues: map[string]engine.Value{"tags": engine.StringsValue("y")}},
+	}
+	if _, err := e.Add(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Delete(ctx, []string{"c"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.MetadataKeys(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.MetadataKey{
+		{Key: "lang", Values: 1, Top: []engine.MetadataValue{{Value: "en", Documents: 2}}},
+		{Key: "tags", Values: 2, Top: []engine.MetadataValue{{Value: "x", Documents: 1}}},
+		{Key: "year", Values: 2, Numeric: true, Min: 1999, Max: 2024},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("metadata keys:\n got %+v\nwant %+v", got, want)
 	}
 }

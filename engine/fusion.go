@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // Fusion is how several ranked lists become one.
@@ -29,7 +31,7 @@ func ParseFusion(s string) (Fusion, error) {
 	case FusionRRF, FusionMinMax, FusionDBSF:
 		return f, nil
 	}
-	return "", fmt.Errorf("engine: unknown fusion %q (want rrf, minmax or dbsf)", s)
+	return "", fmt.Errorf("engine: unknown fusion %s (want rrf, minmax or dbsf)", clip.Quote(s))
 }
 
 // stateFusion keeps an index's FusionChoice in anna.db (JSON).
@@ -74,6 +76,9 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 	defer e.leave()
 	if e.readOnly {
 		return ErrReadOnly
+	}
+	if e.via != nil {
+		return e.via.writerOnly("record a fusion")
 	}
 	if c.Fusion != "" {
 		f, err := ParseFusion(string(c.Fusion))

@@ -36,7 +36,7 @@ func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Documen
 	}
 	fs := make([]lexical.Fields, len(docs))
 	for i, d := range docs {
-		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text}
+		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text, Language: d.Language}
 	}
 	s, err := e.lex.ScoreTexts(ctx, query, fs)
 	if err != nil {

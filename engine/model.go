@@ -55,18 +55,23 @@ func modelLabel(name, fp string) string {
 func shortFP(fp string) string { return fp[:min(12, len(fp))] }
 
 // FindModel returns the directory that holds m, a model recorded by an
-// engine directory (RecordedModel, Engine.Model): m.Dir (the default
-// model's directory when "") while its manifest has m's fingerprint, else
-// an installed model under $ANNA_HOME/models with that fingerprint (see
-// installed.Find), else a *ModelNotFoundError that names the model and how
-// to get it back. It reads manifests only.
+// engine directory (RecordedModel, Engine.Model): m.Dir (when "", as
+// directories indexed with the default model before its directory was
+// recorded have it: the default model's directory, in either form) while
+// its manifest has m's fingerprint, else an installed model under
+// $ANNA_HOME/models with that fingerprint (see installed.Find), else a
+// *ModelNotFoundError that names the model and how to get it back. It
+// reads manifests only.
 func FindModel(m Model) (string, error) {
 	if m.Fingerprint == "" {
 		return "", fmt.Errorf("engine: FindModel: the model has no fingerprint (a directory that holds no documents is bound to none)")
 	}
+	if encoder.IsRemote(m.Dir) {
+		return m.Dir, nil // another server's: its fingerprint is checked once it answers
+	}
 	dir := m.Dir
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = defaultDir(m.Fingerprint)
 	}
 	man, err := model.LoadManifest(dir)
 	var why string
@@ -119,9 +124,9 @@ func (e *Engine) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error)
 // take their (encoder, model, index) snapshot after it returns.
 func (e *Engine) ensureEncoder(ctx context.Context) error {
 	e.mu.RLock()
-	loaded := e.enc != nil
+	have := e.enc != nil
 	e.mu.RUnlock()
-	if loaded {
+	if have {
 		return nil
 	}
 	e.loadMu.Lock()
@@ -139,31 +144,43 @@ func (e *Engine) ensureEncoder(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ort, err := encoder.Load(ctx, dir, encoder.Options{})
+	loaded, closer, err := openEncoder(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("engine: loading the model %s from %s: %w", m.Label(), dir, err)
 	}
-	if ort.Fingerprint() != m.Fingerprint {
-		ort.Close()
-		return &ModelMismatchError{Dir: e.dir, Index: m.Fingerprint, IndexName: m.Name, Model: ort.Fingerprint(), ModelName: ort.Manifest().Name}
+	name := modelName(loaded, "", "")
+	if loaded.Fingerprint() != m.Fingerprint {
+		closer()
+		return &ModelMismatchError{Dir: e.dir, Index: m.Fingerprint, IndexName: m.Name, Model: loaded.Fingerprint(), ModelName: name}
 	}
-	enc = ort
+	enc = loaded
 	if e.cacheDir != "" {
-		if enc, err = encoder.NewCache(ort, e.cacheDir); err != nil {
-			ort.Close()
+		if enc, err = encoder.NewCache(loaded, e.cacheDir); err != nil {
+			closer()
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.closers = append(e.closers, ort.Close)
+	e.closers = append(e.closers, closer)
 	if e.enc == nil && e.model.Fingerprint == m.Fingerprint {
 		e.enc = enc
 		if e.model.Name == "" {
-			e.model.Name = ort.Manifest().Name
+			e.model.Name = name
 		}
 	}
 	return nil
+}
+
+// openEncoder loads the model spec names: a model directory, or a model
+// another server runs (encoder.IsRemote: "URL#NAME", through its
+// OpenAI-compatible /v1/embeddings). close releases it.
+func openEncoder(ctx context.Context, spec string) (enc encoder.Encoder, close func() error, err error) {
+	c, err := encoder.Open(ctx, spec, encoder.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Close, nil
 }
 
 // keepModel installs m's directory under $ANNA_HOME/models by content
@@ -210,10 +227,23 @@ func modelName(enc encoder.Encoder, dir, fp string) string {
 // is "") when it holds fingerprint fp, else "".
 func manifestName(dir, fp string) string {
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = defaultDir(fp)
 	}
 	if man, err := model.LoadManifest(dir); err == nil && man.Fingerprint == fp {
 		return man.Name
 	}
 	return ""
+}
+
+// defaultDir is the directory of the default model's form with fingerprint
+// fp — the form that embeds by default (home.DefaultEmbedModel), or the
+// float32 one that was the default before — for a directory that recorded
+// the default model without its directory; the first when neither has it.
+func defaultDir(fp string) string {
+	for _, d := range []string{home.DefaultEmbedModel(), home.DefaultModel()} {
+		if man, err := model.LoadManifest(d); err == nil && man.Fingerprint == fp {
+			return d
+		}
+	}
+	return home.DefaultEmbedModel()
 }

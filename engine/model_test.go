@@ -249,7 +249,7 @@ func TestLexicalWithoutModel(t *testing.T) {
 		t.Fatalf("open with no model installed: %v", err)
 	}
 	defer e.Close()
-	if st, err := e.Stats(); err != nil || st.Documents != 1 || st.Model.Name != home.DefaultModelName {
+	if st, err := e.Stats(); err != nil || st.Documents != 1 || st.Model.Name != home.DefaultModelName+"-"+home.DefaultModelQuantization {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
 	if rs, err := e.Search(ctx, "yeast", engine.SearchOptions{Mode: engine.ModeLexical}); err != nil || len(rs) != 1 {

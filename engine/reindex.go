@@ -40,6 +40,10 @@ type ReindexOptions struct {
 func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
 	if opts.BatchSize < 0 {
 		return optErr("ReindexOptions.BatchSize", opts.BatchSize, "must be 0 (the default, 256) or positive")
 	}
@@ -54,24 +58,23 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 			return err
 		}
 	}
-	if err := e.enter(); err != nil {
-		return err
-	}
-	defer e.leave()
 	if e.readOnly {
 		return ErrReadOnly
 	}
+	if e.via != nil {
+		return e.via.writerOnly("reindex it")
+	}
 	enc := opts.Encoder
 	if enc == nil {
-		ort, err := encoder.Load(ctx, opts.Model, encoder.Options{})
+		loaded, closer, err := openEncoder(ctx, opts.Model)
 		if err != nil {
 			return fmt.Errorf("engine: reindex: %w", err)
 		}
-		enc = ort
+		enc = loaded
 		// Kept open until Close: a search may still hold the old snapshot,
 		// and the new model becomes the engine's.
 		e.mu.Lock()
-		e.closers = append(e.closers, ort.Close)
+		e.closers = append(e.closers, closer)
 		e.mu.Unlock()
 	}
 	e.writeMu.Lock()
@@ -159,7 +162,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.dirty, e.bound = enc, next, ch, ix, applied, true, true
+	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.denseSaved, e.dirty, e.bound = enc, next, ch, ix, applied, 0, true, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err

@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/lang"
+	"github.com/anna-search/anna/model"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
@@ -34,7 +37,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeLexical, ModeDense, ModeHybrid, ModeRerank:
 		return m, nil
 	}
-	return "", optErr("Mode", fmt.Sprintf("%q", s), "must be lexical, dense, hybrid or rerank")
+	return "", optErr("Mode", clip.Quote(s), "must be lexical, dense, hybrid or rerank")
 }
 
 // SearchOptions configure one search. Zero values take the defaults;
@@ -113,8 +116,12 @@ type Result struct {
 	Text       string
 	Meta       map[string]string
 	MetaValues map[string]Value // the numbers and multi-valued keys (see Document)
+	Language   string           // the document's language as given (Document.Language), "" when detected
 	Explain    []Contribution
 	Snippet    *Snippet // with SearchOptions.Snippets
+	// Location says where in its file the result lies, for a document
+	// read from a folder (its metadata names the file); nil otherwise.
+	Location *Location
 }
 
 // Snippet is the part of a result's Text to show beside it, and the query's
@@ -163,12 +170,12 @@ func (o *SearchOptions) validate() error {
 	}
 	m, err := ParseMode(string(o.Mode))
 	if err != nil {
-		return optErr("SearchOptions.Mode", fmt.Sprintf("%q", o.Mode), "must be lexical, dense, hybrid or rerank")
+		return optErr("SearchOptions.Mode", clip.Quote(string(o.Mode)), "must be lexical, dense, hybrid or rerank")
 	}
 	o.Mode = m
 	if o.RerankOf != "" {
 		if o.RerankOf, err = ParseMode(string(o.RerankOf)); err != nil || o.RerankOf == ModeRerank {
-			return optErr("SearchOptions.RerankOf", fmt.Sprintf("%q", o.RerankOf), "must be lexical, dense or hybrid")
+			return optErr("SearchOptions.RerankOf", clip.Quote(string(o.RerankOf)), "must be lexical, dense or hybrid")
 		}
 	}
 	if o.SnippetSize < 0 {
@@ -180,13 +187,13 @@ func (o *SearchOptions) validate() error {
 	if o.Fusion != "" {
 		f, err := ParseFusion(string(o.Fusion))
 		if err != nil {
-			return optErr("SearchOptions.Fusion", fmt.Sprintf("%q", o.Fusion), "must be rrf, minmax, dbsf or \"\" (the index's choice)")
+			return optErr("SearchOptions.Fusion", clip.Quote(string(o.Fusion)), "must be rrf, minmax, dbsf or \"\" (the index's choice)")
 		}
 		o.Fusion = f
 	}
 	for name, w := range o.Weights {
 		if name != "lexical" && name != "dense" && name != "rerank" {
-			return optErr("SearchOptions.Weights", fmt.Sprintf("%q", name), "names a list: lexical, dense or rerank")
+			return optErr("SearchOptions.Weights", clip.Quote(name), "names a list: lexical, dense or rerank")
 		}
 		if math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
 			return optErr("SearchOptions.Weights["+name+"]", w, "must be finite and positive (Mode leaves a list out)")
@@ -211,18 +218,20 @@ func (o *SearchOptions) validate() error {
 func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (_ []Result, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if strings.TrimSpace(query) == "" {
 		return nil, ErrEmptyQuery
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
-		return e.via.search(ctx, e, query, opts)
+		res, err := e.via.search(ctx, e, query, opts)
+		locate(res)
+		return res, err
 	}
 	if opts.Fusion == "" {
 		opts.Fusion = e.fusionInEffect()
@@ -240,7 +249,9 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return e.finish(ctx, query, r, opts)
+	res, err := e.finish(ctx, query, r, opts)
+	locate(res)
+	return res, err
 }
 
 // retrieved is what search found: the retrieval lists, their fusion, and
@@ -294,6 +305,16 @@ func (e *Engine) search(ctx context.Context, query string, opts SearchOptions) (
 		}
 		if derr != nil {
 			return retrieved{}, derr
+		}
+		if _, given := opts.Weights["lexical"]; !given {
+			w, err := e.lexicalWeight(ctx, query)
+			if err != nil {
+				return retrieved{}, err
+			}
+			lr.l.Weight = w
+		}
+		if _, given := opts.Weights["dense"]; !given && (!e.modelKnowsIndex() || !e.modelKnowsQuery(query)) {
+			dl.Weight = unknownLanguageWeight
 		}
 		lists, passage = []fusion.List{lr.l, dl}, ps
 	}
@@ -364,6 +385,139 @@ func (e *Engine) lexicalList(ctx context.Context, query string, k int, f Filter)
 		return fusion.List{}, err
 	}
 	return fusion.List{Name: "lexical", Hits: hits}, nil
+}
+
+// lexicalWeight is the BM25 list's weight in a hybrid search that gives
+// none: full where the index knows at least half of the query's words
+// (weighed by idf: lexical.Index.Coverage), less in proportion below, so
+// that a query in a language the index does not hold (a Chinese question
+// over English paragraphs), whose BM25 list ranks by a name or a number,
+// does not drag the dense list down. Backends that cannot tell give 1.
+func (e *Engine) lexicalWeight(ctx context.Context, query string) (float64, error) {
+	cv, ok := e.be.(interface {
+		coverage(ctx context.Context, query string) (float64, error)
+	})
+	if !ok || e.via != nil {
+		return 1, nil
+	}
+	c, err := cv.coverage(ctx, query)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	w := coverageWeight(c)
+	if c < fullCoverage && e.crossLingual(query) {
+		w = min(w, crossLingualWeight)
+	}
+	return w, nil
+}
+
+// fullCoverage is the coverage from which a query is taken to be in the
+// index's language whatever the detector says: a long English query the
+// trigrams read as another language (a few of CACM's) keeps BM25.
+const fullCoverage = 0.8
+
+// crossLingualWeight is the BM25 list's weight at most for a query surely
+// in a language none of the index's documents is in: a Spanish question
+// over English paragraphs shares enough words with them (names, "los",
+// "el") to look covered, and its BM25 list (nDCG@10 0.317 on xquad-es-en)
+// fused at full weight takes multilingual-e5-small's (0.926) down to 0.768.
+const crossLingualWeight = 0.05
+
+// crossLingual reports a query lang.GuessText is sure is in a language
+// under 5 % of the index's documents are in (an index that never counted
+// holds English).
+func (e *Engine) crossLingual(query string) bool {
+	g := lang.GuessText(query)
+	if !g.Sure || g.Code == "" || e.lex == nil {
+		return false
+	}
+	langs, err := e.lex.Languages()
+	if err != nil {
+		return false
+	}
+	if len(langs) == 0 {
+		return g.Code != lang.English
+	}
+	var all uint64
+	for _, n := range langs {
+		all += n
+	}
+	return langs[g.Code]*20 < all // under 5 %: a few documents detected so (or written so) do not make it the index's
+}
+
+// coverageWeight maps a query's coverage to the BM25 list's weight.
+func coverageWeight(c float64) float64 {
+	return max(min(1, c/minCoverage), unknownLanguageWeight)
+}
+
+// minCoverage is the coverage from which the BM25 list has its full weight.
+const minCoverage = 0.5
+
+// unknownLanguageWeight is the dense list's weight in a hybrid search that
+// gives none when the model was not trained on the language of most of the
+// index's documents (modelKnowsIndex): all-MiniLM-L6-v2's list over German
+// paragraphs (nDCG@10 0.69 against BM25's 0.93) fused by RRF at weight 1
+// gives 0.857, at 0.3 0.909, at 0.05 0.934; over Spanish only 0 keeps
+// BM25's 0.955 (docs/results/multilingual.md). So the list is kept at a
+// weight that only orders what BM25 leaves tied or did not find (a
+// fusion.List's 0 would mean 1), and K results still come back.
+const unknownLanguageWeight = 1e-6
+
+// modelKnowsIndex reports whether the model embeds in the languages of at
+// least half of the index's documents (model.Manifest.KnowsLanguage over
+// the BM25 index's counts): true for a model whose languages are unknown,
+// for an empty index and where the backend cannot tell.
+func (e *Engine) modelKnowsIndex() bool {
+	if e.via != nil || e.lex == nil || e.lexStale != "" {
+		return true
+	}
+	if _, ok := e.be.(local); !ok {
+		return true
+	}
+	langs, err := e.lex.Languages()
+	if err != nil {
+		return true
+	}
+	man := e.modelManifest()
+	if len(langs) == 0 { // an index before languages: English
+		return man.KnowsLanguage(lang.English)
+	}
+	var known, all uint64
+	for l, n := range langs {
+		all += n
+		if man.KnowsLanguage(l) {
+			known += n
+		}
+	}
+	return 2*known >= all
+}
+
+// modelKnowsQuery is false for a query in a script that settles its
+// language (Chinese, Arabic, Devanagari, Cyrillic with Russian's letters...)
+// when the model was not trained on that language: all-MiniLM-L6-v2's list
+// for a Chinese question over English paragraphs is noise (nDCG@10 0.090
+// on xquad-zh-en), where BM25 finds what its names and numbers match
+// (0.136). A Latin-script query is left alone: the trigrams that tell its
+// language are unsure on short questions, and an English model still
+// reads the names a German question shares with English text.
+func (e *Engine) modelKnowsQuery(query string) bool {
+	g := lang.GuessText(query)
+	if !g.Sure || g.Latin || g.Code == "" {
+		return true
+	}
+	man := e.modelManifest()
+	return man.KnowsLanguage(g.Code)
+}
+
+// modelManifest is the manifest of the model the engine embeds with: the
+// encoder's, else one naming it (what model.Manifest.ModelLanguages reads).
+func (e *Engine) modelManifest() *model.Manifest {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if m, ok := e.enc.(interface{ Manifest() *model.Manifest }); ok && m.Manifest() != nil {
+		return m.Manifest()
+	}
+	return &model.Manifest{Name: e.model.Name}
 }
 
 // denseList also returns each hit's best passage.
@@ -464,7 +618,7 @@ func (e *Engine) hydrate(fused []fusion.Result) ([]Result, error) {
 		for i, c := range r.Contributions {
 			ex[i] = Contribution{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused}
 		}
-		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, MetaValues: d.MetaValues, Explain: ex})
+		out = append(out, Result{ID: r.ID, Score: r.Score, Title: d.Title, Text: d.Text, Meta: d.Meta, MetaValues: d.MetaValues, Language: d.Language, Explain: ex})
 	}
 	return out, nil
 }

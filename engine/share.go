@@ -40,6 +40,9 @@ const (
 	writerWait  = 10 * time.Second
 	dialTimeout = 2 * time.Second
 	lockPoll    = 50 * time.Millisecond
+	// maxShareBody bounds a request on the socket (a reader's search with
+	// its filter, the texts of the documents it scores).
+	maxShareBody = 256 << 20
 )
 
 // Variables only so that tests can shorten them (share_export_test.go).
@@ -70,18 +73,29 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		if why := heldHere(e.dir, true, false); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		st, err := storage.Open(path, storage.Options{ReadOnly: true})
+		st, err := openShared(e.dir, path, 0)
 		if err != nil {
 			return nil, e.storeError(err)
 		}
 		return st, nil
 	}
 	start, logged := time.Now(), false
+	release, turnstile := func() {}, false // a writer's hold on the turnstile (turnstile_unix.go)
+	defer func() { release() }()
 	for {
 		if why := heldHere(e.dir, e.readOnly, true); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		st, err := storage.Open(path, storage.Options{ReadOnly: e.readOnly, Create: !e.readOnly, LockWait: -1})
+		if !e.readOnly && !turnstile {
+			release, turnstile = takeTurnstile(e.dir)
+		}
+		var st *storage.Store
+		var err error
+		if e.readOnly {
+			st, err = openShared(e.dir, path, -1)
+		} else {
+			st, err = storage.Open(path, storage.Options{Create: true, LockWait: -1})
+		}
 		if err == nil {
 			return st, nil
 		}
@@ -91,6 +105,12 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		c, derr := dial(ctx, e.dir, e.logf)
 		switch {
 		case derr == nil && e.readOnly:
+			if err := e.readThrough(c, opts); err != nil {
+				c.close()
+				return nil, err
+			}
+			return nil, nil
+		case derr == nil && opts.WriteThrough && c.hello.PID != os.Getpid():
 			if err := e.readThrough(c, opts); err != nil {
 				c.close()
 				return nil, err
@@ -110,6 +130,9 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		limit := writerWait
 		if e.readOnly {
 			limit = readerWait
+			if errors.Is(err, errWriterWaiting) {
+				limit += writerWait // the writer first, then through it
+			}
 		}
 		if time.Since(start) >= limit {
 			if e.readOnly {
@@ -129,6 +152,22 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 	}
 }
 
+// errWriterWaiting: a writer holds the turnstile, waiting for anna.db's
+// lock; a reader leaves the lock to it (it is ErrLocked).
+var errWriterWaiting = fmt.Errorf("%w: a writer is waiting for it", storage.ErrLocked)
+
+// openShared opens anna.db read-only, under bbolt's shared lock, unless a
+// writer waits for the lock (errWriterWaiting): every read-only open of
+// the store goes through here, so that a writer gets the lock in bounded
+// time however many readers come and go (turnstile_unix.go). lockWait is
+// storage.Options.LockWait.
+func openShared(dir, path string, lockWait time.Duration) (*storage.Store, error) {
+	if writerWaiting(dir) {
+		return nil, fmt.Errorf("storage: open %s: %w", path, errWriterWaiting)
+	}
+	return storage.Open(path, storage.Options{ReadOnly: true, LockWait: lockWait})
+}
+
 // openHere is the engine's one package-level state: the directories this
 // process has open. bbolt's lock is held per open file, so a second open of
 // a directory in the same process excludes the first as another process's
@@ -144,8 +183,41 @@ var openHere struct {
 type heldDir struct {
 	fi      os.FileInfo // the directory (os.SameFile)
 	writer  bool
-	shared  bool // the writer answers on its socket
-	readers int  // read-only engines holding bbolt's shared lock
+	shared  bool    // the writer answers on its socket
+	eng     *Engine // the writer, once its Open has succeeded (Check runs in it)
+	readers int     // read-only engines holding bbolt's shared lock
+}
+
+// opened enters e, open for writing, as its directory's writer for Check.
+func (e *Engine) opened() {
+	fi, err := os.Stat(e.dir)
+	if err != nil {
+		return
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	for _, h := range openHere.dirs {
+		if h.writer && os.SameFile(h.fi, fi) {
+			h.eng = e
+		}
+	}
+}
+
+// writerHere is the engine of this process that has dir open for
+// writing, nil when none has.
+func writerHere(dir string) *Engine {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil
+	}
+	openHere.Lock()
+	defer openHere.Unlock()
+	for _, h := range openHere.dirs {
+		if h.writer && h.eng != nil && os.SameFile(h.fi, fi) {
+			return h.eng
+		}
+	}
+	return nil
 }
 
 // heldHere says why this process's own engines keep an open of dir out:
@@ -198,7 +270,7 @@ func holdHere(dir string, writer, shared bool) func() error {
 		openHere.Lock()
 		defer openHere.Unlock()
 		if writer {
-			h.writer, h.shared = false, false
+			h.writer, h.shared, h.eng = false, false, nil
 		} else {
 			h.readers--
 		}
@@ -270,6 +342,25 @@ func (e *Engine) serve() {
 	mux.HandleFunc("POST /v1/lexical-scores", handle(s, func(ctx context.Context, r scoresReq) ([]float64, error) {
 		return e.LexicalScores(ctx, r.Query, r.Docs)
 	}))
+	mux.HandleFunc("POST /v1/unknown-keys", handle(s, func(ctx context.Context, r keysReq) ([]string, error) {
+		return e.UnknownKeys(r.Filter)
+	}))
+	mux.HandleFunc("POST /v1/metadata-keys", handle(s, func(ctx context.Context, r keysReq) ([]MetadataKey, error) {
+		return e.MetadataKeys(ctx, r.Top)
+	}))
+	// Writes of engines opened with Options.WriteThrough.
+	mux.HandleFunc("POST /v1/add", handle(s, func(ctx context.Context, r addReq) (AddResult, error) {
+		return e.Apply(ctx, r.Docs, r.Deletes)
+	}))
+	mux.HandleFunc("POST /v1/delete", handle(s, func(ctx context.Context, r getReq) (int, error) {
+		return e.Delete(ctx, r.IDs)
+	}))
+	mux.HandleFunc("POST /v1/ids", handle(s, func(ctx context.Context, _ struct{}) ([]string, error) {
+		return e.IDs(ctx)
+	}))
+	mux.HandleFunc("POST /v1/check", handle(s, func(ctx context.Context, _ struct{}) (*Report, error) {
+		return e.checkLive(ctx)
+	}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() {
 		_ = safe.Call(func() error { return s.srv.Serve(ln) })
@@ -297,7 +388,7 @@ func (s *server) close() error {
 // directory, unless asked to wait until it has.
 func (s *server) hello(w http.ResponseWriter, r *http.Request) {
 	var req helloReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 		reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 		return
 	}
@@ -349,7 +440,7 @@ func (s *server) wait(ctx context.Context) error {
 func handle[Req, Resp any](s *server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
 			reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
 			return
 		}
@@ -456,6 +547,14 @@ type (
 		Query string
 		Docs  []Document
 	}
+	keysReq struct {
+		Filter Filter
+		Top    int
+	}
+	addReq struct {
+		Docs    []Document
+		Deletes []string
+	}
 	envelope struct {
 		Result json.RawMessage `json:",omitempty"`
 		Error  *wireError      `json:",omitempty"`
@@ -544,12 +643,33 @@ func isNilPtr(err error) bool {
 
 // --- the reader's side ---
 
+// Writer reports the process that has dir open for writing and answers
+// other processes on its socket (annactl serve or index, a program's
+// Engine), and the model it embeds with, recorded in dir or not yet: what
+// an Open with Options.WriteThrough would write through. pid is 0 when no
+// process answers (none has dir open for writing, or one with NoShare).
+func Writer(ctx context.Context, dir string) (pid int, m Model, err error) {
+	ctx = safe.Ctx(ctx)
+	if _, err := os.Stat(filepath.Join(dir, sockFile)); err != nil {
+		return 0, Model{}, nil
+	}
+	c, err := dial(ctx, dir, func(string, ...any) {})
+	if errors.Is(err, errGone) {
+		return 0, Model{}, nil
+	}
+	if err != nil {
+		return 0, Model{}, err
+	}
+	defer c.close()
+	return c.hello.PID, c.hello.Model, nil
+}
+
 // writerModel is RecordedModel of a directory whose lock is held: the
 // model the process writing it answers with, or, when none answers, what
 // the store says once the lock is free (as long as a read-only Open
 // waits).
 func writerModel(dir string) (Model, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), readerWait)
+	ctx, cancel := context.WithTimeout(context.Background(), readerWait+writerWait)
 	defer cancel()
 	for {
 		c, err := dial(ctx, dir, func(string, ...any) {})
@@ -560,13 +680,16 @@ func writerModel(dir string) (Model, error) {
 			}
 			return c.hello.Model, nil
 		}
-		st, serr := storage.Open(filepath.Join(dir, storeFile), storage.Options{ReadOnly: true, LockWait: lockPoll})
+		st, serr := openShared(dir, filepath.Join(dir, storeFile), lockPoll)
 		if serr == nil {
 			defer st.Close()
 			return recordedModel(st)
 		}
 		if !errors.Is(serr, storage.ErrLocked) || ctx.Err() != nil {
 			return Model{}, fmt.Errorf("engine: %w", serr)
+		}
+		if errors.Is(serr, errWriterWaiting) {
+			time.Sleep(lockPoll)
 		}
 	}
 }
@@ -724,8 +847,9 @@ func listen(dir string) (*net.UnixListener, string, error) {
 }
 
 // readThrough makes e, a read-only open of a directory another process
-// has open for writing, read through that process (c). The model checks
-// are Open's, made against the writer's model without loading one.
+// has open for writing, read through that process (c), or, opened for
+// writing with Options.WriteThrough, write through it too. The model
+// checks are Open's, made against the writer's model without loading one.
 func (e *Engine) readThrough(c *client, opts Options) error {
 	h := c.hello
 	if opts.Encoder != nil || opts.Model != "" {
@@ -739,8 +863,17 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 			}
 			fp, name = man.Fingerprint, man.Name
 		}
-		if h.Bound && fp != h.Model.Fingerprint {
-			return &ModelMismatchError{Dir: e.dir, Index: h.Model.Fingerprint, IndexName: h.Model.Name, Model: fp, ModelName: name}
+		// A writer embeds with its model even before the directory is
+		// bound to it: what this engine would add is embedded with it.
+		if (h.Bound || !e.readOnly) && fp != h.Model.Fingerprint {
+			if !h.Bound {
+				return fmt.Errorf("engine: %s: %w: process %d has it open for writing and embeds with %s; this open asks for %s: open it without a model (the writer's is used), or once that process has closed it", e.dir, ErrLocked, h.PID, h.Model.Label(), modelLabel(name, fp))
+			}
+			mm := &ModelMismatchError{Dir: e.dir, Index: h.Model.Fingerprint, IndexName: h.Model.Name, Model: fp, ModelName: name}
+			if !e.readOnly {
+				return fmt.Errorf("%w (process %d has it open for writing: open it without a model to write through it, or stop that process first to reindex)", mm, h.PID)
+			}
+			return mm
 		}
 	}
 	if h.Bound && opts.Chunking != (Chunking{}) && opts.Chunking != h.Chunking {
@@ -758,7 +891,11 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 	e.mu.Unlock()
 	e.via = &via{dir: e.dir, opts: opts, logf: e.logf, c: c}
 	e.closers = append(e.closers, e.via.close)
-	e.logf("%s: process %d has it open for writing; reading through it", e.dir, h.PID)
+	how := "reading"
+	if !e.readOnly {
+		how = "writing"
+	}
+	e.logf("%s: process %d has it open for writing; %s through it", e.dir, h.PID, how)
 	return nil
 }
 
@@ -937,9 +1074,84 @@ func (v *via) stats(e *Engine) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	st.Dir, st.ReadOnly, st.Reranker = e.dir, true, e.rr != nil
+	st.Dir, st.ReadOnly, st.Reranker = e.dir, e.readOnly, e.rr != nil
 	e.mu.Lock()
 	e.model, e.chunking = st.Model, st.Chunking
 	e.mu.Unlock()
 	return st, nil
+}
+
+// viaCall is method's call through the writer (req its request), or
+// local's once the directory is read (or written) here.
+func viaCall[T any](ctx context.Context, v *via, method string, req any, local func(*Engine) (T, error)) (T, error) {
+	var out T
+	err := v.do(ctx, func(c *client) error {
+		return c.call(ctx, method, req, &out)
+	}, func(in *Engine) (err error) {
+		out, err = local(in)
+		return err
+	})
+	return out, err
+}
+
+func (v *via) unknownKeys(ctx context.Context, f Filter) ([]string, error) {
+	return viaCall(ctx, v, "unknown-keys", keysReq{Filter: f}, func(in *Engine) ([]string, error) { return in.UnknownKeys(f) })
+}
+
+func (v *via) metadataKeys(ctx context.Context, top int) ([]MetadataKey, error) {
+	return viaCall(ctx, v, "metadata-keys", keysReq{Top: top}, func(in *Engine) ([]MetadataKey, error) { return in.MetadataKeys(ctx, top) })
+}
+
+// apply is Apply (and Add) through the writer (Options.WriteThrough). A
+// writer that goes away mid-call is asked again, or the directory opened
+// here: applying a batch twice stores it once.
+func (v *via) apply(ctx context.Context, docs []Document, deletes []string) (AddResult, error) {
+	return viaCall(ctx, v, "add", addReq{Docs: docs, Deletes: deletes}, func(in *Engine) (AddResult, error) { return in.Apply(ctx, docs, deletes) })
+}
+
+// documents is Documents through the writer: its IDs, then their
+// documents a chunk at a time, so that no answer holds the whole store.
+func (v *via) documents(ctx context.Context, fn func(Document) error) error {
+	ids, err := v.ids(ctx)
+	if err != nil {
+		return err
+	}
+	const chunk = 256
+	for len(ids) > 0 {
+		part := ids[:min(chunk, len(ids))]
+		ids = ids[len(part):]
+		docs, err := v.get(ctx, part)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (v *via) delete(ctx context.Context, ids []string) (int, error) {
+	return viaCall(ctx, v, "delete", getReq{IDs: ids}, func(in *Engine) (int, error) { return in.Delete(ctx, ids) })
+}
+
+func (v *via) ids(ctx context.Context) ([]string, error) {
+	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.IDs(ctx) })
+}
+
+// writerOnly is the error of a call an engine writing through another
+// process cannot make there.
+func (v *via) writerOnly(what string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.inner != nil {
+		return nil
+	}
+	pid := 0
+	if v.c != nil {
+		pid = v.c.hello.PID
+	}
+	return fmt.Errorf("engine: %s: %w: process %d has it open for writing, and this engine writes through it (Options.WriteThrough: adds and deletes only); %s once that process has closed it", v.dir, ErrLocked, pid, what)
 }

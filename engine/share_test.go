@@ -62,7 +62,8 @@ func TestShareChild(t *testing.T) {
 	var err error
 	switch os.Getenv("ANNA_SHARE_MODE") {
 	case "index":
-		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a")}); err != nil {
+		every, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_CHECKPOINT"))
+		if e, err = engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a"), CheckpointChanges: every}); err != nil {
 			fail(err)
 		}
 		n, _ := strconv.Atoi(os.Getenv("ANNA_SHARE_N"))
@@ -91,6 +92,28 @@ func TestShareChild(t *testing.T) {
 			fail(err)
 		}
 		fmt.Println("open")
+	case "readloop": // open read-only, search, close, over and over until stdin closes
+		stop := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				fmt.Println("closed", n)
+				os.Exit(0)
+			default:
+			}
+			r, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true, Encoder: hashEnc("fp-a")})
+			if err != nil {
+				fail(err)
+			}
+			if _, err := r.Search(ctx, "shared words", engine.SearchOptions{K: 5}); err != nil {
+				fail(err)
+			}
+			r.Close()
+			if n == 0 {
+				fmt.Println("looping")
+			}
+		}
 	default:
 		fail(fmt.Errorf("ANNA_SHARE_MODE %q", os.Getenv("ANNA_SHARE_MODE")))
 	}
@@ -110,8 +133,14 @@ type child struct {
 
 func startChild(t *testing.T, dir, mode string, n int) *child {
 	t.Helper()
+	return startChildEnv(t, dir, mode, n)
+}
+
+// startChildEnv is startChild with more of the child's environment.
+func startChildEnv(t *testing.T, dir, mode string, n int, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShareChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n))
+	cmd.Env = append(append(os.Environ(), "ANNA_SHARE_CHILD="+dir, "ANNA_SHARE_MODE="+mode, fmt.Sprintf("ANNA_SHARE_N=%d", n)), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -633,6 +662,16 @@ func testReadThroughWriter(t *testing.T, dir string) {
 	if got, err := r.LexicalScores(ctx, "tok12 engines", scoreDocs); err != nil || !reflect.DeepEqual(got, wantS) {
 		t.Fatalf("lexical scores: %v %v, want %v", got, err, wantS)
 	}
+	// The warnings a search prints, and the keys a page offers, are the
+	// writer's.
+	unknown, err := r.UnknownKeys(engine.And(engine.Eq("parity", "odd"), engine.Eq("color", "red")))
+	if err != nil || !reflect.DeepEqual(unknown, []string{"color"}) {
+		t.Fatalf("unknown keys through the writer: %v %v", unknown, err)
+	}
+	wantKeys, _ := w.MetadataKeys(ctx, 5)
+	if got, err := r.MetadataKeys(ctx, 5); err != nil || !reflect.DeepEqual(got, wantKeys) || len(got) != 1 || got[0].Values != 2 {
+		t.Fatalf("metadata keys through the writer: %+v %v, want %+v", got, err, wantKeys)
+	}
 	plain := openRO(t, dir, engine.Options{})
 	if _, err := plain.Search(ctx, "tok12", engine.SearchOptions{Mode: engine.ModeRerank}); !errors.Is(err, engine.ErrInvalidOption) {
 		t.Fatalf("rerank without a reranker, through the writer: %v", err)
@@ -659,6 +698,89 @@ func testReadThroughWriter(t *testing.T, dir string) {
 		t.Fatalf("after the writer closed: %+v %v, want %+v", got, err, want)
 	}
 	if st, err := r.Stats(); err != nil || st.WriterPID != 0 {
+		t.Fatalf("after the writer closed: %+v, %v", st, err)
+	}
+}
+
+// TestWriteThrough: a writable open with Options.WriteThrough beside
+// another process's writer adds and deletes through it (what annactl index
+// and delete do beside annactl serve), refuses another model, Reindex and
+// SetFusion, and once that writer has closed, writes the directory itself.
+func TestWriteThrough(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := startChild(t, dir, "index", 100)
+	c.awaitLine(t, "done")
+	if _, err := engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a")}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("a writer beside a writer, without WriteThrough: %v", err)
+	}
+	var mm *engine.ModelMismatchError
+	if _, err := engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-b"), WriteThrough: true}); !errors.As(err, &mm) {
+		t.Fatalf("write through with another model: %v", err)
+	}
+	e, err := engine.Open(ctx, dir, engine.Options{Encoder: hashEnc("fp-a"), WriteThrough: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	st, err := e.Stats()
+	if err != nil || st.WriterPID != c.cmd.Process.Pid || st.ReadOnly || st.Documents != 100 {
+		t.Fatalf("stats through the writer: %+v, %v", st, err)
+	}
+	var docs []engine.Document
+	for i := 100; i < 150; i++ {
+		docs = append(docs, shareDoc(i))
+	}
+	if res, err := e.Add(ctx, docs); err != nil || res.Added != 50 || !res.Committed {
+		t.Fatalf("add through the writer: %+v, %v", res, err)
+	}
+	if res, err := e.Add(ctx, docs); err != nil || res.Unchanged != 50 {
+		t.Fatalf("add again: %+v, %v", res, err)
+	}
+	if n, err := e.Delete(ctx, []string{"d00000", "d00001", "nope"}); err != nil || n != 2 {
+		t.Fatalf("delete through the writer: %d, %v", n, err)
+	}
+	ids, err := e.IDs(ctx)
+	if err != nil || len(ids) != 148 || ids[0] != "d00002" {
+		t.Fatalf("IDs through the writer: %d, %v", len(ids), err)
+	}
+	// Keep the even documents: 74 odd ones go.
+	n, err := e.DeleteExcept(ctx, func(id string) bool {
+		k, _ := strconv.Atoi(strings.TrimPrefix(id, "d"))
+		return k%2 == 0
+	}, 10)
+	if err != nil || n != 74 {
+		t.Fatalf("delete except through the writer: %d, %v", n, err)
+	}
+	if unknown, err := e.UnknownKeys(engine.Eq("color", "red")); err != nil || !reflect.DeepEqual(unknown, []string{"color"}) {
+		t.Fatalf("unknown keys: %v %v", unknown, err)
+	}
+	// Apply: one more, one fewer, in one commit there (what a folder's sync sends).
+	if res, err := e.Apply(ctx, []engine.Document{shareDoc(2000)}, []string{"d00002"}); err != nil || res.Added != 1 {
+		t.Fatalf("apply through the writer: %+v, %v", res, err)
+	}
+	var listed []string
+	if err := e.Documents(ctx, func(d engine.Document) error { listed = append(listed, d.ID); return nil }); err != nil || len(listed) != 74 || listed[0] != "d00004" || listed[73] != "d02000" {
+		t.Fatalf("documents through the writer: %d, first %v, %v", len(listed), listed[:min(2, len(listed))], err)
+	}
+	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("reindex through the writer: %v", err)
+	}
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("set fusion through the writer: %v", err)
+	}
+	// What the writer itself holds now.
+	r := openRO(t, dir, engine.Options{})
+	if st, err := r.Stats(); err != nil || st.Documents != 74 || st.WriterPID != c.cmd.Process.Pid {
+		t.Fatalf("the writer holds %+v, %v; want 74 documents", st, err)
+	}
+	r.Close()
+	// The writer goes: the next write opens the directory here.
+	c.stop(t)
+	if res, err := e.Add(ctx, []engine.Document{shareDoc(1000)}); err != nil || res.Added != 1 {
+		t.Fatalf("add once the writer has gone: %+v, %v", res, err)
+	}
+	if st, err := e.Stats(); err != nil || st.WriterPID != 0 || st.Documents != 75 {
 		t.Fatalf("after the writer closed: %+v, %v", st, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/snippet"
 )
 
@@ -13,16 +14,16 @@ import (
 // snippet.MaxAnalysed bytes analysed), and it stops with ctx's error when
 // ctx is cancelled.
 func (e *Engine) snippets(ctx context.Context, query string, rs []Result, passage map[string]int, size int) error {
-	hl, err := e.highlighter()
-	if err != nil {
-		return err
-	}
 	key := e.vecKey()
 	for i := range rs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("engine: snippets: %w", err)
 		}
 		r := &rs[i]
+		hl, err := e.highlighter(e.docLanguage(r))
+		if err != nil {
+			return err
+		}
 		var s snippet.Snippet
 		source := ""
 		if p, ok := passage[r.ID]; ok && denseFirst(r.Explain) {
@@ -77,11 +78,38 @@ func denseFirst(ex []Contribution) bool {
 	return dense > 0 && (lex == 0 || dense <= lex)
 }
 
-// highlighter is made on first use (most searches show no snippets).
-func (e *Engine) highlighter() (*snippet.Highlighter, error) {
-	e.hlOnce.Do(func() { e.hl, e.hlErr = snippet.New() })
-	if e.hlErr != nil {
-		return nil, fmt.Errorf("engine: snippets: %w", e.hlErr)
+// highlighter reads texts of language code as BM25 does; each is made on
+// first use (most searches show no snippets).
+func (e *Engine) highlighter(code string) (*snippet.Highlighter, error) {
+	e.hlMu.Lock()
+	defer e.hlMu.Unlock()
+	if h, ok := e.hl[code]; ok {
+		return h, nil
 	}
-	return e.hl, nil
+	h, err := snippet.NewFor(code)
+	if err != nil {
+		return nil, fmt.Errorf("engine: snippets: %w", err)
+	}
+	if e.hl == nil {
+		e.hl = map[string]*snippet.Highlighter{}
+	}
+	e.hl[code] = h
+	return h, nil
+}
+
+// docLanguage is the language BM25 read r's document in: as given, else
+// as the local BM25 index recorded it, else (another backend) as detected.
+func (e *Engine) docLanguage(r *Result) string {
+	if r.Language != "" {
+		return r.Language
+	}
+	if _, ok := e.be.(local); ok && e.via == nil && e.lex != nil {
+		if l, ok, err := e.lex.LanguageOf(r.ID); err == nil && ok {
+			return l
+		}
+	}
+	if l := lang.Detect(r.Title + "\n" + r.Text); l != "" {
+		return l
+	}
+	return lang.English
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/storage"
 )
 
 // DeleteBatch is how many documents DeleteExcept removes per committed
@@ -26,6 +27,10 @@ const DeleteBatch = 1024
 func (e *Engine) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	e.leave() // each Delete enters again
 	if keep == nil {
 		return 0, fmt.Errorf("engine: delete except: %w: keep is nil", ErrInvalidOption)
 	}
@@ -64,6 +69,15 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 		return nil, ErrReadOnly
 	}
 	var gone []string
+	if e.via != nil {
+		ids, err := e.via.ids(ctx)
+		for _, id := range ids {
+			if !keep(id) {
+				gone = append(gone, id)
+			}
+		}
+		return gone, err
+	}
 	err := e.store.ForEachID(ctx, func(id string) error {
 		if !keep(id) {
 			gone = append(gone, id)
@@ -78,7 +92,8 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 
 // IDs lists the IDs of every stored document, in byte order. An engine that
 // reads through another process's writer (Stats.WriterPID) cannot list them
-// and says so.
+// and says so; one that writes through it (Options.WriteThrough) lists
+// them there.
 func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
@@ -86,6 +101,9 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, err
 	}
 	defer e.leave()
+	if e.via != nil && !e.readOnly {
+		return e.via.ids(ctx)
+	}
 	if e.via != nil {
 		return nil, fmt.Errorf("engine: listing IDs: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
 	}
@@ -98,4 +116,27 @@ func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
 		return nil, fmt.Errorf("engine: listing documents: %w", err)
 	}
 	return ids, nil
+}
+
+// Documents calls fn with every stored document, in ID byte order: what a
+// folder's sync compares the files with. It reads in chunks of short read
+// transactions and calls fn outside them, so a document written during the
+// scan may or may not be seen. An error of fn stops it and is returned.
+// Like IDs, a read-only engine needs the store itself (not a writer in
+// another process); one that writes through a writer (Options.WriteThrough)
+// lists them there, its IDs and then their documents a chunk at a time.
+func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
+	if e.via != nil && !e.readOnly {
+		return e.via.documents(ctx, fn)
+	}
+	if e.via != nil {
+		return fmt.Errorf("engine: listing documents: this engine reads through the process that has %s open for writing; list them there, or once it has closed", e.dir)
+	}
+	return e.store.ForEachDoc(ctx, func(d storage.Doc) error { return fn(Document(d)) })
 }

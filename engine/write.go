@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"maps"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/storage"
 )
@@ -29,6 +32,11 @@ type Document struct {
 	Text       string
 	Meta       map[string]string
 	MetaValues map[string]Value
+	// Language is the language the document is written in, an ISO 639-1
+	// code ("de", "zh"; lang.Parse's forms are accepted and stored as the
+	// code); "" leaves it to Options.Language (by default detected). BM25
+	// and the snippets analyse the document for it (package lang).
+	Language string
 }
 
 // AddResult tells what an Add did.
@@ -36,6 +44,8 @@ type AddResult struct {
 	Added     int  // new documents
 	Updated   int  // existing documents whose content changed
 	Unchanged int  // already stored with the same title, text and metadata: not re-embedded
+	Reused    int  // added or updated with the vectors of a replaced document of the same title and text (Apply)
+	Deleted   int  // documents removed (Apply)
 	Committed bool // the batch is in the store (false when nothing changed or Add failed before)
 }
 
@@ -68,33 +78,76 @@ func EmbedText(d Document) string {
 func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := validate(docs); err != nil {
-		return res, err
-	}
+	return e.apply(ctx, docs, nil)
+}
+
+// Apply adds docs (as Add does) and removes the documents deletes names,
+// in one commit: a reader, or the next Open after a crash, sees both or
+// neither. An ID in both is added, not removed; unknown IDs in deletes are
+// ignored.
+//
+// A new or changed document whose title and text are those of a document
+// it replaces — the one stored under its own ID, or one that deletes
+// removes — keeps that document's vectors instead of being embedded
+// again: a document whose metadata alone changed, or one moved to another
+// ID (a file renamed), costs no model time. AddResult.Reused counts them,
+// AddResult.Deleted the documents removed.
+func (e *Engine) Apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
+	ctx = safe.Ctx(ctx)
+	defer safe.Recover(&err)
+	return e.apply(ctx, docs, deletes)
+}
+
+// apply is Add and Apply: a closed engine is refused first, then the
+// arguments.
+func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (res AddResult, err error) {
 	if err := e.enter(); err != nil {
 		return res, err
 	}
 	defer e.leave()
+	if err := checkIDs("apply", deletes); err != nil {
+		return res, err
+	}
+	if err := validate(docs); err != nil {
+		return res, err
+	}
 	if e.readOnly {
 		return res, ErrReadOnly
+	}
+	if e.via != nil {
+		return e.via.apply(ctx, docs, deletes)
 	}
 	docs = lastWins(docs)
 	for i := range docs {
 		docs[i] = canonicalMeta(docs[i])
+		if docs[i].Language, _ = lang.Parse(docs[i].Language); docs[i].Language == lang.Auto {
+			docs[i].Language = "" // detected, as when none is given
+		}
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	ids := make([]string, len(docs))
+	ids := make([]string, len(docs), len(docs)+len(deletes))
+	putting := make(map[string]bool, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
+		putting[d.ID] = true
+	}
+	for _, id := range deletes {
+		if !putting[id] {
+			ids = append(ids, id)
+		}
 	}
 	existing, err := e.store.GetMany(ids)
 	if err != nil {
 		return res, fmt.Errorf("engine: reading stored documents: %w", err)
 	}
 	have := make(map[string]storage.Doc, len(existing))
+	var gone []string
 	for _, d := range existing {
 		have[d.ID] = d
+		if !putting[d.ID] {
+			gone = append(gone, d.ID)
+		}
 	}
 	var changed []storage.Doc
 	for _, d := range docs {
@@ -110,18 +163,46 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 		}
 		changed = append(changed, storage.Doc(d))
 	}
-	if len(changed) == 0 {
+	res.Deleted = len(gone)
+	if len(changed) == 0 && len(gone) == 0 {
 		return res, nil
 	}
-	if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
-		return AddResult{}, err
-	}
+	var embs []storage.Embedding
 	e.mu.RLock()
-	enc, m, bound, ch := e.enc, e.model, e.bound, e.chunking
+	m, bound, ch := e.model, e.bound, e.chunking
 	e.mu.RUnlock()
-	embs, err := e.embedDocs(ctx, enc, ch, changed)
-	if err != nil {
-		return AddResult{}, fmt.Errorf("engine: %w", err)
+	if len(changed) > 0 {
+		reused, err := e.reusable(changed, have)
+		if err != nil {
+			return AddResult{}, err
+		}
+		var fresh []storage.Doc
+		var at []int
+		for i, d := range changed {
+			if reused[i].Vectors == nil {
+				fresh = append(fresh, d)
+				at = append(at, i)
+			} else {
+				res.Reused++
+			}
+		}
+		embs = reused
+		if len(fresh) > 0 {
+			if err := e.ensureEncoder(ctx); err != nil { // the model, loaded on first use
+				return AddResult{}, err
+			}
+			e.mu.RLock()
+			enc := e.enc
+			m, bound, ch = e.model, e.bound, e.chunking
+			e.mu.RUnlock()
+			got, err := e.embedDocs(ctx, enc, ch, fresh)
+			if err != nil {
+				return AddResult{}, fmt.Errorf("engine: %w", err)
+			}
+			for j, i := range at {
+				embs[i] = got[j]
+			}
+		}
 	}
 	var state map[string][]byte
 	if !bound {
@@ -131,20 +212,68 @@ func (e *Engine) Add(ctx context.Context, docs []Document) (res AddResult, err e
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: %w", err)
 	}
-	seq, err := e.store.Put(changed, vectorKey(m.Fingerprint, ch), embs, state)
+	fp := vectorKey(m.Fingerprint, ch)
+	if len(changed) == 0 {
+		fp, state = "", nil
+	}
+	seq, err := e.store.Replace(changed, fp, embs, state, gone)
 	if err != nil {
 		return AddResult{}, fmt.Errorf("engine: storing documents: %w", err)
 	}
 	res.Committed = true
-	e.mu.Lock()
-	e.bound = true
-	e.mu.Unlock()
+	if len(changed) > 0 {
+		e.mu.Lock()
+		e.bound = true
+		e.mu.Unlock()
+	}
 	// From here the batch is committed: finish the indexes whatever ctx
 	// says, so an interrupt leaves them in step.
-	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, changed, embs, nil); err != nil {
+	if err := e.be.apply(context.WithoutCancel(ctx), prev, seq, changed, embs, gone); err != nil {
 		return res, fmt.Errorf("engine: documents stored; %w", err)
 	}
 	return res, nil
+}
+
+// reusable finds, for each changed document, the stored vectors of a
+// document among olds (those it replaces or that are removed with it)
+// with the same title and text, under the engine's current vector key;
+// an Embedding without vectors where there is none.
+func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([]storage.Embedding, error) {
+	out := make([]storage.Embedding, len(changed))
+	if len(olds) == 0 {
+		return out, nil
+	}
+	byText := make(map[[2]string]string, len(olds))
+	for id, d := range olds {
+		byText[[2]string{d.Title, d.Text}] = id
+	}
+	var src []string
+	var at []int
+	for i, d := range changed {
+		if id, ok := byText[[2]string{d.Title, d.Text}]; ok {
+			src = append(src, id)
+			at = append(at, i)
+		}
+	}
+	if len(src) == 0 {
+		return out, nil
+	}
+	e.mu.RLock()
+	key, bound := e.vecKey(), e.bound
+	e.mu.RUnlock()
+	if !bound {
+		return out, nil
+	}
+	embs, err := e.store.Vectors(key, src)
+	if err != nil {
+		return nil, fmt.Errorf("engine: reading stored vectors: %w", err)
+	}
+	for j, i := range at {
+		if len(embs[j].Vectors) > 0 {
+			out[i] = embs[j]
+		}
+	}
+	return out, nil
 }
 
 // applyDense applies one committed batch (changes prev+1..seq) to the
@@ -181,15 +310,18 @@ func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []sto
 func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
-	if err := checkIDs("delete", ids); err != nil {
-		return 0, err
-	}
 	if err := e.enter(); err != nil {
 		return 0, err
 	}
 	defer e.leave()
+	if err := checkIDs("delete", ids); err != nil {
+		return 0, err
+	}
 	if e.readOnly {
 		return 0, ErrReadOnly
+	}
+	if e.via != nil {
+		return e.via.delete(ctx, ids)
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
@@ -224,16 +356,16 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err error) {
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if err := checkIDs("get", ids); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.leave()
 	if e.via != nil {
 		return e.via.get(ctx, ids)
 	}
@@ -274,17 +406,27 @@ func IsEmpty(d Document) bool {
 }
 
 // validate rejects documents that cannot be stored, naming the offender.
+// MaxIDBytes is the longest document ID Add takes. IDs are keys of the
+// store (bbolt refuses keys over 32 KiB) and of both indexes; the longest
+// path a file system names is 4,096 bytes.
+const MaxIDBytes = 4096
+
 func validate(docs []Document) error {
 	for i, d := range docs {
 		switch {
 		case strings.TrimSpace(d.ID) == "":
 			return fmt.Errorf("engine: document %d in batch: %w", i, ErrEmptyID)
+		case len(d.ID) > MaxIDBytes:
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{fmt.Errorf("ID %s is longer than %d bytes", clip.Quote(d.ID), MaxIDBytes)})
 		case !utf8.ValidString(d.ID):
-			return fmt.Errorf("engine: document %d in batch: ID is not valid UTF-8", i)
+			return fmt.Errorf("engine: document %d in batch: %w", i, invalidDoc{errors.New("ID is not valid UTF-8")})
 		case IsEmpty(d):
-			return fmt.Errorf("engine: document %q: %w", d.ID, ErrEmptyDocument)
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), ErrEmptyDocument)
 		}
 		if err := checkMeta(d); err != nil {
+			return fmt.Errorf("engine: document %s: %w", clip.Quote(d.ID), invalidDoc{err})
+		}
+		if _, err := lang.Parse(d.Language); err != nil {
 			return fmt.Errorf("engine: document %q: %w", d.ID, err)
 		}
 	}
@@ -317,7 +459,7 @@ func lastWins(docs []Document) []Document {
 }
 
 func sameDoc(a storage.Doc, b Document) bool {
-	if a.Title != b.Title || a.Text != b.Text || len(a.Meta) != len(b.Meta) ||
+	if a.Title != b.Title || a.Text != b.Text || a.Language != b.Language || len(a.Meta) != len(b.Meta) ||
 		!maps.EqualFunc(a.MetaValues, b.MetaValues, Value.Equal) {
 		return false
 	}

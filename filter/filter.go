@@ -102,6 +102,8 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // Separator ends the key in an indexed metadata term key+Separator+value.
@@ -320,46 +322,114 @@ func checkKey(key string) string {
 	case key == "":
 		return "empty key"
 	case strings.Contains(key, Separator):
-		return fmt.Sprintf("key %q contains the separator NUL (\\x00), which ends the key in indexed metadata terms", key)
+		return fmt.Sprintf("key %s contains the separator NUL (\\x00), which ends the key in indexed metadata terms", clip.Quote(key))
 	}
 	return ""
 }
 
-// Validate returns an *Error naming the first bad part of f: an empty key,
-// a key holding Separator, In with no values, Or with no operands. The zero
-// Filter is valid.
-func (f Filter) Validate() error { return f.validate("$") }
+// MaxDepth is how deeply a filter may nest: the most And, Or and Not
+// operators on the way from its root to any of its leaves. Validate refuses
+// a deeper filter, and Parse a deeper JSON filter (before building it): a
+// filter nested ten thousand deep is an attack, not a query, and every
+// walk over one (Match, Eval, String) recurses once per level.
+const MaxDepth = 64
 
-func (f Filter) validate(path string) error {
+// Validate returns an *Error naming the first bad part of f: an empty key,
+// a key holding Separator, In with no values, Or with no operands, nesting
+// deeper than MaxDepth. The zero Filter is valid. Its cost is linear in
+// the size of f.
+func (f Filter) Validate() error {
+	var w where
+	w.push(stepRoot, "$", 0)
+	return f.validate(&w, 0)
+}
+
+func (f Filter) validate(w *where, depth int) error {
 	switch f.op {
 	case opAll:
 		return nil
 	case opEq, opIn, opPrefix, opRange:
-		at := path + "." + f.opName()
+		w.push(stepKey, f.opName(), 0)
+		defer w.pop()
 		if msg := checkKey(f.key); msg != "" {
-			return &Error{at, msg}
+			return w.errorf("%s", msg)
 		}
 		if f.op == opIn && len(f.vals) == 0 {
-			return &Error{at + pathKey(f.key), "in with no values"}
+			w.push(stepKey, f.key, 0)
+			defer w.pop()
+			return w.errorf("in with no values")
 		}
 		return nil
 	case opAnd, opOr, opNot:
-		at := path + "." + f.opName()
+		w.push(stepKey, f.opName(), 0)
+		defer w.pop()
+		if depth >= MaxDepth {
+			return w.errorf("filters nested more than %d deep", MaxDepth)
+		}
 		if f.op == opOr && len(f.subs) == 0 {
-			return &Error{at, "or with no filters"}
+			return w.errorf("or with no filters")
 		}
 		for i, s := range f.subs {
-			p := at
 			if f.op != opNot {
-				p += "[" + strconv.Itoa(i) + "]"
+				w.push(stepIndex, "", i)
 			}
-			if err := s.validate(p); err != nil {
+			err := s.validate(w, depth+1)
+			if f.op != opNot {
+				w.pop()
+			}
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return &Error{path, fmt.Sprintf("unknown op %d", f.op)}
+	return w.errorf("unknown op %d", f.op)
+}
+
+// where is the JSON path of the part of a filter being read or checked, a
+// stack of steps turned into text only for an error: building the path's
+// string at every level cost memory and time quadratic in the depth (a
+// filter nested 9,990 deep took half a gigabyte).
+type where struct{ steps []step }
+
+type stepKind uint8
+
+const (
+	stepRoot  stepKind = iota // "$"
+	stepKey                   // .key or ["key"]
+	stepIndex                 // [i]
+)
+
+type step struct {
+	kind  stepKind
+	key   string
+	index int
+}
+
+func (w *where) push(k stepKind, key string, index int) {
+	w.steps = append(w.steps, step{k, key, index})
+}
+
+func (w *where) pop() { w.steps = w.steps[:len(w.steps)-1] }
+
+// String is the path: $.and[1].in.color.
+func (w *where) String() string {
+	var b strings.Builder
+	for _, s := range w.steps {
+		switch s.kind {
+		case stepRoot:
+			b.WriteString("$")
+		case stepKey:
+			b.WriteString(pathKey(s.key))
+		case stepIndex:
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+func (w *where) errorf(format string, args ...any) *Error {
+	return &Error{w.String(), fmt.Sprintf(format, args...)}
 }
 
 func (f Filter) opName() string {
@@ -379,13 +449,13 @@ func (f Filter) opName() string {
 	return [...]string{"all", "eq", "in", "prefix", "and", "or", "not"}[f.op]
 }
 
-// pathKey is the JSON path step to member key: .key for a plain name,
-// ["..."] otherwise.
+// pathKey is the JSON path step to member key: .key for a short plain
+// name, ["..."] otherwise (a long key shown by its start, clip.Quote).
 func pathKey(key string) string {
-	if isPlain(key) {
+	if isPlain(key) && len(key) <= clip.Max {
 		return "." + key
 	}
-	return "[" + strconv.Quote(key) + "]"
+	return "[" + clip.Quote(key) + "]"
 }
 
 // isPlain reports whether s is an identifier-like name that reads

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // MarshalJSON writes f in the explicit form (package doc), one member per
@@ -96,11 +98,15 @@ func (f *Filter) UnmarshalJSON(data []byte) error {
 
 // Parse reads a filter in the JSON form of the package doc. Errors are
 // *Error values naming the JSON path of the bad part; the filter returned
-// is valid (Validate returns nil).
+// is valid (Validate returns nil). Its time and memory are linear in the
+// length of data: JSON nested deeper than a filter of MaxDepth can be is
+// refused as it is read.
 func Parse(data []byte) (Filter, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := readNode(dec, "$")
+	var w where
+	w.push(stepRoot, "$", 0)
+	n, err := readNode(dec, &w, 0)
 	if err != nil {
 		return Filter{}, err
 	}
@@ -110,8 +116,20 @@ func Parse(data []byte) (Filter, error) {
 	if n.kind == kindNull {
 		return Filter{}, nil
 	}
-	return fromNode(n, "$")
+	f, err := fromNode(n, &w)
+	if err != nil {
+		return Filter{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return Filter{}, err
+	}
+	return f, nil
 }
+
+// maxJSONDepth is the deepest JSON a filter of MaxDepth nests to: an and
+// or or is an object and an array, and a leaf ({"range": {"k": {"gte":
+// ...}}}) three objects.
+const maxJSONDepth = 2*MaxDepth + 4
 
 // node is a JSON value with object members in document order.
 type node struct {
@@ -135,12 +153,12 @@ func (k kind) String() string {
 	return [...]string{"null", "an object", "an array", "a string", "a number or boolean"}[k]
 }
 
-// readNode reads the next JSON value from dec; path is where it is, for
-// errors.
-func readNode(dec *json.Decoder, path string) (node, error) {
+// readNode reads the next JSON value from dec, depth arrays and objects
+// deep; w is where it is, for errors.
+func readNode(dec *json.Decoder, w *where, depth int) (node, error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return node{}, syntaxError(dec, path, err)
+		return node{}, syntaxError(dec, w, err)
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -152,6 +170,9 @@ func readNode(dec *json.Decoder, path string) (node, error) {
 	case bool:
 		return node{kind: kindOther, str: strconv.FormatBool(t)}, nil
 	case json.Delim:
+		if depth >= maxJSONDepth {
+			return node{}, w.errorf("nested deeper than a filter may be (filters nest at most %d deep)", MaxDepth)
+		}
 		switch t {
 		case '{':
 			n := node{kind: kindObject}
@@ -159,14 +180,16 @@ func readNode(dec *json.Decoder, path string) (node, error) {
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
-					return node{}, syntaxError(dec, path, err)
+					return node{}, syntaxError(dec, w, err)
 				}
 				k := kt.(string) // the decoder only yields strings as member names
 				if seen[k] {
-					return node{}, &Error{path, fmt.Sprintf("duplicate member %q", k)}
+					return node{}, w.errorf("duplicate member %s", clip.Quote(k))
 				}
 				seen[k] = true
-				v, err := readNode(dec, path+pathKey(k))
+				w.push(stepKey, k, 0)
+				v, err := readNode(dec, w, depth+1)
+				w.pop()
 				if err != nil {
 					return node{}, err
 				}
@@ -174,64 +197,68 @@ func readNode(dec *json.Decoder, path string) (node, error) {
 				n.vals = append(n.vals, v)
 			}
 			if _, err := dec.Token(); err != nil { // '}'
-				return node{}, syntaxError(dec, path, err)
+				return node{}, syntaxError(dec, w, err)
 			}
 			return n, nil
 		case '[':
 			n := node{kind: kindArray}
 			for i := 0; dec.More(); i++ {
-				v, err := readNode(dec, path+"["+strconv.Itoa(i)+"]")
+				w.push(stepIndex, "", i)
+				v, err := readNode(dec, w, depth+1)
+				w.pop()
 				if err != nil {
 					return node{}, err
 				}
 				n.vals = append(n.vals, v)
 			}
 			if _, err := dec.Token(); err != nil { // ']'
-				return node{}, syntaxError(dec, path, err)
+				return node{}, syntaxError(dec, w, err)
 			}
 			return n, nil
 		}
 	}
-	return node{}, &Error{path, fmt.Sprintf("unexpected JSON token %v", tok)}
+	return node{}, w.errorf("unexpected JSON token %v", tok)
 }
 
-func syntaxError(dec *json.Decoder, path string, err error) error {
+func syntaxError(dec *json.Decoder, w *where, err error) error {
 	if errors.Is(err, io.EOF) {
-		return &Error{path, "unexpected end of JSON"}
+		return w.errorf("unexpected end of JSON")
 	}
-	return &Error{path, fmt.Sprintf("invalid JSON at byte %d: %v", dec.InputOffset(), err)}
+	return w.errorf("invalid JSON at byte %d: %s", dec.InputOffset(), clip.Bytes(err.Error(), 200))
 }
 
-// fromNode turns an object node at path into a Filter: the And of its
+// fromNode turns an object node at w into a Filter: the And of its
 // members, each an operator or shorthand key: value.
-func fromNode(n node, path string) (Filter, error) {
+func fromNode(n node, w *where) (Filter, error) {
 	if n.kind != kindObject {
-		return Filter{}, &Error{path, "want a filter object, got " + n.kind.String()}
+		return Filter{}, w.errorf("want a filter object, got %s", n.kind)
 	}
 	var fs []Filter
 	for i, k := range n.keys {
-		v, at := n.vals[i], path+pathKey(k)
+		v := n.vals[i]
+		w.push(stepKey, k, 0)
 		var (
 			f   Filter
 			err error
 		)
 		switch k {
 		case "eq", "prefix", "in":
-			f, err = fromLeaves(k, v, at)
+			f, err = fromLeaves(k, v, w)
 		case "gt", "gte", "lt", "lte", "range":
 			if v.kind != kindObject { // a shorthand key older than the operator
-				f, err = shorthand(k, v, at)
+				f, err = shorthand(k, v, w)
 				break
 			}
-			f, err = fromLeaves(k, v, at)
+			f, err = fromLeaves(k, v, w)
 		case "and", "or":
-			f, err = fromList(k, v, at)
+			f, err = fromList(k, v, w)
 		case "not":
-			f, err = fromNode(v, at)
+			f, err = fromNode(v, w)
 			f = Not(f)
 		default:
-			f, err = shorthand(k, v, at)
+			f, err = shorthand(k, v, w)
 		}
+		w.pop()
 		if err != nil {
 			return Filter{}, err
 		}
@@ -244,12 +271,12 @@ func fromNode(n node, path string) (Filter, error) {
 }
 
 // shorthand reads the member key: value of a filter object, Eq(key, value).
-func shorthand(k string, v node, at string) (Filter, error) {
+func shorthand(k string, v node, w *where) (Filter, error) {
 	if msg := checkKey(k); msg != "" {
-		return Filter{}, &Error{at, msg}
+		return Filter{}, w.errorf("%s", msg)
 	}
 	if !v.scalar() {
-		return Filter{}, &Error{at, fmt.Sprintf(`want a string (shorthand for {"eq": {%q: "..."}}), got %s`, k, v.kind)}
+		return Filter{}, w.errorf(`want a string (shorthand for {"eq": {%s: "..."}}), got %s`, clip.Quote(k), v.kind)
 	}
 	return Eq(k, v.str), nil
 }
@@ -261,64 +288,26 @@ func (n node) scalar() bool { return n.kind == kindString || n.kind == kindOther
 // fromLeaves reads the operand of eq, prefix, in, gt, gte, lt, lte or
 // range: an object of key: value (in: key: [values]; range: key: {bounds})
 // members, the And of them when several.
-func fromLeaves(op string, n node, path string) (Filter, error) {
+func fromLeaves(op string, n node, w *where) (Filter, error) {
 	if n.kind != kindObject {
 		want := `{"key": "value"}`
 		if op == "in" {
 			want = `{"key": ["value", ...]}`
 		}
-		return Filter{}, &Error{path, fmt.Sprintf("want an object %s, got %s", want, n.kind)}
+		return Filter{}, w.errorf("want an object %s, got %s", want, n.kind)
 	}
 	if len(n.keys) == 0 {
-		return Filter{}, &Error{path, op + " with no key"}
+		return Filter{}, w.errorf("%s with no key", op)
 	}
 	var fs []Filter
 	for i, k := range n.keys {
-		v, at := n.vals[i], path+pathKey(k)
-		if msg := checkKey(k); msg != "" {
-			return Filter{}, &Error{at, msg}
+		w.push(stepKey, k, 0)
+		f, err := fromLeaf(op, k, n.vals[i], w)
+		w.pop()
+		if err != nil {
+			return Filter{}, err
 		}
-		switch op {
-		case "in":
-			if v.kind != kindArray {
-				return Filter{}, &Error{at, "want an array of strings, got " + v.kind.String()}
-			}
-			if len(v.vals) == 0 {
-				return Filter{}, &Error{at, "in with no values"}
-			}
-			vals := make([]string, len(v.vals))
-			for j, e := range v.vals {
-				if !e.scalar() {
-					return Filter{}, &Error{at + "[" + strconv.Itoa(j) + "]", "want a string, got " + e.kind.String()}
-				}
-				vals[j] = e.str
-			}
-			fs = append(fs, In(k, vals...))
-		case "range":
-			f, err := fromBounds(k, v, at)
-			if err != nil {
-				return Filter{}, err
-			}
-			fs = append(fs, f)
-		default:
-			if !v.scalar() {
-				return Filter{}, &Error{at, "want a string, got " + v.kind.String()}
-			}
-			switch op {
-			case "eq":
-				fs = append(fs, Eq(k, v.str))
-			case "prefix":
-				fs = append(fs, Prefix(k, v.str))
-			case "gt":
-				fs = append(fs, Gt(k, v.str))
-			case "gte":
-				fs = append(fs, Gte(k, v.str))
-			case "lt":
-				fs = append(fs, Lt(k, v.str))
-			case "lte":
-				fs = append(fs, Lte(k, v.str))
-			}
-		}
+		fs = append(fs, f)
 	}
 	if len(fs) == 1 {
 		return fs[0], nil
@@ -326,16 +315,60 @@ func fromLeaves(op string, n node, path string) (Filter, error) {
 	return And(fs...), nil
 }
 
+// fromLeaf reads one member k: v of op's operand, at w.
+func fromLeaf(op, k string, v node, w *where) (Filter, error) {
+	if msg := checkKey(k); msg != "" {
+		return Filter{}, w.errorf("%s", msg)
+	}
+	switch op {
+	case "in":
+		if v.kind != kindArray {
+			return Filter{}, w.errorf("want an array of strings, got %s", v.kind)
+		}
+		if len(v.vals) == 0 {
+			return Filter{}, w.errorf("in with no values")
+		}
+		vals := make([]string, len(v.vals))
+		for j, e := range v.vals {
+			if !e.scalar() {
+				w.push(stepIndex, "", j)
+				defer w.pop()
+				return Filter{}, w.errorf("want a string, got %s", e.kind)
+			}
+			vals[j] = e.str
+		}
+		return In(k, vals...), nil
+	case "range":
+		return fromBounds(k, v, w)
+	}
+	if !v.scalar() {
+		return Filter{}, w.errorf("want a string, got %s", v.kind)
+	}
+	switch op {
+	case "eq":
+		return Eq(k, v.str), nil
+	case "prefix":
+		return Prefix(k, v.str), nil
+	case "gt":
+		return Gt(k, v.str), nil
+	case "gte":
+		return Gte(k, v.str), nil
+	case "lt":
+		return Lt(k, v.str), nil
+	}
+	return Lte(k, v.str), nil
+}
+
 // fromBounds reads the bounds of range's key k: an object of gt or gte,
 // lt or lte, at least one.
-func fromBounds(k string, n node, path string) (Filter, error) {
+func fromBounds(k string, n node, w *where) (Filter, error) {
 	if n.kind != kindObject {
-		return Filter{}, &Error{path, `want an object of bounds {"gte": "value", "lt": "value"}, got ` + n.kind.String()}
+		return Filter{}, w.errorf(`want an object of bounds {"gte": "value", "lt": "value"}, got %s`, n.kind)
 	}
 	var bounds uint8
 	var lo, hi string
 	for i, name := range n.keys {
-		v, at := n.vals[i], path+pathKey(name)
+		v := n.vals[i]
 		var flags uint8
 		switch name {
 		case "gt":
@@ -346,15 +379,22 @@ func fromBounds(k string, n node, path string) (Filter, error) {
 			flags = hasHi
 		case "lte":
 			flags = hasHi | hiIncl
-		default:
-			return Filter{}, &Error{at, fmt.Sprintf("unknown bound %q (want gt, gte, lt or lte)", name)}
 		}
-		if !v.scalar() {
-			return Filter{}, &Error{at, "want a string, got " + v.kind.String()}
+		w.push(stepKey, name, 0)
+		var msg string
+		switch {
+		case flags == 0:
+			msg = fmt.Sprintf("unknown bound %s (want gt, gte, lt or lte)", clip.Quote(name))
+		case !v.scalar():
+			msg = "want a string, got " + v.kind.String()
+		case bounds&flags&(hasLo|hasHi) != 0:
+			msg = "a second " + map[bool]string{true: "lower", false: "upper"}[flags&hasLo != 0] + " bound"
 		}
-		if bounds&flags&(hasLo|hasHi) != 0 {
-			return Filter{}, &Error{at, "a second " + map[bool]string{true: "lower", false: "upper"}[flags&hasLo != 0] + " bound"}
+		if msg != "" {
+			defer w.pop()
+			return Filter{}, w.errorf("%s", msg)
 		}
+		w.pop()
 		bounds |= flags
 		if flags&hasLo != 0 {
 			lo = v.str
@@ -363,22 +403,24 @@ func fromBounds(k string, n node, path string) (Filter, error) {
 		}
 	}
 	if bounds == 0 {
-		return Filter{}, &Error{path, "range with no bound"}
+		return Filter{}, w.errorf("range with no bound")
 	}
 	return rangeOf(k, bounds, lo, hi), nil
 }
 
 // fromList reads the operand of and, or: an array of filters.
-func fromList(op string, n node, path string) (Filter, error) {
+func fromList(op string, n node, w *where) (Filter, error) {
 	if n.kind != kindArray {
-		return Filter{}, &Error{path, "want an array of filters, got " + n.kind.String()}
+		return Filter{}, w.errorf("want an array of filters, got %s", n.kind)
 	}
 	if op == "or" && len(n.vals) == 0 {
-		return Filter{}, &Error{path, "or with no filters"}
+		return Filter{}, w.errorf("or with no filters")
 	}
 	fs := make([]Filter, len(n.vals))
 	for i, v := range n.vals {
-		f, err := fromNode(v, path+"["+strconv.Itoa(i)+"]")
+		w.push(stepIndex, "", i)
+		f, err := fromNode(v, w)
+		w.pop()
 		if err != nil {
 			return Filter{}, err
 		}

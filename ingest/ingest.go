@@ -15,9 +15,17 @@
 //     stored unchanged, running the same ingest again resumes it.
 //   - Read stops at a malformed line (unless Options.OnBad skips it) after
 //     adding the documents before it.
+//   - A folder (Dir, Watch) is read through package files, the one place
+//     that knows formats: a document per part of a file, a file's
+//     documents and the IDs it no longer has committed together
+//     (engine.Apply), so a file is never half old and half new. The
+//     engine's documents are the only record of what was read: a file
+//     whose size and modification time are those its documents carry is
+//     not read again. A file that fails to read keeps its documents.
 //
-// Crash behaviour: what a crash leaves is the engine's (each Add is atomic);
-// ingest keeps no state of its own.
+// Crash behaviour: what a crash leaves is the engine's (each Add and Apply
+// is atomic); ingest keeps no state of its own, so a folder synced again
+// after a crash (Dir, or Watch's first sync) catches up.
 package ingest
 
 import (
@@ -28,7 +36,6 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/format/textdir"
 	"github.com/anna-search/anna/internal/safe"
 )
 
@@ -74,6 +81,8 @@ type Stats struct {
 	Added     int // new documents
 	Updated   int // documents whose content changed
 	Unchanged int // documents stored unchanged (not re-embedded)
+	Reused    int // added or updated documents that kept the vectors of the text they replaced (folders)
+	Deleted   int // documents removed (folders: the parts a file lost, the files gone)
 }
 
 // Doc is a document type Slice takes.
@@ -86,6 +95,8 @@ type batcher struct {
 	st      Stats
 	total   int
 	pending []engine.Document
+	dels    []string // IDs to remove with the pending documents (Apply)
+	onFlush func()   // called after each committed batch
 }
 
 func newBatcher(eng Adder, opt Options) (*batcher, error) {
@@ -121,21 +132,66 @@ func (b *batcher) take(ctx context.Context, line int, d engine.Document) error {
 	return nil
 }
 
-// flush adds the pending documents.
+// takeFile queues a file's documents and the IDs it no longer has (n: its
+// position), adding the batch once full: a file's documents are never
+// split between two commits.
+func (b *batcher) takeFile(ctx context.Context, n int, docs []engine.Document, dels []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.st.Read = n
+	for _, d := range docs {
+		if b.opt.Accept != nil {
+			b.opt.Accept(n, d)
+		}
+	}
+	b.pending = append(b.pending, docs...)
+	b.dels = append(b.dels, dels...)
+	if len(b.pending)+len(b.dels) >= b.opt.Batch {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+// flush adds the pending documents (and removes the pending IDs).
 func (b *batcher) flush(ctx context.Context) error {
-	if len(b.pending) == 0 {
+	if len(b.pending) == 0 && len(b.dels) == 0 {
 		return nil
 	}
-	res, err := b.eng.Add(ctx, b.pending)
+	var res engine.AddResult
+	var err error
+	if ap, ok := b.eng.(interface {
+		Apply(context.Context, []engine.Document, []string) (engine.AddResult, error)
+	}); ok && len(b.dels) > 0 {
+		res, err = ap.Apply(ctx, b.pending, b.dels)
+	} else if len(b.dels) > 0 {
+		err = errors.New("ingest: removing documents needs an engine with Apply")
+	} else {
+		res, err = b.eng.Add(ctx, b.pending)
+	}
 	if res.Committed || err == nil {
 		b.st.Documents += len(b.pending)
 		b.st.Added += res.Added
 		b.st.Updated += res.Updated
 		b.st.Unchanged += res.Unchanged
+		b.st.Reused += res.Reused
+		b.st.Deleted += res.Deleted
+		if b.onFlush != nil {
+			b.onFlush()
+		}
 	}
-	b.pending = b.pending[:0]
+	b.pending, b.dels = b.pending[:0], b.dels[:0]
 	b.report()
 	return err
+}
+
+// finishFolder is finish for a folder's sync.
+func (b *batcher) finishFolder(ctx context.Context, fs FolderStats, err error) (FolderStats, error) {
+	st, err := b.finish(ctx, err)
+	unread := fs.Unchanged // the documents of files not read
+	fs.Stats = st
+	fs.Unchanged += unread
+	return fs, err
 }
 
 func (b *batcher) report() {
@@ -191,28 +247,6 @@ func Read(ctx context.Context, eng Adder, r io.Reader, name string, opt Options)
 	copts := beir.CorpusOptions{OnBad: opt.OnBad, OnUnknownField: opt.OnUnknownField}
 	err = beir.ReadCorpusWith(r, name, copts, func(line int, d beir.Doc) error {
 		return b.take(ctx, line, engine.Document(d))
-	})
-	return b.finish(ctx, err)
-}
-
-// Dir adds the text files under root (package textdir: Markdown, plain
-// text, reStructuredText; the ID is the path relative to root, metadata
-// "path" and "ext") to eng in batches. Progress's Total is the number of
-// files listed; Read counts the files taken, skipped ones included.
-func Dir(ctx context.Context, eng Adder, root string, topt textdir.Options, opt Options) (Stats, error) {
-	ctx = safe.Ctx(ctx)
-	b, err := newBatcher(eng, opt)
-	if err != nil {
-		return Stats{}, err
-	}
-	files, err := textdir.Files(ctx, root, topt)
-	if err != nil {
-		return Stats{}, err
-	}
-	b.total = len(files)
-	b.report()
-	err = textdir.Walk(ctx, root, files, topt, func(n int, d textdir.Doc) error {
-		return b.take(ctx, n, engine.Document{ID: d.ID, Title: d.Title, Text: d.Text, Meta: map[string]string{"path": d.ID, "ext": d.Ext}})
 	})
 	return b.finish(ctx, err)
 }

@@ -141,6 +141,10 @@ type Manifest struct {
 	// Measured are a reranker's evaluations (RecordMeasurements): whether
 	// it helps decides if anna uses it without being told (Helps).
 	Measured []Measurement `json:"measured,omitempty"`
+	// Languages are the languages (ISO 639-1) an embedding model was
+	// trained on, ["*"] for a multilingual one; none recorded: see
+	// ModelLanguages.
+	Languages []string `json:"languages,omitempty"`
 }
 
 // MemoryTokens lay out an AutoRegEmbed model's input as its trainer does:
@@ -349,4 +353,51 @@ func WriteManifest(dir string, m *Manifest) error {
 		return fmt.Errorf("model: writing manifest: %w", err)
 	}
 	return nil
+}
+
+// knownLanguages are the languages of the catalogue's models by name, for
+// manifests written before Manifest.Languages was.
+var knownLanguages = map[string][]string{
+	"all-MiniLM-L6-v2":      {"en"},
+	"bge-small-en-v1.5":     {"en"},
+	"e5-small-v2":           {"en"},
+	"smollm2-135m-instruct": {"en"},
+	"multilingual-e5-small": {"*"},
+}
+
+// ModelLanguages returns the languages the model was trained on: its
+// manifest's Languages, else those of the catalogue model it is or was
+// made from by name (NAME, NAME-int8, NAME-FINGERPRINT12), else nil:
+// unknown, which callers take as any language. "*" is every language.
+func (m *Manifest) ModelLanguages() []string {
+	if len(m.Languages) > 0 {
+		return m.Languages
+	}
+	name := m.Name
+	for {
+		if l, ok := knownLanguages[name]; ok {
+			return l
+		}
+		i := strings.LastIndexByte(name, '-')
+		if i < 0 {
+			return nil
+		}
+		name = name[:i]
+	}
+}
+
+// KnowsLanguage reports whether the model was trained on language code;
+// true where its languages are unknown ("" too: a text whose language
+// could not be told).
+func (m *Manifest) KnowsLanguage(code string) bool {
+	ls := m.ModelLanguages()
+	if ls == nil || code == "" {
+		return true
+	}
+	for _, l := range ls {
+		if l == "*" || l == code {
+			return true
+		}
+	}
+	return false
 }

@@ -15,7 +15,7 @@ for r in rows:
     print(r["id"], len(r["embedding"]), [round(x, 4) for x in r["embedding"][:6]])
 v = {r["id"]: r["embedding"] for r in rows}
 dot = lambda a, b: sum(x * y for x, y in zip(a, b))
-print("cosine(s1, s2) =", round(dot(v["s1"], v["s2"]), 4), "(published: 0.8939)")'
+print("cosine(s1, s2) =", round(dot(v["s1"], v["s2"]), 4), "(the default int8 form; published for the float32 model: 0.8939)")'
 
 step "annactl index: testdata/demo/corpus.jsonl -> $DEMO"
 "$A" index --index "$DEMO" "$ROOT/testdata/demo/corpus.jsonl"

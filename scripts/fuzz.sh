@@ -8,6 +8,9 @@
 #   FUZZMINIMIZETIME  time spent minimising an input (default 5s: go's own
 #                     60s default can eat a short run's whole budget)
 #   FUZZ              only the targets whose name matches this regexp
+#   FUZZBRIEF         time for the targets marked "brief" below, when set
+#                     (make test: a few seconds each, so that a target per
+#                     parser costs the suite little; make fuzz: FUZZTIME)
 #
 # Exits non-zero when any target fails; prints each target's execs/s.
 set -uo pipefail
@@ -25,20 +28,48 @@ targets=(
 	"./model/safetensors FuzzRead"
 	"./model/gguf FuzzOpen"
 	"./tokenizer FuzzEncode"
+	"./format/files FuzzPDF"
+	"./format/files FuzzHTML"
+	"./format/files FuzzOffice"
+	"./format/files FuzzNotebook"
+	"./format/files FuzzMail"
+	"./format/files FuzzText"
+	"./format/files FuzzCode"
+	"./server FuzzDialects"
+	"./server FuzzMCP"
+	# Issue 59: a target for every parser of outside input.
+	"./server FuzzHandlers"
+	"./cmd/annactl FuzzParseWhere brief"
+	"./model/onnxfile FuzzRead brief"
+	"./index/dense/hnsw FuzzImport brief"
+	"./index/dense FuzzLoad brief"
+	"./storage FuzzRecords brief"
+	"./storage FuzzSalvage brief"
+	"./tokenizer FuzzLoad brief"
+	"./model FuzzParseConfig brief"
+	"./model FuzzLoadManifest brief"
+	"./engine FuzzShareProtocol brief"
+	"./format/flagembedding FuzzRead brief"
+	"./eval FuzzReadTREC brief"
+	"./eval FuzzReadPairs brief"
 )
 
 failed=()
 summary=()
 for t in "${targets[@]}"; do
-	read -r pkg name <<<"$t"
+	read -r pkg name brief <<<"$t"
 	if [[ -n "${FUZZ:-}" && ! "$name" =~ $FUZZ ]]; then
 		continue
 	fi
-	echo "== $name ($pkg, $FUZZTIME)"
+	time=$FUZZTIME
+	if [[ -n "$brief" && -n "${FUZZBRIEF:-}" ]]; then
+		time=$FUZZBRIEF
+	fi
+	echo "== $name ($pkg, $time)"
 	log=$(mktemp)
 	corpus="${pkg#./}/testdata/fuzz/$name"
 	before=$(ls "$corpus" 2>/dev/null | wc -l)
-	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
+	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$time" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	# Go's fuzz coordinator can fail a target with a bare "context deadline
 	# exceeded" at the -fuzztime boundary when a worker is mid-call (a race
@@ -69,12 +100,12 @@ for t in "${targets[@]}"; do
 		failed+=("$name")
 		summary+=("$name: FAILED ($pkg)")
 	else
-		summary+=("$name: ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)$flake")
+		summary+=("$name ($pkg): ok, ${execs:-0} execs in ${secs:-?}s of fuzzing (~${rate}/s)$flake")
 	fi
 done
 
 echo
-echo "== fuzz summary ($FUZZTIME each)"
+echo "== fuzz summary ($FUZZTIME each${FUZZBRIEF:+, $FUZZBRIEF for the brief ones})"
 printf '%s\n' "${summary[@]}"
 if [[ ${#failed[@]} -gt 0 ]]; then
 	echo "failed: ${failed[*]} (the failing inputs are under <package>/testdata/fuzz/<Target>/)" >&2

@@ -60,8 +60,10 @@ prepare)
 	half=$(( ($(stat -c %s "$GGUF") + 1) / 2 ))
 	head -c "$half" "$GGUF" > gpu-1/gguf.1
 	tail -c +$((half + 1)) "$GGUF" > gpu-2/gguf.2
-	go build -ldflags "-s -w" -o gpu-3/annactl ./cmd/annactl
-	# gzip: the binary alone is ~47 MB, and a call carries 64 MiB with the tree
+	# gzip, the binary and the data: stripped, annactl alone is 70 MB (25 MB
+	# gzipped), and a call carries 64 MiB with the tree
+	go build -ldflags "-s -w" -o "$W/annactl" ./cmd/annactl
+	gzip -c "$W/annactl" > gpu-3/annactl.gz
 	gzip -c "$W/data.jsonl" > gpu-3/data.jsonl.gz
 	cp scripts/ablation-rows.sh gpu-3/
 	cp "$ANNA_HOME/onnxruntime/1.24.1/libonnxruntime.so.1" gpu-4/
@@ -93,6 +95,7 @@ W=/tmp/anna
 cd "\$W"
 [ -f smollm2.gguf ] || { cat gguf.1 gguf.2 > smollm2.gguf.tmp && mv smollm2.gguf.tmp smollm2.gguf; }
 [ -f data.jsonl ] || { gzip -dc data.jsonl.gz > data.jsonl.tmp && mv data.jsonl.tmp data.jsonl; }
+[ -x annactl ] || { gzip -dc annactl.gz > annactl.tmp && chmod +x annactl.tmp && mv annactl.tmp annactl; }
 echo "$sum  smollm2.gguf" | sha256sum -c --quiet
 export ANNA_HOME=\$W/home ANNA_ORT_LIB=\$W/libonnxruntime.so.1
 export ANNA_CUDA_LIBS=\${ANNA_CUDA_LIBS:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib}

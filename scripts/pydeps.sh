@@ -8,6 +8,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=$ANNA_HOME/venv
 REQ=$ROOT/tools/requirements.txt
 stamp=$VENV/.requirements.sha256
+# The client packages of the server's compatibility tests: a venv of their own.
+bash "$ROOT/scripts/pydeps-clients.sh"
 # torch is installed without its nvidia-* dependencies (CPU only; see
 # tools/requirements.txt and tools/torch_cpu_stubs.py).
 TORCH=torch==2.15.0

@@ -48,7 +48,7 @@ args=(--data "${DATA:-$ROOT/../shared/datasets/scifact}" --work "${1:-$HOME_DIR/
 	--base "${BASE:-bge-small-en-v1.5}" --name "${NAME:-anna-reranker-bge}"
 	--steps "${STEPS:-120}" --batch-queries "${BATCH:-8}" --group "${GROUP:-8}" --max-length "${MAXLEN:-192}"
 	--lr "${LR:-7e-5}" --distill "${DISTILL:-1}" --seed "${SEED:-42}" --rerank-depth "${DEPTH:-100}"
-	--more-require-positive-top "$MORE_REQUIRE_TOP")
+	--more-require-positive-top "$MORE_REQUIRE_TOP" --per-query 0 --per-set 0)
 for d in ${EVALS-$ROOT/../shared/datasets/cranfield $ROOT/../shared/datasets/cisi $ROOT/../shared/datasets/cacm}; do
 	args+=(--eval "$d")
 done

@@ -42,6 +42,9 @@ func Serve(ctx context.Context, h http.Handler, lns []net.Listener, grace time.D
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	if sd, ok := h.(interface{ shutdown() }); ok {
+		srv.RegisterOnShutdown(sd.shutdown)
+	}
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- srv.Serve(ln) }()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/tokenizer"
@@ -56,6 +56,7 @@ type Usage struct {
 type embedJob struct {
 	ctx    context.Context
 	texts  []string
+	query  bool // embed as queries (the model's query side), else as documents
 	tokens int
 	ans    *answer[[][]float32]
 }
@@ -109,7 +110,7 @@ func (s *Server) embedderFor(ctx context.Context) (*batcher[embedJob], error) {
 func loadTokenCounter(m engine.Model, enc encoder.Encoder) *tokenCounter {
 	dir := m.Dir
 	if dir == "" {
-		dir = home.DefaultModel()
+		dir = home.DefaultEmbedModel() // the tokenizer of both the default model's forms
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
@@ -122,12 +123,28 @@ func loadTokenCounter(m engine.Model, enc encoder.Encoder) *tokenCounter {
 	return &tokenCounter{tok: tok, maxLen: maxLen}
 }
 
-// runEmbed embeds the texts of jobs in one EmbedDocuments call and hands
-// each job its vectors.
+// runEmbed embeds the texts of jobs in one EmbedDocuments call (and the
+// queries among them in one EmbedQueries call) and hands each job its
+// vectors.
 func runEmbed(ctx context.Context, enc encoder.Encoder, jobs []embedJob) {
-	callOnce(jobs, func(j embedJob) []string { return j.texts }, func(j embedJob) *answer[[][]float32] { return j.ans },
-		func(all []string) ([][]float32, error) { return enc.EmbedDocuments(ctx, all) },
-		"the encoder returned %d vectors for %d texts")
+	var docs, queries []embedJob
+	for _, j := range jobs {
+		if j.query {
+			queries = append(queries, j)
+		} else {
+			docs = append(docs, j)
+		}
+	}
+	texts := func(j embedJob) []string { return j.texts }
+	ans := func(j embedJob) *answer[[][]float32] { return j.ans }
+	if len(docs) > 0 {
+		callOnce(docs, texts, ans, func(all []string) ([][]float32, error) { return enc.EmbedDocuments(ctx, all) },
+			"the encoder returned %d vectors for %d texts")
+	}
+	if len(queries) > 0 {
+		callOnce(queries, texts, ans, func(all []string) ([][]float32, error) { return enc.EmbedQueries(ctx, all, encoder.Prompt{}) },
+			"the encoder returned %d vectors for %d queries")
+	}
 }
 
 // callOnce makes one call over the jobs' inputs put end to end and sends
@@ -156,30 +173,24 @@ func callOnce[J, I, T any](jobs []J, in func(J) []I, ans func(J) *answer[[]T], c
 }
 
 // readInput reads OpenAI's input: a string or an array of strings. Token
-// arrays are refused: the server embeds text with its own tokenizer.
+// arrays are refused, naming the fix: the server embeds text with its own
+// tokenizer.
 func readInput(raw json.RawMessage) ([]string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, badRequest(`field "input": missing (want a string or an array of strings)`)
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		return []string{one}, nil
-	}
-	var many []json.RawMessage
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, badRequest(`field "input": want a string or an array of strings`)
-	}
-	if len(many) == 0 {
-		return nil, badRequest(`field "input": an empty array`)
-	}
-	out := make([]string, len(many))
-	for i, m := range many {
-		if err := json.Unmarshal(m, &out[i]); err != nil {
-			return nil, badRequest(`field "input[%d]": want a string (token arrays are not supported: send the text)`, i)
-		}
-	}
-	return out, nil
+	return readTexts("input", raw, ". "+tokenArrayFix)
+}
+
+// tokenArrayFix is what a client that sends token IDs does instead.
+const tokenArrayFix = "langchain-openai sends token IDs unless told not to: OpenAIEmbeddings(..., check_embedding_ctx_length=False)"
+
+// isTokens reports whether raw is an array of numbers (a token array).
+func isTokens(raw json.RawMessage) bool {
+	var ids []float64
+	return json.Unmarshal(raw, &ids) == nil
+}
+
+func isNumber(raw json.RawMessage) bool {
+	var x float64
+	return json.Unmarshal(raw, &x) == nil
 }
 
 // modelName is the name the served model answers to in the OpenAI and
@@ -192,14 +203,108 @@ func (s *Server) modelName() string {
 	return m.Fingerprint
 }
 
-// checkModel refuses a model other than the one served (by manifest name,
-// label or fingerprint, 12 hex digits or more); "" is the one served.
-func (s *Server) checkModel(name string) error {
+// isServedModel reports whether name names the model served (by manifest
+// name, label or fingerprint, 12 hex digits or more, with Ollama's
+// ":latest" tag or not); "" is the one served.
+func (s *Server) isServedModel(name string) bool {
 	m := s.eng.Model()
-	if name == "" || name == m.Name || name == m.Label() || (len(name) >= 12 && strings.HasPrefix(m.Fingerprint, name)) {
+	name = strings.TrimSuffix(name, ":latest")
+	return name == "" || name == m.Name || name == m.Label() || name == s.modelName() || (len(name) >= 12 && strings.HasPrefix(m.Fingerprint, name))
+}
+
+// checkModel accepts the model a request names for embeddings: with
+// Options.StrictModel only the one served, else any name (answered by the
+// one model served, the name logged once).
+func (s *Server) checkModel(route, name string) error {
+	if len(name) > maxModelName {
+		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
+	}
+	if s.isServedModel(name) {
 		return nil
 	}
-	return errorf(http.StatusNotFound, "model_not_found", "model %q: this server embeds with %s only", name, m.Label())
+	if s.opts.StrictModel {
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server embeds with %s only (--strict-model)", clip.Quote(name), s.eng.Model().Label())
+	}
+	s.noteModel(route, name, s.eng.Model().Label())
+	return nil
+}
+
+// checkReranker is checkModel for the reranker's name.
+func (s *Server) checkReranker(route, name string) error {
+	if len(name) > maxModelName {
+		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
+	}
+	if name == "" || name == s.opts.RerankerName {
+		return nil
+	}
+	if s.opts.StrictModel {
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server reranks with %q only (--strict-model)", clip.Quote(name), s.opts.RerankerName)
+	}
+	s.noteModel(route, name, s.opts.RerankerName)
+	return nil
+}
+
+// maxModelName bounds the model name a request may give (the clients'
+// names are a few dozen bytes; a longer one is a mistake, not a model).
+const maxModelName = 256
+
+// maxNamesLogged bounds the model names a server remembers having logged.
+const maxNamesLogged = 64
+
+// noteModel logs, once per name (up to maxNamesLogged names), that a
+// request named a model the server does not have and was answered by the
+// one it has.
+func (s *Server) noteModel(route, asked, served string) {
+	s.namesMu.Lock()
+	defer s.namesMu.Unlock()
+	if s.namesLogged[asked] || len(s.namesLogged) >= maxNamesLogged {
+		return
+	}
+	if s.namesLogged == nil {
+		s.namesLogged = map[string]bool{}
+	}
+	s.namesLogged[asked] = true
+	s.opts.Logf("serve: %s asked for model %s; answering with %s, the one served (--strict-model refuses other names)", route, clip.Quote(asked), served)
+}
+
+// embedTexts embeds texts (the request's field, for errors) with the
+// served model, as queries or as documents, batched with other requests'
+// texts; it returns the vectors and the model tokens they took: the path
+// of every embedding dialect. The first error of checks (the request's own:
+// its texts read, its model and dimensions), then the limits, are checked
+// first.
+func (s *Server) embedTexts(ctx context.Context, field string, texts []string, query bool, checks ...error) ([][]float32, int, error) {
+	for _, err := range checks {
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	if len(texts) == 0 {
+		return nil, 0, badRequest("%s: no texts given", field)
+	}
+	if len(texts) > s.lim.MaxInputs {
+		return nil, 0, overLimit("%s: %d texts, over the limit of %d", field, len(texts), s.lim.MaxInputs)
+	}
+	for i, t := range texts {
+		if strings.TrimSpace(t) == "" {
+			return nil, 0, badRequest("%s[%d]: empty text", field, i)
+		}
+	}
+	b, err := s.embedderFor(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	tokens, err := s.countInputs(ctx, field, texts)
+	if err != nil {
+		return nil, 0, err
+	}
+	j := embedJob{ctx: ctx, texts: texts, query: query, tokens: tokens, ans: newAnswer[[][]float32]()}
+	vecs, err := roundTrip(ctx, b, j, j.ans)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.metrics.embedded.Add(float64(len(texts)))
+	return vecs, tokens, nil
 }
 
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
@@ -208,51 +313,15 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	texts, err := readInput(req.Input)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if len(texts) > s.lim.MaxInputs {
-		s.fail(w, r, overLimit("input: %d texts, over the limit of %d", len(texts), s.lim.MaxInputs))
-		return
-	}
-	for i, t := range texts {
-		if len(t) > s.lim.MaxBodyBytes32() {
-			s.fail(w, r, overLimit("input[%d]: too long", i))
-			return
-		}
-		if strings.TrimSpace(t) == "" {
-			s.fail(w, r, badRequest("input[%d]: empty text", i))
-			return
-		}
-	}
+	var format error
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		s.fail(w, r, badRequest("encoding_format %q: want float or base64", req.EncodingFormat))
-		return
+		format = badRequest("encoding_format %q: want float or base64", req.EncodingFormat)
 	}
-	b, err := s.embedderFor(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkModel(req.Model); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	dim := s.eng.Model().Dim
-	if req.Dimensions != nil && *req.Dimensions != dim {
-		s.fail(w, r, badRequest("dimensions %d: %s gives %d-dimensional vectors and cannot shorten them", *req.Dimensions, s.eng.Model().Label(), dim))
-		return
-	}
-	tokens := 0
-	for _, t := range texts {
-		tokens += s.tokens.count(t)
-	}
-	j := embedJob{ctx: r.Context(), texts: texts, tokens: tokens, ans: newAnswer[[][]float32]()}
-	vecs, err := roundTrip(r.Context(), b, j, j.ans)
+	texts, err := readInput(req.Input)
+	vecs, tokens, err := s.embedTexts(r.Context(), "input", texts, false,
+		err, format, s.checkModel("/v1/embeddings", req.Model), s.checkDimensions("dimensions", req.Dimensions))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -268,49 +337,63 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 			out.Data[i].Embedding = base64.StdEncoding.EncodeToString(buf)
 		}
 	}
-	s.metrics.embedded.Add(float64(len(texts)))
 	writeJSON(w, http.StatusOK, out)
 }
 
-// MaxBodyBytes32 is the body limit as an int (a text cannot be longer).
-func (l Limits) MaxBodyBytes32() int { return int(min(l.MaxBodyBytes, math.MaxInt32)) }
+// checkDimensions refuses a dimension other than the model's (field names
+// the request's field; nil: not asked).
+func (s *Server) checkDimensions(field string, dims *int) error {
+	m := s.eng.Model()
+	if dims == nil || *dims == m.Dim {
+		return nil
+	}
+	return badRequest("%s %d: %s gives %d-dimensional vectors and cannot shorten them", field, *dims, m.Label(), m.Dim)
+}
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	data := []model{{ID: s.modelName(), Object: "model", OwnedBy: "anna"}}
+	data := []openAIModel{{ID: s.modelName(), Object: "model", OwnedBy: "anna"}}
 	if s.opts.Reranker != nil && s.opts.RerankerName != "" {
-		data = append(data, model{ID: s.opts.RerankerName, Object: "model", OwnedBy: "anna"})
+		data = append(data, openAIModel{ID: s.opts.RerankerName, Object: "model", OwnedBy: "anna"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// RerankRequest is Cohere's (and Jina's) POST /v1/rerank body.
+// RerankRequest is Cohere's v1 and Jina's POST /v1/rerank body.
 type RerankRequest struct {
-	Query           string            `json:"query"`
-	Documents       []json.RawMessage `json:"documents"` // strings, or objects with "text"
-	TopN            *int              `json:"top_n,omitempty"`
-	Model           string            `json:"model,omitempty"`
-	ReturnDocuments bool              `json:"return_documents,omitempty"`
+	Query     string            `json:"query"`
+	Documents []json.RawMessage `json:"documents"` // strings, or objects with "text"
+	TopN      *int              `json:"top_n,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	// ReturnDocuments: nil returns them (Jina's default; Cohere's clients
+	// ignore them).
+	ReturnDocuments *bool `json:"return_documents,omitempty"`
 }
 
 // RerankResult is one document's score, by its index in the request.
 type RerankResult struct {
-	Index          int     `json:"index"`
-	RelevanceScore float64 `json:"relevance_score"`
-	Document       *struct {
-		Text string `json:"text"`
-	} `json:"document,omitempty"`
+	Index          int             `json:"index"`
+	RelevanceScore float64         `json:"relevance_score"`
+	Document       *RerankDocument `json:"document,omitempty"`
 }
 
-// RerankResponse is the answer, best first.
+// RerankDocument is a result's document in Cohere's and Jina's shape.
+type RerankDocument struct {
+	Text string `json:"text"`
+}
+
+// RerankResponse is the answer, best first: Cohere's fields (id, meta)
+// and Jina's (model, usage) together.
 type RerankResponse struct {
+	ID      string         `json:"id,omitempty"`
 	Results []RerankResult `json:"results"`
 	Model   string         `json:"model,omitempty"`
+	Usage   *RerankUsage   `json:"usage,omitempty"`
+	Meta    *CohereMeta    `json:"meta,omitempty"`
+}
+
+// RerankUsage is Jina's count of the tokens read.
+type RerankUsage struct {
+	TotalTokens int `json:"total_tokens"`
 }
 
 // rerankJob is one request for the rerank batcher: its pairs and their
@@ -349,35 +432,79 @@ func safeScorePairs(ctx context.Context, r rerank.Reranker, pairs []rerank.Pair)
 	return rerank.ScorePairs(ctx, r, pairs)
 }
 
+// rerankTexts scores docs against query with the served reranker, batched
+// with other requests' pairs (field names the documents' field, for
+// errors); it returns the logits and the pairs' model tokens (0 when the
+// reranker does not count them). The limits are checked first.
+func (s *Server) rerankTexts(ctx context.Context, field, query string, docs []string) ([]float32, int, error) {
+	if s.opts.Reranker == nil {
+		return nil, 0, errorf(http.StatusBadRequest, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)")
+	}
+	if strings.TrimSpace(query) == "" {
+		return nil, 0, badRequest("query: %v", engine.ErrEmptyQuery)
+	}
+	if len(query) > s.lim.MaxQueryBytes {
+		return nil, 0, overLimit("query: %d bytes, over the limit of %d", len(query), s.lim.MaxQueryBytes)
+	}
+	if len(docs) == 0 {
+		return nil, 0, badRequest(`field %q: missing or empty (want an array of strings)`, field)
+	}
+	if len(docs) > s.lim.MaxInputs {
+		return nil, 0, overLimit("%s: %d, over the limit of %d", field, len(docs), s.lim.MaxInputs)
+	}
+	j := rerankJob{ctx: ctx, pairs: make([]rerank.Pair, len(docs)), ans: newAnswer[[]float32]()}
+	pt, _ := s.opts.Reranker.(pairTokens)
+	for i, d := range docs {
+		j.pairs[i] = rerank.Pair{Query: query, Doc: d}
+	}
+	var err error
+	if j.tokens, err = s.countPairs(ctx, field, pt, j.pairs); err != nil {
+		return nil, 0, err
+	}
+	scores, err := roundTrip(ctx, s.rerankB, j, j.ans)
+	return scores, j.tokens, err
+}
+
+// rankOrder is the indexes of scores, best first (ties in input order),
+// at most topN of them (topN <= 0: all).
+func rankOrder(scores []float32, topN int) []int {
+	order := make([]int, len(scores))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return scores[order[a]] > scores[order[b]] })
+	if topN > 0 && topN < len(order) {
+		order = order[:topN]
+	}
+	return order
+}
+
+// sigmoid maps a cross-encoder's logit into [0, 1], keeping its order:
+// the relevance_score of Cohere's API, TEI's score without raw_scores.
+func sigmoid(x float32) float64 { return 1 / (1 + math.Exp(-float64(x))) }
+
+// readTopN checks top_n (nil: all n).
+func readTopN(topN *int, n int) (int, error) {
+	if topN == nil {
+		return n, nil
+	}
+	if *topN < 1 {
+		return 0, badRequest("top_n: %d, want at least 1", *topN)
+	}
+	return min(*topN, n), nil
+}
+
 func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 	var req RerankRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeLenient(r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusNotImplemented, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)"))
-		return
-	}
-	if req.Model != "" && req.Model != s.opts.RerankerName {
-		s.fail(w, r, errorf(http.StatusNotFound, "model_not_found", "model %q: this server reranks with %q only", req.Model, s.opts.RerankerName))
-		return
-	}
-	if strings.TrimSpace(req.Query) == "" {
-		s.fail(w, r, badRequest("query: %v", engine.ErrEmptyQuery))
-		return
-	}
-	if len(req.Query) > s.lim.MaxQueryBytes {
-		s.fail(w, r, overLimit("query: %d bytes, over the limit of %d", len(req.Query), s.lim.MaxQueryBytes))
-		return
-	}
-	if len(req.Documents) == 0 {
-		s.fail(w, r, badRequest(`field "documents": missing or empty (want an array of strings)`))
-		return
-	}
-	if len(req.Documents) > s.lim.MaxInputs {
-		s.fail(w, r, overLimit("documents: %d, over the limit of %d", len(req.Documents), s.lim.MaxInputs))
-		return
+	if s.opts.Reranker != nil {
+		if err := s.checkReranker("/v1/rerank", req.Model); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	docs := make([]string, len(req.Documents))
 	for i, raw := range req.Documents {
@@ -393,38 +520,29 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		}
 		docs[i] = *obj.Text
 	}
-	topN := len(docs)
-	if req.TopN != nil {
-		if *req.TopN < 1 {
-			s.fail(w, r, badRequest("top_n: %d, want at least 1", *req.TopN))
-			return
-		}
-		topN = min(*req.TopN, len(docs))
-	}
-	j := rerankJob{ctx: r.Context(), pairs: make([]rerank.Pair, len(docs)), ans: newAnswer[[]float32]()}
-	pt, counts := s.opts.Reranker.(pairTokens)
-	for i, d := range docs {
-		j.pairs[i] = rerank.Pair{Query: req.Query, Doc: d}
-		if counts {
-			j.tokens += pt.PairTokens(j.pairs[i])
-		}
-	}
-	scores, err := roundTrip(r.Context(), s.rerankB, j, j.ans)
+	topN, err := readTopN(req.TopN, len(docs))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	results := make([]RerankResult, len(docs))
-	for i, sc := range scores {
-		// Cohere's relevance_score is in [0, 1]: the logistic of the
-		// cross-encoder's logit, which keeps its order.
-		results[i] = RerankResult{Index: i, RelevanceScore: 1 / (1 + math.Exp(-float64(sc)))}
-		if req.ReturnDocuments {
-			results[i].Document = &struct {
-				Text string `json:"text"`
-			}{docs[i]}
-		}
+	scores, tokens, err := s.rerankTexts(r.Context(), "documents", req.Query, docs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	sort.SliceStable(results, func(a, b int) bool { return scores[results[a].Index] > scores[results[b].Index] })
-	writeJSON(w, http.StatusOK, RerankResponse{Results: results[:topN], Model: s.opts.RerankerName})
+	// Jina's API returns the documents unless told not to; Cohere's only
+	// when asked, and its clients ignore them otherwise.
+	withDocs := req.ReturnDocuments == nil || *req.ReturnDocuments
+	out := RerankResponse{ID: newID(), Results: make([]RerankResult, 0, topN), Model: s.opts.RerankerName, Meta: cohereMeta("1", 0, 1)}
+	if tokens > 0 {
+		out.Usage = &RerankUsage{TotalTokens: tokens}
+	}
+	for _, i := range rankOrder(scores, topN) {
+		res := RerankResult{Index: i, RelevanceScore: sigmoid(scores[i])}
+		if withDocs {
+			res.Document = &RerankDocument{Text: docs[i]}
+		}
+		out.Results = append(out.Results, res)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/pyref"
 )
 
@@ -44,38 +40,19 @@ print(json.dumps(out))
 `
 
 // TestOpenAIClient: the official openai Python package works against the
-// server by changing its base URL, and its vectors are the encoder's.
+// server by changing its base URL, and its vectors are the encoder's; a
+// server with StrictModel refuses another model name (TestClients: the
+// other clients, and the default that answers any name).
 func TestOpenAIClient(t *testing.T) {
 	python := pyref.Python(t, "openai")
-	if _, err := home.RequireDefaultModel(); err != nil {
-		t.Skipf("default model not installed (run make setup): %v", err)
-	}
 	ctx := context.Background()
-	eng, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{NoShare: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	srv, err := New(eng, Options{APIKey: "the-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
+	eng, _, url := modelServer(t, engine.Options{}, Options{APIKey: "the-key", StrictModel: true})
 	enc, err := eng.LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := eng.Model().Name
-	out, err := exec.Command(python, "-c", openAIScript, hs.URL, name).Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("openai client: %v\n%s", err, stderr)
-	}
+	out := runPython(t, python, openAIScript, nil, url, name)
 	var got struct {
 		Default    [][]float64 `json:"default"`
 		Index      []int       `json:"index"`

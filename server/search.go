@@ -15,6 +15,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // SearchRequest is the body of POST /v1/search.
@@ -48,6 +49,7 @@ type Hit struct {
 	Title    string                  `json:"title,omitempty"`
 	Text     string                  `json:"text,omitempty"`
 	Metadata map[string]engine.Value `json:"metadata,omitempty"`
+	Location *Location               `json:"location,omitempty"` // where in its file (a folder's documents)
 	Snippet  *Snippet                `json:"snippet,omitempty"`
 	Explain  []Contribution          `json:"explain,omitempty"`
 }
@@ -106,7 +108,7 @@ func (s *Server) searchOptions(req *SearchRequest) (engine.SearchOptions, error)
 	}
 	if req.Rerank {
 		if req.Mode != "" && m != engine.ModeRerank {
-			return opts, badRequest("rerank: true with mode %q: give one of them", req.Mode)
+			return opts, badRequest("rerank: true with mode %s: give one of them", clip.Quote(req.Mode))
 		}
 		m = engine.ModeRerank
 	}
@@ -153,7 +155,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.Mode == engine.ModeRerank && s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusNotImplemented, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
+		s.fail(w, r, errorf(http.StatusBadRequest, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
 		return
 	}
 	res, err := s.eng.Search(r.Context(), req.Query, opts)
@@ -165,12 +167,15 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	if unknown, err := s.eng.UnknownKeys(opts.Filter); err == nil && len(unknown) > 0 {
 		q := make([]string, len(unknown))
 		for i, k := range unknown {
-			q[i] = strconv.Quote(k)
+			q[i] = clip.Quote(k)
 		}
-		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", strings.Join(q, ", "), opts.Filter))
+		out.Warnings = append(out.Warnings, fmt.Sprintf("no document has the metadata key %s: the filter %s cannot match on it", clip.Bytes(strings.Join(q, ", "), 1024), clip.Bytes(opts.Filter.String(), 1024)))
 	}
 	for i, res := range res {
 		h := Hit{Rank: i + 1, ID: res.ID, Score: res.Score, Title: res.Title, Metadata: metadataOf(res.Meta, res.MetaValues)}
+		if l := res.Location; l != nil {
+			h.Location = &Location{Location: *l, Label: l.String()}
+		}
 		if req.IncludeText {
 			h.Text = res.Text
 		}
@@ -188,6 +193,15 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		out.Hits = append(out.Hits, h)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Location is where in its file a hit lies: path, page, start_line,
+// end_line and section as the document's metadata says (engine.Location),
+// and label, the same as one line ("notes/plan.pdf:page 3",
+// "engine/write.go:68-120").
+type Location struct {
+	engine.Location
+	Label string `json:"label"`
 }
 
 // metadataOf is a document's metadata as annactl index reads it:
@@ -258,7 +272,7 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 			return overLimit("documents: more than %d in one request, the limit", s.lim.MaxBatch)
 		}
 		if engine.IsEmpty(engine.Document(d)) {
-			return badRequest("%s:%d: document %q: %v", name, line, d.ID, engine.ErrEmptyDocument)
+			return badRequest("%s:%d: document %s: %v", name, line, clip.Quote(d.ID), engine.ErrEmptyDocument)
 		}
 		docs = append(docs, engine.Document(d))
 		return nil
@@ -279,6 +293,9 @@ func (s *Server) readDocuments(r *http.Request) ([]engine.Document, []string, er
 
 func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request) {
 	docs, warnings, err := s.readDocuments(r)
+	if err == nil {
+		err = s.checkDocuments(r.Context(), docs)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -308,7 +325,7 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(docs) == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	d := docs[0]
@@ -323,7 +340,7 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n == 0 {
-		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %q: not found", id))
+		s.fail(w, r, errorf(http.StatusNotFound, "not_found", "document %s: not found", clip.Quote(id)))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
@@ -362,4 +379,59 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		Dim: st.Model.Dim, LexicalDocs: st.LexicalDocs, DenseDocs: st.DenseDocs, DensePassages: st.DensePassages,
 		Chunking: st.Chunking.String(), Fusion: string(st.Fusion), Reranker: s.opts.Reranker != nil, ReadOnly: st.ReadOnly || s.opts.ReadOnly,
 		Backend: st.Backend, Modes: slices.Clip(modes), Warnings: st.Warnings})
+}
+
+// MetadataResponse is the answer of GET /v1/metadata: the metadata keys of
+// the documents, for filters (the search page offers them).
+type MetadataResponse struct {
+	Keys []MetadataKey `json:"keys"`
+}
+
+// MetadataKey is one key: its distinct values, the most common string
+// values, the range of its numbers.
+type MetadataKey struct {
+	Key     string          `json:"key"`
+	Values  int             `json:"values"`
+	Numeric bool            `json:"numeric,omitempty"`
+	Min     *float64        `json:"min,omitempty"`
+	Max     *float64        `json:"max,omitempty"`
+	Top     []MetadataValue `json:"top,omitempty"`
+}
+
+// MetadataValue is a value and how many documents hold it.
+type MetadataValue struct {
+	Value     string `json:"value"`
+	Documents int    `json:"documents"`
+}
+
+// maxMetadataTop bounds GET /v1/metadata's top.
+const maxMetadataTop = 100
+
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	top := 10
+	if v := r.URL.Query().Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxMetadataTop {
+			s.fail(w, r, badRequest("top %s: want 0 to %d", clip.Quote(v), maxMetadataTop))
+			return
+		}
+		top = n
+	}
+	keys, err := s.eng.MetadataKeys(r.Context(), top)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := MetadataResponse{Keys: make([]MetadataKey, 0, len(keys))}
+	for _, k := range keys {
+		mk := MetadataKey{Key: k.Key, Values: k.Values, Numeric: k.Numeric}
+		if k.Numeric {
+			mk.Min, mk.Max = &k.Min, &k.Max
+		}
+		for _, v := range k.Top {
+			mk.Top = append(mk.Top, MetadataValue{Value: v.Value, Documents: v.Documents})
+		}
+		out.Keys = append(out.Keys, mk)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

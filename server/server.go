@@ -9,11 +9,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -25,6 +30,21 @@ type Limits struct {
 	MaxK           int   // k and top_n (default 1000)
 	MaxQueryBytes  int   // query length in bytes (default 16 KiB)
 	MaxSnippetSize int   // snippet_size (default 4096)
+	// MaxTextBytes bounds one text: an embeddings input, a rerank
+	// document, a document's title and text together (default 1 MiB).
+	MaxTextBytes int
+	// MaxBodyBytesInFlight bounds the bodies of the requests being
+	// answered at once, in bytes (default MaxBodyBytes and 4 MiB: one
+	// body of the largest size and small ones beside it); a request that
+	// does not fit waits its turn (inflight.go).
+	MaxBodyBytesInFlight int64
+	// MaxRequestTokens bounds the model tokens one request may cost,
+	// counted before any model work: embeddings inputs as the model reads
+	// them (truncated to its window), rerank pairs as the reranker reads
+	// them, documents' texts up to what the engine embeds of each
+	// (default 300,000, OpenAI's limit of one embeddings request; some 30
+	// s of MiniLM on two cores).
+	MaxRequestTokens int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -46,14 +66,23 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxSnippetSize <= 0 {
 		l.MaxSnippetSize = 4096
 	}
+	if l.MaxBodyBytesInFlight <= 0 {
+		l.MaxBodyBytesInFlight = l.MaxBodyBytes + 4<<20
+	}
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = 1 << 20
+	}
+	if l.MaxRequestTokens <= 0 {
+		l.MaxRequestTokens = 300_000
+	}
 	return l
 }
 
 // Options configure a Server. The zero value serves reads and writes with
 // no key, the default limits and a 30 s timeout.
 type Options struct {
-	// APIKey, when set, is required of every request but /healthz, / and
-	// /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
+	// APIKey, when set, is required of every request but GET /healthz, GET / and
+	// GET /openapi.json (Authorization: Bearer KEY, or X-API-Key: KEY).
 	APIKey string
 	// ReadOnly refuses POST and DELETE /v1/documents (403, read_only).
 	ReadOnly bool
@@ -61,7 +90,7 @@ type Options struct {
 	// Timeout bounds each request (default 30 s; negative: none).
 	Timeout time.Duration
 	// Reranker serves /v1/rerank (and should be the engine's
-	// Options.Reranker, for mode rerank); nil: /v1/rerank answers 501.
+	// Options.Reranker, for mode rerank); nil: the rerank routes answer 400 "unsupported" (a 5xx would be retried by clients).
 	Reranker rerank.Reranker
 	// RerankerName is the reranker's name in /v1/rerank answers.
 	RerankerName string
@@ -78,9 +107,30 @@ type Options struct {
 	// reranker has PairTokens, as rerank.ORTReranker does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
+	// MCPWrites offers the add and delete tools on /mcp (not with
+	// ReadOnly).
+	MCPWrites bool
+	// Version is the server's version in the MCP handshake.
+	Version string
+	// StrictModel refuses a request that names a model other than the one
+	// served (404 model_not_found), in every dialect. Unset, the server
+	// answers any model name with the one model it has (the clients'
+	// examples name OpenAI's, Cohere's or Ollama's models), logging each
+	// new name once through Logf.
+	StrictModel bool
 	// Logf, when set, receives what the server does on its own (a
-	// handler's panic, a batch's failure).
+	// handler's panic, a batch's failure, a model name answered by
+	// another).
 	Logf func(format string, args ...any)
+	// AllowedHosts are the names, besides loopback names and IP
+	// addresses, that a request's Host may give (DNS rebinding; see
+	// desktop.go): the name the server is reached by, when it is not
+	// loopback. annactl serve adds its --listen host.
+	AllowedHosts []string
+	// CORS lists the origins (scheme://host[:port]) whose web pages may
+	// call the server from a browser, "*" for any; none by default, and
+	// then a browser page of another origin can neither write nor read.
+	CORS []string
 }
 
 // Server is the http.Handler of one engine. Close it before the engine.
@@ -89,6 +139,9 @@ type Server struct {
 	opts    Options
 	lim     Limits
 	mux     *http.ServeMux
+	handler http.Handler // mux behind guard (desktop.go) and the body budget (inflight.go)
+	bodies  *bodyBudget
+	freeing atomic.Bool // returnMemory is running
 	keyHash [32]byte
 	metrics *metrics
 
@@ -97,6 +150,15 @@ type Server struct {
 	tokens   *tokenCounter
 
 	rerankB *batcher[rerankJob]
+
+	namesMu     sync.Mutex
+	namesLogged map[string]bool // model names asked for and logged (noteModel)
+
+	mcp *mcp.StreamableHTTPHandler // /mcp
+	// streams ends the long-lived GET /mcp streams when the http.Server
+	// shuts down (Serve), so that they do not hold it for the grace period.
+	streams     context.Context
+	stopStreams context.CancelFunc
 
 	closeOnce sync.Once
 	base      context.Context
@@ -131,10 +193,20 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(eng)
 	s.rerankB = newBatcher(s.base, opts.BatchWait, opts.BatchTexts, opts.BatchTokens, s.runRerank, s.metrics.batchObserver("rerank"))
+	s.streams, s.stopStreams = context.WithCancel(s.base)
+	m := NewMCP(eng, MCPOptions{AllowWrites: opts.MCPWrites && !opts.ReadOnly, Reranker: opts.Reranker != nil, RerankFusion: opts.RerankFusion,
+		Limits: opts.Limits, Timeout: opts.Timeout, Version: opts.Version})
+	// Sessions idle for 30 minutes are closed; the tool calls keep the
+	// server's timeout (the handler's requests do not: a session's GET
+	// stream lasts as long as the session).
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m },
+		&mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: s.lim.MaxBodyBytes})
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	s.mux.Handle("/", s.wrap(route{pattern: "/", name: "unknown", public: true, methods: map[string]http.HandlerFunc{}}))
+	s.bodies = &bodyBudget{size: s.lim.MaxBodyBytesInFlight}
+	s.handler = s.guard(s.withBodyBudget(s.mux))
 	return s, nil
 }
 
@@ -143,6 +215,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.stopStreams()
 		s.rerankB.waitDone()
 		s.embedMu.Lock()
 		defer s.embedMu.Unlock()
@@ -154,16 +227,24 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ServeHTTP answers one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP answers one request: the route's, once guard (desktop.go) has
+// let it through.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // route is one path of the API with its handlers by method.
 type route struct {
 	pattern string // a net/http pattern without method
 	name    string // the metrics label
-	public  bool   // served without the API key
+	public  bool   // its GET served without the API key
 	write   bool   // refused by ReadOnly (its non-GET methods)
-	methods map[string]http.HandlerFunc
+	// stream: its GET is a stream that lasts (the MCP session's), run
+	// without Options.Timeout.
+	stream bool
+	// plainErrors answers errors as {"error": MESSAGE, "error_type": CODE},
+	// the shape of Ollama and text-embeddings-inference, whose clients
+	// read a string there.
+	plainErrors bool
+	methods     map[string]http.HandlerFunc
 }
 
 // routes is the API; TestOpenAPIMatchesRoutes checks openapi.json
@@ -174,13 +255,27 @@ func (s *Server) routes() []route {
 		{pattern: "/v1/documents", name: "documents", write: true, methods: map[string]http.HandlerFunc{"POST": s.addDocuments}},
 		{pattern: "/v1/documents/{id}", name: "document", write: true, methods: map[string]http.HandlerFunc{"GET": s.getDocument, "DELETE": s.deleteDocument}},
 		{pattern: "/v1/stats", name: "stats", methods: map[string]http.HandlerFunc{"GET": s.stats}},
+		{pattern: "/v1/metadata", name: "metadata", methods: map[string]http.HandlerFunc{"GET": s.metadata}},
 		{pattern: "/v1/embeddings", name: "embeddings", methods: map[string]http.HandlerFunc{"POST": s.embeddings}},
 		{pattern: "/v1/models", name: "models", methods: map[string]http.HandlerFunc{"GET": s.models}},
+		{pattern: "/v1/models/{id}", name: "model", methods: map[string]http.HandlerFunc{"GET": s.model}},
 		{pattern: "/v1/rerank", name: "rerank", methods: map[string]http.HandlerFunc{"POST": s.rerank}},
+		{pattern: "/v1/embed", name: "cohere_embed", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV1}},
+		{pattern: "/v2/embed", name: "cohere_embed_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereEmbedV2}},
+		{pattern: "/v2/rerank", name: "cohere_rerank_v2", methods: map[string]http.HandlerFunc{"POST": s.cohereRerankV2}},
+		{pattern: "/embed", name: "tei_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiEmbed}},
+		{pattern: "/rerank", name: "tei_rerank", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.teiRerank}},
+		{pattern: "/info", name: "tei_info", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.teiInfo}},
+		{pattern: "/api/embed", name: "ollama_embed", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbed}},
+		{pattern: "/api/embeddings", name: "ollama_embeddings", plainErrors: true, methods: map[string]http.HandlerFunc{"POST": s.ollamaEmbeddings}},
+		{pattern: "/api/tags", name: "ollama_tags", plainErrors: true, methods: map[string]http.HandlerFunc{"GET": s.ollamaTags}},
+		{pattern: "/mcp", name: "mcp", stream: true, methods: map[string]http.HandlerFunc{"GET": s.serveMCP, "POST": s.serveMCP, "DELETE": s.serveMCP}},
 		{pattern: "/healthz", name: "healthz", public: true, methods: map[string]http.HandlerFunc{"GET": s.healthz}},
 		{pattern: "/metrics", name: "metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.serve}},
 		{pattern: "/openapi.json", name: "openapi", public: true, methods: map[string]http.HandlerFunc{"GET": serveOpenAPI}},
-		{pattern: "/{$}", name: "page", public: true, methods: map[string]http.HandlerFunc{"GET": servePage}},
+		// POST / is text-embeddings-inference's: what huggingface_hub's
+		// InferenceClient(model=URL).feature_extraction posts to.
+		{pattern: "/{$}", name: "page", public: true, plainErrors: true, methods: map[string]http.HandlerFunc{"GET": servePage, "POST": s.teiRoot}},
 	}
 }
 
@@ -189,7 +284,7 @@ func (s *Server) routes() []route {
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, plain: rt.plainErrors}
 		defer func() {
 			if p := recover(); p != nil {
 				s.opts.Logf("serve: %s %s panicked: %v", r.Method, r.URL.Path, p)
@@ -205,7 +300,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !ok {
 			if len(rt.methods) == 0 {
-				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", r.Method, r.URL.Path))
+				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", clip.String(r.Method), clip.String(r.URL.Path)))
 				return
 			}
 			allowed := make([]string, 0, len(rt.methods))
@@ -215,11 +310,13 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 			sw.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", clip.String(r.Method), clip.String(r.URL.Path), strings.Join(allowed, ", ")))
 			return
 		}
-		if !rt.public && s.opts.APIKey != "" && !s.authorized(r) {
+		public := rt.public && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
+			sw.Header().Set("Connection", "close") // not waiting for the rest of a body nobody will read
 			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
 		}
@@ -229,7 +326,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
 		ctx := r.Context()
-		if s.opts.Timeout > 0 {
+		if s.opts.Timeout > 0 && !(rt.stream && r.Method == http.MethodGet) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 			defer cancel()
@@ -237,6 +334,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		h(sw, r.WithContext(ctx))
 	})
 }
+
+// serveMCP answers /mcp with the MCP SDK's streamable HTTP handler; a
+// session's GET stream ends when the server shuts down.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(s.streams, cancel)
+		defer stop()
+		r = r.WithContext(ctx)
+	}
+	s.mcp.ServeHTTP(w, r)
+}
+
+// shutdown ends the streams that would hold an http.Server's Shutdown
+// (GET /mcp): Serve calls it when shutting down.
+func (s *Server) shutdown() { s.stopStreams() }
 
 // authorized reports whether r carries the API key; the hashes are
 // compared in constant time (their length is fixed, so the key's length
@@ -268,6 +382,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	plain bool // the route's errors are {"error": MESSAGE} (route.plainErrors)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -317,9 +432,25 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// plainError is the error body of Ollama and text-embeddings-inference.
+type plainError struct {
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+}
+
+// maxErrorMessage bounds an error answer's message: errors quote what was
+// wrong by its start (internal/clip), and this is the last guard, so that
+// no answer repeats a request's input at length (a 1 MB ID in a URL came
+// back in a 1 MB 404).
+const maxErrorMessage = 2048
+
 func writeError(w http.ResponseWriter, e *apiError) {
+	if sw, ok := w.(*statusWriter); ok && sw.plain {
+		writeJSON(w, e.status, plainError{Error: clip.Bytes(e.message, maxErrorMessage), ErrorType: e.code})
+		return
+	}
 	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, e.message
+	b.Error.Code, b.Error.Message = e.code, clip.Bytes(e.message, maxErrorMessage)
 	switch {
 	case e.status == http.StatusUnauthorized:
 		b.Error.Type = "authentication_error"
@@ -351,7 +482,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.As(err, &mbe):
 		ae = errorf(http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes (the server's limit)", mbe.Limit)
-	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument):
+	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument),
+		errors.Is(err, engine.ErrInvalidDocument):
 		ae = &apiError{http.StatusBadRequest, "invalid_request", err.Error()}
 	case errors.Is(err, engine.ErrReadOnly):
 		ae = &apiError{http.StatusForbidden, "read_only", err.Error()}
@@ -374,9 +506,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads r's JSON body into v: unknown fields, a wrong type or
 // trailing data are errors naming the field.
-func decode(r *http.Request, v any) error {
+func decode(r *http.Request, v any) error { return decodeBody(r, v, true) }
+
+// decodeLenient is decode with unknown fields ignored: for the dialects of
+// other APIs, whose clients add fields from one version to the next that
+// change nothing anna does.
+func decodeLenient(r *http.Request, v any) error { return decodeBody(r, v, false) }
+
+func decodeBody(r *http.Request, v any, strict bool) error {
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -397,6 +538,8 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errorf(http.StatusRequestTimeout, "timeout", "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "invalid_request", "empty request body: want a JSON object")
 	case errors.As(err, &te):

@@ -65,6 +65,8 @@ import (
 	"github.com/blevesearch/bleve/v2/search/highlight/fragmenter/simple"
 	simplehl "github.com/blevesearch/bleve/v2/search/highlight/highlighter/simple"
 	"github.com/blevesearch/segment"
+
+	"github.com/anna-search/anna/lang"
 )
 
 // Span is a byte range [Start, End) of a text.
@@ -110,14 +112,34 @@ var defaultLimits = limits{whole: MaxAnalysed, analysed: MaxAnalysed, scanned: M
 type Highlighter struct {
 	analyzer analysis.Analyzer
 	lim      limits
+	english  bool // the cheap scan of long texts holds for English stems only
 }
 
 // New returns a Highlighter that reads texts with Bleve's English analyzer,
-// as index/lexical indexes them.
+// as index/lexical indexes English documents.
 func New() (*Highlighter, error) {
 	a, err := registry.NewCache().AnalyzerNamed(en.AnalyzerName)
 	if err != nil {
 		return nil, fmt.Errorf("snippet: analyzer %q: %w", en.AnalyzerName, err)
+	}
+	return &Highlighter{analyzer: a, lim: defaultLimits, english: true}, nil
+}
+
+// NewFor returns a Highlighter that reads texts as index/lexical reads a
+// document of language code (package lang: "" and "en" are New's English).
+// A long text in another language is analysed from its start rather than
+// scanned for stems (the scan's rule is English's), still bounded by
+// MaxAnalysed. Its fragments end at word boundaries where the script has
+// them and at any character where it has none (Chinese, Japanese, Thai...);
+// offsets are byte offsets in the text's logical order, whatever the
+// direction it is shown in (Arabic, Hebrew).
+func NewFor(code string) (*Highlighter, error) {
+	if code == "" || code == lang.English {
+		return New()
+	}
+	a, err := lang.Analyzer(code)
+	if err != nil {
+		return nil, fmt.Errorf("snippet: %w", err)
 	}
 	return &Highlighter{analyzer: a, lim: defaultLimits}, nil
 }
@@ -259,7 +281,7 @@ type finder struct {
 
 func newFinder(h *Highlighter, text string, from, to int, want map[string]string) *finder {
 	f := &finder{h: h, text: text, from: from, to: to, want: want, pos: from, analysed: from, step: 2 << 10}
-	if to-from > h.lim.whole {
+	if to-from > h.lim.whole && h.english {
 		f.needles = needles(want)
 	}
 	return f
@@ -681,4 +703,12 @@ func wordEnd(text string, i, ceil int) int {
 	return i
 }
 
-func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-' }
+// isWord reports a character a fragment extends through to end on a word
+// boundary: letters, digits, apostrophes and hyphens, but not the letters
+// of scripts written without spaces, where every character is a boundary.
+func isWord(r rune) bool {
+	if r >= 0x0e00 && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar) {
+		return false
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-'
+}

@@ -65,10 +65,14 @@ func unsealed(tag byte, scope string, key, raw []byte) ([]byte, error) {
 // Version 3 adds the document's MetaValues after its Meta; a document
 // without MetaValues is still written as version 2, byte for byte as
 // before, so directories holding only string metadata stay readable by
-// the binaries that knew only version 2. Both are read.
+// the binaries that knew only version 2. Version 4 adds the document's
+// Language after the MetaValues (their count written even when 0), and is
+// written only for a document given a language, so directories without
+// any stay readable by the binaries before it. All three are read.
 const (
-	docVersion       = 2
-	docVersionValues = 3
+	docVersion         = 2
+	docVersionValues   = 3
+	docVersionLanguage = 4
 )
 
 // Tags of a value in a version 3 doc record.
@@ -104,6 +108,10 @@ func encodeDoc(d Doc, seq uint64) []byte {
 	if len(vkeys) > 0 {
 		version = docVersionValues
 	}
+	if d.Language != "" {
+		version = docVersionLanguage
+		n += binary.MaxVarintLen64 + len(d.Language)
+	}
 	buf := make([]byte, 0, n)
 	buf = append(buf, version)
 	buf = binary.AppendUvarint(buf, seq)
@@ -114,12 +122,15 @@ func encodeDoc(d Doc, seq uint64) []byte {
 		buf = appendString(buf, k)
 		buf = appendString(buf, d.Meta[k])
 	}
-	if version == docVersionValues {
+	if version >= docVersionValues {
 		buf = binary.AppendUvarint(buf, uint64(len(vkeys)))
 		for _, k := range vkeys {
 			buf = appendString(buf, k)
 			buf = appendValue(buf, d.MetaValues[k])
 		}
+	}
+	if version == docVersionLanguage {
+		buf = appendString(buf, d.Language)
 	}
 	return sealed(tagDoc, "", []byte(d.ID), buf)
 }
@@ -155,7 +166,7 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 	if err != nil {
 		return Doc{}, 0, fmt.Errorf("doc %q: %w", id, err)
 	}
-	if len(body) == 0 || (body[0] != docVersion && body[0] != docVersionValues) {
+	if len(body) == 0 || body[0] < docVersion || body[0] > docVersionLanguage {
 		return Doc{}, 0, fmt.Errorf("doc %q: %w: unknown encoding", id, ErrCorrupt)
 	}
 	r := reader{buf: body[1:]}
@@ -171,7 +182,7 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 			d.Meta[k] = r.string()
 		}
 	}
-	if body[0] == docVersionValues && r.err == nil {
+	if body[0] >= docVersionValues && r.err == nil {
 		n := r.uvarint()
 		if n > uint64(len(r.buf)) {
 			return Doc{}, 0, fmt.Errorf("doc %q: %w: value count %d", id, ErrCorrupt, n)
@@ -183,6 +194,9 @@ func decodeDoc(id string, raw []byte) (Doc, uint64, error) {
 			k := r.string()
 			d.MetaValues[k] = r.value(true)
 		}
+	}
+	if body[0] == docVersionLanguage && r.err == nil {
+		d.Language = r.string()
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.err = fmt.Errorf("%d bytes after the record", len(r.buf))

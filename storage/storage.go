@@ -28,6 +28,10 @@ type Doc struct {
 	ID, Title, Text string
 	Meta            map[string]string
 	MetaValues      map[string]filter.Value
+	// Language is the language the document was given in (an ISO 639-1
+	// code, package lang), "" when none was: the indexes then choose
+	// (detect) it, as they can again whenever they are rebuilt.
+	Language string
 }
 
 // Span is a byte range [Start, End) of a document's text.
@@ -353,63 +357,112 @@ func (s *Store) Warning() string { return s.warning }
 // It returns the seq of the last entry written (the current Seq if docs is
 // empty). If the same ID appears twice, the later doc wins.
 func (s *Store) Put(docs []Doc, fp string, embs []Embedding, state map[string][]byte) (uint64, error) {
+	if err := checkPut(docs, fp, embs, state); err != nil {
+		return 0, fmt.Errorf("storage: put: %w", err)
+	}
+	var seq uint64
+	err := s.update(func(tx *bolt.Tx) error {
+		var err error
+		seq, err = putTx(tx, docs, fp, embs, state)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: put %d docs: %w", len(docs), err)
+	}
+	return seq, nil
+}
+
+// checkPut says what is wrong with Put's arguments.
+func checkPut(docs []Doc, fp string, embs []Embedding, state map[string][]byte) error {
 	if fp == "" && len(embs) != 0 {
-		return 0, fmt.Errorf("storage: put: %d embeddings given without a model fingerprint", len(embs))
+		return fmt.Errorf("%d embeddings given without a model fingerprint", len(embs))
 	}
 	if fp != "" && len(embs) != len(docs) {
-		return 0, fmt.Errorf("storage: put: %d docs but %d embeddings for fingerprint %q", len(docs), len(embs), fp)
+		return fmt.Errorf("%d docs but %d embeddings for fingerprint %q", len(docs), len(embs), fp)
 	}
 	for i, d := range docs {
 		if d.ID == "" {
-			return 0, fmt.Errorf("storage: put: doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
+			return fmt.Errorf("doc %d (title %q) has an empty ID", i, truncate(d.Title, 40))
 		}
 	}
 	if err := checkState(state); err != nil {
-		return 0, fmt.Errorf("storage: put: %w", err)
+		return err
 	}
 	if fp != "" {
-		if err := checkEmbeddings(embs); err != nil {
-			return 0, fmt.Errorf("storage: put: %w", err)
+		return checkEmbeddings(embs)
+	}
+	return nil
+}
+
+// putTx is Put's transaction.
+func putTx(tx *bolt.Tx, docs []Doc, fp string, embs []Embedding, state map[string][]byte) (seq uint64, err error) {
+	var vb *bolt.Bucket
+	if fp != "" && len(embs) > 0 {
+		if vb, err = vectorBucket(tx, fp, embs[0].Dim()); err != nil {
+			return 0, err
+		}
+	}
+	docsB := tx.Bucket(bucketDocs)
+	added := 0
+	for i, d := range docs {
+		if docsB.Get([]byte(d.ID)) == nil {
+			added++
+		}
+		if seq, err = logChange(tx, OpPut, d.ID, 0); err != nil {
+			return 0, err
+		}
+		if err := docsB.Put([]byte(d.ID), encodeDoc(d, seq)); err != nil {
+			return 0, fmt.Errorf("doc %q: %w", d.ID, err)
+		}
+		if vb != nil {
+			if err := vb.Put([]byte(d.ID), encodeVector(fp, d.ID, seq, embs[i])); err != nil {
+				return 0, fmt.Errorf("vector of doc %q: %w", d.ID, err)
+			}
+		}
+	}
+	if len(docs) == 0 {
+		seq = tx.Bucket(bucketChanges).Sequence()
+	}
+	if err := putState(tx, state); err != nil {
+		return 0, err
+	}
+	return seq, addDocCount(tx, added)
+}
+
+// Replace is Put of docs and Delete of deletes in one transaction: both
+// happen or neither. An ID in both is put, not deleted. It returns the seq
+// of the last entry written.
+func (s *Store) Replace(docs []Doc, fp string, embs []Embedding, state map[string][]byte, deletes []string) (uint64, error) {
+	if len(deletes) == 0 {
+		return s.Put(docs, fp, embs, state)
+	}
+	if err := checkIDs(deletes); err != nil {
+		return 0, fmt.Errorf("storage: replace: %w", err)
+	}
+	if err := checkPut(docs, fp, embs, state); err != nil {
+		return 0, fmt.Errorf("storage: replace: %w", err)
+	}
+	put := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		put[d.ID] = true
+	}
+	var gone []string
+	for _, id := range deletes {
+		if !put[id] {
+			gone = append(gone, id)
 		}
 	}
 	var seq uint64
 	err := s.update(func(tx *bolt.Tx) error {
-		var vb *bolt.Bucket
-		if fp != "" && len(embs) > 0 {
-			var err error
-			if vb, err = vectorBucket(tx, fp, embs[0].Dim()); err != nil {
-				return err
-			}
-		}
-		docsB := tx.Bucket(bucketDocs)
-		added := 0
-		for i, d := range docs {
-			if docsB.Get([]byte(d.ID)) == nil {
-				added++
-			}
-			var err error
-			if seq, err = logChange(tx, OpPut, d.ID, 0); err != nil {
-				return err
-			}
-			if err := docsB.Put([]byte(d.ID), encodeDoc(d, seq)); err != nil {
-				return fmt.Errorf("doc %q: %w", d.ID, err)
-			}
-			if vb != nil {
-				if err := vb.Put([]byte(d.ID), encodeVector(fp, d.ID, seq, embs[i])); err != nil {
-					return fmt.Errorf("vector of doc %q: %w", d.ID, err)
-				}
-			}
-		}
-		if len(docs) == 0 {
-			seq = tx.Bucket(bucketChanges).Sequence()
-		}
-		if err := putState(tx, state); err != nil {
+		if _, err := deleteTx(tx, gone); err != nil {
 			return err
 		}
-		return addDocCount(tx, added)
+		var err error
+		seq, err = putTx(tx, docs, fp, embs, state)
+		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("storage: put %d docs: %w", len(docs), err)
+		return 0, fmt.Errorf("storage: replace %d docs, delete %d: %w", len(docs), len(gone), err)
 	}
 	return seq, nil
 }
@@ -476,40 +529,47 @@ func (s *Store) Delete(ids []string) (uint64, error) {
 	}
 	var seq uint64
 	err := s.update(func(tx *bolt.Tx) error {
-		seq = tx.Bucket(bucketChanges).Sequence()
-		docsB := tx.Bucket(bucketDocs)
-		fps, err := fingerprints(tx)
-		if err != nil {
-			return err
-		}
-		vecsB := tx.Bucket(bucketVectors)
-		removed := 0
-		for _, id := range ids {
-			key := []byte(id)
-			if docsB.Get(key) == nil {
-				continue
-			}
-			if err := docsB.Delete(key); err != nil {
-				return fmt.Errorf("doc %q: %w", id, err)
-			}
-			for _, fp := range fps {
-				if vb := vecsB.Bucket([]byte(fp)); vb != nil {
-					if err := vb.Delete(key); err != nil {
-						return fmt.Errorf("vector %q of doc %q: %w", fp, id, err)
-					}
-				}
-			}
-			removed++
-			if seq, err = logChange(tx, OpDelete, id, 0); err != nil {
-				return err
-			}
-		}
-		return addDocCount(tx, -removed)
+		var err error
+		seq, err = deleteTx(tx, ids)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("storage: delete %d ids: %w", len(ids), err)
 	}
 	return seq, nil
+}
+
+// deleteTx is Delete's transaction.
+func deleteTx(tx *bolt.Tx, ids []string) (uint64, error) {
+	seq := tx.Bucket(bucketChanges).Sequence()
+	docsB := tx.Bucket(bucketDocs)
+	fps, err := fingerprints(tx)
+	if err != nil {
+		return 0, err
+	}
+	vecsB := tx.Bucket(bucketVectors)
+	removed := 0
+	for _, id := range ids {
+		key := []byte(id)
+		if docsB.Get(key) == nil {
+			continue
+		}
+		if err := docsB.Delete(key); err != nil {
+			return 0, fmt.Errorf("doc %q: %w", id, err)
+		}
+		for _, fp := range fps {
+			if vb := vecsB.Bucket([]byte(fp)); vb != nil {
+				if err := vb.Delete(key); err != nil {
+					return 0, fmt.Errorf("vector %q of doc %q: %w", fp, id, err)
+				}
+			}
+		}
+		removed++
+		if seq, err = logChange(tx, OpDelete, id, 0); err != nil {
+			return 0, err
+		}
+	}
+	return seq, addDocCount(tx, -removed)
 }
 
 // Get returns the doc with the given ID; ok is false if there is none.

@@ -250,18 +250,23 @@ func (t *Tokenizer) IDs(text string) []int64 { return t.raw(text) }
 func Clean(text string) string { return cleanText(text) }
 
 // Encode tokenises text with special tokens, truncated from the right so the
-// total length is at most maxLen (maxLen <= 0: no limit). A maxLen smaller
+// total length is at most maxLen (maxLen <= 0: no limit). With a limit it
+// reads only as much of a long text as gives the tokens kept (head.go:
+// exact, except that a text of more than 64 bytes a token is read by its
+// first 64 bytes per token kept), so its cost does not grow with the text. A maxLen smaller
 // than the special tokens keeps only the special tokens (Hugging Face would
 // not truncate at all there: an unsigned underflow).
 func (t *Tokenizer) Encode(text string, maxLen int) Encoding {
-	return t.post.apply(t.raw(text), nil, false, maxLen)
+	ids, _ := t.headIDs(text, maxLen)
+	return t.post.apply(ids, nil, false, maxLen)
 }
 
 // EncodePair tokenises a text pair ([CLS] a [SEP] b [SEP] for BERT, type
 // ids 0 for a, 1 for b), truncated longest-first like Hugging Face so the
 // total is at most maxLen (maxLen <= 0: no limit).
 func (t *Tokenizer) EncodePair(a, b string, maxLen int) Encoding {
-	return t.post.apply(t.raw(a), t.raw(b), true, maxLen)
+	ia, ib := t.pairIDs(a, b, maxLen)
+	return t.post.apply(ia, ib, true, maxLen)
 }
 
 // EncodePrompt lays out prefix, text's ids and suffix as one sequence with
@@ -269,7 +274,7 @@ func (t *Tokenizer) EncodePair(a, b string, maxLen int) Encoding {
 // text is cut from the right so the total is at most maxLen (maxLen <= 0:
 // no limit); prefix and suffix are always whole.
 func (t *Tokenizer) EncodePrompt(prefix []int64, text string, suffix []int64, maxLen int) Encoding {
-	ids := t.raw(text)
+	ids, _ := t.headIDs(text, maxLen)
 	if maxLen > 0 {
 		ids = ids[:min(len(ids), max(maxLen-len(prefix)-len(suffix), 0))]
 	}

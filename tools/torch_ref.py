@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch reference for anna's Go trainer (package train).
 
-Builds the same BERT the Go test wrote (config.json + model.safetensors in
-DIR, Hugging Face names), runs the batch and objective in DIR/batch.json with
-autograd in float64, and writes DIR/grads.safetensors: "loss" (shape [1]) and
-the gradient of every trainable tensor under its own name.
+For each DIR given, builds the same BERT the Go test wrote (config.json +
+model.safetensors in DIR, Hugging Face names), runs the batch and objective
+in DIR/batch.json with autograd in float64, and writes DIR/grads.safetensors:
+"loss" (shape [1]) and the gradient of every trainable tensor under its own
+name. One process serves every DIR. The test reads the outputs from its
+golden file (train/bert/testdata); `make goldens` reruns this to remake it.
 
 The model is written out in plain torch (no transformers) following
 transformers' BertModel: post-LN encoder layers, additive attention mask of
 the dtype's minimum, erf GELU, and BertForSequenceClassification's pooler +
-classifier. Usage: tools/torch_ref.py DIR
+classifier. Usage: tools/torch_ref.py DIR [DIR...]
 """
 import json
 import math
@@ -138,4 +140,5 @@ def main(d):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    for d in sys.argv[1:]:
+        main(d)

@@ -128,6 +128,7 @@ func (c childExit) Error() string { return fmt.Sprintf("exit status %d", int(c))
 func missing() []string {
 	need := []struct{ what, path string }{
 		{"the default model", filepath.Join(home.DefaultModel(), "model.onnx")},
+		{"the default model's " + home.DefaultModelQuantization + " form (what embeds when no model is named)", filepath.Join(home.DefaultEmbedModel(), "model.onnx")},
 	}
 	if nativeBuild {
 		need = append(need, struct{ what, path string }{"libtokenizers.a (linked through cgo)", filepath.Join(home.TokenizersLibDir(), "libtokenizers.a")},

@@ -23,6 +23,7 @@ import (
 func (a *app) adaptCommand() *cobra.Command {
 	c := adapt.Defaults()
 	c.KeepModel = true
+	var teachers []string
 	cmd := &cobra.Command{
 		Use:   "adapt --index DIR [--queries FILE] [--generate N] [--teacher-model NAME] [--steps N]",
 		Short: "fit the index's embedding model to its documents, with no relevance judgements",
@@ -96,21 +97,9 @@ first batch has measured its speed.`,
 			if err := inRange("mix", c.Mix, 1e-9, 1); err != nil {
 				return err
 			}
-			switch t := c.TeacherModel; t {
-			case "none":
-				c.TeacherModel = ""
-			case "auto":
-				var why string
-				if c.TeacherModel, why = adapt.DefaultTeacherModel(c.Index, home.ModelsDir()); why != "" {
-					fmt.Fprintf(a.stderr, "no teacher model (%s): the teacher is BM25 and the index's model, and the held-out check the weaker one, on the mined candidates\n", why)
-				}
-			default:
-				if fi, err := os.Stat(t); err != nil || !fi.IsDir() {
-					if fi, err := os.Stat(filepath.Join(home.ModelsDir(), t)); err != nil || !fi.IsDir() {
-						return usageErrorf("--teacher-model %q: not a model directory nor installed (annactl models add NAME installs a catalogue model)", t)
-					}
-					c.TeacherModel = filepath.Join(home.ModelsDir(), t)
-				}
+			var err error
+			if c.TeacherModels, err = a.teacherModels(cmd.Context(), c.Index, teachers); err != nil {
+				return err
 			}
 			if err := atLeast("generate", c.Generate, 0); err != nil {
 				return err
@@ -161,8 +150,9 @@ first batch has measured its speed.`,
 	f.IntVar(&c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
 	f.StringVar(&c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
 	f.Var(logThresholdValue{&c.LogThreshold}, "log-threshold", "the teacher's calibrated log-odds a logged query's top document must reach to train on it: a `NUMBER`, none (every one the teacher ranks first), or auto (the 0.1 quantile of the confirmed extractive and generated positives' scores, even odds without them)")
-	c.TeacherModel = "auto"
-	f.StringVar(&c.TeacherModel, "teacher-model", c.TeacherModel, "a stronger embedding model (`NAME` installed, or a directory) whose cosine joins the teacher and whose whole-corpus retrieval, fused with BM25, the held-out check compares with; auto: "+adapt.DefaultTeacher+" when installed and the index's model is not it; none: no teacher model")
+	f.StringArrayVar(&teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the teacher and whose whole-corpus retrieval, fused with BM25, judges the held-out check and the fusion; auto: every installed catalogue model but the index's own that knows the documents' language; none: no teacher model")
+	f.Var(negativesFromValue{&c.NegativesFrom}, "negatives-from", "the search whose top candidates the negatives are mined from: hybrid (BM25 and the index's model fused) or lexical (BM25 alone: the documents sharing the query's words that the teacher finds not relevant, which a dense list fused with BM25 must push down)")
+	f.BoolVar(&c.KeepFusion, "keep-fusion", false, "leave the index's fusion as it is (by default the adapted index's hybrid fusion is chosen on the check's queries: a score fusion only where it beats RRF)")
 	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
 	f.IntVar(&c.BatchQueries, "batch", c.BatchQueries, "queries per step")
 	f.IntVar(&c.Group, "group", c.Group, "documents per query: 1 positive + N-1 mined negatives")
@@ -174,6 +164,50 @@ first batch has measured its speed.`,
 	f.Float64Var(&c.MinGain, "min-gain", 0, "held-out nDCG@10 the adapted model must gain over the index's before it replaces it")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed")
 	return cmd
+}
+
+// teacherModels resolves --teacher-model's values: auto (alone) is
+// adapt.DefaultTeacherModels, said on stderr; none (alone) is no teacher
+// model; else each is a model directory or an installed model's name.
+func (a *app) teacherModels(ctx context.Context, index string, values []string) ([]string, error) {
+	if len(values) == 1 && values[0] == "none" {
+		return nil, nil
+	}
+	if len(values) == 1 && values[0] == "auto" {
+		dirs, left, err := adapt.DefaultTeacherModels(ctx, index, home.ModelsDir())
+		if err != nil {
+			return nil, err
+		}
+		if len(dirs) == 0 {
+			fmt.Fprintf(a.stderr, "no teacher model installed (annactl models install %s): the teacher is BM25 and the index's model, the held-out check the weaker one, on the mined candidates, and the fusion stays as it is\n", adapt.DefaultTeacher)
+			return nil, nil
+		}
+		names := make([]string, len(dirs))
+		for i, d := range dirs {
+			names[i] = filepath.Base(d)
+		}
+		msg := "teacher models: " + strings.Join(names, ", ")
+		if len(left) > 0 {
+			msg += "; left out: " + strings.Join(left, ", ")
+		}
+		fmt.Fprintln(a.stderr, msg)
+		return dirs, nil
+	}
+	var dirs []string
+	for _, t := range values {
+		if t == "auto" || t == "none" {
+			return nil, usageErrorf("--teacher-model %s stands alone: not with other --teacher-model values", t)
+		}
+		dir := t
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = filepath.Join(home.ModelsDir(), t)
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return nil, usageErrorf("--teacher-model %q: not a model directory nor installed (annactl models install NAME installs a catalogue model)", t)
+			}
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs, nil
 }
 
 // printAdapt is an adapt run's report.
@@ -241,6 +275,13 @@ func (a *app) printAdapt(rep adapt.Report, mix float64, took time.Duration, inde
 	} else {
 		fmt.Fprintln(a.stdout, "the index keeps its model")
 	}
+	if len(rep.FusionScores) > 0 {
+		var fs []string
+		for _, f := range []string{"rrf", "minmax", "dbsf"} {
+			fs = append(fs, fmt.Sprintf("%s %.4f", f, rep.FusionScores[f]))
+		}
+		fmt.Fprintf(a.stdout, "fusion: hybrid nDCG@10 on %s (%s): the index now fuses by %s\n", plural(rep.FusionQueries, "query"), strings.Join(fs, ", "), rep.Fusion)
+	}
 	var parts []string
 	for name, d := range rep.Took {
 		parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(time.Second)))
@@ -281,3 +322,24 @@ func (v logThresholdValue) Set(s string) error {
 }
 
 func (v logThresholdValue) Type() string { return "string" }
+
+// negativesFromValue is --negatives-from: hybrid or lexical.
+type negativesFromValue struct{ p *engine.Mode }
+
+func (v negativesFromValue) String() string {
+	if v.p == nil || *v.p == "" {
+		return string(engine.ModeHybrid)
+	}
+	return string(*v.p)
+}
+
+func (v negativesFromValue) Set(s string) error {
+	switch m := engine.Mode(s); m {
+	case engine.ModeHybrid, engine.ModeLexical:
+		*v.p = m
+		return nil
+	}
+	return fmt.Errorf("want hybrid or lexical")
+}
+
+func (v negativesFromValue) Type() string { return "string" }

@@ -53,7 +53,7 @@ func TestAdaptCommand(t *testing.T) {
 		t.Fatalf("after a refusal the index's model is %q at %q; want MiniLM at int8 (index's default)", st.ModelName, st.Precision)
 	}
 
-	if !strings.Contains(r.stderr, "no teacher model (bge-small-en-v1.5 is not installed") || !strings.Contains(r.stdout, "among its candidates") {
+	if !strings.Contains(r.stderr, "no teacher model installed (annactl models install bge-small-en-v1.5)") || !strings.Contains(r.stdout, "among its candidates") {
 		t.Fatalf("without a teacher model: %s", r)
 	}
 
@@ -79,6 +79,20 @@ func TestAdaptCommand(t *testing.T) {
 	r = mustRun(t, append(tiny, "--work", filepath.Join(tmp, "w2"), "--min-gain=-1", "--teacher-model", home.DefaultModelName)...)
 	if !strings.Contains(r.stdout, "nDCG@10 (whole corpus") || !strings.Contains(r.stdout, "mixed with the base's, --mix 0.5") {
 		t.Fatalf("adapt with a teacher model: %s", r)
+	}
+	// The fusion stage chose the adapted index's fusion, and the index
+	// records it.
+	if !strings.Contains(r.stdout, "fusion: hybrid nDCG@10 on ") || !strings.Contains(r.stdout, "the index now fuses by ") {
+		t.Fatalf("adapt's fusion stage: %s", r)
+	}
+	if st, _ := statsOf(t, idx); !strings.Contains(r.stdout, "the index now fuses by "+st.Fusion+"\n") {
+		t.Fatalf("the index fuses by %q; adapt said %s", st.Fusion, r.stdout)
+	}
+	if r := annactl(t, "", append(tiny, "--teacher-model", "auto", "--teacher-model", "x")...); r.code != 2 || !strings.Contains(r.stderr, "--teacher-model auto stands alone") {
+		t.Fatalf("auto with another teacher model: %s", r)
+	}
+	if r := annactl(t, "", append(tiny, "--negatives-from", "dense")...); r.code != 2 || !strings.Contains(r.stderr, "--negatives-from") {
+		t.Fatalf("--negatives-from dense: %s", r)
 	}
 	if !strings.Contains(r.stdout, "the index now uses the adapted model") || !strings.Contains(r.stderr, "estimated time on this machine") ||
 		!strings.Contains(r.stdout, "to go back: annactl reindex --index "+idx+" --model ") {

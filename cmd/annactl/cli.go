@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -13,6 +11,8 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model/catalog"
+	"github.com/anna-search/anna/model/installed"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.
@@ -166,22 +166,19 @@ func modelVar(f *pflag.FlagSet, p *string, name, def, usage string) {
 	f.Var(modelDirValue{p}, name, usage+"; or the NAME of an installed model")
 }
 
+// resolveModelDir is installed.Resolve, as the engine resolves
+// Options.Model; a name it cannot resolve is left as given, for the
+// command to say what is wrong with it.
 func resolveModelDir(s string) string {
-	if s == "" || strings.ContainsRune(s, filepath.Separator) {
-		return s
-	}
-	if _, err := os.Stat(s); err == nil {
-		return s
-	}
-	if d := filepath.Join(home.ModelsDir(), s); isDir(d) {
+	if d, err := installed.Resolve(home.ModelsDir(), s); err == nil {
 		return d
 	}
+	if e, err := catalog.Lookup(s); err == nil { // an alias: multilingual
+		if d, err := installed.Resolve(home.ModelsDir(), e.Name); err == nil {
+			return d
+		}
+	}
 	return s
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }
 
 // fusionFlags are the flags that say how the retrieval lists are fused.

@@ -33,7 +33,8 @@ error.
 Deletions are committed in batches of --batch IDs, each with its index updates:
 killed or interrupted (Ctrl-C stops between batches), a run loses nothing else,
 and running it again removes the rest. To make a directory hold exactly the
-documents of a file, see annactl index --sync.`,
+documents of a file, see annactl index --sync. Beside a process that has DIR
+open for writing (annactl serve), the deletions go through it.`,
 		Example: `  annactl delete --index my-index doc-17 doc-42
   grep -o '"_id": *"[^"]*"' stale.jsonl | cut -d'"' -f4 | annactl delete --index my-index --ids-file -`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,7 +55,9 @@ documents of a file, see annactl index --sync.`,
 			if idsFile == "-" && isTerminal(a.stdin) {
 				return usageErrorf("--ids-file -: stdin is a terminal; pipe the IDs in, one per line")
 			}
-			opts := engine.Options{Logf: a.logf}
+			// Beside a process that has DIR open for writing (annactl
+			// serve), the deletions go through it.
+			opts := engine.Options{Logf: a.logf, WriteThrough: true}
 			if err := be.apply(cmd, &opts); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/anna-search/anna/model/catalog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,7 +268,7 @@ func TestFlagsValidated(t *testing.T) {
 		{[]string{"eval", "d", "--index", dir, "--choose-fusion", "--reranker", "r"}, "--choose-fusion measures its own rows"},
 		{[]string{"eval", "d", "--task", "sts", "--fusion", "rrf"}, "fuse the engine's lists: not with --task sts"},
 		{[]string{"reindex", "--index", dir}, "give --model NEW_MODEL_DIR, or a chunking flag"},
-		{[]string{"models", "install", "nope"}, `no such model: "nope" (the catalogue has all-MiniLM-L6-v2, bge-small-en-v1.5, smollm2-135m-instruct)`},
+		{[]string{"models", "install", "nope"}, `no such model: "nope" (the catalogue has ` + catalogueNames() + `)`},
 		{[]string{"models", "install"}, "want one model NAME"},
 		{[]string{"reindex", "--index", dir, "--model", "m", "--batch", "-3"}, "--batch must be at least 1"},
 		{[]string{"eval", "d", "--modes", "lexical,foo"}, `unknown mode "foo"`},
@@ -401,4 +402,13 @@ func TestCheckRepairDamagedIndex(t *testing.T) {
 		t.Fatalf("after re-indexing: %+v", st)
 	}
 	mustRun(t, "check", "--index", dir)
+}
+
+// catalogueNames lists the catalogue's entries as its refusal names them.
+func catalogueNames() string {
+	var names []string
+	for _, e := range catalog.Entries() {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -75,7 +75,7 @@ records until end of file, in input order. It is refused on a terminal.`,
 	f := cmd.Flags()
 	f.StringVar(&fl.input, "input", "", "JSON lines `FILE` to embed (- for stdin); or give FILE as the argument")
 	f.StringVar(&fl.output, "output", "", "output `FILE` (default stdout); written whole or not at all")
-	modelVar(f, &fl.model, "model", home.DefaultModel(), "model directory `DIR`")
+	modelVar(f, &fl.model, "model", home.DefaultEmbedModel(), "model directory `DIR` (the default is the one annactl index and the library use)")
 	f.BoolVar(&fl.asQuery, "query", false, "embed texts as queries (with --instruction, if given)")
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction for queries (formats \"Instruct: {task}\\nQuery: {query}\")")
 	f.StringVar(&fl.format, "format", "jsonl", "output format: jsonl or binary")

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
@@ -20,21 +22,31 @@ func (a *app) indexCommand() *cobra.Command {
 	var (
 		dir, model, input string
 		precision         string
+		language          string
 		batch             int
 		skipBad, cache    bool
 		syncInput         bool
 		chunks            chunkFlags
 		be                backendFlags
+		ff                folderFlags
+		watch             string
 	)
 	cmd := &cobra.Command{
-		Use:   "index --index DIR [--input] FILE|FOLDER",
-		Short: "add documents (JSON lines, a BEIR corpus.jsonl, or a folder of text files) to an anna directory",
+		Use:   "index --index DIR [--input] FILE|FOLDER | --watch FOLDER",
+		Short: "add documents (JSON lines, a BEIR corpus.jsonl, or a folder of your files: PDF, web pages, Office, e-books, notebooks, mail, notes, code) to an anna directory",
 		Long: `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
 works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is not
 a terminal, and adds them to the anna directory, creating it if needed.
 "metadata" (or "meta", as older search --json printed it) is an object of
 strings, numbers (compared as numbers by search --where) and arrays (a key
-with several values); other top-level fields are ignored, with a warning.
+with several values); "language" (or "lang") is the language the document is
+written in (an ISO 639-1 code: en, de, zh...); other top-level fields are
+ignored, with a warning.
+
+Each document is analysed for BM25 (and its snippets) as its language is
+written: its own "language", else --language, else the language detected in
+its text (English where detection cannot tell). One directory may hold many
+languages; a query is read in each of them (docs/languages.md).
 
 Documents already stored unchanged are skipped, so an interrupted run (Ctrl-C,
 or a crash) is resumed by running the same command again. A malformed line stops
@@ -42,13 +54,22 @@ the run with FILE:LINE after committing the lines before it (--skip-bad skips an
 counts it); documents with neither title nor text are skipped and counted, and
 lines holding invalid UTF-8 are stored with U+FFFD in its place, counted and named.
 
-A FOLDER is read as text documents: every Markdown (.md, .markdown), plain text
-(.txt, .text) and reStructuredText (.rst) file under it, hidden files and
-folders and symbolic links left out; a document's ID is its path relative to
-FOLDER, its title a Markdown file's front-matter title or first heading, else
-the file name; metadata "path" and "ext" (search --where 'ext=md'). Files over
-64 MiB or binary are skipped and named. Indexing the folder again updates
-changed files; with --sync, deleted files leave the directory too.
+A FOLDER is read file by file: PDF, HTML, Word, PowerPoint, Excel,
+OpenDocument, EPUB, Jupyter notebooks, e-mail (.eml, .mbox), Markdown,
+reStructuredText, plain text and source code (docs/formats.md). Each file is
+one document per part — a PDF's page, a section under a heading, a slide, a
+sheet, a function — whose ID is the file's path relative to FOLDER (with "#N"
+for part N of several), its title the format's own (PDF info, <title>, core
+properties, first heading, a .txt's first line) else the file name, and its
+metadata where it lies (path, page, lines, section, symbol) with the file's
+ext, format, size, mtime and sha256 (search --where 'ext=pdf'). Hidden files,
+what .gitignore and .annaignore leave out, and --exclude are not read; every
+file not read is counted by reason in the summary, and one that fails to
+read is named (the others go on; --strict exits 1). Indexing the folder again
+reads only files whose size or time changed, embeds only changed text, and
+keeps the vectors of a renamed file; with --sync the documents of files gone
+leave too. --watch FOLDER does that, then keeps the directory in step as
+files change until Ctrl-C.
 
 With --sync the directory ends up holding exactly FILE's documents: once every
 line is in, the documents FILE does not hold are removed, --batch per commit
@@ -60,9 +81,21 @@ list ranks it by its best window; --chunk-tokens and --chunk-stride shape the
 windows, --no-chunking embeds it once, truncated. The choice is recorded with
 the first documents; reindex changes it. A document of more than --max-passages
 passages (512) is embedded by its first ones and named on stderr; BM25 indexes
-all of its text.`,
+all of its text.
+
+--model URL#NAME embeds with a model another server runs, through its
+OpenAI-compatible /v1/embeddings (text-embeddings-inference, Ollama, llama.cpp's
+server, another annactl serve): batched, retried, its API key from
+$ANNA_MODEL_API_KEY. The index records it by name and dimension, so it reopens
+with it (wherever the server moves: give --model again) and refuses another.
+
+Beside a process that has DIR open for writing (annactl serve, another
+annactl index), the documents go through it: it embeds them with its model and
+commits each batch, which its searches see at once. --model or --precision
+naming another model than that process's is refused; --sync works through it.`,
 		Example: `  annactl index --index my-index corpus.jsonl
   annactl index --index notes-index ~/notes --sync
+  annactl index --index papers-index --watch ~/papers --exclude 'drafts/**'
   cat docs.jsonl | annactl index --index my-index`,
 		Args: maxInputArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,6 +106,12 @@ all of its text.`,
 				return err
 			}
 			folder := inputFolder(input, args)
+			if watch != "" {
+				if folder != "" || input != "" || len(args) > 0 {
+					return usageErrorf("--watch FOLDER is the input: give no other")
+				}
+				folder = watch
+			}
 			var in io.Reader
 			name := folder
 			if folder == "" {
@@ -90,7 +129,9 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true}
+			// Beside a process that has DIR open for writing (annactl
+			// serve), the documents go through it, embedded with its model.
+			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, Language: language, WriteThrough: true}
 			passages := &passageProgress{print: a.logf} // counted on the progress line
 			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
 			ch, err := chunks.chunking(cmd)
@@ -110,23 +151,17 @@ all of its text.`,
 			if err != nil {
 				return err
 			}
-			var st indexStats
 			if folder != "" {
-				st, err = a.indexFolder(cmd.Context(), eng, folder, batch, passages)
-			} else {
-				st, err = a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
+				err = a.runFolder(cmd.Context(), eng, folder, ff, batch, syncInput, watch != "", passages)
+				return errors.Join(err, eng.Close())
 			}
+			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
 			if syncInput {
 				err = a.syncIndex(cmd.Context(), eng, &st, batch, err)
 			}
 			cerr := eng.Close()
-			if folder != "" {
-				fmt.Fprintf(a.stderr, "indexed %s: %d files read, %d added, %d updated, %d unchanged, %d empty and %d skipped (too large, binary or unreadable)\n",
-					name, st.lines-st.bad, st.added, st.updated, st.unchanged, st.empty, st.bad)
-			} else {
-				fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
-					name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
-			}
+			fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
+				name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
 			a.indexReport(st, name, dir, syncInput, err)
 			if errors.Is(err, context.Canceled) {
 				fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")
@@ -137,15 +172,39 @@ all of its text.`,
 	f := cmd.Flags()
 	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
 	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
-	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default)")
+	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
 	f.StringVar(&precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
+	f.StringVar(&language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
 	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
 	f.BoolVar(&cache, "cache", true, cacheUsage)
 	f.BoolVar(&syncInput, "sync", false, "make the directory hold exactly FILE's documents: once all are in, remove the others (--batch per commit; not after a bad line or an interrupt)")
+	f.StringVar(&watch, "watch", "", "index `FOLDER`, then keep the directory in step as its files change (created, edited, renamed, deleted) until Ctrl-C")
+	ff.register(cmd, true)
 	chunks.register(cmd)
 	be.register(cmd)
 	return cmd
+}
+
+// runFolder indexes a folder once (--sync: the documents of files gone
+// leave) or watches it (--watch), and says what it did.
+func (a *app) runFolder(ctx context.Context, eng *engine.Engine, folder string, ff folderFlags, batch int, sync, watch bool, passages *passageProgress) error {
+	if watch {
+		return a.watchFolder(ctx, eng, folder, ff, batch, nil)
+	}
+	fs, rep, err := a.indexFolder(ctx, eng, folder, ff, batch, sync, passages)
+	if rep == nil {
+		return err
+	}
+	rep.summary(folder, fs)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(a.stderr, "interrupted: every file counted above is committed; run the same command again to resume")
+	}
+	if err == nil && ff.strict && rep.failed > 0 {
+		fmt.Fprintf(a.stderr, "--strict: %s failed to read\n", plural(rep.failed, "file"))
+		return exitError{1}
+	}
+	return err
 }
 
 // maxInputArgs allows the input file as the one optional argument.
@@ -242,8 +301,15 @@ func (a *app) indexStream(ctx context.Context, eng *engine.Engine, in io.Reader,
 // (catalog.WithPrecision: int8 by default for the catalogue encoders
 // measured to keep their quality, installing NAME-int8 when missing).
 // A model the engine refuses (another than the one the index is bound
-// to) is the engine's error, which names reindex.
+// to) is the engine's error, which names reindex. Beside a process that
+// has dir open for writing, and neither a model nor a precision asked
+// for, it is "": that process's model.
 func indexModel(ctx context.Context, dir, modelDir, precision string) (string, error) {
+	if modelDir == "" && precision == catalog.PrecisionAuto {
+		if pid, _, err := engine.Writer(ctx, dir); err == nil && pid != 0 {
+			return "", nil // written through that process, with its model
+		}
+	}
 	if modelDir == "" {
 		rec, err := engine.RecordedModel(dir)
 		if err != nil {
@@ -257,8 +323,14 @@ func indexModel(ctx context.Context, dir, modelDir, precision string) (string, e
 				return "", err
 			}
 		default:
-			modelDir = home.DefaultModel()
+			modelDir = filepath.Join(home.ModelsDir(), home.DefaultEmbedName) // at its default precision: home.DefaultEmbedModel
 		}
+	}
+	if encoder.IsRemote(modelDir) {
+		if precision != catalog.PrecisionAuto {
+			return "", usageErrorf("--precision %s: the model, %s, runs on another server, which decides its precision", precision, modelDir)
+		}
+		return modelDir, nil
 	}
 	if _, err := model.LoadManifest(modelDir); err != nil {
 		if precision != catalog.PrecisionAuto {

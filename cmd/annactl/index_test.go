@@ -86,12 +86,18 @@ func TestIndexFolder(t *testing.T) {
 		}
 		return stderr.String()
 	}
-	if out := index(); !strings.Contains(out, "2 files read, 2 added") || !strings.Contains(out, "blob.txt") || !strings.Contains(out, "binary") {
+	if out := index(); !strings.Contains(out, "indexed "+notes+": 2 read, 1 skipped: 1 .txt (binary)") || !strings.Contains(out, "2 files read") || !strings.Contains(out, "2 added") || !strings.Contains(out, "warning: blob.txt: binary") {
 		t.Fatalf("first index: %s", out)
+	}
+	// --strict: the failed file makes the run exit 1 (the others still indexed).
+	var stderr strings.Builder
+	if code := run(ctx, []string{"index", "--index", dir, "--strict", "--exclude", "drinks/**", notes}, strings.NewReader(""), io.Discard, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "--strict: 1 file failed to read") || !strings.Contains(stderr.String(), "1 folder (ignored)") {
+		t.Fatalf("--strict: exit %d\n%s", code, stderr.String())
 	}
 	put("drinks/coffee.txt", "Caffeine raises alertness and blood pressure.")
 	os.Remove(filepath.Join(notes, "vitamins.md"))
-	if out := index("--sync"); !strings.Contains(out, "1 updated") || !strings.Contains(out, "removed 1 document") {
+	if out := index("--sync"); !strings.Contains(out, "1 updated") || !strings.Contains(out, "1 file gone") || !strings.Contains(out, "1 removed") {
 		t.Fatalf("second index: %s", out)
 	}
 	eng, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true})
@@ -101,7 +107,7 @@ func TestIndexFolder(t *testing.T) {
 	defer eng.Close()
 	ids, _ := eng.IDs(ctx)
 	docs, _ := eng.Get(ctx, "drinks/coffee.txt")
-	if len(ids) != 1 || len(docs) != 1 || docs[0].Title != "coffee" || docs[0].Meta["ext"] != "txt" || !strings.Contains(docs[0].Text, "blood pressure") {
+	if len(ids) != 1 || len(docs) != 1 || docs[0].Title != "Caffeine raises alertness and blood pressure." || docs[0].Meta["ext"] != "txt" || !strings.Contains(docs[0].Text, "blood pressure") {
 		t.Fatalf("after --sync: ids %q, %+v", ids, docs)
 	}
 }

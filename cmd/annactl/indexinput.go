@@ -12,8 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/format/textdir"
-	"github.com/anna-search/anna/ingest"
 )
 
 // What `annactl index` does around its stream of documents: the input's
@@ -286,42 +284,4 @@ func inputFolder(flag string, args []string) string {
 		return path
 	}
 	return ""
-}
-
-// indexFolder adds the text files under folder (ingest.Dir), with the
-// same progress, counts and --sync bookkeeping as indexStream.
-func (a *app) indexFolder(ctx context.Context, eng *engine.Engine, folder string, batch int, passages *passageProgress) (indexStats, error) {
-	var st indexStats
-	p := a.progress("indexing "+folder, 0)
-	passages.show(p)
-	defer p.done()
-	seen := map[string]bool{}
-	st.seen = seen
-	topt := textdir.Options{
-		OnSkip: func(path, why string) {
-			st.bad++
-			fmt.Fprintf(a.stderr, "warning: %s\n", why)
-		},
-		OnInvalidUTF8: func(path string) {
-			st.badUTF8++
-			if len(st.badUTF8First) < namedMax {
-				st.badUTF8First = append(st.badUTF8First, path)
-			}
-		},
-	}
-	opt := ingest.Options{
-		Batch: batch,
-		Progress: func(pr ingest.Progress) {
-			if pr.Read == 0 {
-				p.setTotal(pr.Total)
-				p.update(0, fmt.Sprintf("reading and embedding the first %d files…", min(batch, pr.Total)))
-				return
-			}
-			p.update(pr.Read, fmt.Sprintf("files (%d new, %d unchanged)", pr.Added, pr.Unchanged))
-		},
-		Accept: func(_ int, d engine.Document) { seen[d.ID] = true },
-	}
-	is, err := ingest.Dir(ctx, eng, folder, topt, opt)
-	st.lines, st.added, st.updated, st.unchanged, st.empty = is.Read, is.Added, is.Updated, is.Unchanged, is.Empty
-	return st, err
 }

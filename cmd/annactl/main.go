@@ -108,7 +108,7 @@ Every command takes -h/--help.`,
 		a.indexCommand(), a.deleteCommand(), a.searchCommand(), a.statsCommand(), a.checkCommand(), a.reindexCommand(),
 		a.evalCommand(), a.embedCommand(), a.modelsCommand(),
 		a.mineCommand(), a.doc2queryCommand(), a.convertCommand(), a.trainCommand(),
-		a.rerankersCommand(), a.serveCommand(),
+		a.rerankersCommand(), a.serveCommand(), a.mcpCommand(),
 		a.adaptCommand(),
 	)
 	return root

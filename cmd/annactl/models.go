@@ -330,7 +330,7 @@ func (a *app) modelsShowCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := home.DefaultModel()
+			dir := home.DefaultEmbedModel()
 			if len(args) == 1 {
 				dir = args[0]
 				if _, err := os.Stat(dir); err != nil && !filepath.IsAbs(dir) {

@@ -66,14 +66,16 @@ with the directory's own model.`,
 					return err
 				}
 			}
-			abs, err := filepath.Abs(model)
-			if err != nil {
-				return err
+			abs := model
+			if !encoder.IsRemote(model) {
+				if abs, err = filepath.Abs(model); err != nil {
+					return err
+				}
 			}
 			old, oldCh := eng.Model().Label(), eng.Chunking()
 			ropts := engine.ReindexOptions{Model: abs, BatchSize: batch, Chunking: ch}
 			if cache {
-				enc, err := encoder.Load(cmd.Context(), abs, encoder.Options{})
+				enc, err := encoder.Open(cmd.Context(), abs, encoder.Options{})
 				if err != nil {
 					return err
 				}
@@ -100,7 +102,7 @@ with the directory's own model.`,
 		},
 	}
 	indexFlag(cmd, &dir, "anna directory `DIR`")
-	modelVar(cmd.Flags(), &model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train)")
+	modelVar(cmd.Flags(), &model, "model", "", "the new model directory `DIR` (e.g. the output of annactl train), or URL#NAME of a model another server runs (OpenAI-compatible /v1/embeddings; key in $ANNA_MODEL_API_KEY)")
 	cmd.Flags().IntVar(&batch, "batch", 256, "documents embedded per batch")
 	cmd.Flags().BoolVar(&cache, "cache", true, cacheUsage)
 	chunks.register(cmd)

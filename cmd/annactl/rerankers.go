@@ -17,6 +17,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/train/adapt"
 	"github.com/anna-search/anna/train/recipe"
 )
 
@@ -45,7 +46,9 @@ func (a *app) rerankersCommand() *cobra.Command {
 
 func (a *app) rerankersBuildCommand() *cobra.Command {
 	c := recipe.Defaults()
-	var more []string
+	var more, leaveOut, teachers []string
+	var datasets string
+	var noCheck bool
 	cmd := &cobra.Command{
 		Use:   "build [--base NAME|DIR] [--data BEIR_DIR] [--steps N] [--skip-eval]",
 		Short: "train a cross-encoder reranker on SciFact with the pipeline as teacher, measure it and install it (resumable)",
@@ -95,19 +98,53 @@ unzipped into $ANNA_HOME/datasets/scifact, or anywhere with --data.`,
 			if err := inRange("distill", c.Distill, 0, 1e3); err != nil {
 				return err
 			}
+			var moreSets []recipe.Set
 			for _, m := range more {
 				i := strings.LastIndex(m, ":")
 				if i <= 0 || i == len(m)-1 {
 					return usageErrorf("--more %q: want BEIR_DIR:SPLIT", m)
 				}
-				c.More = append(c.More, recipe.Set{Dir: m[:i], Split: m[i+1:]})
+				moreSets = append(moreSets, recipe.Set{Dir: m[:i], Split: m[i+1:]})
 			}
-			if err := recipe.CheckData(c.Data, !c.SkipEval); err != nil {
-				return usageErrorf("--data %s: %v", c.Data, err)
+			c.More = append(c.More, moreSets...)
+			for _, n := range []struct {
+				name string
+				v    int
+			}{{"pseudo-queries", c.PseudoQueries}, {"per-query", c.PerQuery}, {"per-set", c.PerSet}, {"check-queries", c.CheckQueries}} {
+				if err := atLeast(n.name, n.v, 0); err != nil {
+					return err
+				}
+			}
+			if c.Data != "" {
+				if len(leaveOut) > 0 || cmd.Flags().Changed("datasets") {
+					return usageErrorf("--data trains on one collection: not with --datasets or --leave-out")
+				}
+				if err := recipe.CheckData(c.Data, !c.SkipEval); err != nil {
+					return usageErrorf("--data %s: %v", c.Data, err)
+				}
+			} else if len(c.More) == 0 && len(c.Pseudo) == 0 || cmd.Flags().Changed("datasets") || len(leaveOut) > 0 {
+				used, left, err := recipe.General(&c, datasets, leaveOut)
+				if err != nil {
+					if errors.Is(err, recipe.ErrData) {
+						return usageErrorf("--datasets %s: %v", datasets, err)
+					}
+					return err
+				}
+				c.More = append(c.More, moreSets...)
+				msg := "a general reranker from " + strings.Join(used, ", ")
+				if len(left) > 0 {
+					msg += "; left out, and measured on: " + strings.Join(left, ", ")
+				}
+				fmt.Fprintln(a.stderr, msg)
 			}
 			if c.Embedder == "" {
 				c.Embedder = home.DefaultModel()
 			}
+			var err error
+			if c.TeacherModels, err = a.rerankTeachers(c.Embedder, teachers); err != nil {
+				return err
+			}
+			c.Check = !noCheck && len(c.TeacherModels) > 0 && len(c.Pseudo) > 0
 			var pr buildProgress
 			pr.w, pr.on = a.stderr, isTerminal(a.stderr)
 			c.Progress, c.Logf = pr.show, pr.log
@@ -141,9 +178,44 @@ unzipped into $ANNA_HOME/datasets/scifact, or anywhere with --data.`,
 	f.StringArrayVar(&c.Evals, "eval", nil, "another BEIR folder `DIR` to measure on (its test split) and record (repeatable)")
 	f.StringArrayVar(&more, "more", nil, "another BEIR folder and split `DIR:SPLIT` to mine and train on (repeatable)")
 	f.IntVar(&c.MoreRequireTop, "more-require-positive-top", 0, "--more sets: keep a query only where the teacher ranks its positive within the top `K` (1 for annactl doc2query's queries; 0: off)")
+	f.StringVar(&datasets, "datasets", filepath.Join(home.Dir(), "datasets"), "without --data: a folder `DIR` of BEIR collections; the general reranker learns from the judgments of those of "+generalSets()+" it holds and the pseudo-queries of their corpora")
+	f.StringArrayVar(&leaveOut, "leave-out", nil, "a collection `NAME` of --datasets not to learn from, measured on instead (repeatable): a reranker measured where it never trained")
+	f.StringArrayVar(&c.Pseudo, "pseudo", nil, "a BEIR folder `DIR` whose documents' pseudo-queries (title, else first sentence) are mined and trained on (repeatable)")
+	f.IntVar(&c.PseudoQueries, "pseudo-queries", c.PseudoQueries, "pseudo-queries mined from each corpus, spread over it (0: every document's)")
+	f.IntVar(&c.PerQuery, "per-query", c.PerQuery, "examples one query contributes at most (one per relevant document; 0: all)")
+	f.IntVar(&c.PerSet, "per-set", c.PerSet, "examples one set contributes at most, spread over it (0: all)")
+	f.StringArrayVar(&teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the mining teacher and whose retrieval, fused with BM25, judges the pseudo-query check; auto: every installed catalogue model but --model's; none")
+	f.IntVar(&c.CheckQueries, "check-queries", 200, "pseudo-queries per corpus of the check (every tenth document's, never trained on)")
+	f.BoolVar(&noCheck, "no-check", false, "skip the pseudo-query check (measured on each --pseudo corpus's held-out pseudo-queries and recorded: with the judged measurements, what decides whether anna uses the reranker unasked)")
+	f.StringVar(&c.MineDir, "mine-dir", "", "where the collections' indexes and mined sets go (default --work): builds sharing it mine each set once")
 	f.BoolVar(&c.SkipEval, "skip-eval", false, "do not measure: installed, it is then used only when named (--reranker NAME)")
 	f.BoolVar(&c.NoInstall, "no-install", false, "leave the model in WORK/ce/model")
 	return cmd
+}
+
+// generalSets names recipe.GeneralSets, for help.
+func generalSets() string {
+	var n []string
+	for _, s := range recipe.GeneralSets {
+		n = append(n, s.Dir)
+	}
+	return strings.Join(n, ", ")
+}
+
+// rerankTeachers resolves rerankers build's --teacher-model values: auto
+// (alone) is every installed catalogue embedding model but the
+// embedder's (adapt.TeacherModelsFor, English documents: the general
+// sets'); none (alone) is none; else model directories or installed names.
+func (a *app) rerankTeachers(embedder string, values []string) ([]string, error) {
+	if len(values) == 1 && values[0] == "auto" {
+		name := filepath.Base(embedder)
+		if m, err := model.LoadManifest(embedder); err == nil {
+			name = m.Name
+		}
+		dirs, _ := adapt.TeacherModelsFor(name, "en", home.ModelsDir())
+		return dirs, nil
+	}
+	return a.teacherModels(context.Background(), "", values)
 }
 
 // installedModel is a converted model under $ANNA_HOME/models.

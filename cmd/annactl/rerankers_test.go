@@ -214,6 +214,49 @@ func TestRerankersBuild(t *testing.T) {
 	}
 }
 
+// TestRerankersBuildGeneral: without --data, a general reranker from the
+// sets --datasets holds, one left out and measured on; bad combinations
+// and an empty folder are usage errors that say what is needed.
+func TestRerankersBuildGeneral(t *testing.T) {
+	needModel(t)
+	mc := testmodels.MiniLMVocab(testmodels.BERT())
+	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	h := ownHome(t)
+	tmp := t.TempDir()
+	datasets := filepath.Join(tmp, "datasets")
+	for _, n := range []string{"scifact", "cacm"} {
+		ds := writeBEIR(t, filepath.Join(datasets, n), 30, 12, 3)
+		qrels, err := os.ReadFile(filepath.Join(ds, "qrels", "train.tsv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ds, "qrels", "test.tsv"), qrels, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := annactl(t, "", "rerankers", "build", "--datasets", filepath.Join(tmp, "none")); r.code != 2 || !strings.Contains(r.stderr, "none of the general sets (scifact, cranfield, cisi, cacm, squad2-dev-half)") {
+		t.Fatalf("an empty datasets folder: %s", r)
+	}
+	if r := annactl(t, "", "rerankers", "build", "--data", filepath.Join(datasets, "scifact"), "--leave-out", "cacm"); r.code != 2 || !strings.Contains(r.stderr, "not with --datasets or --leave-out") {
+		t.Fatalf("--data with --leave-out: %s", r)
+	}
+	r := mustRun(t, "rerankers", "build", "--datasets", datasets, "--leave-out", "cacm", "--base", base, "--name", "rr-general", "--work", filepath.Join(tmp, "work"),
+		"--steps", "2", "--batch-queries", "2", "--group", "3", "--max-length", "32", "--rerank-depth", "10", "--teacher-model", "none", "--pseudo-queries", "8")
+	if !strings.Contains(r.stderr, "a general reranker from scifact train, scifact pseudo-queries; left out, and measured on: cacm") ||
+		!strings.Contains(r.stdout, "cacm test: hybrid top 10 reranked") || strings.Contains(r.stdout, "scifact test") {
+		t.Fatalf("general build: %s", r)
+	}
+	man, err := model.LoadManifest(filepath.Join(h, "models", "rr-general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range man.Measured {
+		if x.Dataset != "cacm" {
+			t.Fatalf("measured on %s, a set it trained on: %+v", x.Dataset, man.Measured)
+		}
+	}
+}
+
 // TestSingular: the unit a progress line's rate is per.
 func TestSingular(t *testing.T) {
 	for unit, want := range map[string]string{"steps": "step", "held-out queries": "held-out query", "queries (train.jsonl)": "query (train.jsonl)",

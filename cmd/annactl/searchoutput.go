@@ -17,14 +17,30 @@ import (
 
 // jsonResult is one line of `search --json`.
 type jsonResult struct {
-	Rank    int           `json:"rank"`
-	ID      string        `json:"id"`
-	Score   float64       `json:"score"`
-	Title   string        `json:"title,omitempty"`
-	Text    string        `json:"text"`
-	Meta    metadata      `json:"metadata,omitempty"`
-	Explain []jsonContrib `json:"explain,omitempty"`
-	Snippet *jsonSnippet  `json:"snippet,omitempty"`
+	Rank  int      `json:"rank"`
+	ID    string   `json:"id"`
+	Score float64  `json:"score"`
+	Title string   `json:"title,omitempty"`
+	Text  string   `json:"text"`
+	Meta  metadata `json:"metadata,omitempty"`
+	// Location is where in its file the hit lies (a folder's documents):
+	// path, page, start_line, end_line, section, and label as the table
+	// prints it ("notes/plan.pdf:page 3").
+	Location *jsonLocation `json:"location,omitempty"`
+	Explain  []jsonContrib `json:"explain,omitempty"`
+	Snippet  *jsonSnippet  `json:"snippet,omitempty"`
+}
+
+type jsonLocation struct {
+	engine.Location
+	Label string `json:"label"`
+}
+
+func locationJSON(l *engine.Location) *jsonLocation {
+	if l == nil {
+		return nil
+	}
+	return &jsonLocation{Location: *l, Label: l.String()}
 }
 
 // jsonSnippet is a hit's snippet; offsets are bytes of the hit's text.
@@ -46,7 +62,7 @@ type jsonContrib struct {
 func (a *app) printResultsJSON(res []engine.Result, explain bool) error {
 	enc := json.NewEncoder(a.stdout)
 	for i, r := range res {
-		jr := jsonResult{Rank: i + 1, ID: r.ID, Score: r.Score, Title: r.Title, Text: r.Text, Meta: metadataOf(r)}
+		jr := jsonResult{Rank: i + 1, ID: r.ID, Score: r.Score, Title: r.Title, Text: r.Text, Meta: metadataOf(r), Location: locationJSON(r.Location)}
 		if explain {
 			for _, c := range r.Explain {
 				jr.Explain = append(jr.Explain, jsonContrib{List: c.List, Rank: c.Rank, Score: c.Score, Fused: c.Fused})
@@ -78,7 +94,11 @@ func (a *app) printResults(res []engine.Result, explain, color bool) error {
 		} else {
 			line = oneLine(r.Title, r.Text, 90)
 		}
-		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, r.ID, line)
+		id := r.ID
+		if r.Location != nil {
+			id = r.Location.String() // a file's hit says where it lies: path:page N, path:LINE-LINE
+		}
+		fmt.Fprintf(tw, "%d\t%.4f\t%s\t%s\n", i+1, r.Score, id, line)
 		if explain {
 			for _, c := range r.Explain {
 				fmt.Fprintf(tw, "\t\t\t  %s: rank %d, score %.4f", c.List, c.Rank, c.Score)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/rerank"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/server"
 )
 
@@ -22,20 +24,31 @@ const serveKeyEnv = "ANNA_API_KEY"
 func (a *app) serveCommand() *cobra.Command {
 	var (
 		dir, listen, unixPath, keyFile, reranker string
-		readOnly                                 bool
+		readOnly, strictModel, mcpWrites         bool
 		timeout, grace, batchWait                time.Duration
 		maxBody                                  int64
-		maxBatch, maxK                           int
+		maxBatch, maxK, maxTokens                int
+		maxText                                  int
+		cors, allowHosts                         []string
+		watch                                    string
+		ff                                       folderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
-		Short: "answer HTTP for an anna directory: search, documents, OpenAI embeddings, rerank, a search page",
+		Short: "answer HTTP for an anna directory: search, documents, a search page, MCP, the OpenAI/Cohere/TEI/Ollama APIs",
 		Long: `Serves the anna directory over HTTP (package server): POST /v1/search,
 POST /v1/documents, GET and DELETE /v1/documents/{id}, GET /v1/stats,
-OpenAI's POST /v1/embeddings (official clients work by changing the base URL),
-Cohere's POST /v1/rerank, /healthz, /metrics (Prometheus), /openapi.json, and
-a search page at /. Concurrent embedding requests are batched into one model
-call.
+GET /v1/metadata, /healthz, /metrics (Prometheus), /openapi.json and a search
+page at /; the Model Context Protocol at /mcp (streamable HTTP, the tools of
+annactl mcp; --mcp-allow-writes adds add and delete); and the embedding and
+rerank APIs of other servers, so that their official clients work by changing
+the base URL: OpenAI's (/v1/embeddings, /v1/models), Cohere's v1 and v2
+(/v1/embed, /v2/embed, /v1/rerank, /v2/rerank), Jina's rerank (/v1/rerank),
+text-embeddings-inference's (/embed, /rerank, /info) and Ollama's (/api/embed,
+/api/embeddings). A request naming another model than the one served is
+answered by it and the name logged (the clients' examples name their vendors'
+models); --strict-model refuses it instead. Concurrent embedding requests are
+batched into one model call. docs/http.md shows every route with curl.
 
 It opens DIR for writing (--read-only: it writes nothing and refuses
 document writes), so other processes' read-only opens (annactl search) read
@@ -47,10 +60,22 @@ read from $` + serveKeyEnv + ` or --api-key-file FILE (never from a flag value);
 clients send "Authorization: Bearer KEY". --unix PATH serves on a Unix socket
 too (mode 0600; not DIR/anna.sock, which the engine's sharing owns).
 
+--watch FOLDER keeps DIR in step with a folder of files while serving (as
+annactl index --watch does): a file saved is searchable within seconds.
+
+No web page the user opens can use it: a request must name the server by a
+loopback name, an IP address, the --listen host or an --allow-host NAME (DNS
+rebinding); a request that may write from a page of another origin is refused
+unless --cors ORIGIN allows that origin (CORS headers go to those origins
+only); a body is read only with Content-Type: application/json (or
+application/x-ndjson for /v1/documents), and must arrive within --timeout.
+Each request may cost at most --max-tokens model tokens and each text
+--max-text bytes, counted before the model runs.
+
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 --grace), saves and closes the directory, and exits 0.`,
 		Example: `  annactl serve --index my-index
-  curl -s localhost:8080/v1/search -d '{"query": "nearest neighbour graphs", "k": 3}'
+  curl -s localhost:8080/v1/search --json '{"query": "nearest neighbour graphs", "k": 3}'
   ANNA_API_KEY=$(cat key) annactl serve --index my-index --listen 0.0.0.0:8080 --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,11 +87,22 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 					return err
 				}
 			}
+			if maxBody < 1 || maxText < 1 || maxTokens < 1 {
+				return usageErrorf("--max-body, --max-text and --max-tokens must be at least 1")
+			}
+			for _, o := range cors {
+				if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {
+					return usageErrorf("--cors %q: want an origin, scheme://host[:port] (or *)", o)
+				}
+			}
 			if maxBody < 1 {
 				return usageErrorf("--max-body must be at least 1, got %d", maxBody)
 			}
 			if timeout <= 0 || grace < 0 || batchWait < 0 {
 				return usageErrorf("--timeout must be positive, --grace and --batch-wait not negative")
+			}
+			if watch != "" && readOnly {
+				return usageErrorf("--watch writes the folder's changes: not with --read-only")
 			}
 			if listen == "" && unixPath == "" {
 				return usageErrorf("nothing to listen on: give --listen ADDR or --unix PATH")
@@ -89,24 +125,18 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				return usageErrorf("--listen %s is not loopback: set an API key in $%s or --api-key-file FILE", listen, serveKeyEnv)
 			}
 			eopts := engine.Options{ReadOnly: readOnly, Logf: a.logf}
-			sopts := server.Options{APIKey: key, ReadOnly: readOnly, Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
-				Limits: server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK}}
-			if reranker == "" {
-				// Unnamed, a reranker is used only where it was measured to help.
-				if reranker, _, err = helpfulReranker(false); err != nil {
-					return err
-				}
+			sopts := server.Options{APIKey: key, ReadOnly: readOnly, StrictModel: strictModel, MCPWrites: mcpWrites, Version: version(), Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
+				Limits:       server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK, MaxTextBytes: maxText, MaxRequestTokens: maxTokens},
+				CORS:         cors,
+				AllowedHosts: append(listenHost(listen), allowHosts...)}
+			rr, fusion, err := loadReranker(cmd.Context(), reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
+			if err != nil {
+				return err
 			}
-			if reranker != "" {
-				rr, err := rerank.Load(cmd.Context(), reranker, rerank.Options{})
-				if err != nil {
-					return err
-				}
+			if rr != nil {
 				defer rr.Close()
 				eopts.Reranker, sopts.Reranker = rr, rr
-				sopts.RerankerName = rr.Manifest().Name
-				_, sopts.RerankFusion = rr.Manifest().Helps()
-				a.logf("serve: reranking with %s", reranker)
+				sopts.RerankerName, sopts.RerankFusion = rr.Manifest().Name, fusion
 			}
 			eng, err := engine.Open(cmd.Context(), dir, eopts)
 			if err != nil {
@@ -140,6 +170,21 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 				lns = append(lns, ln)
 				a.logf("serve: listening on unix:%s", unixPath)
 			}
+			var watched chan error
+			if watch != "" {
+				wctx, stop := context.WithCancel(cmd.Context())
+				defer stop()
+				watched = make(chan error, 1)
+				go func() {
+					defer close(watched)
+					err := safe.Call(func() error { return a.watchFolder(wctx, eng, watch, ff, 256, nil) })
+					if err != nil {
+						a.logf("serve: --watch %s stopped: %v", watch, err)
+					}
+					watched <- err
+				}()
+				defer func() { stop(); <-watched }()
+			}
 			if err := server.Serve(cmd.Context(), srv, lns, grace); err != nil {
 				return err
 			}
@@ -157,6 +202,8 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.StringVar(&unixPath, "unix", "", "also serve on a Unix socket at `PATH` (mode 0600)")
 	f.StringVar(&keyFile, "api-key-file", "", "read the API key from `FILE` (default: $"+serveKeyEnv+")")
 	f.BoolVar(&readOnly, "read-only", false, "open DIR read-only and refuse document writes")
+	f.BoolVar(&mcpWrites, "mcp-allow-writes", false, "offer the add and delete tools at /mcp (not with --read-only)")
+	f.BoolVar(&strictModel, "strict-model", false, "refuse requests naming another model than the one served (default: answer them with it, logging each name once)")
 	modelVar(f, &reranker, "reranker", "", "cross-encoder `NAME|DIR` for /v1/rerank and mode rerank (default: the installed one measured to help, if any)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "longest a request may run")
 	f.DurationVar(&grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish")
@@ -164,7 +211,23 @@ SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 	f.Int64Var(&maxBody, "max-body", 16<<20, "largest request body in bytes")
 	f.IntVar(&maxBatch, "max-batch", 1024, "most documents per POST /v1/documents")
 	f.IntVar(&maxK, "max-k", 1000, "largest k (and top_n)")
+	f.IntVar(&maxText, "max-text", 1<<20, "longest text in bytes (an embeddings input, a rerank document, a document)")
+	f.IntVar(&maxTokens, "max-tokens", 300_000, "most model tokens one request may cost")
+	f.StringArrayVar(&cors, "cors", nil, "let web pages of `ORIGIN` (scheme://host[:port], * for any) call the server from a browser (repeatable)")
+	f.StringArrayVar(&allowHosts, "allow-host", nil, "a `NAME` requests may give as their Host, besides loopback names, IP addresses and the --listen host (repeatable)")
+	f.StringVar(&watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
+	ff.register(cmd, false)
 	return cmd
+}
+
+// listenHost is the --listen host when it is a name (an address needs no
+// allowing; see server.Options.AllowedHosts).
+func listenHost(listen string) []string {
+	h, _, err := net.SplitHostPort(listen)
+	if err != nil || h == "" || net.ParseIP(h) != nil {
+		return nil
+	}
+	return []string{h}
 }
 
 // readAPIKey reads the key from file, else $ANNA_API_KEY; "" when

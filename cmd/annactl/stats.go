@@ -70,6 +70,9 @@ built from another one), stats says so and exits 1: run annactl check.`,
 			if p := modelPrecision(st.Model); p != "" {
 				fmt.Fprintf(a.stdout, "precision      %s\n", p)
 			}
+			if note := staleInt8(st.Model, dir); note != "" {
+				fmt.Fprintf(a.stdout, "note           %s\n", note)
+			}
 			fmt.Fprintf(a.stdout, "backend        %s\n", st.Backend)
 			fmt.Fprintf(a.stdout, "runtime        %s\n", runtimeLine())
 			fmt.Fprintf(a.stdout, "fusion         %s\n", fusionLine(st))
@@ -139,22 +142,44 @@ func fusionChoiceJSON(c engine.FusionChoice, fp string) *jsonFusionChoice {
 	return &jsonFusionChoice{Fusion: string(c.Fusion), Model: c.Model, Why: c.Why, Active: c.Active(fp)}
 }
 
+// staleInt8 says what to do about an index built with an int8 BERT model
+// converted before issue 64 (Manifest.Activations ""), whose vectors
+// depend on the other texts of their batch; "" for any other model. The
+// index keeps working with it as it is.
+func staleInt8(m engine.Model, index string) string {
+	man := indexManifest(m)
+	if man == nil || man.Quantization != model.QuantizeInt8 || man.Activations != "" || man.Architecture != "bert" {
+		return ""
+	}
+	return fmt.Sprintf("%s is an int8 conversion from before per-row activations (a text's vector moved a little with its batch); it serves this index as it is: `annactl reindex --index %s --model %s` moves the index to this build's conversion", m.Label(), index, man.Name)
+}
+
 // modelPrecision is the precision of m's weights as its manifest says
 // (float32, int8, int4), or "" when the model is not found here.
 func modelPrecision(m engine.Model) string {
-	if m.Fingerprint == "" {
-		return ""
-	}
-	dir, err := engine.FindModel(m)
-	if err != nil {
-		return ""
-	}
-	man, err := model.LoadManifest(dir)
-	if err != nil {
+	man := indexManifest(m)
+	if man == nil {
 		return ""
 	}
 	if man.Quantization == "" {
 		return catalog.PrecisionFloat32
 	}
 	return man.Quantization
+}
+
+// indexManifest is the manifest of m, an index's model, where it is found
+// here (engine.FindModel); nil when it is not.
+func indexManifest(m engine.Model) *model.Manifest {
+	if m.Fingerprint == "" {
+		return nil
+	}
+	dir, err := engine.FindModel(m)
+	if err != nil {
+		return nil
+	}
+	man, err := model.LoadManifest(dir)
+	if err != nil {
+		return nil
+	}
+	return man
 }

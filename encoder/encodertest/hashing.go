@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/anna-search/anna/encoder"
@@ -128,3 +129,20 @@ func (h *Hashing) Split(prefix, text string, window, stride int) []encoder.Passa
 		}
 	}
 }
+
+// Counting is a Hashing encoder that counts the document texts it embeds
+// (passages included): what tests of "nothing embedded again" read.
+type Counting struct {
+	*Hashing
+	n atomic.Int64
+}
+
+// EmbedDocuments embeds texts as Hashing does and counts them.
+func (c *Counting) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
+	c.n.Add(int64(len(texts)))
+	return c.Hashing.EmbedDocuments(ctx, texts)
+}
+
+// Embedded is how many texts EmbedDocuments has embedded.
+func (c *Counting) Embedded() int64 { return c.n.Load() }

@@ -102,6 +102,9 @@ type Doc struct {
 	Text       string
 	Meta       map[string]string
 	MetaValues map[string]filter.Value
+	// Language is the line's "language" (or "lang") field: the language
+	// the document is written in, as given ("" when none is).
+	Language string
 }
 
 // Query is one line of queries.jsonl.
@@ -345,7 +348,7 @@ func ReadQueriesFile(path string) (map[string]string, error) {
 }
 
 // knownFields are the top-level fields of a corpus line that are read.
-var knownFields = map[string]bool{"_id": true, "id": true, "title": true, "text": true, "metadata": true, "meta": true}
+var knownFields = map[string]bool{"_id": true, "id": true, "title": true, "text": true, "metadata": true, "meta": true, "language": true, "lang": true}
 
 // parseDocLine parses one JSON line of a corpus (withMeta) or queries file,
 // calling unknown (when not nil) with the name of every field it does not
@@ -376,6 +379,16 @@ func parseDocLine(raw []byte, withMeta bool, unknown func(field string)) (Doc, e
 	if !withMeta {
 		d.Title = ""
 		return d, nil
+	}
+	for _, key := range []string{"language", "lang"} {
+		if v, ok := fields[key]; ok && string(v) != "null" {
+			if d.Language != "" {
+				return Doc{}, errors.New(`both "language" and "lang" fields: give the language once`)
+			}
+			if err := json.Unmarshal(v, &d.Language); err != nil {
+				return Doc{}, fmt.Errorf("field %q: want a string (a language code such as \"de\"), got %s", key, kind(v))
+			}
+		}
 	}
 	field := "metadata"
 	v, ok := fields[field]

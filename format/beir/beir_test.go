@@ -200,8 +200,29 @@ func TestDocShape(t *testing.T) {
 		ID, Title, Text string
 		Meta            map[string]string
 		MetaValues      map[string]filter.Value
+		Language        string
 	}
 	_ = twin(Doc{})
+}
+
+// TestLanguageField: a corpus line's "language" or "lang" is the
+// document's language; both at once, or a number, is an error.
+func TestLanguageField(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"_id":"a","text":"Hallo Welt","language":"de"}`: "de",
+		`{"_id":"a","text":"你好","lang":"zh"}`:             "zh",
+		`{"_id":"a","text":"hi"}`:                         "",
+	} {
+		d, err := parseDocLine([]byte(line), true, nil)
+		if err != nil || d.Language != want {
+			t.Errorf("%s: language %q, %v; want %q", line, d.Language, err, want)
+		}
+	}
+	for _, bad := range []string{`{"_id":"a","text":"x","lang":"de","language":"de"}`, `{"_id":"a","text":"x","lang":3}`} {
+		if _, err := parseDocLine([]byte(bad), true, nil); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
 }
 
 // docsEqual compares docs, their values by Value.Equal.

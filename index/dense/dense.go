@@ -545,6 +545,16 @@ func (ix *Index) HasKey(key string) bool {
 	return ix.meta.hasKey(key)
 }
 
+// MetaKeys lists the metadata keys of the indexed documents in byte order,
+// each with its number of distinct values and, for string values, the top
+// values held by the most documents (a key of more than 10,000 values,
+// such as a path, gets none).
+func (ix *Index) MetaKeys(top int) []KeyStats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.meta.keyStats(top)
+}
+
 // IDs returns the IDs of every document in the index, in no particular
 // order.
 func (ix *Index) IDs() []string {

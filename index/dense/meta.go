@@ -255,3 +255,77 @@ func (mi *metaIndex) All() *roaring.Bitmap { return mi.live.Clone() }
 func sortedKeys(m map[string]*termList) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// KeyStats describes one metadata key of the indexed documents.
+type KeyStats struct {
+	Key      string
+	Values   int          // distinct values (strings and numbers)
+	Numeric  bool         // some value is a number
+	Min, Max float64      // of the number values, when Numeric
+	Top      []ValueCount // the string values held by the most documents, most first
+}
+
+// ValueCount is a metadata value and how many documents hold it.
+type ValueCount struct {
+	Value string
+	Docs  int
+}
+
+// maxTopScan bounds the distinct values of a key whose counts MetaKeys
+// ranks: a key with more (a path, an ID) gets no Top.
+const maxTopScan = 10000
+
+// keyStats lists every key with its values' counts, top values each.
+func (mi *metaIndex) keyStats(top int) []KeyStats {
+	byKey := map[string]*KeyStats{}
+	get := func(k string) *KeyStats {
+		if ks := byKey[k]; ks != nil {
+			return ks
+		}
+		ks := &KeyStats{Key: k}
+		byKey[k] = ks
+		return ks
+	}
+	for k, tl := range mi.keys {
+		ks := get(k)
+		ks.Values += len(tl.post)
+		if top <= 0 || len(tl.post) > maxTopScan {
+			continue
+		}
+		for v, bm := range tl.post {
+			ks.Top = append(ks.Top, ValueCount{Value: v, Docs: int(bm.GetCardinality())})
+		}
+		slices.SortFunc(ks.Top, func(a, b ValueCount) int {
+			if a.Docs != b.Docs {
+				return b.Docs - a.Docs
+			}
+			return strings.Compare(a.Value, b.Value)
+		})
+		ks.Top = ks.Top[:min(top, len(ks.Top))]
+	}
+	for k, tl := range mi.nums {
+		ks := get(k)
+		ks.Values += len(tl.post)
+		ks.Numeric = true
+		first := true
+		for enc := range tl.post {
+			x, ok := filter.DecodeNumber(enc)
+			if !ok {
+				continue
+			}
+			if first || x < ks.Min {
+				ks.Min = x
+			}
+			if first || x > ks.Max {
+				ks.Max = x
+			}
+			first = false
+		}
+	}
+	out := make([]KeyStats, 0, len(byKey))
+	for _, ks := range byKey {
+		out = append(out, *ks)
+	}
+	slices.SortFunc(out, func(a, b KeyStats) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}

@@ -16,7 +16,7 @@ import (
 // the next search uses them and returns the same hits; Close stops the
 // goroutine. (TestScoresMatchBruteForce checks the maxima's exactness.)
 func TestBlockMaximaInBackground(t *testing.T) {
-	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{})
+	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

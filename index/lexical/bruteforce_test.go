@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"fmt"
+	"github.com/anna-search/anna/lang"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -25,16 +26,31 @@ type bruteBM25 struct {
 	meta map[string]storage.Doc           // id -> the document (its metadata)
 }
 
-func (b *bruteBM25) tokens(text string) []string {
+func (b *bruteBM25) tokens(text, language string) []string {
+	a, err := lang.Analyzer(language)
+	if err != nil {
+		panic(err)
+	}
 	var out []string
-	for _, tok := range b.ix.analyzer.Analyze([]byte(text)) {
+	for _, tok := range a.Analyze([]byte(text)) {
 		out = append(out, string(tok.Term))
 	}
 	return out
 }
 
 func (b *bruteBM25) put(d storage.Doc) {
-	b.docs[d.ID] = [len(fields)][]string{b.tokens(d.Title), b.tokens(d.Text)}
+	l, ok, err := b.ix.LanguageOf(d.ID)
+	if err != nil || !ok {
+		panic(fmt.Sprintf("LanguageOf(%q): %v %v", d.ID, ok, err))
+	}
+	prefixed := func(toks []string) []string {
+		for i := range toks {
+			toks[i] = termPrefix(l) + toks[i]
+		}
+		return toks
+	}
+	b.docs[d.ID] = [len(fields)][]string{prefixed(b.tokens(d.Title, l)), prefixed(b.tokens(d.Text, l))}
+	d.Language = l
 	b.meta[d.ID] = d
 }
 
@@ -78,9 +94,21 @@ func checkHits(t *testing.T, what string, k int, got, want []Hit) {
 func (b *bruteBM25) search(q string) []Hit {
 	N := float64(len(b.docs))
 	var hits []Hit
+	// The query is read in every language of the documents, each
+	// language's terms apart (behind its prefix) and scored with that
+	// language's document count as N.
+	docsOf := map[string]float64{}
+	for _, d := range b.meta {
+		docsOf[d.Language]++
+	}
 	qtf := map[string]float64{}
-	for _, t := range b.tokens(q) {
-		qtf[t]++
+	nOf := map[string]float64{} // term -> N of its language
+	for l, n := range docsOf {
+		for _, t := range b.tokens(q, l) {
+			t = termPrefix(l) + t
+			qtf[t]++
+			nOf[t] = n
+		}
 	}
 	var total [len(fields)]float64
 	df := [len(fields)]map[string]float64{{}, {}}
@@ -110,7 +138,7 @@ func (b *bruteBM25) search(q string) []Hit {
 				if tf == 0 {
 					continue
 				}
-				idf := math.Log(1 + (N-df[f][t]+0.5)/(df[f][t]+0.5))
+				idf := math.Log(1 + (nOf[t]-df[f][t]+0.5)/(df[f][t]+0.5))
 				fs[f] += n * idf * tf * (K1 + 1) / (tf + K1*(1-B+B*float64(len(d[f]))/avgdl))
 			}
 		}

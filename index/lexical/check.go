@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/internal/safe"
@@ -36,10 +37,11 @@ func (ix *Index) Check(ctx context.Context) ([]string, error) {
 		problems = append(problems, err.Error())
 	}
 	var sum [len(fields)]uint64
+	langs := map[string]uint64{}
 	var missing []string
 	nMissing := 0
 	err = ix.ForEachID(ctx, func(id string) error {
-		l, ok, err := storedLens(reader, id)
+		l, language, ok, err := storedLens(reader, id)
 		if err != nil || !ok {
 			if nMissing++; len(missing) < 20 {
 				missing = append(missing, id)
@@ -49,6 +51,7 @@ func (ix *Index) Check(ctx context.Context) ([]string, error) {
 		for f := range fields {
 			sum[f] += l[f]
 		}
+		langs[language]++
 		return nil
 	})
 	if err != nil {
@@ -61,6 +64,9 @@ func (ix *Index) Check(ctx context.Context) ([]string, error) {
 		if sum[f] != st.Len[f] {
 			problems = append(problems, fmt.Sprintf("field %q: statistics say %d tokens, the documents' lengths add up to %d", name, st.Len[f], sum[f]))
 		}
+	}
+	if st.Langs != nil && !maps.Equal(st.Langs, langs) {
+		problems = append(problems, fmt.Sprintf("languages: statistics say %v, the documents say %v", st.Langs, langs))
 	}
 	return problems, nil
 }

@@ -37,7 +37,7 @@ func hitIDs(t *testing.T, ix *Index, q string, k int, f filter.Filter) []string 
 func TestFilterFollowsUpsertsAndDeletes(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "lex")
-	ix, err := Open(dir, Options{})
+	ix, err := Open(dir, Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestFilterFollowsUpsertsAndDeletes(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if ix, err = Open(dir, Options{ReadOnly: true}); err != nil {
+	if ix, err = Open(dir, Options{ReadOnly: true, Language: "en"}); err != nil {
 		t.Fatal(err)
 	}
 	check(filter.Eq("lang", "de"), "d1", "d2")
@@ -139,7 +139,7 @@ func TestFilterErrorsAndFewerThanK(t *testing.T) {
 // which is what makes the engine rebuild it.
 func TestOldFormatRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lex")
-	ix, err := Open(dir, Options{})
+	ix, err := Open(dir, Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,26 @@
 // rebuilt from it at any time; it records the storage seq it has applied so
 // the engine knows where to resume.
 //
-// Bleve (scorch) holds the inverted index: analysis with Bleve's English
-// analyzer "en" (unicode tokenizer, possessive 's stripping, lower case,
-// English stop words, Porter stemmer), postings with term frequencies and
-// field-length norms. Scoring is done here, from those postings, with
+// Bleve (scorch) holds the inverted index: postings with term frequencies
+// and field-length norms. Each document is analysed for its language
+// (package lang: Bleve's language analyzers, CJK and other bigrams): the one
+// its storage.Doc names, else Options.Language, else the one lang.Detect
+// finds in its title and text, else English (Bleve's "en": unicode
+// tokenizer, possessive 's stripping, lower case, English stop words, Porter
+// stemmer). The index counts its documents per language (in its field
+// statistics) and stores each document's beside its field lengths. Each
+// language's terms are kept apart (termPrefix: English's as they are, every
+// other's behind its code), and a query is analysed by the analyzer of every
+// language the index holds, each language's terms scored with that
+// language's document count as BM25's N (queryTerms): so one index may hold
+// many languages, each scored as though it were alone but for the average
+// field lengths, which stay the whole index's, and a few documents of a
+// language that is rare in the index (or detected wrongly) cannot draw the
+// other languages' queries through words their analyzer keeps and the
+// majority's drops (stop words). An index made
+// before languages were recorded holds English only: it opens as it is and
+// keeps its analysis; the documents added later are analysed for their own
+// language. Scoring is done here, from those postings, with
 // textbook BM25 (k1=1.2, b=0.75, Lucene's idf
 // ln(1+(N-df+0.5)/(df+0.5))), not by Bleve's own "bm25" scoring model: Bleve
 // 2.6 scores sqrt(tf) instead of tf, multiplies in idf a second time through
@@ -108,13 +124,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -123,6 +139,7 @@ import (
 	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -138,7 +155,7 @@ const (
 const (
 	fieldTitle = "title"
 	fieldText  = "text"
-	fieldLens  = "_lens" // stored only: "titleLen textLen"
+	fieldLens  = "_lens" // stored only: "titleLen textLen lang" (no lang: English)
 	fieldMeta  = "_meta" // indexed only: one term key+filter.Separator+value per Meta pair
 )
 
@@ -163,16 +180,68 @@ type Hit struct {
 	Score float64
 }
 
-// stats are the per-field token totals over live documents.
+// stats are the per-field token totals over live documents, and how many
+// live documents each language has (nil in an index made before they were
+// counted: all English).
 type stats struct {
-	Len [len(fields)]uint64 `json:"len"`
+	Len   [len(fields)]uint64 `json:"len"`
+	Langs map[string]uint64   `json:"langs,omitempty"`
+}
+
+// languages are the languages st's documents are in, sorted; English for
+// an index that never counted them and for an empty one.
+func (st stats) languages() []string {
+	var out []string
+	for l, n := range st.Langs {
+		if n > 0 {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return []string{lang.English}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// legacy starts the language counts of an index made before they were
+// kept, whose documents are all English, before its first change.
+func (st *stats) legacy(reader bindex.IndexReader) error {
+	if st.Langs != nil {
+		return nil
+	}
+	n, err := reader.DocCount()
+	if err != nil {
+		return err
+	}
+	st.Langs = map[string]uint64{}
+	if n > 0 {
+		st.Langs[lang.English] = n
+	}
+	return nil
+}
+
+// count moves a document of language l in (+1) or out (-1) of st.
+func (st *stats) count(l string, delta int) {
+	if st.Langs == nil {
+		st.Langs = map[string]uint64{}
+	}
+	switch {
+	case delta > 0:
+		st.Langs[l]++
+	case st.Langs[l] > 0:
+		st.Langs[l]--
+	}
+	if st.Langs[l] == 0 {
+		delete(st.Langs, l)
+	}
 }
 
 // Index is an open BM25 index. Search may run concurrently with anything;
 // Index and Delete are serialised.
 type Index struct {
 	bi       bleve.Index
-	analyzer analysis.Analyzer
+	language string // Options.Language, parsed
 	dir      string
 	mu       sync.Mutex // serialises writers: stats are read-modify-write
 	closed   bool
@@ -195,6 +264,10 @@ type Options struct {
 	// index under 2×MinParallelDocs documents is always scored on one.
 	// The hits are the same either way.
 	SearchWorkers int
+	// Language is the language of documents that name none (storage.Doc's
+	// Language): "" or lang.Auto detects each one's (lang.Detect, English
+	// when it cannot tell); a code (lang.Parse) is every such document's.
+	Language string
 	// BlockMaxBytes is the memory kept for block maxima, per-block bounds
 	// of the terms' scores that let a search skip blocks of documents no
 	// top document is in (blockmax.go): 0 is 32 MiB, negative keeps none.
@@ -221,6 +294,10 @@ func Open(dir string, opts Options) (ix *Index, err error) {
 			ix, err = nil, fmt.Errorf("lexical: open %s: the index is damaged: %v", dir, r)
 		}
 	}()
+	language, err := lang.Parse(opts.Language)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: open %s: %w", dir, err)
+	}
 	var bi bleve.Index
 	if _, serr := os.Stat(filepath.Join(dir, "index_meta.json")); serr == nil {
 		if opts.ReadOnly {
@@ -252,14 +329,10 @@ func Open(dir string, opts Options) (ix *Index, err error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	ix = &Index{bi: bi, dir: dir, readOnly: opts.ReadOnly, par: parallelism{workers: workers, minPiece: MinParallelDocs}}
+	ix = &Index{bi: bi, dir: dir, readOnly: opts.ReadOnly, language: language, par: parallelism{workers: workers, minPiece: MinParallelDocs}}
 	if f, err := bi.GetInternal(keyFormat); err != nil || string(f) != format {
 		bi.Close()
 		return nil, fmt.Errorf("lexical: open %s: index format %q, want %q: delete the directory to rebuild it", dir, f, format)
-	}
-	if ix.analyzer = bi.Mapping().AnalyzerNamed(en.AnalyzerName); ix.analyzer == nil {
-		bi.Close()
-		return nil, fmt.Errorf("lexical: open %s: analyzer %q not registered", dir, en.AnalyzerName)
 	}
 	if opts.BlockMaxBytes >= 0 {
 		limit := opts.BlockMaxBytes
@@ -285,11 +358,11 @@ func (ix *Index) StoreID() (string, error) {
 func newMapping() *mapping.IndexMappingImpl {
 	m := bleve.NewIndexMapping()
 	m.ScoringModel = bindex.BM25Scoring
-	m.DefaultAnalyzer = en.AnalyzerName
+	m.DefaultAnalyzer = lang.AnalyzerName(lang.English)
 	doc := bleve.NewDocumentStaticMapping()
 	for _, f := range fields {
 		fm := bleve.NewTextFieldMapping()
-		fm.Analyzer = en.AnalyzerName
+		fm.Analyzer = lang.AnalyzerName(lang.English) // for Bleve's own queries; Index analyses each document for its language
 		fm.Store = false
 		fm.IncludeTermVectors = false
 		fm.IncludeInAll = false
@@ -366,6 +439,9 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 	if err != nil {
 		return fmt.Errorf("lexical: index: %w", err)
 	}
+	if err := st.legacy(reader); err != nil {
+		return fmt.Errorf("lexical: index: %w", err)
+	}
 	// Later duplicates win, and only the last copy may touch the stats.
 	last := make(map[string]int, len(docs))
 	for i, d := range docs {
@@ -377,13 +453,13 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 			todo = append(todo, d)
 		}
 	}
-	tokens, err := ix.analyze(ctx, todo)
+	tokens, langs, err := ix.analyze(ctx, todo, st.Langs)
 	if err != nil {
 		return err
 	}
 	b := ix.bi.NewBatch()
 	for i, d := range todo {
-		old, ok, err := storedLens(reader, d.ID)
+		old, oldLang, ok, err := storedLens(reader, d.ID)
 		if err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
 		}
@@ -397,10 +473,14 @@ func (ix *Index) Index(ctx context.Context, docs []storage.Doc, seq uint64) erro
 		if len(d.Meta) > 0 || len(d.MetaValues) > 0 {
 			doc.AddField(document.NewTextFieldCustom(fieldMeta, nil, nil, indexOpts, metaTokens(d)))
 		}
-		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens), bindex.StoreField, nil))
+		doc.AddField(document.NewTextFieldCustom(fieldLens, nil, encodeLens(lens, langs[i]), bindex.StoreField, nil))
 		if err := b.IndexAdvanced(doc); err != nil {
 			return fmt.Errorf("lexical: index doc %q: %w", d.ID, err)
 		}
+		if ok {
+			st.count(oldLang, -1)
+		}
+		st.count(langs[i], +1)
 		for f := range fields {
 			if ok {
 				st.Len[f] -= min(old[f], st.Len[f])
@@ -440,6 +520,9 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("lexical: delete: %w", err)
 	}
+	if err := st.legacy(reader); err != nil {
+		return fmt.Errorf("lexical: delete: %w", err)
+	}
 	b := ix.bi.NewBatch()
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -447,7 +530,7 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 			continue
 		}
 		seen[id] = true
-		old, ok, err := storedLens(reader, id)
+		old, oldLang, ok, err := storedLens(reader, id)
 		if err != nil {
 			return fmt.Errorf("lexical: delete doc %q: %w", id, err)
 		}
@@ -455,6 +538,7 @@ func (ix *Index) Delete(ctx context.Context, ids []string, seq uint64) error {
 			continue
 		}
 		b.Delete(id)
+		st.count(oldLang, -1)
 		for f := range fields {
 			st.Len[f] -= min(old[f], st.Len[f])
 		}
@@ -532,10 +616,6 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 	if k <= 0 {
 		return nil, 0, nil
 	}
-	terms := ix.queryTerms(query)
-	if len(terms) == 0 {
-		return nil, 0, nil
-	}
 	snap, reader, err := ix.openSnapshot()
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
@@ -544,6 +624,13 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 	st, err := readStats(reader)
 	if err != nil {
 		return nil, 0, fmt.Errorf("lexical: search: %w", err)
+	}
+	terms, err := queryTerms(query, st, snap.live)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lexical: search: %w", err)
+	}
+	if len(terms) == 0 {
+		return nil, 0, nil
 	}
 	var allow []docSet // nil: no filter
 	if !f.IsZero() {
@@ -567,23 +654,154 @@ func (ix *Index) search(ctx context.Context, query string, k int, f filter.Filte
 type queryTerm struct {
 	term string
 	qtf  float64
+	docs uint64 // documents of the term's language: BM25's N in its idf (0: every document)
+	lang string // the language whose analyzer gave it
 }
 
-// queryTerms analyses the query into distinct terms with their counts, in
-// first-seen order.
-func (ix *Index) queryTerms(query string) []queryTerm {
-	var out []queryTerm
-	pos := map[string]int{}
-	for _, tok := range ix.analyzer.Analyze([]byte(query)) {
-		t := string(tok.Term)
-		if i, ok := pos[t]; ok {
-			out[i].qtf++
-			continue
-		}
-		pos[t] = len(out)
-		out = append(out, queryTerm{t, 1})
+// termPrefix is what a language's terms begin with in the index: nothing
+// for English (so an index made before languages reads as it did), else
+// the language's code and a NUL, which no analyzer puts in a term. Each
+// language's terms are thus apart from every other's: a document is found
+// only by the query as its own language's analyzer reads it, and a
+// term's df counts documents of its language alone.
+func termPrefix(language string) string {
+	if language == lang.English {
+		return ""
 	}
-	return out
+	return language + "\x00"
+}
+
+// queryTerms analyses the query for each language the index holds (with
+// how many documents each has: st.Langs, or an index before languages:
+// English) into distinct terms, in first-seen order, each term of a
+// language other than English carrying that language's prefix
+// (termPrefix) and its documents as its N.
+func queryTerms(query string, st stats, live uint64) ([]queryTerm, error) {
+	langs := st.Langs
+	if len(langs) == 0 {
+		langs = map[string]uint64{lang.English: live}
+	}
+	var out []queryTerm
+	for _, l := range st.languages() {
+		a, err := lang.Analyzer(l)
+		if err != nil {
+			return nil, err
+		}
+		prefix := termPrefix(l)
+		pos := map[string]int{}
+		for _, tok := range a.Analyze([]byte(query)) {
+			t := prefix + string(tok.Term)
+			if i, ok := pos[t]; ok {
+				out[i].qtf++
+				continue
+			}
+			pos[t] = len(out)
+			out = append(out, queryTerm{t, 1, langs[l], l})
+		}
+	}
+	return out, nil
+}
+
+// Languages returns the languages of the index's documents, sorted, with
+// how many documents each has; an index made before languages were
+// counted reports none (it holds English: see the package doc).
+func (ix *Index) Languages() (map[string]uint64, error) {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	defer reader.Close()
+	st, err := readStats(reader)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: languages: %w", err)
+	}
+	return st.Langs, nil
+}
+
+// LanguageOf returns the language the index analysed document id in; ok
+// is false when id is not indexed.
+func (ix *Index) LanguageOf(id string) (language string, ok bool, err error) {
+	r, err := ix.bi.Advanced()
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	reader, err := r.Reader()
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	defer reader.Close()
+	_, language, ok, err = storedLens(reader, id)
+	if err != nil {
+		return "", false, fmt.Errorf("lexical: language of %q: %w", id, err)
+	}
+	return language, ok, nil
+}
+
+// docLanguages are the languages docs are analysed for, the index holding
+// counts documents of each: a document's own, else the index's option,
+// else the one lang.GuessText finds in its title and text where it is
+// sure; a Latin-script text it is not sure of (short or technical English
+// is often read as Italian or Romanian) takes the Latin-script language
+// most documents are in (the index's and this batch's sure ones), and what
+// is left the guess, else English.
+func (ix *Index) docLanguages(ctx context.Context, docs []storage.Doc, counts map[string]uint64) ([]string, error) {
+	out := make([]string, len(docs))
+	guesses := make([]lang.Guess, len(docs))
+	auto := ix.language == "" || ix.language == lang.Auto
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
+	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
+		d := docs[i]
+		if l, err := lang.Parse(d.Language); err == nil && l != "" && l != lang.Auto {
+			out[i] = l
+		} else if !auto {
+			out[i] = ix.language
+		} else {
+			text := d.Text
+			if d.Title != "" {
+				text = d.Title + "\n" + d.Text
+			}
+			if guesses[i] = lang.GuessText(text); guesses[i].Sure {
+				out[i] = guesses[i].Code
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tally := map[string]uint64{}
+	for l, n := range counts {
+		if lang.IsLatin(l) {
+			tally[l] += n
+		}
+	}
+	for _, l := range out {
+		if lang.IsLatin(l) {
+			tally[l]++
+		}
+	}
+	dominant, most := "", uint64(0)
+	for l, n := range tally {
+		if n > most || (n == most && (l == lang.English || (dominant != lang.English && l < dominant))) {
+			dominant, most = l, n
+		}
+	}
+	for i, g := range guesses {
+		switch {
+		case out[i] != "":
+		case g.Latin && dominant != "":
+			out[i] = dominant
+		case g.Code != "":
+			out[i] = g.Code
+		default:
+			out[i] = lang.English
+		}
+	}
+	return out, nil
 }
 
 // analyzed is a field's token stream, analysed once here both to count the
@@ -594,22 +812,39 @@ type analyzed analysis.TokenStream
 
 func (a analyzed) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(a) }
 
-// analyze runs the English analyzer over every doc's fields, in parallel.
-func (ix *Index) analyze(ctx context.Context, docs []storage.Doc) ([][len(fields)]analyzed, error) {
+// analyze runs each doc's language's analyzer (docLanguages, with counts
+// the index's documents per language) over its fields, in parallel, and
+// returns the languages too.
+func (ix *Index) analyze(ctx context.Context, docs []storage.Doc, counts map[string]uint64) ([][len(fields)]analyzed, []string, error) {
 	out := make([][len(fields)]analyzed, len(docs))
+	langs, err := ix.docLanguages(ctx, docs, counts)
+	if err != nil {
+		return nil, nil, err
+	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(docs)/64))
-	err := parallel.Each(ctx, len(docs), workers, func(i int) error {
+	err = parallel.Each(ctx, len(docs), workers, func(i int) error {
+		a, err := lang.Analyzer(langs[i])
+		if err != nil {
+			return err
+		}
+		prefix := termPrefix(langs[i])
 		for f, text := range [len(fields)]string{docs[i].Title, docs[i].Text} {
 			if text != "" {
-				out[i][f] = analyzed(ix.analyzer.Analyze([]byte(text)))
+				toks := a.Analyze([]byte(text))
+				if prefix != "" {
+					for _, t := range toks {
+						t.Term = append([]byte(prefix), t.Term...)
+					}
+				}
+				out[i][f] = analyzed(toks)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, langs, nil
 }
 
 func readStats(reader bindex.IndexReader) (stats, error) {
@@ -627,20 +862,21 @@ func readStats(reader bindex.IndexReader) (stats, error) {
 	return st, nil
 }
 
-func encodeLens(l [len(fields)]uint64) []byte {
-	parts := make([]string, len(l))
+func encodeLens(l [len(fields)]uint64, language string) []byte {
+	parts := make([]string, len(l), len(l)+1)
 	for i, n := range l {
 		parts[i] = strconv.FormatUint(n, 10)
 	}
-	return []byte(strings.Join(parts, " "))
+	return []byte(strings.Join(append(parts, language), " "))
 }
 
-// storedLens returns the field lengths recorded for id, ok=false if id is
-// not indexed.
-func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, ok bool, err error) {
+// storedLens returns the field lengths and the language recorded for id
+// (English where none is: an index made before they were), ok=false if id
+// is not indexed.
+func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, language string, ok bool, err error) {
 	doc, err := reader.Document(id)
 	if err != nil || doc == nil {
-		return l, false, err
+		return l, "", false, err
 	}
 	var raw []byte
 	doc.VisitFields(func(f bindex.Field) {
@@ -649,16 +885,21 @@ func storedLens(reader bindex.IndexReader, id string) (l [len(fields)]uint64, ok
 		}
 	})
 	if raw == nil {
-		return l, false, errors.New("indexed without field lengths")
+		return l, "", false, errors.New("indexed without field lengths")
 	}
 	parts := strings.Fields(string(raw))
-	if len(parts) != len(fields) {
-		return l, false, fmt.Errorf("corrupt field lengths %q", raw)
+	language = lang.English
+	switch len(parts) {
+	case len(fields) + 1:
+		language = parts[len(fields)]
+	case len(fields):
+	default:
+		return l, "", false, fmt.Errorf("corrupt field lengths %q", raw)
 	}
-	for i, p := range parts {
+	for i, p := range parts[:len(fields)] {
 		if l[i], err = strconv.ParseUint(p, 10, 64); err != nil {
-			return l, false, fmt.Errorf("corrupt field lengths %q", raw)
+			return l, "", false, fmt.Errorf("corrupt field lengths %q", raw)
 		}
 	}
-	return l, true, nil
+	return l, language, true, nil
 }

@@ -24,7 +24,7 @@ var tiny = []storage.Doc{
 func openTiny(t *testing.T) (*Index, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "lex")
-	ix, err := Open(dir, Options{})
+	ix, err := Open(dir, Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestUpsertDeleteKeepStats(t *testing.T) {
 		t.Fatalf("applied seq = %d", s)
 	}
 
-	fresh, err := Open(filepath.Join(t.TempDir(), "fresh"), Options{})
+	fresh, err := Open(filepath.Join(t.TempDir(), "fresh"), Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestUpsertDeleteKeepStats(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ix2, err := Open(dir, Options{})
+	ix2, err := Open(dir, Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestBadInputAndCancel(t *testing.T) {
 	if _, err := ix.Search(ctx, "dog", 3); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled search: %v", err)
 	}
-	empty, err := Open(filepath.Join(t.TempDir(), "empty"), Options{})
+	empty, err := Open(filepath.Join(t.TempDir(), "empty"), Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestBadInputAndCancel(t *testing.T) {
 
 // TestTiesByID: equal scores come back in ID order, also across the k cut.
 func TestTiesByID(t *testing.T) {
-	ix, err := Open(filepath.Join(t.TempDir(), "ties"), Options{})
+	ix, err := Open(filepath.Join(t.TempDir(), "ties"), Options{Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type posting struct {
 // ahead, in a gap before a chunk's first posting, past the end; on lists
 // without deletions and with them.
 func TestPostingsAdvance(t *testing.T) {
-	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{BlockMaxBytes: -1})
+	ix, err := Open(filepath.Join(t.TempDir(), "lex"), Options{BlockMaxBytes: -1, Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestSciFactBM25(t *testing.T) {
 	// scores Search gives them.
 	fields := make(map[string]Fields, len(ds.Corpus))
 	for _, d := range ds.Corpus {
-		fields[d.ID] = Fields{d.Title, d.Text}
+		fields[d.ID] = Fields{Title: d.Title, Text: d.Text, Language: d.Language}
 	}
 	var queries []string
 	for _, q := range ds.Queries {
@@ -149,7 +149,11 @@ func (ix *Index) rankWith(t testing.TB, q string, k int, comb func(*fieldScores)
 		t.Fatal(err)
 	}
 	all := &allDocs{comb: comb}
-	if _, err := scoreFields(context.Background(), snap, st, ix.queryTerms(q), nil, all, parallelism{workers: 1}, nil); err != nil {
+	terms, err := queryTerms(q, st, snap.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scoreFields(context.Background(), snap, st, terms, nil, all, parallelism{workers: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range all.docs {

@@ -193,8 +193,11 @@ func termFields(snap *snapshot, st stats, terms []queryTerm) ([]*termField, erro
 			if t.df == 0 {
 				continue
 			}
-			df := float64(t.df)
-			t.w = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
+			df, n := float64(t.df), N
+			if qt.docs > 0 {
+				n = max(float64(qt.docs), df)
+			}
+			t.w = qt.qtf * math.Log(1+(n-df+0.5)/(df+0.5)) * (K1 + 1)
 			t.ub = t.w / (1 + t.kl)
 			tfs = append(tfs, t)
 		}

@@ -6,10 +6,13 @@ import (
 	"math"
 
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
+	"github.com/anna-search/anna/storage"
 )
 
-// Fields is a document's title and text, the two fields the index scores.
-type Fields struct{ Title, Text string }
+// Fields is a document's title and text, the two fields the index scores,
+// and its language ("": as Index would choose it for a document naming none).
+type Fields struct{ Title, Text, Language string }
 
 // ScoreTexts returns the BM25 score of query against each of docs, computed
 // as Search scores an indexed document — the same analyzer, K1, B, idf and
@@ -27,8 +30,7 @@ type Fields struct{ Title, Text string }
 func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([]float64, error) {
 	ctx = safe.Ctx(ctx)
 	out := make([]float64, len(docs))
-	terms := ix.queryTerms(query)
-	if len(terms) == 0 || len(docs) == 0 {
+	if len(docs) == 0 {
 		return out, nil
 	}
 	snap, reader, err := ix.openSnapshot()
@@ -39,6 +41,13 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 	st, err := readStats(reader)
 	if err != nil {
 		return nil, fmt.Errorf("lexical: score texts: %w", err)
+	}
+	terms, err := queryTerms(query, st, snap.live)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: score texts: %w", err)
+	}
+	if len(terms) == 0 {
+		return out, nil
 	}
 	if snap.live == 0 {
 		return out, nil
@@ -70,9 +79,21 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 		}
 		for j, qt := range terms {
 			if df := w[f][j]; df > 0 {
-				w[f][j] = qt.qtf * math.Log(1+(N-df+0.5)/(df+0.5)) * (K1 + 1)
+				n := N
+				if qt.docs > 0 {
+					n = max(float64(qt.docs), df)
+				}
+				w[f][j] = qt.qtf * math.Log(1+(n-df+0.5)/(df+0.5)) * (K1 + 1)
 			}
 		}
+	}
+	in := make([]storage.Doc, len(docs))
+	for i, d := range docs {
+		in[i] = storage.Doc{Title: d.Title, Text: d.Text, Language: d.Language}
+	}
+	langs, err := ix.docLanguages(ctx, in, st.Langs)
+	if err != nil {
+		return nil, fmt.Errorf("lexical: score texts: %w", err)
 	}
 	index := make(map[string]int, len(terms))
 	for j, qt := range terms {
@@ -84,14 +105,20 @@ func (ix *Index) ScoreTexts(ctx context.Context, query string, docs []Fields) ([
 			return nil, err
 		}
 		var fs fieldScores
+		dl := langs[i]
+		a, err := lang.Analyzer(dl)
+		if err != nil {
+			return nil, fmt.Errorf("lexical: score texts: %w", err)
+		}
+		prefix := termPrefix(dl)
 		for f, text := range [len(fields)]string{d.Title, d.Text} {
 			if text == "" || kl[f] == 0 {
 				continue
 			}
-			toks := ix.analyzer.Analyze([]byte(text))
+			toks := a.Analyze([]byte(text))
 			clear(tf)
 			for _, t := range toks {
-				if j, ok := index[string(t.Term)]; ok {
+				if j, ok := index[prefix+string(t.Term)]; ok {
 					tf[j]++
 				}
 			}

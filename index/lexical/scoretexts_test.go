@@ -51,7 +51,7 @@ func TestScoreTextsMatchesSearch(t *testing.T) {
 	}
 	docs := map[string]Fields{}
 	for _, d := range append(append([]storage.Doc{}, tiny...), more...) {
-		docs[d.ID] = Fields{d.Title, d.Text}
+		docs[d.ID] = Fields{Title: d.Title, Text: d.Text, Language: d.Language}
 	}
 	if n := checkScoreTexts(t, ix, docs, []string{"cat", "bird eel", "dog dog fish", "cats watching birds"}, 10); n < 8 {
 		t.Fatalf("only %d scores compared", n)

@@ -54,8 +54,28 @@ func TokenizersLibDir() string { return filepath.Join(Dir(), "lib", "tokenizers-
 // ModelsDir is where converted models live, one directory each.
 func ModelsDir() string { return filepath.Join(Dir(), "models") }
 
-// DefaultModel is the directory of the default embedding model.
+// DefaultModel is the directory of the default embedding model as
+// converted (float32): what trains, and what its int8 form is converted
+// from.
 func DefaultModel() string { return filepath.Join(ModelsDir(), DefaultModelName) }
+
+// DefaultEmbedName is the catalogue entry that embeds when a program names
+// no model — the engine's zero Options, annactl embed, annactl index, the
+// server — so that all of them give the same vectors, and
+// DefaultModelQuantization the form it embeds in: its int8 graph, measured
+// to keep the float32 one's retrieval quality at about half its CPU time.
+// The entry is chosen by measurement (docs/results/models.md); the
+// installer puts both its forms under ModelsDir, beside DefaultModel's.
+const (
+	DefaultEmbedName         = DefaultModelName
+	DefaultModelQuantization = "int8"
+)
+
+// DefaultEmbedModel is the directory of the model that embeds when none is
+// named: DefaultEmbedName's DefaultModelQuantization form (NAME-int8).
+func DefaultEmbedModel() string {
+	return filepath.Join(ModelsDir(), DefaultEmbedName+"-"+DefaultModelQuantization)
+}
 
 // SourceDir is where the untouched downloaded packages are unpacked.
 func SourceDir() string { return filepath.Join(Dir(), "src") }
@@ -72,10 +92,21 @@ func EmbeddingCacheDir() string { return filepath.Join(CacheDir(), "embeddings")
 
 // RequireDefaultModel returns the default model dir, or an error telling the
 // user how to install it (SetupHint) when it is not installed.
-func RequireDefaultModel() (string, error) {
-	d := DefaultModel()
+func RequireDefaultModel() (string, error) { return require(DefaultModel()) }
+
+// RequireDefaultEmbedModel returns DefaultEmbedModel, or an error naming
+// where it looked and how to install it (SetupHint) when it is not
+// installed.
+func RequireDefaultEmbedModel() (string, error) { return require(DefaultEmbedModel()) }
+
+func require(d string) (string, error) {
 	if _, err := os.Stat(filepath.Join(d, "model.onnx")); err != nil {
 		return "", fmt.Errorf("default model not installed at %s (%s): %w", d, SetupHint, err)
 	}
 	return d, nil
 }
+
+// WasmCacheDir is where wazero keeps the native code it compiled from a
+// WebAssembly module (PDFium's, for reading PDFs), so later processes skip
+// the compilation.
+func WasmCacheDir() string { return filepath.Join(CacheDir(), "wazero") }

@@ -2,10 +2,13 @@
 // the interpreter of the venv `make pydeps` creates under $ANNA_HOME (torch
 // CPU, transformers, gguf-py, ...) and the scripts under tools/. A test that
 // needs them is skipped, saying what is missing, when they are not there;
-// nothing at run time depends on Python.
+// nothing at run time depends on Python. The comparisons themselves read
+// the references from committed golden files (internal/reftest), which
+// need Python only to be regenerated.
 package pyref
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,16 +21,42 @@ import (
 // imports imports there; otherwise tb is skipped with the reason.
 func Python(tb testing.TB, imports ...string) string {
 	tb.Helper()
-	python := filepath.Join(home.Dir(), "venv", "bin", "python")
+	python, err := Find(imports...)
+	if err != nil {
+		tb.Skipf("skipping the Python reference: %v", err)
+	}
+	return python
+}
+
+// Clients returns the interpreter of the client packages' venv
+// (scripts/pydeps-clients.sh: openai, langchain-openai, cohere,
+// huggingface_hub, ollama, mcp) after checking that every module of imports
+// imports there; otherwise tb is skipped with the reason.
+func Clients(tb testing.TB, imports ...string) string {
+	tb.Helper()
+	python, err := find("venv-clients", imports)
+	if err != nil {
+		tb.Skipf("skipping the client test: %v", err)
+	}
+	return python
+}
+
+// Find returns the venv's interpreter after checking that every module of
+// imports imports there, or an error that says what is missing.
+func Find(imports ...string) (string, error) { return find("venv", imports) }
+
+// find is Find in the venv named venv under $ANNA_HOME.
+func find(venv string, imports []string) (string, error) {
+	python := filepath.Join(home.Dir(), venv, "bin", "python")
 	if _, err := os.Stat(python); err != nil {
-		tb.Skipf("skipping the Python reference: %s not found (run `make pydeps`)", python)
+		return "", fmt.Errorf("%s not found (run `make pydeps`)", python)
 	}
 	for _, m := range imports {
 		if out, err := exec.Command(python, "-c", "import "+m).CombinedOutput(); err != nil {
-			tb.Skipf("skipping the Python reference: %s does not import in %s (run `make pydeps`): %v\n%s", m, python, err, out)
+			return "", fmt.Errorf("%s does not import in %s (run `make pydeps`): %v\n%s", m, python, err, out)
 		}
 	}
-	return python
+	return python, nil
 }
 
 // Tool returns the absolute path of tools/name in this repository, found

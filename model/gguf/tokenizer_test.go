@@ -6,12 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/model/gguf/gguftest"
 	"github.com/anna-search/anna/tokenizer"
 )
@@ -53,15 +52,17 @@ func committedTexts(t *testing.T) []string {
 	return out
 }
 
+// tokensRef is the ids transformers' GGUF tokenizer gives the committed
+// texts (tools/gguf_reference.py tokens), committed.
+var tokensRef = reftest.Suite{Golden: "testdata/gguf_tokens.golden", Tool: "gguf_reference.py",
+	Imports: []string{"gguf", "transformers"}, Outputs: []string{"ids.json"}}
+
 // TestTokenizerMatchesTransformers: the tokenizer.json built from
 // SmolLM2's GGUF vocabulary gives the ids transformers' GGUF tokenizer
-// gives on every committed tokenizer string; with AppendEOS, EOS (id 2)
+// gives on every committed tokenizer string (read from the golden file
+// gguf_reference.py wrote, internal/reftest); with AppendEOS, EOS (id 2)
 // ends every sequence.
 func TestTokenizerMatchesTransformers(t *testing.T) {
-	py, script := pyref.Python(t, "gguf"), pyref.Tool(t, "gguf_reference.py")
-	if err := exec.Command(py, "-c", "import transformers").Run(); err != nil {
-		t.Skipf("no transformers in the venv (make pydeps): %v", err)
-	}
 	dir := t.TempDir()
 	path := gguftest.SmolLM2(t, dir)
 	f, err := Open(path)
@@ -83,14 +84,16 @@ func TestTokenizerMatchesTransformers(t *testing.T) {
 		}
 	}
 	texts := committedTexts(t)
-	in, out := filepath.Join(dir, "texts.json"), filepath.Join(dir, "ids.json")
-	b, _ := json.Marshal(texts)
-	os.WriteFile(in, b, 0o644)
-	if msg, err := exec.Command(py, script, "tokens", path, in, out).CombinedOutput(); err != nil {
-		t.Fatalf("gguf_reference.py tokens: %v\n%s", err, msg)
+	ref := t.TempDir()
+	reftest.WriteJSON(t, ref, map[string]any{"texts.json": texts})
+	gguftest.WriteID(t, ref)
+	suite := tokensRef
+	suite.Args = func(dirs []string) []string {
+		return []string{"tokens", path, filepath.Join(dirs[0], "texts.json"), filepath.Join(dirs[0], "ids.json")}
 	}
+	suite.Reference(t, []reftest.Case{{Name: "smollm2", Dir: ref}})
 	var want [][]int64
-	b, _ = os.ReadFile(out)
+	b, _ := os.ReadFile(filepath.Join(ref, "ids.json"))
 	if err := json.Unmarshal(b, &want); err != nil || len(want) != len(texts) {
 		t.Fatalf("reference ids: %v (%d lists for %d texts)", err, len(want), len(texts))
 	}

@@ -87,6 +87,38 @@ func Find(modelsDir, fingerprint string) (string, *model.Manifest, error) {
 	return "", nil, nil
 }
 
+// Resolve returns the model directory s names: s itself when it is a path
+// (it holds a path separator, or exists where it is named), else the
+// installed model modelsDir/s — how a model is named to annactl's --model
+// and to the engine's Options.Model alike. "" resolves to "". A name
+// found in neither place is an error saying where it looked and which
+// models are installed.
+func Resolve(modelsDir, s string) (string, error) {
+	if s == "" || strings.ContainsRune(s, filepath.Separator) {
+		return s, nil
+	}
+	if _, err := os.Stat(s); err == nil {
+		return s, nil
+	}
+	d := filepath.Join(modelsDir, s)
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return d, nil
+	}
+	var names []string
+	if entries, err := os.ReadDir(modelsDir); err == nil {
+		for _, e := range entries {
+			if n := e.Name(); e.IsDir() && !strings.HasPrefix(n, ".") && !strings.HasSuffix(n, ".partial") {
+				names = append(names, n)
+			}
+		}
+	}
+	have := "none is installed"
+	if len(names) > 0 {
+		have = "installed: " + strings.Join(names, ", ")
+	}
+	return "", fmt.Errorf("installed: model %q: no directory %s here, and no installed model %s (%s; annactl models install NAME installs the catalogue's)", s, s, d, have)
+}
+
 // Keep makes sure the model directory src is installed under modelsDir,
 // so that what is bound to it by fingerprint (an engine directory) does
 // not depend on src staying where it is. It returns the directory of an

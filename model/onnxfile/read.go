@@ -98,15 +98,24 @@ func Read(b []byte) (*ReadModel, error) {
 	if graph == nil {
 		return nil, fmt.Errorf("not an ONNX model: no graph")
 	}
-	m, err := readGraph(graph)
+	m, err := readGraph(graph, 0)
 	if err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
 	return m, nil
 }
 
-// readGraph decodes a GraphProto's nodes and initializers.
-func readGraph(graph []byte) (*ReadModel, error) {
+// maxGraphDepth bounds how deeply subgraphs (an If node's branches) nest:
+// anna's graphs nest one deep, and a reader that recursed once per level
+// of a crafted file would recurse as deep as the file is long.
+const maxGraphDepth = 16
+
+// readGraph decodes a GraphProto's nodes and initializers; depth is how
+// many graphs it is nested in.
+func readGraph(graph []byte, depth int) (*ReadModel, error) {
+	if depth > maxGraphDepth {
+		return nil, fmt.Errorf("subgraphs nested more than %d deep", maxGraphDepth)
+	}
 	m := &ReadModel{Initializers: map[string]*Tensor{}}
 	err := fields(graph, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -114,7 +123,7 @@ func readGraph(graph []byte) (*ReadModel, error) {
 		}
 		switch num {
 		case graphNode:
-			n, err := readNode(v)
+			n, err := readNode(v, depth)
 			if err != nil {
 				return err
 			}
@@ -167,7 +176,7 @@ func fields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte
 	return nil
 }
 
-func readNode(b []byte) (Node, error) {
+func readNode(b []byte, depth int) (Node, error) {
 	n := Node{Attrs: map[string]Attribute{}}
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -185,7 +194,7 @@ func readNode(b []byte) (Node, error) {
 		case nodeDomain:
 			n.Domain = string(v)
 		case nodeAttribute:
-			name, a, err := readAttr(v)
+			name, a, err := readAttr(v, depth)
 			if err != nil {
 				return err
 			}
@@ -203,7 +212,7 @@ func readNode(b []byte) (Node, error) {
 // shared with the writer).
 const attrT = 5
 
-func readAttr(b []byte) (string, Attribute, error) {
+func readAttr(b []byte, depth int) (string, Attribute, error) {
 	var name string
 	var a Attribute
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
@@ -232,7 +241,7 @@ func readAttr(b []byte) (string, Attribute, error) {
 			}
 			a.T = t
 		case num == attrG && typ == protowire.BytesType:
-			g, err := readGraph(v)
+			g, err := readGraph(v, depth+1)
 			if err != nil {
 				return err
 			}
@@ -323,6 +332,12 @@ func readTensor(b []byte) (*Tensor, error) {
 	for _, d := range t.Shape {
 		if d < 0 {
 			return nil, fmt.Errorf("tensor %q: negative dimension in %v", t.Name, t.Shape)
+		}
+		if d > 0 && n > math.MaxInt32/d {
+			// More elements than a tensor of this reader can hold (their
+			// count wrapped around, and data of a wrapped size was read
+			// past its end).
+			return nil, fmt.Errorf("tensor %q: shape %v has more than %d elements", t.Name, t.Shape, math.MaxInt32)
 		}
 		n *= d
 	}

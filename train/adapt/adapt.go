@@ -114,9 +114,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/internal/stagefile"
 )
@@ -139,11 +141,14 @@ type Config struct {
 	NoExtractive bool
 	// KeepQueryInPositive trains extractive queries against their whole
 	// document; by default the query is cut out of its positive (the
-	// inverse-cloze task; see cloze).
+	// inverse-cloze task; see Cloze).
 	KeepQueryInPositive bool
-	// TeacherModel, when set, is another (stronger) embedding model whose
-	// cosine joins the fusion teacher.
-	TeacherModel string
+	// TeacherModels are other (stronger) embedding models, each a model
+	// directory, whose cosines join the fusion teacher (each a signal of
+	// its calibrated fusion) and whose whole-corpus retrieval, fused with
+	// BM25's, judges the held-out check (CheckCorpus).
+	// DefaultTeacherModels lists what `annactl adapt` uses by default.
+	TeacherModels []string
 	// Judged, when set, is a file of judged queries (JSON lines {"query",
 	// "pos_ids"}: the index's documents relevant to each) that the check
 	// uses instead of held-out pseudo-queries: both models search the
@@ -174,6 +179,14 @@ type Config struct {
 	// KeepModel copies the student under $ANNA_HOME/models before the
 	// reindex (engine.Options.KeepModel), so deleting Work breaks nothing.
 	KeepModel bool
+	// KeepFusion leaves the index's fusion alone (stage 6 is skipped).
+	KeepFusion bool
+	// NegativesFrom is the search whose top candidates the miner labels and
+	// samples negatives from: engine.ModeHybrid (""; BM25 and the index's
+	// model fused) or engine.ModeLexical (BM25 alone: documents that share
+	// the query's words and that the teacher finds not relevant, the ones
+	// a dense list fused with BM25 must push down; DPR's negatives).
+	NegativesFrom engine.Mode
 
 	Progress func(Progress)
 	Logf     func(format string, args ...any)
@@ -227,6 +240,14 @@ type Report struct {
 	// conversion (Model + "-int8") for an int8 one. Both are recorded by
 	// the check ("" before it).
 	Precision, Served string
+
+	// FusionScores are the fusion stage's hybrid nDCG@10 of each fusion
+	// tried on FusionQueries queries (pseudo-judged, or judged with
+	// Config.Judged); Fusion is the one it recorded ("" when it chose
+	// none: no teacher model, or KeepFusion).
+	FusionScores  map[string]float64 `json:",omitempty"`
+	Fusion        string             `json:",omitempty"`
+	FusionQueries int                `json:",omitempty"`
 }
 
 // The held-out checks (Report.Check; see the package doc).
@@ -243,13 +264,18 @@ const (
 )
 
 // Stages are the stage names, in order.
-var Stages = []string{"queries", "mine", "train", "check", "reindex"}
+var Stages = []string{"queries", "mine", "train", "check", "reindex", "fusion"}
 
 type settings struct {
-	Base, Queries, TeacherModel, Generator            string
+	Base, Queries, Generator string
+	// TeacherModel is the one teacher model of a run (so that a work
+	// folder begun with one resumes); TeacherModels, more than one.
+	TeacherModel                                      string   `json:",omitempty"`
+	TeacherModels                                     []string `json:",omitempty"`
 	Generate                                          int
 	NoExtractive, KeepQueryInPositive                 bool
 	LogThreshold                                      string `json:",omitempty"` // "": calibrated
+	NegativesFrom                                     string `json:",omitempty"` // "": hybrid
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
 	Seed                                              uint64
@@ -328,6 +354,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("adapt: MaxQueries must not be negative (got %d)", c.MaxQueries)
 	case c.Generate < 0:
 		return fmt.Errorf("adapt: Generate must not be negative (got %d)", c.Generate)
+	case c.NegativesFrom != "" && c.NegativesFrom != engine.ModeHybrid && c.NegativesFrom != engine.ModeLexical:
+		return fmt.Errorf("adapt: NegativesFrom must be %s or %s (got %q)", engine.ModeHybrid, engine.ModeLexical, c.NegativesFrom)
 	case c.Generate > 0 && c.Generator == "":
 		return errors.New("adapt: Generate needs Generator, the decoder's GGUF file")
 	case c.NoExtractive && c.Queries == "" && c.Generate == 0:
@@ -363,6 +391,13 @@ func (c *Config) validate() error {
 	if c.Base != "" {
 		c.Base = abs(c.Base)
 	}
+	c.TeacherModels = slices.Clone(c.TeacherModels)
+	for i, t := range c.TeacherModels {
+		if fi, err := os.Stat(t); err != nil || !fi.IsDir() {
+			return fmt.Errorf("adapt: teacher model %s is not a model directory: %w", t, errors.Join(err, os.ErrNotExist))
+		}
+		c.TeacherModels[i] = abs(t)
+	}
 	return nil
 }
 
@@ -375,10 +410,20 @@ func abs(p string) string {
 
 func (r *run) open() error {
 	c := &r.cfg
-	want := settings{Base: c.Base, Queries: c.Queries, TeacherModel: c.TeacherModel, Generator: c.Generator, Generate: c.Generate,
+	want := settings{Base: c.Base, Queries: c.Queries, Generator: c.Generator, Generate: c.Generate,
 		NoExtractive: c.NoExtractive, KeepQueryInPositive: c.KeepQueryInPositive, Steps: c.Steps,
 		BatchQueries: c.BatchQueries, Group: c.Group, MaxLength: c.MaxLength, MaxQueries: c.MaxQueries,
 		LR: c.LR, Distill: c.Distill, Seed: c.Seed, Mix: c.Mix}
+	if c.NegativesFrom != engine.ModeHybrid {
+		want.NegativesFrom = string(c.NegativesFrom)
+	}
+	switch len(c.TeacherModels) {
+	case 0:
+	case 1:
+		want.TeacherModel = c.TeacherModels[0]
+	default:
+		want.TeacherModels = c.TeacherModels
+	}
 	if c.LogThreshold != nil {
 		want.LogThreshold = strconv.FormatFloat(*c.LogThreshold, 'g', -1, 64)
 	}
@@ -413,7 +458,7 @@ func adapt(ctx context.Context, cfg Config, genBatch int) (rep Report, err error
 	if r.st.Report.Took == nil {
 		r.st.Report.Took = map[string]time.Duration{}
 	}
-	steps := []func(context.Context) error{r.queries, r.mine, r.train, r.check, r.reindex}
+	steps := []func(context.Context) error{r.queries, r.mine, r.train, r.check, r.reindex, r.fusion}
 	for i, f := range steps {
 		name := Stages[i]
 		if r.st.Done[name] {

@@ -19,7 +19,7 @@ func TestCloze(t *testing.T) {
 		{"empty query", "", body, body, false},
 	} {
 		rec := flagembedding.Record{Query: c.query, Pos: []string{c.pos}, Neg: []string{c.pos}}
-		if got := cloze(&rec); got != c.changed || rec.Pos[0] != c.want || rec.Neg[0] != c.pos {
+		if got := Cloze(&rec); got != c.changed || rec.Pos[0] != c.want || rec.Neg[0] != c.pos {
 			t.Errorf("%s: changed %v, pos %q, neg %q; want %v, %q, the negative untouched", c.name, got, rec.Pos[0], rec.Neg[0], c.changed, c.want)
 		}
 	}

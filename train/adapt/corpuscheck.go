@@ -16,12 +16,12 @@ import (
 	"github.com/anna-search/anna/train/objective"
 )
 
-// The whole-corpus check (used when Config.TeacherModel is set): every
+// The whole-corpus check (used when Config.TeacherModels is set): every
 // held-out query (at most maxCheckQueries) is searched over the whole
 // corpus by exact cosine with the index's model and with the student; each
 // top 10 is scored by nDCG@10 against pseudo-judgments that neither model
 // made: the top checkRelevant documents of BM25's top checkDepth fused by
-// RRF (k = 60) with the teacher model's top checkDepth over the corpus.
+// RRF (k = 60) with each teacher model's top checkDepth over the corpus.
 // Measured against the judged outcome of eleven students (six SciFact
 // runs, Cranfield and CISI twice, CACM; docs/results/adapt.md) it moved
 // the way judged dense nDCG@10 did in nine; the check on the mined candidates,
@@ -35,7 +35,7 @@ const (
 )
 
 // checkQuery is a query of the check: held out (Rels nil: judged by the
-// fusion of BM25 and the teacher model) or the user's (Config.Judged).
+// fusion of BM25 and the teacher models) or the user's (Config.Judged).
 type checkQuery struct {
 	Text string
 	Rels map[string]int
@@ -45,7 +45,7 @@ type checkQuery struct {
 // over qs. The student's document vectors go through student (a cache in
 // Work/student-vectors, which the reindex reads back); the index's
 // model's are the index's stored vectors where a document is one vector,
-// else embedded as the student's are; the teacher model's (for queries
+// else embedded as the student's are; the teacher models' (for queries
 // without Rels) come from the shared embedding cache the mine stage
 // filled.
 //
@@ -60,81 +60,46 @@ func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, stud
 	}
 	encs := []encoder.Encoder{baseEnc, student}
 	if slices.ContainsFunc(qs, func(q checkQuery) bool { return q.Rels == nil }) {
-		teacher, tm, err := r.cachedTeacher(ctx)
+		ts, err := r.cachedTeachers(ctx)
 		if err != nil {
 			return none, err
 		}
-		defer tm.Close()
-		encs = append(encs, teacher)
+		defer closeTeachers(ts)
+		for _, t := range ts {
+			encs = append(encs, t.enc)
+		}
 	}
 	texts := make([]string, len(qs))
 	for i, q := range qs {
 		texts[i] = q.Text
 	}
-	qv := make([][][]float32, len(encs))
-	for m, enc := range encs {
-		var err error
-		if qv[m], err = enc.EmbedQueries(ctx, texts, encoder.Prompt{}); err != nil {
-			return none, fmt.Errorf("adapt: the check's queries: %w", err)
-		}
-		if len(qv[m]) != len(qs) {
-			return none, fmt.Errorf("adapt: the encoder returned %d vectors for %d queries", len(qv[m]), len(qs))
+	k := make([]int, len(encs))
+	for m := range k {
+		k[m] = checkK
+		if m >= 2 || hybrid {
+			k[m] = checkDepth // fused with BM25's top checkDepth
 		}
 	}
-	ids, err := eng.IDs(ctx)
+	tops, err := r.rankCorpus(ctx, eng, encs, 0, texts, k)
 	if err != nil {
-		return none, fmt.Errorf("adapt: %w", err)
-	}
-	tops := make([][]topList, len(encs))
-	for m := range tops {
-		tops[m] = make([]topList, len(qs))
-		for q := range tops[m] {
-			tops[m][q].k = checkK
-			if m == 2 || hybrid {
-				tops[m][q].k = checkDepth // fused with BM25's top checkDepth
-			}
-		}
-	}
-	for lo := 0; lo < len(ids); lo += teacherBatch {
-		if err := ctx.Err(); err != nil {
-			return none, err
-		}
-		hi := min(lo+teacherBatch, len(ids))
-		docs, err := eng.Get(ctx, ids[lo:hi]...)
-		if err != nil {
-			return none, fmt.Errorf("adapt: %w", err)
-		}
-		dt := make([]string, len(docs))
-		for i, d := range docs {
-			dt[i] = engine.EmbedText(d)
-		}
-		for m, enc := range encs {
-			vs, err := r.docVectors(ctx, eng, enc, m == 0, docs, dt)
-			if err != nil {
-				return none, err
-			}
-			for q := range qs {
-				for i, v := range vs {
-					if len(v) != len(qv[m][q]) {
-						return none, fmt.Errorf("adapt: document %q's vector has %d dimensions, the query's %d", docs[i].ID, len(v), len(qv[m][q]))
-					}
-					tops[m][q].add(docs[i].ID, objective.Dot(qv[m][q], v))
-				}
-			}
-		}
-		r.report("check documents", hi, len(ids))
+		return none, err
 	}
 	var sum checkScores
 	for q, cq := range qs {
 		var lex []engine.Result
 		if cq.Rels == nil || hybrid {
+			var err error
 			if lex, err = eng.Search(ctx, cq.Text, engine.SearchOptions{Mode: engine.ModeLexical, K: checkDepth}); err != nil {
 				return none, fmt.Errorf("adapt: the check's BM25 search: %w", err)
 			}
 		}
 		rels := cq.Rels
 		if rels == nil {
-			rels = pseudoRels(lex, tops[2][q].ids())
+			var teachers [][]string
+			for m := 2; m < len(encs); m++ {
+				teachers = append(teachers, tops[m][q].ids())
+			}
+			rels = pseudoRels(lex, teachers...)
 		}
 		base, stud := tops[0][q].ids(), tops[1][q].ids()
 		sum.Base += eval.NDCG(base, rels, checkK)
@@ -148,6 +113,65 @@ func (r *run) corpusCheck(ctx context.Context, eng *engine.Engine, baseEnc, stud
 	return checkScores{sum.Base / n, sum.Student / n, sum.BaseHybrid / n, sum.StudentHybrid / n}, nil
 }
 
+// rankCorpus ranks the whole corpus of eng for each query by exact cosine
+// with each encoder: tops[m][q] holds encoder m's k[m] best documents for
+// queries[q]. Encoder stored (an index into encs, −1 for none) is the
+// index's model: its side reads the index's stored vectors where a
+// document is one vector (docVectors).
+func (r *run) rankCorpus(ctx context.Context, eng *engine.Engine, encs []encoder.Encoder, stored int, queries []string, k []int) ([][]topList, error) {
+	qv := make([][][]float32, len(encs))
+	for m, enc := range encs {
+		var err error
+		if qv[m], err = enc.EmbedQueries(ctx, queries, encoder.Prompt{}); err != nil {
+			return nil, fmt.Errorf("adapt: the check's queries: %w", err)
+		}
+		if len(qv[m]) != len(queries) {
+			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d queries", len(qv[m]), len(queries))
+		}
+	}
+	ids, err := eng.IDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("adapt: %w", err)
+	}
+	tops := make([][]topList, len(encs))
+	for m := range tops {
+		tops[m] = make([]topList, len(queries))
+		for q := range tops[m] {
+			tops[m][q].k = k[m]
+		}
+	}
+	for lo := 0; lo < len(ids); lo += teacherBatch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hi := min(lo+teacherBatch, len(ids))
+		docs, err := eng.Get(ctx, ids[lo:hi]...)
+		if err != nil {
+			return nil, fmt.Errorf("adapt: %w", err)
+		}
+		dt := make([]string, len(docs))
+		for i, d := range docs {
+			dt[i] = engine.EmbedText(d)
+		}
+		for m, enc := range encs {
+			vs, err := r.docVectors(ctx, eng, enc, m == stored, docs, dt)
+			if err != nil {
+				return nil, err
+			}
+			for q := range queries {
+				for i, v := range vs {
+					if len(v) != len(qv[m][q]) {
+						return nil, fmt.Errorf("adapt: document %q's vector has %d dimensions, the query's %d", docs[i].ID, len(v), len(qv[m][q]))
+					}
+					tops[m][q].add(docs[i].ID, objective.Dot(qv[m][q], v))
+				}
+			}
+		}
+		r.report("check documents", hi, len(ids))
+	}
+	return tops, nil
+}
+
 // checkScores are the check's mean nDCG@10: the index's model's and the
 // student's by dense retrieval, and (when asked for) by hybrid retrieval
 // (hybridTop: BM25 fused with each).
@@ -158,10 +182,10 @@ type checkScores struct {
 
 // pseudoRels are a held-out query's pseudo-judgments: the top
 // checkRelevant of BM25's top checkDepth (lex) fused by RRF (k = 60) with
-// the teacher model's (teacher, best first).
-func pseudoRels(lex []engine.Result, teacher []string) map[string]int {
+// each teacher model's (teachers, each best first).
+func pseudoRels(lex []engine.Result, teachers ...[]string) map[string]int {
 	rels := map[string]int{}
-	for _, id := range fused(lex, teacher) {
+	for _, id := range fused(lex, teachers...) {
 		if len(rels) == checkRelevant {
 			break
 		}
@@ -178,14 +202,18 @@ func hybridTop(lex []engine.Result, dense []string) []string {
 	return ids[:min(len(ids), checkK)]
 }
 
-// fused is BM25's list fused by RRF (k = 60) with another, best first.
-func fused(lex []engine.Result, other []string) []string {
-	lists := []fusion.List{{Name: "bm25"}, {Name: "other"}}
+// fused is BM25's list fused by RRF (k = 60) with others, best first.
+func fused(lex []engine.Result, others ...[]string) []string {
+	lists := []fusion.List{{Name: "bm25"}}
 	for _, res := range lex {
 		lists[0].Hits = append(lists[0].Hits, fusion.Hit{ID: res.ID})
 	}
-	for _, id := range other {
-		lists[1].Hits = append(lists[1].Hits, fusion.Hit{ID: id})
+	for i, other := range others {
+		l := fusion.List{Name: fmt.Sprint("other", i)}
+		for _, id := range other {
+			l.Hits = append(l.Hits, fusion.Hit{ID: id})
+		}
+		lists = append(lists, l)
 	}
 	var ids []string
 	for _, res := range fusion.RRF(lists, fusion.DefaultK) {
@@ -250,7 +278,7 @@ func (r *run) judgedQueries(ctx context.Context, eng *engine.Engine) ([]checkQue
 // with 139 added, right as the 11 alone were (docs/results/adapt.md).
 const minCheckQueries = 30
 
-// extractiveCheck returns the extractive pseudo-queries (pseudoQuery) of
+// extractiveCheck returns the extractive pseudo-queries (PseudoQuery) of
 // every tenth document of eng in ID order, at most limit of them: the share
 // an extractive run holds out, from documents no query of a run without
 // extractive ones was cut from.
@@ -270,7 +298,7 @@ func extractiveCheck(ctx context.Context, eng *engine.Engine, limit int) ([]chec
 			return nil, fmt.Errorf("adapt: %w", err)
 		}
 		for _, d := range docs {
-			if q := pseudoQuery(d); q != "" && len(qs) < limit {
+			if q := PseudoQuery(d); q != "" && len(qs) < limit {
 				qs = append(qs, checkQuery{Text: q})
 			}
 		}

@@ -51,7 +51,7 @@ func TestCorpusCheck(t *testing.T) {
 	tmp := t.TempDir()
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
 	c := tinyConfig(t, index, filepath.Join(tmp, "work"), "")
-	c.TeacherModel = home.DefaultModel()
+	c.TeacherModels = []string{home.DefaultModel()}
 	r := &run{cfg: c}
 	if err := r.cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestExtractiveCheck(t *testing.T) {
 			t.Fatalf("limit %d: %d queries, want %d", limit, len(qs), min(3, limit))
 		}
 		for i, q := range qs {
-			if want := pseudoQuery(docs[i]); q.Text != want || q.Rels != nil {
+			if want := PseudoQuery(docs[i]); q.Text != want || q.Rels != nil {
 				t.Fatalf("query %d: %+v, want %q judged by the teacher", i, q, want)
 			}
 		}

@@ -97,7 +97,7 @@ func TestGuardCorpusMeasures(t *testing.T) {
 			}
 			return out
 		}
-		r := &run{cfg: Config{Index: w + "/idx", Work: w + "/work", TeacherModel: tm}, embedBase: true}
+		r := &run{cfg: Config{Index: w + "/idx", Work: w + "/work", TeacherModels: []string{tm}}, embedBase: true}
 		held, err := r.heldQueries()
 		if err != nil {
 			t.Fatal(err)

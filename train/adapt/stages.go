@@ -47,22 +47,49 @@ func listIDs(ctx context.Context, eng *engine.Engine) ([]string, error) {
 	return eng.IDs(ctx)
 }
 
-// pseudoQuery is a document's extractive pseudo-query: its title when it
+// PseudoQuery is a document's extractive pseudo-query: its title when it
 // has at least three words, else its first sentence (at most 32 words);
 // "" when neither has three words.
-func pseudoQuery(d engine.Document) string {
+func PseudoQuery(d engine.Document) string {
 	if t := strings.Join(strings.Fields(d.Title), " "); len(strings.Fields(t)) >= 3 {
 		return t
 	}
 	text := d.Text
-	if i := strings.IndexFunc(text, func(c rune) bool { return c == '.' || c == '?' || c == '!' || c == '\n' }); i > 0 {
+	if i := strings.IndexFunc(text, sentenceEnd); i > 0 {
 		text = text[:i]
 	}
 	w := strings.Fields(text)
 	if len(w) < 3 {
-		return ""
+		// Scripts written without spaces (Chinese, Japanese, Thai): the
+		// sentence's first 48 characters, if it has 8.
+		r := []rune(strings.TrimSpace(text))
+		if len(r) < 8 || !unspaced(r) {
+			return ""
+		}
+		return string(r[:min(48, len(r))])
 	}
 	return strings.Join(w[:min(32, len(w))], " ")
+}
+
+// sentenceEnd ends a sentence: . ? ! and a line break, and the full stops
+// and marks of other scripts (。？！ Chinese and Japanese, । Hindi, ؟ Arabic).
+func sentenceEnd(c rune) bool {
+	switch c {
+	case '.', '?', '!', '\n', '。', '？', '！', '।', '؟':
+		return true
+	}
+	return false
+}
+
+// unspaced reports a text mostly in a script written without spaces.
+func unspaced(r []rune) bool {
+	n := 0
+	for _, c := range r {
+		if unicode.In(c, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar) {
+			n++
+		}
+	}
+	return 2*n > len(r)
 }
 
 type pair struct {
@@ -124,7 +151,7 @@ func (r *run) queries(ctx context.Context) error {
 				return fmt.Errorf("adapt: %w", err)
 			}
 			for _, d := range docs {
-				if q := pseudoQuery(d); q != "" {
+				if q := PseudoQuery(d); q != "" {
 					all = append(all, pair{Query: q, PosIDs: []string{d.ID}})
 				}
 			}
@@ -282,21 +309,23 @@ func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Dura
 }
 
 // miner builds the calibrated fusion teacher over eng (BM25, the index's
-// model, and extra — TeacherModel's cosine — when not nil) and a miner;
+// model, and extra — the teacher models' cosines) and a miner;
 // calibrated on train.jsonl (on train-log.jsonl when train.jsonl is
 // empty), the calibration kept in Work/teacher.json.
-func (r *run) miner(ctx context.Context, eng *engine.Engine, extra mining.Teacher, progress func(done, total int)) (*mining.Miner, error) {
+func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teacher, progress func(done, total int)) (*mining.Miner, error) {
 	enc, err := eng.LoadEncoder(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adapt: %w", err)
 	}
 	signals := []mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
 		&mining.DenseTeacher{Enc: enc, Label: "dense:" + eng.Model().Label(), Vectors: mining.StoredVectors(eng)}}
-	if extra != nil {
-		signals = append(signals, extra)
-	}
+	signals = append(signals, extra...)
 	teacher := &mining.FusionTeacher{Signals: signals}
-	m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, r.minerOptions(progress))
+	mode := r.cfg.NegativesFrom
+	if mode == "" {
+		mode = engine.ModeHybrid
+	}
+	m, err := mining.New(&mining.EngineRetriever{E: eng, Mode: mode}, teacher, mining.EngineCorpus{E: eng}, r.minerOptions(progress))
 	if err != nil {
 		return nil, err
 	}
@@ -348,15 +377,15 @@ func (r *run) mine(ctx context.Context) error {
 		return err
 	}
 	defer eng.Close()
-	// The teacher model embeds the corpus once for the four query files.
-	var extra mining.Teacher
-	if r.cfg.TeacherModel != "" {
-		cached, t, err := r.teacherEncoder(ctx, eng)
-		if err != nil {
-			return err
-		}
-		defer t.Close()
-		extra = &mining.DenseTeacher{Enc: cached, Label: "dense:" + t.Manifest().Name}
+	// Each teacher model embeds the corpus once for the four query files.
+	ts, err := r.teacherEncoders(ctx, eng)
+	if err != nil {
+		return err
+	}
+	defer closeTeachers(ts)
+	var extra []mining.Teacher
+	for _, t := range ts {
+		extra = append(extra, &mining.DenseTeacher{Enc: t.enc, Label: "dense:" + t.name})
 	}
 	return r.mineAll(ctx, func(progress func(done, total int)) (*mining.Miner, error) {
 		return r.miner(ctx, eng, extra, progress)
@@ -494,7 +523,7 @@ func (r *run) assemble(out, made, log string, thr float64) (n, kept, dropped int
 	err = atomicfile.Write(r.path(out), func(w io.Writer) error {
 		if err := eachRecord(r.path(made), func(line []byte, rec flagembedding.Record) error {
 			n++
-			if !r.cfg.KeepQueryInPositive && cloze(&rec) {
+			if !r.cfg.KeepQueryInPositive && Cloze(&rec) {
 				b, err := json.Marshal(rec)
 				if err != nil {
 					return err
@@ -523,14 +552,14 @@ func (r *run) assemble(out, made, log string, thr float64) (n, kept, dropped int
 	return n, kept, dropped, nil
 }
 
-// cloze removes an extractive query from its positives, the inverse-cloze
+// Cloze removes an extractive query from its positives, the inverse-cloze
 // task (Lee et al., 2019): a title or sentence cut from a document is found
 // in it verbatim, so the student learns nothing from matching it; without
 // it, the query must be matched to the rest of the document's text. A
 // positive left with fewer than clozeMinWords words is kept whole. It
 // reports whether rec changed. Generated queries are rarely verbatim in
 // their document and pass unchanged.
-func cloze(rec *flagembedding.Record) bool {
+func Cloze(rec *flagembedding.Record) bool {
 	changed := false
 	for i, p := range rec.Pos {
 		j := strings.Index(p, rec.Query)
@@ -739,21 +768,12 @@ func (r *run) check(ctx context.Context) error {
 	}
 	defer student.Close()
 	rep := &r.st.Report
-	if r.cfg.Judged != "" || r.cfg.TeacherModel != "" {
-		var qs []checkQuery
+	if r.cfg.Judged != "" || len(r.cfg.TeacherModels) > 0 {
+		rep.Check = CheckCorpus
 		if r.cfg.Judged != "" {
-			qs, err = r.judgedQueries(ctx, eng)
 			rep.Check = CheckJudged
-		} else {
-			qs, err = r.heldQueries()
-			rep.Check = CheckCorpus
-			if err == nil && r.cfg.NoExtractive {
-				held, added := len(qs), 0
-				if qs, added, err = withExtractive(ctx, eng, qs); added > 0 {
-					r.logf("the check adds %d extractive pseudo-queries (every tenth document's) to the %d held out: fewer than %d would decide it alone", added, held, minCheckQueries)
-				}
-			}
 		}
+		qs, err := r.checkQueries(ctx, eng, false)
 		if err != nil {
 			return err
 		}

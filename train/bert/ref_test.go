@@ -1,18 +1,14 @@
 package bert
 
 import (
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/objective"
 )
 
@@ -26,21 +22,15 @@ const (
 )
 
 // randomBatch makes n sequences of length T with random lengths in [3,T]
-// (right padding), [CLS]=1 first; pairs puts token type 1 on the second half.
+// (right padding, the first full), [CLS]=1 first; pairs puts token type 1
+// on the second half.
 func randomBatch(r *rand.Rand, n, T, vocab int, pairs bool) *Batch {
-	b := &Batch{N: n, T: T, IDs: make([]int32, n*T), Types: make([]int32, n*T), Mask: make([]float32, n*T)}
-	for i := 0; i < n; i++ {
-		L := 3 + r.IntN(T-2)
-		if i == 0 {
-			L = T // at least one unpadded sequence
-		}
-		for t := 0; t < L; t++ {
-			b.IDs[i*T+t] = int32(2 + r.IntN(vocab-2))
-			b.Mask[i*T+t] = 1
-			if pairs && t >= L/2 {
-				b.Types[i*T+t] = 1
-			}
-		}
+	s := reftest.PaddedZero(r, n, T, 2, vocab, func(int) int { return 3 })
+	b := &Batch{N: n, T: T, IDs: s.IDs, Types: make([]int32, n*T), Mask: s.Mask}
+	if pairs {
+		b.Types = s.PairTypes()
+	}
+	for i := range n {
 		b.IDs[i*T] = 1
 	}
 	return b
@@ -58,8 +48,16 @@ type refCase struct {
 	act       string
 }
 
+// torchRef is tools/torch_ref.py's gradients, committed.
+var torchRef = reftest.Suite{Golden: "testdata/torch_ref.golden", Tool: "torch_ref.py", Imports: []string{"torch", "safetensors.torch"}}
+
+// TestGradientsMatchPyTorch compares the loss and every trainable gradient
+// of a tiny random BERT — bi-encoder (InfoNCE, in-batch or own group,
+// distillation; mean, [CLS] and last-token pooling; erf and tanh GELU) and
+// cross-encoder (BCE and listwise, with and without distillation), full and
+// LoRA — with PyTorch autograd in float64 (tools/torch_ref.py), read from
+// the golden file it wrote (internal/reftest).
 func TestGradientsMatchPyTorch(t *testing.T) {
-	python, script := pyref.Python(t, "torch", "safetensors.torch"), pyref.Tool(t, "torch_ref.py")
 	cases := []refCase{
 		{name: "infonce_inbatch_distill_mean", objective: objContrastive, pooling: PoolMean, inBatch: true, distill: 0.5, Q: 3, G: 3},
 		{name: "infonce_own_group_cls", objective: objContrastive, pooling: PoolCLS, Q: 2, G: 4},
@@ -71,12 +69,19 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 		{name: "lora_infonce_distill", objective: objContrastive, pooling: PoolMean, inBatch: true, distill: 1, Q: 2, G: 3,
 			lora: &LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"query", "value", "intermediate.dense"}}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { checkAgainstTorch(t, python, script, tc, uint64(i+1)) })
-	}
+	torchRef.Run(t, len(cases), func(t *testing.T, i int, dir string) (string, reftest.Check) {
+		return cases[i].name, prepare(t, cases[i], uint64(i+1), dir)
+	})
 }
 
-func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uint64) {
+// prepare takes case tc's gradient step, writes the model (raw, unmerged
+// tensors) and the batch into dir for the reference, and returns the
+// comparison. A few gradients are zero in exact arithmetic (the key bias:
+// softmax ignores a shift of all scores; the classifier bias under the
+// listwise softmax), so their reference is rounding noise: reftest.Grads
+// floors the denominator at 1e-3 of the largest tensor gradient.
+func prepare(t *testing.T, tc refCase, seed uint64, dir string) reftest.Check {
+	t.Helper()
 	cfg := tinyConfig()
 	if tc.act != "" {
 		cfg.HiddenAct = tc.act
@@ -91,13 +96,9 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 		if err := m.EnableLoRA(*tc.lora, seed); err != nil {
 			t.Fatal(err)
 		}
-		// B starts at zero, which would make A's gradient zero: give B values
-		// so both factors' gradients are checked.
 		for _, p := range m.Params {
 			if filepath.Ext(p.Name) == ".weight" && isLoRAName(p.Name) {
-				for i := range p.W {
-					p.W[i] = float32(0.05 * r.NormFloat64())
-				}
+				reftest.Fill(r, 0.05, p.W)
 			}
 		}
 	}
@@ -120,29 +121,13 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 		job["labels"] = labels
 	}
 	if tc.distill > 0 {
-		teacher = make([]float32, tc.Q*tc.G)
-		for i := range teacher {
-			teacher[i] = float32(r.NormFloat64() * 3)
-		}
+		teacher = reftest.Randn(r, tc.Q*tc.G, 3)
 		job["distill_weight"], job["teacher_temperature"], job["teacher"] = tc.distill, 2.0, teacher
 	}
-	ids, types, mask := make([][]int32, b.N), make([][]int32, b.N), make([][]float32, b.N)
-	for n := 0; n < b.N; n++ {
-		ids[n], types[n], mask[n] = b.IDs[n*T:n*T+T], b.Types[n*T:n*T+T], b.Mask[n*T:n*T+T]
-	}
-	job["ids"], job["types"], job["mask"] = ids, types, mask
-	var trainable []string
-	for _, p := range m.Params {
-		if !p.Frozen {
-			trainable = append(trainable, p.Name)
-		}
-	}
-	job["trainable"] = trainable
+	job["ids"], job["types"], job["mask"] = reftest.Rows(b.IDs, T), reftest.Rows(b.Types, T), reftest.Rows(b.Mask, T)
 	if tc.lora != nil {
 		job["lora"] = map[string]any{"rank": tc.lora.Rank, "alpha": tc.lora.Alpha}
 	}
-
-	// Go: loss and gradients.
 	var l objective.Loss
 	if tc.objective == objContrastive {
 		l, err = m.ContrastiveGrad(b, tc.Q, tc.G, tc.pooling, teacher,
@@ -153,46 +138,16 @@ func checkAgainstTorch(t *testing.T, python, script string, tc refCase, seed uin
 	if err != nil {
 		t.Fatal(err)
 	}
-	loss := l.Value
-
-	// PyTorch: the same model (raw, unmerged tensors) and batch.
-	dir := t.TempDir()
-	raw := map[string]*safetensors.Tensor{}
-	for _, p := range m.Params {
-		raw[p.Name] = &safetensors.Tensor{Name: p.Name, DType: "F32", Shape: p.Shape, Data: p.W}
+	trainable := reftest.WriteParams(t, filepath.Join(dir, "model.safetensors"), m.Params...)
+	job["trainable"] = trainable
+	reftest.WriteJSON(t, dir, map[string]any{"config.json": cfg, "batch.json": job})
+	return func(t *testing.T, dir string) {
+		got := make(map[string][]float32, len(trainable))
+		for _, name := range trainable {
+			got[name] = m.Param(name).G
+		}
+		reftest.Step(t, dir, l.Value, got, trainable)
 	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), raw, nil); err != nil {
-		t.Fatal(err)
-	}
-	cj, _ := json.Marshal(cfg)
-	jb, _ := json.Marshal(job)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "batch.json"), jb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(python, script, dir).CombinedOutput(); err != nil {
-		t.Fatalf("torch_ref.py: %v\n%s", err, out)
-	}
-	ref, err := safetensors.ReadFile(filepath.Join(dir, "grads.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	refLoss := float64(ref["loss"].Data[0])
-	pyref.CompareLoss(t, "loss", loss, refLoss)
-	// Relative error per tensor in the L2 norm, against the float64
-	// reference (pyref.CompareGrads). A few gradients are zero in exact
-	// arithmetic (the key bias: softmax ignores a shift of all scores; the
-	// classifier bias under the listwise softmax), so their reference is
-	// rounding noise; the floor measures those against 1e-3 of the largest
-	// tensor gradient instead.
-	got := make(map[string][]float32, len(trainable))
-	for _, name := range trainable {
-		got[name] = m.Param(name).G
-	}
-	worst, worstName := pyref.CompareGrads(t, ref, got, trainable)
-	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", loss, refLoss, len(trainable), worst, worstName)
 }
 
 // Merging LoRA into the weights (what export writes) leaves the forward

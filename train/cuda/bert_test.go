@@ -1,12 +1,12 @@
 package cuda_test
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/bert"
@@ -24,12 +24,7 @@ func TestEncoderMatchesCPUOnEmulator(t *testing.T) {
 }
 
 func TestEncoderMatchesCPUOnGPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the encoder is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
-	compareWithCPU(t, d, 1e-4)
+	compareWithCPU(t, cuda.OpenOrSkip(t, cuda.Options{Debug: true}, "the encoder against the CPU"), 1e-4)
 }
 
 func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
@@ -53,20 +48,10 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 
 	rng := rand.New(rand.NewPCG(5, 6))
 	N, T, C := 5, 12, cfg.HiddenSize
-	b := &bert.Batch{N: N, T: T, IDs: make([]int32, N*T), Types: make([]int32, N*T), Mask: make([]float32, N*T)}
-	for n := 0; n < N; n++ {
-		L := 3 + rng.IntN(T-2)
-		if n == 0 {
-			L = T
-		}
-		for i := 0; i < L; i++ {
-			b.IDs[n*T+i] = int32(2 + rng.IntN(cfg.VocabSize-2))
-			b.Mask[n*T+i] = 1
-			if i >= L/2 {
-				b.Types[n*T+i] = 1
-			}
-		}
-		b.IDs[n*T] = 1
+	seqs := reftest.PaddedZero(rng, N, T, 2, cfg.VocabSize, func(int) int { return 3 }) // as train/bert's gradient check
+	b := &bert.Batch{N: N, T: T, IDs: seqs.IDs, Types: seqs.PairTypes(), Mask: seqs.Mask}
+	for n := range N {
+		b.IDs[n*T] = 1 // [CLS]
 	}
 
 	opt := train.NewAdamW(0.01)
@@ -101,7 +86,7 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 		if err := cuda.Download(hid, enc.Hidden()); err != nil {
 			t.Fatal(err)
 		}
-		closeTo(t, "hidden state", hid, a.Hidden, tol)
+		reftest.Close(t, "hidden state", hid, a.Hidden, tol, 0)
 		want, err := cpu.Pool(a, train.PoolMean)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +95,7 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		closeTo(t, "mean pooled", got, want, tol)
+		reftest.Close(t, "mean pooled", got, want, tol, 0)
 
 		dp := make([]float32, N*C)
 		for i := range dp {
@@ -155,7 +140,7 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeToFloor(t, "gradient of "+p.Name, g, p.G, tol, floor)
+			reftest.Close(t, "gradient of "+p.Name, g, p.G, tol, floor)
 			compared++
 		}
 		if compared != len(enc.Params) {
@@ -180,32 +165,9 @@ func compareWithCPU(t *testing.T, d *cuda.Device, tol float64) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				closeTo(t, "updated "+p.Name, w, p.W, tol)
+				reftest.Close(t, "updated "+p.Name, w, p.W, tol, 0)
 			}
 		}
-	}
-}
-
-func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
-	t.Helper()
-	closeToFloor(t, what, got, want, tol, 0)
-}
-
-// closeToFloor: ‖got − want‖ ≤ tol·max(‖want‖, floor), no NaN or Inf.
-func closeToFloor(t *testing.T, what string, got, want []float32, tol, floor float64) {
-	t.Helper()
-	var num, den float64
-	for i := range want {
-		g := float64(got[i])
-		if math.IsNaN(g) || math.IsInf(g, 0) {
-			t.Errorf("%s: element %d is %v", what, i, g)
-			return
-		}
-		num += (g - float64(want[i])) * (g - float64(want[i]))
-		den += float64(want[i]) * float64(want[i])
-	}
-	if rel := math.Sqrt(num / math.Max(den, math.Max(floor*floor, 1e-300))); rel > tol {
-		t.Errorf("%s: relative error %.3g > %.1g", what, rel, tol)
 	}
 }
 

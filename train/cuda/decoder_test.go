@@ -1,13 +1,13 @@
 package cuda_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/train"
 	"github.com/anna-search/anna/train/cuda"
@@ -34,12 +34,7 @@ func TestDecoderMatchesCPUOnEmulator(t *testing.T) {
 }
 
 func TestDecoderMatchesCPUOnGPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the decoder is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
-	decoderMatchesCPU(t, d, 1e-4)
+	decoderMatchesCPU(t, cuda.OpenOrSkip(t, cuda.Options{Debug: true}, "the decoder against the CPU"), 1e-4)
 }
 
 func decoderMatchesCPU(t *testing.T, d *cuda.Device, tol float64) {
@@ -96,9 +91,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			// lora_B is zero at init: give A a gradient; so are the head's
 			// layer weights and biases.
 			if strings.HasSuffix(p.Name, ".lora_B.weight") || strings.HasPrefix(p.Name, "pooling.") {
-				for i := range p.W {
-					p.W[i] = float32(rng.NormFloat64() * 0.1)
-				}
+				reftest.Fill(rng, 0.1, p.W)
 			}
 		}
 		return m
@@ -115,20 +108,9 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 	}
 
 	N, T, C := 5, 9, cfg.HiddenSize
-	b := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
-	lens := make([]int, N)
-	for n := 0; n < N; n++ {
-		lens[n] = 2 + rng.IntN(T-1)
-		if n == 0 {
-			lens[n] = T
-		}
-		for i := 0; i < T; i++ {
-			b.IDs[n*T+i] = int32(rng.IntN(cfg.VocabSize))
-			if i < lens[n] {
-				b.Mask[n*T+i] = 1
-			}
-		}
-	}
+	seqs := reftest.Padded(rng, N, T, 0, cfg.VocabSize, nil) // as train/decoder's gradient check
+	b := &decoder.Batch{N: N, T: T, IDs: seqs.IDs, Mask: seqs.Mask}
+	lens := seqs.Lens
 	opt, hostOpt := train.NewAdamW(0.01), train.NewAdamW(0.01)
 	for step := 1; step <= 3; step++ {
 		a, err := cpu.Forward(b)
@@ -147,7 +129,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			gotReal = append(gotReal, hid[n*T*C:(n*T+lens[n])*C]...)
 			wantReal = append(wantReal, a.Hidden[n*T*C:(n*T+lens[n])*C]...)
 		}
-		closeTo(t, "hidden state", gotReal, wantReal, tol)
+		reftest.Close(t, "hidden state", gotReal, wantReal, tol, 0)
 		want, err := cpu.Pool(a, pool)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +144,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 				t.Fatal(err)
 			}
 		}
-		closeTo(t, "pooled", got, want, tol)
+		reftest.Close(t, "pooled", got, want, tol, 0)
 
 		dp := make([]float32, N*C)
 		for i := range dp {
@@ -185,7 +167,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 		}
 		compared := 0
 		for _, p := range cpu.HeadParams() {
-			closeTo(t, "gradient of "+p.Name, host.Param(p.Name).G, p.G, tol)
+			reftest.Close(t, "gradient of "+p.Name, host.Param(p.Name).G, p.G, tol, 0)
 		}
 		for _, p := range cpu.Params {
 			if strings.HasPrefix(p.Name, "pooling.") { // compared above
@@ -205,7 +187,7 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeTo(t, "gradient of "+p.Name, g, p.G, tol)
+			reftest.Close(t, "gradient of "+p.Name, g, p.G, tol, 0)
 			compared++
 		}
 		if compared != len(dev.Params) {
@@ -248,14 +230,14 @@ func oneDecoder(t *testing.T, d *cuda.Device, arch string, causal bool, pool str
 			t.Fatal(err)
 		}
 		for _, p := range cpu.HeadParams() {
-			closeTo(t, "updated "+p.Name, host.Param(p.Name).W, p.W, tol)
+			reftest.Close(t, "updated "+p.Name, host.Param(p.Name).W, p.W, tol, 0)
 		}
 		for _, p := range dev.Params {
 			w, err := p.Download(false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeTo(t, "updated "+p.Name, w, cpu.Param(p.Name).W, tol)
+			reftest.Close(t, "updated "+p.Name, w, cpu.Param(p.Name).W, tol, 0)
 		}
 	}
 }

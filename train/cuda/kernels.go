@@ -47,43 +47,55 @@ func Source() (string, error) {
 // kernelSigs is every kernel the Go side launches and its parameters, one
 // letter each: p a device pointer, l a 64-bit integer, i a 32-bit integer,
 // f a float32. launch checks each call against it; the NVRTC test checks
-// it against the compiled PTX's entry points.
+// it against the compiled PTX's entry points. Grouped by kernel file: the
+// kernels of kernels/X.cu are launched by X.go (TestLaunchersBesideKernels).
 var kernelSigs = map[string]string{
-	"embedding_forward":                 "ppppppiiiii",
-	"embedding_backward":                "ppppppiiiii",
+	// activation.cu
+	"act_forward":   "ppli",
+	"act_backward":  "ppli",
+	"tanh_forward":  "ppl",
+	"tanh_backward": "ppl",
+	// attention.cu
+	"permute_heads":         "ppiiii",
+	"unpermute_heads":       "ppiiiii",
+	"attn_softmax_forward":  "pppiiii",
+	"attn_softmax_backward": "ppli",
+	"repeat_kv":             "ppiiii",
+	"reduce_kv":             "ppiiii",
+	// elementwise.cu
+	"add_inplace":   "ppl",
+	"scale_inplace": "pfl",
+	"cast_f32_bf16": "ppl",
+	"cast_bf16_f32": "ppl",
+	// embedding.cu
+	"embedding_forward":  "ppppppiiiii",
+	"embedding_backward": "ppppppiiiii",
+	"gather_rows":        "pppiii",
+	"scatter_add_rows":   "ppppiii",
+	// layernorm.cu
 	"layernorm_forward":                 "ppppppiif",
 	"layernorm_backward_input":          "ppppppii",
 	"layernorm_backward_params_partial": "ppppppiii",
-	"colsum_partial":                    "ppiii",
-	"colsum_finish":                     "ppii",
-	"sumsq_partial":                     "ppl",
-	"bias_add":                          "ppii",
-	"add_inplace":                       "ppl",
-	"scale_inplace":                     "pfl",
-	"act_forward":                       "ppli",
-	"act_backward":                      "ppli",
-	"tanh_forward":                      "ppl",
-	"tanh_backward":                     "ppl",
-	"cast_f32_bf16":                     "ppl",
-	"cast_bf16_f32":                     "ppl",
-	"permute_heads":                     "ppiiii",
-	"unpermute_heads":                   "ppiiiii",
-	"attn_softmax_forward":              "pppiiii",
-	"attn_softmax_backward":             "ppli",
-	"pool_forward":                      "ppppiiii",
-	"pool_backward":                     "ppppiiii",
-	"l2norm_forward":                    "pppii",
-	"l2norm_backward":                   "ppppii",
-	"adamw_update":                      "pppppl" + "ffffff",
-	"gather_rows":                       "pppiii",
-	"scatter_add_rows":                  "ppppiii",
-	"rmsnorm_forward":                   "ppppiif",
-	"rmsnorm_backward_input":            "pppppii",
-	"rope_apply":                        "pppiiiif",
-	"swiglu_forward":                    "pppl",
-	"swiglu_backward":                   "pppppl",
-	"repeat_kv":                         "ppiiii",
-	"reduce_kv":                         "ppiiii",
+	// linear.cu
+	"bias_add":       "ppii",
+	"colsum_partial": "ppiii",
+	"colsum_finish":  "ppii",
+	// optim.cu
+	"adamw_update":  "pppppl" + "ffffff",
+	"sumsq_partial": "ppl",
+	// pooling.cu
+	"pool_forward":    "ppppiiii",
+	"pool_backward":   "ppppiiii",
+	"l2norm_forward":  "pppii",
+	"l2norm_backward": "ppppii",
+	// rmsnorm.cu
+	"rmsnorm_forward":        "ppppiif",
+	"rmsnorm_backward_input": "pppppii",
+	// rope.cu
+	"rope_apply": "pppiiiif",
+	// swiglu.cu
+	"swiglu_forward":  "pppl",
+	"swiglu_backward": "pppppl",
 }
 
 // Program is the kernels compiled for one GPU architecture.

@@ -1,5 +1,9 @@
 package cuda
 
+import (
+	"errors"
+)
+
 // linearLayer is ops.Linear on the device, shared by Encoder and Decoder:
 // y = x·Wᵀ (+ scale·(x·Aᵀ)·Bᵀ with LoRA factors) (+ bias), W [out, in].
 // gw and gb are W's and the bias's gradients when they train (nil when
@@ -62,4 +66,45 @@ func (d *Device) linearBackward(l *linearLayer, dx, dout, x, xa, dxa *Buffer, ro
 		}
 	}
 	return nil
+}
+
+// BiasAdd adds b (cols) to every row of out (rows×cols).
+func (d *Device) BiasAdd(out, b *Buffer, rows, cols int) error {
+	const op = "bias add"
+	if err := errors.Join(dims(op, "rows", rows, "cols", cols), need(op, "out", out, rows*cols), need(op, "b", b, cols)); err != nil {
+		return err
+	}
+	return d.launch("bias_add", elementwise(int64(rows)*int64(cols)), block1(256), 0, ptr(out), ptr(b), i32(rows), i32(cols))
+}
+
+// ColSumAdd adds the column sums of x (rows×cols) to dst: a bias gradient.
+func (d *Device) ColSumAdd(dst, x *Buffer, rows, cols int) error {
+	const op = "column sum"
+	if err := errors.Join(dims(op, "rows", rows, "cols", cols), need(op, "dst", dst, cols), need(op, "x", x, rows*cols)); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	chunks, rpc := d.chunking(rows, cols)
+	part, err := d.scratchF32(chunks * cols)
+	if err != nil {
+		return err
+	}
+	if err := d.launch("colsum_partial", [3]uint32{blocks(int64(cols), 32), uint32(chunks), 1}, [3]uint32{32, 8, 1}, 0,
+		ptr(part), ptr(x), i32(rows), i32(cols), i32(rpc)); err != nil {
+		return err
+	}
+	return d.launch("colsum_finish", grid1(blocks(int64(cols), 256)), block1(256), 0, ptr(dst), ptr(part), i32(chunks), i32(cols))
+}
+
+// chunking splits rows into chunks for the two-stage column sums: enough
+// (column tile, chunk) blocks to fill the device twice over, and no chunk
+// shorter than 64 rows.
+func (d *Device) chunking(rows, cols int) (chunks, rowsPerChunk int) {
+	tiles := (cols + 31) / 32
+	chunks = max(1, (2*max(d.SMs, 1)+tiles-1)/tiles)
+	chunks = min(chunks, max(1, rows/64))
+	rowsPerChunk = (rows + chunks - 1) / chunks
+	return (rows + rowsPerChunk - 1) / rowsPerChunk, rowsPerChunk
 }

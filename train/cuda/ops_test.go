@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	cpu "github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/internal/reftest"
 )
 
 // The op suite compares every op with a float64 reference written from the
@@ -33,11 +33,7 @@ func TestOpsOnEmulator(t *testing.T) {
 }
 
 func TestOpsOnGPU(t *testing.T) {
-	d, err := Open(context.Background(), Options{Debug: true})
-	if err != nil {
-		t.Skipf("no GPU here; the CUDA kernels' numerics are checked on a machine with one: %v", err)
-	}
-	defer d.Close()
+	d := OpenOrSkip(t, Options{Debug: true}, "each kernel's numerics")
 	t.Logf("device: %s; kernels: sm_%d CUBIN=%v", d, d.Program.Arch, d.Program.CUBIN)
 	runSuite(t, d)
 }
@@ -132,26 +128,21 @@ func (f *fixture) ok(err error) {
 	}
 }
 
-// close fails when ‖got − want‖/‖want‖ > tol or got holds a NaN or Inf.
+// close fails when ‖got − want‖/‖want‖ > tol (‖got − want‖ > tol for a
+// zero want) or got holds a NaN or Inf.
 func (f *fixture) close(what string, got []float32, want []float64, tol float64) {
 	f.t.Helper()
 	if len(got) != len(want) {
 		f.t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
-	var num, den float64
-	for i, g := range got {
-		if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
-			f.t.Errorf("%s: element %d is %v (unwritten or overflowed)", what, i, g)
-			return
-		}
-		num += (float64(g) - want[i]) * (float64(g) - want[i])
-		den += want[i] * want[i]
+	rel, bad := reftest.RelErr(got, want, 0)
+	if math.IsInf(rel, 1) && bad < 0 { // a zero reference: the error is absolute
+		rel, _ = reftest.RelErr(got, want, 1)
 	}
-	rel := math.Sqrt(num / math.Max(den, 1e-300))
-	if den == 0 {
-		rel = math.Sqrt(num)
-	}
-	if rel > tol {
+	switch {
+	case bad >= 0:
+		f.t.Errorf("%s: element %d is %v (unwritten or overflowed)", what, bad, got[bad])
+	case !(rel <= tol):
 		f.t.Errorf("%s: relative error %.3g > %.1g", what, rel, tol)
 	}
 }

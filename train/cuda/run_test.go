@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
@@ -105,11 +106,7 @@ func TestRunOnEmulatorMatchesCPU(t *testing.T) {
 }
 
 func TestRunOnGPUMatchesCPU(t *testing.T) {
-	d, err := cuda.Open(context.Background(), cuda.Options{})
-	if err != nil {
-		t.Skipf("no GPU here; train.Run on the device is checked against the CPU on a machine with one: %v", err)
-	}
-	defer d.Close()
+	d := cuda.OpenOrSkip(t, cuda.Options{}, "train.Run on the device against the CPU")
 	for _, c := range runCases {
 		t.Run(c.name, func(t *testing.T) {
 			runMatchesCPU(t, d, c.decoder, c.bidirectional, c.objective, c.pooling, c.tweak, 1e-3)
@@ -335,14 +332,8 @@ func sameParams(t *testing.T, what string, got, want map[string]*safetensors.Ten
 		if strings.HasSuffix(name, "attention.self.key.bias") || objective == train.ObjectiveListwise && name == "classifier.bias" {
 			continue
 		}
-		var num, den float64
-		for i := range w.Data {
-			e := float64(g.Data[i]) - float64(w.Data[i])
-			num += e * e
-			den += float64(w.Data[i]) * float64(w.Data[i])
-		}
-		if math.IsNaN(num) || math.Sqrt(num) > tol*math.Sqrt(den) {
-			t.Errorf("%s: %s differs from the CPU run's by %.3g relative", what, name, math.Sqrt(num/den))
+		if rel, bad := reftest.RelErr(g.Data, w.Data, 0); bad >= 0 || !(rel <= tol) {
+			t.Errorf("%s: %s differs from the CPU run's by %.3g relative", what, name, rel)
 		}
 	}
 }

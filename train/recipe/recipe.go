@@ -105,9 +105,43 @@ type Config struct {
 
 	// More are further sets mined (each indexed on its own) and trained on
 	// with Data's train split; MoreRequireTop is their
-	// mining.Options.RequireTop (1 for generated queries).
+	// mining.Options.RequireTop (1 for generated queries). With no Data,
+	// More (and Pseudo) are the whole training data (a general reranker:
+	// General).
 	More           []Set
 	MoreRequireTop int
+	// Pseudo are BEIR folders (their corpus.jsonl alone is read) whose
+	// extractive pseudo-queries (adapt.PseudoQuery: a document's title,
+	// else its first sentence) are mined like a judged set — a query kept
+	// only where the teacher ranks its document first — and trained on
+	// with the query cut out of its document (adapt.Cloze), at most
+	// PseudoQueries a corpus (0: every one) spread over it. Every tenth
+	// document's query is never trained on: it is the pseudo-query check's
+	// (Check).
+	Pseudo        []string
+	PseudoQueries int
+	// PerQuery caps the examples one query contributes (a judged query
+	// has one per relevant document: CISI's have 41 on average) and PerSet
+	// those one set contributes, spread over it (0: no cap), so that no
+	// collection outweighs the others.
+	PerQuery, PerSet int
+	// TeacherModels are embedding model directories whose cosines join
+	// the mining teacher (signals of its calibrated fusion) and whose
+	// whole-corpus retrieval, fused with BM25's, pseudo-judges the check
+	// (adapt.PseudoJudge).
+	TeacherModels []string
+	// Check, with TeacherModels, measures the reranker on each Pseudo
+	// corpus's held-out pseudo-queries (at most CheckQueries a corpus):
+	// hybrid's top Depth reranked against hybrid, both scored by nDCG@10
+	// against the pseudo-judgments, recorded in its manifest as split
+	// "pseudo" — what decides, with the judged measurements, whether anna
+	// uses it unasked (model.Manifest.Helps).
+	Check        bool
+	CheckQueries int
+	// MineDir holds the collections' indexes and mined sets (default
+	// Work): builds that share it (a leave-one-out series) index and mine
+	// each set once.
+	MineDir string
 
 	// Depth is how many candidates of each list the reranker rescores when
 	// measured (1 to 100).
@@ -131,9 +165,10 @@ type Config struct {
 // 192 tokens, lr 7e-5, distillation 1, seed 42, top 100 measured.
 func Defaults() Config {
 	return Config{
-		Data: DefaultData(), Base: DefaultBase, Name: DefaultName,
+		Base: DefaultBase, Name: DefaultName,
 		Steps: 120, BatchQueries: 8, Group: 8, MaxLength: 192, LR: 7e-5, Distill: 1, Seed: 42,
 		EvalEvery: 40, CheckpointEvery: 10, Depth: 100,
+		PseudoQueries: 400, PerQuery: 4, PerSet: 800,
 	}
 }
 
@@ -191,6 +226,9 @@ type settings struct {
 	Seed                               uint64
 	More                               []Set
 	MoreRequireTop                     int
+	Pseudo                             []string `json:",omitempty"`
+	PseudoQueries, PerQuery, PerSet    int      `json:",omitempty"`
+	TeacherModels                      []string `json:",omitempty"`
 }
 
 // state is Work/recipe.json.
@@ -237,15 +275,37 @@ func (c *Config) validate() error {
 	case c.Base == "" || c.Name == "" || c.Name != filepath.Base(c.Name) || c.Name == "." || c.Name == "..":
 		return fmt.Errorf("recipe: Base %q and Name %q must be set, Name one path element", c.Base, c.Name)
 	}
-	if c.Data == "" {
+	if c.Data == "" && len(c.More) == 0 && len(c.Pseudo) == 0 {
 		c.Data = DefaultData()
+	}
+	switch {
+	case c.PseudoQueries < 0 || c.PerQuery < 0 || c.PerSet < 0 || c.CheckQueries < 0:
+		return fmt.Errorf("recipe: PseudoQueries, PerQuery, PerSet and CheckQueries must not be negative")
+	case c.Check && len(c.TeacherModels) == 0:
+		return fmt.Errorf("recipe: Check pseudo-judges with the teacher models: give TeacherModels")
 	}
 	// Copies: the paths are made absolute below, the caller's slices kept.
 	c.More, c.Evals = append([]Set(nil), c.More...), append([]string(nil), c.Evals...)
-	if err := CheckData(c.Data, !c.SkipEval); err != nil {
-		return err
+	c.Pseudo, c.TeacherModels = append([]string(nil), c.Pseudo...), append([]string(nil), c.TeacherModels...)
+	names := map[string]string{}
+	if c.Data != "" {
+		if err := CheckData(c.Data, !c.SkipEval); err != nil {
+			return err
+		}
+		names[filepath.Base(filepath.Clean(c.Data))] = c.Data
 	}
-	names := map[string]string{filepath.Base(filepath.Clean(c.Data)): c.Data}
+	for i, d := range c.Pseudo {
+		if _, err := os.Stat(beir.CorpusPath(d)); err != nil {
+			return fmt.Errorf("recipe: Pseudo %s: %w", d, err)
+		}
+		c.Pseudo[i] = abs(d)
+	}
+	for i, t := range c.TeacherModels {
+		if !isDir(t) {
+			return fmt.Errorf("recipe: teacher model %s is not a model directory", t)
+		}
+		c.TeacherModels[i] = abs(t)
+	}
 	for _, s := range c.More {
 		if s.Dir == "" || s.Split == "" {
 			return fmt.Errorf("recipe: More set %+v: want a folder and a split", s)
@@ -266,7 +326,9 @@ func (c *Config) validate() error {
 	}
 	// Absolute paths: what recipe.json records and keys its stages by
 	// does not depend on the working directory.
-	c.Data = abs(c.Data)
+	if c.Data != "" {
+		c.Data = abs(c.Data)
+	}
 	for i := range c.More {
 		c.More[i].Dir = abs(c.More[i].Dir)
 	}
@@ -289,6 +351,13 @@ func (c *Config) validate() error {
 		c.Work = filepath.Join(home.Dir(), "work", c.Name)
 	}
 	c.Embedder, c.Work = abs(c.Embedder), abs(c.Work)
+	if c.MineDir == "" {
+		c.MineDir = c.Work
+	}
+	c.MineDir = abs(c.MineDir)
+	if c.CheckQueries == 0 {
+		c.CheckQueries = 200
+	}
 	return nil
 }
 
@@ -315,10 +384,16 @@ func Build(ctx context.Context, cfg Config) (*Result, error) {
 	c := &b.cfg
 	b.plan()
 	res := &Result{Model: filepath.Join(c.Work, "ce", "model"), Took: b.took}
-	sets := append([]Set{{c.Data, "train"}}, c.More...)
 	var mined []string
-	for i, s := range sets {
+	for i, s := range b.sets() {
 		out, err := b.mineSet(ctx, s, i)
+		if err != nil {
+			return nil, b.stopped(err)
+		}
+		mined = append(mined, out)
+	}
+	for _, d := range c.Pseudo {
+		out, err := b.minePseudo(ctx, d)
 		if err != nil {
 			return nil, b.stopped(err)
 		}
@@ -334,13 +409,20 @@ func Build(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Steps = steps
 	if !c.SkipEval {
-		for _, d := range append([]string{c.Data}, c.Evals...) {
+		for _, d := range b.measured() {
 			if err := b.measure(ctx, d, res.Model); err != nil {
 				return nil, b.stopped(err)
 			}
 		}
-		if len(c.Evals) == 0 {
+		if len(c.Evals) == 0 && c.Data != "" {
 			b.logf("measured on %s alone: where its measurements say it helps, search --mode rerank and mining take it unasked on every collection; Evals (--eval DIR) measures it on more", filepath.Base(filepath.Clean(c.Data)))
+		}
+	}
+	if c.Check {
+		for _, d := range c.Pseudo {
+			if err := b.check(ctx, d, res.Model); err != nil {
+				return nil, b.stopped(err)
+			}
 		}
 	}
 	man, err := model.LoadManifest(res.Model)
@@ -374,7 +456,8 @@ func (b *build) open() error {
 	c := &b.cfg
 	more := append([]Set{}, c.More...)
 	want := settings{Data: c.Data, Base: c.Base, Embedder: c.Embedder, Steps: c.Steps, BatchQueries: c.BatchQueries, Group: c.Group,
-		MaxLen: c.MaxLength, LR: c.LR, Distill: c.Distill, Seed: c.Seed, More: more, MoreRequireTop: c.MoreRequireTop}
+		MaxLen: c.MaxLength, LR: c.LR, Distill: c.Distill, Seed: c.Seed, More: more, MoreRequireTop: c.MoreRequireTop,
+		Pseudo: c.Pseudo, PseudoQueries: c.PseudoQueries, PerQuery: c.PerQuery, PerSet: c.PerSet, TeacherModels: c.TeacherModels}
 	if isDir(c.Base) {
 		want.Base = abs(c.Base)
 	}
@@ -392,13 +475,21 @@ func (b *build) done(key string) error { return b.st.Finish(key) }
 // plan names the stages and logs the work they count.
 func (b *build) plan() {
 	c := &b.cfg
-	for _, s := range append([]Set{{c.Data, "train"}}, c.More...) {
+	for _, s := range b.sets() {
 		b.stages = append(b.stages, "mine "+setName(s))
+	}
+	for _, d := range c.Pseudo {
+		b.stages = append(b.stages, "mine "+pseudoName(d))
 	}
 	b.stages = append(b.stages, "train")
 	if !c.SkipEval {
-		for _, d := range append([]string{c.Data}, c.Evals...) {
+		for _, d := range b.measured() {
 			b.stages = append(b.stages, "measure "+filepath.Base(filepath.Clean(d))+" test")
+		}
+	}
+	if c.Check {
+		for _, d := range c.Pseudo {
+			b.stages = append(b.stages, "check "+pseudoName(d))
 		}
 	}
 	if !c.NoInstall {
@@ -409,6 +500,24 @@ func (b *build) plan() {
 }
 
 func setName(s Set) string { return filepath.Base(filepath.Clean(s.Dir)) + " " + s.Split }
+
+// sets are the judged sets mined: Data's train split (when there is a
+// Data), then More.
+func (b *build) sets() []Set {
+	if b.cfg.Data == "" {
+		return b.cfg.More
+	}
+	return append([]Set{{b.cfg.Data, "train"}}, b.cfg.More...)
+}
+
+// measured are the collections measured on their test split: Data (when
+// there is one), then Evals.
+func (b *build) measured() []string {
+	if b.cfg.Data == "" {
+		return b.cfg.Evals
+	}
+	return append([]string{b.cfg.Data}, b.cfg.Evals...)
+}
 
 // enter starts stage name: the meter restarts.
 func (b *build) enter(name string) {

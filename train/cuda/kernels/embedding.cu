@@ -1,5 +1,6 @@
-// Embeddings: out[n,t] = wte[ids[n,t]] + wpe[t] + wtt[types[n,t]]
-// (train/forward.go embeddingForward / embeddingBackward).
+// Embeddings (internal/ops/embedding.go; launched by embedding.go): BERT's
+// out[n,t] = wte[ids[n,t]] + wpe[t] + wtt[types[n,t]], and the decoders'
+// token rows (gather_rows, and its backward scatter_add_rows).
 
 // embedding_forward: one block per row (n,t). An id or type out of range
 // writes NaN to the row, which the trainer's NaN stop catches; the host
@@ -35,4 +36,27 @@ extern "C" __global__ void embedding_backward(float *dwte, float *dwpe, float *d
 		if (dwpe) atomicAdd(dwpe + (i64)t * C + c, v);
 		if (dwtt) atomicAdd(dwtt + (i64)ty * C + c, v);
 	}
+}
+
+// gather_rows: out[r] = table[ids[r]] (rows of C); an id outside [0, V)
+// gives a NaN row (the Go side checks ids first).
+extern "C" __global__ void gather_rows(float *out, const int *ids, const float *table, int rows, int C, int V) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= (i64)rows * C) return;
+	const int r = i / C, c = i % C, id = ids[r];
+	out[i] = (id < 0 || id >= V) ? __int_as_float(0x7fc00000) : table[(i64)id * C + c];
+}
+
+// scatter_add_rows: dtable[ids[r]] += d[r] for the rows whose mask is not
+// zero (gather_rows' backward: the token embedding's gradient). One thread
+// per element; rows sharing a token add atomically, so the sums are the
+// CPU's but their order (and so the last bits) is not reproducible run to
+// run, as embedding_backward's.
+extern "C" __global__ void scatter_add_rows(float *dtable, const float *d, const int *ids, const float *mask,
+		int rows, int C, int V) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= (i64)rows * C) return;
+	const int r = i / C, c = i % C, id = ids[r];
+	if (mask[r] == 0.f || id < 0 || id >= V) return;
+	atomicAdd(dtable + (i64)id * C + c, d[i]);
 }

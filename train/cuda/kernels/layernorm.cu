@@ -1,5 +1,5 @@
-// LayerNorm over the last dimension (train/forward.go layernormForward /
-// layernormBackward). One warp per row; two passes (mean, then variance of
+// LayerNorm over the last dimension (internal/ops/layernorm.go; launched by
+// layernorm.go). One warp per row; two passes (mean, then variance of
 // the centred values) as the CPU does, in float rather than float64.
 
 extern "C" __global__ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

@@ -1,5 +1,5 @@
 // Pooling of the last hidden state into one vector per sequence
-// (train/forward.go Pool / PoolBackward) and L2 normalisation
+// (internal/ops/pooling.go; launched by pooling.go) and L2 normalisation
 // (train/objective NormalizeRows / NormalizeRowsBackward). Modes: 0 mean over the
 // mask (weighted by the mask value, count clamped at 1e-9), 1 [CLS]
 // (position 0), 2 last token (position lens[n]−1).

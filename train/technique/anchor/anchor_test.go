@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
@@ -32,21 +31,11 @@ func tinyConfig(modelType string, tied bool) *model.Config {
 // random lengths in [2, T] (the first full), each ending in the EOS.
 func randomStep(r *rand.Rand, Q, G, T, vocab int) *decoder.Step {
 	n := Q + Q*G
-	b := &decoder.Batch{N: n, T: T, IDs: make([]int32, n*T), Mask: make([]float32, n*T)}
-	for i := range n {
-		L := 2 + r.IntN(T-1)
-		if i == 0 {
-			L = T
-		}
-		for t := range T {
-			b.IDs[i*T+t] = int32(2 + r.IntN(vocab-2)) // padding ids are arbitrary too
-			if t < L {
-				b.Mask[i*T+t] = 1
-			}
-		}
-		b.IDs[i*T+L-1] = eosID
+	s := reftest.Padded(r, n, T, 2, vocab, nil) // padding ids are arbitrary too
+	for i, L := range s.Lens {
+		s.IDs[i*T+L-1] = eosID
 	}
-	return &decoder.Step{Q: Q, G: G, Texts: make([]string, n), Batch: b}
+	return &decoder.Step{Q: Q, G: G, Texts: make([]string, n), Batch: &decoder.Batch{N: n, T: T, IDs: s.IDs, Mask: s.Mask}}
 }
 
 type refCase struct {
@@ -78,10 +67,7 @@ func newModel(t *testing.T, c refCase, seed uint64) *decoder.Model {
 	r := rand.New(rand.NewPCG(seed, 77))
 	tensors := decoder.RandomTensors(cfg, 0.1, seed)
 	if !c.tied {
-		w := make([]float32, cfg.VocabSize*cfg.HiddenSize)
-		for i := range w {
-			w[i] = float32(0.1 * r.NormFloat64())
-		}
+		w := reftest.Randn(r, cfg.VocabSize*cfg.HiddenSize, 0.1)
 		tensors["lm_head.weight"] = &safetensors.Tensor{Name: "lm_head.weight", DType: "F32", Shape: []int{cfg.VocabSize, cfg.HiddenSize}, Data: w}
 	}
 	m, err := decoder.New(cfg, tensors)
@@ -93,71 +79,14 @@ func newModel(t *testing.T, c refCase, seed uint64) *decoder.Model {
 		if err := m.EnableLoRA(decoder.LoRAConfig{Rank: 4, Alpha: 8}, seed); err != nil {
 			t.Fatal(err)
 		}
-		// B starts at zero, which would make A's gradient zero: give B
-		// values so both factors' gradients are checked.
-		for _, p := range m.Params {
-			if !p.Frozen {
-				for i := range p.W {
-					p.W[i] = float32(0.05 * r.NormFloat64())
-				}
-			}
-		}
+		reftest.FillTrainable(r, 0.05, m.Params...) // B starts at zero: A's gradient would be too
 	}
 	return m
 }
 
-type prepared struct {
-	c                refCase
-	a                *Anchor
-	loss             float64
-	q2d, d2q         float64
-	trainable        []string
-	dir              string
-	evalLoss         float64
-	evalQ2D, evalD2Q float64
-}
-
-// prepare runs Grad on a random step and writes the model and the step for
-// the reference.
-func prepare(t *testing.T, c refCase, seed uint64) *prepared {
-	t.Helper()
-	m := newModel(t, c, seed)
-	a, err := New(m, c.alpha)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const Q, G, T = 3, 2, 10
-	s := randomStep(rand.New(rand.NewPCG(seed, 5)), Q, G, T, m.Cfg.VocabSize)
-	p := &prepared{c: c, a: a, dir: t.TempDir()}
-	el, err := a.Eval(s, objective.ContrastiveConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.evalLoss = el.Value
-	p.evalQ2D, p.evalD2Q = a.Losses()
-	a.ZeroGrad()
-	gl, err := a.Grad(s, objective.ContrastiveConfig{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.loss = gl.Value
-	p.q2d, p.d2q = a.Losses()
-	ps := slices.Clone(a.Params())
-	if h := m.LMHead(); h.Name == "lm_head.weight" { // frozen: written, not compared
-		ps = append(ps, h)
-	}
-	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "model.safetensors"), ps...)
-	ids, mask := make([][]int32, s.Batch.N), make([][]float32, s.Batch.N)
-	for n := range s.Batch.N {
-		ids[n], mask[n] = s.Batch.IDs[n*T:n*T+T], s.Batch.Mask[n*T:n*T+T]
-	}
-	job := map[string]any{"Q": Q, "G": G, "alpha": c.alpha, "ids": ids, "mask": mask, "trainable": p.trainable}
-	if c.lora {
-		job["lora"] = map[string]any{"rank": 4, "alpha": 8}
-	}
-	pyref.WriteJSON(t, p.dir, map[string]any{"config.json": &m.Cfg, "batch.json": job})
-	return p
-}
+// torchRef is tools/anchor_torch_ref.py's losses and gradients, committed.
+var torchRef = reftest.Suite{Golden: "testdata/anchor_torch_ref.golden", Tool: "anchor_torch_ref.py",
+	Imports: []string{"torch", "safetensors.torch", "transformers"}}
 
 // TestAnchorGradientsMatchPyTorch compares the stage I loss, its two
 // cross-entropies and every trainable gradient of tiny random Llama and
@@ -166,9 +95,8 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 // without recomputation, α ≠ 1/2 so that a swapped direction would show —
 // with PyTorch autograd in float64 on transformers' LlamaForCausalLM /
 // Qwen2ForCausalLM (tools/anchor_torch_ref.py, which writes the loss as the
-// authors' code does). One Python process serves every case.
+// authors' code does), read from the golden file it wrote (internal/reftest).
 func TestAnchorGradientsMatchPyTorch(t *testing.T) {
-	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "anchor_torch_ref.py")
 	cases := []refCase{
 		{"llama", true, false, false, 0.3},
 		{"llama", true, true, false, 0.8},
@@ -176,49 +104,66 @@ func TestAnchorGradientsMatchPyTorch(t *testing.T) {
 		{"qwen2", true, true, true, 0.2},
 		{"llama", true, false, false, 1}, // the paper's OnlyQ2D ablation
 	}
-	var preps []*prepared
-	var dirs []string
-	for i, c := range cases {
-		p := prepare(t, c, uint64(i+1))
-		preps = append(preps, p)
-		dirs = append(dirs, p.dir)
-	}
-	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
-		t.Fatalf("anchor_torch_ref.py: %v\n%s", err, out)
-	}
-	for _, p := range preps {
-		t.Run(p.c.name(), func(t *testing.T) { compare(t, p) })
-	}
+	torchRef.Run(t, len(cases), func(t *testing.T, i int, dir string) (string, reftest.Check) {
+		return cases[i].name(), prepare(t, cases[i], uint64(i+1), dir)
+	})
 }
 
-func compare(t *testing.T, p *prepared) {
-	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
+// prepare runs Eval and Grad on a random step, writes the model and the
+// step into dir for the reference, and returns the comparison.
+func prepare(t *testing.T, c refCase, seed uint64, dir string) reftest.Check {
+	t.Helper()
+	m := newModel(t, c, seed)
+	a, err := New(m, c.alpha)
 	if err != nil {
 		t.Fatal(err)
 	}
-	relErr := func(got, want float64) float64 { return math.Abs(got-want) / math.Max(math.Abs(want), 1e-6) }
-	for _, l := range []struct {
-		name      string
-		got, eval float64
-	}{{"loss", p.loss, p.evalLoss}, {"q2d", p.q2d, p.evalQ2D}, {"d2q", p.d2q, p.evalD2Q}} {
-		want := float64(ref[l.name].Data[0])
-		if l.name == "q2d" && p.c.alpha == 0 || l.name == "d2q" && p.c.alpha == 1 {
-			want = 0 // a direction of weight 0 is not computed
-		}
-		if rel := relErr(l.got, want); rel > 1e-4 {
-			t.Errorf("%s %.7g, PyTorch %.7g (relative error %.2g)", l.name, l.got, want, rel)
-		}
-		if l.eval != l.got {
-			t.Errorf("%s: Eval %.9g, Grad %.9g", l.name, l.eval, l.got)
-		}
+	const Q, G, T = 3, 2, 10
+	s := randomStep(rand.New(rand.NewPCG(seed, 5)), Q, G, T, m.Cfg.VocabSize)
+	el, err := a.Eval(s, objective.ContrastiveConfig{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	byName := map[string][]float32{}
-	for _, q := range p.a.Params() {
-		byName[q.Name] = q.G
+	evalQ2D, evalD2Q := a.Losses()
+	a.ZeroGrad()
+	gl, err := a.Grad(s, objective.ContrastiveConfig{}, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	worst, worstName := pyref.CompareGrads(t, ref, byName, p.trainable)
-	t.Logf("loss %.7g (PyTorch %.7g), q2d %.7g, d2q %.7g; %d gradients compared, worst relative error %.3g (%s)",
-		p.loss, ref["loss"].Data[0], p.q2d, p.d2q, len(p.trainable), worst, worstName)
+	q2d, d2q := a.Losses()
+	ps := slices.Clone(a.Params())
+	if h := m.LMHead(); h.Name == "lm_head.weight" { // frozen: written, not compared
+		ps = append(ps, h)
+	}
+	trainable := reftest.WriteParams(t, filepath.Join(dir, "model.safetensors"), ps...)
+	job := map[string]any{"Q": Q, "G": G, "alpha": c.alpha, "ids": reftest.Rows(s.Batch.IDs, T), "mask": reftest.Rows(s.Batch.Mask, T), "trainable": trainable}
+	if c.lora {
+		job["lora"] = map[string]any{"rank": 4, "alpha": 8}
+	}
+	reftest.WriteJSON(t, dir, map[string]any{"config.json": &m.Cfg, "batch.json": job})
+	return func(t *testing.T, dir string) {
+		got := map[string][]float32{}
+		for _, q := range a.Params() {
+			got[q.Name] = q.G
+		}
+		ref := reftest.Step(t, dir, gl.Value, got, trainable)
+		for _, l := range []struct {
+			name      string
+			got, eval float64
+		}{{"loss", gl.Value, el.Value}, {"q2d", q2d, evalQ2D}, {"d2q", d2q, evalD2Q}} {
+			if l.name != "loss" { // Step compared the loss
+				want := float64(ref[l.name].Data[0])
+				if l.name == "q2d" && c.alpha == 0 || l.name == "d2q" && c.alpha == 1 {
+					want = 0 // a direction of weight 0 is not computed
+				}
+				reftest.Loss(t, l.name, l.got, want)
+			}
+			if l.eval != l.got {
+				t.Errorf("%s: Eval %.9g, Grad %.9g", l.name, l.eval, l.got)
+			}
+		}
+		t.Logf("q2d %.7g, d2q %.7g", q2d, d2q)
+	}
 }
 
 // TestAnchorBadInput checks that malformed steps and settings are errors

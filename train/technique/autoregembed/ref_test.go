@@ -2,13 +2,12 @@ package autoregembed
 
 import (
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/anna-search/anna/internal/ops"
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/safetensors"
@@ -32,24 +31,18 @@ func testConfig(stage Stage) Config {
 		DocInstruction: []int32{8, 9}, Threads: 2, Seed: 7}
 }
 
-// randomStep makes Q queries and Q·G documents of 1–8 random tokens, EOS
-// appended (but for the last query, whose EOS was cut), right-padded.
+// randomStep makes Q queries and Q·G documents of 1–8 random tokens (the
+// first 8), EOS appended (but for the last query, whose EOS was cut),
+// right-padded to 9.
 func randomStep(r *rand.Rand, Q, G, V int) *decoder.Step {
 	N, T := Q+Q*G, 9
-	b := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
-	for n := 0; n < N; n++ {
-		L := 1 + r.IntN(8)
-		for p := 0; p < T; p++ {
-			b.IDs[n*T+p] = int32(3 + r.IntN(V-3)) // padding ids are arbitrary too
-			if p <= L {
-				b.Mask[n*T+p] = 1
-			}
-		}
+	s := reftest.Padded(r, N, T, 3, V, nil) // padding ids are arbitrary too
+	for n, L := range s.Lens {
 		if n != Q-1 {
-			b.IDs[n*T+L] = testEOS
+			s.IDs[n*T+L-1] = testEOS
 		}
 	}
-	return &decoder.Step{Q: Q, G: G, Texts: make([]string, N), Batch: b}
+	return &decoder.Step{Q: Q, G: G, Texts: make([]string, N), Batch: &decoder.Batch{N: N, T: T, IDs: s.IDs, Mask: s.Mask}}
 }
 
 type refCase struct {
@@ -69,40 +62,29 @@ func (c refCase) name() string {
 	return n
 }
 
-type prepared struct {
-	c         refCase
-	t         *Technique
-	loss      float64
-	trainable []string
-	dir       string
-}
+// torchRef is tools/autoregembed_torch_ref.py's gradients, committed.
+var torchRef = reftest.Suite{Golden: "testdata/autoregembed_torch_ref.golden", Tool: "autoregembed_torch_ref.py",
+	Imports: []string{"torch", "safetensors.torch", "transformers"}}
 
 // TestAutoRegEmbedGradientsMatchPyTorch compares the loss and every
 // trainable gradient (memory tokens, and E's weights or LoRA factors) of
 // both stages, full and LoRA, with tied word embeddings and with a frozen
 // decoder that has an lm_head of its own, with PyTorch autograd in float64 over
 // transformers' LlamaModel (E, over inputs_embeds) and LlamaForCausalLM
-// (the frozen D) (tools/autoregembed_torch_ref.py).
+// (the frozen D) (tools/autoregembed_torch_ref.py), read from the golden
+// file it wrote (internal/reftest).
 func TestAutoRegEmbedGradientsMatchPyTorch(t *testing.T) {
-	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "autoregembed_torch_ref.py")
 	cases := []refCase{{Compression, false, false}, {Compression, true, false}, {Alignment, false, false},
 		{Alignment, true, false}, {Compression, true, true}, {Alignment, false, true}}
-	var preps []*prepared
-	var dirs []string
-	for i, c := range cases {
-		p := prepare(t, c, uint64(i+1))
-		preps = append(preps, p)
-		dirs = append(dirs, p.dir)
-	}
-	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
-		t.Fatalf("autoregembed_torch_ref.py: %v\n%s", err, out)
-	}
-	for _, p := range preps {
-		t.Run(p.c.name(), func(t *testing.T) { compare(t, p) })
-	}
+	torchRef.Run(t, len(cases), func(t *testing.T, i int, dir string) (string, reftest.Check) {
+		return cases[i].name(), prepare(t, cases[i], uint64(i+1), dir)
+	})
 }
 
-func prepare(t *testing.T, c refCase, seed uint64) *prepared {
+// prepare takes a gradient step of case c, writes E, D (and the reference
+// encoder) and the step into dir for the reference, and returns the
+// comparison.
+func prepare(t *testing.T, c refCase, seed uint64, dir string) reftest.Check {
 	t.Helper()
 	cfg := tinyConfig()
 	r := rand.New(rand.NewPCG(seed, 99))
@@ -131,15 +113,12 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	// Move E and its memory away from where they started (the reference):
 	// LoRA factors get values (B starts at zero), full weights noise.
 	for _, p := range tq.Params() {
-		if p.Frozen {
-			continue
-		}
-		for i := range p.W {
-			if c.lora && p.Name != MemoryName {
-				p.W[i] = float32(0.05 * r.NormFloat64())
-			} else {
-				p.W[i] += float32(0.02 * r.NormFloat64())
-			}
+		switch {
+		case p.Frozen:
+		case c.lora && p.Name != MemoryName:
+			reftest.Fill(r, 0.05, p.W)
+		default:
+			reftest.Jitter(r, 0.02, p.W)
 		}
 	}
 	const Q, G = 2, 3
@@ -149,47 +128,31 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loss := l.Value
-	p := &prepared{c: c, t: tq, loss: loss, dir: t.TempDir()}
-	p.trainable = pyref.WriteParams(t, filepath.Join(p.dir, "enc.safetensors"), tq.Params()...)
+	trainable := reftest.WriteParams(t, filepath.Join(dir, "enc.safetensors"), tq.Params()...)
 	var head []*ops.Param
 	if c.untied {
 		head = append(head, tq.dec.LMHead())
 	}
-	pyref.WriteParams(t, filepath.Join(p.dir, "dec.safetensors"), append(slices.Clone(tq.dec.Params), head...)...)
+	reftest.WriteParams(t, filepath.Join(dir, "dec.safetensors"), append(slices.Clone(tq.dec.Params), head...)...)
 	if tq.ref != nil {
-		pyref.WriteParams(t, filepath.Join(p.dir, "ref.safetensors"), append(slices.Clone(tq.ref.Params), &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})...)
+		reftest.WriteParams(t, filepath.Join(dir, "ref.safetensors"), append(slices.Clone(tq.ref.Params), &ops.Param{Name: MemoryName, Shape: tq.mem.Shape, W: tq.refMem})...)
 	}
 	b := s.Batch
-	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
-	for n := 0; n < b.N; n++ {
-		ids[n], mask[n] = b.IDs[n*b.T:(n+1)*b.T], b.Mask[n*b.T:(n+1)*b.T]
-	}
-	job := map[string]any{"stage": int(c.stage), "Q": Q, "G": G, "eos": testEOS, "ids": ids, "mask": mask,
+	job := map[string]any{"stage": int(c.stage), "Q": Q, "G": G, "eos": testEOS, "ids": reftest.Rows(b.IDs, b.T), "mask": reftest.Rows(b.Mask, b.T),
 		"prefix": ac.Prefix, "query_instruction": ac.QueryInstruction, "doc_instruction": ac.DocInstruction,
-		"causal": tq.enc.Causal, "beta": 0.1, "tau": cc.Temperature, "trainable": p.trainable}
+		"causal": tq.enc.Causal, "beta": 0.1, "tau": cc.Temperature, "trainable": trainable}
 	if c.lora {
 		job["lora"] = map[string]any{"rank": ac.LoRA.Rank, "alpha": ac.LoRA.Alpha}
 	}
-	pyref.WriteJSON(t, p.dir, map[string]any{"config.json": cfg, "job.json": job})
-	return p
-}
-
-func compare(t *testing.T, p *prepared) {
-	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
-	if err != nil {
-		t.Fatal(err)
+	reftest.WriteJSON(t, dir, map[string]any{"config.json": cfg, "job.json": job})
+	return func(t *testing.T, dir string) {
+		got := map[string][]float32{}
+		for _, q := range tq.Params() {
+			got[q.Name] = q.G
+		}
+		ref := reftest.Step(t, dir, l.Value, got, trainable)
+		if r, ok := ref[MemoryName]; ok && slices.Max(r.Data) == 0 && slices.Min(r.Data) == 0 {
+			t.Error("the memory tokens' reference gradient is zero")
+		}
 	}
-	refLoss := float64(ref["loss"].Data[0])
-	lossRel := pyref.CompareLoss(t, "loss", p.loss, refLoss)
-	got := map[string][]float32{}
-	for _, q := range p.t.Params() {
-		got[q.Name] = q.G
-	}
-	if r, ok := ref[MemoryName]; ok && slices.Max(r.Data) == 0 && slices.Min(r.Data) == 0 {
-		t.Error("the memory tokens' reference gradient is zero")
-	}
-	worst, worstName := pyref.CompareGrads(t, ref, got, p.trainable)
-	t.Logf("loss %.7g (PyTorch %.7g, relative error %.2g); %d gradients compared, worst relative error %.3g (%s)",
-		p.loss, refLoss, lossRel, len(p.trainable), worst, worstName)
 }

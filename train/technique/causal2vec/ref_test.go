@@ -3,14 +3,12 @@ package causal2vec
 import (
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/internal/pyref"
+	"github.com/anna-search/anna/internal/reftest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
 	"github.com/anna-search/anna/train/decoder"
 	"github.com/anna-search/anna/train/objective"
 )
@@ -39,34 +37,19 @@ type fixture struct {
 
 func newFixture(r *rand.Rand, Q, G, T, k, vocab, qp int) *fixture {
 	N := Q + Q*G
-	b := &decoder.Batch{N: N, T: T, IDs: make([]int32, N*T), Mask: make([]float32, N*T)}
-	enc := &recorder{Table: Table{Dim: k, Vecs: map[string][]float32{}}}
-	s := &decoder.Step{Q: Q, G: G, Batch: b, Teacher: make([]float32, Q*G)}
-	for n := 0; n < N; n++ {
-		minL := 2 // BOS, EOS
+	seqs := reftest.Padded(r, N, T, 0, vocab, func(n int) int {
 		if n < Q {
-			minL = qp + 2
+			return qp + 2 // BOS, the instruction, EOS
 		}
-		L := minL + r.IntN(T-minL+1)
-		if n == 0 {
-			L = T
-		}
-		for i := 0; i < T; i++ {
-			b.IDs[n*T+i] = int32(r.IntN(vocab))
-			if i < L {
-				b.Mask[n*T+i] = 1
-			}
-		}
+		return 2 // BOS, EOS
+	})
+	b := &decoder.Batch{N: N, T: T, IDs: seqs.IDs, Mask: seqs.Mask}
+	enc := &recorder{Table: Table{Dim: k, Vecs: map[string][]float32{}}}
+	s := &decoder.Step{Q: Q, G: G, Batch: b, Teacher: reftest.Randn(r, Q*G, 3)}
+	for n := range N {
 		text := fmt.Sprintf("text %d", n)
 		s.Texts = append(s.Texts, text)
-		v := make([]float32, k)
-		for i := range v {
-			v[i] = float32(r.NormFloat64())
-		}
-		enc.Vecs[text] = v
-	}
-	for i := range s.Teacher {
-		s.Teacher[i] = float32(3 * r.NormFloat64())
+		enc.Vecs[text] = reftest.Randn(r, k, 1)
 	}
 	return &fixture{step: s, enc: enc}
 }
@@ -77,14 +60,9 @@ type refCase struct {
 	insert     bool // random positions through Config.Insert
 }
 
-type prepared struct {
-	c         refCase
-	tech      *Technique
-	enc       *recorder
-	loss      float64
-	trainable []string
-	dir       string
-}
+// torchRef is tools/causal2vec_torch_ref.py's gradients, committed.
+var torchRef = reftest.Suite{Golden: "testdata/causal2vec_torch_ref.golden", Tool: "causal2vec_torch_ref.py",
+	Imports: []string{"torch", "safetensors.torch", "transformers"}}
 
 // TestCausal2VecGradientsMatchPyTorch compares the loss (InfoNCE with
 // in-batch negatives plus soft-label distillation over [h_C; h_EOS]) and
@@ -92,30 +70,21 @@ type prepared struct {
 // LoRA factors or all of its weights, and the encoder's vectors — of a tiny
 // random Llama with causal attention against PyTorch autograd in float64
 // (tools/causal2vec_torch_ref.py, transformers' LlamaModel fed
-// inputs_embeds).
+// inputs_embeds), read from the golden file it wrote (internal/reftest).
 func TestCausal2VecGradientsMatchPyTorch(t *testing.T) {
-	python, script := pyref.Python(t, "torch", "safetensors.torch", "transformers"), pyref.Tool(t, "causal2vec_torch_ref.py")
 	cases := []refCase{
 		{name: "lora_bias_prefix", lora: true, bias: true},
 		{name: "full_nobias_insert", insert: true},
 		{name: "full_bias_prefix", bias: true},
 	}
-	var preps []*prepared
-	var dirs []string
-	for i, c := range cases {
-		p := prepare(t, c, uint64(i+1))
-		preps = append(preps, p)
-		dirs = append(dirs, p.dir)
-	}
-	if out, err := exec.Command(python, append([]string{script}, dirs...)...).CombinedOutput(); err != nil {
-		t.Fatalf("causal2vec_torch_ref.py: %v\n%s", err, out)
-	}
-	for _, p := range preps {
-		t.Run(p.c.name, func(t *testing.T) { compare(t, p) })
-	}
+	torchRef.Run(t, len(cases), func(t *testing.T, i int, dir string) (string, reftest.Check) {
+		return cases[i].name, prepare(t, cases[i], uint64(i+1), dir)
+	})
 }
 
-func prepare(t *testing.T, c refCase, seed uint64) *prepared {
+// prepare takes a gradient step of case c, writes the model and the step
+// into dir for the reference, and returns the comparison.
+func prepare(t *testing.T, c refCase, seed uint64, dir string) reftest.Check {
 	t.Helper()
 	const Q, G, T, k, qp = 2, 3, 10, 12, 3
 	cfg := tinyConfig()
@@ -131,14 +100,7 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 		if err := m.EnableLoRA(lc, seed); err != nil {
 			t.Fatal(err)
 		}
-		// B starts at zero, which would make A's gradient zero.
-		for _, p := range m.Params {
-			if !p.Frozen {
-				for i := range p.W {
-					p.W[i] = float32(0.05 * r.NormFloat64())
-				}
-			}
-		}
+		reftest.FillTrainable(r, 0.05, m.Params...) // B starts at zero: A's gradient would be too
 		job["lora"] = map[string]any{"rank": lc.Rank, "alpha": lc.Alpha}
 	}
 	fx := newFixture(r, Q, G, T, k, cfg.VocabSize, qp)
@@ -165,9 +127,7 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if c.bias { // nonzero biases exercise their paths more (they already are, uniform)
 		for _, p := range tech.MLPParams() {
 			if p.NoDecay {
-				for i := range p.W {
-					p.W[i] += float32(0.1 * r.NormFloat64())
-				}
+				reftest.Jitter(r, 0.1, p.W)
 			}
 		}
 	}
@@ -178,42 +138,19 @@ func prepare(t *testing.T, c refCase, seed uint64) *prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loss := l.Value
 	b := fx.step.Batch
-	ids, mask := make([][]int32, b.N), make([][]float32, b.N)
-	for n := 0; n < b.N; n++ {
-		ids[n], mask[n] = b.IDs[n*T:n*T+T], b.Mask[n*T:n*T+T]
-	}
 	vecs, _, _ := fx.enc.Table.Encode(fx.step.Texts)
-	enc := make([][]float32, b.N)
-	for n := range enc {
-		enc[n] = vecs[n*k : n*k+k]
-	}
-	job["ids"], job["mask"], job["pos"], job["encoder"] = ids, mask, pos, enc
-	pr := &prepared{c: c, tech: tech, enc: fx.enc, loss: loss, dir: t.TempDir()}
-	pr.trainable = pyref.WriteParams(t, filepath.Join(pr.dir, "model.safetensors"), tech.Params()...)
-	job["trainable"] = pr.trainable
-	pyref.WriteJSON(t, pr.dir, map[string]any{"config.json": cfg, "batch.json": job})
-	return pr
-}
-
-func compare(t *testing.T, p *prepared) {
-	ref, err := safetensors.ReadFile(filepath.Join(p.dir, "grads.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	refLoss := float64(ref["loss"].Data[0])
-	lossRel := pyref.CompareLoss(t, "loss", p.loss, refLoss)
-	got := map[string][]float32{"encoder_vecs": p.enc.grad}
-	for _, q := range p.tech.Params() {
-		if !q.Frozen {
-			got[q.Name] = q.G
+	job["ids"], job["mask"], job["pos"], job["encoder"] = reftest.Rows(b.IDs, T), reftest.Rows(b.Mask, T), pos, reftest.Rows(vecs, k)
+	trainable := reftest.WriteParams(t, filepath.Join(dir, "model.safetensors"), tech.Params()...)
+	job["trainable"] = trainable
+	reftest.WriteJSON(t, dir, map[string]any{"config.json": cfg, "batch.json": job})
+	return func(t *testing.T, dir string) {
+		got := map[string][]float32{"encoder_vecs": fx.enc.grad}
+		for _, q := range tech.Params() {
+			if !q.Frozen {
+				got[q.Name] = q.G
+			}
 		}
+		reftest.Step(t, dir, l.Value, got, append([]string{"encoder_vecs"}, trainable...))
 	}
-	names := append([]string{"encoder_vecs"}, p.trainable...)
-	worst, worstName := pyref.CompareGrads(t, ref, got, names)
-	if lossRel > worst {
-		worst, worstName = lossRel, "loss"
-	}
-	t.Logf("loss %.7g (PyTorch %.7g); %d gradients compared, worst relative error %.3g (%s)", p.loss, refLoss, len(names), worst, worstName)
 }

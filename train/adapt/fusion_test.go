@@ -1,0 +1,119 @@
+package adapt
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/home"
+)
+
+// TestChooseFusion: RRF unless a score fusion beats it by FusionMargin;
+// the best of those that do.
+func TestChooseFusion(t *testing.T) {
+	for _, c := range []struct {
+		rrf, minmax, dbsf float64
+		want              engine.Fusion
+	}{
+		{0.50, 0.50, 0.50, engine.FusionRRF},
+		{0.50, 0.5049, 0.5049, engine.FusionRRF},
+		{0.50, 0.506, 0.505, engine.FusionMinMax},
+		{0.50, 0.506, 0.52, engine.FusionDBSF},
+		{0.50, 0.40, 0.51, engine.FusionDBSF},
+		{0.60, 0.50, 0.40, engine.FusionRRF},
+	} {
+		got := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: c.rrf, engine.FusionMinMax: c.minmax, engine.FusionDBSF: c.dbsf})
+		if got != c.want {
+			t.Errorf("rrf %.4f, minmax %.4f, dbsf %.4f: chose %s, want %s", c.rrf, c.minmax, c.dbsf, got, c.want)
+		}
+	}
+}
+
+// TestFusionStage: the fusion stage scores each fusion on the held-out
+// queries (pseudo-judged by BM25 and the teacher model: the default model
+// stands in) and records its choice in the index, for the index's model;
+// KeepFusion leaves the index alone; with no teacher model it chooses
+// nothing.
+func TestFusionStage(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	index := tinyIndex(t, filepath.Join(tmp, "idx"), 40)
+	c := tinyConfig(t, index, filepath.Join(tmp, "work"), "")
+	c.TeacherModels = []string{home.DefaultModel()}
+	// No held-out queries: the stage adds the extractive queries of every
+	// tenth document.
+	r := &run{cfg: c}
+	if err := r.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.fusion(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.st.Report
+	if rep.FusionQueries != 4 || len(rep.FusionScores) != 3 || rep.Fusion == "" {
+		t.Fatalf("fusion stage: %d queries, scores %v, chose %q; want the 4 extractive queries of every tenth of 40 documents, 3 scores", rep.FusionQueries, rep.FusionScores, rep.Fusion)
+	}
+	for f, s := range rep.FusionScores {
+		if !(s > 0 && s <= 1) {
+			t.Errorf("%s: nDCG@10 %v", f, s)
+		}
+	}
+	if want := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: rep.FusionScores["rrf"], engine.FusionMinMax: rep.FusionScores["minmax"], engine.FusionDBSF: rep.FusionScores["dbsf"]}); rep.Fusion != string(want) {
+		t.Fatalf("chose %s, the scores %v choose %s", rep.Fusion, rep.FusionScores, want)
+	}
+	eng, err := engine.Open(ctx, index, engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := eng.Stats()
+	eng.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(st.Fusion) != rep.Fusion {
+		t.Fatalf("the index fuses by %s, the stage chose %s", st.Fusion, rep.Fusion)
+	}
+
+	// A choice recorded by hand stays with KeepFusion; without a teacher
+	// model nothing is chosen.
+	eng, err = engine.Open(ctx, index, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	for i, change := range []func(*Config){func(c *Config) { c.KeepFusion = true }, func(c *Config) { c.TeacherModels = nil }} {
+		cc := c
+		cc.Work = filepath.Join(tmp, fmt.Sprint("w", i))
+		change(&cc)
+		r := &run{cfg: cc}
+		if err := r.cfg.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.open(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.fusion(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.st.Report.Fusion != "" || r.st.Report.FusionScores != nil {
+			t.Fatalf("case %d: chose %q (%v)", i, r.st.Report.Fusion, r.st.Report.FusionScores)
+		}
+		eng, err := engine.Open(ctx, index, engine.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := eng.Stats()
+		eng.Close()
+		if st.Fusion != engine.FusionMinMax {
+			t.Fatalf("case %d: the index's recorded fusion became %s", i, st.Fusion)
+		}
+	}
+}
