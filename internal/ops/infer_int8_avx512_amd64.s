@@ -1,9 +1,21 @@
 #include "textflag.h"
 
-// The int8 forward's element-wise kernels in AVX-512 (infer_int8_avx512.go),
+// The int8 forward's element-wise kernels in AVX-512 (infer_int8_avx512_amd64.go),
 // sixteen floats at a time; n is a multiple of 16. Every operation is
 // rounded on its own (no fused multiply-add) in the order of the Go forms
 // in infer_int8.go, so all give the same bits. c points at int8Table.
+
+// HMAX leaves in the low lane of x the largest of z's sixteen floats (y and
+// x are z's lower halves); it clobbers Z0.
+#define HMAX(z, y, x) \
+	VEXTRACTF32X8 $1, z, Y0; \
+	VMAXPS Y0, y, y; \
+	VEXTRACTF128 $1, y, X0; \
+	VMAXPS X0, x, x; \
+	VPERMILPS $0x4e, x, X0; \
+	VMAXPS X0, x, x; \
+	VPERMILPS $0xb1, x, X0; \
+	VMAXPS X0, x, x
 
 // func fastGelu512(x, b *float32, n int, c *[int8Consts][8]float32) (absMax float32)
 // As fastGeluAVX2, and returns the largest |result|.
@@ -76,14 +88,7 @@ fg5loop:
 	JNZ  fg5loop
 fg5done:
 	VMOVAPS Z25, Z1
-	VEXTRACTF32X8 $1, Z1, Y0
-	VMAXPS Y0, Y1, Y1
-	VEXTRACTF128 $1, Y1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0x4e, X1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0xb1, X1, X0
-	VMAXPS X0, X1, X1
+	HMAX(Z1, Y1, X1)
 	MOVSS X1, absMax+32(FP)
 	VZEROUPPER
 	RET
@@ -104,14 +109,7 @@ am5loop:
 	DECQ CX
 	JNZ  am5loop
 am5done:
-	VEXTRACTF32X8 $1, Z1, Y0
-	VMAXPS Y0, Y1, Y1
-	VEXTRACTF128 $1, Y1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0x4e, X1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0xb1, X1, X0
-	VMAXPS X0, X1, X1
+	HMAX(Z1, Y1, X1)
 	MOVSS X1, ret+16(FP)
 	VZEROUPPER
 	RET
@@ -246,14 +244,7 @@ n5loop:
 	DECQ CX
 	JNZ  n5loop
 n5done:
-	VEXTRACTF32X8 $1, Z7, Y0
-	VMAXPS Y0, Y7, Y7
-	VEXTRACTF128 $1, Y7, X0
-	VMAXPS X0, X7, X7
-	VPERMILPS $0x4e, X7, X0
-	VMAXPS X0, X7, X7
-	VPERMILPS $0xb1, X7, X0
-	VMAXPS X0, X7, X7
+	HMAX(Z7, Y7, X7)
 	MOVSS X7, absMax+48(FP)
 	VZEROUPPER
 	RET
