@@ -48,7 +48,7 @@ func (r *run) teacherEncoders(ctx context.Context, eng *engine.Engine) ([]teache
 	if err != nil {
 		return nil, err
 	}
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		closeTeachers(ts)
 		return nil, fmt.Errorf("adapt: %w", err)
@@ -182,7 +182,7 @@ func corpusLanguage(ctx context.Context, index string) (string, error) {
 		return "", fmt.Errorf("adapt: %w", err)
 	}
 	defer eng.Close()
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		return "", fmt.Errorf("adapt: %w", err)
 	}
