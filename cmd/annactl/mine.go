@@ -11,7 +11,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/mining"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/rerank"
 	"github.com/spf13/cobra"
 )
@@ -101,7 +103,7 @@ own quality on the input's labels (nDCG@10 of the positives among the candidates
 				if fl.reranker == "" {
 					// Its scores alone label the pairs: it must have
 					// helped alone, not only fused with the lists.
-					dir, others, err := helpfulReranker(true)
+					dir, others, err := installed.HelpfulReranker(home.ModelsDir(), true)
 					if err != nil {
 						return err
 					}

@@ -281,35 +281,35 @@ func (a *app) modelsListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := home.ModelsDir()
-			models, err := installedModels()
+			models, err := installed.List(dir)
 			if err != nil {
 				return err
 			}
-			installed := map[string]bool{}
+			have := map[string]bool{}
 			fmt.Fprintf(a.stdout, "installed (%s):\n", dir)
 			if len(models) == 0 {
 				fmt.Fprintln(a.stdout, "  none")
 			}
 			for _, im := range models {
-				installed[im.name] = true
-				m := im.man
-				if im.err != nil {
-					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", im.name, im.err)
+				have[im.Name] = true
+				m := im.Manifest
+				if im.Err != nil {
+					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", im.Name, im.Err)
 					continue
 				}
 				q := m.Quantization
 				if q == "" {
 					q = "float32"
 				}
-				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.Name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
 				if m.Task == model.TaskRerank {
-					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", rerankState(m))
+					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", m.Verdict())
 				}
 			}
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {
 				state := "installable"
-				if installed[e.Name] {
+				if have[e.Name] {
 					state = "installed"
 				}
 				fmt.Fprintf(a.stdout, "  %-26s %-11s %s\n  %-26s %-11s from %s, %s\n", e.Name, state, e.Description, "", "", e.Registry, e.License)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -116,7 +117,7 @@ source}, byte offsets into "text".`,
 			}
 			if reranker == "" && m == engine.ModeRerank {
 				// Unnamed, a reranker is used only where it was measured to help.
-				dir, others, err := helpfulReranker(false)
+				dir, others, err := installed.HelpfulReranker(home.ModelsDir(), false)
 				if err != nil {
 					return err
 				}
