@@ -166,6 +166,9 @@ func Mine(ctx context.Context, c Config) (*Stats, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
 	if c.Teacher == "" {
 		var err error
 		if c.Teacher, c.Reranker, _, _, err = DefaultTeacher(c.Reranker); err != nil {
@@ -177,9 +180,6 @@ func Mine(ctx context.Context, c Config) (*Stats, error) {
 	}
 	if c.Mode == "" {
 		c.Mode = engine.ModeHybrid
-	}
-	if err := c.validate(); err != nil {
-		return nil, err
 	}
 	j := &job{cfg: c}
 	defer j.close()
