@@ -9,6 +9,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 	annamodel "github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
@@ -111,6 +112,7 @@ const DefaultTeacher = "bge-small-en-v1.5"
 // the stronger teachers, and each teacher costs a pass over the corpus.
 // left says, for people, each installed model left out and why.
 func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, left []string, err error) {
+	ctx = safe.Ctx(ctx)
 	m, err := engine.RecordedModel(index)
 	if err != nil {
 		return nil, nil, fmt.Errorf("adapt: %w", err)
