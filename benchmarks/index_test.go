@@ -71,7 +71,7 @@ func BenchmarkIndexSciFact(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			enc, err := eng.LoadEncoder(ctx)
+			enc, err := eng.Teacher().LoadEncoder(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}

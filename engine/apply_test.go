@@ -43,7 +43,7 @@ func TestApplyReusesVectors(t *testing.T) {
 	}
 	mustFindFirst(t, e, engine.ModeDense, "two blasts every sixty seconds", "sub/b.md")
 	mustFindFirst(t, e, engine.ModeLexical, "blasts", "sub/b.md")
-	vs, ok, err := e.Vectors("sub/b.md")
+	vs, ok, err := e.Teacher().Vectors("sub/b.md")
 	if err != nil || !ok || len(vs) != 1 {
 		t.Fatalf("vectors of the moved document: %v %v %v", len(vs), ok, err)
 	}

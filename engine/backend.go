@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/anna-search/anna/fusion"
-	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/storage"
 )
 
@@ -39,99 +37,3 @@ type backend interface {
 // denseFunc searches one index snapshot: the k documents nearest to q
 // (their best passage), with each one's passage.
 type denseFunc func(ctx context.Context, q []float32, k int, opts SearchOptions) ([]fusion.Hit, map[string]int, error)
-
-// local is the backend of an engine directory: its Bleve index and HNSW
-// graph, whose state lives in the Engine (lex, lexApplied, dense,
-// denseApplied; see derived.go).
-type local struct{ e *Engine }
-
-func (l local) lexical(ctx context.Context, query string, k int, f Filter) ([]fusion.Hit, error) {
-	e := l.e
-	if e.lexStale != "" {
-		return nil, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
-	}
-	hits, err := e.lex.SearchFilter(ctx, query, k, f)
-	if err != nil {
-		return nil, fmt.Errorf("engine: lexical search: %w", err)
-	}
-	out := make([]fusion.Hit, len(hits))
-	for i, h := range hits {
-		out[i] = fusion.Hit{ID: h.ID, Score: h.Score}
-	}
-	return out, nil
-}
-
-// coverage is how much of query the BM25 index can match
-// (lexical.Index.Coverage), for weighing its list in hybrid search.
-func (l local) coverage(ctx context.Context, query string) (float64, error) {
-	e := l.e
-	if e.lexStale != "" {
-		return 1, nil
-	}
-	return e.lex.Coverage(ctx, query)
-}
-
-func (l local) denseSearch() denseFunc {
-	ix := l.e.dense
-	return func(ctx context.Context, q []float32, k int, opts SearchOptions) ([]fusion.Hit, map[string]int, error) {
-		dopts := dense.SearchOptions{Ef: opts.EfSearch}
-		if !opts.Filter.IsZero() {
-			dopts.Filter = opts.Filter
-		}
-		hits, err := ix.Search(ctx, q, k, dopts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("engine: dense search: %w", err)
-		}
-		out := make([]fusion.Hit, len(hits))
-		passage := make(map[string]int, len(hits))
-		for i, h := range hits {
-			out[i] = fusion.Hit{ID: h.ID, Score: float64(h.Score)}
-			passage[h.ID] = h.Passage
-		}
-		return out, passage, nil
-	}
-}
-
-func (l local) apply(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
-	e := l.e
-	var err error
-	if e.lexApplied == prev {
-		if len(deletes) > 0 {
-			err = e.lex.Delete(ctx, deletes, seq)
-		}
-		if err == nil && len(upserts) > 0 {
-			err = e.lex.Index(ctx, upserts, seq)
-		}
-		if err == nil {
-			e.lexApplied = seq
-		}
-	} else {
-		err = e.catchUpLexical(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("updating the BM25 index failed (the next write or open repairs it): %w", err)
-	}
-	if err := e.applyDense(ctx, prev, seq, upserts, embs, deletes); err != nil {
-		return fmt.Errorf("updating the dense graph failed (the next write or open repairs it): %w", err)
-	}
-	e.checkpointLocked()
-	return nil
-}
-
-func (l local) stats(ctx context.Context, st *Stats) error {
-	e := l.e
-	var err error
-	if e.lex != nil {
-		if st.LexicalDocs, err = e.lex.Count(); err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-		if st.LexicalSeq, err = e.lex.AppliedSeq(); err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	st.DenseSeq = e.denseApplied
-	st.DenseDocs, st.DensePassages = e.dense.Len(), e.dense.Passages()
-	return nil
-}

@@ -341,10 +341,11 @@ func (c *checker) liveStore() *storage.Store {
 
 func (c *checker) checkBM25(ctx context.Context) error {
 	if c.live != nil {
-		if c.live.lex == nil {
+		l := c.live.local()
+		if l == nil || l.lex == nil {
 			return nil // another backend (Weaviate): Check looks at local indexes only
 		}
-		return c.inspectBM25(ctx, c.live.lex)
+		return c.inspectBM25(ctx, l.lex)
 	}
 	lex, err := lexical.Open(filepath.Join(c.dir, lexicalDir), lexical.Options{ReadOnly: true})
 	if errors.Is(err, lexical.ErrNotExist) {
@@ -400,11 +401,15 @@ func (c *checker) inspectBM25(ctx context.Context, lex *lexical.Index) error {
 func (c *checker) checkHNSW(ctx context.Context) error {
 	if c.live != nil {
 		e := c.live
+		l := e.local()
+		if l == nil {
+			return nil // another backend (Weaviate): Check looks at local indexes only
+		}
 		e.mu.RLock()
-		ix, meta := e.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.model.Fingerprint, e.chunking), AppliedSeq: e.denseApplied}
+		ix, meta := l.dense, dense.Meta{StoreID: e.store.ID(), Fingerprint: vectorKey(e.cur.model.Fingerprint, e.cur.chunking), AppliedSeq: l.denseApplied}
 		e.mu.RUnlock()
 		if ix == nil {
-			if _, local := e.be.(local); local && c.rep.Documents > 0 {
+			if c.rep.Documents > 0 {
 				c.ps.add(PartHNSW, "the graph is missing")
 			}
 			return nil
@@ -611,7 +616,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (_ *RepairRepor
 	}
 	n, err := e.embedMissing(ctx)
 	if err == nil && n > 0 {
-		act("embedded %d documents that had no vector for model %s", n, e.model.Fingerprint)
+		act("embedded %d documents that had no vector for model %s", n, e.cur.model.Fingerprint)
 	}
 	if cerr := e.Close(); err == nil {
 		err = cerr
@@ -686,11 +691,11 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 	if err := e.store.ForEachID(ctx, func(id string) error { ids = append(ids, id); return nil }); err != nil {
 		return 0, err
 	}
-	if len(ids) > 0 && !e.bound {
-		if err := e.store.SetStates(e.modelState(e.model, e.chunking)); err != nil {
+	if len(ids) > 0 && !e.cur.bound {
+		if err := e.store.SetStates(e.modelState(e.cur.model, e.cur.chunking)); err != nil {
 			return 0, err
 		}
-		e.bound = true
+		e.cur.bound = true
 	}
 	need, err := e.store.NeedVectors(e.vecKey(), ids)
 	if err != nil {
@@ -711,7 +716,7 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 		for i, d := range docs {
 			got[i] = d.ID
 		}
-		embs, err := e.embedDocs(ctx, e.enc, e.chunking, docs)
+		embs, err := e.embedDocs(ctx, e.cur.enc, e.cur.chunking, docs)
 		if err != nil {
 			return 0, err
 		}
@@ -719,8 +724,9 @@ func (e *Engine) embedMissing(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	if err := e.catchUpLexical(ctx); err != nil {
+	l := e.local()
+	if err := l.catchUpLexical(ctx); err != nil {
 		return 0, err
 	}
-	return len(need), e.catchUpDense(ctx)
+	return len(need), l.catchUpDense(ctx)
 }

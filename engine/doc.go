@@ -71,7 +71,7 @@
 //     work beside it (Read-only and sharing). A writable Open fails at
 //     once with ErrLocked when another process has the directory open for
 //     writing, unless Options.WriteThrough: then it writes through that
-//     process (Add, Delete, DeleteExcept; annactl index and delete beside
+//     process (Add, Delete, Teacher().DeleteExcept; annactl index and delete beside
 //     annactl serve), with that process's model; it waits up to 10 s for read-only opens that hold the lock
 //     (reading the directory themselves) to close before failing with
 //     ErrLocked. While it waits it holds the turnstile (anna.lock), and
@@ -134,10 +134,10 @@
 // A read-only Open of a directory that another process has open for
 // writing reads through that process: the writer answers on anna.sock
 // (HTTP with JSON, internal to this package, owner-only) and Search, Get,
-// Vectors, LexicalScores and Stats are its answers, from its last
+// Stats and the Teacher's Vectors and LexicalScores are its answers, from its last
 // committed state, the same as its own calls give (Stats.WriterPID names
 // it). Such an engine holds no lock and loads no model unless asked
-// (LoadEncoder): the writer embeds the queries; a reranking search
+// (Teacher().LoadEncoder): the writer embeds the queries; a reranking search
 // retrieves through the writer and reranks with this engine's
 // Options.Reranker; Options.Encoder, or Options.Model (by its manifest),
 // is checked against the writer's model. A writer still opening the
@@ -147,7 +147,7 @@
 //
 // A writable Open with Options.WriteThrough of a directory another process
 // has open for writing (and shares) writes through it the same way: Add,
-// Delete and DeleteExcept (IDs listed there) are its calls, each committed
+// Delete and Teacher().DeleteExcept (IDs listed there) are its calls, each committed
 // there before it returns, and the writer embeds with its own model (an
 // Options.Model or Encoder of another fingerprint is refused, even before
 // the directory is bound). Reindex and SetFusion are refused (ErrLocked).

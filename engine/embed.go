@@ -114,8 +114,8 @@ const embedBatch = 1024
 
 // maxPassagesOrDefault is the engine's cap on passages per document.
 func (e *Engine) maxPassagesOrDefault() int {
-	if e.maxPassages > 0 {
-		return e.maxPassages
+	if e.opts.MaxPassages > 0 {
+		return e.opts.MaxPassages
 	}
 	return DefaultMaxPassages
 }
@@ -178,8 +178,8 @@ func (e *Engine) embedDocs(ctx context.Context, enc encoder.Encoder, ch Chunking
 			return nil, fmt.Errorf("the encoder returned %d vectors for %d texts", len(got), len(part))
 		}
 		vecs = append(vecs, got...)
-		if e.embedProgress != nil {
-			e.embedProgress(len(vecs), len(texts))
+		if e.opts.EmbedProgress != nil {
+			e.opts.EmbedProgress(len(vecs), len(texts))
 		}
 	}
 	out := make([]storage.Embedding, len(docs))

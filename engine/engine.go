@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/anna-search/anna/lang"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/model/installed"
 	"github.com/anna-search/anna/snippet"
 	"github.com/anna-search/anna/storage"
@@ -93,8 +91,8 @@ type Options struct {
 	// WriteThrough, opening for writing a directory another process has
 	// open for writing and shares (annactl serve, annactl index: any
 	// writer without NoShare), writes through that process instead of
-	// failing with ErrLocked: Add, Delete, DeleteExcept, IDs, Get, Search
-	// and Stats are its, the model and chunking its own (an Options.Model
+	// failing with ErrLocked: Add, Delete, Get, Search, Stats and the
+	// Teacher's DeleteExcept and IDs are its, the model and chunking its own (an Options.Model
 	// or Encoder of another fingerprint is refused with a
 	// ModelMismatchError, bound directory or not); Reindex and SetFusion
 	// are refused. Once that process has closed the directory, the engine
@@ -182,52 +180,54 @@ type Model struct {
 // number of searches run alongside one writer.
 type Engine struct {
 	dir      string
-	readOnly bool
+	opts     Options // as Open was given them, Language parsed (the BM25 index's default); never changed after
 	store    *storage.Store
-	logf     func(string, ...any)
-	rr       Reranker
-	hnsw     HNSW
 	closers  []func() error // what Open loaded and Close releases
 	warnings []string
 
-	maxPassages   int                   // Options.MaxPassages
-	checkpoint    int                   // Options.CheckpointChanges (0: the default)
-	searchWorkers int                   // Options.SearchWorkers, for every open of the BM25 index
-	language      string                // Options.Language, parsed: the BM25 index's default
-	embedProgress func(done, total int) // Options.EmbedProgress
+	life lifetime // held by every call (enter, leave), taken by Close
 
-	// life is held for reading by every call and for writing by Close, so
-	// Close waits for running calls and later calls get ErrClosed.
-	life   sync.RWMutex
+	be backend // where the lists come from: a *local (the directory's indexes) or a *remote; nil reading through another process
+
+	writeMu sync.Mutex // one writer at a time
+
+	loadMu sync.Mutex // serialises loading the model when first needed (ensureEncoder)
+
+	mu  sync.RWMutex // guards cur and the backend's index (Reindex swaps them together)
+	cur snapshot     // the model the engine embeds with, and what goes with it
+
+	hl highlighters // the snippets' highlighter per language (snippets.go)
+
+	// via, when set, reads (and, with Options.WriteThrough, writes)
+	// through the process that has dir open for writing: the engine then
+	// has no store, backend or model of its own (share.go). A writer's
+	// answers to such engines are a closer of its own (serve).
+	via *via
+}
+
+// lifetime is held for reading by every call and for writing by Close, so
+// Close waits for running calls and later calls get ErrClosed.
+type lifetime struct {
+	sync.RWMutex
 	closed bool
+}
 
-	be backend // where the lists come from: local{e} or a *remote
+// snapshot is the model an engine embeds with and what goes with it,
+// guarded by Engine.mu: Reindex swaps it together with the backend's
+// index, so a search never mixes one model's query with another's vectors.
+type snapshot struct {
+	enc      encoder.Encoder // nil until first needed when Open did not load the model
+	model    Model
+	chunking Chunking
+	bound    bool         // model recorded in the store (it holds or held documents)
+	fusion   FusionChoice // recorded by SetFusion ("" Fusion: none)
+}
 
-	writeMu    sync.Mutex // one writer at a time
-	lex        *lexical.Index
-	lexApplied uint64 // last store seq applied to lex (guarded by writeMu)
-	lexStale   string // read-only: why lex cannot answer ("" when in step)
-
-	loadMu   sync.Mutex // serialises loading the model when first needed (ensureEncoder)
-	cacheDir string     // Options.EmbeddingCache, for a model loaded when first needed
-	keep     bool       // Options.KeepModel
-
-	mu           sync.RWMutex    // guards the model snapshot below (swapped by Reindex)
-	enc          encoder.Encoder // nil until first needed when Open did not load the model
-	model        Model
-	chunking     Chunking
-	bound        bool // model recorded in the store (it holds or held documents)
-	dense        *dense.Index
-	denseApplied uint64       // last store seq the graph reflects
-	denseSaved   uint64       // the store seq its saved file reflects (0: none saved of this graph)
-	dirty        bool         // graph changed since the last save
-	fusion       FusionChoice // recorded by SetFusion ("" Fusion: none)
-
-	hlMu sync.Mutex                      // guards hl
-	hl   map[string]*snippet.Highlighter // snippets' highlighter per language, made on first use
-
-	srv *server // answers other processes' read-only opens (writable, share.go)
-	via *via    // read-only: reads through the process writing dir (share.go)
+// highlighters holds the snippets' highlighter per language, made on first
+// use.
+type highlighters struct {
+	mu sync.Mutex // guards m
+	m  map[string]*snippet.Highlighter
 }
 
 // Open opens the engine directory dir, creating it (unless opts.ReadOnly)
@@ -260,24 +260,23 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if lerr != nil {
 		return nil, optErr("Options.Language", opts.Language, "must be \"\", \"auto\" or a language code such as \"de\"")
 	}
-	e := &Engine{dir: dir, readOnly: opts.ReadOnly, rr: opts.Reranker, hnsw: opts.HNSW, logf: opts.Logf, language: language}
-	if e.logf == nil {
-		e.logf = func(string, ...any) {}
-	}
-	e.maxPassages, e.embedProgress, e.searchWorkers, e.checkpoint = opts.MaxPassages, opts.EmbedProgress, opts.SearchWorkers, opts.CheckpointChanges
+	opts.Language = language
+	e := &Engine{dir: dir, opts: opts}
 	ok := false
+	var srv *server // answers other processes' opens once e is open
 	defer func() {
 		switch {
 		case !ok:
 			e.release()
-		case e.srv != nil:
-			e.srv.opened()
+		case srv != nil:
+			srv.Opened()
 			fallthrough
-		case !e.readOnly:
+		case !e.opts.ReadOnly:
 			e.opened()
 		}
 	}()
-	if err := e.openStore(ctx, opts); err != nil {
+	srv, err = e.openStore(ctx, opts)
+	if err != nil {
 		return nil, err
 	}
 	if e.via != nil { // read-only, through the process writing dir
@@ -293,7 +292,7 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 	if err := e.loadFusion(); err != nil {
 		return nil, err
 	}
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		if err := e.dropRetiredVectors(); err != nil {
 			return nil, err
 		}
@@ -305,14 +304,15 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 		ok = true
 		return e, nil
 	}
-	e.be = local{e}
-	if err := e.openLexical(ctx); err != nil {
+	l := &local{e: e}
+	e.be = l
+	if err := l.openLexical(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.openDense(ctx); err != nil {
+	if err := l.openDense(ctx); err != nil {
 		return nil, err
 	}
-	e.checkpointLocked() // a replay of many changes, or a rebuild, is not done again after another crash
+	l.checkpoint() // a replay of many changes, or a rebuild, is not done again after another crash
 	ok = true
 	return e, nil
 }
@@ -321,39 +321,41 @@ func Open(ctx context.Context, dir string, opts Options) (_ *Engine, err error) 
 // (their store is gone) or over an empty file. A read-only open of a
 // directory another process has open for writing reads through that
 // process instead (e.via, no store: see lockStore); a writable one answers
-// other processes' read-only opens unless opts.NoShare (serve).
-func (e *Engine) openStore(ctx context.Context, opts Options) error {
+// other processes' read-only opens unless opts.NoShare (serve), through
+// the server it returns (nil when it does not).
+func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	path := filepath.Join(e.dir, storeFile)
 	fi, err := os.Stat(path)
 	derived := e.derivedPresent()
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
-		return &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
+		return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
 			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over with an empty store", e.dir)}
-	case errors.Is(err, fs.ErrNotExist) && e.readOnly:
-		return fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
+	case errors.Is(err, fs.ErrNotExist) && e.opts.ReadOnly:
+		return nil, fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
 	case err == nil && fi.Size() == 0:
-		return &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
+		return nil, &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
 			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over", e.dir)}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		if err := os.MkdirAll(e.dir, 0o755); err != nil {
-			return fmt.Errorf("engine: creating %s: %w", e.dir, err)
+			return nil, fmt.Errorf("engine: creating %s: %w", e.dir, err)
 		}
 	}
 	st, err := e.lockStore(ctx, path, opts)
 	if err != nil || st == nil { // nil, nil: e reads through the writer
-		return err
+		return nil, err
 	}
 	e.store = st
 	e.closers = append(e.closers, st.Close)
-	if !e.readOnly && !opts.NoShare {
-		e.serve()
+	var srv *server
+	if !e.opts.ReadOnly && !opts.NoShare {
+		srv = e.serve()
 	}
-	e.closers = append(e.closers, holdHere(e.dir, !e.readOnly, e.srv != nil))
-	return nil
+	e.closers = append(e.closers, holdHere(e.dir, !e.opts.ReadOnly, srv != nil))
+	return srv, nil
 }
 
 // storeError is the engine's error for storage.Open's err.
@@ -392,18 +394,17 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	e.bound = recorded.Fingerprint != ""
-	e.cacheDir, e.keep = opts.EmbeddingCache, opts.KeepModel
-	if e.bound && recorded.Name == "" {
+	e.cur.bound = recorded.Fingerprint != ""
+	if e.cur.bound && recorded.Name == "" {
 		recorded.Name = manifestName(recorded.Dir, recorded.Fingerprint) // indexed before names were recorded
 	}
-	if e.bound && opts.Encoder == nil && opts.Model == "" {
-		e.model = recorded
+	if e.cur.bound && opts.Encoder == nil && opts.Model == "" {
+		e.cur.model = recorded
 	} else if err := e.loadModel(ctx, opts, recorded); err != nil {
 		return err
 	}
-	e.chunking = opts.Chunking
-	if e.bound {
+	e.cur.chunking = opts.Chunking
+	if e.cur.bound {
 		raw, err := e.store.State(stateChunking)
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -417,7 +418,7 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 		if opts.Chunking != (Chunking{}) && opts.Chunking != recordedCh {
 			return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, recordedCh))
 		}
-		e.chunking = recordedCh
+		e.cur.chunking = recordedCh
 	}
 	return nil
 }
@@ -435,13 +436,13 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		}
 		dir = d
 	}
-	e.model.Dir = dir
+	e.cur.model.Dir = dir
 	enc := opts.Encoder
 	if enc == nil {
-		if e.model.Dir == "" {
-			e.model.Dir = recorded.Dir
+		if e.cur.model.Dir == "" {
+			e.cur.model.Dir = recorded.Dir
 		}
-		load := e.model.Dir
+		load := e.cur.model.Dir
 		if load == "" {
 			// The default model, recorded as "" (FindModel looks for it
 			// under whichever $ANNA_HOME the directory is opened with).
@@ -466,14 +467,14 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 		}
 		enc = c
 	}
-	e.enc = enc
-	e.model.Fingerprint, e.model.Dim = enc.Fingerprint(), enc.Dim()
-	e.model.Name = modelName(enc, e.model.Dir, e.model.Fingerprint)
-	if e.bound && recorded.Fingerprint != e.model.Fingerprint {
-		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, IndexName: recorded.Name, Model: e.model.Fingerprint, ModelName: e.model.Name}
+	e.cur.enc = enc
+	e.cur.model.Fingerprint, e.cur.model.Dim = enc.Fingerprint(), enc.Dim()
+	e.cur.model.Name = modelName(enc, e.cur.model.Dir, e.cur.model.Fingerprint)
+	if e.cur.bound && recorded.Fingerprint != e.cur.model.Fingerprint {
+		return &ModelMismatchError{Dir: e.dir, Index: recorded.Fingerprint, IndexName: recorded.Name, Model: e.cur.model.Fingerprint, ModelName: e.cur.model.Name}
 	}
-	if !e.bound && opts.KeepModel && !e.readOnly {
-		return e.keepModel(ctx, e.model)
+	if !e.cur.bound && opts.KeepModel && !e.opts.ReadOnly {
+		return e.keepModel(ctx, e.cur.model)
 	}
 	return nil
 }
@@ -493,7 +494,7 @@ func (e *Engine) modelState(m Model, ch Chunking) map[string][]byte {
 func (e *Engine) vecKey() string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return vectorKey(e.model.Fingerprint, e.chunking)
+	return vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 }
 
 // Chunking is how the engine embeds long documents.
@@ -503,7 +504,7 @@ func (e *Engine) Chunking() Chunking {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.chunking
+	return e.cur.chunking
 }
 
 func recordedModel(st *storage.Store) (Model, error) {
@@ -556,7 +557,7 @@ func (e *Engine) dropRetiredVectors() error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	for _, fp := range fps {
-		if fp == vectorKey(e.model.Fingerprint, e.chunking) || fp == string(target) || !e.bound {
+		if fp == vectorKey(e.cur.model.Fingerprint, e.cur.chunking) || fp == string(target) || !e.cur.bound {
 			continue
 		}
 		e.logf("dropping the vectors of model %s, retired by a reindex", fp)
@@ -565,6 +566,13 @@ func (e *Engine) dropRetiredVectors() error {
 		}
 	}
 	return nil
+}
+
+// logf tells Options.Logf, when set, what the engine does on its own.
+func (e *Engine) logf(format string, args ...any) {
+	if e.opts.Logf != nil {
+		e.opts.Logf(format, args...)
+	}
 }
 
 func (e *Engine) warn(format string, args ...any) {
@@ -592,7 +600,7 @@ func (e *Engine) enter() error {
 		return ErrClosed
 	}
 	e.life.RLock()
-	if e.closed {
+	if e.life.closed {
 		e.life.RUnlock()
 		return ErrClosed
 	}
@@ -615,55 +623,10 @@ func (e *Engine) Flush() error {
 }
 
 func (e *Engine) flushLocked() error {
-	if e.readOnly {
-		return nil
+	if l := e.local(); l != nil {
+		return l.flush()
 	}
-	e.mu.RLock()
-	ix, fp, applied, dirty := e.dense, vectorKey(e.model.Fingerprint, e.chunking), e.denseApplied, e.dirty
-	e.mu.RUnlock()
-	if !dirty || ix == nil {
-		return nil
-	}
-	meta := dense.Meta{StoreID: e.store.ID(), Fingerprint: fp, AppliedSeq: applied}
-	if err := ix.Save(filepath.Join(e.dir, denseFile), meta); err != nil {
-		return fmt.Errorf("engine: saving the dense graph: %w", err)
-	}
-	e.mu.Lock()
-	if e.dense == ix {
-		e.dirty, e.denseSaved = e.denseApplied != applied, applied
-	}
-	e.mu.Unlock()
 	return nil
-}
-
-// checkpointLocked saves the dense graph when its file lacks at least
-// Options.CheckpointChanges changes, or an eighth of its documents if
-// more: a crash then costs the next Open the replay of at most that many
-// (see Options.CheckpointChanges). Saving the whole graph costs time in
-// proportion to its size, so the eighth keeps the checkpoints' share of a
-// long ingest's time bounded too. Callers hold writeMu (or are Open). A
-// failed save is logged: the data is committed, only the bound is lost
-// until the next checkpoint.
-func (e *Engine) checkpointLocked() {
-	if e.readOnly || e.checkpoint < 0 {
-		return
-	}
-	e.mu.RLock()
-	ix, dirty, unsaved := e.dense, e.dirty, e.denseApplied-e.denseSaved
-	e.mu.RUnlock()
-	every := e.checkpoint
-	if every == 0 {
-		every = DefaultCheckpointChanges
-	}
-	if ix == nil || !dirty || unsaved < uint64(max(every, ix.Len()/8)) {
-		return
-	}
-	start := time.Now()
-	if err := e.flushLocked(); err != nil {
-		e.logf("dense graph: checkpoint after %d changes failed (the next one retries): %v", unsaved, err)
-		return
-	}
-	e.logf("dense graph: checkpoint after %d changes (%d documents) in %s", unsaved, ix.Len(), time.Since(start).Round(time.Millisecond))
 }
 
 // Close saves the dense graph (unless read-only) and closes everything. It
@@ -676,10 +639,10 @@ func (e *Engine) Close() error {
 	}
 	e.life.Lock()
 	defer e.life.Unlock()
-	if e.closed {
+	if e.life.closed {
 		return nil
 	}
-	e.closed = true
+	e.life.closed = true
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	err := e.flushLocked()
@@ -689,9 +652,8 @@ func (e *Engine) Close() error {
 // release closes what Open opened, last opened first.
 func (e *Engine) release() error {
 	var errs []error
-	if e.lex != nil {
-		errs = append(errs, e.lex.Close())
-		e.lex = nil
+	if l := e.local(); l != nil {
+		errs = append(errs, l.close())
 	}
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i]())
@@ -715,15 +677,15 @@ func (e *Engine) Model() Model {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.model
+	return e.cur.model
 }
 
 // Encoder is the encoder the engine embeds with (for tools that embed
 // queries or documents the same way), loading the model if it is not
-// loaded yet; nil when it cannot be loaded (LoadEncoder says why) or the
+// loaded yet; nil when it cannot be loaded (Teacher().LoadEncoder says why) or the
 // engine is closed.
 func (e *Engine) Encoder() encoder.Encoder {
-	enc, _ := e.LoadEncoder(context.Background())
+	enc, _ := e.Teacher().LoadEncoder(context.Background())
 	return enc
 }
 

@@ -110,12 +110,11 @@ func (e *Engine) UnknownKeys(f Filter) ([]string, error) {
 	if e.via != nil {
 		return e.via.unknownKeys(context.Background(), f)
 	}
-	if _, ok := e.be.(local); !ok {
+	l := e.local()
+	if l == nil {
 		return nil, nil
 	}
-	e.mu.RLock()
-	ix := e.dense
-	e.mu.RUnlock()
+	ix := l.graph()
 	if ix == nil {
 		return nil, nil
 	}
@@ -159,12 +158,11 @@ func (e *Engine) MetadataKeys(ctx context.Context, top int) (_ []MetadataKey, er
 	if e.via != nil {
 		return e.via.metadataKeys(ctx, top)
 	}
-	if _, ok := e.be.(local); !ok {
+	l := e.local()
+	if l == nil {
 		return nil, fmt.Errorf("engine: metadata keys: %w on the Weaviate backend", ErrUnsupported)
 	}
-	e.mu.RLock()
-	ix := e.dense
-	e.mu.RUnlock()
+	ix := l.graph()
 	if ix == nil {
 		return nil, nil
 	}

@@ -74,7 +74,7 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 		return err
 	}
 	defer e.leave()
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	if e.via != nil {
@@ -90,9 +90,9 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if c.Model == "" {
-		c.Model = e.model.Fingerprint
-	} else if c.Model != e.model.Fingerprint {
-		return optErr("FusionChoice.Model", c.Model, fmt.Sprintf("must be the index's model, %s", e.model.Fingerprint))
+		c.Model = e.cur.model.Fingerprint
+	} else if c.Model != e.cur.model.Fingerprint {
+		return optErr("FusionChoice.Model", c.Model, fmt.Sprintf("must be the index's model, %s", e.cur.model.Fingerprint))
 	}
 	var raw []byte // nil deletes the key
 	if c.Fusion != "" && c.Fusion != FusionRRF {
@@ -106,7 +106,7 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 	if err := e.store.SetState(stateFusion, raw); err != nil {
 		return fmt.Errorf("engine: recording the fusion: %w", err)
 	}
-	e.fusion = c
+	e.cur.fusion = c
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (e *Engine) loadFusion() error {
 		e.warn("anna.db: the recorded fusion %q is unknown: searching with RRF until one is recorded again", c.Fusion)
 		return nil
 	}
-	e.fusion = c
+	e.cur.fusion = c
 	return nil
 }
 
@@ -137,5 +137,5 @@ func (e *Engine) loadFusion() error {
 func (e *Engine) fusionInEffect() Fusion {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.fusion.inEffect(e.model.Fingerprint)
+	return e.cur.fusion.inEffect(e.cur.model.Fingerprint)
 }

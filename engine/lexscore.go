@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/anna-search/anna/index/lexical"
 	"github.com/anna-search/anna/internal/safe"
 )
 
@@ -18,7 +16,8 @@ import (
 // scored, and they are named by ID (Document.ID; title and text are not
 // read): Weaviate's BM25 restricted to those IDs. A document without an ID
 // is refused with ErrUnsupported.
-func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Document) (_ []float64, err error) {
+func (t Teacher) LexicalScores(ctx context.Context, query string, docs []Document) (_ []float64, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
@@ -31,16 +30,5 @@ func (e *Engine) LexicalScores(ctx context.Context, query string, docs []Documen
 	if r, ok := e.be.(*remote); ok {
 		return r.lexicalScores(ctx, query, docs)
 	}
-	if e.lexStale != "" {
-		return nil, &RecoveryError{Dir: e.dir, Index: "BM25", Reason: e.lexStale}
-	}
-	fs := make([]lexical.Fields, len(docs))
-	for i, d := range docs {
-		fs[i] = lexical.Fields{Title: d.Title, Text: d.Text, Language: d.Language}
-	}
-	s, err := e.lex.ScoreTexts(ctx, query, fs)
-	if err != nil {
-		return nil, fmt.Errorf("engine: lexical scores: %w", err)
-	}
-	return s, nil
+	return e.local().lexicalScores(ctx, query, docs)
 }

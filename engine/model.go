@@ -104,7 +104,8 @@ func FindModel(m Model) (string, error) {
 // bound to a model and opened without Options.Model or Options.Encoder
 // loads it when it first needs it). A model that cannot be found is a
 // *ModelNotFoundError.
-func (e *Engine) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error) {
+func (t Teacher) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
@@ -116,15 +117,15 @@ func (e *Engine) LoadEncoder(ctx context.Context) (_ encoder.Encoder, err error)
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.enc, nil
+	return e.cur.enc, nil
 }
 
 // ensureEncoder loads the engine's model unless an encoder is already set.
-// Once set, e.enc is never nil again (Reindex replaces it), so callers may
+// Once set, e.cur.enc is never nil again (Reindex replaces it), so callers may
 // take their (encoder, model, index) snapshot after it returns.
 func (e *Engine) ensureEncoder(ctx context.Context) error {
 	e.mu.RLock()
-	have := e.enc != nil
+	have := e.cur.enc != nil
 	e.mu.RUnlock()
 	if have {
 		return nil
@@ -132,7 +133,7 @@ func (e *Engine) ensureEncoder(ctx context.Context) error {
 	e.loadMu.Lock()
 	defer e.loadMu.Unlock()
 	e.mu.RLock()
-	enc, m := e.enc, e.model
+	enc, m := e.cur.enc, e.cur.model
 	e.mu.RUnlock()
 	if enc != nil {
 		return nil
@@ -154,8 +155,8 @@ func (e *Engine) ensureEncoder(ctx context.Context) error {
 		return &ModelMismatchError{Dir: e.dir, Index: m.Fingerprint, IndexName: m.Name, Model: loaded.Fingerprint(), ModelName: name}
 	}
 	enc = loaded
-	if e.cacheDir != "" {
-		if enc, err = encoder.NewCache(loaded, e.cacheDir); err != nil {
+	if e.opts.EmbeddingCache != "" {
+		if enc, err = encoder.NewCache(loaded, e.opts.EmbeddingCache); err != nil {
 			closer()
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -163,10 +164,10 @@ func (e *Engine) ensureEncoder(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closers = append(e.closers, closer)
-	if e.enc == nil && e.model.Fingerprint == m.Fingerprint {
-		e.enc = enc
-		if e.model.Name == "" {
-			e.model.Name = name
+	if e.cur.enc == nil && e.cur.model.Fingerprint == m.Fingerprint {
+		e.cur.enc = enc
+		if e.cur.model.Name == "" {
+			e.cur.model.Name = name
 		}
 	}
 	return nil

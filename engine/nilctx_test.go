@@ -110,7 +110,7 @@ func TestNilContext(t *testing.T) {
 		{"Search/hybrid", search(engine.ModeHybrid)},
 		{"Search/rerank", search(engine.ModeRerank)},
 		{"LexicalScores", func() error {
-			s, err := e.LexicalScores(noCtx, "bananas", []engine.Document{fruit[1], fruit[0]})
+			s, err := e.Teacher().LexicalScores(noCtx, "bananas", []engine.Document{fruit[1], fruit[0]})
 			if err == nil && (len(s) != 2 || s[0] <= 0 || s[1] != 0) {
 				return fmt.Errorf("scores %v, want one positive, then 0", s)
 			}
@@ -133,7 +133,7 @@ func TestNilContext(t *testing.T) {
 			return search(engine.ModeDense)()
 		}},
 		{"LoadEncoder", func() error {
-			enc, err := e.LoadEncoder(noCtx)
+			enc, err := e.Teacher().LoadEncoder(noCtx)
 			if err == nil && enc.Fingerprint() != "fp-b" {
 				return fmt.Errorf("encoder %s, want fp-b", enc.Fingerprint())
 			}
@@ -147,14 +147,14 @@ func TestNilContext(t *testing.T) {
 			return err
 		}},
 		{"DeleteExcept", func() error {
-			n, err := e.DeleteExcept(noCtx, func(id string) bool { return id == "c" }, 0)
+			n, err := e.Teacher().DeleteExcept(noCtx, func(id string) bool { return id == "c" }, 0)
 			if err == nil && n != 1 {
 				return fmt.Errorf("deleted %d, want 1 (b)", n)
 			}
 			return err
 		}},
 		{"IDs", func() error {
-			ids, err := e.IDs(noCtx)
+			ids, err := e.Teacher().IDs(noCtx)
 			if err == nil && (len(ids) != 1 || ids[0] != "c") {
 				return fmt.Errorf("IDs %q, want [c]", ids)
 			}

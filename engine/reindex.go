@@ -58,7 +58,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 			return err
 		}
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	if e.via != nil {
@@ -80,7 +80,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	e.mu.RLock()
-	old, ch := e.model, e.chunking
+	old, ch := e.cur.model, e.cur.chunking
 	e.mu.RUnlock()
 	if opts.Chunking != nil {
 		ch = *opts.Chunking
@@ -94,7 +94,7 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		e.logf("reindex: the directory is already on model %s", old.Label())
 		return nil
 	}
-	if e.keep {
+	if e.opts.KeepModel {
 		// Before any work, so that a failure to keep it costs none.
 		if kerr := e.keepModel(ctx, next); kerr != nil {
 			return fmt.Errorf("engine: reindex: %w", kerr)
@@ -147,7 +147,8 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 	}
 	// The vectors' change entries touch no text: the BM25 index records
 	// them as applied without reindexing anything.
-	if err := e.catchUpLexical(ctx); err != nil {
+	l := e.local()
+	if err := l.catchUpLexical(ctx); err != nil {
 		return fmt.Errorf("engine: reindex: %w", err)
 	}
 	ix, applied, err := e.buildDense(ctx, next, ch)
@@ -162,7 +163,8 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.dense, e.denseApplied, e.denseSaved, e.dirty, e.bound = enc, next, ch, ix, applied, 0, true, true
+	e.cur.enc, e.cur.model, e.cur.chunking, e.cur.bound = enc, next, ch, true
+	l.dense, l.denseApplied, l.denseSaved, l.dirty = ix, applied, 0, true
 	e.mu.Unlock()
 	if err := e.flushLocked(); err != nil {
 		return err
@@ -190,7 +192,7 @@ func (e *Engine) reindexRemote(ctx context.Context, r *remote, enc encoder.Encod
 		return fmt.Errorf("engine: reindex: recording the new model: %w", err)
 	}
 	e.mu.Lock()
-	e.enc, e.model, e.chunking, e.bound = enc, next, ch, true
+	e.cur.enc, e.cur.model, e.cur.chunking, e.cur.bound = enc, next, ch, true
 	r.swap(g, applied)
 	e.mu.Unlock()
 	if err := r.pointAndPrune(ctx, g); err != nil {

@@ -66,8 +66,6 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 	}
 	r := &remote{e: e, cl: cl}
 	e.be = r
-	// No local BM25 index: what reads it directly (LexicalScores) refuses.
-	e.lexStale = "is not used: this engine's lists come from Weaviate (alias " + cl.Alias() + ")"
 	seq, err := e.store.Seq()
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -92,7 +90,7 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 		if reason == "" {
 			r.coll, r.applied = cur, st.Seq
 			if st.Seq < seq {
-				if e.readOnly {
+				if e.opts.ReadOnly {
 					r.stale = fmt.Sprintf("is %d changes behind anna.db (an interrupted write)", seq-st.Seq)
 					return nil
 				}
@@ -101,7 +99,7 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 			return nil
 		}
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		r.stale = reason
 		return nil
 	}
@@ -246,7 +244,7 @@ func (r *remote) pointAndPrune(ctx context.Context, g *weaviate.Collection) erro
 func (r *remote) catchUp(ctx context.Context) error {
 	e := r.e
 	e.mu.RLock()
-	co, key := r.coll, vectorKey(e.model.Fingerprint, e.chunking)
+	co, key := r.coll, vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 	e.mu.RUnlock()
 	n := 0
 	err := e.replay(ctx, r.applied, func(storage.Change) bool { return true }, func(upserts []storage.Doc, deletes []string, seq uint64) error {
@@ -256,19 +254,9 @@ func (r *remote) catchUp(ctx context.Context) error {
 			}
 		}
 		if len(upserts) > 0 {
-			ids := make([]string, len(upserts))
-			for i, d := range upserts {
-				ids[i] = d.ID
-			}
-			embs, err := e.store.Vectors(key, ids)
+			embs, err := e.storedVectors(key, upserts)
 			if err != nil {
 				return err
-			}
-			for i, emb := range embs {
-				if len(emb.Vectors) == 0 {
-					return &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], key),
-						Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
-				}
 			}
 			if err := co.Upsert(ctx, upserts, embs); err != nil {
 				return err
@@ -366,7 +354,7 @@ func (r *remote) apply(ctx context.Context, prev, seq uint64, upserts []storage.
 		return nil
 	}
 	e.mu.RLock()
-	co, key := r.coll, vectorKey(e.model.Fingerprint, e.chunking)
+	co, key := r.coll, vectorKey(e.cur.model.Fingerprint, e.cur.chunking)
 	e.mu.RUnlock()
 	err := func() error {
 		if len(deletes) > 0 {

@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/anna-search/anna/lang"
-	"github.com/anna-search/anna/model"
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/anna-search/anna/lang"
+	"github.com/anna-search/anna/model"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/fusion"
@@ -228,7 +229,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if e.via != nil && (opts.Mode != ModeRerank || e.rr != nil) { // rerank without a Reranker: refused below
+	if e.via != nil && (opts.Mode != ModeRerank || e.opts.Reranker != nil) { // rerank without a Reranker: refused below
 		res, err := e.via.search(ctx, e, query, opts)
 		locate(res)
 		return res, err
@@ -236,7 +237,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	if opts.Fusion == "" {
 		opts.Fusion = e.fusionInEffect()
 	}
-	if opts.Mode == ModeRerank && e.rr == nil {
+	if opts.Mode == ModeRerank && e.opts.Reranker == nil {
 		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
 			"none ships with anna: `annactl rerankers build` (or train/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
 	}
@@ -428,11 +429,11 @@ const crossLingualWeight = 0.05
 // holds English).
 func (e *Engine) crossLingual(query string) bool {
 	g := lang.GuessText(query)
-	if !g.Sure || g.Code == "" || e.lex == nil {
+	if !g.Sure || g.Code == "" {
 		return false
 	}
-	langs, err := e.lex.Languages()
-	if err != nil {
+	langs, ok := e.local().languages()
+	if !ok {
 		return false
 	}
 	if len(langs) == 0 {
@@ -468,14 +469,12 @@ const unknownLanguageWeight = 1e-6
 // the BM25 index's counts): true for a model whose languages are unknown,
 // for an empty index and where the backend cannot tell.
 func (e *Engine) modelKnowsIndex() bool {
-	if e.via != nil || e.lex == nil || e.lexStale != "" {
+	l := e.local()
+	if l == nil || l.lexStale != "" {
 		return true
 	}
-	if _, ok := e.be.(local); !ok {
-		return true
-	}
-	langs, err := e.lex.Languages()
-	if err != nil {
+	langs, ok := l.languages()
+	if !ok {
 		return true
 	}
 	man := e.modelManifest()
@@ -514,10 +513,10 @@ func (e *Engine) modelKnowsQuery(query string) bool {
 func (e *Engine) modelManifest() *model.Manifest {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if m, ok := e.enc.(interface{ Manifest() *model.Manifest }); ok && m.Manifest() != nil {
+	if m, ok := e.cur.enc.(interface{ Manifest() *model.Manifest }); ok && m.Manifest() != nil {
 		return m.Manifest()
 	}
-	return &model.Manifest{Name: e.model.Name}
+	return &model.Manifest{Name: e.cur.model.Name}
 }
 
 // denseList also returns each hit's best passage.
@@ -528,7 +527,7 @@ func (e *Engine) denseList(ctx context.Context, query string, k int, opts Search
 	// One consistent (model, index) snapshot: during a Reindex a search
 	// sees either the old pair or the new one, never a mix.
 	e.mu.RLock()
-	enc, search := e.enc, e.be.denseSearch()
+	enc, search := e.cur.enc, e.be.denseSearch()
 	e.mu.RUnlock()
 	qv, err := enc.EmbedQueries(ctx, []string{query}, opts.Prompt.encoder())
 	if err != nil {
@@ -558,7 +557,7 @@ func (e *Engine) rerank(ctx context.Context, query string, all []fusion.Result, 
 	for i, id := range ids {
 		texts[i] = EmbedText(Document(docs[id]))
 	}
-	scores, err := e.rr.Score(ctx, query, texts)
+	scores, err := e.opts.Reranker.Score(ctx, query, texts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: reranking %d candidates: %w", len(texts), err)
 	}

@@ -1,23 +1,18 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/anna-search/anna/engine/internal/share"
 	"github.com/anna-search/anna/fusion"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
@@ -30,19 +25,17 @@ import (
 // of read-only opens elsewhere: on a Unix socket in the directory,
 // DIR/anna.sock (mode 0600), by HTTP with JSON bodies. Both ends are this
 // package; the protocol is internal (shareProto versions it) and small:
-// one POST /v1/METHOD per read method.
+// one POST /v1/METHOD per read method. The transport (the socket, the
+// requests and the envelope of their answers) is engine/internal/share's;
+// what the methods are and carry, and the errors' meaning, are here.
 
 const (
-	sockFile   = "anna.sock"
+	sockFile   = share.SockFile
 	shareProto = 1
 	// writerWait bounds how long a writable Open waits for the read-only
 	// opens that hold the lock to close.
-	writerWait  = 10 * time.Second
-	dialTimeout = 2 * time.Second
-	lockPoll    = 50 * time.Millisecond
-	// maxShareBody bounds a request on the socket (a reader's search with
-	// its filter, the texts of the documents it scores).
-	maxShareBody = 256 << 20
+	writerWait = 10 * time.Second
+	lockPoll   = 50 * time.Millisecond
 )
 
 // Variables only so that tests can shorten them (share_export_test.go).
@@ -60,7 +53,7 @@ var (
 
 // errGone: the writer a read-only engine read through has closed the
 // directory or died; the call is retried on whatever holds it now.
-var errGone = errors.New("the process writing the directory went away")
+var errGone = share.ErrGone
 
 // lockStore opens anna.db under bbolt's file lock. Who waits for whom (the
 // package doc's invariants): a read-only open that finds the directory
@@ -69,7 +62,7 @@ var errGone = errors.New("the process writing the directory went away")
 // answer; a writable open fails at once when another writer answers, and
 // waits up to writerWait for read-only opens to close.
 func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*storage.Store, error) {
-	if e.readOnly && opts.NoShare {
+	if e.opts.ReadOnly && opts.NoShare {
 		if why := heldHere(e.dir, true, false); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
@@ -83,15 +76,15 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 	release, turnstile := func() {}, false // a writer's hold on the turnstile (turnstile_unix.go)
 	defer func() { release() }()
 	for {
-		if why := heldHere(e.dir, e.readOnly, true); why != "" {
+		if why := heldHere(e.dir, e.opts.ReadOnly, true); why != "" {
 			return nil, &openHereError{dir: e.dir, how: why}
 		}
-		if !e.readOnly && !turnstile {
+		if !e.opts.ReadOnly && !turnstile {
 			release, turnstile = takeTurnstile(e.dir)
 		}
 		var st *storage.Store
 		var err error
-		if e.readOnly {
+		if e.opts.ReadOnly {
 			st, err = openShared(e.dir, path, -1)
 		} else {
 			st, err = storage.Open(path, storage.Options{Create: true, LockWait: -1})
@@ -104,7 +97,7 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 		}
 		c, derr := dial(ctx, e.dir, e.logf)
 		switch {
-		case derr == nil && e.readOnly:
+		case derr == nil && e.opts.ReadOnly:
 			if err := e.readThrough(c, opts); err != nil {
 				c.close()
 				return nil, err
@@ -128,19 +121,19 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 			return nil, fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, derr)
 		}
 		limit := writerWait
-		if e.readOnly {
+		if e.opts.ReadOnly {
 			limit = readerWait
 			if errors.Is(err, errWriterWaiting) {
 				limit += writerWait // the writer first, then through it
 			}
 		}
 		if time.Since(start) >= limit {
-			if e.readOnly {
+			if e.opts.ReadOnly {
 				return nil, fmt.Errorf("engine: %s: %w: for %v, a process has had it open for writing without answering on %s (one opened with Options.NoShare, or by an older anna)", e.dir, ErrLocked, limit, sockFile)
 			}
 			return nil, fmt.Errorf("engine: %s: %w: for %v, read-only opens (annactl search, stats or check, a program's read-only Engine) or a writer that does not answer on %s have held it; open it for writing once they close", e.dir, ErrLocked, limit, sockFile)
 		}
-		if !logged && !e.readOnly {
+		if !logged && !e.opts.ReadOnly {
 			e.logf("%s: waiting up to %v for the read-only opens holding it to close", e.dir, limit)
 			logged = true
 		}
@@ -299,175 +292,96 @@ func (o *openHereError) Is(target error) bool { return target == ErrLocked }
 // --- the writer's side ---
 
 // server answers the reads of other processes' read-only opens.
-type server struct {
-	e     *Engine
-	srv   *http.Server
-	sock  string        // DIR/anna.sock
-	ready chan struct{} // closed once Open has succeeded
-	done  chan struct{} // closed when the engine closes (or Open fails)
-	once  sync.Once
-}
+type server = share.Server
 
 // serve makes e, just opened for writing (it holds the lock), answer on
 // DIR/anna.sock. A socket that cannot be made is not an error: read-only
 // opens elsewhere then fail with ErrLocked while e is open, as the log
-// says.
-func (e *Engine) serve() {
-	ln, sock, err := listen(e.dir)
+// says: serve returns nil.
+func (e *Engine) serve() *server {
+	s, ln, err := share.Listen(e.dir, wireCodec{}, ErrClosed)
 	if err != nil {
 		e.logf("%s: read-only opens in other processes will fail while this engine has it open: %v", e.dir, err)
-		return
+		return nil
 	}
-	s := &server{e: e, sock: sock, ready: make(chan struct{}), done: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/hello", s.hello)
-	mux.HandleFunc("POST /v1/search", handle(s, func(ctx context.Context, r searchReq) ([]Result, error) {
+	s.HandleFunc("hello", func(w http.ResponseWriter, r *http.Request) { e.hello(s, w, r) })
+	share.Handle(s, "search", func(ctx context.Context, r searchReq) ([]Result, error) {
 		return e.Search(ctx, r.Query, r.Opts)
-	}))
-	mux.HandleFunc("POST /v1/retrieve", handle(s, e.retrieveFor))
-	mux.HandleFunc("POST /v1/snippets", handle(s, e.snippetsFor))
-	mux.HandleFunc("POST /v1/get", handle(s, func(ctx context.Context, r getReq) ([]Document, error) {
+	})
+	share.Handle(s, "retrieve", e.retrieveFor)
+	share.Handle(s, "snippets", e.snippetsFor)
+	share.Handle(s, "get", func(ctx context.Context, r getReq) ([]Document, error) {
 		return e.Get(ctx, r.IDs...)
-	}))
-	mux.HandleFunc("POST /v1/vectors", handle(s, func(ctx context.Context, r getReq) (vectorsResp, error) {
+	})
+	share.Handle(s, "vectors", func(ctx context.Context, r getReq) (vectorsResp, error) {
 		if len(r.IDs) != 1 {
 			return vectorsResp{}, fmt.Errorf("engine: vectors: want one ID, got %d", len(r.IDs))
 		}
-		v, ok, err := e.Vectors(r.IDs[0])
+		v, ok, err := e.Teacher().Vectors(r.IDs[0])
 		return vectorsResp{Vectors: v, Found: ok}, err
-	}))
-	mux.HandleFunc("POST /v1/stats", handle(s, func(ctx context.Context, _ struct{}) (Stats, error) {
-		return e.Stats()
-	}))
-	mux.HandleFunc("POST /v1/lexical-scores", handle(s, func(ctx context.Context, r scoresReq) ([]float64, error) {
-		return e.LexicalScores(ctx, r.Query, r.Docs)
-	}))
-	mux.HandleFunc("POST /v1/unknown-keys", handle(s, func(ctx context.Context, r keysReq) ([]string, error) {
-		return e.UnknownKeys(r.Filter)
-	}))
-	mux.HandleFunc("POST /v1/metadata-keys", handle(s, func(ctx context.Context, r keysReq) ([]MetadataKey, error) {
-		return e.MetadataKeys(ctx, r.Top)
-	}))
-	// Writes of engines opened with Options.WriteThrough.
-	mux.HandleFunc("POST /v1/add", handle(s, func(ctx context.Context, r addReq) (AddResult, error) {
-		return e.Apply(ctx, r.Docs, r.Deletes)
-	}))
-	mux.HandleFunc("POST /v1/delete", handle(s, func(ctx context.Context, r getReq) (int, error) {
-		return e.Delete(ctx, r.IDs)
-	}))
-	mux.HandleFunc("POST /v1/ids", handle(s, func(ctx context.Context, _ struct{}) ([]string, error) {
-		return e.IDs(ctx)
-	}))
-	mux.HandleFunc("POST /v1/check", handle(s, func(ctx context.Context, _ struct{}) (*Report, error) {
-		return e.checkLive(ctx)
-	}))
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go func() {
-		_ = safe.Call(func() error { return s.srv.Serve(ln) })
-	}()
-	e.srv = s
-	e.closers = append(e.closers, s.close)
-}
-
-// opened lets the requests through: Open has succeeded.
-func (s *server) opened() { close(s.ready) }
-
-// close stops answering and removes the socket, before the store (and its
-// lock) is released: a reader that then finds the lock free opens the
-// directory itself.
-func (s *server) close() error {
-	s.once.Do(func() {
-		close(s.done)
-		s.srv.Close()
-		os.Remove(s.sock)
 	})
-	return nil
+	share.Handle(s, "stats", func(ctx context.Context, _ struct{}) (Stats, error) {
+		return e.Stats()
+	})
+	share.Handle(s, "lexical-scores", func(ctx context.Context, r scoresReq) ([]float64, error) {
+		return e.Teacher().LexicalScores(ctx, r.Query, r.Docs)
+	})
+	share.Handle(s, "unknown-keys", func(ctx context.Context, r keysReq) ([]string, error) {
+		return e.UnknownKeys(r.Filter)
+	})
+	share.Handle(s, "metadata-keys", func(ctx context.Context, r keysReq) ([]MetadataKey, error) {
+		return e.MetadataKeys(ctx, r.Top)
+	})
+	// Writes of engines opened with Options.WriteThrough.
+	share.Handle(s, "add", func(ctx context.Context, r addReq) (AddResult, error) {
+		return e.Apply(ctx, r.Docs, r.Deletes)
+	})
+	share.Handle(s, "delete", func(ctx context.Context, r getReq) (int, error) {
+		return e.Delete(ctx, r.IDs)
+	})
+	share.Handle(s, "ids", func(ctx context.Context, _ struct{}) ([]string, error) {
+		return e.Teacher().IDs(ctx)
+	})
+	share.Handle(s, "check", func(ctx context.Context, _ struct{}) (*Report, error) {
+		return e.checkLive(ctx)
+	})
+	s.Serve(ln)
+	e.closers = append(e.closers, s.Close)
+	return s
 }
 
 // hello answers at once, telling whether the writer is still opening the
 // directory, unless asked to wait until it has.
-func (s *server) hello(w http.ResponseWriter, r *http.Request) {
+func (e *Engine) hello(s *server, w http.ResponseWriter, r *http.Request) {
 	var req helloReq
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
-		reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
+	if !s.Decode(w, r, &req) {
 		return
 	}
 	h := helloResp{Proto: shareProto, PID: os.Getpid()}
-	ready := false
-	select {
-	case <-s.ready:
-		ready = true
-	case <-s.done:
-		reply(w, nil, ErrClosed)
+	ready, closed := s.Ready()
+	if closed {
+		s.Reply(w, nil, ErrClosed)
 		return
-	default:
 	}
 	if !ready && req.Wait {
-		if err := s.wait(r.Context()); err != nil {
-			reply(w, nil, err)
+		if err := s.Wait(r.Context()); err != nil {
+			s.Reply(w, nil, err)
 			return
 		}
 		ready = true
 	}
 	if ready {
-		st, err := s.e.Stats()
+		st, err := e.Stats()
 		if err != nil {
-			reply(w, nil, err)
+			s.Reply(w, nil, err)
 			return
 		}
-		s.e.mu.RLock()
-		h.Bound = s.e.bound
-		s.e.mu.RUnlock()
+		e.mu.RLock()
+		h.Bound = e.cur.bound
+		e.mu.RUnlock()
 		h.Ready, h.Model, h.Chunking, h.Backend = true, st.Model, st.Chunking, st.Backend
 	}
-	reply(w, h, nil)
-}
-
-// wait returns once Open has succeeded, or ErrClosed.
-func (s *server) wait(ctx context.Context) error {
-	select {
-	case <-s.ready:
-		return nil
-	case <-s.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// handle decodes a request, waits until the engine is open and answers
-// with fn's result or error.
-func handle[Req, Resp any](s *server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var req Req
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShareBody)).Decode(&req); err != nil {
-			reply(w, nil, fmt.Errorf("engine: %s: bad request: %w", sockFile, err))
-			return
-		}
-		if err := s.wait(r.Context()); err != nil {
-			reply(w, nil, err)
-			return
-		}
-		out, err := fn(r.Context(), req)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		reply(w, out, nil)
-	}
-}
-
-func reply(w http.ResponseWriter, result any, err error) {
-	env := envelope{}
-	if err != nil {
-		env.Error = toWire(err)
-	} else if raw, merr := json.Marshal(result); merr != nil {
-		env.Error = toWire(fmt.Errorf("engine: encoding the answer: %w", merr))
-	} else {
-		env.Result = raw
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(env)
+	s.Reply(w, h, nil)
 }
 
 // retrieveFor is a reranking search's first half for a reader that
@@ -555,10 +469,6 @@ type (
 		Docs    []Document
 		Deletes []string
 	}
-	envelope struct {
-		Result json.RawMessage `json:",omitempty"`
-		Error  *wireError      `json:",omitempty"`
-	}
 )
 
 // wireError carries an error across: its message, the sentinels it wraps
@@ -625,6 +535,19 @@ func (w *wireError) err() error {
 		}
 	}
 	return r
+}
+
+// wireCodec carries the engine's errors across the socket as wireErrors.
+type wireCodec struct{}
+
+func (wireCodec) Encode(err error) any { return toWire(err) }
+
+func (wireCodec) Decode(raw json.RawMessage) error {
+	var w wireError
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return fmt.Errorf("%w: %v", errGone, err)
+	}
+	return w.err()
 }
 
 func isNilPtr(err error) bool {
@@ -696,9 +619,8 @@ func writerModel(dir string) (Model, error) {
 
 // client talks to the writer of a directory.
 type client struct {
-	hc    *http.Client
+	*share.Client
 	hello helloResp
-	done  func() // releases what reaching the socket holds
 }
 
 // dial reaches the writer answering on dir's socket and says hello,
@@ -706,23 +628,11 @@ type client struct {
 // wrapping errGone means nothing answers there (no socket, or a stale one
 // of a writer that died).
 func dial(ctx context.Context, dir string, logf func(string, ...any)) (*client, error) {
-	addr, done, err := sockAddr(dir, sockFile)
+	sc, err := share.Dial(dir, wireCodec{})
 	if err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: dialTimeout}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", addr)
-		},
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
-	}
-	c := &client{hc: &http.Client{Transport: tr}, done: func() {
-		tr.CloseIdleConnections()
-		done()
-	}}
+	c := &client{Client: sc}
 	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	err = c.call(hctx, "hello", helloReq{}, &c.hello)
 	cancel()
@@ -733,6 +643,7 @@ func dial(ctx context.Context, dir string, logf func(string, ...any)) (*client, 
 		}
 		return nil, err
 	}
+	c.PID = c.hello.PID
 	if c.hello.Proto != shareProto {
 		c.close()
 		return nil, fmt.Errorf("process %d, which has it open for writing, speaks protocol %d on %s, this anna %d (another anna version)", c.hello.PID, c.hello.Proto, sockFile, shareProto)
@@ -747,103 +658,12 @@ func dial(ctx context.Context, dir string, logf func(string, ...any)) (*client, 
 	return c, nil
 }
 
-func (c *client) close() { c.done() }
+func (c *client) close() { c.Close() }
 
 // call posts in to the writer's method and decodes its answer into out.
 // Errors wrapping errGone mean the writer is no longer there.
 func (c *client) call(ctx context.Context, method string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("engine: encoding a request to the writer: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://anna/v1/"+method, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("engine: %w", ctx.Err())
-		}
-		return fmt.Errorf("%w: %v", errGone, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("engine: the writing process (%d) answered %s to %s", c.hello.PID, resp.Status, method)
-	}
-	var env envelope
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("engine: %w", ctx.Err())
-		}
-		return fmt.Errorf("%w: %v", errGone, err)
-	}
-	if env.Error != nil {
-		return env.Error.err()
-	}
-	if err := json.Unmarshal(env.Result, out); err != nil {
-		return fmt.Errorf("engine: decoding the writer's answer to %s: %w", method, err)
-	}
-	return nil
-}
-
-// maxSockPath is the longest socket path bind and connect take.
-var maxSockPath = len(syscall.RawSockaddrUnix{}.Path) - 1
-
-// sockAddr is the address of the socket name in dir: its absolute path,
-// or, when that is too long for a socket address (about 107 bytes), on
-// Linux the path through a descriptor of dir held open until done is
-// called (/proc/self/fd/N/name).
-func sockAddr(dir, name string) (addr string, done func(), err error) {
-	abs, err := filepath.Abs(filepath.Join(dir, name))
-	if err != nil {
-		return "", nil, fmt.Errorf("engine: %w", err)
-	}
-	if len(abs) <= maxSockPath {
-		return abs, func() {}, nil
-	}
-	if runtime.GOOS != "linux" {
-		return "", nil, fmt.Errorf("engine: %s is %d bytes long, more than a socket address holds (%d)", abs, len(abs), maxSockPath)
-	}
-	f, err := os.Open(filepath.Dir(abs))
-	if err != nil {
-		return "", nil, fmt.Errorf("engine: %w", err)
-	}
-	return fmt.Sprintf("/proc/self/fd/%d/%s", f.Fd(), name), func() { f.Close() }, nil
-}
-
-// listen makes dir's socket, readable and writable by its owner only: bound
-// under a temporary name, restricted, then renamed into place, replacing a
-// stale one (a writer that died; the caller holds the writer's lock, so no
-// live one answers there).
-func listen(dir string) (*net.UnixListener, string, error) {
-	sock := filepath.Join(dir, sockFile)
-	tmpName := sockFile + ".new"
-	tmp := filepath.Join(dir, tmpName)
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, "", err
-	}
-	addr, done, err := sockAddr(dir, tmpName)
-	if err != nil {
-		return nil, "", err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
-	done()
-	if err != nil {
-		return nil, "", err
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		ln.Close()
-		os.Remove(tmp)
-		return nil, "", err
-	}
-	if err := os.Rename(tmp, sock); err != nil {
-		ln.Close()
-		os.Remove(tmp)
-		return nil, "", err
-	}
-	return ln, sock, nil
+	return c.Call(ctx, method, in, out)
 }
 
 // readThrough makes e, a read-only open of a directory another process
@@ -865,12 +685,12 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		}
 		// A writer embeds with its model even before the directory is
 		// bound to it: what this engine would add is embedded with it.
-		if (h.Bound || !e.readOnly) && fp != h.Model.Fingerprint {
+		if (h.Bound || !e.opts.ReadOnly) && fp != h.Model.Fingerprint {
 			if !h.Bound {
 				return fmt.Errorf("engine: %s: %w: process %d has it open for writing and embeds with %s; this open asks for %s: open it without a model (the writer's is used), or once that process has closed it", e.dir, ErrLocked, h.PID, h.Model.Label(), modelLabel(name, fp))
 			}
 			mm := &ModelMismatchError{Dir: e.dir, Index: h.Model.Fingerprint, IndexName: h.Model.Name, Model: fp, ModelName: name}
-			if !e.readOnly {
+			if !e.opts.ReadOnly {
 				return fmt.Errorf("%w (process %d has it open for writing: open it without a model to write through it, or stop that process first to reindex)", mm, h.PID)
 			}
 			return mm
@@ -887,12 +707,12 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		return fmt.Errorf("engine: %s: %w: process %d has it open for writing with backend %s, and this read-only open asks for %s", e.dir, ErrLocked, h.PID, h.Backend, want)
 	}
 	e.mu.Lock()
-	e.model, e.chunking, e.bound, e.enc = h.Model, h.Chunking, h.Bound, opts.Encoder
+	e.cur.model, e.cur.chunking, e.cur.bound, e.cur.enc = h.Model, h.Chunking, h.Bound, opts.Encoder
 	e.mu.Unlock()
 	e.via = &via{dir: e.dir, opts: opts, logf: e.logf, c: c}
 	e.closers = append(e.closers, e.via.close)
 	how := "reading"
-	if !e.readOnly {
+	if !e.opts.ReadOnly {
 		how = "writing"
 	}
 	e.logf("%s: process %d has it open for writing; %s through it", e.dir, h.PID, how)
@@ -983,7 +803,7 @@ func (v *via) close() error {
 // there and reranks here, with this engine's Reranker.
 func (v *via) search(ctx context.Context, e *Engine, query string, opts SearchOptions) ([]Result, error) {
 	if opts.EfSearch == 0 {
-		opts.EfSearch = e.hnsw.EfSearch
+		opts.EfSearch = e.opts.HNSW.EfSearch
 	}
 	var out []Result
 	err := v.do(ctx, func(c *client) error {
@@ -1039,7 +859,7 @@ func (v *via) vectors(id string) ([][]float32, bool, error) {
 	err := v.do(ctx, func(c *client) error {
 		return c.call(ctx, "vectors", getReq{IDs: []string{id}}, &out)
 	}, func(in *Engine) (err error) {
-		out.Vectors, out.Found, err = in.Vectors(id)
+		out.Vectors, out.Found, err = in.Teacher().Vectors(id)
 		return err
 	})
 	return out.Vectors, out.Found, err
@@ -1050,7 +870,7 @@ func (v *via) lexicalScores(ctx context.Context, query string, docs []Document) 
 	err := v.do(ctx, func(c *client) error {
 		return c.call(ctx, "lexical-scores", scoresReq{Query: query, Docs: docs}, &out)
 	}, func(in *Engine) (err error) {
-		out, err = in.LexicalScores(ctx, query, docs)
+		out, err = in.Teacher().LexicalScores(ctx, query, docs)
 		return err
 	})
 	return out, err
@@ -1074,9 +894,9 @@ func (v *via) stats(e *Engine) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	st.Dir, st.ReadOnly, st.Reranker = e.dir, e.readOnly, e.rr != nil
+	st.Dir, st.ReadOnly, st.Reranker = e.dir, e.opts.ReadOnly, e.opts.Reranker != nil
 	e.mu.Lock()
-	e.model, e.chunking = st.Model, st.Chunking
+	e.cur.model, e.cur.chunking = st.Model, st.Chunking
 	e.mu.Unlock()
 	return st, nil
 }
@@ -1138,7 +958,7 @@ func (v *via) delete(ctx context.Context, ids []string) (int, error) {
 }
 
 func (v *via) ids(ctx context.Context) ([]string, error) {
-	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.IDs(ctx) })
+	return viaCall(ctx, v, "ids", struct{}{}, func(in *Engine) ([]string, error) { return in.Teacher().IDs(ctx) })
 }
 
 // writerOnly is the error of a call an engine writing through another

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/encoder/encodertest"
+	"github.com/anna-search/anna/engine/internal/share"
 	"github.com/anna-search/anna/internal/fuzzcheck"
 )
 
@@ -59,7 +60,7 @@ func FuzzShareProtocol(f *testing.F) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			var env envelope
+			var env share.Envelope
 			if resp.StatusCode != 200 || json.Unmarshal(b, &env) != nil || (env.Error == nil) == (env.Result == nil) {
 				t.Errorf("%s %q: answered %d %q", method, req, resp.StatusCode, b)
 			}
@@ -68,11 +69,11 @@ func FuzzShareProtocol(f *testing.F) {
 			t.Fatalf("the writer after %s %q: %v", method, req, err)
 		}
 		// The reader's end: any answer decodes to a result or an error.
-		var env envelope
+		var env share.Envelope
 		if err := json.Unmarshal(answer, &env); err != nil || env.Error == nil {
 			return
 		}
-		werr := env.Error.err()
+		werr := wireCodec{}.Decode(env.Error)
 		_ = werr.Error()
 		errors.Is(werr, ErrClosed)
 		errors.Is(werr, errGone)

@@ -650,16 +650,16 @@ func testReadThroughWriter(t *testing.T, dir string) {
 	if got, err := r.Get(ctx, "d00003", "nope", "d00001"); err != nil || !reflect.DeepEqual(got, wantDocs) {
 		t.Fatalf("get: %+v %v, want %+v", got, err, wantDocs)
 	}
-	wantV, _, _ := w.Vectors("d00004")
-	if got, ok, err := r.Vectors("d00004"); err != nil || !ok || !reflect.DeepEqual(got, wantV) {
+	wantV, _, _ := w.Teacher().Vectors("d00004")
+	if got, ok, err := r.Teacher().Vectors("d00004"); err != nil || !ok || !reflect.DeepEqual(got, wantV) {
 		t.Fatalf("vectors: %v %v %v", got, ok, err)
 	}
-	if _, ok, err := r.Vectors("nope"); err != nil || ok {
+	if _, ok, err := r.Teacher().Vectors("nope"); err != nil || ok {
 		t.Fatalf("vectors of nothing: %v %v", ok, err)
 	}
 	scoreDocs := []engine.Document{{Title: "x", Text: "search engines tok12"}, {Text: "nothing in common"}}
-	wantS, _ := w.LexicalScores(ctx, "tok12 engines", scoreDocs)
-	if got, err := r.LexicalScores(ctx, "tok12 engines", scoreDocs); err != nil || !reflect.DeepEqual(got, wantS) {
+	wantS, _ := w.Teacher().LexicalScores(ctx, "tok12 engines", scoreDocs)
+	if got, err := r.Teacher().LexicalScores(ctx, "tok12 engines", scoreDocs); err != nil || !reflect.DeepEqual(got, wantS) {
 		t.Fatalf("lexical scores: %v %v, want %v", got, err, wantS)
 	}
 	// The warnings a search prints, and the keys a page offers, are the
@@ -740,12 +740,12 @@ func TestWriteThrough(t *testing.T) {
 	if n, err := e.Delete(ctx, []string{"d00000", "d00001", "nope"}); err != nil || n != 2 {
 		t.Fatalf("delete through the writer: %d, %v", n, err)
 	}
-	ids, err := e.IDs(ctx)
+	ids, err := e.Teacher().IDs(ctx)
 	if err != nil || len(ids) != 148 || ids[0] != "d00002" {
 		t.Fatalf("IDs through the writer: %d, %v", len(ids), err)
 	}
 	// Keep the even documents: 74 odd ones go.
-	n, err := e.DeleteExcept(ctx, func(id string) bool {
+	n, err := e.Teacher().DeleteExcept(ctx, func(id string) bool {
 		k, _ := strconv.Atoi(strings.TrimPrefix(id, "d"))
 		return k%2 == 0
 	}, 10)

@@ -81,19 +81,19 @@ func denseFirst(ex []Contribution) bool {
 // highlighter reads texts of language code as BM25 does; each is made on
 // first use (most searches show no snippets).
 func (e *Engine) highlighter(code string) (*snippet.Highlighter, error) {
-	e.hlMu.Lock()
-	defer e.hlMu.Unlock()
-	if h, ok := e.hl[code]; ok {
+	e.hl.mu.Lock()
+	defer e.hl.mu.Unlock()
+	if h, ok := e.hl.m[code]; ok {
 		return h, nil
 	}
 	h, err := snippet.NewFor(code)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snippets: %w", err)
 	}
-	if e.hl == nil {
-		e.hl = map[string]*snippet.Highlighter{}
+	if e.hl.m == nil {
+		e.hl.m = map[string]*snippet.Highlighter{}
 	}
-	e.hl[code] = h
+	e.hl.m[code] = h
 	return h, nil
 }
 
@@ -103,8 +103,8 @@ func (e *Engine) docLanguage(r *Result) string {
 	if r.Language != "" {
 		return r.Language
 	}
-	if _, ok := e.be.(local); ok && e.via == nil && e.lex != nil {
-		if l, ok, err := e.lex.LanguageOf(r.ID); err == nil && ok {
+	if loc := e.local(); loc != nil && loc.lex != nil {
+		if l, ok, err := loc.lex.LanguageOf(r.ID); err == nil && ok {
 			return l
 		}
 	}

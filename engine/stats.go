@@ -50,13 +50,13 @@ func (e *Engine) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("engine: %w", err)
 	}
-	st := Stats{Dir: e.dir, ReadOnly: e.readOnly, Documents: n, Seq: seq, LexicalStale: e.lexStale, Reranker: e.rr != nil, Warnings: e.Warnings(), Backend: "local"}
+	st := Stats{Dir: e.dir, ReadOnly: e.opts.ReadOnly, Documents: n, Seq: seq, Reranker: e.opts.Reranker != nil, Warnings: e.Warnings(), Backend: "local"}
 	if err := e.be.stats(context.Background(), &st); err != nil {
 		return Stats{}, err
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st.Model, st.Chunking = e.model, e.chunking
-	st.FusionChoice, st.Fusion = e.fusion, e.fusion.inEffect(e.model.Fingerprint)
+	st.Model, st.Chunking = e.cur.model, e.cur.chunking
+	st.FusionChoice, st.Fusion = e.cur.fusion, e.cur.fusion.inEffect(e.cur.model.Fingerprint)
 	return st, nil
 }

@@ -24,7 +24,8 @@ const DeleteBatch = 1024
 // Interrupted through ctx, it stops between batches and returns the
 // context's error with the count so far. A document another writer adds
 // during the call may or may not be removed.
-func (e *Engine) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
+func (t Teacher) DeleteExcept(ctx context.Context, keep func(id string) bool, batch int) (n int, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
@@ -65,7 +66,7 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 		return nil, err
 	}
 	defer e.leave()
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
 	var gone []string
@@ -94,14 +95,15 @@ func (e *Engine) idsNotKept(ctx context.Context, keep func(string) bool) ([]stri
 // reads through another process's writer (Stats.WriterPID) cannot list them
 // and says so; one that writes through it (Options.WriteThrough) lists
 // them there.
-func (e *Engine) IDs(ctx context.Context) (_ []string, err error) {
+func (t Teacher) IDs(ctx context.Context) (_ []string, err error) {
+	e := t.e
 	ctx = safe.Ctx(ctx)
 	defer safe.Recover(&err)
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.leave()
-	if e.via != nil && !e.readOnly {
+	if e.via != nil && !e.opts.ReadOnly {
 		return e.via.ids(ctx)
 	}
 	if e.via != nil {
@@ -132,7 +134,7 @@ func (e *Engine) Documents(ctx context.Context, fn func(Document) error) (err er
 		return err
 	}
 	defer e.leave()
-	if e.via != nil && !e.readOnly {
+	if e.via != nil && !e.opts.ReadOnly {
 		return e.via.documents(ctx, fn)
 	}
 	if e.via != nil {

@@ -29,14 +29,14 @@ func TestDeleteExcept(t *testing.T) {
 	keep["not-stored"] = true
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if n, err := e.DeleteExcept(cancelled, func(id string) bool { return keep[id] }, 4); !errors.Is(err, context.Canceled) || n != 0 {
+	if n, err := e.Teacher().DeleteExcept(cancelled, func(id string) bool { return keep[id] }, 4); !errors.Is(err, context.Canceled) || n != 0 {
 		t.Fatalf("cancelled: %d %v", n, err)
 	}
-	n, err := e.DeleteExcept(ctx, func(id string) bool { return keep[id] }, 4)
+	n, err := e.Teacher().DeleteExcept(ctx, func(id string) bool { return keep[id] }, 4)
 	if err != nil || n != 20 {
 		t.Fatalf("delete except: %d %v, want 20", n, err)
 	}
-	if n, err := e.DeleteExcept(ctx, func(id string) bool { return keep[id] }, 0); err != nil || n != 0 {
+	if n, err := e.Teacher().DeleteExcept(ctx, func(id string) bool { return keep[id] }, 0); err != nil || n != 0 {
 		t.Fatalf("again: %d %v, want 0", n, err)
 	}
 	st, err := e.Stats()
@@ -47,7 +47,7 @@ func TestDeleteExcept(t *testing.T) {
 	if rs, _ := e.Search(ctx, "tok4", engine.SearchOptions{Mode: engine.ModeLexical, K: 30}); len(rs) > 0 && rs[0].ID == doc(4).ID {
 		t.Fatalf("removed document still found: %v", ids(rs))
 	}
-	if _, err := e.DeleteExcept(ctx, nil, 0); !errors.Is(err, engine.ErrInvalidOption) {
+	if _, err := e.Teacher().DeleteExcept(ctx, nil, 0); !errors.Is(err, engine.ErrInvalidOption) {
 		t.Errorf("nil keep: %v", err)
 	}
 	e.Close()

@@ -186,14 +186,14 @@ func TestWeaviateBackendMatchesLocal(t *testing.T) {
 	for _, r := range rs {
 		byID[r.ID] = r.Score
 	}
-	sc, err := rem.LexicalScores(ctx, "tok43 shared", []engine.Document{{ID: "d00043"}, {ID: "d00044"}, {ID: "absent"}})
+	sc, err := rem.Teacher().LexicalScores(ctx, "tok43 shared", []engine.Document{{ID: "d00043"}, {ID: "d00044"}, {ID: "absent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if math.Abs(sc[0]-byID["d00043"]) > 1e-4 || math.Abs(sc[1]-byID["d00044"]) > 1e-4 || sc[2] != 0 || sc[0] <= sc[1] {
 		t.Fatalf("LexicalScores = %v; the lexical list scored d00043 %v, d00044 %v", sc, byID["d00043"], byID["d00044"])
 	}
-	if _, err := rem.LexicalScores(ctx, "tok43", []engine.Document{{Text: "no id"}}); !errors.Is(err, engine.ErrUnsupported) {
+	if _, err := rem.Teacher().LexicalScores(ctx, "tok43", []engine.Document{{Text: "no id"}}); !errors.Is(err, engine.ErrUnsupported) {
 		t.Fatalf("LexicalScores of a text: err = %v, want ErrUnsupported", err)
 	}
 }

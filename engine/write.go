@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/anna-search/anna/lang"
 	"maps"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/anna-search/anna/lang"
 
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
@@ -111,7 +112,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	if err := validate(docs); err != nil {
 		return res, err
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return res, ErrReadOnly
 	}
 	if e.via != nil {
@@ -169,7 +170,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	}
 	var embs []storage.Embedding
 	e.mu.RLock()
-	m, bound, ch := e.model, e.bound, e.chunking
+	m, bound, ch := e.cur.model, e.cur.bound, e.cur.chunking
 	e.mu.RUnlock()
 	if len(changed) > 0 {
 		reused, err := e.reusable(changed, have)
@@ -192,8 +193,8 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 				return AddResult{}, err
 			}
 			e.mu.RLock()
-			enc := e.enc
-			m, bound, ch = e.model, e.bound, e.chunking
+			enc := e.cur.enc
+			m, bound, ch = e.cur.model, e.cur.bound, e.cur.chunking
 			e.mu.RUnlock()
 			got, err := e.embedDocs(ctx, enc, ch, fresh)
 			if err != nil {
@@ -223,7 +224,7 @@ func (e *Engine) apply(ctx context.Context, docs []Document, deletes []string) (
 	res.Committed = true
 	if len(changed) > 0 {
 		e.mu.Lock()
-		e.bound = true
+		e.cur.bound = true
 		e.mu.Unlock()
 	}
 	// From here the batch is committed: finish the indexes whatever ctx
@@ -259,7 +260,7 @@ func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([
 		return out, nil
 	}
 	e.mu.RLock()
-	key, bound := e.vecKey(), e.bound
+	key, bound := e.vecKey(), e.cur.bound
 	e.mu.RUnlock()
 	if !bound {
 		return out, nil
@@ -276,34 +277,6 @@ func (e *Engine) reusable(changed []storage.Doc, olds map[string]storage.Doc) ([
 	return out, nil
 }
 
-// applyDense applies one committed batch (changes prev+1..seq) to the
-// graph, or replays everything the graph missed when an earlier update
-// failed. denseApplied moves only once the batch is wholly in the graph, so
-// a graph saved after a failure replays the batch on the next Open.
-func (e *Engine) applyDense(ctx context.Context, prev, seq uint64, upserts []storage.Doc, embs []storage.Embedding, deletes []string) error {
-	e.mu.RLock()
-	ix, applied := e.dense, e.denseApplied
-	e.mu.RUnlock()
-	if applied != prev {
-		return e.catchUpDense(ctx)
-	}
-	e.mu.Lock()
-	e.dirty = true
-	e.mu.Unlock()
-	if err := ix.Delete(deletes); err != nil {
-		return err
-	}
-	if len(upserts) > 0 {
-		if err := addDense(ctx, ix, upserts, embs); err != nil {
-			return err
-		}
-	}
-	e.mu.Lock()
-	e.denseApplied = seq
-	e.mu.Unlock()
-	return nil
-}
-
 // Delete removes documents by ID. Unknown IDs are ignored. It returns the
 // number of documents that existed. Like Add, it finishes the indexes once
 // the deletion is committed. An empty ID is refused with ErrEmptyID.
@@ -317,7 +290,7 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (n int, err error) {
 	if err := checkIDs("delete", ids); err != nil {
 		return 0, err
 	}
-	if e.readOnly {
+	if e.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
 	if e.via != nil {
@@ -382,7 +355,8 @@ func (e *Engine) Get(ctx context.Context, ids ...string) (_ []Document, err erro
 
 // Vectors returns the stored vectors of document id for the engine's model:
 // one per passage (one for a document that fits the model).
-func (e *Engine) Vectors(id string) ([][]float32, bool, error) {
+func (t Teacher) Vectors(id string) ([][]float32, bool, error) {
+	e := t.e
 	if err := e.enter(); err != nil {
 		return nil, false, err
 	}

@@ -111,7 +111,7 @@ func TestFolderFindsIt(t *testing.T) {
 		{query: "which lights mark the line of the channel into Kirkwall and how high do they burn", where: "docs/atlas-chromium.pdf:page 3"},
 		{query: "what colour does a sector light show over dangerous water", where: "docs/atlas-chromium.pdf:page 2"},
 		{query: "where was the hyperradiant lens from Paris installed", where: "docs/report-ghostscript.pdf:page 2"},
-		{query: "how much were the principal keepers' wages raised", where: "docs/report-ghostscript.pdf:page 1"},
+		{query: "what pay increase did the principal keepers receive for the long winter without relief", where: "docs/report-ghostscript.pdf:page 1"},
 		{query: "how long do the crystals take to settle after the tube is sealed", where: "docs/site.html § Making your own"},
 		{query: "who kept the Fastnet light and what burner did it use", where: "docs/keepers.xlsx § keepers (rows 1-5)"},
 		{query: "when will the relief boat sail", where: "docs/message.eml"},

@@ -73,7 +73,7 @@ func (c EngineCorpus) Text(ctx context.Context, id string) (string, bool, error)
 // DenseTeacher using the engine's own model.
 func StoredVectors(e *engine.Engine) VectorLookup {
 	return func(ctx context.Context, id string) ([][]float32, bool, error) {
-		v, ok, err := e.Vectors(id)
+		v, ok, err := e.Teacher().Vectors(id)
 		if err != nil {
 			return nil, false, fmt.Errorf("read vector: %w", err)
 		}
@@ -116,7 +116,7 @@ func (t EngineLexical) Score(ctx context.Context, q Query, docs []Doc) ([]float6
 			in[i] = engine.Document{Text: d.Text}
 		}
 	}
-	return t.E.LexicalScores(ctx, q.Text, in)
+	return t.E.Teacher().LexicalScores(ctx, q.Text, in)
 }
 
 // Pipeline is mine-negatives' candidate retriever: eng's search in mode

@@ -11,8 +11,10 @@
 // far the output is complete, so an interrupted run can be resumed with no
 // duplicates and no gaps.
 //
-// The package depends only on the small interfaces below; the command wires
-// them to the engine (or to the index, encoder and rerank packages).
+// The miner depends only on the small interfaces below. Mine wires them to
+// the engine, encoder and rerank packages for a run from files (a BEIR
+// folder or a pairs file, the corpus's index, the teacher chosen by
+// DefaultTeacher or named), as `annactl mine-negatives` runs it.
 //
 // A nil context.Context given to a function of this package is
 // context.Background(), and a panic on a goroutine Miner.Run starts (a

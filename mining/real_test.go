@@ -202,7 +202,7 @@ func (r *realSetup) checkMined(t *testing.T, path string, st *Stats, margin floa
 			if math.Abs(s[j]-want[j]) > 1e-5 {
 				t.Errorf("line %d: score %d is %v, teacher recomputes %v", i+1, j, want[j], s[j])
 			}
-			v, _, err := r.eng.Vectors(docs[j].ID)
+			v, _, err := r.eng.Teacher().Vectors(docs[j].ID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Measurement is one evaluation of a reranker, kept in its manifest:
@@ -111,4 +112,31 @@ func RecordMeasurements(dir string, ms []Measurement) error {
 		m.Measured = append(m.Measured, x)
 	}
 	return WriteManifest(dir, m)
+}
+
+// Verdict says what a reranker's measurements say, for people: whether it
+// helps (and in which use anna takes it unasked) and the mean nDCG@10
+// gain of each use measured.
+func (m *Manifest) Verdict() string {
+	if len(m.Measured) == 0 {
+		return "not measured"
+	}
+	h, f := m.Helps()
+	var parts []string
+	for _, use := range []bool{false, true} {
+		g, n := m.Gain(use)
+		if n == 0 {
+			continue
+		}
+		how := "replacing the candidates' order"
+		if use {
+			how = "fused with the candidates' lists by RRF"
+		}
+		parts = append(parts, fmt.Sprintf("%s nDCG@10 %+.4f over %d", how, g, n))
+	}
+	state := "does not help"
+	if h {
+		state = "helps (used unasked, " + map[bool]string{false: "replacing", true: "fused by RRF"}[f] + ")"
+	}
+	return state + ": " + strings.Join(parts, "; ")
 }

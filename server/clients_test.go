@@ -167,7 +167,7 @@ func TestClients(t *testing.T) {
 		defer logMu.Unlock()
 		logged = append(logged, f)
 	}})
-	enc, err := eng.LoadEncoder(ctx)
+	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (s *Server) embedderFor(ctx context.Context) (*batcher[embedJob], error) {
 	if err := s.base.Err(); err != nil {
 		return nil, err
 	}
-	enc, err := s.eng.LoadEncoder(ctx)
+	enc, err := s.eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		return nil, err // tried again by the next request
 	}

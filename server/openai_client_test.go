@@ -47,7 +47,7 @@ func TestOpenAIClient(t *testing.T) {
 	python := pyref.Python(t, "openai")
 	ctx := context.Background()
 	eng, _, url := modelServer(t, engine.Options{}, Options{APIKey: "the-key", StrictModel: true})
-	enc, err := eng.LoadEncoder(ctx)
+	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

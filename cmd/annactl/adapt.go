@@ -20,14 +20,8 @@ import (
 	"github.com/anna-search/anna/train/recipe"
 )
 
-func (a *app) adaptCommand() *cobra.Command {
-	c := adapt.Defaults()
-	c.KeepModel = true
-	var teachers []string
-	cmd := &cobra.Command{
-		Use:   "adapt --index DIR [--queries FILE] [--generate N] [--teacher-model NAME] [--steps N]",
-		Short: "fit the index's embedding model to its documents, with no relevance judgements",
-		Long: `Adapts the embedding model of an anna directory to its own documents when there
+// adaptLong is adapt's help.
+const adaptLong = `Adapts the embedding model of an anna directory to its own documents when there
 are no judged queries: queries -> mining -> training -> held-out check -> reindex.
 
 Queries are pseudo-queries cut from the documents (the title, else the first
@@ -67,103 +61,138 @@ Every stage is recorded in --work; run the same command again after Ctrl-C or a
 kill to continue where it stopped (generated queries are kept as they are
 written, a batch at a time, and reused). Before the work starts it prints an
 estimate of its time on this machine; with --generate, once the decoder's
-first batch has measured its speed.`,
+first batch has measured its speed.`
+
+// adaptOptions are adapt's flags: the run's configuration and the teacher
+// models named.
+type adaptOptions struct {
+	c        adapt.Config
+	teachers []string
+}
+
+func (a *app) adaptCommand() *cobra.Command {
+	o := adaptOptions{c: adapt.Defaults()}
+	o.c.KeepModel = true
+	cmd := &cobra.Command{
+		Use:   "adapt --index DIR [--queries FILE] [--generate N] [--teacher-model NAME] [--steps N]",
+		Short: "fit the index's embedding model to its documents, with no relevance judgements",
+		Long:  adaptLong,
 		Example: `  annactl adapt --index my-index --base ~/ckpt/all-MiniLM-L6-v2 --steps 200
   annactl adapt --index my-index --queries queries.log --teacher-model bge-small-en-v1.5
   annactl adapt --index my-index --queries queries.log --judged judged.jsonl
   annactl adapt --index my-index --generate 500 --no-extractive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "index"); err != nil {
+			if err := o.check(cmd); err != nil {
 				return err
 			}
-			for _, f := range []struct {
-				name string
-				v    int
-			}{{"steps", c.Steps}, {"batch", c.BatchQueries}, {"max-length", c.MaxLength}, {"checkpoint-every", c.CheckpointEvery}} {
-				if err := atLeast(f.name, f.v, 1); err != nil {
-					return err
-				}
-			}
-			if err := atLeast("group", c.Group, 2); err != nil {
-				return err
-			}
-			if err := atLeast("max-queries", c.MaxQueries, 0); err != nil {
-				return err
-			}
-			if err := inRange("lr", c.LR, 1e-9, 0.999); err != nil {
-				return err
-			}
-			if err := inRange("mix", c.Mix, 1e-9, 1); err != nil {
-				return err
-			}
-			var err error
-			if c.TeacherModels, err = a.teacherModels(cmd.Context(), c.Index, teachers); err != nil {
-				return err
-			}
-			if err := atLeast("generate", c.Generate, 0); err != nil {
-				return err
-			}
-			if c.Generate > 0 {
-				path, err := a.generatorFile(cmd.Context(), c.Generator)
-				var u usageError
-				switch {
-				case errors.As(err, &u):
-					return usageErrorf("--generator %q: want a llama GGUF file with a ChatML chat template, or a catalogue decoder (smollm2-135m-instruct)", c.Generator)
-				case err != nil:
-					return fmt.Errorf("--generator %s: %w", c.Generator, err)
-				}
-				c.Generator = path
-			}
-			var pr buildProgress
-			pr.w, pr.on = a.stderr, isTerminal(a.stderr)
-			c.Logf = pr.log
-			c.Progress = func(p adapt.Progress) {
-				pr.show(recipe.Progress{Stage: p.Stage, Index: p.Index, Stages: p.Stages, Unit: p.Unit, Done: p.Done, Total: p.Total, PerUnit: p.PerUnit, ETA: p.ETA})
-			}
-			prev := previousModel(c.Index)
-			start := time.Now()
-			rep, err := adapt.Adapt(cmd.Context(), c)
-			pr.end()
-			switch {
-			case errors.Is(err, adapt.ErrWorse):
-				a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
-				return err
-			case errors.Is(err, context.Canceled):
-				fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
-				return err
-			case err != nil:
-				return err
-			}
-			a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
-			return nil
+			return a.runAdapt(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&c.Index, "index", "", "the anna directory `DIR` to adapt")
-	f.StringVar(&c.Work, "work", "", "work `DIR`, kept for resuming (default DIR.adapt beside the index)")
-	f.StringVar(&c.Base, "base", "", "the student's starting Hugging Face checkpoint `DIR` (default: the checkpoint the index's model was converted from)")
-	f.StringVar(&c.Queries, "queries", "", "a query log `FILE`, one query a line, added to the pseudo-queries")
-	f.StringVar(&c.Judged, "judged", "", `judged queries `+"`FILE`"+` (JSON lines {"query", "pos_ids"}, the index's document IDs relevant to each): the held-out check, instead of pseudo-labels; never trained on`)
-	f.BoolVar(&c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries or --generate)")
-	f.BoolVar(&c.KeepQueryInPositive, "keep-query-in-positive", false, "train a query cut from a document against the whole document (default: the query is cut out of it, the inverse-cloze task)")
-	f.IntVar(&c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
-	f.StringVar(&c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
-	f.Var(logThresholdValue{&c.LogThreshold}, "log-threshold", "the teacher's calibrated log-odds a logged query's top document must reach to train on it: a `NUMBER`, none (every one the teacher ranks first), or auto (the 0.1 quantile of the confirmed extractive and generated positives' scores, even odds without them)")
-	f.StringArrayVar(&teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the teacher and whose whole-corpus retrieval, fused with BM25, judges the held-out check and the fusion; auto: every installed catalogue model but the index's own that knows the documents' language; none: no teacher model")
-	f.Var(negativesFromValue{&c.NegativesFrom}, "negatives-from", "the search whose top candidates the negatives are mined from: hybrid (BM25 and the index's model fused) or lexical (BM25 alone: the documents sharing the query's words that the teacher finds not relevant, which a dense list fused with BM25 must push down)")
-	f.BoolVar(&c.KeepFusion, "keep-fusion", false, "leave the index's fusion as it is (by default the adapted index's hybrid fusion is chosen on the check's queries: a score fusion only where it beats RRF)")
-	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
-	f.IntVar(&c.BatchQueries, "batch", c.BatchQueries, "queries per step")
-	f.IntVar(&c.Group, "group", c.Group, "documents per query: 1 positive + N-1 mined negatives")
-	f.IntVar(&c.MaxLength, "max-length", c.MaxLength, "tokens per text in training")
-	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
-	f.IntVar(&c.MaxQueries, "max-queries", 0, "use at most `N` queries (0: all)")
-	f.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
-	f.Float64Var(&c.Mix, "mix", c.Mix, "how far the served model's weights move from the base's towards the trained student's (base + MIX·(trained − base): WiSE-FT's weight-space ensemble; 1: the trained student as is)")
-	f.Float64Var(&c.MinGain, "min-gain", 0, "held-out nDCG@10 the adapted model must gain over the index's before it replaces it")
-	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed")
+	o.register(cmd)
 	return cmd
+}
+
+func (o *adaptOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.c.Index, "index", "", "the anna directory `DIR` to adapt")
+	f.StringVar(&o.c.Work, "work", "", "work `DIR`, kept for resuming (default DIR.adapt beside the index)")
+	f.StringVar(&o.c.Base, "base", "", "the student's starting Hugging Face checkpoint `DIR` (default: the checkpoint the index's model was converted from)")
+	f.StringVar(&o.c.Queries, "queries", "", "a query log `FILE`, one query a line, added to the pseudo-queries")
+	f.StringVar(&o.c.Judged, "judged", "", `judged queries `+"`FILE`"+` (JSON lines {"query", "pos_ids"}, the index's document IDs relevant to each): the held-out check, instead of pseudo-labels; never trained on`)
+	f.BoolVar(&o.c.NoExtractive, "no-extractive", false, "leave out the pseudo-queries cut from the documents (needs --queries or --generate)")
+	f.BoolVar(&o.c.KeepQueryInPositive, "keep-query-in-positive", false, "train a query cut from a document against the whole document (default: the query is cut out of it, the inverse-cloze task)")
+	f.IntVar(&o.c.Generate, "generate", 0, "write a query for each of `N` documents (chosen with --seed) with --generator, its document the candidate positive")
+	f.StringVar(&o.c.Generator, "generator", "smollm2-135m-instruct", "the --generate decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME (as annactl doc2query --model)")
+	f.Var(logThresholdValue{&o.c.LogThreshold}, "log-threshold", "the teacher's calibrated log-odds a logged query's top document must reach to train on it: a `NUMBER`, none (every one the teacher ranks first), or auto (the 0.1 quantile of the confirmed extractive and generated positives' scores, even odds without them)")
+	f.StringArrayVar(&o.teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the teacher and whose whole-corpus retrieval, fused with BM25, judges the held-out check and the fusion; auto: every installed catalogue model but the index's own that knows the documents' language; none: no teacher model")
+	f.Var(negativesFromValue{&o.c.NegativesFrom}, "negatives-from", "the search whose top candidates the negatives are mined from: hybrid (BM25 and the index's model fused) or lexical (BM25 alone: the documents sharing the query's words that the teacher finds not relevant, which a dense list fused with BM25 must push down)")
+	f.BoolVar(&o.c.KeepFusion, "keep-fusion", false, "leave the index's fusion as it is (by default the adapted index's hybrid fusion is chosen on the check's queries: a score fusion only where it beats RRF)")
+	f.IntVar(&o.c.Steps, "steps", o.c.Steps, "training steps")
+	f.IntVar(&o.c.BatchQueries, "batch", o.c.BatchQueries, "queries per step")
+	f.IntVar(&o.c.Group, "group", o.c.Group, "documents per query: 1 positive + N-1 mined negatives")
+	f.IntVar(&o.c.MaxLength, "max-length", o.c.MaxLength, "tokens per text in training")
+	f.IntVar(&o.c.CheckpointEvery, "checkpoint-every", o.c.CheckpointEvery, "steps between checkpoints")
+	f.IntVar(&o.c.MaxQueries, "max-queries", 0, "use at most `N` queries (0: all)")
+	f.Float64Var(&o.c.LR, "lr", o.c.LR, "peak learning rate")
+	f.Float64Var(&o.c.Mix, "mix", o.c.Mix, "how far the served model's weights move from the base's towards the trained student's (base + MIX·(trained − base): WiSE-FT's weight-space ensemble; 1: the trained student as is)")
+	f.Float64Var(&o.c.MinGain, "min-gain", 0, "held-out nDCG@10 the adapted model must gain over the index's before it replaces it")
+	f.Uint64Var(&o.c.Seed, "seed", o.c.Seed, "seed")
+}
+
+// check validates the numeric flags.
+func (o *adaptOptions) check(cmd *cobra.Command) error {
+	c := &o.c
+	if err := requireFlags(cmd, "index"); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"steps", c.Steps}, {"batch", c.BatchQueries}, {"max-length", c.MaxLength}, {"checkpoint-every", c.CheckpointEvery}} {
+		if err := atLeast(f.name, f.v, 1); err != nil {
+			return err
+		}
+	}
+	if err := atLeast("group", c.Group, 2); err != nil {
+		return err
+	}
+	if err := atLeast("max-queries", c.MaxQueries, 0); err != nil {
+		return err
+	}
+	if err := inRange("lr", c.LR, 1e-9, 0.999); err != nil {
+		return err
+	}
+	if err := inRange("mix", c.Mix, 1e-9, 1); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runAdapt resolves the teacher models and the generator, then adapts
+// (adapt.Adapt) with its progress on a's stderr and its report on stdout.
+func (a *app) runAdapt(ctx context.Context, o adaptOptions) error {
+	c := o.c
+	var err error
+	if c.TeacherModels, err = a.teacherModels(ctx, c.Index, o.teachers); err != nil {
+		return err
+	}
+	if err := atLeast("generate", c.Generate, 0); err != nil {
+		return err
+	}
+	if c.Generate > 0 {
+		path, err := a.generatorFile(ctx, c.Generator)
+		var u usageError
+		switch {
+		case errors.As(err, &u):
+			return usageErrorf("--generator %q: want a llama GGUF file with a ChatML chat template, or a catalogue decoder (smollm2-135m-instruct)", c.Generator)
+		case err != nil:
+			return fmt.Errorf("--generator %s: %w", c.Generator, err)
+		}
+		c.Generator = path
+	}
+	var pr buildProgress
+	pr.w, pr.on = a.stderr, isTerminal(a.stderr)
+	c.Logf = pr.log
+	c.Progress = func(p adapt.Progress) {
+		pr.show(recipe.Progress{Stage: p.Stage, Index: p.Index, Stages: p.Stages, Unit: p.Unit, Done: p.Done, Total: p.Total, PerUnit: p.PerUnit, ETA: p.ETA})
+	}
+	prev := previousModel(c.Index)
+	start := time.Now()
+	rep, err := adapt.Adapt(ctx, c)
+	pr.end()
+	switch {
+	case errors.Is(err, adapt.ErrWorse):
+		a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
+		return err
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
+		return err
+	case err != nil:
+		return err
+	}
+	a.printAdapt(rep, c.Mix, time.Since(start), c.Index, prev)
+	return nil
 }
 
 // teacherModels resolves --teacher-model's values: auto (alone) is

@@ -94,17 +94,19 @@ func TestBesideServe(t *testing.T) {
 	if !strings.Contains(r.stdout, "tides.md") || !strings.Contains(r.stdout, "the sun") {
 		t.Errorf("the changed file is not served:\n%s", r)
 	}
-	// Another model than the server's: refused, saying what to do.
-	int8Dir := filepath.Join(home.ModelsDir(), "all-MiniLM-L6-v2-int8")
-	if _, err := os.Stat(int8Dir); err == nil {
-		r = annactl(t, "", "index", "--index", dir, "--model", int8Dir, corpus("c.jsonl", 1))
+	// Another model than the server's (it embeds with the default, the
+	// int8 form; --model alone would take its int8 form too): refused,
+	// saying what to do.
+	otherDir := filepath.Join(home.ModelsDir(), "all-MiniLM-L6-v2")
+	if _, err := os.Stat(otherDir); err == nil {
+		r = annactl(t, "", "index", "--index", dir, "--model", otherDir, "--precision", "float32", corpus("c.jsonl", 1))
 		if r.code == 0 || !strings.Contains(r.stderr, "reindex") && !strings.Contains(r.stderr, "without a model") {
 			t.Errorf("index with another model beside serve:\n%s", r)
 		}
 	}
 	t.Logf("another model: %s", r.stderr)
 	// What stays the server's alone says so.
-	r = annactl(t, "", "reindex", "--index", dir, "--model", int8Dir)
+	r = annactl(t, "", "reindex", "--index", dir, "--model", otherDir)
 	t.Logf("reindex: %s", r.stderr)
 	if r.code == 0 || !strings.Contains(r.stderr, "open for writing") {
 		t.Errorf("reindex beside serve:\n%s", r)

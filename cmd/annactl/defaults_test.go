@@ -202,7 +202,7 @@ func defaultEngine(t *testing.T) (*engine.Engine, encoder.Encoder) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	enc, err := eng.LoadEncoder(ctx)
+	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,16 @@ import (
 	"github.com/anna-search/anna/model/catalog"
 )
 
+// doc2queryOptions are doc2query's flags: the generation's options and
+// what the command reads into them.
+type doc2queryOptions struct {
+	dataset, output, mdl, exSplit string
+	examples                      int
+	d                             doc2query.Options
+}
+
 func (a *app) doc2queryCommand() *cobra.Command {
-	var (
-		dataset, output, mdl, exSplit string
-		examples                      int
-		o                             doc2query.Options
-	)
+	var o doc2queryOptions
 	cmd := &cobra.Command{
 		Use:   "doc2query --dataset BEIR_DIR --output DIR [flags]",
 		Short: "write search queries for corpus documents with an instruct decoder (synthetic training pairs)",
@@ -43,72 +47,86 @@ kill -9 (the same command again), writes the same queries.`,
   annactl mine-negatives --dataset gen --split generated --index IDX --output gen-mined.jsonl --require-positive-top 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "dataset", "output"); err != nil {
+			if err := o.check(cmd); err != nil {
 				return err
 			}
-			for name, v := range map[string]int{"docs": o.Docs, "per-doc": o.PerDoc, "max-new": o.MaxNew, "max-doc-tokens": o.MaxDocTokens, "batch": o.Batch} {
-				if err := atLeast(name, v, 0); err != nil {
-					return err
-				}
-			}
-			if o.Temperature < 0 || o.TopP < 0 || o.TopP > 1 {
-				return usageErrorf("--temperature %g, --top-p %g: want a temperature ≥ 0 and 0 ≤ top-p ≤ 1", o.Temperature, o.TopP)
-			}
-			if o.Temperature == 0 && o.PerDoc > 1 {
-				return usageErrorf("--per-doc %d needs --temperature > 0 (greedy decoding writes one query per document)", o.PerDoc)
-			}
-			if err := atLeast("examples", examples, 0); err != nil {
-				return err
-			}
-			if examples > 0 {
-				var err error
-				if o.Examples, err = doc2query.ExamplesFrom(dataset, exSplit, examples, o.Seed); err != nil {
-					return err
-				}
-			}
-			path, err := a.generatorFile(cmd.Context(), mdl)
-			if err != nil {
-				return err
-			}
-			g, err := doc2query.Load(path)
-			if err != nil {
-				return err
-			}
-			defer g.Close()
-			p := a.progress("doc2query", 0)
-			o.Progress = func(done, total int) {
-				p.total = total
-				p.update(done, "docs")
-			}
-			err = doc2query.Run(cmd.Context(), g, dataset, output, o)
-			p.done()
-			if err != nil {
-				if cmd.Context().Err() != nil {
-					return fmt.Errorf("run the same command again to resume (%w)", cmd.Context().Err())
-				}
-				return err
-			}
-			fmt.Fprintf(a.stderr, "queries in %s (split %s)\n", output, doc2query.Split)
-			return nil
+			return a.runDoc2query(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataset, "dataset", "", "BEIR folder `DIR` whose corpus.jsonl gets queries")
-	f.StringVar(&output, "output", "", "BEIR folder `DIR` to write (resumed when it holds an earlier run's queries)")
-	f.StringVar(&mdl, "model", "smollm2-135m-instruct", "instruct decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME")
-	f.StringVar(&o.Instruction, "instruction", doc2query.DefaultInstruction, "what the decoder is asked, before each document")
-	f.IntVar(&o.Docs, "docs", 0, "documents to write queries for, `N` in a seeded order (0: all)")
-	f.IntVar(&o.PerDoc, "per-doc", 1, "queries per document (more than 1 needs --temperature)")
-	f.IntVar(&o.MaxNew, "max-new", 40, "tokens per query at most")
-	f.IntVar(&o.MaxDocTokens, "max-doc-tokens", 256, "the document is cut to this many tokens")
-	f.Float64Var(&o.Temperature, "temperature", 0.7, "sampling temperature (0: greedy)")
-	f.Float64Var(&o.TopP, "top-p", 0.9, "nucleus sampling: the smallest set of tokens reaching this probability")
-	f.Uint64Var(&o.Seed, "seed", 1, "seed of the document order and of the sampling")
-	f.IntVar(&o.Batch, "batch", 8, "documents decoded together")
-	f.IntVar(&examples, "examples", 0, "few-shot demonstrations: `N` judged (query, document) pairs of --examples-split shown before each document")
-	f.StringVar(&exSplit, "examples-split", "train", "the qrels split the --examples come from")
-	f.IntVar(&o.ExampleDocTokens, "example-doc-tokens", 96, "each demonstration's document is cut to this many tokens")
+	f.StringVar(&o.dataset, "dataset", "", "BEIR folder `DIR` whose corpus.jsonl gets queries")
+	f.StringVar(&o.output, "output", "", "BEIR folder `DIR` to write (resumed when it holds an earlier run's queries)")
+	f.StringVar(&o.mdl, "model", "smollm2-135m-instruct", "instruct decoder: a llama GGUF `FILE` with a ChatML chat template, or a catalogue NAME")
+	f.StringVar(&o.d.Instruction, "instruction", doc2query.DefaultInstruction, "what the decoder is asked, before each document")
+	f.IntVar(&o.d.Docs, "docs", 0, "documents to write queries for, `N` in a seeded order (0: all)")
+	f.IntVar(&o.d.PerDoc, "per-doc", 1, "queries per document (more than 1 needs --temperature)")
+	f.IntVar(&o.d.MaxNew, "max-new", 40, "tokens per query at most")
+	f.IntVar(&o.d.MaxDocTokens, "max-doc-tokens", 256, "the document is cut to this many tokens")
+	f.Float64Var(&o.d.Temperature, "temperature", 0.7, "sampling temperature (0: greedy)")
+	f.Float64Var(&o.d.TopP, "top-p", 0.9, "nucleus sampling: the smallest set of tokens reaching this probability")
+	f.Uint64Var(&o.d.Seed, "seed", 1, "seed of the document order and of the sampling")
+	f.IntVar(&o.d.Batch, "batch", 8, "documents decoded together")
+	f.IntVar(&o.examples, "examples", 0, "few-shot demonstrations: `N` judged (query, document) pairs of --examples-split shown before each document")
+	f.StringVar(&o.exSplit, "examples-split", "train", "the qrels split the --examples come from")
+	f.IntVar(&o.d.ExampleDocTokens, "example-doc-tokens", 96, "each demonstration's document is cut to this many tokens")
 	return cmd
+}
+
+// check validates the flags.
+func (o *doc2queryOptions) check(cmd *cobra.Command) error {
+	if err := requireFlags(cmd, "dataset", "output"); err != nil {
+		return err
+	}
+	for name, v := range map[string]int{"docs": o.d.Docs, "per-doc": o.d.PerDoc, "max-new": o.d.MaxNew, "max-doc-tokens": o.d.MaxDocTokens, "batch": o.d.Batch} {
+		if err := atLeast(name, v, 0); err != nil {
+			return err
+		}
+	}
+	if o.d.Temperature < 0 || o.d.TopP < 0 || o.d.TopP > 1 {
+		return usageErrorf("--temperature %g, --top-p %g: want a temperature ≥ 0 and 0 ≤ top-p ≤ 1", o.d.Temperature, o.d.TopP)
+	}
+	if o.d.Temperature == 0 && o.d.PerDoc > 1 {
+		return usageErrorf("--per-doc %d needs --temperature > 0 (greedy decoding writes one query per document)", o.d.PerDoc)
+	}
+	if err := atLeast("examples", o.examples, 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runDoc2query writes the queries (doc2query.Run), its progress on a's
+// stderr.
+func (a *app) runDoc2query(ctx context.Context, o doc2queryOptions) error {
+	if o.examples > 0 {
+		var err error
+		if o.d.Examples, err = doc2query.ExamplesFrom(o.dataset, o.exSplit, o.examples, o.d.Seed); err != nil {
+			return err
+		}
+	}
+	path, err := a.generatorFile(ctx, o.mdl)
+	if err != nil {
+		return err
+	}
+	g, err := doc2query.Load(path)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	p := a.progress("doc2query", 0)
+	o.d.Progress = func(done, total int) {
+		p.total = total
+		p.update(done, "docs")
+	}
+	err = doc2query.Run(ctx, g, o.dataset, o.output, o.d)
+	p.done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("run the same command again to resume (%w)", ctx.Err())
+		}
+		return err
+	}
+	fmt.Fprintf(a.stderr, "queries in %s (split %s)\n", o.output, doc2query.Split)
+	return nil
 }
 
 // generatorFile is the GGUF file --model names: a path, or a catalogue

@@ -107,14 +107,8 @@ func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer,
 
 	out := bufio.NewWriterSize(w, 1<<16)
 	if fl.format == "binary" {
-		var hdr [16]byte
-		copy(hdr[:], embedMagic)
-		binary.LittleEndian.PutUint32(hdr[8:], uint32(enc.Dim()))
-		if ort.Manifest().Normalize {
-			binary.LittleEndian.PutUint32(hdr[12:], 1)
-		}
-		if _, err := out.Write(hdr[:]); err != nil {
-			return fmt.Errorf("writing output: %w", err)
+		if err := writeEmbedHeader(out, enc.Dim(), ort.Manifest().Normalize); err != nil {
+			return err
 		}
 	}
 	prog := a.progress("embedding", 0)
@@ -148,30 +142,11 @@ func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer,
 		if len(line) == 0 {
 			continue
 		}
-		var rec struct {
-			ID    json.RawMessage `json:"id"`
-			BEIR  json.RawMessage `json:"_id"`
-			Title string          `json:"title"`
-			Text  *string         `json:"text"`
+		id, text, err := parseEmbedLine(line, name, lineNo, fl.asQuery)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("%s:%d: not a JSON object {\"id\", \"text\"}: %w", name, lineNo, err)
-		}
-		if rec.Text == nil {
-			return fmt.Errorf("%s:%d: no \"text\" field", name, lineNo)
-		}
-		id := rec.ID
-		if len(id) == 0 {
-			id = rec.BEIR
-		}
-		if len(id) == 0 {
-			return fmt.Errorf("%s:%d: no \"id\" or \"_id\" field", name, lineNo)
-		}
-		ids = append(ids, append(json.RawMessage(nil), id...))
-		text := *rec.Text
-		if !fl.asQuery {
-			text = engine.EmbedText(engine.Document{Title: rec.Title, Text: text})
-		}
+		ids = append(ids, id)
 		texts = append(texts, text)
 		if len(texts) == fl.batch {
 			if err := flush(); err != nil {
@@ -222,4 +197,48 @@ func writeEmbedding(w *bufio.Writer, format string, id json.RawMessage, v []floa
 // appendFloat32 writes the shortest decimal that reads back as x.
 func appendFloat32(b []byte, x float32) []byte {
 	return fmt.Appendf(b, "%v", x)
+}
+
+// writeEmbedHeader writes the binary format's header: the magic, the
+// dimension and whether the vectors are normalized.
+func writeEmbedHeader(out io.Writer, dim int, normalized bool) error {
+	var hdr [16]byte
+	copy(hdr[:], embedMagic)
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(dim))
+	if normalized {
+		binary.LittleEndian.PutUint32(hdr[12:], 1)
+	}
+	if _, err := out.Write(hdr[:]); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// parseEmbedLine reads one input line {"id" or "_id", "title", "text"}:
+// its ID (copied) and the text embedded (a document's title and text).
+func parseEmbedLine(line []byte, name string, lineNo int, asQuery bool) (json.RawMessage, string, error) {
+	var rec struct {
+		ID    json.RawMessage `json:"id"`
+		BEIR  json.RawMessage `json:"_id"`
+		Title string          `json:"title"`
+		Text  *string         `json:"text"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return nil, "", fmt.Errorf("%s:%d: not a JSON object {\"id\", \"text\"}: %w", name, lineNo, err)
+	}
+	if rec.Text == nil {
+		return nil, "", fmt.Errorf("%s:%d: no \"text\" field", name, lineNo)
+	}
+	id := rec.ID
+	if len(id) == 0 {
+		id = rec.BEIR
+	}
+	if len(id) == 0 {
+		return nil, "", fmt.Errorf("%s:%d: no \"id\" or \"_id\" field", name, lineNo)
+	}
+	text := *rec.Text
+	if !asQuery {
+		text = engine.EmbedText(engine.Document{Title: rec.Title, Text: text})
+	}
+	return append(json.RawMessage(nil), id...), text, nil
 }

@@ -45,12 +45,8 @@ type evalFlags struct {
 	search                                                              engine.SearchOptions // the fusion flags, applied
 }
 
-func (a *app) evalCommand() *cobra.Command {
-	var fl evalFlags
-	cmd := &cobra.Command{
-		Use:   "eval DATASET [flags]",
-		Short: "evaluate retrieval on a BEIR folder (nDCG@10, Recall@100, MRR@10, MAP per mode), or similarity on STS pairs",
-		Long: `--task retrieval (the default): DATASET is a BEIR folder (corpus.jsonl,
+// evalLong is eval's help.
+const evalLong = `--task retrieval (the default): DATASET is a BEIR folder (corpus.jsonl,
 queries.jsonl, qrels/SPLIT.tsv). The corpus is indexed (into --index, else a
 temporary directory) and every judged query is searched in each mode; the report
 gives nDCG@10, Recall@100, MRR@10 and MAP per mode, computed as trec_eval does.
@@ -88,7 +84,14 @@ cosine of the two sentences' embeddings and the human scores, as MTEB computes i
 hypothesis, label: SNLI); the report is the average precision of the pairs'
 cosine at telling entailment (positive) from contradiction (negative), neutral
 pairs left out, as MTEB's pair classification computes it (scikit-learn's
-average_precision_score).`,
+average_precision_score).`
+
+func (a *app) evalCommand() *cobra.Command {
+	var fl evalFlags
+	cmd := &cobra.Command{
+		Use:   "eval DATASET [flags]",
+		Short: "evaluate retrieval on a BEIR folder (nDCG@10, Recall@100, MRR@10, MAP per mode), or similarity on STS pairs",
+		Long:  evalLong,
 		Example: `  annactl eval ../shared/datasets/scifact --split test
   annactl eval ../shared/datasets/scifact --modes lexical,dense --run-out runs/scifact.trec
   annactl eval ../shared/datasets/scifact --rerank-run runs/scifact.lexical.trec --reranker RERANKER_DIR
@@ -103,59 +106,17 @@ average_precision_score).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := oneOf("task", fl.task, "retrieval", "sts", "pairclass"); err != nil {
+			if err := fl.check(cmd); err != nil {
 				return err
 			}
-			if err := atLeast("rerank-depth", fl.rerankDepth, 1); err != nil {
-				return err
-			}
-			if err := atLeast("workers", fl.workers, 1); err != nil {
-				return err
-			}
-			var err error
-			if fl.chunking, err = fl.chunks.chunking(cmd); err != nil {
-				return err
-			}
-			fl.cmd = cmd
-			if err := fl.fusion.apply(&fl.search); err != nil {
-				return err
-			}
-			if retrieval.FusionGiven(fl.search) {
-				if fl.task != "retrieval" || fl.rerankRun != "" {
-					return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
-				}
-				if fl.record && retrieval.FusionLabel(fl.search) != "" {
-					return usageErrorf("--record measures the reranker with RRF (k = 60, equal weights): not with --fusion minmax or dbsf, --weight or --rrf-k")
-				}
-				if fl.chooseFusion {
-					return usageErrorf("--choose-fusion measures each fusion with equal weights: not with --fusion, --weight or --rrf-k")
-				}
-			}
-			if fl.record {
-				fl.search.Fusion = engine.FusionRRF // whatever the index chose
-			}
-			if fl.chooseFusion {
-				switch {
-				case fl.task != "retrieval" || fl.rerankRun != "":
-					return usageErrorf("--choose-fusion measures hybrid retrieval: not with --task %s or --rerank-run", fl.task)
-				case fl.dir == "":
-					return usageErrorf("--choose-fusion records its choice in the index: it needs --index DIR")
-				case fl.modes != "" || fl.reranker != "" || fl.record:
-					return usageErrorf("--choose-fusion measures its own rows (hybrid by rrf, minmax, dbsf): not with --modes, --reranker or --record")
-				}
-			}
-			if fl.task != "retrieval" {
-				return a.evalPairs(cmd.Context(), args[0], fl)
-			}
-			if fl.record && (fl.reranker == "" || fl.rerankRun != "") {
-				return usageErrorf("--record writes the rerank modes' gains into the reranker's manifest: it needs --reranker DIR and no --rerank-run")
-			}
-			if fl.rerankRun != "" {
-				return a.evalRerankRun(cmd.Context(), args[0], fl)
-			}
-			return a.evalRetrieval(cmd.Context(), args[0], fl)
+			return a.runEval(cmd.Context(), args[0], fl)
 		},
 	}
+	fl.register(cmd)
+	return cmd
+}
+
+func (fl *evalFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&fl.task, "task", "retrieval", "retrieval (BEIR folder), sts (scored sentence pairs) or pairclass (NLI pairs)")
 	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts and pairclass (default test, else test_annotated)")
@@ -178,7 +139,67 @@ average_precision_score).`,
 	fl.fusion.register(cmd)
 	f.StringVar(&fl.instruction, "instruction", "", "task instruction on every query, with the model's template (instruction-tuned and decoder embedders); for sts and pairclass, on every sentence")
 	f.StringVar(&fl.report, "report", "", "also draw the modes side by side (bar charts and a table) in a self-contained HTML `FILE`")
-	return cmd
+}
+
+// check validates the flags and makes the search options and chunking.
+func (fl *evalFlags) check(cmd *cobra.Command) error {
+	if err := oneOf("task", fl.task, "retrieval", "sts", "pairclass"); err != nil {
+		return err
+	}
+	if err := atLeast("rerank-depth", fl.rerankDepth, 1); err != nil {
+		return err
+	}
+	if err := atLeast("workers", fl.workers, 1); err != nil {
+		return err
+	}
+	var err error
+	if fl.chunking, err = fl.chunks.chunking(cmd); err != nil {
+		return err
+	}
+	fl.cmd = cmd
+	if err := fl.fusion.apply(&fl.search); err != nil {
+		return err
+	}
+	if retrieval.FusionGiven(fl.search) {
+		if fl.task != "retrieval" || fl.rerankRun != "" {
+			return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
+		}
+		if fl.record && retrieval.FusionLabel(fl.search) != "" {
+			return usageErrorf("--record measures the reranker with RRF (k = 60, equal weights): not with --fusion minmax or dbsf, --weight or --rrf-k")
+		}
+		if fl.chooseFusion {
+			return usageErrorf("--choose-fusion measures each fusion with equal weights: not with --fusion, --weight or --rrf-k")
+		}
+	}
+	if fl.record {
+		fl.search.Fusion = engine.FusionRRF // whatever the index chose
+	}
+	if fl.chooseFusion {
+		switch {
+		case fl.task != "retrieval" || fl.rerankRun != "":
+			return usageErrorf("--choose-fusion measures hybrid retrieval: not with --task %s or --rerank-run", fl.task)
+		case fl.dir == "":
+			return usageErrorf("--choose-fusion records its choice in the index: it needs --index DIR")
+		case fl.modes != "" || fl.reranker != "" || fl.record:
+			return usageErrorf("--choose-fusion measures its own rows (hybrid by rrf, minmax, dbsf): not with --modes, --reranker or --record")
+		}
+	}
+	return nil
+}
+
+// runEval evaluates: sentence pairs (--task sts, pairclass), a given run
+// reranked (--rerank-run), or retrieval.
+func (a *app) runEval(ctx context.Context, dataset string, fl evalFlags) error {
+	if fl.task != "retrieval" {
+		return a.evalPairs(ctx, dataset, fl)
+	}
+	if fl.record && (fl.reranker == "" || fl.rerankRun != "") {
+		return usageErrorf("--record writes the rerank modes' gains into the reranker's manifest: it needs --reranker DIR and no --rerank-run")
+	}
+	if fl.rerankRun != "" {
+		return a.evalRerankRun(ctx, dataset, fl)
+	}
+	return a.evalRetrieval(ctx, dataset, fl)
 }
 
 func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) error {
@@ -186,23 +207,9 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	if split == "" {
 		split = "test"
 	}
-	modes, err := retrieval.SelectModes(fl.modes, fl.reranker != "")
+	modes, err := evalModes(fl)
 	if err != nil {
-		if errors.Is(err, retrieval.ErrNeedsReranker) {
-			err = fmt.Errorf("%w: --reranker DIR", err)
-		}
-		return usageError{fmt.Errorf("--modes: %w", err)}
-	}
-	if fl.chooseFusion {
-		modes = retrieval.FusionModes()
-	}
-	if fl.record {
-		if err := retrieval.CheckRecordable(modes); err != nil {
-			if m, ok := errors.AsType[*retrieval.MissingCandidatesError](err); ok {
-				return usageErrorf("--record: mode %s is measured against mode %s; add it to --modes", m.Mode, m.Of)
-			}
-			return usageErrorf("--record: --modes has no rerank mode")
-		}
+		return err
 	}
 	if err := catalog.CheckPrecision(fl.precision); err != nil {
 		return usageErrorf("--precision: %v", err)
@@ -211,48 +218,11 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 	if err != nil {
 		return err
 	}
-	opts := engine.Options{Model: fl.model, Logf: a.logf, MaxPassages: fl.chunks.maxPassages}
-	if err := fl.backend.apply(fl.cmd, &opts); err != nil {
-		return err
-	}
-	if fl.chunking != nil {
-		opts.Chunking = *fl.chunking
-	}
-	if fl.cache {
-		opts.EmbeddingCache = home.EmbeddingCacheDir()
-	}
-	if fl.reranker != "" {
-		rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
-		if err != nil {
-			return err
-		}
-		defer rr.Close()
-		// The rerank modes' candidates overlap: each pair is scored once.
-		opts.Reranker = retrieval.NewPairCache(rr)
-	}
-	idx := fl.dir
-	if idx == "" {
-		if idx, err = os.MkdirTemp("", "anna-eval-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(idx)
-		// A temporary directory gets a Weaviate alias of its own.
-		drop := fl.backend.scratch(&opts)
-		defer func() {
-			if derr := drop(); derr != nil {
-				a.logf("%v", derr)
-			}
-		}()
-	}
-	// The model as annactl index would build the directory with it.
-	if opts.Model, err = indexModel(ctx, idx, fl.model, fl.precision); err != nil {
-		return err
-	}
-	eng, err := engine.Open(ctx, idx, opts)
+	eng, idx, closeEng, err := a.evalEngine(ctx, fl)
+	defer closeEng()
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
 	start := time.Now()
 	if err := a.addCorpus(ctx, eng, ds.Corpus); err != nil {
 		return err
@@ -275,50 +245,154 @@ func (a *app) evalRetrieval(ctx context.Context, dataset string, fl evalFlags) e
 		header += " with " + name
 	}
 	if fl.chooseFusion {
-		c, err := retrieval.ChooseFusion(rows, dataset, split, len(qids))
+		if err := a.chooseFusion(eng, idx, rows, dataset, split, len(qids)); err != nil {
+			return err
+		}
+	} else {
+		l, err := fusionNote(eng, fl.search)
 		if err != nil {
 			return err
 		}
-		if err := eng.SetFusion(c); err != nil {
-			return err
-		}
-		a.logf("eval: recorded in %s: hybrid fuses by %s (%s)", idx, c.Fusion, c.Why)
-		if split == "test" {
-			a.logf("eval: chosen on the test split: that split's hybrid number is flattered by the choice; choose on --split train where the dataset has one")
-		}
-	} else {
-		eff := fl.search
-		if eff.Fusion == "" {
-			st, err := eng.Stats()
-			if err != nil {
-				return err
-			}
-			eff.Fusion = st.Fusion
-		}
-		if l := retrieval.FusionLabel(eff); l != "" {
-			header += "; fused by " + l
-			if fl.search.Fusion == "" {
-				header += " (the index's choice)"
-			}
-		}
+		header += l
 	}
 	if err := writeEvalReport(fl.report, dataset, split, rows, len(qids)); err != nil {
 		return err
 	}
 	if fl.record {
-		ms := retrieval.Measurements(dataset, split, fl.rerankDepth, eng.Model().Fingerprint, rows, len(qids))
-		if err := model.RecordMeasurements(fl.reranker, ms); err != nil {
+		if err := a.recordRerank(eng, fl, dataset, split, rows, len(qids)); err != nil {
 			return err
-		}
-		for _, m := range ms {
-			how := "replacing their order"
-			if m.Fusion {
-				how = "fused with their lists by RRF"
-			}
-			a.logf("eval: recorded in %s: %s top %d reranked, %s: nDCG@10 %.4f → %.4f", fl.reranker, m.Candidates, m.Depth, how, m.Before, m.After)
 		}
 	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
+}
+
+// evalModes are the modes --modes, --choose-fusion and --record ask for.
+func evalModes(fl evalFlags) ([]retrieval.Mode, error) {
+	modes, err := retrieval.SelectModes(fl.modes, fl.reranker != "")
+	if err != nil {
+		if errors.Is(err, retrieval.ErrNeedsReranker) {
+			err = fmt.Errorf("%w: --reranker DIR", err)
+		}
+		return nil, usageError{fmt.Errorf("--modes: %w", err)}
+	}
+	if fl.chooseFusion {
+		modes = retrieval.FusionModes()
+	}
+	if fl.record {
+		if err := retrieval.CheckRecordable(modes); err != nil {
+			if m, ok := errors.AsType[*retrieval.MissingCandidatesError](err); ok {
+				return nil, usageErrorf("--record: mode %s is measured against mode %s; add it to --modes", m.Mode, m.Of)
+			}
+			return nil, usageErrorf("--record: --modes has no rerank mode")
+		}
+	}
+	return modes, nil
+}
+
+// evalEngine opens the index eval fills: --index, else a temporary
+// directory; closeAll closes it and what it opened (also after an error).
+func (a *app) evalEngine(ctx context.Context, fl evalFlags) (eng *engine.Engine, idx string, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	opts := engine.Options{Model: fl.model, Logf: a.logf, MaxPassages: fl.chunks.maxPassages}
+	if err := fl.backend.apply(fl.cmd, &opts); err != nil {
+		return nil, "", closeAll, err
+	}
+	if fl.chunking != nil {
+		opts.Chunking = *fl.chunking
+	}
+	if fl.cache {
+		opts.EmbeddingCache = home.EmbeddingCacheDir()
+	}
+	if fl.reranker != "" {
+		rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
+		if err != nil {
+			return nil, "", closeAll, err
+		}
+		closers = append(closers, func() { rr.Close() })
+		// The rerank modes' candidates overlap: each pair is scored once.
+		opts.Reranker = retrieval.NewPairCache(rr)
+	}
+	idx = fl.dir
+	if idx == "" {
+		if idx, err = os.MkdirTemp("", "anna-eval-"); err != nil {
+			return nil, "", closeAll, err
+		}
+		closers = append(closers, func() { os.RemoveAll(idx) })
+		// A temporary directory gets a Weaviate alias of its own.
+		drop := fl.backend.scratch(&opts)
+		closers = append(closers, func() {
+			if derr := drop(); derr != nil {
+				a.logf("%v", derr)
+			}
+		})
+	}
+	// The model as annactl index would build the directory with it.
+	if opts.Model, err = indexModel(ctx, idx, fl.model, fl.precision); err != nil {
+		return nil, "", closeAll, err
+	}
+	if eng, err = engine.Open(ctx, idx, opts); err != nil {
+		return nil, "", closeAll, err
+	}
+	closers = append(closers, func() { eng.Close() })
+	return eng, idx, closeAll, nil
+}
+
+// chooseFusion records in the index the hybrid fusion that scored best.
+func (a *app) chooseFusion(eng *engine.Engine, idx string, rows []retrieval.Row, dataset, split string, queries int) error {
+	c, err := retrieval.ChooseFusion(rows, dataset, split, queries)
+	if err != nil {
+		return err
+	}
+	if err := eng.SetFusion(c); err != nil {
+		return err
+	}
+	a.logf("eval: recorded in %s: hybrid fuses by %s (%s)", idx, c.Fusion, c.Why)
+	if split == "test" {
+		a.logf("eval: chosen on the test split: that split's hybrid number is flattered by the choice; choose on --split train where the dataset has one")
+	}
+	return nil
+}
+
+// fusionNote is the header's note of the fusion hybrid used, if not RRF.
+func fusionNote(eng *engine.Engine, search engine.SearchOptions) (string, error) {
+	eff := search
+	if eff.Fusion == "" {
+		st, err := eng.Stats()
+		if err != nil {
+			return "", err
+		}
+		eff.Fusion = st.Fusion
+	}
+	l := retrieval.FusionLabel(eff)
+	if l == "" {
+		return "", nil
+	}
+	note := "; fused by " + l
+	if search.Fusion == "" {
+		note += " (the index's choice)"
+	}
+	return note, nil
+}
+
+// recordRerank writes the rerank modes' gains into the reranker's manifest.
+func (a *app) recordRerank(eng *engine.Engine, fl evalFlags, dataset, split string, rows []retrieval.Row, queries int) error {
+	ms := retrieval.Measurements(dataset, split, fl.rerankDepth, eng.Model().Fingerprint, rows, queries)
+	if err := model.RecordMeasurements(fl.reranker, ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		how := "replacing their order"
+		if m.Fusion {
+			how = "fused with their lists by RRF"
+		}
+		a.logf("eval: recorded in %s: %s top %d reranked, %s: nDCG@10 %.4f → %.4f", fl.reranker, m.Candidates, m.Depth, how, m.Before, m.After)
+	}
+	return nil
 }
 
 // queryProgress is a retrieval.Options.Progress: a progress line per mode.

@@ -31,54 +31,15 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 		}
 	}
 	path := filepath.Join(dataset, split+".jsonl")
-	// gold is the STS score, or 1 for entailment and 0 for contradiction.
-	var s1, s2 []string
-	var gold []float64
-	if fl.task == "sts" {
-		pairs, err := eval.ReadPairsFile(path)
-		if err != nil {
-			return err
-		}
-		for _, p := range pairs {
-			s1, s2, gold = append(s1, p.S1), append(s2, p.S2), append(gold, p.Score)
-		}
-	} else {
-		pairs, err := eval.ReadNLIPairsFile(path)
-		if err != nil {
-			return err
-		}
-		for _, p := range pairs {
-			if p.Label != "neutral" {
-				s1, s2 = append(s1, p.Premise), append(s2, p.Hypothesis)
-				g := 0.0
-				if p.Label == "entailment" {
-					g = 1
-				}
-				gold = append(gold, g)
-			}
-		}
-		if len(gold) == 0 {
-			return fmt.Errorf("eval: %s: no entailment or contradiction pairs", path)
-		}
-	}
-	var enc encoder.Encoder
-	var ort *encoder.ORTEncoder
-	var err error
-	if fl.model == "" {
-		ort, err = encoder.Default(ctx)
-	} else {
-		ort, err = encoder.Load(ctx, fl.model, encoder.Options{})
-	}
+	s1, s2, gold, err := readEvalPairs(path, fl.task)
 	if err != nil {
 		return err
 	}
-	defer ort.Close()
-	enc = ort
-	if fl.cache {
-		if enc, err = encoder.NewCache(ort, home.EmbeddingCacheDir()); err != nil {
-			return err
-		}
+	enc, closeEnc, err := pairEncoder(ctx, fl)
+	if err != nil {
+		return err
 	}
+	defer closeEnc()
 	// Each distinct sentence once: as a document, or with --instruction as
 	// a query under it (both sides alike, as MTEB instructs decoder
 	// embedders on symmetric tasks).
@@ -129,4 +90,60 @@ func (a *app) evalPairs(ctx context.Context, dataset string, fl evalFlags) error
 	fmt.Fprintf(a.stdout, "%s (split %s): %d %s, %d sentences embedded in %s\n%s: %.4f\n",
 		dataset, split, len(gold), label, len(texts), time.Since(t0).Round(time.Millisecond), name, v)
 	return nil
+}
+
+// readEvalPairs reads the sentence pairs of path and their gold scores:
+// the STS score, or 1 for entailment and 0 for contradiction (task
+// pairclass; neutral pairs left out).
+func readEvalPairs(path, task string) (s1, s2 []string, gold []float64, err error) {
+	if task == "sts" {
+		pairs, err := eval.ReadPairsFile(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, p := range pairs {
+			s1, s2, gold = append(s1, p.S1), append(s2, p.S2), append(gold, p.Score)
+		}
+	} else {
+		pairs, err := eval.ReadNLIPairsFile(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, p := range pairs {
+			if p.Label != "neutral" {
+				s1, s2 = append(s1, p.Premise), append(s2, p.Hypothesis)
+				g := 0.0
+				if p.Label == "entailment" {
+					g = 1
+				}
+				gold = append(gold, g)
+			}
+		}
+		if len(gold) == 0 {
+			return nil, nil, nil, fmt.Errorf("eval: %s: no entailment or contradiction pairs", path)
+		}
+	}
+	return s1, s2, gold, nil
+}
+
+// pairEncoder loads the model (--model, else the default), behind the
+// embedding cache with --cache.
+func pairEncoder(ctx context.Context, fl evalFlags) (enc encoder.Encoder, closeEnc func(), err error) {
+	var ort *encoder.ORTEncoder
+	if fl.model == "" {
+		ort, err = encoder.Default(ctx)
+	} else {
+		ort, err = encoder.Load(ctx, fl.model, encoder.Options{})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	enc = ort
+	if fl.cache {
+		if enc, err = encoder.NewCache(ort, home.EmbeddingCacheDir()); err != nil {
+			ort.Close()
+			return nil, nil, err
+		}
+	}
+	return enc, func() { ort.Close() }, nil
 }

@@ -44,44 +44,16 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	defer rr.Close()
-	texts := make(map[string]string, len(ds.Corpus))
-	for _, d := range ds.Corpus {
-		texts[d.ID] = engine.EmbedText(engine.Document(d))
-	}
 	qids := retrieval.JudgedQueries(ds)
 	base := eval.Run{}
 	for _, q := range qids {
 		base[q] = given[q]
 	}
 	t0 := time.Now()
-	reranked := eval.Run{}
-	p := a.progress("reranking", len(qids))
-	for i, q := range qids {
-		hits := base[q]
-		top := hits[:min(len(hits), fl.rerankDepth)]
-		docs := make([]string, len(top))
-		for j, h := range top {
-			t, ok := texts[h.ID]
-			if !ok {
-				p.done()
-				return fmt.Errorf("%s: query %s ranks document %q, which %s/corpus.jsonl does not hold", fl.rerankRun, q, h.ID, dataset)
-			}
-			docs[j] = t
-		}
-		scores, err := rr.Score(ctx, ds.Queries[q], docs)
-		if err != nil {
-			p.done()
-			return err
-		}
-		out := make([]eval.Hit, len(top))
-		for j, h := range top {
-			out[j] = eval.Hit{ID: h.ID, Score: float64(scores[j])}
-		}
-		sort.SliceStable(out, func(x, y int) bool { return out[x].Score > out[y].Score })
-		reranked[q] = append(out, hits[len(top):]...)
-		p.update(i+1, "queries")
+	reranked, err := a.rerankGiven(ctx, rr, ds, base, qids, fl, dataset)
+	if err != nil {
+		return err
 	}
-	p.done()
 	took := time.Since(t0)
 	isQuery, said := retrieval.IsQueryDoc(ds), false
 	var rows []retrieval.Row
@@ -100,4 +72,41 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 		return err
 	}
 	return a.printEval(header, rows, len(qids), fl.asJSON)
+}
+
+// rerankGiven reranks the top --rerank-depth of each query's hits in base.
+func (a *app) rerankGiven(ctx context.Context, rr *rerank.ORTReranker, ds *beir.Dataset, base eval.Run, qids []string, fl evalFlags, dataset string) (eval.Run, error) {
+	texts := make(map[string]string, len(ds.Corpus))
+	for _, d := range ds.Corpus {
+		texts[d.ID] = engine.EmbedText(engine.Document(d))
+	}
+	reranked := eval.Run{}
+	p := a.progress("reranking", len(qids))
+	for i, q := range qids {
+		hits := base[q]
+		top := hits[:min(len(hits), fl.rerankDepth)]
+		docs := make([]string, len(top))
+		for j, h := range top {
+			t, ok := texts[h.ID]
+			if !ok {
+				p.done()
+				return nil, fmt.Errorf("%s: query %s ranks document %q, which %s/corpus.jsonl does not hold", fl.rerankRun, q, h.ID, dataset)
+			}
+			docs[j] = t
+		}
+		scores, err := rr.Score(ctx, ds.Queries[q], docs)
+		if err != nil {
+			p.done()
+			return nil, err
+		}
+		out := make([]eval.Hit, len(top))
+		for j, h := range top {
+			out[j] = eval.Hit{ID: h.ID, Score: float64(scores[j])}
+		}
+		sort.SliceStable(out, func(x, y int) bool { return out[x].Score > out[y].Score })
+		reranked[q] = append(out, hits[len(top):]...)
+		p.update(i+1, "queries")
+	}
+	p.done()
+	return reranked, nil
 }

@@ -18,23 +18,8 @@ import (
 	"github.com/anna-search/anna/model/catalog"
 )
 
-func (a *app) indexCommand() *cobra.Command {
-	var (
-		dir, model, input string
-		precision         string
-		language          string
-		batch             int
-		skipBad, cache    bool
-		syncInput         bool
-		chunks            chunkFlags
-		be                backendFlags
-		ff                folderFlags
-		watch             string
-	)
-	cmd := &cobra.Command{
-		Use:   "index --index DIR [--input] FILE|FOLDER | --watch FOLDER",
-		Short: "add documents (JSON lines, a BEIR corpus.jsonl, or a folder of your files: PDF, web pages, Office, e-books, notebooks, mail, notes, code) to an anna directory",
-		Long: `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
+// indexLong is index's help.
+const indexLong = `Reads JSON lines {"_id" or "id", "title", "text", "metadata"} (a BEIR corpus.jsonl
 works as is) from FILE, or from stdin when FILE is "-" or absent and stdin is not
 a terminal, and adds them to the anna directory, creating it if needed.
 "metadata" (or "meta", as older search --json printed it) is an object of
@@ -92,98 +77,138 @@ with it (wherever the server moves: give --model again) and refuses another.
 Beside a process that has DIR open for writing (annactl serve, another
 annactl index), the documents go through it: it embeds them with its model and
 commits each batch, which its searches see at once. --model or --precision
-naming another model than that process's is refused; --sync works through it.`,
+naming another model than that process's is refused; --sync works through it.`
+
+// indexOptions are index's flags.
+type indexOptions struct {
+	dir, model, input string
+	precision         string
+	language          string
+	batch             int
+	skipBad, cache    bool
+	syncInput         bool
+	chunks            chunkFlags
+	be                backendFlags
+	ff                folderFlags
+	watch             string
+
+	folder string         // the folder indexed (--watch's, or the argument's), else ""
+	engine engine.Options // but the model, which runIndex resolves
+}
+
+func (a *app) indexCommand() *cobra.Command {
+	var o indexOptions
+	cmd := &cobra.Command{
+		Use:   "index --index DIR [--input] FILE|FOLDER | --watch FOLDER",
+		Short: "add documents (JSON lines, a BEIR corpus.jsonl, or a folder of your files: PDF, web pages, Office, e-books, notebooks, mail, notes, code) to an anna directory",
+		Long:  indexLong,
 		Example: `  annactl index --index my-index corpus.jsonl
   annactl index --index notes-index ~/notes --sync
   annactl index --index papers-index --watch ~/papers --exclude 'drafts/**'
   cat docs.jsonl | annactl index --index my-index`,
 		Args: maxInputArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "index"); err != nil {
+			if err := o.check(cmd, args); err != nil {
 				return err
 			}
-			if err := atLeast("batch", batch, 1); err != nil {
-				return err
-			}
-			folder := inputFolder(input, args)
-			if watch != "" {
-				if folder != "" || input != "" || len(args) > 0 {
-					return usageErrorf("--watch FOLDER is the input: give no other")
-				}
-				folder = watch
-			}
-			var in io.Reader
-			name := folder
-			if folder == "" {
-				r, n, closeIn, err := a.openInput(input, args)
-				if err != nil {
-					return err
-				}
-				defer closeIn()
-				in, name = r, n
-			}
-			if err := catalog.CheckPrecision(precision); err != nil {
-				return usageErrorf("--precision: %v", err)
-			}
-			model, err := indexModel(cmd.Context(), dir, model, precision)
-			if err != nil {
-				return err
-			}
-			// Beside a process that has DIR open for writing (annactl
-			// serve), the documents go through it, embedded with its model.
-			opts := engine.Options{Model: model, Logf: a.logf, KeepModel: true, Language: language, WriteThrough: true}
-			passages := &passageProgress{print: a.logf} // counted on the progress line
-			opts.MaxPassages, opts.EmbedProgress, opts.Logf = chunks.maxPassages, passages.report, passages.logf
-			ch, err := chunks.chunking(cmd)
-			if err != nil {
-				return err
-			}
-			if ch != nil {
-				opts.Chunking = *ch
-			}
-			if cache {
-				opts.EmbeddingCache = home.EmbeddingCacheDir()
-			}
-			if err := be.apply(cmd, &opts); err != nil {
-				return err
-			}
-			eng, err := engine.Open(cmd.Context(), dir, opts)
-			if err != nil {
-				return err
-			}
-			if folder != "" {
-				err = a.runFolder(cmd.Context(), eng, folder, ff, batch, syncInput, watch != "", passages)
-				return errors.Join(err, eng.Close())
-			}
-			st, err := a.indexStream(cmd.Context(), eng, in, name, batch, skipBad, passages)
-			if syncInput {
-				err = a.syncIndex(cmd.Context(), eng, &st, batch, err)
-			}
-			cerr := eng.Close()
-			fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
-				name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
-			a.indexReport(st, name, dir, syncInput, err)
-			if errors.Is(err, context.Canceled) {
-				fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")
-			}
-			return errors.Join(err, cerr)
+			return a.runIndex(cmd.Context(), o, args)
 		},
 	}
-	f := cmd.Flags()
-	indexFlag(cmd, &dir, "anna directory `DIR` (created if missing)")
-	f.StringVar(&input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
-	modelVar(f, &model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
-	f.StringVar(&precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
-	f.StringVar(&language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
-	f.IntVar(&batch, "batch", 256, "documents embedded and committed together")
-	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
-	f.BoolVar(&cache, "cache", true, cacheUsage)
-	f.BoolVar(&syncInput, "sync", false, "make the directory hold exactly FILE's documents: once all are in, remove the others (--batch per commit; not after a bad line or an interrupt)")
-	f.StringVar(&watch, "watch", "", "index `FOLDER`, then keep the directory in step as its files change (created, edited, renamed, deleted) until Ctrl-C")
-	ff.register(cmd, true)
-	chunks.register(cmd)
-	be.register(cmd)
+	o.register(cmd)
 	return cmd
+}
+
+func (o *indexOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	indexFlag(cmd, &o.dir, "anna directory `DIR` (created if missing)")
+	f.StringVar(&o.input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
+	modelVar(f, &o.model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
+	f.StringVar(&o.precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
+	f.StringVar(&o.language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
+	f.IntVar(&o.batch, "batch", 256, "documents embedded and committed together")
+	f.BoolVar(&o.skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
+	f.BoolVar(&o.cache, "cache", true, cacheUsage)
+	f.BoolVar(&o.syncInput, "sync", false, "make the directory hold exactly FILE's documents: once all are in, remove the others (--batch per commit; not after a bad line or an interrupt)")
+	f.StringVar(&o.watch, "watch", "", "index `FOLDER`, then keep the directory in step as its files change (created, edited, renamed, deleted) until Ctrl-C")
+	o.ff.register(cmd, true)
+	o.chunks.register(cmd)
+	o.be.register(cmd)
+}
+
+// check validates the flags and makes the engine options.
+func (o *indexOptions) check(cmd *cobra.Command, args []string) error {
+	if err := requireFlags(cmd, "index"); err != nil {
+		return err
+	}
+	if err := atLeast("batch", o.batch, 1); err != nil {
+		return err
+	}
+	o.folder = inputFolder(o.input, args)
+	if o.watch != "" {
+		if o.folder != "" || o.input != "" || len(args) > 0 {
+			return usageErrorf("--watch FOLDER is the input: give no other")
+		}
+		o.folder = o.watch
+	}
+	if err := catalog.CheckPrecision(o.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
+	// Beside a process that has DIR open for writing (annactl
+	// serve), the documents go through it, embedded with its model.
+	o.engine = engine.Options{KeepModel: true, Language: o.language, WriteThrough: true, MaxPassages: o.chunks.maxPassages}
+	ch, err := o.chunks.chunking(cmd)
+	if err != nil {
+		return err
+	}
+	if ch != nil {
+		o.engine.Chunking = *ch
+	}
+	if o.cache {
+		o.engine.EmbeddingCache = home.EmbeddingCacheDir()
+	}
+	return o.be.apply(cmd, &o.engine)
+}
+
+// runIndex indexes the input (a folder, or JSON lines from a file or
+// stdin) into o.dir and reports what it did on a's stderr.
+func (a *app) runIndex(ctx context.Context, o indexOptions, args []string) error {
+	var in io.Reader
+	name := o.folder
+	if o.folder == "" {
+		r, n, closeIn, err := a.openInput(o.input, args)
+		if err != nil {
+			return err
+		}
+		defer closeIn()
+		in, name = r, n
+	}
+	model, err := indexModel(ctx, o.dir, o.model, o.precision)
+	if err != nil {
+		return err
+	}
+	opts := o.engine
+	passages := &passageProgress{print: a.logf} // counted on the progress line
+	opts.Model, opts.EmbedProgress, opts.Logf = model, passages.report, passages.logf
+	eng, err := engine.Open(ctx, o.dir, opts)
+	if err != nil {
+		return err
+	}
+	if o.folder != "" {
+		err = a.runFolder(ctx, eng, o.folder, o.ff, o.batch, o.syncInput, o.watch != "", passages)
+		return errors.Join(err, eng.Close())
+	}
+	st, err := a.indexStream(ctx, eng, in, name, o.batch, o.skipBad, passages)
+	if o.syncInput {
+		err = a.syncIndex(ctx, eng, &st, o.batch, err)
+	}
+	cerr := eng.Close()
+	fmt.Fprintf(a.stderr, "indexed %s: %d lines read, %d added, %d updated, %d unchanged, %d duplicate IDs in the input (the last kept), %d empty documents and %d bad lines skipped\n",
+		name, st.lines, st.added, st.updated, st.unchanged, st.dups, st.empty, st.bad)
+	a.indexReport(st, name, o.dir, o.syncInput, err)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(a.stderr, "interrupted: every batch counted above is committed; run the same command again to resume")
+	}
+	return errors.Join(err, cerr)
 }
 
 // runFolder indexes a folder once (--sync: the documents of files gone

@@ -105,7 +105,7 @@ func TestIndexFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	ids, _ := eng.IDs(ctx)
+	ids, _ := eng.Teacher().IDs(ctx)
 	docs, _ := eng.Get(ctx, "drinks/coffee.txt")
 	if len(ids) != 1 || len(docs) != 1 || docs[0].Title != "Caffeine raises alertness and blood pressure." || docs[0].Meta["ext"] != "txt" || !strings.Contains(docs[0].Text, "blood pressure") {
 		t.Fatalf("after --sync: ids %q, %+v", ids, docs)

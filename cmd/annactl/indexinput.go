@@ -229,7 +229,7 @@ func (a *app) syncIndex(ctx context.Context, eng *engine.Engine, st *indexStats,
 		// more likely a mistake than a wish.
 		return errSyncEmpty
 	}
-	n, err := eng.DeleteExcept(ctx, func(id string) bool { return st.seen[id] }, batch)
+	n, err := eng.Teacher().DeleteExcept(ctx, func(id string) bool { return st.seen[id] }, batch)
 	st.removed = n
 	st.synced = err == nil
 	return err

@@ -100,19 +100,13 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // loadReranker loads the reranker named (a name or a directory), or, when
-// none is, the installed one measured to help, if any; fusion is how it
-// was measured to help (fused with the retrieval lists, or alone).
+// none is, the installed one measured to help, if any (rerank.Choose);
+// fusion is how it was measured to help (fused with the retrieval lists,
+// or alone).
 func loadReranker(ctx context.Context, name string, logf func(string, ...any)) (rr *rerank.ORTReranker, fusion bool, err error) {
-	if name == "" {
-		// Unnamed, a reranker is used only where it was measured to help.
-		if name, _, err = helpfulReranker(false); err != nil || name == "" {
-			return nil, false, err
-		}
+	rr, name, fusion, err = rerank.Choose(ctx, name, rerank.Options{})
+	if rr != nil {
+		logf("reranking with %s", name)
 	}
-	if rr, err = rerank.Load(ctx, name, rerank.Options{}); err != nil {
-		return nil, false, err
-	}
-	_, fusion = rr.Manifest().Helps()
-	logf("reranking with %s", name)
-	return rr, fusion, nil
+	return rr, fusion, err
 }

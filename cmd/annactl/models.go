@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -82,33 +83,13 @@ the last label's logit minus the first's at the last token.`,
 				return err
 			}
 			if pairPrompt != "" {
-				b, err := os.ReadFile(pairPrompt)
-				if err != nil {
+				var err error
+				if s.PairPrompt, err = readPairPrompt(pairPrompt); err != nil {
 					return err
-				}
-				s.PairPrompt = &model.PairPrompt{}
-				if err := json.Unmarshal(b, s.PairPrompt); err != nil {
-					return fmt.Errorf("--pair-prompt %s: %w", pairPrompt, err)
-				}
-				if err := s.PairPrompt.Validate(); err != nil {
-					return fmt.Errorf("--pair-prompt %s: %w", pairPrompt, err)
 				}
 			}
 			src, dest := args[0], args[1]
-			var m *model.Manifest
-			var err error
-			switch strings.ToLower(filepath.Ext(src)) {
-			case ".gguf":
-				m, err = onnx.ImportGGUF(cmd.Context(), src, dest, s)
-			case ".onnx":
-				var cfg []byte
-				if b, rerr := os.ReadFile(filepath.Join(filepath.Dir(src), onnx.ConfigFile)); rerr == nil {
-					cfg = b
-				}
-				m, err = onnx.ImportONNX(cmd.Context(), src, filepath.Join(filepath.Dir(src), onnx.TokenizerFile), cfg, dest, s)
-			default:
-				m, err = onnx.Import(cmd.Context(), src, dest, s)
-			}
+			m, err := importModel(cmd.Context(), src, dest, s)
 			if err != nil {
 				return err
 			}
@@ -281,35 +262,35 @@ func (a *app) modelsListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := home.ModelsDir()
-			models, err := installedModels()
+			models, err := installed.List(dir)
 			if err != nil {
 				return err
 			}
-			installed := map[string]bool{}
+			have := map[string]bool{}
 			fmt.Fprintf(a.stdout, "installed (%s):\n", dir)
 			if len(models) == 0 {
 				fmt.Fprintln(a.stdout, "  none")
 			}
 			for _, im := range models {
-				installed[im.name] = true
-				m := im.man
-				if im.err != nil {
-					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", im.name, im.err)
+				have[im.Name] = true
+				m := im.Manifest
+				if im.Err != nil {
+					fmt.Fprintf(a.stdout, "  %-26s (not a converted model: %v)\n", im.Name, im.Err)
 					continue
 				}
 				q := m.Quantization
 				if q == "" {
 					q = "float32"
 				}
-				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.Name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
 				if m.Task == model.TaskRerank {
-					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", rerankState(m))
+					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", m.Verdict())
 				}
 			}
 			fmt.Fprintln(a.stdout, "catalogue (annactl models install NAME):")
 			for _, e := range catalog.Entries() {
 				state := "installable"
-				if installed[e.Name] {
+				if have[e.Name] {
 					state = "installed"
 				}
 				fmt.Fprintf(a.stdout, "  %-26s %-11s %s\n  %-26s %-11s from %s, %s\n", e.Name, state, e.Description, "", "", e.Registry, e.License)
@@ -346,4 +327,36 @@ func (a *app) modelsShowCommand() *cobra.Command {
 			return enc.Encode(m)
 		},
 	}
+}
+
+// readPairPrompt reads --pair-prompt's JSON file.
+func readPairPrompt(path string) (*model.PairPrompt, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pp := &model.PairPrompt{}
+	if err := json.Unmarshal(b, pp); err != nil {
+		return nil, fmt.Errorf("--pair-prompt %s: %w", path, err)
+	}
+	if err := pp.Validate(); err != nil {
+		return nil, fmt.Errorf("--pair-prompt %s: %w", path, err)
+	}
+	return pp, nil
+}
+
+// importModel converts src by its kind: a GGUF file, a BERT ONNX file (its
+// tokenizer and config beside it), else a Hugging Face checkpoint.
+func importModel(ctx context.Context, src, dest string, s onnx.Settings) (*model.Manifest, error) {
+	switch strings.ToLower(filepath.Ext(src)) {
+	case ".gguf":
+		return onnx.ImportGGUF(ctx, src, dest, s)
+	case ".onnx":
+		var cfg []byte
+		if b, rerr := os.ReadFile(filepath.Join(filepath.Dir(src), onnx.ConfigFile)); rerr == nil {
+			cfg = b
+		}
+		return onnx.ImportONNX(ctx, src, filepath.Join(filepath.Dir(src), onnx.TokenizerFile), cfg, dest, s)
+	}
+	return onnx.Import(ctx, src, dest, s)
 }

@@ -17,8 +17,8 @@ func TestRemoteModel(t *testing.T) {
 	needModel(t)
 	tmp := t.TempDir()
 	corpus := writeCorpus(t, tmp, 40, 12, 7)
-	// The server embeds with the default model in float32, as does the
-	// local index it is compared with.
+	// The server embeds with the default model (its int8 form), as does
+	// the local index it is compared with.
 	sv, url, log := serveChild(t, "--index", filepath.Join(tmp, "server"))
 	defer func() {
 		sv.cmd.Process.Signal(syscall.SIGTERM)
@@ -27,9 +27,9 @@ func TestRemoteModel(t *testing.T) {
 		}
 	}()
 	remote, local := filepath.Join(tmp, "remote"), filepath.Join(tmp, "local")
-	spec := url + "/v1#all-MiniLM-L6-v2"
+	spec := url + "/v1#all-MiniLM-L6-v2-int8"
 	mustRun(t, "index", "--index", remote, "--model", spec, "--cache=false", corpus)
-	mustRun(t, "index", "--index", local, "--precision", "float32", "--cache=false", corpus)
+	mustRun(t, "index", "--index", local, "--cache=false", corpus)
 	top := func(dir string) []string {
 		t.Helper()
 		r := mustRun(t, "search", "--index", dir, "--mode", "dense", "-k", "5", "--json", "graph3 search12 vector7")
@@ -45,7 +45,7 @@ func TestRemoteModel(t *testing.T) {
 		t.Errorf("dense top 5 through the server %v, here %v", a, b)
 	}
 	st, _ := statsOf(t, remote)
-	if st.ModelName != "all-MiniLM-L6-v2" || st.Dim != 384 || st.ModelDir != spec {
+	if st.ModelName != "all-MiniLM-L6-v2-int8" || st.Dim != 384 || st.ModelDir != spec {
 		t.Errorf("recorded model %q, dim %d, at %q", st.ModelName, st.Dim, st.ModelDir)
 	}
 	// Reopened without --model: the recorded server and name.

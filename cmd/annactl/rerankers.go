@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -44,15 +42,8 @@ func (a *app) rerankersCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) rerankersBuildCommand() *cobra.Command {
-	c := recipe.Defaults()
-	var more, leaveOut, teachers []string
-	var datasets string
-	var noCheck bool
-	cmd := &cobra.Command{
-		Use:   "build [--base NAME|DIR] [--data BEIR_DIR] [--steps N] [--skip-eval]",
-		Short: "train a cross-encoder reranker on SciFact with the pipeline as teacher, measure it and install it (resumable)",
-		Long: `Runs the recipe of package train/recipe (make reranker calls this):
+// rerankersBuildLong is rerankers build's help.
+const rerankersBuildLong = `Runs the recipe of package train/recipe (make reranker calls this):
   1. index the collection (--data, SciFact by default) with the embedding model;
   2. mine its train split with the pipeline as teacher (BM25 and dense candidates
      fused by RRF, soft labels from the calibrated fusion of BM25 and the cosine);
@@ -72,125 +63,163 @@ defaults on 2 cores: about 75 min to train and 45 min to measure on SciFact.
 --data is a BEIR folder: corpus.jsonl, queries.jsonl, qrels/train.tsv, and
 qrels/test.tsv unless --skip-eval. SciFact: BEIR's scifact.zip
 (https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip)
-unzipped into $ANNA_HOME/datasets/scifact, or anywhere with --data.`,
+unzipped into $ANNA_HOME/datasets/scifact, or anywhere with --data.`
+
+// rerankersBuildOptions are rerankers build's flags: the recipe's
+// configuration and what the command reads into it.
+type rerankersBuildOptions struct {
+	c                        recipe.Config
+	more, leaveOut, teachers []string
+	datasets                 string
+	noCheck                  bool
+	datasetsGiven            bool // --datasets given
+}
+
+func (a *app) rerankersBuildCommand() *cobra.Command {
+	o := rerankersBuildOptions{c: recipe.Defaults()}
+	cmd := &cobra.Command{
+		Use:   "build [--base NAME|DIR] [--data BEIR_DIR] [--steps N] [--skip-eval]",
+		Short: "train a cross-encoder reranker on SciFact with the pipeline as teacher, measure it and install it (resumable)",
+		Long:  rerankersBuildLong,
 		Example: `  annactl rerankers build
   annactl rerankers build --data ../shared/datasets/scifact --eval ../shared/datasets/cranfield
   annactl rerankers build --base all-MiniLM-L6-v2 --name anna-reranker-minilm --steps 60`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for name, v := range map[string]int{"steps": c.Steps, "batch-queries": c.BatchQueries, "max-length": c.MaxLength, "checkpoint-every": c.CheckpointEvery} {
-				if err := atLeast(name, v, 1); err != nil {
-					return err
-				}
-			}
-			if err := atLeast("group", c.Group, 2); err != nil {
+			if err := o.check(cmd); err != nil {
 				return err
 			}
-			if err := atLeast("more-require-positive-top", c.MoreRequireTop, 0); err != nil {
-				return err
-			}
-			if !c.SkipEval && (c.Depth < 1 || c.Depth > 100) {
-				return usageErrorf("--rerank-depth must be 1 to 100 (got %d)", c.Depth)
-			}
-			if err := inRange("lr", c.LR, 1e-9, 0.5); err != nil {
-				return err
-			}
-			if err := inRange("distill", c.Distill, 0, 1e3); err != nil {
-				return err
-			}
-			var moreSets []recipe.Set
-			for _, m := range more {
-				i := strings.LastIndex(m, ":")
-				if i <= 0 || i == len(m)-1 {
-					return usageErrorf("--more %q: want BEIR_DIR:SPLIT", m)
-				}
-				moreSets = append(moreSets, recipe.Set{Dir: m[:i], Split: m[i+1:]})
-			}
-			c.More = append(c.More, moreSets...)
-			for _, n := range []struct {
-				name string
-				v    int
-			}{{"pseudo-queries", c.PseudoQueries}, {"per-query", c.PerQuery}, {"per-set", c.PerSet}, {"check-queries", c.CheckQueries}} {
-				if err := atLeast(n.name, n.v, 0); err != nil {
-					return err
-				}
-			}
-			if c.Data != "" {
-				if len(leaveOut) > 0 || cmd.Flags().Changed("datasets") {
-					return usageErrorf("--data trains on one collection: not with --datasets or --leave-out")
-				}
-				if err := recipe.CheckData(c.Data, !c.SkipEval); err != nil {
-					return usageErrorf("--data %s: %v", c.Data, err)
-				}
-			} else if len(c.More) == 0 && len(c.Pseudo) == 0 || cmd.Flags().Changed("datasets") || len(leaveOut) > 0 {
-				used, left, err := recipe.General(&c, datasets, leaveOut)
-				if err != nil {
-					if errors.Is(err, recipe.ErrData) {
-						return usageErrorf("--datasets %s: %v", datasets, err)
-					}
-					return err
-				}
-				c.More = append(c.More, moreSets...)
-				msg := "a general reranker from " + strings.Join(used, ", ")
-				if len(left) > 0 {
-					msg += "; left out, and measured on: " + strings.Join(left, ", ")
-				}
-				fmt.Fprintln(a.stderr, msg)
-			}
-			if c.Embedder == "" {
-				c.Embedder = home.DefaultModel()
-			}
-			var err error
-			if c.TeacherModels, err = a.rerankTeachers(c.Embedder, teachers); err != nil {
-				return err
-			}
-			c.Check = !noCheck && len(c.TeacherModels) > 0 && len(c.Pseudo) > 0
-			var pr buildProgress
-			pr.w, pr.on = a.stderr, isTerminal(a.stderr)
-			c.Progress, c.Logf = pr.show, pr.log
-			start := time.Now()
-			res, err := recipe.Build(cmd.Context(), c)
-			pr.end()
-			if err != nil {
-				if errors.Is(err, context.Canceled) {
-					fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
-				}
-				return err
-			}
-			return a.printBuild(res, time.Since(start))
+			return a.runRerankersBuild(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&c.Data, "data", c.Data, "the BEIR folder `DIR` to train on (its train split) and measure on (its test split)")
-	f.StringVar(&c.Work, "work", "", "work `DIR`, kept for resuming (default $ANNA_HOME/work/NAME)")
-	f.StringVar(&c.Base, "base", c.Base, "what the cross-encoder starts from: a catalogue `NAME` (downloaded if absent; all-MiniLM-L6-v2 trains faster, 6 layers against 12), an installed model, an anna model or Hugging Face BERT checkpoint directory")
-	f.StringVar(&c.Name, "name", c.Name, "the installed reranker's `NAME`")
-	modelVar(f, &c.Embedder, "model", "", "embedding model `DIR` of the candidates and the teacher (default: the installed default)")
-	f.IntVar(&c.Steps, "steps", c.Steps, "optimizer steps")
-	f.IntVar(&c.BatchQueries, "batch-queries", c.BatchQueries, "queries per step")
-	f.IntVar(&c.Group, "group", c.Group, "candidates per query: 1 positive + group-1 mined negatives")
-	f.IntVar(&c.MaxLength, "max-length", c.MaxLength, "tokens per (query, document) pair")
-	f.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
-	f.Float64Var(&c.Distill, "distill", c.Distill, "weight of the KL distillation from the teacher's scores (0: off)")
-	f.Uint64Var(&c.Seed, "seed", c.Seed, "training seed")
-	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints (what a kill can lose)")
-	f.IntVar(&c.Depth, "rerank-depth", c.Depth, "candidates of each list reranked when measured (at most 100)")
-	f.StringArrayVar(&c.Evals, "eval", nil, "another BEIR folder `DIR` to measure on (its test split) and record (repeatable)")
-	f.StringArrayVar(&more, "more", nil, "another BEIR folder and split `DIR:SPLIT` to mine and train on (repeatable)")
-	f.IntVar(&c.MoreRequireTop, "more-require-positive-top", 0, "--more sets: keep a query only where the teacher ranks its positive within the top `K` (1 for annactl doc2query's queries; 0: off)")
-	f.StringVar(&datasets, "datasets", filepath.Join(home.Dir(), "datasets"), "without --data: a folder `DIR` of BEIR collections; the general reranker learns from the judgments of those of "+generalSets()+" it holds and the pseudo-queries of their corpora")
-	f.StringArrayVar(&leaveOut, "leave-out", nil, "a collection `NAME` of --datasets not to learn from, measured on instead (repeatable): a reranker measured where it never trained")
-	f.StringArrayVar(&c.Pseudo, "pseudo", nil, "a BEIR folder `DIR` whose documents' pseudo-queries (title, else first sentence) are mined and trained on (repeatable)")
-	f.IntVar(&c.PseudoQueries, "pseudo-queries", c.PseudoQueries, "pseudo-queries mined from each corpus, spread over it (0: every document's)")
-	f.IntVar(&c.PerQuery, "per-query", c.PerQuery, "examples one query contributes at most (one per relevant document; 0: all)")
-	f.IntVar(&c.PerSet, "per-set", c.PerSet, "examples one set contributes at most, spread over it (0: all)")
-	f.StringArrayVar(&teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the mining teacher and whose retrieval, fused with BM25, judges the pseudo-query check; auto: every installed catalogue model but --model's; none")
-	f.IntVar(&c.CheckQueries, "check-queries", 200, "pseudo-queries per corpus of the check (every tenth document's, never trained on)")
-	f.BoolVar(&noCheck, "no-check", false, "skip the pseudo-query check (measured on each --pseudo corpus's held-out pseudo-queries and recorded: with the judged measurements, what decides whether anna uses the reranker unasked)")
-	f.StringVar(&c.MineDir, "mine-dir", "", "where the collections' indexes and mined sets go (default --work): builds sharing it mine each set once")
-	f.BoolVar(&c.SkipEval, "skip-eval", false, "do not measure: installed, it is then used only when named (--reranker NAME)")
-	f.BoolVar(&c.NoInstall, "no-install", false, "leave the model in WORK/ce/model")
+	o.register(cmd)
 	return cmd
+}
+
+func (o *rerankersBuildOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.c.Data, "data", o.c.Data, "the BEIR folder `DIR` to train on (its train split) and measure on (its test split)")
+	f.StringVar(&o.c.Work, "work", "", "work `DIR`, kept for resuming (default $ANNA_HOME/work/NAME)")
+	f.StringVar(&o.c.Base, "base", o.c.Base, "what the cross-encoder starts from: a catalogue `NAME` (downloaded if absent; all-MiniLM-L6-v2 trains faster, 6 layers against 12), an installed model, an anna model or Hugging Face BERT checkpoint directory")
+	f.StringVar(&o.c.Name, "name", o.c.Name, "the installed reranker's `NAME`")
+	modelVar(f, &o.c.Embedder, "model", "", "embedding model `DIR` of the candidates and the teacher (default: the installed default)")
+	f.IntVar(&o.c.Steps, "steps", o.c.Steps, "optimizer steps")
+	f.IntVar(&o.c.BatchQueries, "batch-queries", o.c.BatchQueries, "queries per step")
+	f.IntVar(&o.c.Group, "group", o.c.Group, "candidates per query: 1 positive + group-1 mined negatives")
+	f.IntVar(&o.c.MaxLength, "max-length", o.c.MaxLength, "tokens per (query, document) pair")
+	f.Float64Var(&o.c.LR, "lr", o.c.LR, "peak learning rate")
+	f.Float64Var(&o.c.Distill, "distill", o.c.Distill, "weight of the KL distillation from the teacher's scores (0: off)")
+	f.Uint64Var(&o.c.Seed, "seed", o.c.Seed, "training seed")
+	f.IntVar(&o.c.CheckpointEvery, "checkpoint-every", o.c.CheckpointEvery, "steps between checkpoints (what a kill can lose)")
+	f.IntVar(&o.c.Depth, "rerank-depth", o.c.Depth, "candidates of each list reranked when measured (at most 100)")
+	f.StringArrayVar(&o.c.Evals, "eval", nil, "another BEIR folder `DIR` to measure on (its test split) and record (repeatable)")
+	f.StringArrayVar(&o.more, "more", nil, "another BEIR folder and split `DIR:SPLIT` to mine and train on (repeatable)")
+	f.IntVar(&o.c.MoreRequireTop, "more-require-positive-top", 0, "--more sets: keep a query only where the teacher ranks its positive within the top `K` (1 for annactl doc2query's queries; 0: off)")
+	f.StringVar(&o.datasets, "datasets", filepath.Join(home.Dir(), "datasets"), "without --data: a folder `DIR` of BEIR collections; the general reranker learns from the judgments of those of "+generalSets()+" it holds and the pseudo-queries of their corpora")
+	f.StringArrayVar(&o.leaveOut, "leave-out", nil, "a collection `NAME` of --datasets not to learn from, measured on instead (repeatable): a reranker measured where it never trained")
+	f.StringArrayVar(&o.c.Pseudo, "pseudo", nil, "a BEIR folder `DIR` whose documents' pseudo-queries (title, else first sentence) are mined and trained on (repeatable)")
+	f.IntVar(&o.c.PseudoQueries, "pseudo-queries", o.c.PseudoQueries, "pseudo-queries mined from each corpus, spread over it (0: every document's)")
+	f.IntVar(&o.c.PerQuery, "per-query", o.c.PerQuery, "examples one query contributes at most (one per relevant document; 0: all)")
+	f.IntVar(&o.c.PerSet, "per-set", o.c.PerSet, "examples one set contributes at most, spread over it (0: all)")
+	f.StringArrayVar(&o.teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the mining teacher and whose retrieval, fused with BM25, judges the pseudo-query check; auto: every installed catalogue model but --model's; none")
+	f.IntVar(&o.c.CheckQueries, "check-queries", 200, "pseudo-queries per corpus of the check (every tenth document's, never trained on)")
+	f.BoolVar(&o.noCheck, "no-check", false, "skip the pseudo-query check (measured on each --pseudo corpus's held-out pseudo-queries and recorded: with the judged measurements, what decides whether anna uses the reranker unasked)")
+	f.StringVar(&o.c.MineDir, "mine-dir", "", "where the collections' indexes and mined sets go (default --work): builds sharing it mine each set once")
+	f.BoolVar(&o.c.SkipEval, "skip-eval", false, "do not measure: installed, it is then used only when named (--reranker NAME)")
+	f.BoolVar(&o.c.NoInstall, "no-install", false, "leave the model in WORK/ce/model")
+}
+
+// check validates the flags and reads --more into the configuration.
+func (o *rerankersBuildOptions) check(cmd *cobra.Command) error {
+	c := &o.c
+	for name, v := range map[string]int{"steps": c.Steps, "batch-queries": c.BatchQueries, "max-length": c.MaxLength, "checkpoint-every": c.CheckpointEvery} {
+		if err := atLeast(name, v, 1); err != nil {
+			return err
+		}
+	}
+	if err := atLeast("group", c.Group, 2); err != nil {
+		return err
+	}
+	if err := atLeast("more-require-positive-top", c.MoreRequireTop, 0); err != nil {
+		return err
+	}
+	if !c.SkipEval && (c.Depth < 1 || c.Depth > 100) {
+		return usageErrorf("--rerank-depth must be 1 to 100 (got %d)", c.Depth)
+	}
+	if err := inRange("lr", c.LR, 1e-9, 0.5); err != nil {
+		return err
+	}
+	if err := inRange("distill", c.Distill, 0, 1e3); err != nil {
+		return err
+	}
+	for _, m := range o.more {
+		i := strings.LastIndex(m, ":")
+		if i <= 0 || i == len(m)-1 {
+			return usageErrorf("--more %q: want BEIR_DIR:SPLIT", m)
+		}
+		c.More = append(c.More, recipe.Set{Dir: m[:i], Split: m[i+1:]})
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"pseudo-queries", c.PseudoQueries}, {"per-query", c.PerQuery}, {"per-set", c.PerSet}, {"check-queries", c.CheckQueries}} {
+		if err := atLeast(n.name, n.v, 0); err != nil {
+			return err
+		}
+	}
+	o.datasetsGiven = cmd.Flags().Changed("datasets")
+	if c.Data != "" {
+		if len(o.leaveOut) > 0 || o.datasetsGiven {
+			return usageErrorf("--data trains on one collection: not with --datasets or --leave-out")
+		}
+		if err := recipe.CheckData(c.Data, !c.SkipEval); err != nil {
+			return usageErrorf("--data %s: %v", c.Data, err)
+		}
+	}
+	return nil
+}
+
+// runRerankersBuild builds the reranker (recipe.Build), its progress on
+// a's stderr and what it made on stdout.
+func (a *app) runRerankersBuild(ctx context.Context, o rerankersBuildOptions) error {
+	c := o.c
+	if c.Data == "" && (len(c.More) == 0 && len(c.Pseudo) == 0 || o.datasetsGiven || len(o.leaveOut) > 0) {
+		more := c.More
+		used, left, err := recipe.General(&c, o.datasets, o.leaveOut)
+		if err != nil {
+			if errors.Is(err, recipe.ErrData) {
+				return usageErrorf("--datasets %s: %v", o.datasets, err)
+			}
+			return err
+		}
+		c.More = append(c.More, more...)
+		msg := "a general reranker from " + strings.Join(used, ", ")
+		if len(left) > 0 {
+			msg += "; left out, and measured on: " + strings.Join(left, ", ")
+		}
+		fmt.Fprintln(a.stderr, msg)
+	}
+	if c.Embedder == "" {
+		c.Embedder = home.DefaultModel()
+	}
+	var err error
+	if c.TeacherModels, err = a.rerankTeachers(c.Embedder, o.teachers); err != nil {
+		return err
+	}
+	c.Check = !o.noCheck && len(c.TeacherModels) > 0 && len(c.Pseudo) > 0
+	var pr buildProgress
+	pr.w, pr.on = a.stderr, isTerminal(a.stderr)
+	c.Progress, c.Logf = pr.show, pr.log
+	start := time.Now()
+	res, err := recipe.Build(ctx, c)
+	pr.end()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(a.stderr, "stopped: run the same command again to continue (the work is kept)")
+		}
+		return err
+	}
+	return a.printBuild(res, time.Since(start))
 }
 
 // generalSets names recipe.GeneralSets, for help.
@@ -218,89 +247,6 @@ func (a *app) rerankTeachers(embedder string, values []string) ([]string, error)
 	return a.teacherModels(context.Background(), "", values)
 }
 
-// installedModel is a converted model under $ANNA_HOME/models.
-type installedModel struct {
-	name, dir string
-	man       *model.Manifest
-	err       error // the manifest could not be read
-}
-
-// installedModels lists $ANNA_HOME/models by name (interrupted installs,
-// *.partial and *.old, left out).
-func installedModels() ([]installedModel, error) {
-	dir := home.ModelsDir()
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing models: %w", err)
-	}
-	var out []installedModel
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), ".partial") || strings.HasSuffix(e.Name(), ".old") {
-			continue
-		}
-		im := installedModel{name: e.Name(), dir: filepath.Join(dir, e.Name())}
-		im.man, im.err = model.LoadManifest(im.dir)
-		out = append(out, im)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, nil
-}
-
-// helpfulReranker is the installed reranker measured to help (its manifest's
-// evaluations, `annactl eval --record`) with the largest mean gain in the
-// use that helped, or "" when none is; with alone, only rerankers whose
-// own order helped count (a teacher labels with its scores alone). others
-// describe the installed rerankers that do not, for a message.
-func helpfulReranker(alone bool) (dir string, others []string, err error) {
-	models, err := installedModels()
-	if err != nil {
-		return "", nil, err
-	}
-	best := 0.0
-	for _, m := range models {
-		if m.err != nil || m.man.Task != model.TaskRerank {
-			continue
-		}
-		h, f := m.man.Helps()
-		if alone {
-			h, f = m.man.HelpsIn(false), false
-		}
-		if !h {
-			others = append(others, m.name+" ("+rerankState(m.man)+")")
-			continue
-		}
-		if g, _ := m.man.Gain(f); dir == "" || g > best {
-			dir, best = m.dir, g
-		}
-	}
-	return dir, others, nil
-}
-
-// rerankState says what a reranker's measurements say, for people.
-func rerankState(m *model.Manifest) string {
-	if len(m.Measured) == 0 {
-		return "not measured"
-	}
-	h, f := m.Helps()
-	var parts []string
-	for _, use := range []bool{false, true} {
-		g, n := m.Gain(use)
-		if n == 0 {
-			continue
-		}
-		how := "replacing the candidates' order"
-		if use {
-			how = "fused with the candidates' lists by RRF"
-		}
-		parts = append(parts, fmt.Sprintf("%s nDCG@10 %+.4f over %d", how, g, n))
-	}
-	state := "does not help"
-	if h {
-		state = "helps (used unasked, " + map[bool]string{false: "replacing", true: "fused by RRF"}[f] + ")"
-	}
-	return state + ": " + strings.Join(parts, "; ")
-}
-
 // printBuild says what a build made, what it measured, and its time.
 func (a *app) printBuild(res *recipe.Result, took time.Duration) error {
 	man, err := model.LoadManifest(res.Model)
@@ -318,7 +264,7 @@ func (a *app) printBuild(res *recipe.Result, took time.Duration) error {
 		}
 		fmt.Fprintf(a.stdout, "  %s %s: %s top %d reranked, %s: nDCG@10 %.4f -> %.4f\n", x.Dataset, x.Split, x.Candidates, x.Depth, how, x.Before, x.After)
 	}
-	fmt.Fprintf(a.stdout, "%s\n", rerankState(man))
+	fmt.Fprintf(a.stdout, "%s\n", man.Verdict())
 	var parts []string
 	for name, d := range res.Took {
 		parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(time.Second)))

@@ -21,22 +21,8 @@ import (
 // serveKeyEnv names the environment variable serve reads its API key from.
 const serveKeyEnv = "ANNA_API_KEY"
 
-func (a *app) serveCommand() *cobra.Command {
-	var (
-		dir, listen, unixPath, keyFile, reranker string
-		readOnly, strictModel, mcpWrites         bool
-		timeout, grace, batchWait                time.Duration
-		maxBody                                  int64
-		maxBatch, maxK, maxTokens                int
-		maxText                                  int
-		cors, allowHosts                         []string
-		watch                                    string
-		ff                                       folderFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
-		Short: "answer HTTP for an anna directory: search, documents, a search page, MCP, the OpenAI/Cohere/TEI/Ollama APIs",
-		Long: `Serves the anna directory over HTTP (package server): POST /v1/search,
+// serveLong is serve's help.
+const serveLong = `Serves the anna directory over HTTP (package server): POST /v1/search,
 POST /v1/documents, GET and DELETE /v1/documents/{id}, GET /v1/stats,
 GET /v1/metadata, /healthz, /metrics (Prometheus), /openapi.json and a search
 page at /; the Model Context Protocol at /mcp (streamable HTTP, the tools of
@@ -73,151 +59,200 @@ Each request may cost at most --max-tokens model tokens and each text
 --max-text bytes, counted before the model runs.
 
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
---grace), saves and closes the directory, and exits 0.`,
+--grace), saves and closes the directory, and exits 0.`
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	dir, listen, unixPath, keyFile, reranker string
+	readOnly, strictModel, mcpWrites         bool
+	timeout, grace, batchWait                time.Duration
+	maxBody                                  int64
+	maxBatch, maxK, maxTokens                int
+	maxText                                  int
+	cors, allowHosts                         []string
+	watch                                    string
+	ff                                       folderFlags
+	key                                      string // the API key read (check)
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve --index DIR [--listen 127.0.0.1:8080] [--unix PATH]",
+		Short: "answer HTTP for an anna directory: search, documents, a search page, MCP, the OpenAI/Cohere/TEI/Ollama APIs",
+		Long:  serveLong,
 		Example: `  annactl serve --index my-index
   curl -s localhost:8080/v1/search --json '{"query": "nearest neighbour graphs", "k": 3}'
   ANNA_API_KEY=$(cat key) annactl serve --index my-index --listen 0.0.0.0:8080 --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "index"); err != nil {
+			if err := o.check(cmd); err != nil {
 				return err
 			}
-			for name, v := range map[string]int{"max-batch": maxBatch, "max-k": maxK} {
-				if err := atLeast(name, v, 1); err != nil {
-					return err
-				}
-			}
-			if maxBody < 1 || maxText < 1 || maxTokens < 1 {
-				return usageErrorf("--max-body, --max-text and --max-tokens must be at least 1")
-			}
-			for _, o := range cors {
-				if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {
-					return usageErrorf("--cors %q: want an origin, scheme://host[:port] (or *)", o)
-				}
-			}
-			if maxBody < 1 {
-				return usageErrorf("--max-body must be at least 1, got %d", maxBody)
-			}
-			if timeout <= 0 || grace < 0 || batchWait < 0 {
-				return usageErrorf("--timeout must be positive, --grace and --batch-wait not negative")
-			}
-			if watch != "" && readOnly {
-				return usageErrorf("--watch writes the folder's changes: not with --read-only")
-			}
-			if listen == "" && unixPath == "" {
-				return usageErrorf("nothing to listen on: give --listen ADDR or --unix PATH")
-			}
-			if listen != "" {
-				if _, _, err := net.SplitHostPort(listen); err != nil {
-					return usageErrorf("--listen %q: want HOST:PORT (%v)", listen, err)
-				}
-			}
-			if unixPath != "" {
-				if p, d := filepath.Clean(unixPath), filepath.Clean(dir); p == filepath.Join(d, "anna.sock") {
-					return usageErrorf("--unix %s: the engine's own socket (readers of DIR use it); pick another path", unixPath)
-				}
-			}
-			key, err := readAPIKey(keyFile)
-			if err != nil {
-				return err
-			}
-			if listen != "" && !server.IsLoopback(listen) && key == "" {
-				return usageErrorf("--listen %s is not loopback: set an API key in $%s or --api-key-file FILE", listen, serveKeyEnv)
-			}
-			eopts := engine.Options{ReadOnly: readOnly, Logf: a.logf}
-			sopts := server.Options{APIKey: key, ReadOnly: readOnly, StrictModel: strictModel, MCPWrites: mcpWrites, Version: version(), Timeout: timeout, BatchWait: batchWait, Logf: a.logf,
-				Limits:       server.Limits{MaxBodyBytes: maxBody, MaxBatch: maxBatch, MaxK: maxK, MaxTextBytes: maxText, MaxRequestTokens: maxTokens},
-				CORS:         cors,
-				AllowedHosts: append(listenHost(listen), allowHosts...)}
-			rr, fusion, err := loadReranker(cmd.Context(), reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
-			if err != nil {
-				return err
-			}
-			if rr != nil {
-				defer rr.Close()
-				eopts.Reranker, sopts.Reranker = rr, rr
-				sopts.RerankerName, sopts.RerankFusion = rr.Manifest().Name, fusion
-			}
-			eng, err := engine.Open(cmd.Context(), dir, eopts)
-			if err != nil {
-				return err
-			}
-			defer eng.Close()
-			srv, err := server.New(eng, sopts)
-			if err != nil {
-				return err
-			}
-			defer srv.Close()
-			var lns []net.Listener
-			defer func() {
-				for _, ln := range lns {
-					ln.Close()
-				}
-			}()
-			if listen != "" {
-				ln, err := net.Listen("tcp", listen)
-				if err != nil {
-					return err
-				}
-				lns = append(lns, ln)
-				a.logf("serve: listening on http://%s (index %s)", ln.Addr(), dir)
-			}
-			if unixPath != "" {
-				ln, err := listenUnix(unixPath)
-				if err != nil {
-					return err
-				}
-				lns = append(lns, ln)
-				a.logf("serve: listening on unix:%s", unixPath)
-			}
-			var watched chan error
-			if watch != "" {
-				wctx, stop := context.WithCancel(cmd.Context())
-				defer stop()
-				watched = make(chan error, 1)
-				go func() {
-					defer close(watched)
-					err := safe.Call(func() error { return a.watchFolder(wctx, eng, watch, ff, 256, nil) })
-					if err != nil {
-						a.logf("serve: --watch %s stopped: %v", watch, err)
-					}
-					watched <- err
-				}()
-				defer func() { stop(); <-watched }()
-			}
-			if err := server.Serve(cmd.Context(), srv, lns, grace); err != nil {
-				return err
-			}
-			a.logf("serve: stopped; closing %s", dir)
-			srv.Close()
-			if err := eng.Close(); err != nil {
-				return fmt.Errorf("close %s: %w", dir, err)
-			}
-			return nil
+			return a.runServe(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	indexFlag(cmd, &dir, "anna directory `DIR` to serve")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "TCP `HOST:PORT` to serve on (\"\": none); not loopback needs an API key")
-	f.StringVar(&unixPath, "unix", "", "also serve on a Unix socket at `PATH` (mode 0600)")
-	f.StringVar(&keyFile, "api-key-file", "", "read the API key from `FILE` (default: $"+serveKeyEnv+")")
-	f.BoolVar(&readOnly, "read-only", false, "open DIR read-only and refuse document writes")
-	f.BoolVar(&mcpWrites, "mcp-allow-writes", false, "offer the add and delete tools at /mcp (not with --read-only)")
-	f.BoolVar(&strictModel, "strict-model", false, "refuse requests naming another model than the one served (default: answer them with it, logging each name once)")
-	modelVar(f, &reranker, "reranker", "", "cross-encoder `NAME|DIR` for /v1/rerank and mode rerank (default: the installed one measured to help, if any)")
-	f.DurationVar(&timeout, "timeout", 30*time.Second, "longest a request may run")
-	f.DurationVar(&grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish")
-	f.DurationVar(&batchWait, "batch-wait", 2*time.Millisecond, "how long an embedding request waits for others to share its model batch")
-	f.Int64Var(&maxBody, "max-body", 16<<20, "largest request body in bytes")
-	f.IntVar(&maxBatch, "max-batch", 1024, "most documents per POST /v1/documents")
-	f.IntVar(&maxK, "max-k", 1000, "largest k (and top_n)")
-	f.IntVar(&maxText, "max-text", 1<<20, "longest text in bytes (an embeddings input, a rerank document, a document)")
-	f.IntVar(&maxTokens, "max-tokens", 300_000, "most model tokens one request may cost")
-	f.StringArrayVar(&cors, "cors", nil, "let web pages of `ORIGIN` (scheme://host[:port], * for any) call the server from a browser (repeatable)")
-	f.StringArrayVar(&allowHosts, "allow-host", nil, "a `NAME` requests may give as their Host, besides loopback names, IP addresses and the --listen host (repeatable)")
-	f.StringVar(&watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
-	ff.register(cmd, false)
+	o.register(cmd)
 	return cmd
+}
+
+func (o *serveOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	indexFlag(cmd, &o.dir, "anna directory `DIR` to serve")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "TCP `HOST:PORT` to serve on (\"\": none); not loopback needs an API key")
+	f.StringVar(&o.unixPath, "unix", "", "also serve on a Unix socket at `PATH` (mode 0600)")
+	f.StringVar(&o.keyFile, "api-key-file", "", "read the API key from `FILE` (default: $"+serveKeyEnv+")")
+	f.BoolVar(&o.readOnly, "read-only", false, "open DIR read-only and refuse document writes")
+	f.BoolVar(&o.mcpWrites, "mcp-allow-writes", false, "offer the add and delete tools at /mcp (not with --read-only)")
+	f.BoolVar(&o.strictModel, "strict-model", false, "refuse requests naming another model than the one served (default: answer them with it, logging each name once)")
+	modelVar(f, &o.reranker, "reranker", "", "cross-encoder `NAME|DIR` for /v1/rerank and mode rerank (default: the installed one measured to help, if any)")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "longest a request may run")
+	f.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish")
+	f.DurationVar(&o.batchWait, "batch-wait", 2*time.Millisecond, "how long an embedding request waits for others to share its model batch")
+	f.Int64Var(&o.maxBody, "max-body", 16<<20, "largest request body in bytes")
+	f.IntVar(&o.maxBatch, "max-batch", 1024, "most documents per POST /v1/documents")
+	f.IntVar(&o.maxK, "max-k", 1000, "largest k (and top_n)")
+	f.IntVar(&o.maxText, "max-text", 1<<20, "longest text in bytes (an embeddings input, a rerank document, a document)")
+	f.IntVar(&o.maxTokens, "max-tokens", 300_000, "most model tokens one request may cost")
+	f.StringArrayVar(&o.cors, "cors", nil, "let web pages of `ORIGIN` (scheme://host[:port], * for any) call the server from a browser (repeatable)")
+	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "a `NAME` requests may give as their Host, besides loopback names, IP addresses and the --listen host (repeatable)")
+	f.StringVar(&o.watch, "watch", "", "keep DIR in step with the files of `FOLDER` while serving (see index --watch)")
+	o.ff.register(cmd, false)
+}
+
+// check validates the flags and reads the API key.
+func (o *serveOptions) check(cmd *cobra.Command) error {
+	if err := requireFlags(cmd, "index"); err != nil {
+		return err
+	}
+	for name, v := range map[string]int{"max-batch": o.maxBatch, "max-k": o.maxK} {
+		if err := atLeast(name, v, 1); err != nil {
+			return err
+		}
+	}
+	if o.maxBody < 1 || o.maxText < 1 || o.maxTokens < 1 {
+		return usageErrorf("--max-body, --max-text and --max-tokens must be at least 1")
+	}
+	for _, c := range o.cors {
+		if u, err := url.Parse(c); c != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {
+			return usageErrorf("--cors %q: want an origin, scheme://host[:port] (or *)", c)
+		}
+	}
+	if o.timeout <= 0 || o.grace < 0 || o.batchWait < 0 {
+		return usageErrorf("--timeout must be positive, --grace and --batch-wait not negative")
+	}
+	if o.watch != "" && o.readOnly {
+		return usageErrorf("--watch writes the folder's changes: not with --read-only")
+	}
+	if o.listen == "" && o.unixPath == "" {
+		return usageErrorf("nothing to listen on: give --listen ADDR or --unix PATH")
+	}
+	if o.listen != "" {
+		if _, _, err := net.SplitHostPort(o.listen); err != nil {
+			return usageErrorf("--listen %q: want HOST:PORT (%v)", o.listen, err)
+		}
+	}
+	if o.unixPath != "" {
+		if p, d := filepath.Clean(o.unixPath), filepath.Clean(o.dir); p == filepath.Join(d, "anna.sock") {
+			return usageErrorf("--unix %s: the engine's own socket (readers of DIR use it); pick another path", o.unixPath)
+		}
+	}
+	var err error
+	if o.key, err = readAPIKey(o.keyFile); err != nil {
+		return err
+	}
+	if o.listen != "" && !server.IsLoopback(o.listen) && o.key == "" {
+		return usageErrorf("--listen %s is not loopback: set an API key in $%s or --api-key-file FILE", o.listen, serveKeyEnv)
+	}
+	return nil
+}
+
+// runServe serves o.dir until ctx is done, then saves and closes it.
+func (a *app) runServe(ctx context.Context, o serveOptions) error {
+	eopts := engine.Options{ReadOnly: o.readOnly, Logf: a.logf}
+	sopts := server.Options{APIKey: o.key, ReadOnly: o.readOnly, StrictModel: o.strictModel, MCPWrites: o.mcpWrites, Version: version(), Timeout: o.timeout, BatchWait: o.batchWait, Logf: a.logf,
+		Limits:       server.Limits{MaxBodyBytes: o.maxBody, MaxBatch: o.maxBatch, MaxK: o.maxK, MaxTextBytes: o.maxText, MaxRequestTokens: o.maxTokens},
+		CORS:         o.cors,
+		AllowedHosts: append(listenHost(o.listen), o.allowHosts...)}
+	rr, fusion, err := loadReranker(ctx, o.reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
+	if err != nil {
+		return err
+	}
+	if rr != nil {
+		defer rr.Close()
+		eopts.Reranker, sopts.Reranker = rr, rr
+		sopts.RerankerName, sopts.RerankFusion = rr.Manifest().Name, fusion
+	}
+	eng, err := engine.Open(ctx, o.dir, eopts)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	srv, err := server.New(eng, sopts)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	lns, err := a.serveListeners(o)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	if o.watch != "" {
+		defer a.serveWatch(ctx, eng, o)()
+	}
+	if err := server.Serve(ctx, srv, lns, o.grace); err != nil {
+		return err
+	}
+	a.logf("serve: stopped; closing %s", o.dir)
+	srv.Close()
+	if err := eng.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", o.dir, err)
+	}
+	return nil
+}
+
+// serveListeners listens on --listen and --unix; those opened are
+// returned with an error too.
+func (a *app) serveListeners(o serveOptions) ([]net.Listener, error) {
+	var lns []net.Listener
+	if o.listen != "" {
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return lns, err
+		}
+		lns = append(lns, ln)
+		a.logf("serve: listening on http://%s (index %s)", ln.Addr(), o.dir)
+	}
+	if o.unixPath != "" {
+		ln, err := listenUnix(o.unixPath)
+		if err != nil {
+			return lns, err
+		}
+		lns = append(lns, ln)
+		a.logf("serve: listening on unix:%s", o.unixPath)
+	}
+	return lns, nil
+}
+
+// serveWatch keeps eng in step with --watch's folder until the function
+// it returns is called, which stops the watch and waits for it.
+func (a *app) serveWatch(ctx context.Context, eng *engine.Engine, o serveOptions) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() {
+		defer close(watched)
+		err := safe.Call(func() error { return a.watchFolder(wctx, eng, o.watch, o.ff, 256, nil) })
+		if err != nil {
+			a.logf("serve: --watch %s stopped: %v", o.watch, err)
+		}
+		watched <- err
+	}()
+	return func() { cancel(); <-watched }
 }
 
 // listenHost is the --listen host when it is a name (an address needs no

@@ -233,7 +233,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	if ids, err := eng.IDs(context.Background()); err != nil || strings.Join(ids, ",") != "a/b/again.md,keep.md,while-down.md" {
+	if ids, err := eng.Teacher().IDs(context.Background()); err != nil || strings.Join(ids, ",") != "a/b/again.md,keep.md,while-down.md" {
 		t.Fatalf("stored %q (%v), want keep.md, while-down.md and a/b/again.md", ids, err)
 	}
 }

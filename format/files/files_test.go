@@ -102,3 +102,17 @@ func TestNotRead(t *testing.T) {
 	}
 	_ = os.Remove
 }
+
+// TestPDFWordsApart: groff and Ghostscript place each word by position with
+// no space between, and PDFium ran them together ("twelvepounds a
+// year,and"); the reader puts a space where the characters' boxes are a
+// word's gap apart.
+func TestPDFWordsApart(t *testing.T) {
+	d, err := readFixture(t, "report-ghostscript.pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := partWith(d, "an increase of twelve pounds a year, and assistant keepers"); p == nil || p.Page != 1 {
+		t.Fatalf("page 1 does not read \"an increase of twelve pounds a year, and assistant keepers\":\n%s", dump(d))
+	}
+}

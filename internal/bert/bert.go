@@ -470,6 +470,22 @@ func (m *Model) Run(ctx context.Context, in Inputs, done func(Batch) error) erro
 	return nil
 }
 
+// Plan tokenises texts as Run does single texts (at the max length) and
+// returns their encodings and the batches Run cuts them into (indices into
+// texts, a batch's inputs in the order Run pads them), all in one window:
+// what a benchmark needs to run the same batches through a forward of its
+// own (benchmarks' EncoderRoofline).
+func (m *Model) Plan(texts []string) ([]tokenizer.Encoding, [][]int) {
+	encs := m.tok.EncodeBatch(texts, m.maxLen)
+	order := byLength(encs)
+	cut := m.batch.cuts(encs, order)
+	batches := make([][]int, len(cut)-1)
+	for b := range batches {
+		batches[b] = order[cut[b]:cut[b+1]]
+	}
+	return encs, batches
+}
+
 // batching is where Run cuts its length-sorted inputs: a batch takes at
 // most size inputs and tokens padded tokens, and at least one input; an
 // input of even tokens or more (even > 0) starts a new batch unless the
@@ -510,6 +526,16 @@ func (c batching) cuts(encs []tokenizer.Encoding, order []int) []int {
 	return append(cut, len(order))
 }
 
+// byLength is the order of encs by token count, stable.
+func byLength(encs []tokenizer.Encoding) []int {
+	order := make([]int, len(encs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
+	return order
+}
+
 // forEachBatch is Run's schedule, apart from the model: inputs [0, n) are
 // tokenised by encode a window at a time (window <= 0: all at once),
 // stably sorted by token count within the window and cut into batches by
@@ -522,11 +548,7 @@ func forEachBatch(ctx context.Context, n, window int, c batching, workers int, e
 	for lo := 0; lo < n; lo += window {
 		hi := min(lo+window, n)
 		encs := encode(lo, hi)
-		order := make([]int, len(encs))
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
+		order := byLength(encs)
 		cut := c.cuts(encs, order)
 		err := parallel.Each(ctx, len(cut)-1, workers, func(b int) error {
 			local := order[cut[b]:cut[b+1]]

@@ -25,10 +25,34 @@ func RowQuantScale(x []float32) float32 {
 func QuantizeRows(q []uint8, ldq int, x []float32, rows, C int, scales []float32) {
 	for r := 0; r < rows; r++ {
 		xr := x[r*C : r*C+C]
-		s := RowQuantScale(xr)
+		s := absMaxScale(absMax(xr))
 		scales[r] = s
-		quantizeRow(q[r*ldq:r*ldq+C], xr, s, 128)
+		quantizeRow128(q[r*ldq:r*ldq+C], xr, s)
 	}
+}
+
+// absMax is the largest |x| (max(hi, −lo) of MinMax: RowQuantScale's).
+func absMax(x []float32) float32 {
+	done, m := absMax16(x)
+	if done == 0 {
+		lo, hi := MinMax(x)
+		return max(hi, -lo)
+	}
+	for _, v := range x[done:] {
+		m = max(m, abs32(v))
+	}
+	return m
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// absMaxScale is RowQuantScale's scale of a row whose largest |x| is m.
+func absMaxScale(m float32) float32 { return max(m, 1e-12) * float32(1.0/127) }
+
+// quantizeRow128 is quantizeRow with zero point 128.
+func quantizeRow128(q []uint8, x []float32, s float32) {
+	done := quantize16(q, x, s)
+	quantizeRow(q[done:], x[done:], s, 128)
 }
 
 // DynamicQuantParams is DynamicQuantizeLinear's scale and zero point for
@@ -125,6 +149,29 @@ func fastTanh(u float32) float32 {
 	return p / q
 }
 
+// FastGELUBiasQuantize is FastGELUBias then QuantizeRows of x (rows of
+// len(bias) values) into q (stride ldq) and scales, each row in one pass
+// where there is AVX-512.
+func FastGELUBiasQuantize(x, bias []float32, q []uint8, ldq int, scales []float32) {
+	C := len(bias)
+	for r := 0; r+C <= len(x); r += C {
+		row := x[r : r+C]
+		done, m := fastGelu16(row, bias)
+		if done == 0 {
+			FastGELUBias(row, bias)
+			m = absMax(row)
+		} else if done < C {
+			FastGELUBias(row[done:], bias[done:])
+			for _, v := range row[done:] {
+				m = max(m, abs32(v))
+			}
+		}
+		s := absMaxScale(m)
+		scales[r/C] = s
+		quantizeRow128(q[(r/C)*ldq:(r/C)*ldq+C], row, s)
+	}
+}
+
 // FastGELUBias sets x to FastGelu(x + bias), row by row (rows of
 // len(bias) values): v = x + b, u = v·((b·v)·v + a), (½v)·(tanh(u) + 1),
 // the tanh form of GELU that quantized graphs use (ONNX Runtime's order of
@@ -145,14 +192,92 @@ func FastGELUBias(x, bias []float32) {
 // width C) with ONNX Runtime's SkipLayerNormalization arithmetic: the sum
 // in that order, written back to y, then LayerNormRow. out may be x.
 func SkipLayerNorm(out, x, y, bias, w, b []float32, rows, C int, eps float32) {
+	SkipLayerNormQuantize(out, x, y, bias, w, b, rows, C, eps, nil, 0, nil)
+}
+
+// SkipLayerNormQuantize is SkipLayerNorm, then, when q is not nil,
+// QuantizeRows of its output into q (stride ldq) and scales. The rows'
+// sums are taken 16 rows at a time where there is AVX-512 (each row's
+// still in order, in its own lane), else 4 interleaved, and each row's
+// output is quantized as it is normalised.
+func SkipLayerNormQuantize(out, x, y, bias, w, b []float32, rows, C int, eps float32, q []uint8, ldq int, scales []float32) {
 	bias = bias[:C]
 	for r := 0; r < rows; r++ {
 		xr, yr := x[r*C:r*C+C], y[r*C:r*C+C]
-		for c := range yr {
+		for c := skipAdd16(yr, xr, bias); c < C; c++ {
 			yr[c] = (yr[c] + xr[c]) + bias[c]
 		}
-		LayerNormRow(out[r*C:r*C+C], yr, w, b, eps)
 	}
+	LayerNormRows(out, y, w, b, rows, C, eps, q, ldq, scales)
+}
+
+// LayerNormRows sets out's rows (C values each) to LayerNormRow of y's
+// and, when q is not nil, quantizes each as QuantizeRows does. out may be
+// y.
+func LayerNormRows(out, y, w, b []float32, rows, C int, eps float32, q []uint8, ldq int, scales []float32) {
+	w, b = w[:C], b[:C]
+	var sum, sq [16]float32
+	for r0 := 0; r0 < rows; r0 += 16 {
+		n := min(16, rows-r0)
+		if !rowSums16(y[r0*C:], n, C, sum[:], sq[:]) {
+			rowSums(y[r0*C:], n, C, sum[:], sq[:])
+		}
+		for i := 0; i < n; i++ {
+			r := r0 + i
+			mean, sd := layerNormStats(sum[i], sq[i], C, eps)
+			o, yr := out[r*C:r*C+C], y[r*C:r*C+C]
+			done, m := norm16(o, yr, w, b, mean, sd)
+			for c := done; c < C; c++ {
+				o[c] = float32(float32((yr[c]-mean)/sd)*w[c]) + b[c]
+				m = max(m, abs32(o[c]))
+			}
+			if q != nil {
+				s := absMaxScale(m)
+				scales[r] = s
+				quantizeRow128(q[r*ldq:r*ldq+C], o, s)
+			}
+		}
+	}
+}
+
+// rowSums sets sum[i] and sq[i] to Σv and Σ float32(v·v) of row i of y
+// (rows rows of C values), each summed in order in float32, four rows
+// interleaved (their sums are independent, so the CPU overlaps them).
+func rowSums(y []float32, rows, C int, sum, sq []float32) {
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		y0, y1, y2, y3 := y[r*C:r*C+C], y[(r+1)*C:(r+1)*C+C], y[(r+2)*C:(r+2)*C+C], y[(r+3)*C:(r+3)*C+C]
+		var s0, s1, s2, s3, q0, q1, q2, q3 float32
+		for c := range y0 {
+			v0, v1, v2, v3 := y0[c], y1[c], y2[c], y3[c]
+			s0 += v0
+			q0 += float32(v0 * v0)
+			s1 += v1
+			q1 += float32(v1 * v1)
+			s2 += v2
+			q2 += float32(v2 * v2)
+			s3 += v3
+			q3 += float32(v3 * v3)
+		}
+		sum[r], sum[r+1], sum[r+2], sum[r+3] = s0, s1, s2, s3
+		sq[r], sq[r+1], sq[r+2], sq[r+3] = q0, q1, q2, q3
+	}
+	for ; r < rows; r++ {
+		var s, q float32
+		for _, v := range y[r*C : r*C+C] {
+			s += v
+			q += float32(v * v)
+		}
+		sum[r], sq[r] = s, q
+	}
+}
+
+// layerNormStats is LayerNormRow's mean and σ from its sums.
+func layerNormStats(sum, sq float32, C int, eps float32) (mean, sd float32) {
+	n := float32(C)
+	mean = sum / n
+	sd = float32(math.Sqrt(float64(float32(float32(sq/n)-float32(mean*mean)) + eps)))
+	return mean, sd
 }
 
 // LayerNormRow sets out to LayerNorm(v)·w + b as ONNX Runtime's CPU
@@ -168,9 +293,7 @@ func LayerNormRow(out, v, w, b []float32, eps float32) {
 		sum += x
 		sq += float32(x * x)
 	}
-	n := float32(C)
-	mean := sum / n
-	sd := float32(math.Sqrt(float64(float32(float32(sq/n)-float32(mean*mean)) + eps)))
+	mean, sd := layerNormStats(sum, sq, C, eps)
 	for c, x := range v {
 		out[c] = float32(float32((x-mean)/sd)*w[c]) + b[c]
 	}

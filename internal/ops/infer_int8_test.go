@@ -7,14 +7,153 @@ import (
 	"testing"
 )
 
-// int8Paths runs f with the int8 helpers' AVX2 kernels (where this CPU
-// has them) and without, and returns what f returned on each.
+// int8Paths runs f with the int8 helpers' vector kernels (AVX-512 and
+// AVX2, where this CPU has them) and without, and returns what f returned
+// on each; int8AllPaths also runs it with AVX2 alone (AVX-512 off), the
+// paths in that order: all, AVX2, Go.
 func int8Paths[T any](f func() T) (vec, scalar T) {
-	v := useInt8AVX2
-	defer func() { useInt8AVX2 = v }()
-	vec = f()
+	all := int8AllPaths(f)
+	return all[0], all[2]
+}
+
+func int8AllPaths[T any](f func() T) []T {
+	v2, v5 := useInt8AVX2, useInt8AVX512
+	defer func() { useInt8AVX2, useInt8AVX512 = v2, v5 }()
+	out := []T{f()}
+	useInt8AVX512 = false
+	out = append(out, f())
 	useInt8AVX2 = false
-	return vec, f()
+	return append(out, f())
+}
+
+// refLayerNormRow is LayerNormRow as first written (one row, its sums in
+// order): the reference the fused helpers' bits are checked against.
+func refLayerNormRow(out, v, w, b []float32, eps float32) {
+	var sum, sq float32
+	for _, x := range v {
+		sum += x
+		sq += float32(x * x)
+	}
+	n := float32(len(v))
+	mean := sum / n
+	sd := float32(math.Sqrt(float64(float32(float32(sq/n)-float32(mean*mean)) + eps)))
+	for c, x := range v {
+		out[c] = float32(float32((x-mean)/sd)*w[c]) + b[c]
+	}
+}
+
+// refQuantizeRow is QuantizeRows of one row in Go, from naiveQuant.
+func refQuantizeRow(q []uint8, x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	s := max(m, 1e-12) * float32(1.0/127)
+	for i, v := range x {
+		q[i] = naiveQuant(v, s, 128)
+	}
+	return s
+}
+
+// TestSkipLayerNormQuantize: on every path (AVX-512, AVX2, Go), for row
+// counts around the 16 and 4 rows summed together and widths of every
+// length mod 16, SkipLayerNormQuantize (and SkipLayerNorm, LayerNormRows)
+// give the bits of the sum written back, then refLayerNormRow and
+// refQuantizeRow row by row; padding bytes past a row are left alone.
+func TestSkipLayerNormQuantize(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	type result struct {
+		out, y, scales []float32
+		q              []uint8
+	}
+	for _, C := range []int{3, 8, 16, 19, 384} {
+		for _, rows := range []int{1, 5, 16, 17, 35} {
+			ldq := C + 5
+			x, y, bias, w, b := randn(r, rows*C, 1), randn(r, rows*C, 3), randn(r, C, 1), randn(r, C, 1), randn(r, C, 1)
+			y[0] = 40
+			want := result{out: make([]float32, rows*C), y: slices.Clone(y), scales: make([]float32, rows), q: slices.Repeat([]uint8{7}, rows*ldq)}
+			for i := 0; i < rows; i++ {
+				for c := 0; c < C; c++ {
+					want.y[i*C+c] = (want.y[i*C+c] + x[i*C+c]) + bias[c]
+				}
+				refLayerNormRow(want.out[i*C:i*C+C], want.y[i*C:i*C+C], w, b, 1e-12)
+				want.scales[i] = refQuantizeRow(want.q[i*ldq:i*ldq+C], want.out[i*C:i*C+C])
+			}
+			for _, quant := range []bool{true, false} {
+				got := int8AllPaths(func() result {
+					res := result{out: make([]float32, rows*C), y: slices.Clone(y), scales: make([]float32, rows), q: slices.Repeat([]uint8{7}, rows*ldq)}
+					if quant {
+						SkipLayerNormQuantize(res.out, x, res.y, bias, w, b, rows, C, 1e-12, res.q, ldq, res.scales)
+					} else {
+						SkipLayerNorm(res.out, x, res.y, bias, w, b, rows, C, 1e-12)
+					}
+					return res
+				})
+				for p, g := range got {
+					for i := range g.out {
+						if math.Float32bits(g.out[i]) != math.Float32bits(want.out[i]) || math.Float32bits(g.y[i]) != math.Float32bits(want.y[i]) {
+							t.Fatalf("C=%d rows %d path %d: value %d: %v (sum %v), want %v (%v)", C, rows, p, i, g.out[i], g.y[i], want.out[i], want.y[i])
+						}
+					}
+					if quant && (!slices.Equal(g.q, want.q) || !slices.Equal(g.scales, want.scales)) {
+						t.Fatalf("C=%d rows %d path %d: quantized rows or scales differ", C, rows, p)
+					}
+				}
+			}
+			// LayerNormRows in place, without the skip.
+			got := int8AllPaths(func() []float32 {
+				o := slices.Clone(y)
+				LayerNormRows(o, o, w, b, rows, C, 1e-12, nil, 0, nil)
+				return o
+			})
+			ref := make([]float32, C)
+			for i := 0; i < rows; i++ {
+				refLayerNormRow(ref, y[i*C:i*C+C], w, b, 1e-12)
+				for p, g := range got {
+					if !slices.Equal(g[i*C:i*C+C], ref) {
+						t.Fatalf("C=%d rows %d path %d: LayerNormRows row %d differs", C, rows, p, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFastGELUBiasQuantize: on every path, FastGELUBiasQuantize gives
+// FastGELUBias's bits (Go) and refQuantizeRow's bytes and scales.
+func TestFastGELUBiasQuantize(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, C := range []int{1, 8, 16, 21, 1536} {
+		rows, ldq := 3, C+1
+		x, bias := randn(r, rows*C, 4), randn(r, C, 1)
+		want := slices.Clone(x)
+		v2, v5 := useInt8AVX2, useInt8AVX512
+		useInt8AVX2, useInt8AVX512 = false, false
+		FastGELUBias(want, bias)
+		useInt8AVX2, useInt8AVX512 = v2, v5
+		wq, ws := slices.Repeat([]uint8{7}, rows*ldq), make([]float32, rows)
+		for i := 0; i < rows; i++ {
+			ws[i] = refQuantizeRow(wq[i*ldq:i*ldq+C], want[i*C:i*C+C])
+		}
+		type result struct {
+			x, s []float32
+			q    []uint8
+		}
+		for p, g := range int8AllPaths(func() result {
+			res := result{slices.Clone(x), make([]float32, rows), slices.Repeat([]uint8{7}, rows*ldq)}
+			FastGELUBiasQuantize(res.x, bias, res.q, ldq, res.s)
+			return res
+		}) {
+			for i := range want {
+				if math.Float32bits(g.x[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("C=%d path %d value %d: %v, want %v", C, p, i, g.x[i], want[i])
+				}
+			}
+			if !slices.Equal(g.q, wq) || !slices.Equal(g.s, ws) {
+				t.Fatalf("C=%d path %d: quantized rows or scales differ", C, p)
+			}
+		}
+	}
 }
 
 // TestFastGELUBias: the AVX2 kernel and the Go loop give the same bits on
@@ -70,7 +209,7 @@ func TestQuantize(t *testing.T) {
 			x[2] = 2.5 * (5 / 127.0) // a half step for row 0's scale
 		}
 		for _, zp := range []uint8{128, 0, 37} {
-			vec, scalar := int8Paths(func() []uint8 {
+			all := int8AllPaths(func() []uint8 {
 				q := slices.Repeat([]uint8{7}, rows*ldq)
 				if zp == 128 {
 					s := make([]float32, rows)
@@ -80,8 +219,9 @@ func TestQuantize(t *testing.T) {
 				}
 				return q
 			})
-			if !slices.Equal(vec, scalar) {
-				t.Fatalf("C=%d zp %d: the AVX2 and Go bytes differ", C, zp)
+			vec := all[0]
+			if !slices.Equal(vec, all[1]) || !slices.Equal(vec, all[2]) {
+				t.Fatalf("C=%d zp %d: the AVX-512, AVX2 and Go bytes differ", C, zp)
 			}
 			for i := 0; i < rows; i++ {
 				row := x[i*C : i*C+C]

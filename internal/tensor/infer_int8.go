@@ -34,13 +34,21 @@ import (
 type i8kernel struct {
 	name   string
 	mr, nr int
+	// kalign is what the packed weight's k is rounded up to: 4 (a group),
+	// or 64 for AMX (a tile's row of A).
+	kalign int
 	// maxW is the largest |weight| the kernel sums exactly (127: any).
 	maxW int
 	asm  func(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+	// amx marks the AMX kernel, which does whole rows of 32 (rowsAMX).
+	amx bool
 }
 
 // goInt8Kernel is the portable kernel.
-var goInt8Kernel = &i8kernel{name: "go", mr: 4, nr: 16, maxW: 127}
+var goInt8Kernel = &i8kernel{name: "go", mr: 4, nr: 16, kalign: 4, maxW: 127}
+
+// kstride is k rounded up to the kernel's kalign: the packed weight's k.
+func (kn *i8kernel) kstride(k int) int { return (k + kn.kalign - 1) / kn.kalign * kn.kalign }
 
 // Int8Stride is the row stride, in bytes, that A needs for a product over
 // k: k rounded up to a multiple of 4.
@@ -83,7 +91,7 @@ func abs8(v int8) int {
 }
 
 func packInt8Weight(kern *i8kernel, w []int8, n, k int, kn bool) *Int8Weight {
-	nr, kp := kern.nr, Int8Stride(k)
+	nr, kp := kern.nr, kern.kstride(k)
 	np := (n + nr - 1) / nr
 	p := make([]int8, np*kp*nr)
 	cs := make([]int32, n)
@@ -111,6 +119,7 @@ type int8Scratch struct {
 	c, rs    []float32
 	cs, bias []float32
 	corr     []int32
+	tmp      []int32 // the AMX kernel's int32 tile
 }
 
 var int8Scratches = sync.Pool{New: func() any { return new(int8Scratch) }}
@@ -156,6 +165,10 @@ func (w *Int8Weight) MatMulThen(c []float32, ldc int, a []uint8, lda, m int, zp 
 		corr[j] = int32(zp) * s
 	}
 	rowBlocks(m, w.kn.mr, threads, func(r0, r1 int) {
+		if w.kn.amx {
+			w.rowsAMX(r0, r1, c, ldc, a, lda, corr, cs, rowScale, bb, then)
+			return
+		}
 		w.rows(r0, r1, c, ldc, a, lda, corr, cs, rowScale, bb, then)
 	})
 	return nil
@@ -221,6 +234,71 @@ func (w *Int8Weight) rows(r0, r1 int, c []float32, ldc int, a []uint8, lda int, 
 				for r := 0; r < rows; r++ {
 					copy(c[(i+r)*ldc+j0:(i+r)*ldc+j0+cols], t[r*nr:r*nr+cols])
 				}
+			}
+		}
+		if then != nil {
+			then(i0, i1)
+		}
+	}
+}
+
+// rowsAMX is MatMulThen for rows [r0, r1) on the calling goroutine with
+// the AMX kernel: tiles of 32 rows over every panel in one call (one tile
+// configuration), A read in place where its 32 rows are readable for the
+// packed k (a multiple of 64: the bytes past K meet zero weights), else
+// copied, C written in place when the tile's rows and the panels are
+// whole, else through a scratch; corr, cs and bias (or nil) are padded to
+// whole panels.
+func (w *Int8Weight) rowsAMX(r0, r1 int, c []float32, ldc int, a []uint8, lda int, corr []int32, cs, rowScale, bias []float32, then func(lo, hi int)) {
+	s := int8Scratches.Get().(*int8Scratch)
+	defer int8Scratches.Put(s)
+	const mr, nr = 32, 32
+	kp := w.kn.kstride(w.K)
+	np := (w.N + nr - 1) / nr
+	if len(s.a) < mr*kp {
+		s.a = make([]uint8, mr*kp)
+	}
+	if len(s.c) < mr*np*nr {
+		s.c = make([]float32, mr*np*nr)
+	}
+	if len(s.rs) < mr {
+		s.rs = make([]float32, mr)
+	}
+	if len(s.tmp) < mr*nr {
+		s.tmp = make([]int32, mr*nr)
+	}
+	for i0 := r0; i0 < r1; i0 += imc {
+		i1 := min(r1, i0+imc)
+		for i := i0; i < i1; i += mr {
+			rows := min(mr, i1-i)
+			ap, la := a[i*lda:], lda
+			var rs []float32
+			if rowScale != nil {
+				rs = rowScale[i:]
+			}
+			if rows < mr || (i+mr-1)*lda+kp > len(a) {
+				ap, la = s.a[:mr*kp], kp
+				for r := 0; r < mr; r++ {
+					d := ap[r*kp : r*kp+kp]
+					if r < rows {
+						clear(d[copy(d, a[(i+r)*lda:min(len(a), (i+r)*lda+kp)]):])
+					} else {
+						clear(d)
+					}
+				}
+				if rs != nil {
+					clear(s.rs[copy(s.rs[:mr], rs[:rows]):mr])
+					rs = s.rs[:mr]
+				}
+			}
+			if rows == mr && w.N == np*nr {
+				rowsAMXTile(kp, ap, la, w.p, np, c[i*ldc:], ldc, corr, cs, rs, bias, s.tmp)
+				continue
+			}
+			t := s.c[:mr*np*nr]
+			rowsAMXTile(kp, ap, la, w.p, np, t, np*nr, corr, cs, rs, bias, s.tmp)
+			for r := 0; r < rows; r++ {
+				copy(c[(i+r)*ldc:(i+r)*ldc+w.N], t[r*np*nr:])
 			}
 		}
 		if then != nil {

@@ -264,9 +264,17 @@ func (b *Batch) validate(cfg *model.Config) error {
 // and the second residual and LayerNorm on each block while it is in
 // cache.
 func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
+	return m.ForwardProfile(b, threads, nil)
+}
+
+// ForwardProfile is Forward that adds its time and work by op class to p
+// (nil: none), for a roofline of the forward (benchmarks'
+// EncoderRoofline).
+func (m *Model) ForwardProfile(b *Batch, threads int, p *Profile) ([]float32, error) {
 	if err := b.validate(&m.cfg); err != nil {
 		return nil, err
 	}
+	t0 := p.now()
 	th := threads
 	if th <= 0 {
 		th = runtime.GOMAXPROCS(0)
@@ -309,39 +317,61 @@ func (m *Model) Forward(b *Batch, threads int) ([]float32, error) {
 		}
 	}
 	clear(x)
-	ops.ParallelFor(R, th, func(lo, hi int) {
-		ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], m.elnw, m.elnb, hi-lo, C, eps)
-	})
+	if m.q == nil {
+		ops.ParallelFor(R, th, func(lo, hi int) {
+			ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], m.elnw, m.elnb, hi-lo, C, eps)
+		})
+	}
+	p.add(Elementwise, t0, float64(2*R*C))
 	att := ops.PackedAttention{H: H, KV: H, D: C / H, Lens: lens, Offs: offs, KeyBias: keyBias}
 	if len(w.att) < th {
 		w.att = make([]ops.AttScratch, th)
 	}
+	// Per layer: the products' multiply-adds, attention's (Q·Kᵀ and P·V
+	// over every head), the values the fused steps write.
+	var attOps float64
+	for _, L := range lens {
+		attOps += 4 * float64(L) * float64(L) * float64(C)
+	}
+	gemmOps := func(k, n int) float64 { return 2 * float64(R) * float64(k) * float64(n) }
 	if m.q != nil {
-		if err := m.forwardInt8(w, x, res, qkv, ctx, ff, att, R, th); err != nil {
+		if err := m.forwardInt8(w, x, res, qkv, ctx, ff, att, R, th, p, attOps); err != nil {
 			return nil, err
 		}
 	}
 	for l := range m.layers {
 		ly := &m.layers[l]
+		t := p.now()
 		ly.qkv.MatMul(qkv, 3*C, x, C, R, ly.qkvBias, th)
+		p.gemm(t, gemmOps(C, 3*C), 0)
+		t = p.now()
 		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
 			return nil, fmt.Errorf("bert: layer %d attention: %w", l, err)
 		}
+		p.add(Attention, t, attOps)
 		// x ← LayerNorm(x + ctx·Woᵀ + bo), per block of rows.
-		ly.ao.MatMulThen(res, C, ctx, C, R, ly.aoBias, th, func(lo, hi int) {
+		t = p.now()
+		ly.ao.MatMulThen(res, C, ctx, C, R, ly.aoBias, th, p.fused(func(lo, hi int) {
 			ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], ly.ln1w, ly.ln1b, hi-lo, C, eps)
-		})
-		ly.fi.MatMulThen(ff, FF, x, C, R, ly.fiBias, th, func(lo, hi int) {
+		}))
+		p.gemm(t, gemmOps(C, C), float64(R*C))
+		t = p.now()
+		ly.fi.MatMulThen(ff, FF, x, C, R, ly.fiBias, th, p.fused(func(lo, hi int) {
 			m.act(ff[lo*FF : hi*FF])
-		})
-		ly.fo.MatMulThen(res, C, ff, FF, R, ly.foBias, th, func(lo, hi int) {
+		}))
+		p.gemm(t, gemmOps(C, FF), float64(R*FF))
+		t = p.now()
+		ly.fo.MatMulThen(res, C, ff, FF, R, ly.foBias, th, p.fused(func(lo, hi int) {
 			ops.AddLayerNorm(x[lo*C:hi*C], x[lo*C:hi*C], res[lo*C:hi*C], ly.ln2w, ly.ln2b, hi-lo, C, eps)
-		})
+		}))
+		p.gemm(t, gemmOps(FF, C), float64(R*C))
 	}
+	t := p.now()
 	out := make([]float32, N*T*C)
 	for n := range lens {
 		copy(out[n*T*C:], x[offs[n]*C:offs[n+1]*C])
 	}
+	p.add(Elementwise, t, float64(N*T*C))
 	return out, nil
 }
 

@@ -110,7 +110,7 @@ func growU8(b *[]uint8, n int) []uint8 {
 // forwardInt8 runs the int8 layers over the R real rows of x (R×C, the
 // embeddings' output), leaving the last layer's output in x; res, qkv, ctx
 // and ff are Forward's buffers.
-func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.PackedAttention, R, th int) error {
+func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.PackedAttention, R, th int, p *Profile, attOps float64) error {
 	C, FF := m.cfg.HiddenSize, m.cfg.IntermediateSize
 	eps := float32(m.cfg.LayerNormEps)
 	ldc, ldf := tensor.Int8Stride(C), tensor.Int8Stride(FF)
@@ -130,15 +130,17 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 			ops.ActivationForward(ops.ActReLU, f, f, 1)
 		}
 	}
-	// The embeddings' LayerNorm again, in ONNX Runtime's float32
-	// arithmetic (res holds their sum): its output is quantized next.
+	// The embeddings' LayerNorm, in ONNX Runtime's float32 arithmetic
+	// (res holds their sum): its output is quantized next.
+	gemmOps := func(k, n int) float64 { return 2 * float64(R) * float64(k) * float64(n) }
+	t := p.now()
 	ops.ParallelFor(R, th, func(r0, r1 int) {
-		for r := r0; r < r1; r++ {
-			ops.LayerNormRow(x[r*C:r*C+C], res[r*C:r*C+C], m.elnw, m.elnb, eps)
-		}
+		ops.LayerNormRows(x[r0*C:r1*C], res[r0*C:r1*C], m.elnw, m.elnb, r1-r0, C, eps, nil, 0, nil)
 	})
+	p.add(Elementwise, t, float64(R*C))
 	for l := range m.q.layers {
 		ly := &m.q.layers[l]
+		t = p.now()
 		// Q, K and V: x quantized per row (the embeddings' output here,
 		// later the previous layer's, quantized by its last product's
 		// epilogue below), or in older graphs over the whole batch.
@@ -147,6 +149,8 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 				ops.QuantizeRows(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sa[r0:r1])
 			})
 		}
+		p.add(Elementwise, t, float64(R*C))
+		t = p.now()
 		var err error
 		if m.q.qkvPerBatch {
 			lo, hi := ops.MinMax(x[:R*C])
@@ -164,37 +168,53 @@ func (m *Model) forwardInt8(w *work, x, res, qkv, ctx, ff []float32, att ops.Pac
 		if err != nil {
 			return fmt.Errorf("bert: layer %d Q/K/V: %w", l, err)
 		}
+		p.gemm(t, gemmOps(C, 3*C), 0)
+		t = p.now()
 		if err := att.Forward(ctx, qkv, w.att[:th]); err != nil {
 			return fmt.Errorf("bert: layer %d attention: %w", l, err)
 		}
+		p.add(Attention, t, attOps)
 		// x ← SkipLayerNorm(rowq(ctx)·Wo, x, bo), then x quantized per
 		// row for the MLP, per block of rows.
+		t = p.now()
 		ops.ParallelFor(R, th, func(r0, r1 int) {
 			ops.QuantizeRows(qa[r0*ldc:], ldc, ctx[r0*C:r1*C], r1-r0, C, sa[r0:r1])
 		})
-		err = ly.ao.MatMulThen(res, C, qa, ldc, R, 128, ly.aoScale, sa, nil, th, func(r0, r1 int) {
-			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.aoBias, ly.ln1w, ly.ln1b, r1-r0, C, eps)
-			ops.QuantizeRows(qb[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sb[r0:r1])
-		})
+		p.add(Elementwise, t, float64(R*C))
+		t = p.now()
+		err = ly.ao.MatMulThen(res, C, qa, ldc, R, 128, ly.aoScale, sa, nil, th, p.fused(func(r0, r1 int) {
+			ops.SkipLayerNormQuantize(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.aoBias, ly.ln1w, ly.ln1b, r1-r0, C, eps, qb[r0*ldc:], ldc, sb[r0:r1])
+		}))
 		if err != nil {
 			return fmt.Errorf("bert: layer %d attention output: %w", l, err)
 		}
-		err = ly.fi.MatMulThen(ff, FF, qb, ldc, R, 128, ly.fiScale, sb, nil, th, func(r0, r1 int) {
+		p.gemm(t, gemmOps(C, C), float64(2*R*C))
+		t = p.now()
+		err = ly.fi.MatMulThen(ff, FF, qb, ldc, R, 128, ly.fiScale, sb, nil, th, p.fused(func(r0, r1 int) {
+			if m.q.act == ops.ActGELUTanh {
+				ops.FastGELUBiasQuantize(ff[r0*FF:r1*FF], ly.fiBias, qc[r0*ldf:], ldf, sc[r0:r1])
+				return
+			}
 			act(ff[r0*FF:r1*FF], ly.fiBias)
 			ops.QuantizeRows(qc[r0*ldf:], ldf, ff[r0*FF:r1*FF], r1-r0, FF, sc[r0:r1])
-		})
+		}))
 		if err != nil {
 			return fmt.Errorf("bert: layer %d intermediate: %w", l, err)
 		}
-		err = ly.fo.MatMulThen(res, C, qc, ldf, R, 128, ly.foScale, sc, nil, th, func(r0, r1 int) {
-			ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.foBias, ly.ln2w, ly.ln2b, r1-r0, C, eps)
-			if !m.q.qkvPerBatch {
-				ops.QuantizeRows(qa[r0*ldc:], ldc, x[r0*C:r1*C], r1-r0, C, sa[r0:r1]) // the next layer's Q/K/V input
+		p.gemm(t, gemmOps(C, FF), float64(2*R*FF))
+		t = p.now()
+		err = ly.fo.MatMulThen(res, C, qc, ldf, R, 128, ly.foScale, sc, nil, th, p.fused(func(r0, r1 int) {
+			if m.q.qkvPerBatch {
+				ops.SkipLayerNorm(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.foBias, ly.ln2w, ly.ln2b, r1-r0, C, eps)
+				return
 			}
-		})
+			// x quantized per row too: the next layer's Q/K/V input.
+			ops.SkipLayerNormQuantize(x[r0*C:r1*C], x[r0*C:r1*C], res[r0*C:r1*C], ly.foBias, ly.ln2w, ly.ln2b, r1-r0, C, eps, qa[r0*ldc:], ldc, sa[r0:r1])
+		}))
 		if err != nil {
 			return fmt.Errorf("bert: layer %d output: %w", l, err)
 		}
+		p.gemm(t, gemmOps(FF, C), float64(2*R*C))
 	}
 	return nil
 }

@@ -295,3 +295,19 @@ func TestReadGraphInt8(t *testing.T) {
 		t.Errorf("a 2-layer graph read for 3 layers: %v", err)
 	}
 }
+
+// TestLoadGraphRefuses: a graph LoadGraph reads under a config New or
+// NewInt8 refuses (here not a BERT model type) is an error, float32 and
+// int8 (it returned no model and no error).
+func TestLoadGraphRefuses(t *testing.T) {
+	cfg := tinyConfig()
+	ts := randomTensors(cfg, 5)
+	for _, quant := range []string{"", model.QuantizeInt8} {
+		path := writeGraph(t, cfg, ts, onnx.BuildOptions{Quantize: quant})
+		bad := *cfg
+		bad.ModelType = "xlm-roberta"
+		if m, err := LoadGraph(path, &bad); err == nil || m != nil {
+			t.Fatalf("quantize %q: LoadGraph under model_type xlm-roberta gave %v, %v; want an error", quant, m, err)
+		}
+	}
+}

@@ -45,14 +45,14 @@ func LoadGraph(path string, cfg *model.Config) (*Model, error) {
 	}
 	var m *Model
 	if hasInt8(rm) {
-		g, err := readGraphInt8(rm, path, cfg)
-		if err != nil {
+		var g *Int8Graph
+		if g, err = readGraphInt8(rm, path, cfg); err != nil {
 			return nil, err
 		}
 		m, err = NewInt8(cfg, g)
 	} else {
-		ts, err := readGraph(rm, path, cfg)
-		if err != nil {
+		var ts map[string]*safetensors.Tensor
+		if ts, err = readGraph(rm, path, cfg); err != nil {
 			return nil, err
 		}
 		m, err = New(cfg, ts)

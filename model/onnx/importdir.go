@@ -175,6 +175,7 @@ func noDuplicate(name, dir string, all map[string]*safetensors.Tensor, kept map[
 // and renames, replacing an existing dest, so readers never see half a
 // model. The trainer calls this with fine-tuned weights held in memory.
 func WriteDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byte, tensors map[string]*safetensors.Tensor, tokenizerPath string, s Settings) (*model.Manifest, error) {
+	ctx = safe.Ctx(ctx)
 	return writeDir(ctx, dest, cfg, cfgJSON, tensors, nil, tokenizerPath, s)
 }
 

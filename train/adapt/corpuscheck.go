@@ -129,7 +129,7 @@ func (r *run) rankCorpus(ctx context.Context, eng *engine.Engine, encs []encoder
 			return nil, fmt.Errorf("adapt: the encoder returned %d vectors for %d queries", len(qv[m]), len(queries))
 		}
 	}
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adapt: %w", err)
 	}
@@ -347,7 +347,7 @@ func (r *run) docVectors(ctx context.Context, eng *engine.Engine, enc encoder.En
 	var at []int
 	for i, d := range docs {
 		if stored && !r.embedBase {
-			v, ok, err := eng.Vectors(d.ID)
+			v, ok, err := eng.Teacher().Vectors(d.ID)
 			if err != nil {
 				return nil, fmt.Errorf("adapt: %w", err)
 			}

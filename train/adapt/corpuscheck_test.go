@@ -77,7 +77,7 @@ func TestCorpusCheck(t *testing.T) {
 	if err := os.WriteFile(r.path("heldout.jsonl"), held, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	baseEnc, err := eng.LoadEncoder(ctx)
+	baseEnc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestCorpusCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, _ := eng.IDs(ctx)
+	ids, _ := eng.Teacher().IDs(ctx)
 	all, _ := eng.Get(ctx, ids...)
 	var texts []string
 	for _, d := range all {

@@ -9,6 +9,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // The fusion stage (stage 6): hybrid retrieval's fusion chosen for the
@@ -163,6 +164,7 @@ func (r *run) fusionScores(ctx context.Context, eng *engine.Engine, qs []checkQu
 // cache ($ANNA_HOME/cache/embeddings): the first call on a corpus embeds it
 // with each.
 func PseudoJudge(ctx context.Context, eng *engine.Engine, queries, teacherModels []string) ([]map[string]int, error) {
+	ctx = safe.Ctx(ctx)
 	r := &run{cfg: Config{TeacherModels: teacherModels}}
 	return r.pseudoJudge(ctx, eng, queries)
 }

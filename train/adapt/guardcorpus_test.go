@@ -67,7 +67,7 @@ func TestGuardCorpusMeasures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, err := eng.IDs(ctx)
+		ids, err := eng.Teacher().IDs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,7 +126,7 @@ type storedVectors struct {
 // embedded: a small cost beside the check's embedding).
 func newStoredVectors(ctx context.Context, eng *engine.Engine) (*storedVectors, error) {
 	s := &storedVectors{eng: eng, seed: maphash.MakeSeed(), ids: map[uint64][]string{}}
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adapt: listing the index's documents: %w", err)
 	}
@@ -154,7 +154,7 @@ func (s *storedVectors) lookup(ctx context.Context, text string) ([]float32, boo
 		if len(docs) == 0 || engine.EmbedText(docs[0]) != text {
 			continue
 		}
-		v, ok, err := s.eng.Vectors(id)
+		v, ok, err := s.eng.Teacher().Vectors(id)
 		if err != nil {
 			return nil, false, fmt.Errorf("adapt: %w", err)
 		}

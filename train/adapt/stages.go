@@ -44,7 +44,7 @@ func (r *run) openIndex(ctx context.Context) (*engine.Engine, error) {
 
 // listIDs lists the index's document IDs in byte order.
 func listIDs(ctx context.Context, eng *engine.Engine) ([]string, error) {
-	return eng.IDs(ctx)
+	return eng.Teacher().IDs(ctx)
 }
 
 // PseudoQuery is a document's extractive pseudo-query: its title when it
@@ -275,7 +275,7 @@ func readLog(path string) ([]string, error) {
 // model (up to 8 embedded, the first call's warm-up left out); 0 when it
 // cannot be measured.
 func (r *run) embedCost(ctx context.Context, eng *engine.Engine, ids []string) time.Duration {
-	enc, err := eng.LoadEncoder(ctx)
+	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		return 0
 	}
@@ -313,7 +313,7 @@ func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Dura
 // calibrated on train.jsonl (on train-log.jsonl when train.jsonl is
 // empty), the calibration kept in Work/teacher.json.
 func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teacher, progress func(done, total int)) (*mining.Miner, error) {
-	enc, err := eng.LoadEncoder(ctx)
+	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adapt: %w", err)
 	}
@@ -754,7 +754,7 @@ func (r *run) check(ctx context.Context) error {
 		return err
 	}
 	defer eng.Close()
-	baseEnc, err := eng.LoadEncoder(ctx)
+	baseEnc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}

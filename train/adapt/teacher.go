@@ -9,6 +9,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 	annamodel "github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
@@ -47,7 +48,7 @@ func (r *run) teacherEncoders(ctx context.Context, eng *engine.Engine) ([]teache
 	if err != nil {
 		return nil, err
 	}
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		closeTeachers(ts)
 		return nil, fmt.Errorf("adapt: %w", err)
@@ -111,6 +112,7 @@ const DefaultTeacher = "bge-small-en-v1.5"
 // the stronger teachers, and each teacher costs a pass over the corpus.
 // left says, for people, each installed model left out and why.
 func DefaultTeacherModels(ctx context.Context, index, modelsDir string) (dirs, left []string, err error) {
+	ctx = safe.Ctx(ctx)
 	m, err := engine.RecordedModel(index)
 	if err != nil {
 		return nil, nil, fmt.Errorf("adapt: %w", err)
@@ -180,7 +182,7 @@ func corpusLanguage(ctx context.Context, index string) (string, error) {
 		return "", fmt.Errorf("adapt: %w", err)
 	}
 	defer eng.Close()
-	ids, err := eng.IDs(ctx)
+	ids, err := eng.Teacher().IDs(ctx)
 	if err != nil {
 		return "", fmt.Errorf("adapt: %w", err)
 	}

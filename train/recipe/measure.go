@@ -60,29 +60,11 @@ func (b *build) measure(ctx context.Context, dir, modelDir string) error {
 	if err != nil {
 		return err
 	}
-	rr, err := rerank.Load(ctx, modelDir, rerank.Options{})
+	eng, sc, closeAll, err := b.scoredIndex(ctx, dir, name, modelDir, stage, ds.Corpus)
 	if err != nil {
 		return err
 	}
-	defer rr.Close()
-	sc, err := openScores(filepath.Join(c.Work, fmt.Sprintf("scores-%s-%s.txt", name, rr.Manifest().ShortFingerprint())), rr)
-	if err != nil {
-		return err
-	}
-	defer sc.close()
-	enc, _, closeEnc, err := b.embedder(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeEnc()
-	eng, err := engine.Open(ctx, b.indexDir(dir), engine.Options{Encoder: enc, Model: c.Embedder, Reranker: sc, Logf: c.Logf})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	if err := b.index(ctx, eng, stage, ds.Corpus); err != nil {
-		return err
-	}
+	defer closeAll()
 	qids := retrieval.JudgedQueries(ds)
 	runs := map[string]eval.Run{}
 	// The candidate lists first: they say how many pairs there are to score
@@ -298,4 +280,43 @@ func (s *scores) Score(ctx context.Context, query string, docs []string) ([]floa
 		s.onScored(n)
 	}
 	return out, nil
+}
+
+// scoredIndex opens dir's index (indexing docs where it lacks them) with
+// the reranker in modelDir behind its score cache, Work/scores-NAME-FP.txt
+// (pairs scored once, kept across stops), and returns the engine and what
+// closes it all; the score cache's pairs are the measure's to count.
+func (b *build) scoredIndex(ctx context.Context, dir, name, modelDir, stage string, docs []beir.Doc) (*engine.Engine, *scores, func(), error) {
+	c := &b.cfg
+	var closers []func()
+	done := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*engine.Engine, *scores, func(), error) { done(); return nil, nil, nil, err }
+	rr, err := rerank.Load(ctx, modelDir, rerank.Options{})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { rr.Close() })
+	sc, err := openScores(filepath.Join(c.Work, fmt.Sprintf("scores-%s-%s.txt", name, rr.Manifest().ShortFingerprint())), rr)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { sc.close() })
+	enc, _, closeEnc, err := b.embedder(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, closeEnc)
+	eng, err := engine.Open(ctx, b.indexDir(dir), engine.Options{Encoder: enc, Model: c.Embedder, Reranker: sc, Logf: c.Logf})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { eng.Close() })
+	if err := b.index(ctx, eng, stage, docs); err != nil {
+		return fail(err)
+	}
+	return eng, sc, done, nil
 }

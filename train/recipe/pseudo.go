@@ -19,7 +19,6 @@ import (
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/rerank"
 	"github.com/anna-search/anna/train/adapt"
 )
 
@@ -169,29 +168,11 @@ func (b *build) check(ctx context.Context, dir, modelDir string) error {
 	if len(queries) == 0 {
 		return fmt.Errorf("recipe: %s: no pseudo-query to check on", beir.CorpusPath(dir))
 	}
-	rr, err := rerank.Load(ctx, modelDir, rerank.Options{})
+	eng, _, closeAll, err := b.scoredIndex(ctx, dir, name, modelDir, stage, docs)
 	if err != nil {
 		return err
 	}
-	defer rr.Close()
-	sc, err := openScores(filepath.Join(c.Work, fmt.Sprintf("scores-%s-%s.txt", name, rr.Manifest().ShortFingerprint())), rr)
-	if err != nil {
-		return err
-	}
-	defer sc.close()
-	enc, _, closeEnc, err := b.embedder(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeEnc()
-	eng, err := engine.Open(ctx, b.indexDir(dir), engine.Options{Encoder: enc, Model: c.Embedder, Reranker: sc, Logf: c.Logf})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	if err := b.index(ctx, eng, stage, docs); err != nil {
-		return err
-	}
+	defer closeAll()
 	b.logf("%s: %d pseudo-queries, judged by BM25 fused with %d teacher models", stage, len(queries), len(c.TeacherModels))
 	rels, err := adapt.PseudoJudge(ctx, eng, queries, c.TeacherModels)
 	if err != nil {

@@ -26,11 +26,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 
 	"github.com/klippa-app/go-pdfium"
 	pdferrors "github.com/klippa-app/go-pdfium/errors"
 	"github.com/klippa-app/go-pdfium/references"
 	"github.com/klippa-app/go-pdfium/requests"
+	"github.com/klippa-app/go-pdfium/structs"
 	"github.com/klippa-app/go-pdfium/webassembly"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -171,7 +173,63 @@ func pageText(inst pdfium.Pdfium, h references.FPDF_DOCUMENT, i int) (string, er
 	if err != nil {
 		return "", err
 	}
-	return t.Text, nil
+	return spaced(t.Text, n.Count, func(i int) (structs.FPDF_FS_RECTF, bool) {
+		b, err := inst.FPDFText_GetLooseCharBox(&requests.FPDFText_GetLooseCharBox{TextPage: tp.TextPage, Index: i})
+		if err != nil {
+			return structs.FPDF_FS_RECTF{}, false
+		}
+		return b.Rect, true
+	}), nil
+}
+
+// wordGap is the gap between two characters' advance boxes on one line,
+// as a share of the line's height, from which they are taken to be two
+// words: a PDF may place each word by position, with no space character
+// between (groff and Ghostscript do), and PDFium then runs the words
+// together ("twelvepounds a year,and"). Letters of a word sit within a
+// few hundredths of the height of each other (kerning); a space is about
+// a quarter of the font's size, a fifth of the line's height.
+const wordGap = 0.1
+
+// spaced is text, page text of count characters as PDFium gives it, with a
+// space put between two characters of a line that box (each character's
+// advance box, PDFium's loose box) finds a word's gap apart. text is left
+// as it is where its UTF-16 units are not count (then they cannot be
+// matched to PDFium's character indices).
+func spaced(text string, count int, box func(i int) (structs.FPDF_FS_RECTF, bool)) string {
+	units := utf16.Encode([]rune(text))
+	if len(units) != count || count < 2 {
+		return text
+	}
+	blank := func(u uint16) bool { return u <= ' ' || u == 0xA0 || u == 0x2002 || u == 0x2003 || u == 0x2009 }
+	out := make([]uint16, 0, count+count/8)
+	prev, prevOK := box(0)
+	for i := 0; i < count; i++ {
+		out = append(out, units[i])
+		if i+1 == count {
+			break
+		}
+		next, nextOK := box(i + 1)
+		if prevOK && nextOK && !blank(units[i]) && !blank(units[i+1]) {
+			h := prev.Top - prev.Bottom
+			if h < 0 {
+				h = -h
+			}
+			sameLine := h > 0 && abs32(next.Bottom-prev.Bottom) < h/3
+			if gap := next.Left - prev.Right; sameLine && gap > wordGap*h && gap < 4*h {
+				out = append(out, ' ')
+			}
+		}
+		prev, prevOK = next, nextOK
+	}
+	return string(utf16.Decode(out))
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 var (

@@ -1,0 +1,250 @@
+#include "textflag.h"
+
+// The int8 forward's element-wise kernels in AVX-512 (infer_int8_avx512_amd64.go),
+// sixteen floats at a time; n is a multiple of 16. Every operation is
+// rounded on its own (no fused multiply-add) in the order of the Go forms
+// in infer_int8.go, so all give the same bits. c points at int8Table.
+
+// HMAX leaves in the low lane of x the largest of z's sixteen floats (y and
+// x are z's lower halves); it clobbers Z0.
+#define HMAX(z, y, x) \
+	VEXTRACTF32X8 $1, z, Y0; \
+	VMAXPS Y0, y, y; \
+	VEXTRACTF128 $1, y, X0; \
+	VMAXPS X0, x, x; \
+	VPERMILPS $0x4e, x, X0; \
+	VMAXPS X0, x, x; \
+	VPERMILPS $0xb1, x, X0; \
+	VMAXPS X0, x, x
+
+// func fastGelu512(x, b *float32, n int, c *[int8Consts][8]float32) (absMax float32)
+// As fastGeluAVX2, and returns the largest |result|.
+TEXT ·fastGelu512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ c+24(FP), R8
+	VBROADCASTSS 0(R8), Z8     // A
+	VBROADCASTSS 32(R8), Z9    // B
+	VBROADCASTSS 64(R8), Z10   // ½
+	VBROADCASTSS 96(R8), Z11   // 1
+	VBROADCASTSS 128(R8), Z12  // −9
+	VBROADCASTSS 160(R8), Z13  // 9
+	VBROADCASTSS 192(R8), Z14  // a13
+	VBROADCASTSS 224(R8), Z15
+	VBROADCASTSS 256(R8), Z16
+	VBROADCASTSS 288(R8), Z17
+	VBROADCASTSS 320(R8), Z18
+	VBROADCASTSS 352(R8), Z19
+	VBROADCASTSS 384(R8), Z20  // a1
+	VBROADCASTSS 416(R8), Z21  // b6
+	VBROADCASTSS 448(R8), Z22
+	VBROADCASTSS 480(R8), Z23
+	VBROADCASTSS 512(R8), Z24  // b0
+	VPXORD Z25, Z25, Z25       // max |result|
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z26
+	SHRQ $4, CX
+	JZ   fg5done
+fg5loop:
+	VMOVUPS (DI), Z0
+	VADDPS  (SI), Z0, Z0       // v
+	VMULPS  Z9, Z0, Z1
+	VMULPS  Z0, Z1, Z1
+	VADDPS  Z8, Z1, Z1
+	VMULPS  Z1, Z0, Z1         // u
+	VMAXPS  Z12, Z1, Z1
+	VMINPS  Z13, Z1, Z1
+	VMULPS  Z1, Z1, Z2         // u²
+	VMULPS  Z14, Z2, Z3
+	VADDPS  Z15, Z3, Z3
+	VMULPS  Z2, Z3, Z3
+	VADDPS  Z16, Z3, Z3
+	VMULPS  Z2, Z3, Z3
+	VADDPS  Z17, Z3, Z3
+	VMULPS  Z2, Z3, Z3
+	VADDPS  Z18, Z3, Z3
+	VMULPS  Z2, Z3, Z3
+	VADDPS  Z19, Z3, Z3
+	VMULPS  Z2, Z3, Z3
+	VADDPS  Z20, Z3, Z3
+	VMULPS  Z1, Z3, Z3         // p
+	VMULPS  Z21, Z2, Z4
+	VADDPS  Z22, Z4, Z4
+	VMULPS  Z2, Z4, Z4
+	VADDPS  Z23, Z4, Z4
+	VMULPS  Z2, Z4, Z4
+	VADDPS  Z24, Z4, Z4        // q
+	VDIVPS  Z4, Z3, Z3         // tanh(u)
+	VADDPS  Z11, Z3, Z3
+	VMULPS  Z10, Z0, Z0
+	VMULPS  Z3, Z0, Z0
+	VMOVUPS Z0, (DI)
+	VPANDD  Z26, Z0, Z0
+	VMAXPS  Z0, Z25, Z25
+	ADDQ $64, DI
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  fg5loop
+fg5done:
+	VMOVAPS Z25, Z1
+	HMAX(Z1, Y1, X1)
+	MOVSS X1, absMax+32(FP)
+	VZEROUPPER
+	RET
+
+// func absMax512(x *float32, n int) float32
+TEXT ·absMax512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VPXORD Z1, Z1, Z1
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z2
+	SHRQ $4, CX
+	JZ   am5done
+am5loop:
+	VPANDD  (DI), Z2, Z0
+	VMAXPS  Z0, Z1, Z1
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  am5loop
+am5done:
+	HMAX(Z1, Y1, X1)
+	MOVSS X1, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func quantize512(q *uint8, x *float32, n int, s float32)
+// q = clamp(round(x/s), −128, 127) + 128, rounding half to even.
+TEXT ·quantize512(SB), NOSPLIT, $0-28
+	MOVQ q+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z5
+	MOVL $0xc3000000, AX           // −128
+	VPBROADCASTD AX, Z7
+	MOVL $0x42fe0000, AX           // 127
+	VPBROADCASTD AX, Z8
+	MOVL $128, AX
+	VPBROADCASTD AX, Z9
+	SHRQ $4, CX
+	JZ   q5done
+q5loop:
+	VMOVUPS (SI), Z0
+	VDIVPS  Z5, Z0, Z0
+	VMAXPS  Z7, Z0, Z0
+	VMINPS  Z8, Z0, Z0
+	VCVTPS2DQ Z0, Z0               // round half to even (MXCSR's default)
+	VPADDD  Z9, Z0, Z0
+	VPMOVDB Z0, X1
+	VMOVDQU X1, (DI)
+	ADDQ $64, SI
+	ADDQ $16, DI
+	DECQ CX
+	JNZ  q5loop
+q5done:
+	VZEROUPPER
+	RET
+
+// func skipAdd512(y, x, bias *float32, n int)
+// y = (y + x) + bias.
+TEXT ·skipAdd512(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ bias+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	JZ   sa5done
+sa5loop:
+	VMOVUPS (DI), Z0
+	VADDPS  (SI), Z0, Z0
+	VADDPS  (DX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ  sa5loop
+sa5done:
+	VZEROUPPER
+	RET
+
+// func rowSums512(y *float32, n, stride int, mask uint16, sums *[32]float32)
+// For the rows of y (stride floats apart) whose bit is set in mask (at most
+// 16), Σ y and Σ float32(y·y) over n values, each row's summed in order
+// in float32 in its own lane (a column of the rows gathered at a time):
+// sums[0:16] and sums[16:32].
+TEXT ·rowSums512(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ stride+16(FP), AX
+	MOVWLZX mask+24(FP), DX
+	KMOVW DX, K2
+	// Z1: row r's offset r·stride, in floats.
+	MOVL $0, DX
+	VPXORD Z1, Z1, Z1
+	MOVQ $0x0706050403020100, R8
+	VMOVQ R8, X3
+	VPMOVZXBD X3, Y3               // 0..7
+	MOVQ $0x0f0e0d0c0b0a0908, R8
+	VMOVQ R8, X4
+	VPMOVZXBD X4, Y4               // 8..15
+	VINSERTI32X8 $1, Y4, Z3, Z3    // 0..15
+	VPBROADCASTD AX, Z5
+	VPMULLD Z5, Z3, Z1
+	VPXORD Z6, Z6, Z6              // Σ y
+	VPXORD Z7, Z7, Z7              // Σ y²
+	TESTQ CX, CX
+	JZ   rs5done
+rs5loop:
+	KMOVW K2, K1
+	VPXORD Z0, Z0, Z0
+	VGATHERDPS (SI)(Z1*4), K1, Z0
+	VADDPS Z0, Z6, Z6
+	VMULPS Z0, Z0, Z0
+	VADDPS Z0, Z7, Z7
+	ADDQ $4, SI
+	DECQ CX
+	JNZ  rs5loop
+rs5done:
+	MOVQ sums+32(FP), DI
+	VMOVUPS Z6, (DI)
+	VMOVUPS Z7, 64(DI)
+	VZEROUPPER
+	RET
+
+// func norm512(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
+// out = float32(float32((y − mean)/sd)·w) + b; returns the largest |out|.
+TEXT ·norm512(SB), NOSPLIT, $0-52
+	MOVQ out+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ b+24(FP), R8
+	MOVQ n+32(FP), CX
+	VBROADCASTSS mean+40(FP), Z5
+	VBROADCASTSS sd+44(FP), Z6
+	VPXORD Z7, Z7, Z7
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z8
+	SHRQ $4, CX
+	JZ   n5done
+n5loop:
+	VMOVUPS (SI), Z0
+	VSUBPS  Z5, Z0, Z0
+	VDIVPS  Z6, Z0, Z0
+	VMULPS  (DX), Z0, Z0
+	VADDPS  (R8), Z0, Z0
+	VMOVUPS Z0, (DI)
+	VPANDD  Z8, Z0, Z0
+	VMAXPS  Z0, Z7, Z7
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	DECQ CX
+	JNZ  n5loop
+n5done:
+	HMAX(Z7, Y7, X7)
+	MOVSS X7, absMax+48(FP)
+	VZEROUPPER
+	RET
