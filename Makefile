@@ -43,7 +43,7 @@ test: setup pydeps test-models chromium
 	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --precision float32 --cache >/dev/null; fi
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 20m -run 'Concurrent|SearchDuringIngest|ScoresMatchBruteForce|Each|Lazy' \
-		./engine ./encoder ./rerank ./tokenizer ./index/... ./internal/...
+		./engine ./encoder ./rerank ./internal/...
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) FUZZBRIEF=$(TEST_FUZZBRIEF) bash scripts/fuzz.sh
 	$(MAKE) closed-loop CLOSED_LOOP_STEPS=$(TEST_CLOSED_LOOP_STEPS) CLOSED_LOOP_EVAL_EVERY=$(TEST_CLOSED_LOOP_STEPS)
 
@@ -98,7 +98,7 @@ reranker: build
 ablation: build test-models
 	bash scripts/ablation.sh
 
-# test-cluster: the Weaviate backend's tests (index/weaviate, engine) against
+# test-cluster: the Weaviate backend's tests (internal/index/weaviate, engine) against
 # a real cluster: scripts/weaviate.sh builds weaviate-server v1.35.2 from the
 # Go module proxy into $(ANNA_HOME)/weaviate (once, minutes) and runs them
 # against 3 nodes on 127.0.0.1 (replication 2, API keys on), in a network
@@ -110,7 +110,7 @@ test-cluster: setup
 	if [ -d $(SHARED)/datasets/scifact ]; then $(GO) run ./cmd/annactl eval $(SHARED)/datasets/scifact --modes dense --precision float32 --cache >/dev/null; fi
 	rm -rf $(WEAVIATE_TEST_DIR)
 	GOPROXY=off GO=$(GO) bash scripts/weaviate.sh run $(WEAVIATE_TEST_DIR) \
-		$(GO) test -count=1 -timeout 30m -run 'Cluster|Weaviate' ./index/weaviate ./engine ./cmd/annactl
+		$(GO) test -count=1 -timeout 30m -run 'Cluster|Weaviate' ./internal/index/weaviate ./engine ./cmd/annactl
 
 bench: setup pydeps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./benchmarks/...

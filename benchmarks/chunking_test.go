@@ -16,10 +16,10 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/fusion"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // chunkRule scores a document from its truncated vector's cosine t and its

@@ -11,8 +11,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/filter"
-	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/dense/densetest"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/index/dense/densetest"
 )
 
 // BenchmarkDenseFilter100k measures filtered dense search on the vectors

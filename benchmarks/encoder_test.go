@@ -13,9 +13,9 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // encSciFactTexts reads the SciFact corpus as the dense side embeds it:

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/files"
 	"github.com/anna-search/anna/ingest"
+	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/shareddata"
 )
 

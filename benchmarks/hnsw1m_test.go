@@ -22,9 +22,9 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/dense/densetest"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/index/dense/densetest"
 	"github.com/anna-search/anna/internal/shareddata"
 )
 
@@ -33,7 +33,7 @@ import (
 // reopened index costs and does, against hnswlib built with as many
 // threads on the same vectors (M 16, efConstruction 200 for both):
 //
-//   - build time, ours (index/dense Add in batches of 10,000, Reconnect
+//   - build time, ours (internal/index/dense Add in batches of 10,000, Reconnect
 //     after each) and hnswlib's (add_items with -threads threads);
 //
 //   - open time (dense.Load of the saved file, page cache warm: it was

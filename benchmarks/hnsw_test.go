@@ -16,14 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/index/dense/hnsw"
+	"github.com/anna-search/anna/internal/index/dense/hnsw"
 
-	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/dense/densetest"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/index/dense/densetest"
 )
 
-// BenchmarkHNSW builds our index (index/dense over third_party/hnsw) and
+// BenchmarkHNSW builds our index (internal/index/dense over third_party/hnsw) and
 // hnswlib's and FAISS's HNSW on the same 100,000 clustered 384-d vectors
 // with the same M=16, efConstruction=200, then sweeps efSearch. For each it
 // reports the build time and the QPS at the smallest ef reaching recall@10

@@ -16,9 +16,9 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/index/dense"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model/catalog"
 )

@@ -20,9 +20,9 @@ import (
 
 	"github.com/anna-search/anna/filter"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/index/lexical"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 func lexSciFact(b *testing.B) *beir.Dataset {

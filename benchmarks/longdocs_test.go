@@ -16,7 +16,7 @@ import (
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // longSciFact builds the long-document set from SciFact's test split.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // BenchmarkCrashRestart measures what a crash costs the next Open: the
@@ -23,7 +23,7 @@ import (
 // sixth finding), before and after the graph's checkpoints.
 //
 // For each size N, a child process opens an empty directory for writing
-// (the deterministic hashing encoder of encoder/encodertest, so that no
+// (the deterministic hashing encoder of internal/encodertest, so that no
 // model time is measured), adds N documents in batches of 1,000 and is
 // killed (SIGKILL) once the last batch is acknowledged. Before checkpoints
 // (Options.CheckpointChanges -1, the behaviour up to 92fc058) the graph of

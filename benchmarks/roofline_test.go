@@ -16,11 +16,11 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
+	gobert "github.com/anna-search/anna/internal/model/bert"
 	"github.com/anna-search/anna/internal/tensor"
+	"github.com/anna-search/anna/internal/tokenizer"
 	"github.com/anna-search/anna/model"
-	gobert "github.com/anna-search/anna/model/bert"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/tokenizer"
 )
 
 // rooflineModels are the encoders BenchmarkEncoderRoofline measures, each

@@ -32,7 +32,7 @@ import (
 
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/format/beir"
-	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/index/lexical"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/lang"
 )

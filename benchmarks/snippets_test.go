@@ -8,7 +8,7 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/snippet"
+	"github.com/anna-search/anna/internal/snippet"
 )
 
 // snippetProse is n bytes of ordinary prose: the Cranfield then SciFact

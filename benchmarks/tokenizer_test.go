@@ -10,7 +10,7 @@ import (
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // tokSciFactTexts reads the SciFact corpus as "title text" strings, the way

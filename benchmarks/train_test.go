@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/train"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // BenchmarkTrainStep times one full training step of all-MiniLM-L6-v2 —

@@ -6,7 +6,7 @@
 //
 // The decoder is a llama GGUF file (smollm2-135m-instruct from the
 // catalogue, or any file with a ChatML chat template: SmolLM2, Qwen2,
-// Qwen3), run by model/llama (the trainer's decoder's forward) with a
+// Qwen3), run by internal/model/llama (the trainer's decoder's forward) with a
 // key/value cache. A model writes the languages its file names
 // (general.languages; SmolLM2, by name, English): Run leaves out the
 // documents in other languages (given, else detected by package lang) and
@@ -54,11 +54,11 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/model/gguf"
+	"github.com/anna-search/anna/internal/model/llama"
+	"github.com/anna-search/anna/internal/model/llama/llamaload"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/model/gguf"
-	"github.com/anna-search/anna/model/llama"
-	"github.com/anna-search/anna/model/llama/llamaload"
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // Split is the qrels split the output's judgments are in.

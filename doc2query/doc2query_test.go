@@ -13,11 +13,11 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/gguf/gguftest"
+	"github.com/anna-search/anna/internal/model/llama"
 	"github.com/anna-search/anna/internal/reftest"
+	"github.com/anna-search/anna/internal/tokenizer"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/gguf/gguftest"
-	"github.com/anna-search/anna/model/llama"
-	"github.com/anna-search/anna/tokenizer"
 )
 
 // tinyGenerator is a random decoder over the default model's WordPiece

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // The tests use the installed default model when `make setup` has run, and

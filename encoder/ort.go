@@ -222,7 +222,7 @@ func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Promp
 }
 
 // embedCausal2Vec embeds texts with a Causal2Vec model as the trainer does
-// (train/technique/causal2vec): the paired encoder embeds raw[i] (a query
+// (internal/train/technique/causal2vec): the paired encoder embeds raw[i] (a query
 // without its instruction, a document), and the contextual token goes after
 // the tokens texts[i] shares with prefix(i) tokenised alone (the BOS, if
 // any, and the instruction), before EOS.
@@ -250,7 +250,7 @@ func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, p
 }
 
 // embedMemory embeds texts with an AutoRegEmbed model as the trainer does
-// (train/technique/autoregembed): the text's tokens with the tokenizer's
+// (internal/train/technique/autoregembed): the text's tokens with the tokenizer's
 // BOS kept and its EOS dropped, the role's instruction tokenised alone,
 // then the k memory tokens (ids vocab … vocab+k−1).
 func (e *ORTEncoder) embedMemory(ctx context.Context, texts []string, query bool) ([][]float32, error) {

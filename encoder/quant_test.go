@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // graphForms imports MiniLM from its source weights (sourceDir, kept by

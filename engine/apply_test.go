@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // TestApplyReusesVectors: a document whose metadata alone changed, or

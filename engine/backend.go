@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 
-	"github.com/anna-search/anna/fusion"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/fusion"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // backend is the seam between the engine and where its two candidate

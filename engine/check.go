@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/lexical"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/index/lexical"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // Parts of a directory, as Problem.Part names them.

@@ -11,7 +11,7 @@ import (
 
 // TestRuntimeLinksNoConverter: the runtime (engine, encoder, rerank,
 // internal/bert, and the server built on them) links neither the converter
-// (model/onnx), GGUF, the catalogue's downloads, the trainer, report nor
+// (internal/model/onnx), GGUF, the catalogue's downloads, the trainer, report nor
 // gonum, nor the pipelines that drive the engine from outside (mining,
 // eval, ingest, doc2query). Each offending package is named with the
 // runtime packages that import it.
@@ -23,7 +23,7 @@ func TestRuntimeLinksNoConverter(t *testing.T) {
 	const mod = "github.com/anna-search/anna/"
 	runtime := []string{mod + "engine", mod + "encoder", mod + "rerank", mod + "internal/bert", mod + "server"}
 	forbidden := func(p string) bool {
-		for _, f := range []string{"model/onnx", "model/gguf", "model/catalog", "train", "report", "mining", "eval", "ingest", "doc2query"} {
+		for _, f := range []string{"internal/model/onnx", "internal/model/gguf", "model/catalog", "train", "report", "mining", "eval", "ingest", "doc2query"} {
 			if p == mod+f || strings.HasPrefix(p, mod+f+"/") {
 				return true
 			}

@@ -115,7 +115,7 @@
 //
 // The BM25 and dense lists come from the directory's own indexes, or, with
 // Options.Weaviate, from a collection of a Weaviate cluster (package
-// index/weaviate) for corpora that outgrow one machine's memory. anna.db
+// internal/index/weaviate) for corpora that outgrow one machine's memory. anna.db
 // stays the source of truth either way; the collection is derived from it
 // like the local indexes (it records the store's id and the last change
 // applied; one behind replays what it missed on the next write or Open; one

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // Chunking says how documents longer than the model's window are embedded.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // words is n distinct words w0 w1 ... separated by spaces and, every 7th,

@@ -11,13 +11,13 @@ import (
 	"sync"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/index/dense"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/snippet"
+	"github.com/anna-search/anna/internal/storage"
 	"github.com/anna-search/anna/lang"
-	"github.com/anna-search/anna/model/installed"
-	"github.com/anna-search/anna/snippet"
-	"github.com/anna-search/anna/storage"
 )
 
 // Files of an engine directory.

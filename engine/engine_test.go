@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 func hashEnc(fp string) *encodertest.Hashing { return &encodertest.Hashing{D: 64, FP: fp} }

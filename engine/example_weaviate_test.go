@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/index/weaviate"
+	"github.com/anna-search/anna/internal/index/weaviate"
 )
 
 // Point an engine directory's retrieval at a Weaviate cluster (started, for

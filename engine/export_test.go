@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/fusion"
 )
 
 // PanicInLexical makes e's BM25 list panic with v — on the goroutine a

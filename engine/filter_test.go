@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // metaDoc is doc(n) with metadata: lang cycles through en, de, fr; year

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/anna-search/anna/fusion"
-	"github.com/anna-search/anna/index/dense"
-	"github.com/anna-search/anna/index/lexical"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/fusion"
+	"github.com/anna-search/anna/internal/index/dense"
+	"github.com/anna-search/anna/internal/index/lexical"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // local is the backend of an engine directory: its Bleve index and HNSW

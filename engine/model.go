@@ -9,9 +9,9 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // ErrModelNotFound is wrapped by ModelNotFoundError.

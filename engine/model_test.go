@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // installedDefault returns the default model's directory and manifest,

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // noCtx is what a caller passes as a nil context (a variable, so that the

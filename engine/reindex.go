@@ -6,7 +6,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // ReindexOptions configure Reindex.

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/anna-search/anna/fusion"
-	"github.com/anna-search/anna/index/weaviate"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/fusion"
+	"github.com/anna-search/anna/internal/index/weaviate"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // Weaviate points an engine's retrieval at a Weaviate cluster

@@ -11,10 +11,10 @@ import (
 	"github.com/anna-search/anna/model"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/fusion"
 	"github.com/anna-search/anna/internal/clip"
+	"github.com/anna-search/anna/internal/fusion"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // Mode selects the retrieval pipeline.

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine/internal/share"
-	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/fusion"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/storage"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/storage"
 )
 
 // Sharing a directory between processes (package doc, "Read-only and

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine/internal/share"
+	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/fuzzcheck"
 )
 

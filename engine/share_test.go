@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // Sharing a directory between processes: read-only opens beside a writer

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/anna-search/anna/internal/snippet"
 	"github.com/anna-search/anna/lang"
-	"github.com/anna-search/anna/snippet"
 )
 
 // snippets attaches a Snippet to each result (see Snippet for the choice

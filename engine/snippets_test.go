@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // repetitive is n bytes of 15 distinct words (issue #41: a log or a table

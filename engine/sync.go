@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // DeleteBatch is how many documents DeleteExcept removes per committed

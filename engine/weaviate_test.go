@@ -18,9 +18,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/index/weaviate"
+	"github.com/anna-search/anna/internal/encodertest"
+	"github.com/anna-search/anna/internal/index/weaviate"
 )
 
 // clusterWeaviate returns engine options for the test cluster with a fresh

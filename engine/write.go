@@ -12,7 +12,7 @@ import (
 
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // Document is one document. ID is required and unique within a directory;

@@ -11,7 +11,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/anna-search/anna/filter"
-	"github.com/anna-search/anna/filter/filtertest"
+	"github.com/anna-search/anna/internal/filtertest"
 )
 
 // TestEvalMatchesMatch is the property test: over random metadata and

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/files"
 	"github.com/anna-search/anna/ingest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 func write(t *testing.T, root, rel, body string) {

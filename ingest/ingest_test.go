@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/ingest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // recorder is an Adder that keeps the batches it is given; cancel, when

@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/internal/safe"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/internal/shareddata"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 )
 
 // memCorpus is an in-memory corpus with a word-overlap retriever: enough to

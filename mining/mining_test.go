@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/encodertest"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/internal/shareddata"
 )
 

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/fusion"
 	"github.com/anna-search/anna/internal/safe"
 )
 

@@ -1,6 +1,6 @@
 package model
 
-// The names the converter (model/onnx, which re-exports them under the same
+// The names the converter (internal/model/onnx, which re-exports them under the same
 // names) and the runtime share; see the package doc.
 
 // File names inside a converted model directory, beside ONNXFile and

@@ -4,7 +4,8 @@ import (
 	"context"
 
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/model/installed"
+	"github.com/anna-search/anna/internal/model/installed"
+	"github.com/anna-search/anna/internal/safe"
 )
 
 // Choose loads the reranker in dir or, when dir is "", the one anna uses
@@ -15,6 +16,7 @@ import (
 // their order: engine.SearchOptions.RerankFusion). `annactl search`, `serve`
 // and `mcp` choose with it.
 func Choose(ctx context.Context, dir string, opts Options) (r *ORTReranker, chosen string, fusion bool, err error) {
+	ctx = safe.Ctx(ctx)
 	if dir == "" {
 		if dir, _, err = installed.HelpfulReranker(home.ModelsDir(), false); err != nil || dir == "" {
 			return nil, "", false, err

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/decoder"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/decoder"
 )
 
 // A decoder reranker (the yes/no logit form): a tiny random Llama with tied

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // Loading creates no session, nor does scoring no documents; the first

@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/onnx"
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // The tests build cross-encoders from the MiniLM weights (the pretrained

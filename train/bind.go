@@ -3,8 +3,8 @@ package train
 import (
 	"fmt"
 
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/decoder"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/decoder"
 )
 
 // bind builds what the steps run and where the weights live: the loaded

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/internal/model/safetensors"
 )
 
 // state.json in a checkpoint.

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anna-search/anna/format/metrics"
+	"github.com/anna-search/anna/internal/format/metrics"
 	"github.com/anna-search/anna/internal/ops"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/objective"
 )
 
 // Param is one trainable tensor, its gradient and optimizer flags, of any
@@ -45,7 +45,7 @@ func isHead(pooling string) bool { return pooling == PoolLatent || pooling == Po
 type Config struct {
 	// ModelDir is a Hugging Face checkpoint (config.json, *.safetensors,
 	// tokenizer.json) of a BERT encoder or a Llama-family decoder, or a
-	// llama GGUF file (train/decoder).
+	// llama GGUF file (internal/train/decoder).
 	ModelDir string
 	Data     string // FlagEmbedding JSON lines (annactl mine's output)
 	OutDir   string // checkpoint/, hf/ (the trained checkpoint), model/ (the anna model) and metrics.jsonl go here
@@ -95,7 +95,7 @@ type Config struct {
 
 	// Technique, when set, replaces a decoder's plain contrastive step with
 	// one of the papers' methods (the Method of a package under
-	// train/technique), which also decides what the run saves and exports.
+	// internal/train/technique), which also decides what the run saves and exports.
 	Technique decoder.Method
 
 	// Device, when set, runs the steps on an accelerator (train/cuda's

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/model"
 )
 

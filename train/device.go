@@ -6,10 +6,10 @@ import (
 	"math"
 	"slices"
 
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/objective"
 )
 
 // Accelerator is the seam to a device other than the Go CPU path

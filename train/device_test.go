@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/technique/anchor"
+	"github.com/anna-search/anna/internal/train/technique/autoregembed"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/technique/anchor"
-	"github.com/anna-search/anna/train/technique/autoregembed"
 )
 
 // refusing is an Accelerator that takes no model: what the device path

@@ -1,13 +1,13 @@
 // Package train is the trainer's loop, in the manner of llm.c: Run trains
-// a BERT-family encoder (train/bert) as a bi-encoder or a cross-encoder,
-// or a Llama-family decoder (train/decoder) as a bi-encoder — by the
-// contrastive step (train/objective) or by one of the papers' techniques
-// (Config.Technique, a decoder.Method: train/technique/...) — in fp32 on
+// a BERT-family encoder (internal/train/bert) as a bi-encoder or a cross-encoder,
+// or a Llama-family decoder (internal/train/decoder) as a bi-encoder — by the
+// contrastive step (internal/train/objective) or by one of the papers' techniques
+// (Config.Technique, a decoder.Method: internal/train/technique/...) — in fp32 on
 // the CPU or, through an Accelerator (train/cuda's Device), on a GPU. The
 // loop is the same for all of them: data (the miner's FlagEmbedding
 // lines), sampled groups, micro-batches and accumulation, one gradient
 // norm and clipping, the linear schedule, AdamW, checkpoints that resume
-// exactly, the metrics file (format/metrics) and the export. It names no
+// exactly, the metrics file (internal/format/metrics) and the export. It names no
 // architecture's op and no technique: a batch through a model is an
 // objective.Pass, a technique a decoder.Technique.
 //

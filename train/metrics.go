@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/anna-search/anna/format/metrics"
+	"github.com/anna-search/anna/internal/format/metrics"
 )
 
 // MetricsFile, in OutDir, holds a JSON line per optimizer step and per
-// held-out evaluation (format/metrics). A resumed run continues it from
+// held-out evaluation (internal/format/metrics). A resumed run continues it from
 // its checkpoint's step: each step appears once.
 const MetricsFile = "metrics.jsonl"
 

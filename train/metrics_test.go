@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/format/metrics"
-	"github.com/anna-search/anna/report"
+	"github.com/anna-search/anna/internal/format/metrics"
+	"github.com/anna-search/anna/internal/report"
 )
 
 func readMetrics(t *testing.T, dir string) *metrics.Metrics {

@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anna-search/anna/internal/model/gguf"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/export"
+	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/gguf"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/export"
-	"github.com/anna-search/anna/train/objective"
 )
 
 // passer runs a batch through a model, pooled by pooling: the objective's
@@ -154,7 +154,7 @@ func decoderLoRA(c *LoRAConfig) decoder.LoRAConfig {
 // cross-encoder with its head (a missing head initialised from the seed).
 func loadBERT(cfg *Config, mc *model.Config, cross bool) (*source, error) {
 	if mc.ModelType != "bert" {
-		return nil, fmt.Errorf("train: %s: model_type %q: the trainer trains BERT encoders and llama, mistral, qwen2 and qwen3 decoders (train/decoder)", cfg.ModelDir, mc.ModelType)
+		return nil, fmt.Errorf("train: %s: model_type %q: the trainer trains BERT encoders and llama, mistral, qwen2 and qwen3 decoders (internal/train/decoder)", cfg.ModelDir, mc.ModelType)
 	}
 	if cfg.Bidirectional || cfg.Recompute || isHead(cfg.Pooling) || cfg.Technique != nil {
 		return nil, fmt.Errorf("train: bidirectional attention, recomputation, trainable pooling heads and techniques are decoder options; %s is a %s encoder", cfg.ModelDir, mc.ModelType)

@@ -10,12 +10,12 @@ import (
 	ortgo "github.com/yalue/onnxruntime_go"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/ort"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // TestForwardMatchesONNXRuntime runs real models on a few sentences in Go

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/anna-search/anna/format/metrics"
+	"github.com/anna-search/anna/internal/format/metrics"
 	"github.com/anna-search/anna/internal/safe"
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/export"
-	"github.com/anna-search/anna/train/objective"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/export"
+	"github.com/anna-search/anna/internal/train/objective"
 )
 
 // Run trains as cfg says and, unless NoExport, exports the result: the

@@ -11,16 +11,16 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/safetensors"
+	"github.com/anna-search/anna/internal/model/safetensors/safetensorstest"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/export"
+	"github.com/anna-search/anna/internal/train/technique/autoregembed"
+	"github.com/anna-search/anna/internal/train/technique/causal2vec"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
-	"github.com/anna-search/anna/model/safetensors/safetensorstest"
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/export"
-	"github.com/anna-search/anna/train/technique/autoregembed"
-	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // tinyDecoder writes a random 2-layer decoder checkpoint of modelType with

@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // tinyCheckpoint writes a small random BERT with the real MiniLM vocabulary

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/technique/anchor"
+	"github.com/anna-search/anna/internal/train/technique/autoregembed"
+	"github.com/anna-search/anna/internal/train/technique/causal2vec"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/technique/anchor"
-	"github.com/anna-search/anna/train/technique/autoregembed"
-	"github.com/anna-search/anna/train/technique/causal2vec"
 )
 
 // writePromptData is writeData with an instruction on every query.

@@ -3,10 +3,10 @@ package train
 import (
 	"fmt"
 
-	"github.com/anna-search/anna/tokenizer"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/objective"
+	"github.com/anna-search/anna/internal/tokenizer"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/objective"
 )
 
 // trainer turns groups into batches and runs the objective: the

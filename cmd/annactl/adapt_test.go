@@ -8,7 +8,7 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/train/bert"
+	"github.com/anna-search/anna/internal/train/bert"
 )
 
 // TestAdaptCommand: `annactl adapt` on a tiny index with a tiny random

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/index/weaviate"
+	"github.com/anna-search/anna/internal/index/weaviate"
 )
 
 // apiKeyEnv holds the Weaviate API key: never a flag, whose value would end

@@ -11,8 +11,8 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/train/bert"
+	"github.com/anna-search/anna/internal/train/bert"
 )
 
 // TestCrashAdapt (rows of docs/results/durability.md's crash table):

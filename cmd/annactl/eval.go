@@ -21,9 +21,9 @@ import (
 	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/report"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/report"
 	"github.com/anna-search/anna/rerank"
 )
 

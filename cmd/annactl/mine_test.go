@@ -10,7 +10,7 @@ import (
 
 	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/storage"
+	"github.com/anna-search/anna/internal/storage"
 )
 
 // TestMineFusionTeacher: --teacher fusion calibrates on the first queries,

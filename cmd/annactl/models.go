@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/model/installed"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 func (a *app) modelsCommand() *cobra.Command {

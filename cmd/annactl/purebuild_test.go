@@ -15,7 +15,7 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // TestPureGoBuilds builds annactl with CGO_ENABLED=0 for this machine and

@@ -12,8 +12,8 @@ import (
 	"github.com/anna-search/anna/eval/retrieval"
 	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // TestRerankerUsedOnlyWhereMeasuredToHelp: `search --mode rerank` and

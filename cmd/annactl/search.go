@@ -10,7 +10,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/model/installed"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/rerank"
 )
 

@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/format/metrics"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/format/metrics"
+	"github.com/anna-search/anna/internal/report"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/cuda"
+	"github.com/anna-search/anna/internal/train/decoder"
+	"github.com/anna-search/anna/internal/train/technique/anchor"
+	"github.com/anna-search/anna/internal/train/technique/autoregembed"
+	"github.com/anna-search/anna/internal/train/technique/causal2vec"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/report"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/cuda"
-	"github.com/anna-search/anna/train/decoder"
-	"github.com/anna-search/anna/train/technique/anchor"
-	"github.com/anna-search/anna/train/technique/autoregembed"
-	"github.com/anna-search/anna/train/technique/causal2vec"
 	"github.com/spf13/cobra"
 
 	"github.com/anna-search/anna/internal/home"
@@ -108,7 +108,7 @@ func (o *trainOptions) register(cmd *cobra.Command) {
 	f.IntVar(&o.c.CheckpointEvery, "checkpoint-every", 50, "steps between checkpoints")
 	f.BoolVar(&o.c.Resume, "resume", false, "continue from --output/checkpoint")
 	f.StringVar(&o.c.Name, "name", "", "exported model name (default: --output's base name)")
-	f.StringVar(&o.device, "device", "cpu", "cpu, or cuda: the steps on the GPU — a BERT encoder fully fine-tuned or under --lora (any objective), or a decoder fully fine-tuned or under --lora (any pooling, any --technique); CUDA driver, cuBLAS and NVRTC loaded at run time (train/cuda)")
+	f.StringVar(&o.device, "device", "cpu", "cpu, or cuda: the steps on the GPU — a BERT encoder fully fine-tuned or under --lora (any objective), or a decoder fully fine-tuned or under --lora (any pooling, any --technique); CUDA driver, cuBLAS and NVRTC loaded at run time (internal/train/cuda)")
 	f.BoolVar(&o.tf32, "tf32", false, "with --device cuda: TF32 products (about 3e-4 relative error, several times faster) instead of FP32")
 }
 

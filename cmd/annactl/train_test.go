@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/format/metrics"
+	"github.com/anna-search/anna/internal/format/metrics"
 	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/train/bert"
+	"github.com/anna-search/anna/internal/train/bert"
 )
 
 // TestTrainWritesReport: annactl train draws DIR/report.html from the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/index/weaviate"
+	"github.com/anna-search/anna/internal/index/weaviate"
 )
 
 // TestWeaviateCLI: index, search and reindex with --backend weaviate

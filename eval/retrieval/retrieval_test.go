@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/encoder/encodertest"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
 	"github.com/anna-search/anna/eval/retrieval"
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/ingest"
+	"github.com/anna-search/anna/internal/encodertest"
 )
 
 // tiny is a collection where each query's words are its document's.

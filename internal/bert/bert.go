@@ -74,8 +74,8 @@ import (
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/tokenizer"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/tokenizer"
 )
 
 // Options tune a Model. Zero (or negative) values take the Spec's

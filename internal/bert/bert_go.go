@@ -3,9 +3,9 @@ package bert
 import (
 	"fmt"
 
+	gobert "github.com/anna-search/anna/internal/model/bert"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/model"
-	gobert "github.com/anna-search/anna/model/bert"
 )
 
 // goRunner runs the graph's weights through model/bert's forward (and,

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anna-search/anna/tokenizer"
+	"github.com/anna-search/anna/internal/tokenizer"
 )
 
 // fakeEncs gives input i lens[i] tokens, all with id i.

@@ -3,8 +3,8 @@ package bert
 import (
 	"fmt"
 
+	"github.com/anna-search/anna/internal/model/llama"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/llama"
 )
 
 // decoderRunner runs a Llama-family decoder's graph weights through

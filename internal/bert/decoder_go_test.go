@@ -9,11 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/anna-search/anna/internal/model/llama"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/llama"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // decoderDir writes a tiny random decoder of arch with technique (see

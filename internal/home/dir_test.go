@@ -7,7 +7,7 @@ import (
 
 // TestDirDefault: with $ANNA_HOME unset, Dir is ~/.cache/anna whatever
 // $XDG_CACHE_HOME says — the folder the Makefile, the installer and
-// train/cuda use — and $ANNA_HOME, when set, wins.
+// internal/train/cuda use — and $ANNA_HOME, when set, wins.
 func TestDirDefault(t *testing.T) {
 	h := t.TempDir()
 	t.Setenv("HOME", h)

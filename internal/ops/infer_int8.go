@@ -2,8 +2,8 @@ package ops
 
 import "math"
 
-// The element-wise ops of a quantized BERT graph's forward (model/bert on
-// an int8 graph of model/onnx): quantizing a product's input to uint8, per
+// The element-wise ops of a quantized BERT graph's forward (internal/model/bert on
+// an int8 graph of internal/model/onnx): quantizing a product's input to uint8, per
 // row (rowQuantizedMatMul's ReduceMax/ReduceMin/QuantizeLinear) or over a
 // whole batch (DynamicQuantizeLinear), FastGelu with its bias, and
 // SkipLayerNormalization's sum. They follow ONNX Runtime's CPU kernels'

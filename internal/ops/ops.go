@@ -1,7 +1,7 @@
 // Package ops holds the transformer ops anna trains and runs on the CPU,
 // llm.c style: each op is one plain float32 forward and one hand-written
 // backward over row-major arrays, in a file of its own named as its CUDA
-// twin in train/cuda — embedding (BERT's sum of tables, a decoder's rows
+// twin in internal/train/cuda — embedding (BERT's sum of tables, a decoder's rows
 // gather), layernorm, rmsnorm (also per head, Qwen3's q/k norm), rope
 // (Hugging Face's rotate_half layout), attention (multi-head or
 // grouped-query, causal or bidirectional, right padding given as lengths
@@ -9,7 +9,7 @@
 // ReLU, tanh), swiglu, pooling (mean over a mask, first, last token),
 // linear layers with optional biases and LoRA factors, and a language-model
 // head's cross-entropy; the matrix products through internal/tensor's GEMM.
-// The trainer's models (train/bert, train/decoder) use forward and
+// The trainer's models (internal/train/bert, internal/train/decoder) use forward and
 // backward; inference (model/llama's generation) the forwards.
 //
 // Invariants: every forward writes (overwrites) its outputs; every backward

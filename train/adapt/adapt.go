@@ -65,7 +65,7 @@
 //  4. check: the adapted model keeps the index's precision (its model's
 //     manifest's Quantization): for an int8 index the float32 student is
 //     first converted to int8 as `annactl models import --quantize int8`
-//     converts (model/onnx, Settings.Quantize) into Report.Model + "-int8";
+//     converts (internal/model/onnx, Settings.Quantize) into Report.Model + "-int8";
 //     the model that will serve is recorded (Report.Precision,
 //     Report.Served) in Work/adapt.json once converted, so the check run
 //     again and the reindex reuse it. A float32 index serves the float32

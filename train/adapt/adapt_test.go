@@ -15,8 +15,8 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // tinyIndex indexes n documents from a small vocabulary with the installed

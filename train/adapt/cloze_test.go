@@ -3,7 +3,7 @@ package adapt
 import (
 	"testing"
 
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 )
 
 func TestCloze(t *testing.T) {

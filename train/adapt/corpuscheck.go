@@ -10,10 +10,10 @@ import (
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/eval"
-	"github.com/anna-search/anna/format/flagembedding"
-	"github.com/anna-search/anna/fusion"
+	"github.com/anna-search/anna/internal/format/flagembedding"
+	"github.com/anna-search/anna/internal/fusion"
+	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/mining"
-	"github.com/anna-search/anna/train/objective"
 )
 
 // The whole-corpus check (used when Config.TeacherModels is set): every

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/model/gguf/gguftest"
 	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/model/gguf/gguftest"
-	"github.com/anna-search/anna/train/bert"
+	"github.com/anna-search/anna/internal/train/bert"
 )
 
 func readPairs(t *testing.T, path string) []pair {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/eval"
-	"github.com/anna-search/anna/format/flagembedding"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/internal/home"
 )
 

@@ -6,9 +6,9 @@ import (
 	"hash/maphash"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/model/onnx"
 )
 
 // indexManifest is the manifest of the model the index is bound to, and

@@ -13,9 +13,9 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // int8Model is the installed int8 form of the default model (`make setup`

@@ -19,16 +19,16 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/format/flagembedding"
 	"github.com/anna-search/anna/internal/atomicfile"
+	"github.com/anna-search/anna/internal/format/flagembedding"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/train/bert"
+	"github.com/anna-search/anna/internal/train/export"
+	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 	"github.com/anna-search/anna/train"
-	"github.com/anna-search/anna/train/bert"
-	"github.com/anna-search/anna/train/export"
-	"github.com/anna-search/anna/train/objective"
 )
 
 func (r *run) path(name string) string { return filepath.Join(r.cfg.Work, name) }

@@ -47,10 +47,10 @@ import (
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/internal/stagefile"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/installed"
 )
 
 // DefaultBase and DefaultName are the recipe's base model (a catalogue

@@ -15,8 +15,8 @@ import (
 
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/testmodels"
+	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/train/bert"
 )
 
 // writeSet writes a small BEIR folder: n documents from a small

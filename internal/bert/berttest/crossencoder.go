@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/model/onnx"
+	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/model"
-	"github.com/anna-search/anna/model/onnx"
-	"github.com/anna-search/anna/model/safetensors"
 )
 
 // WriteCrossEncoder writes to out a real ONNX cross-encoder (an anna model
