@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -61,6 +62,7 @@ type choiceRow struct {
 	Recall100   map[string]float64 `json:"recall100"`
 	When        string             `json:"when"`
 	GOMAXPROCS  int                `json:"gomaxprocs"`
+	Build       string             `json:"build,omitempty"` // ANNA_MODELS_BUILD: the commit measured (scripts/models.sh sets it)
 	Description string             `json:"description,omitempty"`
 }
 
@@ -81,11 +83,15 @@ type choiceRow struct {
 // way resumes, and runs started side by side (ANNA_MODELS_SETS) share the
 // file. ANNA_MODELS_EXTRA=NAME=DIR[,NAME=DIR] adds model
 // directories as more forms (an int8 model converted before issue 64, to
-// compare with); ANNA_MODELS_SETS=SET[,SET] measures those sets only. At
-// the end the table of every row in the file and the
-// choice: the form with the best average hybrid nDCG@10 over the sets
-// every form has, among those whose CPU per document (over those sets) is
-// within 2.5× all-MiniLM-L6-v2-int8's.
+// compare with; shown, never chosen); ANNA_MODELS_SETS=SET[,SET] measures
+// those sets only, ANNA_MODELS_FORMS=FORM[,FORM] those forms only, in that
+// order (two runs of one set side by side, each on its forms);
+// ANNA_MODELS_TABLE_ONLY=1 measures nothing and prints the
+// tables of the file's rows (Markdown, on standard output). At the end the
+// tables of every row in the file and the choice: the catalogue form with
+// the best average hybrid nDCG@10 over the sets every catalogue form has,
+// among those whose CPU per document (over those sets) is within 2.5×
+// all-MiniLM-L6-v2-int8's.
 //
 // Hours on a shared 2-core machine: scripts/models.sh runs it under nice.
 //
@@ -95,8 +101,23 @@ func BenchmarkModelChoice(b *testing.B) {
 	if out == "" {
 		out = filepath.Join(b.TempDir(), "models.jsonl")
 	}
+	if os.Getenv("ANNA_MODELS_TABLE_ONLY") != "" {
+		fmt.Println(choiceTable(readChoiceRows(b, out)))
+		return
+	}
 	for range b.N {
 		forms := choiceForms(b)
+		if pick := os.Getenv("ANNA_MODELS_FORMS"); pick != "" {
+			var picked []choiceForm
+			for _, name := range strings.Split(pick, ",") {
+				i := slices.IndexFunc(forms, func(f choiceForm) bool { return f.name == name })
+				if i < 0 {
+					b.Fatalf("ANNA_MODELS_FORMS: no form %q", name)
+				}
+				picked = append(picked, forms[i])
+			}
+			forms = picked
+		}
 		// done reads the file again each time: another run may be writing
 		// it (one per set, say), and a row it wrote need not be measured
 		// twice.
@@ -132,7 +153,7 @@ func BenchmarkModelChoice(b *testing.B) {
 					continue
 				}
 				r := measureChoice(b, f.name, f.dir, set.name, set.split, ds)
-				r.Fingerprint = man.Fingerprint
+				r.Fingerprint, r.Build = man.Fingerprint, os.Getenv("ANNA_MODELS_BUILD")
 				appendChoiceRow(b, out, r)
 				b.Logf("%-28s %-16s hybrid %.4f dense %.4f lexical %.4f; %.4f CPU-s/doc (%d docs, %.0f tokens/doc)", r.Form, r.Set,
 					r.NDCG10["hybrid"], r.NDCG10["dense"], r.NDCG10["lexical"], r.IndexCPU/float64(r.Docs), r.Docs, float64(r.Tokens)/float64(r.Docs))
@@ -288,8 +309,24 @@ func appendChoiceRow(b *testing.B, path string, r choiceRow) {
 	}
 }
 
-// choiceTable is the Markdown table of rows (the last row of each form and
-// set) and the choice, over the sets every form was measured on.
+// choiceCandidates are the forms the choice is made among: choiceModels'
+// entries in float32 and int8 (not ANNA_MODELS_EXTRA's forms).
+func choiceCandidates() []string {
+	var c []string
+	for _, m := range choiceModels {
+		c = append(c, m, m+"-int8")
+	}
+	return c
+}
+
+// choiceFusionSlack is how far hybrid may fall below the better of its two
+// lists (issue 64, item 5).
+const choiceFusionSlack = 0.005
+
+// choiceTable is the Markdown of rows (the last row of each form and set):
+// the averages and the choice over the sets every candidate form was
+// measured on, then every form and set (nDCG@10 and Recall@100 per mode,
+// CPU per document), then hybrid against the better of its two lists.
 func choiceTable(rows []choiceRow) string {
 	last := map[string]map[string]choiceRow{} // form → set → row
 	var forms []string
@@ -300,68 +337,190 @@ func choiceTable(rows []choiceRow) string {
 		}
 		last[r.Form][r.Set] = r
 	}
-	var sets []string
+	candidate := map[string]bool{}
+	for _, f := range choiceCandidates() {
+		candidate[f] = true
+	}
+	var sets, partial []string
 	for _, s := range choiceSets {
-		all := len(forms) > 0
-		for _, f := range forms {
-			if _, ok := last[f][s.name]; !ok {
+		all, some := true, false
+		for _, f := range choiceCandidates() {
+			if _, ok := last[f][s.name]; ok {
+				some = true
+			} else {
 				all = false
 			}
 		}
-		if all {
+		switch {
+		case all:
 			sets = append(sets, s.name)
+		case some:
+			partial = append(partial, s.name)
 		}
 	}
+	var sb strings.Builder
 	if len(sets) == 0 {
-		return "(no set measured with every form yet)"
+		sb.WriteString("(no set measured with every catalogue form yet)\n")
+	} else {
+		choiceSummary(&sb, forms, sets, last, candidate)
 	}
+	if len(partial) > 0 {
+		fmt.Fprintf(&sb, "\nmeasured with some catalogue forms only (not in the averages): %s\n", strings.Join(partial, ", "))
+		// The same over every set measured, for the forms measured on all
+		// of them: what the choice would be if the missing ones could not
+		// win.
+		var every []string
+		for _, s := range choiceSets {
+			if slices.Contains(sets, s.name) || slices.Contains(partial, s.name) {
+				every = append(every, s.name)
+			}
+		}
+		sb.WriteString("\nthe forms measured on every one of those sets too (a form missing from this table lacks one):\n\n")
+		choiceSummary(&sb, forms, every, last, candidate)
+	}
+	sb.WriteString("\n| set | form | nDCG@10 lexical | dense | hybrid | R@100 lexical | dense | hybrid | CPU-ms/doc | tokens/doc |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range choiceSets {
+		for _, f := range forms {
+			r, ok := last[f][s.name]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.1f | %.0f |\n", s.name, f,
+				r.NDCG10["lexical"], r.NDCG10["dense"], r.NDCG10["hybrid"], r.Recall100["lexical"], r.Recall100["dense"], r.Recall100["hybrid"],
+				1000*r.IndexCPU/float64(r.Docs), float64(r.Tokens)/float64(r.Docs))
+		}
+	}
+	fmt.Fprintf(&sb, "\n| set | form | hybrid − max(lexical, dense) | within %.3f |\n|---|---|---|---|\n", choiceFusionSlack)
+	for _, s := range choiceSets {
+		for _, f := range forms {
+			r, ok := last[f][s.name]
+			if !ok {
+				continue
+			}
+			d := r.NDCG10["hybrid"] - max(r.NDCG10["lexical"], r.NDCG10["dense"])
+			ok = d >= -choiceFusionSlack
+			mark := "yes"
+			if !ok {
+				mark = "**no**"
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %+.4f | %s |\n", s.name, f, d, mark)
+		}
+	}
+	return sb.String()
+}
+
+// choiceSummary writes the averages over sets of every form and the choice
+// among the candidate forms.
+func choiceSummary(sb *strings.Builder, forms, sets []string, last map[string]map[string]choiceRow, candidate map[string]bool) {
 	type sum struct {
-		hybrid, dense, lexical, cpu float64
-		docs                        int
+		hybrid, dense, lexical, recall, cpu float64
+		docs                                int
+		n                                   int
 	}
 	sums := map[string]*sum{}
 	for _, f := range forms {
 		s := &sum{}
 		for _, set := range sets {
-			r := last[f][set]
-			s.hybrid += r.NDCG10["hybrid"] / float64(len(sets))
-			s.dense += r.NDCG10["dense"] / float64(len(sets))
-			s.lexical += r.NDCG10["lexical"] / float64(len(sets))
+			r, ok := last[f][set]
+			if !ok {
+				continue
+			}
+			s.hybrid += r.NDCG10["hybrid"]
+			s.dense += r.NDCG10["dense"]
+			s.lexical += r.NDCG10["lexical"]
+			s.recall += r.Recall100["hybrid"]
 			s.cpu += r.IndexCPU
 			s.docs += r.Docs
+			s.n++
 		}
-		sums[f] = s
+		if s.n == len(sets) {
+			k := float64(s.n)
+			s.hybrid, s.dense, s.lexical, s.recall = s.hybrid/k, s.dense/k, s.lexical/k, s.recall/k
+			sums[f] = s
+		}
 	}
 	perDoc := func(f string) float64 { return sums[f].cpu / float64(sums[f].docs) }
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "| model | %s | average hybrid | average dense | CPU-ms/doc | × %s |\n|---|", strings.Join(sets, " | "), choiceBase)
-	sb.WriteString(strings.Repeat("---|", len(sets)+4) + "\n")
 	base, haveBase := sums[choiceBase]
+	fmt.Fprintf(sb, "averages over %s (%d sets)\n\n| form | hybrid nDCG@10 | dense | lexical | hybrid R@100 | CPU-ms/doc | × %s | candidate |\n|---|---|---|---|---|---|---|---|\n",
+		strings.Join(sets, ", "), len(sets), choiceBase)
 	for _, f := range forms {
-		fmt.Fprintf(&sb, "| %s |", f)
-		for _, set := range sets {
-			r := last[f][set]
-			fmt.Fprintf(&sb, " %.4f / %.4f / %.4f |", r.NDCG10["hybrid"], r.NDCG10["dense"], r.NDCG10["lexical"])
+		s, ok := sums[f]
+		if !ok {
+			continue
 		}
 		ratio := "–"
 		if haveBase {
 			ratio = fmt.Sprintf("%.2f", perDoc(f)/(base.cpu/float64(base.docs)))
 		}
-		fmt.Fprintf(&sb, " **%.4f** | %.4f | %.1f | %s |\n", sums[f].hybrid, sums[f].dense, 1000*perDoc(f), ratio)
+		cand := "yes"
+		if !candidate[f] {
+			cand = "no"
+		}
+		fmt.Fprintf(sb, "| %s | **%.4f** | %.4f | %.4f | %.4f | %.1f | %s | %s |\n", f, s.hybrid, s.dense, s.lexical, s.recall, 1000*perDoc(f), ratio, cand)
 	}
-	sb.WriteString("\n(cells: hybrid / dense / lexical nDCG@10)\n")
 	if !haveBase {
-		return sb.String()
+		return
 	}
-	cand := append([]string(nil), forms...)
+	var cand []string
+	for _, f := range forms {
+		if candidate[f] && sums[f] != nil {
+			cand = append(cand, f)
+		}
+	}
 	sort.SliceStable(cand, func(i, j int) bool { return sums[cand[i]].hybrid > sums[cand[j]].hybrid })
+	sb.WriteString("\n")
 	for _, f := range cand {
 		if perDoc(f) <= choiceCostCap*base.cpu/float64(base.docs) {
-			fmt.Fprintf(&sb, "choice: %s — average hybrid nDCG@10 %.4f over %d sets, %.2f× %s's CPU per document (cap %.1f×)\n",
+			fmt.Fprintf(sb, "choice: %s — average hybrid nDCG@10 %.4f over %d sets, %.2f× %s's CPU per document (cap %.1f×)\n",
 				f, sums[f].hybrid, len(sets), perDoc(f)/(base.cpu/float64(base.docs)), choiceBase, choiceCostCap)
 			break
 		}
-		fmt.Fprintf(&sb, "not %s: average hybrid %.4f, but %.2f× %s's CPU per document (cap %.1f×)\n", f, sums[f].hybrid, perDoc(f)/(base.cpu/float64(base.docs)), choiceBase, choiceCostCap)
+		fmt.Fprintf(sb, "not %s: average hybrid %.4f, but %.2f× %s's CPU per document (cap %.1f×)\n", f, sums[f].hybrid, perDoc(f)/(base.cpu/float64(base.docs)), choiceBase, choiceCostCap)
 	}
-	return sb.String()
+}
+
+// TestChoiceTable checks the choice on made-up rows: a form outside the
+// catalogue (ANNA_MODELS_EXTRA's) is shown but neither chosen nor allowed to
+// narrow the sets, a set some catalogue form lacks stays out of the
+// averages, the cost cap passes over a better but dearer form, and hybrid
+// below its better list is marked.
+func TestChoiceTable(t *testing.T) {
+	row := func(form, set string, hybrid, cpu float64) choiceRow {
+		return choiceRow{Form: form, Set: set, Docs: 100, IndexCPU: cpu,
+			NDCG10: map[string]float64{"lexical": 0.5, "dense": 0.5, "hybrid": hybrid}, Recall100: map[string]float64{}}
+	}
+	var rows []choiceRow
+	for _, set := range []string{"xquad-en", "cisi"} {
+		for _, f := range choiceCandidates() {
+			h, cpu := 0.55, 10.0
+			switch f {
+			case "e5-small-v2": // best, but 3x the base's CPU
+				h, cpu = 0.70, 30
+			case "bge-small-en-v1.5-int8": // best within the cap
+				h, cpu = 0.60, 20
+			}
+			if f == choiceBase && set == "cisi" {
+				h = 0.49 // 0.01 below its better list
+			}
+			rows = append(rows, row(f, set, h, cpu))
+		}
+	}
+	rows = append(rows, row("extra-int8", "xquad-en", 0.99, 1)) // no cisi row: must not narrow the sets
+	rows = append(rows, row("e5-small-v2", "scifact", 0.9, 1))  // a set one form has
+	got := choiceTable(rows)
+	for _, want := range []string{
+		"averages over xquad-en, cisi (2 sets)",
+		"not e5-small-v2: average hybrid 0.7000, but 3.00×",
+		"choice: bge-small-en-v1.5-int8 — average hybrid nDCG@10 0.6000 over 2 sets, 2.00×",
+		"not in the averages): scifact",
+		"| cisi | all-MiniLM-L6-v2-int8 | -0.0100 | **no** |",
+		"| xquad-en | extra-int8 | +0.4900 | yes |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "choice: extra") || strings.Contains(got, "| extra-int8 | **") {
+		t.Errorf("a form outside the catalogue is averaged or chosen:\n%s", got)
+	}
 }
