@@ -171,6 +171,9 @@ func snippetLine(r engine.Result, color bool) string {
 	}
 	at := s.Start
 	for _, h := range s.Highlights {
+		if h.Start < at || h.End > s.End || h.Start > h.End {
+			continue // not within the snippet after the last: the engine gives none such
+		}
 		b.WriteString(r.Text[at:h.Start])
 		if color {
 			b.WriteString("\x1b[1m" + r.Text[h.Start:h.End] + "\x1b[0m")

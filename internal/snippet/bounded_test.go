@@ -64,7 +64,7 @@ func (h *Highlighter) reference(text string, from, to int, query string, size in
 	s := Snippet{Span: Span{wordStart(text, best.Start, from), wordEnd(text, best.End, to)}}
 	for _, l := range locs {
 		if l.Start >= s.Start && l.End <= s.End {
-			s.Highlights = append(s.Highlights, Span{l.Start, l.End})
+			s.Highlights = addHighlight(s.Highlights, Span{l.Start, l.End})
 		}
 	}
 	return s, true

@@ -75,7 +75,18 @@ type Span struct{ Start, End int }
 // Snippet is a fragment of a text and the query terms in it.
 type Snippet struct {
 	Span              // the fragment
-	Highlights []Span // the query's terms inside it
+	Highlights []Span // the query's terms inside it: in order, none overlapping another
+}
+
+// addHighlight appends sp to hs (in order by start): where sp overlaps the
+// last (a term inside another: CJK's characters inside their bigrams), one
+// highlight covers both.
+func addHighlight(hs []Span, sp Span) []Span {
+	if n := len(hs); n > 0 && sp.Start < hs[n-1].End {
+		hs[n-1].End = max(hs[n-1].End, sp.End)
+		return hs
+	}
+	return append(hs, sp)
 }
 
 // DefaultSize is the fragment length used when none is given, in bytes.
@@ -654,9 +665,12 @@ func (s *selector) score(f *highlight.Fragment) {
 func (s *selector) keep(f *highlight.Fragment) {
 	sn := Snippet{Span: Span{wordStart(s.text, f.Start, s.from), wordEnd(s.text, f.End, s.to)}}
 	for _, l := range s.inside(sn.Start, sn.End) {
-		if l.End <= sn.End {
-			sn.Highlights = append(sn.Highlights, Span{l.Start, l.End})
+		if l.End > sn.End {
+			continue
 		}
+		// Locations overlap where a term is inside another (CJK's
+		// characters inside their bigrams): one highlight covers them.
+		sn.Highlights = addHighlight(sn.Highlights, Span{l.Start, l.End})
 	}
 	s.snip = sn
 }

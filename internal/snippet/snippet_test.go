@@ -62,3 +62,34 @@ func TestPassage(t *testing.T) {
 		t.Fatalf("utf-8: %q", u[s.Start:s.End])
 	}
 }
+
+// TestHighlightsApart: where the analyzer emits terms inside others (CJK's
+// characters inside their bigrams, Thai's bigrams overlapping), a snippet's
+// highlights are in order and none overlaps another (annactl
+// search sliced the text between them and panicked on "长城在哪里").
+func TestHighlightsApart(t *testing.T) {
+	for _, c := range []struct{ code, text, query string }{
+		{"zh", "北京是中国的首都，也是政治和文化中心。长城位于北京北部，是世界上最长的城墙。", "长城在哪里"},
+		{"ja", "東京は日本の首都です。富士山は静岡県と山梨県にまたがる山です。", "富士山はどこ"},
+		{"th", "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย", "เมืองหลวงของไทย"},
+	} {
+		h, err := NewFor(c.code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := h.Lexical(c.text, c.query, 60)
+		if !ok {
+			t.Fatalf("%s: no snippet", c.code)
+		}
+		at := s.Start
+		for _, hl := range s.Highlights {
+			if hl.Start < at || hl.End > s.End || hl.Start >= hl.End {
+				t.Fatalf("%s: highlights %v overlap or leave the fragment %v", c.code, s.Highlights, s.Span)
+			}
+			at = hl.End
+		}
+		if len(s.Highlights) == 0 {
+			t.Errorf("%s: nothing highlighted", c.code)
+		}
+	}
+}
