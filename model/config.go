@@ -188,6 +188,14 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("parsing JSON: %w", err)
 	}
+	// An empty list or map is none (as written back: omitempty), so a
+	// config reads the same after a round trip.
+	if len(c.Architectures) == 0 {
+		c.Architectures = nil
+	}
+	if len(c.ID2Label) == 0 {
+		c.ID2Label = nil
+	}
 	if c.IsDecoder() {
 		if c.HiddenAct == "" {
 			c.HiddenAct = "silu"
