@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/internal/index/weaviate"
 )
 
 // Point an engine directory's retrieval at a Weaviate cluster (started, for
@@ -25,7 +24,7 @@ func ExampleOpen_weaviate() {
 		Alias:       "MyIndex",
 		Replication: 2,
 	}})
-	if errors.Is(err, weaviate.ErrUnauthorized) {
+	if errors.Is(err, engine.ErrUnauthorized) {
 		log.Fatal("the cluster refused the API key: ", err)
 	}
 	if err != nil {

@@ -34,10 +34,14 @@ type Weaviate struct {
 }
 
 // ErrBackend is wrapped by errors of a Weaviate backend: a node that does
-// not answer, a refused API key (then weaviate.ErrUnauthorized is wrapped
-// too), a batch not stored. The documents are in anna.db by then: the next
-// write or Open applies what the collection missed.
+// not answer, a refused API key (then ErrUnauthorized is wrapped too), a
+// batch not stored. The documents are in anna.db by then: the next write or
+// Open applies what the collection missed.
 var ErrBackend = errors.New("engine: the Weaviate backend failed")
+
+// ErrUnauthorized is wrapped (beside ErrBackend) when the Weaviate cluster
+// refuses the API key (Weaviate.APIKey).
+var ErrUnauthorized = weaviate.ErrUnauthorized
 
 // remote is the backend of an engine whose lists come from Weaviate.
 type remote struct {
