@@ -216,31 +216,31 @@ func (s *Server) isServedModel(name string) bool {
 // Options.StrictModel only the one served, else any name (answered by the
 // one model served, the name logged once).
 func (s *Server) checkModel(route, name string) error {
-	if len(name) > maxModelName {
-		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
-	}
-	if s.isServedModel(name) {
-		return nil
-	}
-	if s.opts.StrictModel {
-		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server embeds with %s only (--strict-model)", clip.Quote(name), s.eng.Model().Label())
-	}
-	s.noteModel(route, name, s.eng.Model().Label())
-	return nil
+	label := s.eng.Model().Label()
+	return s.acceptModel(route, name, s.isServedModel(name), "embeds with "+label, label)
 }
 
 // checkReranker is checkModel for the reranker's name.
 func (s *Server) checkReranker(route, name string) error {
+	served := name == "" || name == s.opts.RerankerName
+	return s.acceptModel(route, name, served, fmt.Sprintf("reranks with %q", s.opts.RerankerName), s.opts.RerankerName)
+}
+
+// acceptModel is the rule of checkModel and checkReranker: a name longer
+// than any model's is a 400; the one served (served) passes; another is a
+// 404 with Options.StrictModel (the server "does" what), else answered by
+// the model served (label), the name logged once.
+func (s *Server) acceptModel(route, name string, served bool, does, label string) error {
 	if len(name) > maxModelName {
 		return badRequest("model: a %d-byte name, longer than any model's (at most %d bytes)", len(name), maxModelName)
 	}
-	if name == "" || name == s.opts.RerankerName {
+	if served {
 		return nil
 	}
 	if s.opts.StrictModel {
-		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server reranks with %q only (--strict-model)", clip.Quote(name), s.opts.RerankerName)
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server %s only (--strict-model)", clip.Quote(name), does)
 	}
-	s.noteModel(route, name, s.opts.RerankerName)
+	s.noteModel(route, name, label)
 	return nil
 }
 
