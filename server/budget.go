@@ -39,20 +39,10 @@ func (s *Server) overBudget(what string, tokens int) error {
 // model reads them (truncated to its window), refusing a text over
 // MaxTextBytes or a request over MaxRequestTokens.
 func (s *Server) countInputs(ctx context.Context, field string, texts []string) (int, error) {
-	total := 0
-	for i, t := range texts {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if err := s.checkText(inputName(field, i, len(texts)), t); err != nil {
-			return 0, err
-		}
-		total += s.tokens.count(t)
-		if total > s.lim.MaxRequestTokens {
-			return 0, s.overBudget(field, total)
-		}
-	}
-	return total, nil
+	return s.countTexts(ctx, field, len(texts),
+		func(i int) string { return inputName(field, i, len(texts)) },
+		func(i int) string { return texts[i] },
+		func(i int) int { return s.tokens.count(texts[i]) })
 }
 
 func inputName(field string, i, n int) string {
@@ -67,18 +57,32 @@ func inputName(field string, i, n int) string {
 // checked), refusing a document over MaxTextBytes or a request over
 // MaxRequestTokens.
 func (s *Server) countPairs(ctx context.Context, field string, pt pairTokens, pairs []rerank.Pair) (int, error) {
+	var tokens func(int) int
+	if pt != nil {
+		tokens = func(i int) int { return pt.PairTokens(pairs[i]) }
+	}
+	return s.countTexts(ctx, field, len(pairs),
+		func(i int) string { return field + "[" + strconv.Itoa(i) + "]" },
+		func(i int) string { return pairs[i].Doc }, tokens)
+}
+
+// countTexts is countInputs' and countPairs' loop over n texts: each text
+// (named name(i)) checked against MaxTextBytes, its tokens (tokens nil: not
+// counted) summed against MaxRequestTokens (field names the request's
+// excess), stopping when ctx ends.
+func (s *Server) countTexts(ctx context.Context, field string, n int, name, text func(int) string, tokens func(int) int) (int, error) {
 	total := 0
-	for i, p := range pairs {
+	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if err := s.checkText(field+"["+strconv.Itoa(i)+"]", p.Doc); err != nil {
+		if err := s.checkText(name(i), text(i)); err != nil {
 			return 0, err
 		}
-		if pt == nil {
+		if tokens == nil {
 			continue
 		}
-		total += pt.PairTokens(p)
+		total += tokens(i)
 		if total > s.lim.MaxRequestTokens {
 			return 0, s.overBudget(field, total)
 		}
