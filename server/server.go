@@ -345,8 +345,60 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		defer stop()
 		r = r.WithContext(ctx)
 	}
-	s.mcp.ServeHTTP(w, r)
+	ew := &sdkErrors{ResponseWriter: w}
+	s.mcp.ServeHTTP(ew, r)
+	if ew.code != 0 {
+		code := "invalid_request"
+		switch ew.code {
+		case http.StatusNotFound:
+			code = "not_found"
+		case http.StatusMethodNotAllowed:
+			code = "method_not_allowed"
+		case http.StatusRequestEntityTooLarge:
+			code = "too_large"
+		}
+		if ew.code >= 500 {
+			code = "internal"
+		}
+		w.Header().Del("Content-Type")
+		writeError(w, errorf(ew.code, code, "%s", strings.TrimSpace(string(ew.msg))))
+	}
 }
+
+// sdkErrors holds back the MCP SDK's plain-text error answers (its
+// http.Error: "Accept must contain both 'application/json' and
+// 'text/event-stream'") so that serveMCP answers them in the server's JSON
+// error shape, like every other route's; everything else passes through.
+type sdkErrors struct {
+	http.ResponseWriter
+	code int    // a plain-text error's status, written by serveMCP
+	msg  []byte // its message, at most maxErrorMessage bytes
+}
+
+func (w *sdkErrors) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.code = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sdkErrors) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		return w.ResponseWriter.Write(b)
+	}
+	w.msg = append(w.msg, b[:min(len(b), max(0, maxErrorMessage-len(w.msg)))]...)
+	return len(b), nil
+}
+
+// Flush and Unwrap keep the SDK's event streams flowing.
+func (w *sdkErrors) Flush() {
+	if w.code == 0 {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *sdkErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // shutdown ends the streams that would hold an http.Server's Shutdown
 // (GET /mcp): Serve calls it when shutting down.
