@@ -225,10 +225,27 @@ func (f Format) ReadBytes(ctx context.Context, data []byte, rel string, lim Limi
 		}
 		return Doc{}, fmt.Errorf("%s: %w", rel, err)
 	}
+	d.Parts = validParts(d.Parts)
 	if len(d.Parts) == 0 {
 		return Doc{}, fmt.Errorf("%s: %w", rel, ErrNoText)
 	}
 	return d, nil
+}
+
+// validParts keeps the promise every reader makes, whatever one misses:
+// part texts and labels are valid UTF-8 (other bytes read as U+FFFD) and no
+// part is blank.
+func validParts(ps []Part) []Part {
+	out := ps[:0]
+	for _, p := range ps {
+		for _, s := range []*string{&p.Text, &p.Title, &p.Section, &p.Symbol, &p.Author, &p.Date} {
+			*s = strings.ToValidUTF8(*s, "\uFFFD")
+		}
+		if strings.TrimSpace(p.Text) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Reason is the short reason an error of Read or a File's Err gives

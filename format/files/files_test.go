@@ -116,3 +116,14 @@ func TestPDFWordsApart(t *testing.T) {
 		t.Fatalf("page 1 does not read \"an increase of twelve pounds a year, and assistant keepers\":\n%s", dump(d))
 	}
 }
+
+// TestEightBitSubject: a subject sent as raw Latin-1 bytes (no RFC 2047
+// words, as old mailers did) reads as its letters, not as bytes that are not
+// UTF-8 (FuzzMail found "Subject:\xff" giving such a part).
+func TestEightBitSubject(t *testing.T) {
+	f, _ := Lookup("m.eml")
+	d, err := f.ReadBytes(context.Background(), []byte("Subject: Caf\xe9 cr\xe8me\r\n\r\nbody text\r\n"), "m.eml", Limits{})
+	if err != nil || d.Title != "Café crème" {
+		t.Fatalf("title %q, err %v; want Café crème", d.Title, err)
+	}
+}

@@ -133,9 +133,9 @@ func Truncate(s string, n int) (_ string, cut bool) {
 }
 
 // Title cleans a title the format gives: one line, spaces collapsed, at
-// most 300 bytes.
+// most 300 bytes of valid UTF-8 (bytes that are not read as U+FFFD).
 func Title(s string) string {
-	s = strings.Join(strings.Fields(Normalize(s)), " ")
+	s = strings.Join(strings.Fields(Normalize(strings.ToValidUTF8(s, "\uFFFD"))), " ")
 	s, _ = Truncate(s, 300)
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	netmail "net/mail"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/html/charset"
 
@@ -143,6 +144,11 @@ func header(h netmail.Header, key string) string {
 	v := h.Get(key)
 	if d, err := words.DecodeHeader(v); err == nil {
 		v = d
+	}
+	if !utf8.ValidString(v) {
+		// Raw 8-bit header (no RFC 2047 words): read like a text file's
+		// bytes, Windows-1252 when not UTF-8.
+		v, _ = doc.DecodeText([]byte(v))
 	}
 	return doc.Title(v)
 }
