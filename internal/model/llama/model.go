@@ -13,7 +13,7 @@
 // activations, backward passes, LoRA and pooling; doc2query generates
 // with it.
 //
-// Serving (embed.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
+// Serving (embed.go, head*.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
 // reads a converted decoder's float32 model.onnx (model/onnx's BuildLlama)
 // back into the checkpoint's tensors (ReadQuantizedGraph also an int8 or
 // int4 one), and an Embedder runs them for inference — internal/bert's "go"
@@ -21,7 +21,8 @@
 // what the graph outputs: the last hidden state (pooled outside: last
 // token, mean), a trained pooling head's embedding (latent,
 // multi-layer), AutoRegEmbed's memory-token mean, Causal2Vec's
-// [h_C; h_EOS], or a decoder reranker's label logits, causal or
+// [h_C; h_EOS], or a decoder reranker's label logits (one head per
+// technique, head_*.go, chosen once from config.json), causal or
 // bidirectional as config.json says, within float32 rounding of ONNX
 // Runtime (internal/bert's TestGoDecoderMatchesORT) and of a naive
 // reference (TestEmbedderMatchesReference). Its weights are packed once
