@@ -3,8 +3,6 @@ package cuda_test
 import (
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -162,18 +160,7 @@ func writeGraph(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tens
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testmodels.WriteGraph(t, g)
 }
 
 func download(t *testing.T, b *cuda.Buffer, n int) []float32 {
