@@ -1,12 +1,15 @@
 // Package arch describes each model family's layers once: which weights a
 // layer has, by role, with their checkpoint names and shapes, and the
 // options that shape its arithmetic (norm, rotary positions, attention
-// heads, biases, query/key norm). The readers of a checkpoint or graph
-// (internal/model/llama's New and ReadGraph, hence the trainer's
-// internal/train/decoder), the ONNX builder (internal/model/onnx's
-// BuildLlama) and the test models read it, so that an architecture's
-// variant is described here and only its genuinely new arithmetic is
-// written elsewhere. It has no state and imports only package model.
+// heads, biases, query/key norm): Decoder for the Llama family, Encoder
+// for BERT. The readers of a checkpoint or graph (internal/model/llama's
+// New and ReadGraph, hence the trainer's internal/train/decoder;
+// internal/model/bert's New, ReadGraph and its int8 reader;
+// internal/train/bert's NewModel), the CUDA encoder, the ONNX builders
+// (internal/model/onnx's BuildLlama and BuildBERT), the GGUF importer and
+// the test models read it, so that an architecture's variant is described
+// here and only its genuinely new arithmetic is written elsewhere. It has
+// no state and imports only package model.
 package arch
 
 import (
@@ -32,13 +35,26 @@ const (
 	QNorm   // Qwen3's per-head RMSNorm gain of the queries
 	KNorm   // and of the keys
 	MLPNorm // RMSNorm gain before the MLP (post_attention_layernorm)
+
+	// A BERT encoder layer's roles (encoder.go): post-norm LayerNorms.
+	EncQuery
+	EncKey
+	EncValue
+	EncAttnOut
+	EncAttnNorm // LayerNorm after attention and its residual
+	EncInter    // the MLP's first product
+	EncOut      // its second
+	EncOutNorm  // LayerNorm after the MLP and its residual
 )
 
 // Projection is the Role of projection i (0 q … 6 down).
 func Projection(i int) Role { return QProj + Role(i) }
 
-// IsProjection reports whether r is a Linear's.
-func (r Role) IsProjection() bool { return r >= QProj && r <= DownProj }
+// IsProjection reports whether r is a Linear's (a decoder's or an
+// encoder's).
+func (r Role) IsProjection() bool {
+	return r >= QProj && r <= DownProj || r >= EncQuery && r <= EncOut && r != EncAttnNorm
+}
 
 // Weight is one tensor of a layer.
 type Weight struct {
@@ -115,7 +131,10 @@ func DecoderOf(cfg *model.Config) *Decoder {
 var modules = [...]string{AttnNorm: "input_layernorm",
 	QProj: "self_attn.q_proj", KProj: "self_attn.k_proj", VProj: "self_attn.v_proj", OProj: "self_attn.o_proj",
 	GateProj: "mlp.gate_proj", UpProj: "mlp.up_proj", DownProj: "mlp.down_proj",
-	QNorm: "self_attn.q_norm", KNorm: "self_attn.k_norm", MLPNorm: "post_attention_layernorm"}
+	QNorm: "self_attn.q_norm", KNorm: "self_attn.k_norm", MLPNorm: "post_attention_layernorm",
+	EncQuery: "attention.self.query", EncKey: "attention.self.key", EncValue: "attention.self.value",
+	EncAttnOut: "attention.output.dense", EncAttnNorm: "attention.output.LayerNorm",
+	EncInter: "intermediate.dense", EncOut: "output.dense", EncOutNorm: "output.LayerNorm"}
 
 // ggufModules are the roles' names in a llama.cpp GGUF file (after its
 // "blk.N." prefix), where it has them.
@@ -125,7 +144,12 @@ var ggufModules = [...]string{AttnNorm: "attn_norm",
 
 // GGUFModule is the role's name in a llama.cpp GGUF file's layer block
 // ("attn_q"), or "" where llama.cpp's llama architecture has none.
-func (r Role) GGUFModule() string { return ggufModules[r] }
+func (r Role) GGUFModule() string {
+	if int(r) < len(ggufModules) {
+		return ggufModules[r]
+	}
+	return ""
+}
 
 // Module is the role's module path inside a layer ("self_attn.q_proj").
 func (r Role) Module() string { return modules[r] }
@@ -140,8 +164,10 @@ func Layer(prefix string, l int) string { return prefix + "layers." + strconv.It
 
 // Find returns the weight of role r (its bias with bias) and whether the
 // layer has it.
-func (d *Decoder) Find(r Role, bias bool) (Weight, bool) {
-	for _, w := range d.Weights {
+func (d *Decoder) Find(r Role, bias bool) (Weight, bool) { return find(d.Weights, r, bias) }
+
+func find(ws []Weight, r Role, bias bool) (Weight, bool) {
+	for _, w := range ws {
 		if w.Role == r && w.Bias == bias {
 			return w, true
 		}

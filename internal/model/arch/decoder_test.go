@@ -56,3 +56,34 @@ func TestDecoderLayout(t *testing.T) {
 		t.Errorf("GGUF names: q_norm %q, down_proj %q", QNorm.GGUFModule(), DownProj.GGUFModule())
 	}
 }
+
+// TestEncoderLayout: a BERT layer's tensors are transformers' names and
+// nn.Linear shapes in the checkpoint's order, and Bind fills each role's
+// weight and bias slots.
+func TestEncoderLayout(t *testing.T) {
+	e := EncoderOf(&model.Config{ModelType: "bert", HiddenSize: 32, IntermediateSize: 64, NumAttentionHeads: 4})
+	var got []string
+	for _, w := range e.Weights {
+		got = append(got, fmt.Sprintf("%s%v", w.Name, w.Shape))
+	}
+	want := []string{"attention.self.query.weight[32 32]", "attention.self.query.bias[32]", "attention.self.key.weight[32 32]",
+		"attention.self.key.bias[32]", "attention.self.value.weight[32 32]", "attention.self.value.bias[32]",
+		"attention.output.dense.weight[32 32]", "attention.output.dense.bias[32]", "attention.output.LayerNorm.weight[32]",
+		"attention.output.LayerNorm.bias[32]", "intermediate.dense.weight[64 32]", "intermediate.dense.bias[64]",
+		"output.dense.weight[32 64]", "output.dense.bias[32]", "output.LayerNorm.weight[32]", "output.LayerNorm.bias[32]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("BERT layer:\n got %v\nwant %v", got, want)
+	}
+	var q, qb, ln, lnb string
+	slots := map[Role][2]*string{EncQuery: {&q, &qb}, EncOutNorm: {&ln, &lnb}}
+	for r := EncKey; r <= EncOut; r++ {
+		slots[r] = [2]*string{new(string), new(string)}
+	}
+	Bind(e, slots, func(w Weight) string { return w.Name })
+	if q != "attention.self.query.weight" || qb != "attention.self.query.bias" || ln != "output.LayerNorm.weight" || lnb != "output.LayerNorm.bias" {
+		t.Errorf("Bind: %q %q %q %q", q, qb, ln, lnb)
+	}
+	if EncAttnNorm.IsProjection() || !EncInter.IsProjection() || EncQuery.GGUFModule() != "" {
+		t.Errorf("roles: EncAttnNorm projection %v, EncInter %v, EncQuery's GGUF name %q", EncAttnNorm.IsProjection(), EncInter.IsProjection(), EncQuery.GGUFModule())
+	}
+}
