@@ -74,23 +74,30 @@ func TestReadGraph(t *testing.T) {
 	cfg := tinyConfig()
 	want := randomTensors(cfg, 1)
 	for _, o := range []onnx.BuildOptions{{}, {Unfused: true}} {
-		got, err := ReadGraph(writeGraph(t, cfg, want, o), cfg)
-		if err != nil {
-			t.Fatalf("unfused %v: %v", o.Unfused, err)
-		}
-		if len(got) != len(want) {
-			t.Errorf("unfused %v: %d tensors, want %d", o.Unfused, len(got), len(want))
-		}
-		for name, w := range want {
-			g, ok := got[name]
-			if !ok || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
-				t.Errorf("unfused %v: %s differs (present %v)", o.Unfused, name, ok)
-			}
-		}
+		readBack(t, writeGraph(t, cfg, want, o), cfg, want, o.Unfused)
 	}
 	_, err := ReadGraph(writeGraph(t, cfg, want, onnx.BuildOptions{Quantize: model.QuantizeInt8}), cfg)
 	if err == nil || !strings.Contains(err.Error(), "quantized") {
 		t.Errorf("int8 graph: %v, want it refused as quantized", err)
+	}
+}
+
+// readBack checks that ReadGraph gives the graph at path's weights as
+// want, exactly and nothing more (unfused: the graph's form, for messages).
+func readBack(t *testing.T, path string, cfg *model.Config, want map[string]*safetensors.Tensor, unfused bool) {
+	t.Helper()
+	got, err := ReadGraph(path, cfg)
+	if err != nil {
+		t.Fatalf("unfused %v: %v", unfused, err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("unfused %v: %d tensors, want %d", unfused, len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
+			t.Errorf("unfused %v: %s differs (present %v)", unfused, name, ok)
+		}
 	}
 }
 
@@ -341,19 +348,7 @@ func TestReadGraphCrossEncoder(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := testmodels.WriteGraph(t, g)
-		got, err := ReadGraph(path, cfg)
-		if err != nil {
-			t.Fatalf("unfused %v: %v", o.Unfused, err)
-		}
-		if len(got) != len(want) {
-			t.Errorf("unfused %v: %d tensors, want %d", o.Unfused, len(got), len(want))
-		}
-		for name, w := range want {
-			g, ok := got[name]
-			if !ok || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
-				t.Errorf("unfused %v: %s differs (present %v)", o.Unfused, name, ok)
-			}
-		}
+		readBack(t, path, cfg, want, o.Unfused)
 		m, err := LoadGraph(path, cfg)
 		if err != nil {
 			t.Fatalf("unfused %v: %v", o.Unfused, err)
