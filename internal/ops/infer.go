@@ -3,7 +3,9 @@ package ops
 import "math"
 
 // Inference-only forms of softmax and GELU (model/bert's forward): eight
-// elements at a time in AVX2 with FMA where there is AVX2 (infer_amd64.s),
+// elements at a time in AVX2 with FMA where there is AVX2 (infer_amd64.s;
+// ExpScaled sixteen at a time where there is AVX-512 too, the same values,
+// softmax_avx512_amd64.s),
 // the same formulas in Go elsewhere and for the last len%8 elements. They
 // are not bit for bit the trainer's ops (which keep their rounding for
 // reproducible checkpoints) but agree with them, and with the exact
@@ -24,6 +26,9 @@ func SoftmaxScaled(row, bias []float32, scale float32) {
 // divides a product of the row instead (attention's P·V, D values a
 // row, not len(row)).
 func ExpScaled(row, bias []float32, scale float32) float32 {
+	if sum, ok := expScaledVec(row, bias, scale); ok {
+		return sum
+	}
 	bias = bias[:len(row)]
 	done, mx := scaleBiasMaxVec(row, bias, scale)
 	for j := done; j < len(row); j++ {

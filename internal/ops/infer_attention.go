@@ -67,11 +67,7 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 			q := qkv[o*QW+h*D:]
 			k := qkv[o*QW+C+kvh*D:]
 			v := qkv[o*QW+C+KV*D+kvh*D:]
-			for j := 0; j < L; j++ { // Kᵀ, D×L
-				for d, kv := range k[j*QW : j*QW+D] {
-					kt[d*L+j] = kv
-				}
-			}
+			transposeRows(kt, k, L, D, QW)
 			sc.mm.MatMulNN(L, L, D, q, QW, kt, L, s, L)
 			kb, inv := a.KeyBias[o:o+L], growAtt(&sc.inv, L)
 			for i := 0; i < L; i++ {
@@ -85,10 +81,30 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 			sc.mm.MatMulNN(L, D, L, s, L, v, QW, ctx[o*C+h*D:], C)
 			for i, f := range inv { // the softmax's division, on P·V's rows
 				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
-				for d := range row {
+				for d := scaleVec(row, f); d < D; d++ {
 					row[d] *= f
 				}
 			}
 		}
 	})
+}
+
+// transposeRows sets kt (D×L) to the transpose of L rows of D values
+// (stride ld) from k: four rows at a time, so that each of kt's rows is
+// written in runs rather than one value per pass over k.
+func transposeRows(kt, k []float32, L, D, ld int) {
+	j := 0
+	for ; j+4 <= L; j += 4 {
+		r0, r1 := k[j*ld:j*ld+D], k[(j+1)*ld:(j+1)*ld+D]
+		r2, r3 := k[(j+2)*ld:(j+2)*ld+D], k[(j+3)*ld:(j+3)*ld+D]
+		for d := range r0 {
+			c := kt[d*L+j : d*L+j+4]
+			c[0], c[1], c[2], c[3] = r0[d], r1[d], r2[d], r3[d]
+		}
+	}
+	for ; j < L; j++ {
+		for d, v := range k[j*ld : j*ld+D] {
+			kt[d*L+j] = v
+		}
+	}
 }

@@ -22,3 +22,7 @@ func addSumVec(x, res []float32) (int, float64) { return 0, 0 }
 func sqDevSumVec(x []float32, mu float32) (int, float64) { return 0, 0 }
 
 func normVec(out, x, w, b []float32, mu, rs float32) int { return 0 }
+
+var useSoftmaxAVX512 = false
+
+func expScaledVec(row, bias []float32, scale float32) (float32, bool) { return 0, false }

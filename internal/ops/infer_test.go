@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-// bothPaths runs f with the vector code (where this CPU has it) and
-// without.
+// bothPaths runs f with every vector kernel this CPU has (AVX-512 where
+// there is, AVX2) and with none.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
-	vec := useInferAVX2
-	defer func() { useInferAVX2 = vec }()
-	for _, v := range []bool{vec, false} {
-		useInferAVX2 = v
+	v2, v5 := useInferAVX2, useSoftmaxAVX512
+	defer func() { useInferAVX2, useSoftmaxAVX512 = v2, v5 }()
+	for _, p := range [][2]bool{{v2, v5}, {v2, false}, {false, false}} {
+		useInferAVX2, useSoftmaxAVX512 = p[0], p[1]
 		f(t)
 	}
 }
@@ -23,7 +23,7 @@ func TestSoftmaxScaled(t *testing.T) { bothPaths(t, testSoftmaxScaled) }
 
 func testSoftmaxScaled(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, n := range []int{1, 5, 8, 13, 32, 67, 256} {
+	for _, n := range []int{1, 5, 8, 13, 16, 17, 32, 67, 256} {
 		for _, spread := range []float64{1, 30} {
 			row := randn(r, n, spread)
 			bias := make([]float32, n)
@@ -53,6 +53,50 @@ func testSoftmaxScaled(t *testing.T) {
 				if d := math.Abs(float64(got[j]) - want[j]/sum); d > 1e-6 {
 					t.Fatalf("n=%d spread=%g: p[%d]=%g want %g", n, spread, j, got[j], want[j]/sum)
 				}
+			}
+		}
+	}
+}
+
+// ExpScaled's AVX-512 kernel gives the AVX2 kernels' values bit for bit
+// (the elements those do; the last len%8 are Exp32's, without FMA) and
+// their sum to float32 rounding, for rows across both vector widths,
+// hidden keys among them, scores of both signs and all negative.
+func TestExpScaledAVX512MatchesAVX2(t *testing.T) {
+	if !useSoftmaxAVX512 {
+		t.Skip("no AVX-512 here (or GODEBUG turned it off)")
+	}
+	defer func() { useSoftmaxAVX512 = true }()
+	r := rand.New(rand.NewPCG(27, 28))
+	for n := 1; n <= 70; n++ {
+		for _, spread := range []float64{1, 40, -1} {
+			row := randn(r, n, math.Abs(spread))
+			if spread < 0 {
+				for j := range row {
+					row[j] = -100 - float32(math.Abs(float64(row[j])))
+				}
+			}
+			bias := make([]float32, n)
+			for j := 2; j < n; j += 5 {
+				bias[j] = float32(math.Inf(-1))
+			}
+			got, want := append([]float32(nil), row...), append([]float32(nil), row...)
+			useSoftmaxAVX512 = true
+			gs := ExpScaled(got, bias, 0.17)
+			useSoftmaxAVX512 = false
+			ws := ExpScaled(want, bias, 0.17)
+			for j := range n &^ 7 {
+				if got[j] != want[j] {
+					t.Fatalf("n=%d spread=%g: e[%d] = %g (AVX-512), %g (AVX2)", n, spread, j, got[j], want[j])
+				}
+			}
+			for j := n &^ 7; j < n; j++ {
+				if d := math.Abs(float64(got[j] - want[j])); d > 3e-7*float64(want[j]) {
+					t.Fatalf("n=%d spread=%g: e[%d] = %g (AVX-512), %g (Exp32)", n, spread, j, got[j], want[j])
+				}
+			}
+			if d := math.Abs(float64(gs - ws)); d > 1e-6*float64(ws) {
+				t.Fatalf("n=%d spread=%g: sum %g (AVX-512), %g (AVX2)", n, spread, gs, ws)
 			}
 		}
 	}

@@ -1,0 +1,141 @@
+#include "textflag.h"
+
+// softmaxRow512 (softmax_avx512_amd64.go): attention's softmax numerator
+// in AVX-512 F, sixteen floats at a time, the last n%16 under a mask (no
+// scalar tail). Each element goes through exactly the operations of
+// scaleBiasMaxAVX2 and expSubSumAVX2 (infer_amd64.s), in their order and
+// with the same fused multiply-adds, so its value is theirs bit for bit;
+// only the sum is added in another order. c points at inferTable.
+
+// func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
+// x[i] = e^(x[i]·s + b[i] − max) (0 below e^−87: the masked keys at
+// −Inf); returns their sum. n ≥ 1.
+TEXT ·softmaxRow512(SB), NOSPLIT, $0-44
+	MOVQ x+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ n+16(FP), R10
+	VBROADCASTSS s+24(FP), Z15
+	MOVQ c+32(FP), R8
+	MOVQ DI, R9
+	// K1: the tail's lanes (n%16 of them; none when n%16 = 0)
+	MOVQ R10, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VBROADCASTSS 896(R8), Z1      // running max, −Inf
+	MOVQ R10, CX
+	SHRQ $4, CX
+	JZ   maxtail
+maxloop:
+	VMOVUPS (DI), Z0
+	VFMADD213PS (SI), Z15, Z0     // x·s + b
+	VMOVUPS Z0, (DI)
+	VMAXPS  Z0, Z1, Z1
+	ADDQ $64, DI
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  maxloop
+maxtail:
+	KORTESTW K1, K1
+	JZ   maxred
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z (SI), K1, Z2
+	VFMADD213PS Z2, Z15, Z0
+	VMOVUPS Z0, K1, (DI)
+	VMAXPS  Z0, Z1, K1, Z1        // lanes past n keep the running max
+maxred:
+	VEXTRACTF64X4 $1, Z1, Y0
+	VMAXPS Y0, Y1, Y1
+	VEXTRACTF128 $1, Y1, X0
+	VMAXPS X0, X1, X1
+	VPERMILPS $0x4e, X1, X0
+	VMAXPS X0, X1, X1
+	VPERMILPS $0xb1, X1, X0
+	VMAXPS X0, X1, X1
+	VBROADCASTSS X1, Z14          // mx
+
+	VBROADCASTSS 0(R8), Z16       // −87
+	VBROADCASTSS 32(R8), Z17      // log2e
+	VBROADCASTSS 64(R8), Z18      // ln2hi
+	VBROADCASTSS 96(R8), Z19      // ln2lo
+	VBROADCASTSS 128(R8), Z20     // p0
+	VBROADCASTSS 160(R8), Z21
+	VBROADCASTSS 192(R8), Z22
+	VBROADCASTSS 224(R8), Z23
+	VBROADCASTSS 256(R8), Z24
+	VBROADCASTSS 288(R8), Z25     // p5
+	VBROADCASTSS 320(R8), Z26     // 1
+	VBROADCASTSS 352(R8), Z27     // 127 (as bits)
+	VPXORD Z13, Z13, Z13          // sum
+	MOVQ R9, DI
+	MOVQ R10, CX
+	SHRQ $4, CX
+	JZ   exptail
+exploop:
+	VMOVUPS (DI), Z0
+	VSUBPS  Z14, Z0, Z0
+	VCMPPS  $5, Z16, Z0, K2       // x ≥ −87 (not −Inf)
+	VMAXPS  Z16, Z0, Z0
+	VMULPS  Z17, Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1        // k = round(x·log2e)
+	VFNMADD231PS Z18, Z1, Z0      // r = x − k·ln2hi
+	VFNMADD231PS Z19, Z1, Z0      //     − k·ln2lo
+	VMOVAPS Z20, Z2
+	VFMADD213PS Z21, Z0, Z2
+	VFMADD213PS Z22, Z0, Z2
+	VFMADD213PS Z23, Z0, Z2
+	VFMADD213PS Z24, Z0, Z2
+	VFMADD213PS Z25, Z0, Z2
+	VMULPS  Z0, Z0, Z3
+	VFMADD213PS Z0, Z3, Z2        // p·r² + r
+	VADDPS  Z26, Z2, Z2
+	VCVTPS2DQ Z1, Z4
+	VPADDD  Z27, Z4, Z4
+	VPSLLD  $23, Z4, Z4           // 2^k
+	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87
+	VMOVUPS Z2, (DI)
+	VADDPS  Z2, Z13, Z13
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  exploop
+exptail:
+	KORTESTW K1, K1
+	JZ   expred
+	VMOVUPS.Z (DI), K1, Z0
+	VSUBPS  Z14, Z0, Z0
+	VCMPPS  $5, Z16, Z0, K2
+	KANDW   K1, K2, K2
+	VMAXPS  Z16, Z0, Z0
+	VMULPS  Z17, Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VFNMADD231PS Z18, Z1, Z0
+	VFNMADD231PS Z19, Z1, Z0
+	VMOVAPS Z20, Z2
+	VFMADD213PS Z21, Z0, Z2
+	VFMADD213PS Z22, Z0, Z2
+	VFMADD213PS Z23, Z0, Z2
+	VFMADD213PS Z24, Z0, Z2
+	VFMADD213PS Z25, Z0, Z2
+	VMULPS  Z0, Z0, Z3
+	VFMADD213PS Z0, Z3, Z2
+	VADDPS  Z26, Z2, Z2
+	VCVTPS2DQ Z1, Z4
+	VPADDD  Z27, Z4, Z4
+	VPSLLD  $23, Z4, Z4
+	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87 and past n
+	VMOVUPS Z2, K1, (DI)
+	VADDPS  Z2, Z13, Z13
+expred:
+	VEXTRACTF64X4 $1, Z13, Y0
+	VADDPS Y0, Y13, Y13
+	VEXTRACTF128 $1, Y13, X0
+	VADDPS X0, X13, X1
+	VPERMILPS $0x4e, X1, X0
+	VADDPS X0, X1, X1
+	VPERMILPS $0xb1, X1, X0
+	VADDPS X0, X1, X1
+	MOVSS X1, ret+40(FP)
+	VZEROUPPER
+	RET
