@@ -89,10 +89,12 @@ func TestIndexFolder(t *testing.T) {
 	if out := index(); !strings.Contains(out, "indexed "+notes+": 2 read, 1 skipped: 1 .txt (binary)") || !strings.Contains(out, "2 files read") || !strings.Contains(out, "2 added") || !strings.Contains(out, "warning: blob.txt: binary") {
 		t.Fatalf("first index: %s", out)
 	}
-	// --strict: the failed file makes the run exit 1 (the others still indexed).
+	// --strict: the failed file makes the run exit 1 (the others still
+	// indexed), though, unchanged since it failed, it is not read again.
 	var stderr strings.Builder
 	if code := run(ctx, []string{"index", "--index", dir, "--strict", "--exclude", "drinks/**", notes}, strings.NewReader(""), io.Discard, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), "--strict: 1 file failed to read") || !strings.Contains(stderr.String(), "1 folder (ignored)") {
+		!strings.Contains(stderr.String(), "--strict: 1 file failed to read") || !strings.Contains(stderr.String(), "1 folder (ignored)") ||
+		!strings.Contains(stderr.String(), "warning: blob.txt: binary") || !strings.Contains(stderr.String(), "1 file failed before and unchanged (not read again)") {
 		t.Fatalf("--strict: exit %d\n%s", code, stderr.String())
 	}
 	put("drinks/coffee.txt", "Caffeine raises alertness and blood pressure.")

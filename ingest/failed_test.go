@@ -1,0 +1,135 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/format/files"
+	"github.com/anna-search/anna/ingest"
+	"github.com/anna-search/anna/internal/encodertest"
+)
+
+// TestDirRemembersFailures: a scanned and an encrypted PDF fail to read;
+// the next sync (the engine reopened) does not read them again but names
+// them with their reasons; a touched file, a change of the readers'
+// limits and a file that was gone are read again; a file that reads
+// after failing leaves the record.
+func TestDirRemembersFailures(t *testing.T) {
+	ctx := context.Background()
+	root, dir := t.TempDir(), t.TempDir()
+	enc := &encodertest.Hashing{D: 32, FP: "fp"}
+	copyFile(t, filepath.Join("..", "format", "files", "testdata", "scanned.pdf"), filepath.Join(root, "scanned.pdf"))
+	copyFile(t, filepath.Join("..", "format", "files", "testdata", "encrypted.pdf"), filepath.Join(root, "encrypted.pdf"))
+	write(t, root, "note.md", "# Wicks\n\nTrim the wicks before the evening watch.\n")
+	var reads []string
+	defer ingest.CountReads(func(rel string) { reads = append(reads, rel) })()
+	run := func(lim files.Limits) (ingest.FolderStats, map[string]files.File) {
+		t.Helper()
+		eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		reads = nil
+		heard := map[string]files.File{}
+		fs, err := ingest.Dir(ctx, eng, root, ingest.FolderOptions{Files: files.Options{Limits: lim}, OnSkip: func(f files.File) { heard[f.Rel] = f }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(reads)
+		return fs, heard
+	}
+	fs, _ := run(files.Limits{})
+	if fs.FilesRead != 1 || fs.FilesFailed != 2 || fs.FilesStillFailing != 0 || !slices.Equal(reads, []string{"encrypted.pdf", "note.md", "scanned.pdf"}) {
+		t.Fatalf("first sync: %+v, read %v", fs, reads)
+	}
+
+	fs, heard := run(files.Limits{})
+	if len(reads) != 0 || fs.FilesFailed != 0 || fs.FilesStillFailing != 2 || fs.FilesUnchanged != 1 || len(fs.Skipped) != 2 {
+		t.Fatalf("second sync: %+v, read %v", fs, reads)
+	}
+	for rel, want := range map[string]error{"scanned.pdf": files.ErrNoTextLayer, "encrypted.pdf": files.ErrEncrypted} {
+		f := heard[rel]
+		if f.Skip != files.Reason(want) || !errors.Is(f.Err, want) || !errors.Is(f.Err, ingest.ErrNotReadAgain) {
+			t.Errorf("%s heard as %q, %v", rel, f.Skip, f.Err)
+		}
+	}
+	if got := files.Summary(fs.FilesRead+fs.FilesUnchanged, fs.Skipped); got != "1 read, 2 skipped: 1 .pdf (encrypted), 1 .pdf (no text layer)" {
+		t.Errorf("summary %q", got)
+	}
+
+	// Touched: read again (and still failing).
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(root, "scanned.pdf"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	fs, _ = run(files.Limits{})
+	if !slices.Equal(reads, []string{"scanned.pdf"}) || fs.FilesFailed != 1 || fs.FilesStillFailing != 1 {
+		t.Fatalf("after a touch: %+v, read %v", fs, reads)
+	}
+
+	// Other readers (limits): every failure read again.
+	fs, _ = run(files.Limits{MaxText: 1 << 20})
+	if !slices.Equal(reads, []string{"encrypted.pdf", "scanned.pdf"}) || fs.FilesFailed != 2 {
+		t.Fatalf("other limits: %+v, read %v", fs, reads)
+	}
+
+	if fs, _ = run(files.Limits{}); len(reads) != 2 || fs.FilesFailed != 2 {
+		t.Fatalf("the limits back: %+v, read %v", fs, reads)
+	}
+
+	// Gone, then back as it was (same size and time): read again.
+	p := filepath.Join(root, "encrypted.pdf")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(p)
+	os.Remove(p)
+	if fs, _ = run(files.Limits{}); len(reads) != 0 || fs.FilesStillFailing != 1 {
+		t.Fatalf("one gone: %+v, read %v", fs, reads)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	if fs, _ = run(files.Limits{}); !slices.Equal(reads, []string{"encrypted.pdf"}) || fs.FilesFailed != 1 {
+		t.Fatalf("back: %+v, read %v", fs, reads)
+	}
+
+	// Mended: read, indexed, no longer in the record; the last one gone,
+	// no record.
+	record := func() string {
+		eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		raw, err := eng.State("ingest.failed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	copyFile(t, filepath.Join("..", "format", "files", "testdata", "report-ghostscript.pdf"), filepath.Join(root, "scanned.pdf"))
+	if fs, _ = run(files.Limits{}); fs.FilesRead != 1 || fs.FilesStillFailing != 1 || fs.FilesFailed != 0 {
+		t.Fatalf("mended: %+v, read %v", fs, reads)
+	}
+	if r := record(); !strings.Contains(r, `"encrypted.pdf"`) || strings.Contains(r, "scanned.pdf") {
+		t.Errorf("record after the mend: %s", r)
+	}
+	os.Remove(p)
+	if fs, _ = run(files.Limits{}); fs.FilesStillFailing != 0 || len(reads) != 0 {
+		t.Fatalf("none failing: %+v, read %v", fs, reads)
+	}
+	if r := record(); r != "" {
+		t.Errorf("record with no file failing: %s", r)
+	}
+}
