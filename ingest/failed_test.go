@@ -133,3 +133,48 @@ func TestDirRemembersFailures(t *testing.T) {
 		t.Errorf("record with no file failing: %s", r)
 	}
 }
+
+// failingEncoder embeds with Hashing until ok calls are spent, then fails.
+type failingEncoder struct {
+	*encodertest.Hashing
+	ok int
+}
+
+var errModel = errors.New("model broke")
+
+func (f *failingEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	if f.ok <= 0 {
+		return nil, errModel
+	}
+	f.ok--
+	return f.Hashing.EmbedDocuments(ctx, texts)
+}
+
+// TestDirEmbedFailure: the model failing mid-sync is Dir's error; the
+// files committed before stay, the others are neither stored nor taken
+// for files that failed to read, and the next sync reads exactly them.
+func TestDirEmbedFailure(t *testing.T) {
+	ctx := context.Background()
+	root, dir := t.TempDir(), t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		write(t, root, n+".md", "# "+n+"\n\nThe "+n+" keeper trims the wicks.\n")
+	}
+	enc := &failingEncoder{Hashing: &encodertest.Hashing{D: 16, FP: "fp"}, ok: 1}
+	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	fs, err := ingest.Dir(ctx, eng, root, ingest.FolderOptions{Options: ingest.Options{Batch: 1}})
+	if !errors.Is(err, errModel) || fs.Added != 1 || fs.FilesFailed != 0 || fs.FilesStillFailing != 0 {
+		t.Fatalf("model failing: err %v, %+v", err, fs)
+	}
+	enc.ok = 100
+	var reads []string
+	defer ingest.CountReads(func(rel string) { reads = append(reads, rel) })()
+	fs, err = ingest.Dir(ctx, eng, root, ingest.FolderOptions{Options: ingest.Options{Batch: 1}})
+	slices.Sort(reads)
+	if err != nil || fs.FilesUnchanged != 1 || fs.Added != 2 || !slices.Equal(reads, []string{"b.md", "c.md"}) {
+		t.Fatalf("model mended: err %v, %+v, read %v", err, fs, reads)
+	}
+}

@@ -149,3 +149,47 @@ func TestIndexPrecision(t *testing.T) {
 		t.Fatalf("--precision fp16: want a usage error naming the flag, got %s", r)
 	}
 }
+
+// TestIndexBrokenModel: a model that fails to embed (its graph cut short)
+// makes `annactl index` of a folder and of JSON lines exit 1 naming the
+// model's file, on a rerun too, with nothing stored.
+func TestIndexBrokenModel(t *testing.T) {
+	src := needModel(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "bad")
+	os.MkdirAll(bad, 0o755)
+	for _, f := range []string{"anna-model.json", "config.json", "tokenizer.json", "model.onnx"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "model.onnx" {
+			data = data[:len(data)/100]
+		}
+		os.WriteFile(filepath.Join(bad, f), data, 0o644)
+	}
+	notes := filepath.Join(tmp, "notes")
+	os.MkdirAll(notes, 0o755)
+	os.WriteFile(filepath.Join(notes, "wicks.md"), []byte("# Wicks\n\nTrim the wicks before the watch.\n"), 0o644)
+	corpus := filepath.Join(tmp, "c.jsonl")
+	os.WriteFile(corpus, []byte(`{"_id":"a","text":"Trim the wicks."}`+"\n"), 0o644)
+	for _, in := range []string{notes, corpus} {
+		dir := filepath.Join(tmp, "idx-"+filepath.Base(in))
+		for try := 1; try <= 2; try++ {
+			var stderr strings.Builder
+			code := run(ctx, []string{"index", "--index", dir, "--model", bad, "--precision", "float32", in}, strings.NewReader(""), io.Discard, &stderr)
+			if code == 0 || !strings.Contains(stderr.String(), "annactl index: engine: embedding") || !strings.Contains(stderr.String(), filepath.Join(bad, "model.onnx")) {
+				t.Fatalf("%s, run %d: exit %d\n%s", in, try, code, stderr.String())
+			}
+		}
+		eng, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := eng.Stats(); st.Documents != 0 {
+			t.Errorf("%s: %d documents stored", in, st.Documents)
+		}
+		eng.Close()
+	}
+}
