@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,4 +178,77 @@ func TestDirEmbedFailure(t *testing.T) {
 	if err != nil || fs.FilesUnchanged != 1 || fs.Added != 2 || !slices.Equal(reads, []string{"b.md", "c.md"}) {
 		t.Fatalf("model mended: err %v, %+v, read %v", err, fs, reads)
 	}
+}
+
+// TestWatchRemembersFailures: a watch reads a scanned PDF once, not at
+// every sync after, and again when it is written, even with its time put
+// back (its event forces it).
+func TestWatchRemembersFailures(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root, dir := t.TempDir(), t.TempDir()
+	eng, err := engine.Open(ctx, dir, engine.Options{Encoder: &encodertest.Hashing{D: 16, FP: "fp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	scanned := filepath.Join(root, "scanned.pdf")
+	copyFile(t, filepath.Join("..", "format", "files", "testdata", "scanned.pdf"), scanned)
+	write(t, root, "a.md", "# A\n\nfirst words\n")
+	var mu sync.Mutex
+	reads := 0
+	defer ingest.CountReads(func(rel string) {
+		if rel == "scanned.pdf" {
+			mu.Lock()
+			reads++
+			mu.Unlock()
+		}
+	})()
+	readsNow := func() int { mu.Lock(); defer mu.Unlock(); return reads }
+	ready := make(chan struct{})
+	synced := make(chan ingest.FolderStats, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- ingest.Watch(ctx, eng, root, ingest.WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) },
+			OnSync: func(fs ingest.FolderStats, err error) { synced <- fs }})
+	}()
+	<-ready
+	for len(synced) > 0 { // the first syncs, done before Ready
+		<-synced
+	}
+	waitSync := func(what string, ok func(ingest.FolderStats) bool) ingest.FolderStats {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case fs := <-synced:
+				if ok(fs) {
+					return fs
+				}
+			case <-deadline:
+				t.Fatalf("no sync %s", what)
+			}
+		}
+	}
+	write(t, root, "b.md", "# B\n\nsecond words\n")
+	fs := waitSync("reading b.md", func(fs ingest.FolderStats) bool { return fs.FilesRead == 1 })
+	if n := readsNow(); n != 1 || fs.FilesStillFailing != 1 || fs.FilesFailed != 0 {
+		t.Fatalf("after a sync for b.md: scanned.pdf read %d times, %+v", n, fs)
+	}
+	// Written with its time put back: the stamps say unchanged, the
+	// event says read.
+	fi, _ := os.Stat(scanned)
+	data, _ := os.ReadFile(scanned)
+	if err := os.WriteFile(scanned, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(scanned, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	waitSync("reading scanned.pdf", func(fs ingest.FolderStats) bool { return fs.FilesFailed == 1 })
+	if n := readsNow(); n != 2 {
+		t.Fatalf("scanned.pdf written: read %d times in all, want 2", n)
+	}
+	cancel()
+	<-done
 }

@@ -148,7 +148,10 @@ func loadState(ctx context.Context, eng FolderEngine) (folderState, error) {
 // is read again once its size or time changes, when a watch's event names
 // it, after it was gone from the folder, and when the readers change
 // (files.ReadersVersion, the limits, another build of anna). An error of
-// the file system (unreadable) is not remembered.
+// the file system (unreadable) is not remembered, and an engine that
+// writes through another process (engine.Options.WriteThrough: annactl
+// index beside annactl serve) remembers nothing: there every failed file
+// is read at each sync.
 func Dir(ctx context.Context, eng FolderEngine, root string, opt FolderOptions) (FolderStats, error) {
 	ctx = safe.Ctx(ctx)
 	st, err := loadState(ctx, eng)
