@@ -11,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
@@ -210,10 +211,13 @@ func TestIndexSurvivesMovedModel(t *testing.T) {
 	if !errors.As(err, &nf) || !errors.Is(err, engine.ErrModelNotFound) {
 		t.Fatalf("dense search with no model installed: %v, want a ModelNotFoundError", err)
 	}
-	for _, want := range []string{def.Name + " (" + def.Fingerprint[:12] + ")", "annactl models add", "annactl reindex"} {
+	for _, want := range []string{def.Name + " (" + def.Fingerprint[:12] + ")", "install a copy of it", "Reindex"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+	if hs := hint.Of(err); len(hs) != 2 || hs[0].Kind != hint.AddModel || hs[1].Kind != hint.Reindex || hs[1].Index != idx {
+		t.Errorf("hints %+v, want add-model, then reindex %s", hs, idx)
 	}
 	e.Close()
 

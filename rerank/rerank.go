@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
@@ -145,7 +146,8 @@ var _ PairScorer = (*ORTReranker)(nil)
 // defaults documented on Options.
 var spec = bert.Spec{
 	Task: model.TaskRerank, Name: "rerank",
-	Want:     "a cross-encoder (convert one with `annactl models import --task rerank`)",
+	Want:     "a cross-encoder (convert one with the task rerank)",
+	Hints:    []hint.Action{{Kind: hint.ImportModel, Option: "task", Value: "rerank"}},
 	Defaults: bert.Options{Workers: 1, BatchSize: 16},
 }
 

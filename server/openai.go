@@ -438,7 +438,7 @@ func safeScorePairs(ctx context.Context, r rerank.Reranker, pairs []rerank.Pair)
 // reranker does not count them). The limits are checked first.
 func (s *Server) rerankTexts(ctx context.Context, field, query string, docs []string) ([]float32, int, error) {
 	if s.opts.Reranker == nil {
-		return nil, 0, errorf(http.StatusBadRequest, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)")
+		return nil, 0, noReranker("this server has no reranker")
 	}
 	if strings.TrimSpace(query) == "" {
 		return nil, 0, badRequest("query: %v", engine.ErrEmptyQuery)

@@ -71,6 +71,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
@@ -135,6 +136,9 @@ type Spec struct {
 	// Want completes the error for a directory of another task:
 	// "DIR is a TASK model, not " + Want.
 	Want string
+	// Hints are what the user can do about a directory of another task
+	// (hint.Of of the error).
+	Hints []hint.Action
 	// Window is how many inputs are tokenised and length-sorted together
 	// (0: all of a Run's).
 	Window   int
@@ -189,7 +193,7 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	}
 	man, cfg := md.Manifest, md.Config
 	if man.Task != spec.Task {
-		return nil, fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want)
+		return nil, hint.Wrap(fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want), spec.Hints...)
 	}
 	o = o.withDefaults(spec.Defaults)
 	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: batching{o.BatchSize, o.BatchTokens, unpaddedFrom}, workers: o.Workers,

@@ -16,4 +16,4 @@ import "errors"
 
 // ErrNotBuilt is returned (wrapped) where ONNX Runtime is asked for in a
 // build without it.
-var ErrNotBuilt = errors.New("this annactl was built without ONNX Runtime (CGO_ENABLED=0 or -tags annapure)")
+var ErrNotBuilt = errors.New("this program was built without ONNX Runtime (CGO_ENABLED=0 or -tags annapure)")

@@ -73,7 +73,7 @@ func (r *run) fusion(ctx context.Context) error {
 	if r.cfg.Judged != "" {
 		judge = "against your judged queries"
 	}
-	why := fmt.Sprintf("annactl adapt: hybrid nDCG@10 on %d queries %s: %s", len(qs), judge, strings.Join(parts, ", "))
+	why := fmt.Sprintf("adapted: hybrid nDCG@10 on %d queries %s: %s", len(qs), judge, strings.Join(parts, ", "))
 	r.logf("fusion: %s; the index fuses by %s (a score fusion is chosen over RRF only %.3f or more above it)", why, best, FusionMargin)
 	if err := eng.SetFusion(engine.FusionChoice{Fusion: best, Why: why}); err != nil {
 		return fmt.Errorf("adapt: recording the fusion: %w", err)

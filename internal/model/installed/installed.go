@@ -41,6 +41,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
@@ -116,7 +117,7 @@ func Resolve(modelsDir, s string) (string, error) {
 	if len(names) > 0 {
 		have = "installed: " + strings.Join(names, ", ")
 	}
-	return "", fmt.Errorf("installed: model %q: no directory %s here, and no installed model %s (%s; annactl models install NAME installs the catalogue's)", s, s, d, have)
+	return "", hint.Errorf(hint.Action{Kind: hint.InstallModel}, "installed: model %q: no directory %s here, and no installed model %s (%s; the catalogue's models install by name)", s, s, d, have)
 }
 
 // Keep makes sure the model directory src is installed under modelsDir,
