@@ -1,6 +1,8 @@
-// Package encoder turns texts into embedding vectors with a converted BERT
-// model (see `annactl models import`) running in ONNX Runtime, and caches
-// them on disk keyed by the model's fingerprint.
+// Package encoder turns texts into embedding vectors with a converted model
+// (a BERT-family encoder or a decoder; see `annactl models import`) run in
+// this process by ONNX Runtime or anna's pure-Go forward (Model), or by
+// another server (RemoteEncoder), and caches them on disk keyed by the
+// model's fingerprint.
 //
 // Input handling, shared by every Encoder here: texts are tokenised with the
 // model's tokenizer.json and truncated to the model's max length (256 tokens
@@ -9,7 +11,7 @@
 // sequence becomes U+FFFD, as Python's bytes.decode(errors="replace") does,
 // so the vector equals that of the repaired text.
 //
-// ORTEncoder's invariants: Load checks the model directory and loads the
+// Model's invariants: Load checks the model directory and loads the
 // tokenizer but creates no ONNX Runtime session; the first embed call with
 // a text to embed creates it, exactly once however many goroutines call at
 // once, and returns its error if that fails (as every later call does). So

@@ -36,12 +36,12 @@ func TestGoldenVectors(t *testing.T) {
 	runs := []struct {
 		name  string
 		opts  Options
-		embed func(*ORTEncoder) ([][]float32, error)
+		embed func(*Model) ([][]float32, error)
 	}{
-		{"documents, 2 intra-op threads", Options{IntraOpThreads: 2}, func(e *ORTEncoder) ([][]float32, error) {
+		{"documents, 2 intra-op threads", Options{IntraOpThreads: 2}, func(e *Model) ([][]float32, error) {
 			return e.EmbedDocuments(ctx, goldenTexts)
 		}},
-		{"few-shot queries, batches of 3 on 2 workers, max length 64", Options{BatchSize: 3, Workers: 2, MaxLength: 64}, func(e *ORTEncoder) ([][]float32, error) {
+		{"few-shot queries, batches of 3 on 2 workers, max length 64", Options{BatchSize: 3, Workers: 2, MaxLength: 64}, func(e *Model) ([][]float32, error) {
 			return e.EmbedQueries(ctx, goldenTexts, prompt)
 		}},
 	}

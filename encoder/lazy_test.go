@@ -12,7 +12,7 @@ import (
 )
 
 // sessions is how many ONNX Runtime sessions e has created.
-func sessions(e *ORTEncoder) int64 { return e.m.Sessions() }
+func sessions(e *Model) int64 { return e.m.Sessions() }
 
 // docsAndQuery embeds texts as documents, then the first as a query.
 func docsAndQuery(t *testing.T, e Encoder, texts []string) [][]float32 {

@@ -19,7 +19,7 @@ import (
 // negative like many cross-encoders' logits. It is not a trained reranker:
 // the test is about the teacher path and the margin's sign handling with a
 // real model, not about quality.
-func logitCrossEncoder(t *testing.T) *rerank.ORTReranker {
+func logitCrossEncoder(t *testing.T) *rerank.Model {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ce")
 	berttest.WriteCrossEncoder(t, out, -4)

@@ -84,7 +84,7 @@
 //     Concurrent /v1/rerank requests, whatever their queries, are
 //     coalesced the same way (same wait and bounds, in pairs and pair
 //     tokens) into one rerank.ScorePairs call: one model call set for a
-//     rerank.PairScorer (rerank.ORTReranker), else one Score call per
+//     rerank.PairScorer (rerank.Model), else one Score call per
 //     distinct query. Each request gets its own documents' scores, in
 //     order.
 //   - The Server holds no global state: its metrics are in a registry of

@@ -409,7 +409,7 @@ func (j rerankJob) size() (int, int)         { return len(j.pairs), j.tokens }
 func (j rerankJob) context() context.Context { return j.ctx }
 func (j rerankJob) fail(err error)           { j.ans.send(nil, err) }
 
-// pairTokens counts a pair's model tokens: rerank.ORTReranker.PairTokens.
+// pairTokens counts a pair's model tokens: rerank.Model.PairTokens.
 type pairTokens interface{ PairTokens(rerank.Pair) int }
 
 // runRerank scores the pairs of every job of a batch, whatever their

@@ -105,7 +105,7 @@ type Options struct {
 	// BatchTexts and BatchTokens bound one coalesced batch (defaults 256
 	// texts, 16384 tokens): texts and their tokens for embeddings,
 	// (query, document) pairs and their tokens for rerank (counted when the
-	// reranker has PairTokens, as rerank.ORTReranker does); a single
+	// reranker has PairTokens, as rerank.Model does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
 	// MCPWrites offers the add and delete tools on /mcp (not with
