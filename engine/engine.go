@@ -433,7 +433,7 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 	if !encoder.IsRemote(dir) {
 		d, err := installed.Resolve(home.ModelsDir(), opts.Model)
 		if err != nil {
-			return optErr("Options.Model", opts.Model, err.Error())
+			return hint.Wrap(optErr("Options.Model", opts.Model, err.Error()), hint.Of(err)...)
 		}
 		dir = d
 	}

@@ -269,3 +269,27 @@ func TestLexicalWithoutModel(t *testing.T) {
 		t.Fatalf("Encoder with no model installed: %v, want nil", enc)
 	}
 }
+
+// TestOptionsModelAlias: Options.Model takes the catalogue's aliases
+// (`annactl models` lists them) as annactl's --model does; a model named
+// but not installed is an OptionError whose hint installs it.
+func TestOptionsModelAlias(t *testing.T) {
+	defDir, _ := installedDefault(t)
+	models := ownHome(t)
+	ctx := context.Background()
+	_, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{Model: "multilingual"})
+	var oe *engine.OptionError
+	if hs := hint.Of(err); !errors.As(err, &oe) || oe.Field != "Options.Model" || len(hs) != 1 || hs[0] != (hint.Action{Kind: hint.InstallModel, Model: "multilingual-e5-small"}) {
+		t.Fatalf("an alias of a model not installed: %v, hint %+v", err, hs)
+	}
+	// The alias's model, here a copy of the default one under its name.
+	linkModel(t, defDir, filepath.Join(models, "multilingual-e5-small"))
+	e, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{Model: "multilingual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.Model().Dir; got != filepath.Join(models, "multilingual-e5-small") {
+		t.Fatalf("Options.Model multilingual opened %s", got)
+	}
+}

@@ -116,10 +116,11 @@ func (e *Error) Error() string   { return e.Err.Error() }
 func (e *Error) Unwrap() error   { return e.Err }
 func (e *Error) Hints() []Action { return e.Actions }
 
-// Wrap returns err with actions attached (nil for a nil err).
+// Wrap returns err with actions attached (nil for a nil err, err itself
+// for no actions).
 func Wrap(err error, actions ...Action) error {
-	if err == nil {
-		return nil
+	if err == nil || len(actions) == 0 {
+		return err
 	}
 	return &Error{Err: err, Actions: actions}
 }
