@@ -19,7 +19,7 @@
 // session. A text's vector is its own: neither Workers nor the other
 // texts of a call (which batch it lands in) change it — the same bits,
 // in float32 and in int8 models alike, on either backend
-// (TestVectorIsItsOwn): internal/bert batches only texts of one token
+// (TestVectorIsItsOwn): internal/inference batches only texts of one token
 // length (nothing is padded) and an int8 graph quantizes every product's
 // input per row (token). Int8 models converted before issue 64 quantized
 // the attention's input with one scale per batch, which moved a vector
@@ -39,7 +39,7 @@
 // SmolLM2), and refuses others at Load, naming why; its vectors equal
 // ONNX Runtime's within 1e-5
 // (TestGoBackendMatchesORT), so both share the fingerprint and a cache. Loading, the session,
-// the BERT run and the length-sorted batching are internal/bert's, shared
+// the BERT run and the length-sorted batching are internal/inference's, shared
 // with package rerank.
 //
 // RemoteEncoder (Open or OpenRemote with "URL#NAME") embeds with a model

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 )
 
 // sessions is how many ONNX Runtime sessions e has created.
@@ -140,7 +140,7 @@ func TestConcurrentFirstEmbed(t *testing.T) {
 	}
 	defer enc.Close()
 	const G = 6
-	errs := berttest.Concurrently(G, func(g int) error {
+	errs := inferencetest.Concurrently(G, func(g int) error {
 		text := []string{fmt.Sprintf("goroutine %d embeds %s", g, strings.Repeat("this ", g))}
 		var got [][]float32
 		var err error

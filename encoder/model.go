@@ -12,14 +12,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
 
 // Options tune a Model. Zero values pick the defaults. The fields
-// are those of internal/bert's Options, which the reranker shares, with the
+// are those of internal/inference's Options, which the reranker shares, with the
 // encoder's defaults.
 type Options struct {
 	// IntraOpThreads is ONNX Runtime's thread count inside one operator
@@ -38,7 +38,7 @@ type Options struct {
 	BatchSize int // texts per ONNX Runtime call, at most (default 32)
 	// BatchTokens caps a batch's padded tokens (default 1024): texts of
 	// 512 tokens go two at a time, of 32 tokens BatchSize at a time. See
-	// internal/bert's Options for what it bought.
+	// internal/inference's Options for what it bought.
 	BatchTokens int
 	// MaxLength overrides the manifest's max length (at most the model's
 	// max_position_embeddings). Vectors of longer texts change, so the
@@ -54,8 +54,8 @@ type Options struct {
 
 // Backend names, Options.Backend's values.
 const (
-	BackendORT = bert.BackendORT
-	BackendGo  = bert.BackendGo
+	BackendORT = inference.BackendORT
+	BackendGo  = inference.BackendGo
 )
 
 // ORTEncoder is Model's old name.
@@ -65,17 +65,17 @@ type ORTEncoder = Model
 
 // DefaultBackend is the backend of Options without one: "onnxruntime"
 // where this build has ONNX Runtime, else "go".
-func DefaultBackend() string { return bert.DefaultBackend() }
+func DefaultBackend() string { return inference.DefaultBackend() }
 
 // Model embeds with a converted model directory, run in this process by
 // ONNX Runtime or by anna's pure-Go forward (Options.Backend; a model
 // another server runs is a RemoteEncoder). Its session is created on the
-// first call that has a text to embed (see internal/bert), so opening a
+// first call that has a text to embed (see internal/inference), so opening a
 // model to read its fingerprint and dim, or serving every text from a
 // Cache, costs no session. It is safe for concurrent use; Close it when
 // done.
 type Model struct {
-	m           *bert.Model
+	m           *inference.Model
 	fingerprint string
 	// context is a Causal2Vec model's paired encoder (Manifest.Context),
 	// whose vector of each text the graph takes; nil otherwise.
@@ -86,10 +86,10 @@ var _ Encoder = (*Model)(nil)
 
 // spec is what the encoder serves from a model directory, with the
 // defaults documented on Options.
-var spec = bert.Spec{
+var spec = inference.Spec{
 	Task: model.TaskEmbed, Name: "encoder", Want: "an embedding model",
 	Window:   sortWindow,
-	Defaults: bert.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
+	Defaults: inference.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
 }
 
 // sortWindow is how many texts are tokenised and length-sorted together:
@@ -119,7 +119,7 @@ func Default(ctx context.Context) (*Model, error) {
 // damaged model.onnx, say).
 func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
-	m, err := bert.Open(ctx, modelDir, spec, bert.Options(opts))
+	m, err := inference.Open(ctx, modelDir, spec, inference.Options(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (e *Model) embedCausal2Vec(ctx context.Context, texts, raw []string, prefix
 	}
 	tok := e.m.Tokenizer()
 	prefixes := map[string][]int64{}
-	return e.run(ctx, bert.Inputs{Texts: texts, Context: vecs, Reserve: 1, Prepare: func(i int, ids []int64) []int64 {
+	return e.run(ctx, inference.Inputs{Texts: texts, Context: vecs, Reserve: 1, Prepare: func(i int, ids []int64) []int64 {
 		p := prefix(i)
 		pre, ok := prefixes[p] // prefixes are few; Prepare runs on one goroutine per window
 		if !ok {
@@ -270,7 +270,7 @@ func (e *Model) embedMemory(ctx context.Context, texts []string, query bool) ([]
 	for j := range mem {
 		mem[j] = int64(e.m.Config().VocabSize + j)
 	}
-	return e.run(ctx, bert.Inputs{Texts: texts, Reserve: len(instr) + mt.Count - 1, Prepare: func(_ int, ids []int64) []int64 {
+	return e.run(ctx, inference.Inputs{Texts: texts, Reserve: len(instr) + mt.Count - 1, Prepare: func(_ int, ids []int64) []int64 {
 		return slices.Concat(ids[:max(len(ids)-1, 0)], instr, mem)
 	}})
 }
@@ -295,18 +295,18 @@ type Stats struct {
 func (e *Model) Stats() Stats { return Stats(e.m.Stats()) }
 
 // embed runs texts through the model (tokenised, sorted by length so each
-// batch pads little, batched over the workers; see internal/bert) and
+// batch pads little, batched over the workers; see internal/inference) and
 // pools each text's hidden states; results come back in input order.
 func (e *Model) embed(ctx context.Context, texts []string) ([][]float32, error) {
-	return e.run(ctx, bert.Inputs{Texts: texts})
+	return e.run(ctx, inference.Inputs{Texts: texts})
 }
 
 // run is embed over any inputs.
-func (e *Model) run(ctx context.Context, in bert.Inputs) ([][]float32, error) {
+func (e *Model) run(ctx context.Context, in inference.Inputs) ([][]float32, error) {
 	man := e.Manifest()
 	dim := man.Dim
 	out := make([][]float32, len(in.Texts))
-	err := e.m.Run(ctx, in, func(b bert.Batch) error {
+	err := e.m.Run(ctx, in, func(b inference.Batch) error {
 		buf := make([]float32, len(b.Rows)*dim) // one allocation for the whole batch
 		for r, i := range b.Rows {
 			v := buf[r*dim : (r+1)*dim : (r+1)*dim]

@@ -22,7 +22,7 @@
 // package function, serves any Reranker: through its ScorePairs where it
 // is a PairScorer, else one Score call per distinct query.
 // Loading, the session, the BERT run and the length-sorted batching are
-// internal/bert's, shared with package encoder.
+// internal/inference's, shared with package encoder.
 //
 // A nil context.Context given to a function of this package is
 // context.Background().
@@ -34,7 +34,7 @@ import (
 	"math"
 
 	"github.com/anna-search/anna/hint"
-	"github.com/anna-search/anna/internal/bert"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
@@ -104,7 +104,7 @@ func ScorePairs(ctx context.Context, r Reranker, pairs []Pair) ([]float32, error
 
 // Options tune a Model. Zero values pick the defaults. Threads,
 // Workers, BatchSize, BatchTokens and MaxLength mean what they mean for the
-// encoder (both run through internal/bert); the defaults differ.
+// encoder (both run through internal/inference); the defaults differ.
 type Options struct {
 	IntraOpThreads int // default: all cores
 	InterOpThreads int // default 1
@@ -136,7 +136,7 @@ type Options struct {
 // labels it is logit[Options.Label]. Its session is created by the first
 // call with a document to score. Safe for concurrent use.
 type Model struct {
-	m     *bert.Model
+	m     *inference.Model
 	label int
 	// prefix and suffix are a decoder reranker's PairPrompt parts,
 	// tokenised (for PairTokens); nil for a BERT cross-encoder.
@@ -152,11 +152,11 @@ var _ PairScorer = (*Model)(nil)
 
 // spec is what the reranker serves from a model directory, with the
 // defaults documented on Options.
-var spec = bert.Spec{
+var spec = inference.Spec{
 	Task: model.TaskRerank, Name: "rerank",
 	Want:     "a cross-encoder (convert one with the task rerank)",
 	Hints:    []hint.Action{{Kind: hint.ImportModel, Option: "task", Value: "rerank"}},
-	Defaults: bert.Options{Workers: 1, BatchSize: 16},
+	Defaults: inference.Options{Workers: 1, BatchSize: 16},
 }
 
 // Load opens the converted cross-encoder in modelDir: it checks the
@@ -164,7 +164,7 @@ var spec = bert.Spec{
 // by the first Score that needs it, which also returns its error.
 func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
-	m, err := bert.Open(ctx, modelDir, spec, bert.Options{
+	m, err := inference.Open(ctx, modelDir, spec, inference.Options{
 		IntraOpThreads: opts.IntraOpThreads, InterOpThreads: opts.InterOpThreads,
 		Workers: opts.Workers, BatchSize: opts.BatchSize, BatchTokens: opts.BatchTokens, MaxLength: opts.MaxLength,
 		Backend: opts.Backend,
@@ -258,11 +258,11 @@ func (r *Model) Logits(ctx context.Context, query string, docs []string) ([]floa
 }
 
 // pairLogits scores pairs (query(i), docs[i]), sorted by length into
-// batches (see internal/bert).
+// batches (see internal/inference).
 func (r *Model) pairLogits(ctx context.Context, query func(int) string, docs []string) ([]float32, error) {
 	L := r.Manifest().NumLabels
 	out := make([]float32, len(docs)*L)
-	err := r.m.Run(ctx, bert.Inputs{Texts: docs, First: query}, func(b bert.Batch) error {
+	err := r.m.Run(ctx, inference.Inputs{Texts: docs, First: query}, func(b inference.Batch) error {
 		for j, i := range b.Rows {
 			copy(out[i*L:(i+1)*L], b.Out[j*L:(j+1)*L])
 		}

@@ -9,7 +9,7 @@
 // The package links ONNX Runtime through onnxruntime_go, which needs cgo:
 // ort.go is built with `cgo && !annapure`. Elsewhere (CGO_ENABLED=0, or
 // -tags annapure) only Built (false) and ErrNotBuilt exist, and anna's
-// BERT models run in pure Go instead (internal/bert's backend "go").
+// BERT models run in pure Go instead (internal/inference's backend "go").
 package ort
 
 import "errors"

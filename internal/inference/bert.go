@@ -1,6 +1,9 @@
-// Package bert runs the converted BERT models of `annactl models import`
-// (a model.Dir: anna-model.json, config.json, model.onnx, tokenizer.json)
-// in ONNX Runtime or in pure Go (Options.Backend). It is the one copy of
+// Package inference is the model runtime: it runs the converted models of
+// `annactl models import` (a model.Dir: anna-model.json, config.json,
+// model.onnx, tokenizer.json), BERT-family encoders and cross-encoders and
+// Llama-family decoders alike, in ONNX Runtime or in pure Go
+// (Options.Backend). (It was internal/bert, named for its first family.)
+// It is the one copy of
 // what the encoder (task embed) and rerank (task rerank) packages share:
 // opening and checking a model directory for a task, loading its
 // tokenizer, the backend that runs the graph (an ONNX Runtime session, or
@@ -58,7 +61,7 @@
 // A nil context.Context given to a function of this package is
 // context.Background(), and a panic on a goroutine it starts comes back
 // as Run's error (internal/parallel).
-package bert
+package inference
 
 import (
 	"context"
