@@ -4,16 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/hint"
+	"github.com/anna-search/anna/internal/srcscan"
 )
 
 // TestOf: the actions are found through %w and errors.Join, the outermost
@@ -63,26 +61,7 @@ func TestNoLibraryStringNamesTheCLI(t *testing.T) {
 	cli := regexp.MustCompile(`\bannactl\b`)
 	var bad []string
 	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			name := d.Name()
-			if rel == "cmd" || name == "testdata" || name == "node_modules" || (strings.HasPrefix(name, ".") && rel != ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err = srcscan.Files(root, func(rel, _ string) bool { return rel == "cmd" }, func(rel string, fset *token.FileSet, f *ast.File) error {
 		files++
 		ast.Inspect(f, func(n ast.Node) bool {
 			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && cli.MatchString(lit.Value) {
