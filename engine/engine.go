@@ -417,7 +417,8 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 			}
 		}
 		if opts.Chunking != (Chunking{}) && opts.Chunking != recordedCh {
-			return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, recordedCh))
+			return hint.Wrap(optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, recordedCh)),
+				hint.Action{Kind: hint.Reindex, Index: e.dir, Option: "chunking", Value: opts.Chunking.String()})
 		}
 		e.cur.chunking = recordedCh
 	}

@@ -703,7 +703,8 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		}
 	}
 	if h.Bound && opts.Chunking != (Chunking{}) && opts.Chunking != h.Chunking {
-		return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, h.Chunking))
+		return hint.Wrap(optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, h.Chunking)),
+			hint.Action{Kind: hint.Reindex, Index: e.dir, Option: "chunking", Value: opts.Chunking.String()})
 	}
 	if remote := strings.HasPrefix(h.Backend, "weaviate"); remote != (opts.Weaviate != nil) {
 		want := "its own indexes"

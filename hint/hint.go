@@ -37,7 +37,9 @@ const (
 	// Model, its directory ("" when the user picks one).
 	AddModel Kind = "add-model"
 	// Reindex moves the index Index to the model Model ("" when the
-	// user picks one), re-embedding its documents.
+	// user picks one), re-embedding its documents; with Option
+	// "chunking", it keeps the model and changes how documents are split
+	// into passages (Value: the chunking wanted, engine.Chunking's form).
 	Reindex Kind = "reindex"
 	// Repair opens the index Index for writing, which replays what its
 	// derived indexes missed, checks it and salvages every whole record
@@ -85,6 +87,9 @@ func (a Action) String() string {
 	case AddModel:
 		return "install the model directory " + or(a.Model, "that holds it")
 	case Reindex:
+		if a.Option == "chunking" {
+			return fmt.Sprintf("reindex %s with the chunking %s", or(a.Index, "the index"), or(a.Value, "you choose"))
+		}
 		return fmt.Sprintf("reindex %s with the model %s", or(a.Index, "the index"), or(a.Model, "you choose"))
 	case Repair:
 		return "repair " + or(a.Index, "the index")

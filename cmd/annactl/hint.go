@@ -32,6 +32,9 @@ func hintCommand(a hint.Action) string {
 	case hint.AddModel:
 		return "annactl models add " + or(a.Model, "MODEL_DIR")
 	case hint.Reindex:
+		if a.Option == "chunking" {
+			return "annactl reindex --index " + or(a.Index, "DIR") + " --chunk-tokens N"
+		}
 		return "annactl reindex --index " + or(a.Index, "DIR") + " --model " + or(a.Model, "MODEL")
 	case hint.Repair:
 		return "annactl check --index " + or(a.Index, "DIR") + " --repair"

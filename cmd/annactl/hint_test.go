@@ -23,6 +23,7 @@ func TestHintCommand(t *testing.T) {
 		{hint.Action{Kind: hint.ImportModel, Option: "task", Value: "rerank"}, "annactl models import --task rerank SRC DEST_DIR"},
 		{hint.Action{Kind: hint.AddModel}, "annactl models add MODEL_DIR"},
 		{hint.Action{Kind: hint.Reindex, Index: "my idx"}, "annactl reindex --index 'my idx' --model MODEL"},
+		{hint.Action{Kind: hint.Reindex, Index: "idx", Option: "chunking", Value: "window=128,stride=half"}, "annactl reindex --index idx --chunk-tokens N"},
 		{hint.Action{Kind: hint.Repair, Index: "/tmp/idx"}, "annactl check --index /tmp/idx --repair"},
 		{hint.Action{Kind: hint.AddDocuments, Index: "idx"}, "annactl index --index idx FILE"},
 		{hint.Action{Kind: hint.BuildReranker}, "annactl rerankers build"},
