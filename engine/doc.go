@@ -62,8 +62,8 @@
 //     --choose-fusion measures and records one), kept in anna.db's state
 //     with the model fingerprint it was chosen for: searches that name no
 //     SearchOptions.Fusion use it while the directory embeds with that
-//     model, and RRF otherwise (after Reindex to another model, or when
-//     none is recorded).
+//     model, and DefaultFusion (DBSF) otherwise (after Reindex to another
+//     model, or when none is recorded).
 //   - Any number of searches may run concurrently with one writer. Writers
 //     (Add, Delete, Reindex) are serialised. Across processes bbolt's file
 //     lock admits one writer or any number of read-only opens, and the

@@ -64,10 +64,10 @@ func ExampleEngine_Search_explain() {
 	// a dense rank 1
 }
 
-// Hybrid fuses by ranks (RRF) unless told otherwise: FusionDBSF (or
-// FusionMinMax) sums each list's normalised scores instead, and Weights
-// gives a list more say — useful when the dense model is much stronger than
-// BM25.
+// Hybrid sums each list's normalised scores (DefaultFusion, DBSF) unless
+// told otherwise: FusionRRF fuses by ranks alone, FusionMinMax scales scores
+// another way, and Weights gives a list more say — useful when the dense
+// model is much stronger than BM25.
 func ExampleSearchOptions_fusion() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "anna-example-")
@@ -84,7 +84,6 @@ func ExampleSearchOptions_fusion() {
 	})
 	res, err := eng.Search(ctx, "graph search for similar vectors", engine.SearchOptions{
 		K:       1,
-		Fusion:  engine.FusionDBSF,
 		Weights: map[string]float64{"dense": 2},
 	})
 	if err != nil {

@@ -12,22 +12,31 @@ import (
 type Fusion string
 
 const (
-	// FusionRRF (the default) fuses by reciprocal rank, Σ w/(k+rank): ranks
-	// only, no scale to match between lists.
+	// FusionRRF fuses by reciprocal rank, Σ w/(k+rank): ranks only, no
+	// scale to match between lists (anna's default before 2026-12-06).
 	FusionRRF Fusion = "rrf"
 	// FusionMinMax maps each list's scores to [0,1] (its best 1, its worst
 	// 0) and sums them, weighted: Weaviate's relativeScoreFusion.
 	FusionMinMax Fusion = "minmax"
-	// FusionDBSF maps each list's mean-3σ..mean+3σ to 0..1 and sums them,
-	// weighted: Qdrant's distribution-based score fusion.
+	// FusionDBSF (the default) maps each list's mean-3σ..mean+3σ to 0..1 and
+	// sums them, weighted: Qdrant's distribution-based score fusion.
 	FusionDBSF Fusion = "dbsf"
 )
 
-// ParseFusion reads a fusion name ("" is FusionRRF).
+// DefaultFusion is how hybrid search fuses where neither
+// SearchOptions.Fusion nor the index's recorded choice (SetFusion) says.
+// DBSF: a list's scores say how far its best documents stand out, which
+// ranks alone do not, and over the shared collections hybrid fused by DBSF
+// was at or above its better list where RRF fell below it (SQuAD with the
+// default model: BM25 0.9010, RRF 0.8816, DBSF 0.9165;
+// docs/results/fusion.md has every set and model).
+const DefaultFusion = FusionDBSF
+
+// ParseFusion reads a fusion name ("" is DefaultFusion).
 func ParseFusion(s string) (Fusion, error) {
 	switch f := Fusion(strings.ToLower(s)); f {
 	case "":
-		return FusionRRF, nil
+		return DefaultFusion, nil
 	case FusionRRF, FusionMinMax, FusionDBSF:
 		return f, nil
 	}
@@ -41,7 +50,7 @@ const stateFusion = "search.fusion"
 // SearchOptions.Fusion is "" fuses with. It holds only while the index
 // embeds with the model it was chosen for: a fusion that suits one model's
 // scores need not suit another's, so after Reindex to another model the
-// index is back on FusionRRF until a new choice is recorded.
+// index is back on DefaultFusion until a new choice is recorded.
 type FusionChoice struct {
 	Fusion Fusion
 	Model  string // the model fingerprint it was chosen for
@@ -56,17 +65,18 @@ func (c FusionChoice) Active(fp string) bool { return c.Fusion != "" && c.Model 
 
 // inEffect is what SearchOptions.Fusion "" means for an index embedding with
 // the model whose fingerprint is fp: the choice while it is active, else
-// FusionRRF.
+// DefaultFusion.
 func (c FusionChoice) inEffect(fp string) Fusion {
 	if c.Active(fp) {
 		return c.Fusion
 	}
-	return FusionRRF
+	return DefaultFusion
 }
 
 // SetFusion records c as the index's default fusion, for the model the
-// index embeds with now (c.Model, when set, must name it). FusionRRF, or
-// the zero FusionChoice, goes back to the default. The choice is kept in
+// index embeds with now (c.Model, when set, must name it). Any fusion named
+// is kept, DefaultFusion too (a measured choice outlives a change of the
+// default); the zero FusionChoice clears the record. The choice is kept in
 // anna.db with the documents: it survives restarts, and Check and Repair
 // leave it alone.
 func (e *Engine) SetFusion(c FusionChoice) error {
@@ -95,7 +105,7 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 		return optErr("FusionChoice.Model", c.Model, fmt.Sprintf("must be the index's model, %s", e.cur.model.Fingerprint))
 	}
 	var raw []byte // nil deletes the key
-	if c.Fusion != "" && c.Fusion != FusionRRF {
+	if c.Fusion != "" {
 		var err error
 		if raw, err = json.Marshal(c); err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -111,7 +121,7 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 }
 
 // loadFusion reads the recorded FusionChoice (Open). A value that cannot be
-// read is a warning, not a failure: the index searches with RRF.
+// read is a warning, not a failure: the index searches with DefaultFusion.
 func (e *Engine) loadFusion() error {
 	raw, err := e.store.State(stateFusion)
 	if err != nil {
@@ -122,15 +132,28 @@ func (e *Engine) loadFusion() error {
 	}
 	var c FusionChoice
 	if err := json.Unmarshal(raw, &c); err != nil {
-		e.warn("anna.db: the recorded fusion choice cannot be read (%v): searching with RRF until one is recorded again", err)
+		e.warn("anna.db: the recorded fusion choice cannot be read (%v): searching with the default fusion (%s) until one is recorded again", err, DefaultFusion)
 		return nil
 	}
 	if _, err := ParseFusion(string(c.Fusion)); err != nil {
-		e.warn("anna.db: the recorded fusion %q is unknown: searching with RRF until one is recorded again", c.Fusion)
+		e.warn("anna.db: the recorded fusion %q is unknown: searching with the default fusion (%s) until one is recorded again", c.Fusion, DefaultFusion)
 		return nil
 	}
 	e.cur.fusion = c
 	return nil
+}
+
+// fusionFor is the fusion a search with opts fuses by: opts.Fusion, else
+// RRF where opts.RRFK asks for RRF's constant, else the index's choice in
+// effect (fusionInEffect).
+func (e *Engine) fusionFor(opts SearchOptions) Fusion {
+	switch {
+	case opts.Fusion != "":
+		return opts.Fusion
+	case opts.RRFK != 0:
+		return FusionRRF
+	}
+	return e.fusionInEffect()
 }
 
 // fusionInEffect is what SearchOptions.Fusion "" means now.

@@ -94,24 +94,34 @@ func TestHybridScoreFusion(t *testing.T) {
 			}
 		}
 	}
-	// The default is RRF: the same query with Fusion "rrf" gives the same list.
+	// The default is DBSF: the same query with Fusion "dbsf" gives the same
+	// list and scores; RRFK alone asks for RRF.
 	a, err := e.Search(ctx, q, engine.SearchOptions{K: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.Search(ctx, q, engine.SearchOptions{K: 20, Fusion: engine.FusionRRF})
+	b, err := e.Search(ctx, q, engine.SearchOptions{K: 20, Fusion: engine.FusionDBSF})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(ids(a)) != fmt.Sprint(ids(b)) || a[0].Score > 2.0/61 {
-		t.Fatalf("default fusion is not RRF: %v (%g) vs %v", ids(a), a[0].Score, ids(b))
+	if engine.DefaultFusion != engine.FusionDBSF || fmt.Sprint(ids(a)) != fmt.Sprint(ids(b)) || a[0].Score != b[0].Score {
+		t.Fatalf("default fusion is not DBSF: %v (%g) vs %v (%g)", ids(a), a[0].Score, ids(b), b[0].Score)
+	}
+	c, err := e.Search(ctx, q, engine.SearchOptions{K: 20, RRFK: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c[0].Score > 2.0/61 {
+		t.Fatalf("RRFK without Fusion: top score %g, not RRF's", c[0].Score)
 	}
 }
 
 // TestFusionChoice: an index's recorded fusion is what SearchOptions.Fusion
 // "" means, kept across Close and a read-only open, overridden by an
-// explicit Fusion, dropped (back to RRF) by a reindex to another model, and
-// cleared by recording RRF; bad choices are refused with an OptionError.
+// explicit Fusion, dropped (back to the default, DBSF) by a reindex to
+// another model, and cleared by recording the zero FusionChoice (the
+// default, named, is kept as a choice); bad choices are refused with an
+// OptionError.
 func TestFusionChoice(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -146,7 +156,7 @@ func TestFusionChoice(t *testing.T) {
 	if fmt.Sprint(rrf) == fmt.Sprint(dbsf) {
 		t.Fatal("RRF and DBSF gave the same scores: the test cannot tell them apart")
 	}
-	same("no choice recorded", scores(e, ""), rrf)
+	same("no choice recorded", scores(e, ""), dbsf)
 
 	for _, c := range []engine.FusionChoice{{Fusion: "borda"}, {Fusion: engine.FusionDBSF, Model: "fp-other"}} {
 		var oe *engine.OptionError
@@ -154,17 +164,17 @@ func TestFusionChoice(t *testing.T) {
 			t.Fatalf("SetFusion(%+v): %v, want an OptionError", c, err)
 		}
 	}
-	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionDBSF, Why: "measured"}); err != nil {
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionRRF, Why: "measured"}); err != nil {
 		t.Fatal(err)
 	}
-	same("DBSF recorded", scores(e, ""), dbsf)
-	same("explicit RRF over the choice", scores(e, engine.FusionRRF), rrf)
+	same("RRF recorded", scores(e, ""), rrf)
+	same("explicit DBSF over the choice", scores(e, engine.FusionDBSF), dbsf)
 	st, err := e.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (engine.FusionChoice{Fusion: engine.FusionDBSF, Model: "fp-a", Why: "measured"}); st.Fusion != engine.FusionDBSF || st.FusionChoice != want {
-		t.Fatalf("Stats: fusion %q, choice %+v; want dbsf, %+v", st.Fusion, st.FusionChoice, want)
+	if want := (engine.FusionChoice{Fusion: engine.FusionRRF, Model: "fp-a", Why: "measured"}); st.Fusion != engine.FusionRRF || st.FusionChoice != want {
+		t.Fatalf("Stats: fusion %q, choice %+v; want rrf, %+v", st.Fusion, st.FusionChoice, want)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -174,7 +184,7 @@ func TestFusionChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("read-only reopen", scores(ro, ""), dbsf)
+	same("read-only reopen", scores(ro, ""), rrf)
 	if err := ro.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); !errors.Is(err, engine.ErrReadOnly) {
 		t.Fatalf("read-only SetFusion: %v, want ErrReadOnly", err)
 	}
@@ -182,28 +192,37 @@ func TestFusionChoice(t *testing.T) {
 
 	e = openT(t, dir, "fp-a")
 	defer e.Close()
-	same("reopen", scores(e, ""), dbsf)
+	same("reopen", scores(e, ""), rrf)
 	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err = e.Stats(); err != nil {
 		t.Fatal(err)
 	}
-	if st.Fusion != engine.FusionRRF || st.FusionChoice.Fusion != engine.FusionDBSF || st.FusionChoice.Active(st.Model.Fingerprint) {
-		t.Fatalf("after a reindex to another model: fusion %q, choice %+v; want rrf, the dbsf choice kept but inactive", st.Fusion, st.FusionChoice)
+	if st.Fusion != engine.FusionDBSF || st.FusionChoice.Fusion != engine.FusionRRF || st.FusionChoice.Active(st.Model.Fingerprint) {
+		t.Fatalf("after a reindex to another model: fusion %q, choice %+v; want dbsf, the rrf choice kept but inactive", st.Fusion, st.FusionChoice)
 	}
-	same("after a reindex to another model", scores(e, ""), scores(e, engine.FusionRRF))
+	same("after a reindex to another model", scores(e, ""), scores(e, engine.FusionDBSF))
 	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); err != nil {
 		t.Fatal(err)
 	}
 	same("minmax recorded for the new model", scores(e, ""), scores(e, engine.FusionMinMax))
-	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionRRF}); err != nil {
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.DefaultFusion}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err = e.Stats(); err != nil {
 		t.Fatal(err)
 	}
-	if st.Fusion != engine.FusionRRF || st.FusionChoice != (engine.FusionChoice{}) {
-		t.Fatalf("after recording RRF: fusion %q, choice %+v; want rrf and no choice", st.Fusion, st.FusionChoice)
+	if st.Fusion != engine.DefaultFusion || !st.FusionChoice.Active(st.Model.Fingerprint) {
+		t.Fatalf("after recording the default: fusion %q, choice %+v; want %s, recorded", st.Fusion, st.FusionChoice, engine.DefaultFusion)
+	}
+	if err := e.SetFusion(engine.FusionChoice{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = e.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Fusion != engine.DefaultFusion || st.FusionChoice != (engine.FusionChoice{}) {
+		t.Fatalf("after clearing: fusion %q, choice %+v; want %s and no choice", st.Fusion, st.FusionChoice, engine.DefaultFusion)
 	}
 }

@@ -106,7 +106,7 @@ func TestRerankFusion(t *testing.T) {
 		return out
 	}
 	lex, dense := ranks(engine.ModeLexical), ranks(engine.ModeDense)
-	hyb, err := e.Search(ctx, "common words pad", engine.SearchOptions{K: 10})
+	hyb, err := e.Search(ctx, "common words pad", engine.SearchOptions{K: 10, Fusion: engine.FusionRRF})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestRerankFusion(t *testing.T) {
 	}
 	for _, w := range []float64{1, 2.5} {
 		res, err := e.Search(ctx, "common words pad", engine.SearchOptions{Mode: engine.ModeRerank, RerankFusion: true, K: 30, RerankDepth: 10,
-			Weights: map[string]float64{"rerank": w}})
+			Fusion: engine.FusionRRF, Weights: map[string]float64{"rerank": w}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ type Mode string
 const (
 	ModeLexical Mode = "lexical" // BM25 only
 	ModeDense   Mode = "dense"   // HNSW over embeddings only
-	ModeHybrid  Mode = "hybrid"  // BM25 and dense fused (RRF unless SearchOptions.Fusion says otherwise)
+	ModeHybrid  Mode = "hybrid"  // BM25 and dense fused (DefaultFusion unless SearchOptions.Fusion or the index says otherwise)
 	ModeRerank  Mode = "rerank"  // hybrid (or RerankOf), then the top candidates rescored by the cross-encoder
 )
 
@@ -56,7 +56,7 @@ type SearchOptions struct {
 	// ModeDense.
 	RerankOf Mode
 	// RerankFusion makes the reranked top RerankDepth a list of its own,
-	// fused by RRF with the retrieval lists it came from (lexical and
+	// fused (as Fusion says) with the retrieval lists it came from (lexical and
 	// dense for hybrid candidates), as the ANNA pipeline of paper 003 does,
 	// instead of replacing their order with the cross-encoder's.
 	RerankFusion bool
@@ -68,9 +68,10 @@ type SearchOptions struct {
 	Prompt Prompt
 	// Fusion is how the lists are fused (hybrid, and the reranked list
 	// with RerankFusion); "" is the index's own choice (see SetFusion),
-	// FusionRRF unless one was recorded.
+	// DefaultFusion unless one was recorded (FusionRRF where RRFK is set).
 	Fusion Fusion
-	// RRFK is the RRF constant; default 60.
+	// RRFK is the RRF constant; default 60. Setting it with Fusion ""
+	// fuses by RRF.
 	RRFK int
 	// Weights optionally weight the fused lists by name ("lexical",
 	// "dense", and "rerank" with RerankFusion; others are refused); a
@@ -235,9 +236,7 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 		locate(res)
 		return res, err
 	}
-	if opts.Fusion == "" {
-		opts.Fusion = e.fusionInEffect()
-	}
+	opts.Fusion = e.fusionFor(opts)
 	if opts.Mode == ModeRerank && e.opts.Reranker == nil {
 		return nil, hint.Wrap(optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
 			"none ships with anna: train/recipe.Build trains one and installs it as $ANNA_HOME/models/anna-reranker-bge"), hint.Action{Kind: hint.BuildReranker})

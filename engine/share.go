@@ -397,9 +397,7 @@ func (e *Engine) retrieveFor(ctx context.Context, r searchReq) (retrieveResp, er
 		return retrieveResp{}, err
 	}
 	defer e.leave()
-	if opts.Fusion == "" {
-		opts.Fusion = e.fusionInEffect()
-	}
+	opts.Fusion = e.fusionFor(opts)
 	base := opts
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {
 		base.Mode, base.K = opts.RerankOf, max(opts.K, opts.RerankDepth)

@@ -77,7 +77,7 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatalf("hits %v, want sourdough first of 3; the page:\n%s", hits, dom)
 	}
 	for _, want := range []string{`<mark>yeast</mark>`, `<mark>bread</mark>`, `lexical: rank 1`, `dense: rank`, `hits in`,
-		`3 documents · model test-fp-0123 (32 dims) · fusion rrf`, `<option value="shelf">shelf</option>`, `<option value="year">year (number)</option>`} {
+		`3 documents · model test-fp-0123 (32 dims) · fusion dbsf`, `<option value="shelf">shelf</option>`, `<option value="year">year (number)</option>`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page lacks %q:\n%s", want, dom)
 		}

@@ -128,7 +128,7 @@ func TestRunDecoderRefusals(t *testing.T) {
 		}
 	}
 	// Qwen3 (per-head q/k norms) trains and exports: the graph has them
-	// (TestTinyDecodersMatchONNXRuntime checks the graph against the trainer).
+	// (internal/train/cuda's TestFamiliesParity checks the graph against the trainer).
 	res, err := Run(context.Background(), Config{ModelDir: qwen3, Data: data, OutDir: t.TempDir(), BatchSize: 4, GroupSize: 3, MaxSteps: 1,
 		EvalFraction: -1, LoRA: &LoRAConfig{Rank: 2}})
 	if err != nil {

@@ -107,7 +107,7 @@ func (o *adaptOptions) register(cmd *cobra.Command) {
 	f.Var(logThresholdValue{&o.c.LogThreshold}, "log-threshold", "the teacher's calibrated log-odds a logged query's top document must reach to train on it: a `NUMBER`, none (every one the teacher ranks first), or auto (the 0.1 quantile of the confirmed extractive and generated positives' scores, even odds without them)")
 	f.StringArrayVar(&o.teachers, "teacher-model", []string{"auto"}, "an embedding model (`NAME` installed, or a directory; repeatable) whose cosine joins the teacher and whose whole-corpus retrieval, fused with BM25, judges the held-out check and the fusion; auto: every installed catalogue model but the index's own that knows the documents' language; none: no teacher model")
 	f.Var(negativesFromValue{&o.c.NegativesFrom}, "negatives-from", "the search whose top candidates the negatives are mined from: hybrid (BM25 and the index's model fused) or lexical (BM25 alone: the documents sharing the query's words that the teacher finds not relevant, which a dense list fused with BM25 must push down)")
-	f.BoolVar(&o.c.KeepFusion, "keep-fusion", false, "leave the index's fusion as it is (by default the adapted index's hybrid fusion is chosen on the check's queries: a score fusion only where it beats RRF)")
+	f.BoolVar(&o.c.KeepFusion, "keep-fusion", false, "leave the index's fusion as it is (by default the adapted index's hybrid fusion is chosen on the check's queries: another fusion only where it beats the default, dbsf)")
 	f.IntVar(&o.c.Steps, "steps", o.c.Steps, "training steps")
 	f.IntVar(&o.c.BatchQueries, "batch", o.c.BatchQueries, "queries per step")
 	f.IntVar(&o.c.Group, "group", o.c.Group, "documents per query: 1 positive + N-1 mined negatives")

@@ -184,9 +184,9 @@ type fusionFlags struct {
 
 func (u *fusionFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringArrayVar(&u.weights, "weight", nil, "weight of a fused list in RRF, `LIST=W` with LIST lexical, dense or rerank (repeatable; default 1 each)")
+	f.StringArrayVar(&u.weights, "weight", nil, "weight of a fused list, `LIST=W` with LIST lexical, dense or rerank (repeatable; default 1 each)")
 	f.IntVar(&u.k, "rrf-k", 0, "RRF's rank constant `K` (0: 60)")
-	f.StringVar(&u.fusion, "fusion", "", "how the lists are fused: rrf (ranks), minmax (scores scaled to [0,1], summed) or dbsf (mean±3σ scaled to [0,1], summed) (default: the index's choice, recorded by eval --choose-fusion, else rrf)")
+	f.StringVar(&u.fusion, "fusion", "", "how the lists are fused: rrf (ranks), minmax (scores scaled to [0,1], summed) or dbsf (mean±3σ scaled to [0,1], summed) (default: the index's choice, recorded by eval --choose-fusion, else dbsf)")
 }
 
 // apply puts the fusion flags into opts.

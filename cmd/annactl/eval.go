@@ -68,9 +68,9 @@ installed reranker unasked (search --mode rerank, mine-negatives' teacher) only
 where those measurements say it helps (measured with RRF, whatever the index
 chose).
 
-Hybrid search fuses by RRF unless the index records another fusion:
+Hybrid search fuses by dbsf unless the index records another fusion:
 --choose-fusion (with --index DIR) measures hybrid fused by rrf, minmax and dbsf
-(equal weights) on the split and records the best in DIR (RRF on a tie); the
+(equal weights) on the split and records the best in DIR (dbsf on a tie); the
 index's searches use it when no --fusion is given, until a reindex to another
 model (annactl stats shows it). Choose on a split you do not report
 (--split train where the dataset has one): chosen on the test split, the test
@@ -132,7 +132,7 @@ func (fl *evalFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&fl.keepIdentical, "keep-identical-ids", false, "keep hits whose document ID equals the query ID (BEIR drops them)")
 	f.StringVar(&fl.runOut, "run-out", "", "write each mode's ranking as a TREC run to `FILE`")
 	f.StringVar(&fl.rerankRun, "rerank-run", "", "rerank the top --rerank-depth of this TREC run `FILE` with --reranker")
-	f.BoolVar(&fl.chooseFusion, "choose-fusion", false, "measure hybrid fused by rrf, minmax and dbsf on the split and record the best in --index as its fusion (RRF on a tie)")
+	f.BoolVar(&fl.chooseFusion, "choose-fusion", false, "measure hybrid fused by rrf, minmax and dbsf on the split and record the best in --index as its fusion (dbsf on a tie)")
 	f.BoolVar(&fl.record, "record", false, "write each rerank mode's nDCG@10 against its candidates' into the reranker's manifest (what decides whether anna uses it unasked: annactl models list)")
 	fl.chunks.register(cmd)
 	fl.backend.register(cmd)
@@ -164,7 +164,7 @@ func (fl *evalFlags) check(cmd *cobra.Command) error {
 		if fl.task != "retrieval" || fl.rerankRun != "" {
 			return usageErrorf("--fusion, --weight and --rrf-k fuse the engine's lists: not with --task %s or --rerank-run", fl.task)
 		}
-		if fl.record && retrieval.FusionLabel(fl.search) != "" {
+		if s := fl.search; fl.record && (s.Fusion != engine.FusionRRF || s.Weights != nil || s.RRFK != 0) {
 			return usageErrorf("--record measures the reranker with RRF (k = 60, equal weights): not with --fusion minmax or dbsf, --weight or --rrf-k")
 		}
 		if fl.chooseFusion {
@@ -358,25 +358,28 @@ func (a *app) chooseFusion(eng *engine.Engine, idx string, rows []retrieval.Row,
 	return nil
 }
 
-// fusionNote is the header's note of the fusion hybrid used, if not RRF.
+// fusionNote is the header's note of the fusion hybrid used: the index's
+// choice when it made it, else the fusion when it is not the default.
 func fusionNote(eng *engine.Engine, search engine.SearchOptions) (string, error) {
 	eff := search
-	if eff.Fusion == "" {
+	chosen := false
+	if eff.Fusion == "" && eff.RRFK == 0 {
 		st, err := eng.Stats()
 		if err != nil {
 			return "", err
 		}
-		eff.Fusion = st.Fusion
+		eff.Fusion, chosen = st.Fusion, st.FusionChoice.Active(st.Model.Fingerprint)
 	}
 	l := retrieval.FusionLabel(eff)
-	if l == "" {
+	switch {
+	case chosen && l == "":
+		return "; fused by " + string(eff.Fusion) + " (the index's choice)", nil
+	case chosen:
+		return "; fused by " + l + " (the index's choice)", nil
+	case l == "":
 		return "", nil
 	}
-	note := "; fused by " + l
-	if search.Fusion == "" {
-		note += " (the index's choice)"
-	}
-	return note, nil
+	return "; fused by " + l, nil
 }
 
 // recordRerank writes the rerank modes' gains into the reranker's manifest.

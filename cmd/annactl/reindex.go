@@ -126,7 +126,7 @@ func (a *app) runReindex(ctx context.Context, o reindexOptions) error {
 	}
 	fmt.Fprintf(a.stderr, "reindexed %s: model %s -> %s, chunking %s -> %s\n", o.dir, old, eng.Model().Label(), oldCh, eng.Chunking())
 	if st, err := eng.Stats(); err == nil && st.FusionChoice.Fusion != "" && !st.FusionChoice.Active(st.Model.Fingerprint) {
-		fmt.Fprintf(a.stderr, "hybrid fuses by RRF again: the index's choice, %s, was measured with the old model (annactl eval DATASET --index %s --split train --choose-fusion chooses for this one)\n", st.FusionChoice.Fusion, o.dir)
+		fmt.Fprintf(a.stderr, "hybrid fuses by dbsf (the default) again: the index's choice, %s, was measured with the old model (annactl eval DATASET --index %s --split train --choose-fusion chooses for this one)\n", st.FusionChoice.Fusion, o.dir)
 	}
 	return nil
 }

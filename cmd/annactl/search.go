@@ -197,7 +197,7 @@ func (a *app) runSearch(ctx context.Context, o searchOptions, args []string) err
 		a.logf("search: warning: no document has the metadata key %s: the filter %s cannot match on it", quoteAll(unknown), opts.Filter)
 	}
 	if m := opts.Mode; o.explain && opts.Fusion == "" && m != engine.ModeLexical && m != engine.ModeDense {
-		if st, err := eng.Stats(); err == nil && st.Fusion != engine.FusionRRF {
+		if st, err := eng.Stats(); err == nil && st.FusionChoice.Active(st.Model.Fingerprint) {
 			a.logf("search: fused by %s, the index's choice (%s)", st.Fusion, st.FusionChoice.Why)
 		}
 	}

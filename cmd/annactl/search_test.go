@@ -130,8 +130,12 @@ func TestSearchFiltersAndSnippets(t *testing.T) {
 	if rs[0].ID != "bread" || rs[0].Score <= 1 || rs[0].Score > 3 {
 		t.Fatalf("--fusion minmax --weight dense=2: %s %g, want bread above 1", rs[0].ID, rs[0].Score)
 	}
-	if rs = searchJSON(t, "--index", dir, "-k", "5", "leavened wild yeast fermentation"); rs[0].Score > 2.0/61 {
+	if rs = searchJSON(t, "--index", dir, "--fusion", "rrf", "-k", "5", "leavened wild yeast fermentation"); rs[0].Score > 2.0/61 {
 		t.Fatalf("RRF score %g", rs[0].Score)
+	}
+	def := searchJSON(t, "--index", dir, "-k", "5", "leavened wild yeast fermentation")
+	if dbsf := searchJSON(t, "--index", dir, "--fusion", "dbsf", "-k", "5", "leavened wild yeast fermentation"); def[0].ID != dbsf[0].ID || def[0].Score != dbsf[0].Score {
+		t.Fatalf("the default fusion: %s %g, --fusion dbsf: %s %g", def[0].ID, def[0].Score, dbsf[0].ID, dbsf[0].Score)
 	}
 
 	// Chunking flags: validated, recorded, changed by reindex.

@@ -120,11 +120,11 @@ func fusionLine(st engine.Stats) string {
 	c := st.FusionChoice
 	switch {
 	case c.Fusion == "":
-		return "rrf (the default; annactl eval --choose-fusion measures the others)"
+		return string(engine.DefaultFusion) + " (the default; annactl eval --choose-fusion measures the others)"
 	case c.Active(st.Model.Fingerprint):
 		return fmt.Sprintf("%s, the index's choice (%s)", c.Fusion, c.Why)
 	}
-	return fmt.Sprintf("rrf: %s was chosen for model %s, not this index's %s (run annactl eval --choose-fusion again)", c.Fusion, c.Model, st.Model.Fingerprint)
+	return fmt.Sprintf("%s: %s was chosen for model %s, not this index's %s (run annactl eval --choose-fusion again)", engine.DefaultFusion, c.Fusion, c.Model, st.Model.Fingerprint)
 }
 
 // jsonFusionChoice is stats --json's "fusion_choice".

@@ -51,13 +51,13 @@ func Modes() []Mode {
 		{"hybrid", engine.ModeHybrid, "", false, ""},
 		{"lexical+rerank", engine.ModeRerank, engine.ModeLexical, false, ""},
 		{"hybrid+rerank", engine.ModeRerank, engine.ModeHybrid, false, ""},
-		{"lexical+rerank+rrf", engine.ModeRerank, engine.ModeLexical, true, ""},
-		{"hybrid+rerank+rrf", engine.ModeRerank, engine.ModeHybrid, true, ""},
+		{"lexical+rerank+rrf", engine.ModeRerank, engine.ModeLexical, true, engine.FusionRRF},
+		{"hybrid+rerank+rrf", engine.ModeRerank, engine.ModeHybrid, true, engine.FusionRRF},
 	}
 }
 
 // FusionModes are ChooseFusion's rows: hybrid fused each way, equal
-// weights, RRF first (a tie keeps the default).
+// weights (a tie keeps engine.DefaultFusion).
 func FusionModes() []Mode {
 	return []Mode{
 		{"hybrid/rrf", engine.ModeHybrid, "", false, engine.FusionRRF},
@@ -295,8 +295,8 @@ func IsQueryDoc(ds *beir.Dataset) func(qid string) bool {
 	}
 }
 
-// ChooseFusion picks the best of FusionModes' rows by nDCG@10 (the first,
-// RRF, on a tie) and says why: the choice an index records
+// ChooseFusion picks the best of FusionModes' rows by nDCG@10
+// (engine.DefaultFusion on a tie) and says why: the choice an index records
 // (engine.SetFusion). It returns an error when rows hold no fused mode.
 func ChooseFusion(rows []Row, dataset, split string, queries int) (engine.FusionChoice, error) {
 	best := -1
@@ -305,7 +305,8 @@ func ChooseFusion(rows []Row, dataset, split string, queries int) (engine.Fusion
 		if r.Mode.Fusion == "" {
 			continue
 		}
-		if best < 0 || r.Scores.NDCG10 > rows[best].Scores.NDCG10 {
+		if best < 0 || r.Scores.NDCG10 > rows[best].Scores.NDCG10 ||
+			r.Scores.NDCG10 == rows[best].Scores.NDCG10 && r.Mode.Fusion == engine.DefaultFusion {
 			best = i
 		}
 		parts = append(parts, fmt.Sprintf("%s %.4f", r.Mode.Fusion, r.Scores.NDCG10))
@@ -350,14 +351,21 @@ func FusionGiven(o engine.SearchOptions) bool {
 	return o.Fusion != "" || o.RRFK != 0 || o.Weights != nil
 }
 
-// FusionLabel says how o fuses the lists, e.g. "dbsf, dense×2"; "" for
-// RRF with k = 60 and equal weights, and for the index's fusion ("") with
-// no other setting.
+// FusionLabel says how o fuses the lists, e.g. "rrf, dense×2"; "" for
+// engine.DefaultFusion with equal weights, and for the index's fusion ("")
+// with no other setting.
 func FusionLabel(o engine.SearchOptions) string {
-	if (o.Fusion == engine.FusionRRF || o.Fusion == "") && o.RRFK == 0 && o.Weights == nil {
+	f := o.Fusion
+	switch {
+	case f == "" && o.RRFK != 0:
+		f = engine.FusionRRF
+	case f == "":
+		f = engine.DefaultFusion
+	}
+	if f == engine.DefaultFusion && o.RRFK == 0 && o.Weights == nil {
 		return ""
 	}
-	s := string(o.Fusion)
+	s := string(f)
 	if o.RRFK != 0 {
 		s += fmt.Sprintf(" k=%d", o.RRFK)
 	}

@@ -109,11 +109,14 @@ func TestChooseFusion(t *testing.T) {
 		}
 		return out
 	}
-	if c, err := retrieval.ChooseFusion(rows(0.5, 0.5, 0.5), "x/scifact", "train", 9); err != nil || c.Fusion != engine.FusionRRF || !strings.Contains(c.Why, "scifact, split train, 9 judged") {
-		t.Fatalf("tie: %+v, %v: want RRF", c, err)
+	if c, err := retrieval.ChooseFusion(rows(0.5, 0.5, 0.5), "x/scifact", "train", 9); err != nil || c.Fusion != engine.DefaultFusion || !strings.Contains(c.Why, "scifact, split train, 9 judged") {
+		t.Fatalf("tie: %+v, %v: want the default, %s", c, err, engine.DefaultFusion)
 	}
 	if c, _ := retrieval.ChooseFusion(rows(0.5, 0.4, 0.6), "d", "train", 1); c.Fusion != engine.FusionDBSF {
 		t.Fatalf("best dbsf: got %s", c.Fusion)
+	}
+	if c, _ := retrieval.ChooseFusion(rows(0.6, 0.6, 0.5), "d", "train", 1); c.Fusion != engine.FusionRRF {
+		t.Fatalf("best rrf and minmax: got %s, want the first, rrf", c.Fusion)
 	}
 	if _, err := retrieval.ChooseFusion(nil, "d", "train", 1); err == nil {
 		t.Fatal("no rows: no error")

@@ -8,6 +8,7 @@ package testmodels
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,4 +98,22 @@ func Letters(texts []string) ([][]float32, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// WriteGraph writes g (an ONNX graph, model/onnx's Build…) to model.onnx
+// in a temporary folder of t's and returns its path.
+func WriteGraph(t testing.TB, g io.WriterTo) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -20,18 +20,19 @@ import (
 // it now serves, fused by each of fusionsTried, and each top 10 is scored
 // by nDCG@10 against the check's pseudo-judgments (the top 10 of BM25
 // fused by RRF with every teacher model's whole-corpus retrieval: lists the
-// index's hybrid search did not make) or the user's judgments. A score
+// index's hybrid search did not make) or the user's judgments. Another
 // fusion is recorded as the index's fusion (engine.Engine.SetFusion, what
 // `annactl eval --choose-fusion` records from judgments) only when it beats
-// RRF, the default, by at least FusionMargin; else the index stays on RRF.
+// engine.DefaultFusion by at least FusionMargin; else the index stays on
+// the default.
 // Without a teacher model or judged queries there is nothing to judge the
 // fusions by, and the stage records nothing.
 
-// fusionsTried are the fusions the stage compares, RRF (the default) first.
+// fusionsTried are the fusions the stage compares.
 var fusionsTried = []engine.Fusion{engine.FusionRRF, engine.FusionMinMax, engine.FusionDBSF}
 
-// FusionMargin is how much pseudo-judged nDCG@10 a score fusion must gain
-// over RRF before the fusion stage records it.
+// FusionMargin is how much pseudo-judged nDCG@10 another fusion must gain
+// over engine.DefaultFusion before the fusion stage records it.
 const FusionMargin = 0.005
 
 // fusion is stage 6: the index's fusion chosen as the package doc says.
@@ -43,7 +44,7 @@ func (r *run) fusion(ctx context.Context) error {
 		return nil
 	}
 	if r.cfg.Judged == "" && len(r.cfg.TeacherModels) == 0 {
-		r.logf("fusion: no teacher model and no judged queries to choose by: the index keeps RRF")
+		r.logf("fusion: no teacher model and no judged queries to choose by: the index keeps the default fusion")
 		return nil
 	}
 	eng, err := r.openIndex(ctx)
@@ -74,19 +75,20 @@ func (r *run) fusion(ctx context.Context) error {
 		judge = "against your judged queries"
 	}
 	why := fmt.Sprintf("adapted: hybrid nDCG@10 on %d queries %s: %s", len(qs), judge, strings.Join(parts, ", "))
-	r.logf("fusion: %s; the index fuses by %s (a score fusion is chosen over RRF only %.3f or more above it)", why, best, FusionMargin)
+	r.logf("fusion: %s; the index fuses by %s (another fusion is chosen over the default, %s, only %.3f or more above it)", why, best, engine.DefaultFusion, FusionMargin)
 	if err := eng.SetFusion(engine.FusionChoice{Fusion: best, Why: why}); err != nil {
 		return fmt.Errorf("adapt: recording the fusion: %w", err)
 	}
 	return nil
 }
 
-// chooseFusion is the fusion of scores with the best nDCG@10, a score
-// fusion only FusionMargin or more above RRF (the first of two equal).
+// chooseFusion is the fusion of scores with the best nDCG@10, another than
+// engine.DefaultFusion only FusionMargin or more above it (the first of two
+// equal).
 func chooseFusion(scores map[engine.Fusion]float64) engine.Fusion {
-	best := engine.FusionRRF
+	best := engine.DefaultFusion
 	for _, f := range fusionsTried {
-		if scores[f] >= scores[engine.FusionRRF]+FusionMargin && scores[f] > scores[best] {
+		if scores[f] >= scores[engine.DefaultFusion]+FusionMargin && scores[f] > scores[best] {
 			best = f
 		}
 	}

@@ -10,18 +10,19 @@ import (
 	"github.com/anna-search/anna/internal/home"
 )
 
-// TestChooseFusion: RRF unless a score fusion beats it by FusionMargin;
-// the best of those that do.
+// TestChooseFusion: the default (DBSF) unless another fusion beats it by
+// FusionMargin; the best of those that do.
 func TestChooseFusion(t *testing.T) {
 	for _, c := range []struct {
 		rrf, minmax, dbsf float64
 		want              engine.Fusion
 	}{
-		{0.50, 0.50, 0.50, engine.FusionRRF},
-		{0.50, 0.5049, 0.5049, engine.FusionRRF},
-		{0.50, 0.506, 0.505, engine.FusionMinMax},
-		{0.50, 0.506, 0.52, engine.FusionDBSF},
-		{0.50, 0.40, 0.51, engine.FusionDBSF},
+		{0.50, 0.50, 0.50, engine.FusionDBSF},
+		{0.5049, 0.5049, 0.50, engine.FusionDBSF},
+		{0.506, 0.505, 0.50, engine.FusionRRF},
+		{0.506, 0.52, 0.50, engine.FusionMinMax},
+		{0.40, 0.51, 0.50, engine.FusionMinMax},
+		{0.40, 0.504, 0.50, engine.FusionDBSF},
 		{0.60, 0.50, 0.40, engine.FusionRRF},
 	} {
 		got := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: c.rrf, engine.FusionMinMax: c.minmax, engine.FusionDBSF: c.dbsf})

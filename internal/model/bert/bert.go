@@ -50,6 +50,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/tensor"
@@ -104,7 +105,7 @@ func build(cfg *model.Config, tensors map[string]*safetensors.Tensor, q *Int8Gra
 		return nil, fmt.Errorf("bert: config: hidden_act %q not supported (want gelu, gelu_new, gelu_pytorch_tanh or relu)", cfg.HiddenAct)
 	}
 	prefix := ""
-	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {
+	if _, ok := tensors["bert."+arch.WordEmbeddings]; ok {
 		prefix = "bert."
 	}
 	C, FF := cfg.HiddenSize, cfg.IntermediateSize
@@ -131,32 +132,39 @@ func build(cfg *model.Config, tensors map[string]*safetensors.Tensor, q *Int8Gra
 	}
 	m := &Model{cfg: *cfg}
 	m.work.New = func() any { return new(work) }
-	m.wte = get("embeddings.word_embeddings.weight", cfg.VocabSize, C)
-	m.wpe = get("embeddings.position_embeddings.weight", cfg.MaxPositionEmbeddings, C)
-	m.wtt = get("embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, C)
-	m.elnw = get("embeddings.LayerNorm.weight", C)
-	m.elnb = get("embeddings.LayerNorm.bias", C)
+	m.wte = get(arch.WordEmbeddings, cfg.VocabSize, C)
+	m.wpe = get(arch.PositionEmbeddings, cfg.MaxPositionEmbeddings, C)
+	m.wtt = get(arch.TokenTypeEmbeddings, cfg.TypeVocabSize, C)
+	m.elnw = get(arch.EmbeddingsNorm+".weight", C)
+	m.elnb = get(arch.EmbeddingsNorm+".bias", C)
+	layout := arch.EncoderOf(cfg)
 	if q != nil {
 		m.q = &qmodel{act: q.Act, qkvPerBatch: q.QKVPerBatch}
 	}
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
+		p := arch.EncoderLayer(l)
 		if q != nil {
 			m.q.layers = append(m.q.layers, newQLayer(q, p, C, FF, get, &missing))
 			continue
 		}
-		q, k, v := get(p+"attention.self.query.weight", C, C), get(p+"attention.self.key.weight", C, C), get(p+"attention.self.value.weight", C, C)
+		// w is the layer's tensor of role r (its bias with bias), as the
+		// layout names and shapes it.
+		w := func(r arch.Role, bias bool) []float32 {
+			lw, _ := layout.Find(r, bias)
+			return get(p+lw.Name, lw.Shape...)
+		}
+		q, k, v := w(arch.EncQuery, false), w(arch.EncKey, false), w(arch.EncValue, false)
 		m.layers = append(m.layers, layer{
 			qkv:     tensor.PackWeight(slices.Concat(q, k, v), 3*C, C, false),
-			qkvBias: slices.Concat(get(p+"attention.self.query.bias", C), get(p+"attention.self.key.bias", C), get(p+"attention.self.value.bias", C)),
-			ao:      tensor.PackWeight(get(p+"attention.output.dense.weight", C, C), C, C, false),
-			aoBias:  get(p+"attention.output.dense.bias", C),
-			ln1w:    get(p+"attention.output.LayerNorm.weight", C), ln1b: get(p+"attention.output.LayerNorm.bias", C),
-			fi:     tensor.PackWeight(get(p+"intermediate.dense.weight", FF, C), FF, C, false),
-			fiBias: get(p+"intermediate.dense.bias", FF),
-			fo:     tensor.PackWeight(get(p+"output.dense.weight", C, FF), C, FF, false),
-			foBias: get(p+"output.dense.bias", C),
-			ln2w:   get(p+"output.LayerNorm.weight", C), ln2b: get(p+"output.LayerNorm.bias", C),
+			qkvBias: slices.Concat(w(arch.EncQuery, true), w(arch.EncKey, true), w(arch.EncValue, true)),
+			ao:      tensor.PackWeight(w(arch.EncAttnOut, false), C, C, false),
+			aoBias:  w(arch.EncAttnOut, true),
+			ln1w:    w(arch.EncAttnNorm, false), ln1b: w(arch.EncAttnNorm, true),
+			fi:     tensor.PackWeight(w(arch.EncInter, false), FF, C, false),
+			fiBias: w(arch.EncInter, true),
+			fo:     tensor.PackWeight(w(arch.EncOut, false), C, FF, false),
+			foBias: w(arch.EncOut, true),
+			ln2w:   w(arch.EncOutNorm, false), ln2b: w(arch.EncOutNorm, true),
 		})
 	}
 	if _, ok := tensors["classifier.weight"]; ok {

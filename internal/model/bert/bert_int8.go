@@ -3,6 +3,7 @@ package bert
 import (
 	"fmt"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
@@ -79,16 +80,17 @@ func newQLayer(g *Int8Graph, p string, C, FF int, get func(string, ...int) []flo
 		return w, ql.Scale
 	}
 	var l qlayer
-	l.qkv, l.qkvScale = pack("attention.self.qkv", C, 3*C)
-	l.qkvBias = get(p+"attention.self.qkv.bias", 3*C)
-	l.ao, l.aoScale = pack("attention.output.dense", C, C)
-	l.aoBias = get(p+"attention.output.dense.bias", C)
-	l.ln1w, l.ln1b = get(p+"attention.output.LayerNorm.weight", C), get(p+"attention.output.LayerNorm.bias", C)
-	l.fi, l.fiScale = pack("intermediate.dense", C, FF)
-	l.fiBias = get(p+"intermediate.dense.bias", FF)
-	l.fo, l.foScale = pack("output.dense", FF, C)
-	l.foBias = get(p+"output.dense.bias", C)
-	l.ln2w, l.ln2b = get(p+"output.LayerNorm.weight", C), get(p+"output.LayerNorm.bias", C)
+	mod := func(r arch.Role) string { return r.Module() }
+	l.qkv, l.qkvScale = pack(arch.EncFusedQKV, C, 3*C)
+	l.qkvBias = get(p+arch.EncFusedQKV+".bias", 3*C)
+	l.ao, l.aoScale = pack(mod(arch.EncAttnOut), C, C)
+	l.aoBias = get(p+mod(arch.EncAttnOut)+".bias", C)
+	l.ln1w, l.ln1b = get(p+mod(arch.EncAttnNorm)+".weight", C), get(p+mod(arch.EncAttnNorm)+".bias", C)
+	l.fi, l.fiScale = pack(mod(arch.EncInter), C, FF)
+	l.fiBias = get(p+mod(arch.EncInter)+".bias", FF)
+	l.fo, l.foScale = pack(mod(arch.EncOut), FF, C)
+	l.foBias = get(p+mod(arch.EncOut)+".bias", C)
+	l.ln2w, l.ln2b = get(p+mod(arch.EncOutNorm)+".weight", C), get(p+mod(arch.EncOutNorm)+".bias", C)
 	return l
 }
 

@@ -3,14 +3,13 @@ package bert
 import (
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/model/safetensors"
+	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/model"
 )
 
@@ -64,18 +63,7 @@ func writeGraph(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tens
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testmodels.WriteGraph(t, g)
 }
 
 // TestReadGraph: the weights written by the converter, fused (packed QKV)

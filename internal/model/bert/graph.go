@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/onnxfile"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/tensor"
@@ -52,7 +53,7 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 		}
 	}
 	prefix := ""
-	if _, ok := init["bert_embeddings_word_embeddings_weight"]; ok {
+	if _, ok := init[strings.ReplaceAll("bert."+arch.WordEmbeddings, ".", "_")]; ok {
 		prefix = "bert."
 	}
 	out := map[string]*safetensors.Tensor{}
@@ -89,42 +90,47 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 		}
 		same(name + ".bias")
 	}
-	for _, n := range []string{"word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight", "LayerNorm.weight", "LayerNorm.bias"} {
-		same("embeddings." + n)
+	for _, n := range []string{arch.WordEmbeddings, arch.PositionEmbeddings, arch.TokenTypeEmbeddings, arch.EmbeddingsNorm + ".weight", arch.EmbeddingsNorm + ".bias"} {
+		same(n)
 	}
 	H := cfg.HiddenSize
+	layout := arch.EncoderOf(cfg)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
-		if _, fused := init[strings.ReplaceAll(prefix+p+"attention.self.qkv.weight", ".", "_")]; fused {
-			w, b := take(p+"attention.self.qkv.weight"), take(p+"attention.self.qkv.bias")
+		p := arch.EncoderLayer(l)
+		qkv := []arch.Role{arch.EncQuery, arch.EncKey, arch.EncValue}
+		if _, fused := init[strings.ReplaceAll(prefix+p+arch.EncFusedQKV+".weight", ".", "_")]; fused {
+			w, b := take(p+arch.EncFusedQKV+".weight"), take(p+arch.EncFusedQKV+".bias")
 			if w != nil && b != nil {
 				if len(w.Float) != H*3*H || len(b.Float) != 3*H {
 					missing = append(missing, fmt.Sprintf("%s (shape %v, want [%d %d]) or its bias (%d values)", w.Name, w.Shape, H, 3*H, len(b.Float)))
 				} else {
-					for k, n := range []string{"query", "key", "value"} {
+					for k, r := range qkv {
 						m := make([]float32, H*H) // [out, in]
 						for i := 0; i < H; i++ {
 							for o := 0; o < H; o++ {
 								m[o*H+i] = w.Float[i*3*H+k*H+o]
 							}
 						}
-						put(p+"attention.self."+n+".weight", []int{H, H}, m)
-						put(p+"attention.self."+n+".bias", []int{H}, b.Float[k*H:(k+1)*H])
+						put(p+r.Module()+".weight", []int{H, H}, m)
+						put(p+r.Module()+".bias", []int{H}, b.Float[k*H:(k+1)*H])
 					}
 				}
 			}
 		} else {
-			for _, n := range []string{"query", "key", "value"} {
-				linear(p + "attention.self." + n)
+			for _, r := range qkv {
+				linear(p + r.Module())
 			}
 		}
-		linear(p + "attention.output.dense")
-		same(p + "attention.output.LayerNorm.weight")
-		same(p + "attention.output.LayerNorm.bias")
-		linear(p + "intermediate.dense")
-		linear(p + "output.dense")
-		same(p + "output.LayerNorm.weight")
-		same(p + "output.LayerNorm.bias")
+		for _, w := range layout.Weights {
+			switch {
+			case slices.Contains(qkv, w.Role): // above
+			case w.Role.IsProjection() && !w.Bias:
+				linear(p + w.Module()) // its bias too
+			case w.Role.IsProjection(): // a projection's bias: linear's
+			default:
+				same(p + w.Name) // a LayerNorm's weight and bias
+			}
+		}
 	}
 	if cw, ok := init["classifier_weight"]; ok { // a cross-encoder: BertForSequenceClassification's head
 		linear("pooler.dense")

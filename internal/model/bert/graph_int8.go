@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/onnxfile"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/tensor"
@@ -127,7 +128,7 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 	}
 	init := rm.Initializers
 	prefix := ""
-	if _, ok := init["bert_embeddings_word_embeddings_weight"]; ok {
+	if _, ok := init[strings.ReplaceAll("bert."+arch.WordEmbeddings, ".", "_")]; ok {
 		prefix = "bert."
 	}
 	var missing []string
@@ -166,26 +167,26 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		}
 		g.Linears[name] = c
 	}
-	C, V, FF := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize
-	float("embeddings.word_embeddings.weight", V*C)
-	float("embeddings.position_embeddings.weight", cfg.MaxPositionEmbeddings*C)
-	float("embeddings.token_type_embeddings.weight", cfg.TypeVocabSize*C)
-	float("embeddings.LayerNorm.weight", C)
-	float("embeddings.LayerNorm.bias", C)
+	C, V := cfg.HiddenSize, cfg.VocabSize
+	float(arch.WordEmbeddings, V*C)
+	float(arch.PositionEmbeddings, cfg.MaxPositionEmbeddings*C)
+	float(arch.TokenTypeEmbeddings, cfg.TypeVocabSize*C)
+	float(arch.EmbeddingsNorm+".weight", C)
+	float(arch.EmbeddingsNorm+".bias", C)
+	layout := arch.EncoderOf(cfg)
 	for l := 0; l < L; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
-		quant(p+"attention.self.qkv", C, 3*C)
-		float(p+"attention.self.qkv.bias", 3*C)
-		quant(p+"attention.output.dense", C, C)
-		float(p+"attention.output.dense.bias", C)
-		float(p+"attention.output.LayerNorm.weight", C)
-		float(p+"attention.output.LayerNorm.bias", C)
-		quant(p+"intermediate.dense", C, FF)
-		float(p+"intermediate.dense.bias", FF)
-		quant(p+"output.dense", FF, C)
-		float(p+"output.dense.bias", C)
-		float(p+"output.LayerNorm.weight", C)
-		float(p+"output.LayerNorm.bias", C)
+		p := arch.EncoderLayer(l)
+		quant(p+arch.EncFusedQKV, C, 3*C)
+		float(p+arch.EncFusedQKV+".bias", 3*C)
+		for _, w := range layout.Weights {
+			switch {
+			case w.Role == arch.EncQuery || w.Role == arch.EncKey || w.Role == arch.EncValue: // fused, above
+			case w.Role.IsProjection() && !w.Bias:
+				quant(p+w.Module(), w.Shape[1], w.Shape[0])
+			default:
+				float(p+w.Name, w.Shape[0])
+			}
+		}
 	}
 	if cw, ok := init["classifier_weight"]; ok { // a cross-encoder's head, float32
 		if pw, _ := find("pooler.dense.weight"); pw != nil && pw.DataType == onnxfile.Float && len(pw.Float) == C*C {

@@ -32,16 +32,12 @@ import (
 type Embedder struct {
 	cfg    model.Config
 	causal bool
-	output string
-	// embed is the token table (vocab×H), memory AutoRegEmbed's k×H rows
-	// (ids vocab…vocab+k−1), norm the final RMSNorm's gain.
-	embed, memory, norm []float32
-	cos, sin            []float32 // positions × head_dim/2, the graph's tables
-	layers              []embLayer
-	head                *embHead
-	c2v                 *embC2V
-	label               *tensor.Weight // a reranker's label head (labels×H), or nil
-	work                sync.Pool      // *embWork
+	// embed is the token table (vocab×H), norm the final RMSNorm's gain.
+	embed, norm []float32
+	cos, sin    []float32 // positions × head_dim/2, the graph's tables
+	layers      []embLayer
+	head        head      // what the graph outputs (head.go)
+	work        sync.Pool // *embWork
 }
 
 // embLayer is one decoder layer packed for inference: the query, key and
@@ -54,23 +50,6 @@ type embLayer struct {
 	qkvBias          []float32
 	o, gateUp, down  *tensor.Weight
 	q8               *q8Layer // an int8 graph's products in their stead (embed_quant.go), or nil
-}
-
-// embHead is a trainable pooling head (train/decoder's, "pooling.…").
-type embHead struct {
-	mode              string
-	r, h              int
-	latents, layerW   []float32
-	k, v, o, fc1, fc2 *tensor.Weight
-	b1, b2            []float32
-}
-
-// embC2V is Causal2Vec's MLP from the context vector to the contextual
-// token: C = GELU(v·W0ᵀ [+ b0])·W2ᵀ [+ b2].
-type embC2V struct {
-	dim    int
-	w0, w2 *tensor.Weight
-	b0, b2 []float32
 }
 
 // NewEmbedder builds an Embedder from cfg and the weights of its graph
@@ -117,62 +96,8 @@ func NewEmbedder(cfg *model.Config, g *GraphWeights) (*Embedder, error) {
 		el.down = tensor.PackWeight(ly.Down().W.W, H, I, false)
 		e.layers = append(e.layers, el)
 	}
-	// get returns a technique's tensor, checking its length.
-	var bad []string
-	get := func(name string, n int) []float32 {
-		t := g.Tensors[name]
-		switch {
-		case t == nil:
-			bad = append(bad, name+" (missing)")
-		case len(t.Data) != n:
-			bad = append(bad, fmt.Sprintf("%s (%d values, want %d)", name, len(t.Data), n))
-		default:
-			return t.Data
-		}
-		return make([]float32, n)
-	}
-	if k := cfg.MemoryTokens; k > 0 {
-		e.memory = get(MemoryTensor, k*H)
-	}
-	if cv := cfg.Causal2Vec; cv != nil {
-		c := &embC2V{dim: cv.ContextDim,
-			w0: tensor.PackWeight(get("causal2vec.mlp.0.weight", H*cv.ContextDim), H, cv.ContextDim, false),
-			w2: tensor.PackWeight(get("causal2vec.mlp.2.weight", H*H), H, H, false)}
-		if cv.Bias {
-			c.b0, c.b2 = get("causal2vec.mlp.0.bias", H), get("causal2vec.mlp.2.bias", H)
-		}
-		e.c2v = c
-	}
-	if hc := cfg.PoolingHead; hc != nil {
-		h := &embHead{mode: hc.Mode, r: hc.Latents, h: hc.Heads, latents: get("pooling.latents", hc.Latents*H)}
-		if hc.Mode == model.PoolingMultiLayer {
-			h.layerW = get("pooling.layer_weights", cfg.NumHiddenLayers*H)
-		}
-		lin := func(name string) *tensor.Weight {
-			return tensor.PackWeight(get("pooling."+name+".weight", H*H), H, H, false)
-		}
-		h.k, h.v, h.o, h.fc1, h.fc2 = lin("k_proj"), lin("v_proj"), lin("o_proj"), lin("mlp.fc1"), lin("mlp.fc2")
-		h.b1, h.b2 = get("pooling.mlp.fc1.bias", H), get("pooling.mlp.fc2.bias", H)
-		e.head = h
-	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("llama: the checkpoint lacks what config.json's technique needs: %v", bad)
-	}
-	if g.LabelHead != nil {
-		if g.Labels <= 0 || len(g.LabelHead) != H*g.Labels {
-			return nil, fmt.Errorf("llama: label head of %d values is not hidden %d × %d labels", len(g.LabelHead), H, g.Labels)
-		}
-		e.label = tensor.PackWeight(g.LabelHead, g.Labels, H, true)
-	}
-	switch { // the graph's order (BuildLlama's outputs)
-	case cfg.MemoryTokens > 0, cfg.Causal2Vec != nil:
-		e.output = model.OutputEmbedding
-	case e.label != nil:
-		e.output = model.OutputLogits
-	case cfg.PoolingHead != nil:
-		e.output = model.OutputEmbedding
-	default:
-		e.output = model.OutputHidden
+	if e.head, err = newHead(cfg, g); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -180,21 +105,11 @@ func NewEmbedder(cfg *model.Config, g *GraphWeights) (*Embedder, error) {
 // Output is the graph output Forward computes: model.OutputHidden
 // (N×T×hidden), model.OutputEmbedding (N×Dim()) or model.OutputLogits
 // (N×Dim()).
-func (e *Embedder) Output() string { return e.output }
+func (e *Embedder) Output() string { return e.head.output() }
 
 // Dim is the width of Forward's rows: the hidden size, twice it for
 // Causal2Vec, the number of labels for a reranker.
-func (e *Embedder) Dim() int {
-	switch {
-	case e.cfg.MemoryTokens > 0:
-		return e.cfg.HiddenSize
-	case e.c2v != nil:
-		return 2 * e.cfg.HiddenSize
-	case e.label != nil:
-		return e.label.N
-	}
-	return e.cfg.HiddenSize
-}
+func (e *Embedder) Dim() int { return e.head.dim() }
 
 // Config is the model's config (do not modify it).
 func (e *Embedder) Config() *model.Config { return &e.cfg }
@@ -223,16 +138,13 @@ func (e *Embedder) validate(b *EmbedBatch) (lens, last []int, err error) {
 	if b.T > cfg.MaxPositionEmbeddings {
 		return nil, nil, fmt.Errorf("llama: sequence length %d exceeds max_position_embeddings %d", b.T, cfg.MaxPositionEmbeddings)
 	}
-	if e.c2v != nil && len(b.Context) != b.N*e.c2v.dim {
-		return nil, nil, fmt.Errorf("llama: a Causal2Vec batch of %d sequences needs %d×%d context values, got %d", b.N, b.N, e.c2v.dim, len(b.Context))
-	}
 	V, k := int64(cfg.VocabSize), int64(cfg.MemoryTokens)
 	lens, last = make([]int, b.N), make([]int, b.N)
 	for n := 0; n < b.N; n++ {
 		if b.Mask[n*b.T] == 0 {
 			return nil, nil, fmt.Errorf("llama: sequence %d has no tokens (its mask starts with 0)", n)
 		}
-		sum, placeholder := 0, false
+		sum := 0
 		for t := 0; t < b.T; t++ {
 			if b.Mask[n*b.T+t] != 0 {
 				lens[n] = t + 1
@@ -241,24 +153,13 @@ func (e *Embedder) validate(b *EmbedBatch) (lens, last []int, err error) {
 		}
 		last[n] = sum - 1
 		for t := 0; t < b.T; t++ {
-			id := b.IDs[n*b.T+t]
-			switch {
-			case id >= 0 && id < V:
-			case k > 0 && id >= V && id < V+k:
-				if t >= lens[n] {
-					return nil, nil, fmt.Errorf("llama: sequence %d: memory token %d at position %d is in the padding", n, id, t)
-				}
-			case e.c2v != nil && id == model.ContextPlaceholder:
-				if t < lens[n] {
-					placeholder = true
-				}
-			default:
+			if id := b.IDs[n*b.T+t]; (id < 0 || id >= V) && !e.head.owns(id) {
 				return nil, nil, fmt.Errorf("llama: token id %d at position %d of sequence %d outside the vocabulary of %d", id, t, n, V+k)
 			}
 		}
-		if e.c2v != nil && !placeholder {
-			return nil, nil, fmt.Errorf("llama: sequence %d of a Causal2Vec batch has no contextual token's placeholder (id %d)", n, model.ContextPlaceholder)
-		}
+	}
+	if err := e.head.check(b, lens); err != nil {
+		return nil, nil, err
 	}
 	return lens, last, nil
 }
@@ -318,15 +219,8 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 	gu, act := growF(&w.gu, R*2*I), growF(&w.act, R*I)
 	keyBias := growF(&w.keyBias, R)
 
-	var contextual []float32 // Causal2Vec's C, N×H
-	if c := e.c2v; c != nil {
-		h1 := make([]float32, N*H)
-		c.w0.MatMul(h1, H, b.Context, c.dim, N, c.b0, th)
-		ops.GELUInPlace(h1)
-		contextual = make([]float32, N*H)
-		c.w2.MatMul(contextual, H, h1, H, N, c.b2, th)
-	}
-	pos := make([]int, R) // each real row's position
+	own := e.head.inputs(b, th) // the rows of the head's own ids
+	pos := make([]int, R)       // each real row's position
 	for n := range lens {
 		for t := 0; t < lens[n]; t++ {
 			r := offs[n] + t
@@ -336,24 +230,18 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 				keyBias[r] = float32(math.Inf(-1))
 			}
 			id := b.IDs[n*T+t]
-			var src []float32
-			switch {
-			case id == model.ContextPlaceholder:
-				src = contextual[n*H : n*H+H]
-			case id >= V:
-				src = e.memory[(id-V)*int64(H) : (id-V+1)*int64(H)]
-			default:
-				src = e.embed[id*int64(H) : (id+1)*int64(H)]
+			if id >= 0 && id < V {
+				copy(x[r*H:r*H+H], e.embed[id*int64(H):(id+1)*int64(H)])
+			} else {
+				copy(x[r*H:r*H+H], own(n, id))
 			}
-			copy(x[r*H:r*H+H], src)
 		}
 	}
-	// A multi-layer head reads every layer's output at each sequence's
-	// last token.
-	var layerRows []float32 // L×N×H
-	multi := e.head != nil && e.head.mode == model.PoolingMultiLayer
-	if multi {
-		layerRows = make([]float32, len(e.layers)*N*H)
+	// A head that taps (multi-layer pooling) reads every layer's output
+	// at each sequence's last token.
+	pass := &embPass{b: b, H: H, L: len(e.layers), lens: lens, offs: offs, last: last, keyBias: keyBias}
+	if e.head.taps() {
+		pass.layerRows = make([]float32, len(e.layers)*N*H)
 	}
 	if len(w.att) < th {
 		w.att = make([]ops.AttScratch, th)
@@ -426,161 +314,14 @@ func (e *Embedder) Forward(b *EmbedBatch, threads int) ([]float32, error) {
 		if err != nil {
 			return nil, fmt.Errorf("llama: layer %d down projection: %w", l, err)
 		}
-		if multi && l+1 < len(e.layers) {
+		if pass.layerRows != nil && l+1 < len(e.layers) {
 			for n := range lens {
-				r := offs[n] + last[n]
-				copy(layerRows[(l*N+n)*H:(l*N+n+1)*H], x[r*H:r*H+H])
+				r := pass.lastRow(n)
+				copy(pass.layerRows[(l*N+n)*H:(l*N+n+1)*H], x[r*H:r*H+H])
 			}
 		}
 	}
 	// xn is now the last hidden state (after the final norm).
-	switch {
-	case e.cfg.MemoryTokens > 0: // the mean of the memory tokens' states
-		out := make([]float32, N*H)
-		inv := 1 / float32(e.cfg.MemoryTokens)
-		for n := range lens {
-			o := out[n*H : n*H+H]
-			for t := 0; t < lens[n]; t++ {
-				if b.IDs[n*T+t] >= V {
-					r := offs[n] + t
-					for c, v := range xn[r*H : r*H+H] {
-						o[c] += v * inv
-					}
-				}
-			}
-		}
-		return out, nil
-	case e.c2v != nil: // [h_C; h_EOS]
-		out := make([]float32, N*2*H)
-		for n := range lens {
-			for t := 0; t < lens[n]; t++ {
-				if b.IDs[n*T+t] == model.ContextPlaceholder {
-					copy(out[n*2*H:n*2*H+H], xn[(offs[n]+t)*H:(offs[n]+t+1)*H])
-					break
-				}
-			}
-			r := offs[n] + last[n]
-			copy(out[n*2*H+H:n*2*H+2*H], xn[r*H:r*H+H])
-		}
-		return out, nil
-	case e.label != nil: // the label tokens' logits at the last token
-		rows := make([]float32, N*H)
-		for n := range lens {
-			r := offs[n] + last[n]
-			copy(rows[n*H:n*H+H], xn[r*H:r*H+H])
-		}
-		out := make([]float32, N*e.label.N)
-		e.label.MatMul(out, e.label.N, rows, H, N, nil, th)
-		return out, nil
-	case e.head != nil:
-		if multi {
-			for n := range lens {
-				r := offs[n] + last[n]
-				L := len(e.layers) - 1
-				copy(layerRows[(L*N+n)*H:(L*N+n+1)*H], xn[r*H:r*H+H])
-			}
-			return e.headPool(layerRows, N, th), nil
-		}
-		return e.latentPool(xn, lens, offs, keyBias, th), nil
-	}
-	out := make([]float32, N*T*H)
-	for n := range lens {
-		copy(out[n*T*H:], xn[offs[n]*H:offs[n+1]*H])
-	}
-	return out, nil
-}
-
-// latentPool is the latent pooling head over each sequence's last hidden
-// states xn (real rows back to back; keyBias hides holes in the mask).
-func (e *Embedder) latentPool(xn []float32, lens, offs []int, keyBias []float32, th int) []float32 {
-	H, R := e.cfg.HiddenSize, offs[len(lens)]
-	kp, vp := make([]float32, R*H), make([]float32, R*H)
-	e.head.k.MatMul(kp, H, xn[:R*H], H, R, nil, th)
-	e.head.v.MatMul(vp, H, xn[:R*H], H, R, nil, th)
-	return e.headRest(kp, vp, lens, offs, keyBias, th)
-}
-
-// headPool is the multi-layer pooling head over rows (L×N×H: layer l's
-// state at sequence n's last token), plus the trainable layer weights.
-func (e *Embedder) headPool(rows []float32, N, th int) []float32 {
-	H, L := e.cfg.HiddenSize, len(e.layers)
-	xs := make([]float32, N*L*H) // sequence-major: N×L×H
-	for n := 0; n < N; n++ {
-		for l := 0; l < L; l++ {
-			dst, src, lw := xs[(n*L+l)*H:(n*L+l+1)*H], rows[(l*N+n)*H:(l*N+n+1)*H], e.head.layerW[l*H:(l+1)*H]
-			for c := range dst {
-				dst[c] = src[c] + lw[c]
-			}
-		}
-	}
-	kp, vp := make([]float32, N*L*H), make([]float32, N*L*H)
-	e.head.k.MatMul(kp, H, xs, H, N*L, nil, th)
-	e.head.v.MatMul(vp, H, xs, H, N*L, nil, th)
-	lens, offs := make([]int, N), make([]int, N+1)
-	for n := range lens {
-		lens[n], offs[n+1] = L, (n+1)*L
-	}
-	return e.headRest(kp, vp, lens, offs, make([]float32, N*L), th)
-}
-
-// headRest is the head after its key and value projections kp, vp (rows
-// of sequence n at offs[n]…, lens[n] of them): per head P =
-// softmax(latents·Kᵀ/√d + keyBias), Z = (P·V)·Woᵀ, Y = Z + fc2(GELU(fc1(Z))),
-// and the mean of Y's rows, N×H.
-func (e *Embedder) headRest(kp, vp []float32, lens, offs []int, keyBias []float32, th int) []float32 {
-	hc := e.head
-	H, N, r := e.cfg.HiddenSize, len(lens), hc.r
-	d := H / hc.h
-	scale := float32(1 / math.Sqrt(float64(d)))
-	c := make([]float32, N*r*H)
-	ops.ParallelFor(N*hc.h, th, func(lo, hi int) {
-		var s []float32
-		for task := lo; task < hi; task++ {
-			n, h := task/hc.h, task%hc.h
-			L, o := lens[n], offs[n]
-			s = growF(&s, L)
-			for i := 0; i < r; i++ {
-				q := hc.latents[i*H+h*d : i*H+h*d+d]
-				for j := 0; j < L; j++ {
-					kr := kp[(o+j)*H+h*d : (o+j)*H+h*d+d]
-					var dot float32
-					for t, qv := range q {
-						dot += qv * kr[t]
-					}
-					s[j] = dot
-				}
-				inv := 1 / ops.ExpScaled(s, keyBias[o:o+L], scale)
-				out := c[(n*r+i)*H+h*d : (n*r+i)*H+h*d+d]
-				for j, p := range s {
-					vr := vp[(o+j)*H+h*d : (o+j)*H+h*d+d]
-					for t, vv := range vr {
-						out[t] += p * vv
-					}
-				}
-				for t := range out {
-					out[t] *= inv
-				}
-			}
-		}
-	})
-	z, u := make([]float32, N*r*H), make([]float32, N*r*H)
-	hc.o.MatMul(z, H, c, H, N*r, nil, th)
-	hc.fc1.MatMul(u, H, z, H, N*r, hc.b1, th)
-	ops.GELUInPlace(u)
-	y := c // reused: y = z + fc2(u)
-	hc.fc2.MatMul(y, H, u, H, N*r, hc.b2, th)
-	out := make([]float32, N*H)
-	for n := 0; n < N; n++ {
-		o := out[n*H : n*H+H]
-		for i := 0; i < r; i++ {
-			zr, yr := z[(n*r+i)*H:(n*r+i+1)*H], y[(n*r+i)*H:(n*r+i+1)*H]
-			for t := range o {
-				o[t] += zr[t] + yr[t]
-			}
-		}
-		for t := range o {
-			o[t] /= float32(r)
-		}
-	}
-	return out
+	pass.xn = xn
+	return e.head.apply(pass, th), nil
 }

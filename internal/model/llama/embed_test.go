@@ -2,8 +2,6 @@ package llama
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -41,18 +39,7 @@ func writeGraph(t *testing.T, cfg *model.Config, ts map[string]*safetensors.Tens
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testmodels.WriteGraph(t, g)
 }
 
 // refRope rotates one head v (len(v) wide) to position p as transformers'

@@ -30,12 +30,11 @@ type KVCache struct {
 	packed [][7]*tensor.PackedB
 	head   *tensor.PackedB
 
-	// Extend's scratch, one row per token fed.
-	x, xn, q, kn, vn, ctx, h, rstd  []float32
-	g, u, act, last, hidden, logits []float32
-	qraw, kraw, qrstd, krstd        []float32
-	xa                              [7][]float32
-	scores                          [][]float32 // per goroutine
+	// Extend's scratch, one row per token fed: the layers' activations
+	// (one set for every layer), the final norm's and the head's.
+	a                          LayerActs
+	rstd, last, hidden, logits []float32
+	scores                     [][]float32 // per goroutine
 }
 
 // NewCache makes an empty cache for n sequences of up to t positions,
@@ -92,8 +91,10 @@ func (m *Model) Step(c *KVCache, ids []int32) ([]float32, error) {
 // its next positions, adds their keys and values to the cache, and returns
 // the logits after each sequence's last token fed (N×V; a sequence fed
 // nothing gets the row of zeros; overwritten by the next call). Its
-// arithmetic is Forward's: the logits equal those Forward gives the whole
-// sequences at the same positions (TestStepMatchesForward).
+// layers are LayerForward, the trainer's, with the cache's packed weights,
+// each row's own position and attention over the cache: the logits equal
+// those the trainer's Forward gives the whole sequences at the same
+// positions (TestStepMatchesForward).
 func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
 	cfg := &m.Cfg
 	if len(ids) != c.N {
@@ -113,8 +114,8 @@ func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
 		}
 	}
 	R := len(flat)
-	C, F, D, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim(), cfg.VocabSize
-	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	C, D, V := cfg.HiddenSize, cfg.HeadDim(), cfg.VocabSize
+	KV := cfg.KVHeads()
 	eps := float32(cfg.RMSNormEps)
 	th := m.threads()
 	c.logits = ops.Grow(c.logits, c.N*V)
@@ -122,52 +123,25 @@ func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
 	if R == 0 {
 		return c.logits, nil
 	}
-	c.x, c.xn, c.h = ops.Grow(c.x, R*C), ops.Grow(c.xn, R*C), ops.Grow(c.h, R*C)
-	c.q, c.kn, c.vn, c.ctx = ops.Grow(c.q, R*H*D), ops.Grow(c.kn, R*KV*D), ops.Grow(c.vn, R*KV*D), ops.Grow(c.ctx, R*H*D)
-	c.g, c.u, c.act, c.rstd = ops.Grow(c.g, R*F), ops.Grow(c.u, R*F), ops.Grow(c.act, R*F), ops.Grow(c.rstd, max(R, c.N))
-	if cfg.QKNorm() {
-		c.qraw, c.kraw, c.qrstd, c.krstd = ops.Grow(c.qraw, R*H*D), ops.Grow(c.kraw, R*KV*D), ops.Grow(c.qrstd, R*H), ops.Grow(c.krstd, R*KV)
-	}
-	m.EmbedTokens(c.x, flat)
+	a := &c.a
+	a.X, c.rstd = ops.Grow(a.X, R*C), ops.Grow(c.rstd, c.N)
+	m.EmbedTokens(a.X, flat)
 	w := KV * D
+	rope := func(x []float32, heads int) { c.rope.ForwardAt(x, pos, heads) }
 	for l := range m.Layers {
-		ly, pk := &m.Layers[l], &c.packed[l]
-		for i, lin := range ly.Proj {
-			if lin.LoRA != nil {
-				c.xa[i] = ops.Grow(c.xa[i], R*lin.LoRA.Rank)
+		a.Grow(m, l, R)
+		m.LayerForward(l, a, a.X, LayerPass{Rows: R, Packed: &c.packed[l], Rope: rope, Attend: func(a *LayerActs) {
+			r := 0
+			for n, s := range ids {
+				for t := range s {
+					at := (n*c.T + c.Len[n] + t) * w
+					copy(c.k[l][at:at+w], a.K[r*w:r*w+w])
+					copy(c.v[l][at:at+w], a.V[r*w:r*w+w])
+					r++
+				}
 			}
-		}
-		ops.RMSNormForward(c.xn, c.rstd, c.x, ly.LN1.W, R, C, eps, th)
-		if cfg.QKNorm() {
-			ly.Q().ForwardPacked(pk[0], c.qraw, c.xn, c.xa[0], R, th)
-			ly.K().ForwardPacked(pk[1], c.kraw, c.xn, c.xa[1], R, th)
-			ops.RMSNormForward(c.q, c.qrstd, c.qraw, ly.QN.W, R*H, D, eps, th)
-			ops.RMSNormForward(c.kn, c.krstd, c.kraw, ly.KN.W, R*KV, D, eps, th)
-		} else {
-			ly.Q().ForwardPacked(pk[0], c.q, c.xn, c.xa[0], R, th)
-			ly.K().ForwardPacked(pk[1], c.kn, c.xn, c.xa[1], R, th)
-		}
-		ly.V().ForwardPacked(pk[2], c.vn, c.xn, c.xa[2], R, th)
-		c.rope.ForwardAt(c.q, pos, H)
-		c.rope.ForwardAt(c.kn, pos, KV)
-		r := 0
-		for n, s := range ids {
-			for t := range s {
-				at := (n*c.T + c.Len[n] + t) * w
-				copy(c.k[l][at:at+w], c.kn[r*w:r*w+w])
-				copy(c.v[l][at:at+w], c.vn[r*w:r*w+w])
-				r++
-			}
-		}
-		m.attendCached(c, l, ids)
-		ly.O().ForwardPacked(pk[3], c.h, c.ctx, c.xa[3], R, th)
-		ops.AddInPlace(c.h, c.x, th)
-		ops.RMSNormForward(c.xn, c.rstd, c.h, ly.LN2.W, R, C, eps, th)
-		ly.Gate().ForwardPacked(pk[4], c.g, c.xn, c.xa[4], R, th)
-		ly.Up().ForwardPacked(pk[5], c.u, c.xn, c.xa[5], R, th)
-		ops.SwiGLUForward(c.act, c.g, c.u, th)
-		ly.Down().ForwardPacked(pk[6], c.x, c.act, c.xa[6], R, th)
-		ops.AddInPlace(c.x, c.h, th)
+			m.attendCached(c, l, ids)
+		}})
 	}
 	// Only each sequence's last row goes on to the final norm and the head.
 	c.last, c.hidden = ops.Grow(c.last, c.N*C), ops.Grow(c.hidden, c.N*C)
@@ -176,7 +150,7 @@ func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
 	for n, s := range ids {
 		r += len(s)
 		if len(s) > 0 {
-			copy(c.last[n*C:n*C+C], c.x[(r-1)*C:r*C])
+			copy(c.last[n*C:n*C+C], a.X[(r-1)*C:r*C])
 		}
 		c.Len[n] += len(s)
 	}
@@ -190,9 +164,9 @@ func (m *Model) Extend(c *KVCache, ids [][]int32) ([]float32, error) {
 	return c.logits, nil
 }
 
-// attendCached is causal attention of the rows just fed (c.q; sequence n's
+// attendCached is causal attention of the rows just fed (c.a.Q; sequence n's
 // at positions c.Len[n]…) over the cached keys and values of layer l up to
-// each row's own position, into c.ctx: Attention.Forward's
+// each row's own position, into c.a.Ctx: Attention.Forward's
 // softmax(QKᵀ/√D)·V for those rows. A sequence fed several tokens (a
 // prompt) runs as two products per head; one token, as a plain loop.
 func (m *Model) attendCached(c *KVCache, l int, ids [][]int32) {
@@ -235,8 +209,8 @@ func (m *Model) attendCached(c *KVCache, l int, ids [][]int32) {
 				p := c.scores[w]
 				kb := c.k[l][n*c.T*ks+g*D:]
 				vb := c.v[l][n*c.T*ks+g*D:]
-				qb := c.q[first[n]*qs+h*D:]
-				ob := c.ctx[first[n]*qs+h*D:]
+				qb := c.a.Q[first[n]*qs+h*D:]
+				ob := c.a.Ctx[first[n]*qs+h*D:]
 				if L == 1 {
 					for j := 0; j < tot; j++ {
 						var s float32

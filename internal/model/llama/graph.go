@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/onnxfile"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/tensor"
@@ -130,31 +131,20 @@ func readGraph(path string, cfg *model.Config, init map[string]*onnxfile.Tensor,
 			put(full, []int{outDim, in}, tensor.Transposed(t.Float, in, outDim))
 		}
 	}
-	H, V, I, L := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.NumHiddenLayers
-	nh, nkv, hd := cfg.NumAttentionHeads, cfg.KVHeads(), cfg.HeadDim()
-	same(prefix+"embed_tokens.weight", V, H)
+	H, V, L := cfg.HiddenSize, cfg.VocabSize, cfg.NumHiddenLayers
+	hd := cfg.HeadDim()
+	same(prefix+arch.EmbedTokens, V, H)
+	layout := arch.DecoderOf(cfg)
 	for l := 0; l < L; l++ {
-		p := fmt.Sprintf("%slayers.%d.", prefix, l)
-		same(p+"input_layernorm.weight", H)
-		same(p+"post_attention_layernorm.weight", H)
-		linear(p+"self_attn.q_proj.weight", H, nh*hd)
-		linear(p+"self_attn.k_proj.weight", H, nkv*hd)
-		linear(p+"self_attn.v_proj.weight", H, nkv*hd)
-		linear(p+"self_attn.o_proj.weight", nh*hd, H)
-		if cfg.QKVBias() {
-			same(p+"self_attn.q_proj.bias", nh*hd)
-			same(p+"self_attn.k_proj.bias", nkv*hd)
-			same(p+"self_attn.v_proj.bias", nkv*hd)
+		for _, w := range layout.Weights {
+			if full := arch.Layer(prefix, l) + w.Name; w.Role.IsProjection() && !w.Bias {
+				linear(full, w.Shape[1], w.Shape[0])
+			} else {
+				same(full, w.Shape...)
+			}
 		}
-		if cfg.QKNorm() {
-			same(p+"self_attn.q_norm.weight", hd)
-			same(p+"self_attn.k_norm.weight", hd)
-		}
-		linear(p+"mlp.gate_proj.weight", H, I)
-		linear(p+"mlp.up_proj.weight", H, I)
-		linear(p+"mlp.down_proj.weight", I, H)
 	}
-	same(prefix+"norm.weight", H)
+	same(prefix+arch.FinalNorm, H)
 	if k := cfg.MemoryTokens; k > 0 {
 		same(MemoryTensor, k, H)
 	}

@@ -13,7 +13,7 @@
 // activations, backward passes, LoRA and pooling; doc2query generates
 // with it.
 //
-// Serving (embed.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
+// Serving (embed.go, head*.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
 // reads a converted decoder's float32 model.onnx (model/onnx's BuildLlama)
 // back into the checkpoint's tensors (ReadQuantizedGraph also an int8 or
 // int4 one), and an Embedder runs them for inference — internal/bert's "go"
@@ -21,7 +21,8 @@
 // what the graph outputs: the last hidden state (pooled outside: last
 // token, mean), a trained pooling head's embedding (latent,
 // multi-layer), AutoRegEmbed's memory-token mean, Causal2Vec's
-// [h_C; h_EOS], or a decoder reranker's label logits, causal or
+// [h_C; h_EOS], or a decoder reranker's label logits (one head per
+// technique, head_*.go, chosen once from config.json), causal or
 // bidirectional as config.json says, within float32 rounding of ONNX
 // Runtime (internal/bert's TestGoDecoderMatchesORT) and of a naive
 // reference (TestEmbedderMatchesReference). Its weights are packed once
@@ -65,9 +66,9 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/tensor"
@@ -88,15 +89,6 @@ const (
 // Projections lists a layer's projections in the order of Layer.Proj.
 func Projections() []string {
 	return []string{QProj, KProj, VProj, OProj, GateProj, UpProj, DownProj}
-}
-
-// projPath is the module path of a projection inside a layer.
-func projPath(p string) string {
-	switch p {
-	case QProj, KProj, VProj, OProj:
-		return "self_attn." + p
-	}
-	return "mlp." + p
 }
 
 // Layer is one decoder layer's parameters: its norms (QN, KN are Qwen3's
@@ -198,8 +190,8 @@ func New(cfg *model.Config, tensors map[string]*safetensors.Tensor) (*Model, err
 // IsProjectionWeight reports whether name is a layer's q, k, v, o, gate,
 // up or down weight (with or without the "model." prefix).
 func IsProjectionWeight(name string) bool {
-	for _, p := range Projections() {
-		if strings.HasSuffix(name, "."+projPath(p)+".weight") && strings.Contains(name, "layers.") {
+	for i := range Projections() {
+		if strings.HasSuffix(name, "."+arch.ProjModule(i)+".weight") && strings.Contains(name, "layers.") {
 			return true
 		}
 	}
@@ -239,8 +231,7 @@ func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept ma
 	if _, ok := kept["model.embed_tokens.weight"]; ok {
 		m.prefix = "model."
 	}
-	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
-	Hq, Hk := cfg.NumAttentionHeads*D, cfg.KVHeads()*D
+	C := cfg.HiddenSize
 	var bad []string
 	add := func(name string, noDecay bool, shape ...int) *ops.Param {
 		full := m.prefix + name
@@ -270,29 +261,38 @@ func newModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, kept ma
 		m.AddParam(p)
 		return p
 	}
-	m.embed = add("embed_tokens.weight", false, cfg.VocabSize, C)
+	m.embed = add(arch.EmbedTokens, false, cfg.VocabSize, C)
+	layout := arch.DecoderOf(cfg)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		pre := "layers." + strconv.Itoa(l) + "."
+		pre := arch.Layer("", l)
 		var ly Layer
-		ly.LN1 = add(pre+"input_layernorm.weight", true, C)
-		dims := [7][2]int{{C, Hq}, {C, Hk}, {C, Hk}, {Hq, C}, {C, F}, {C, F}, {F, C}} // in, out
-		for i, p := range Projections() {
-			path := pre + projPath(p)
-			lin := &ops.Linear{In: dims[i][0], Out: dims[i][1]}
-			lin.W = add(path+".weight", false, lin.Out, lin.In)
-			if cfg.QKVBias() && i < 3 {
-				lin.Bias = add(path+".bias", true, lin.Out)
+		for _, w := range layout.Weights {
+			proj := w.Role.IsProjection()
+			p := add(pre+w.Name, !proj || w.Bias, w.Shape...) // norms' gains and biases take no weight decay
+			switch {
+			case proj:
+				i := int(w.Role - arch.QProj)
+				if ly.Proj[i] == nil {
+					ly.Proj[i], ly.Names[i] = &ops.Linear{In: w.Shape[1], Out: w.Shape[0]}, m.prefix+pre+w.Module()
+				}
+				if w.Bias {
+					ly.Proj[i].Bias = p
+				} else {
+					ly.Proj[i].W = p
+				}
+			case w.Role == arch.AttnNorm:
+				ly.LN1 = p
+			case w.Role == arch.MLPNorm:
+				ly.LN2 = p
+			case w.Role == arch.QNorm:
+				ly.QN = p
+			case w.Role == arch.KNorm:
+				ly.KN = p
 			}
-			ly.Proj[i], ly.Names[i] = lin, m.prefix+path
 		}
-		if cfg.QKNorm() {
-			ly.QN = add(pre+"self_attn.q_norm.weight", true, D)
-			ly.KN = add(pre+"self_attn.k_norm.weight", true, D)
-		}
-		ly.LN2 = add(pre+"post_attention_layernorm.weight", true, C)
 		m.Layers = append(m.Layers, ly)
 	}
-	m.norm = add("norm.weight", true, C)
+	m.norm = add(arch.FinalNorm, true, C)
 	for _, name := range []string{"lm_head.weight", "model.lm_head.weight"} {
 		if t, ok := tensors[name]; ok && slices.Equal(t.Shape, []int{cfg.VocabSize, C}) && !cfg.TieWordEmbeddings {
 			m.lmHead = &ops.Param{Name: name, Shape: t.Shape, W: t.Data, Frozen: true}
@@ -345,8 +345,7 @@ func sortedNames(m map[string]*safetensors.Tensor) []string {
 // PyTorch comparisons use it.
 func RandomTensors(cfg *model.Config, std float64, seed uint64) map[string]*safetensors.Tensor {
 	rng := rand.New(rand.NewPCG(seed, 2))
-	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
-	Hq, Hk := cfg.NumAttentionHeads*D, cfg.KVHeads()*D
+	C := cfg.HiddenSize
 	out := map[string]*safetensors.Tensor{}
 	put := func(name string, kind byte, shape ...int) {
 		n := 1
@@ -366,29 +365,31 @@ func RandomTensors(cfg *model.Config, std float64, seed uint64) map[string]*safe
 		}
 		out[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: d}
 	}
-	put("embed_tokens.weight", 'w', cfg.VocabSize, C)
+	put(arch.EmbedTokens, 'w', cfg.VocabSize, C)
+	// The layers' tensors from the layout, drawn in the order the test
+	// checkpoints (and the PyTorch goldens made from them) were drawn in.
+	draw := []struct {
+		r    arch.Role
+		bias bool
+	}{{arch.AttnNorm, false}, {arch.MLPNorm, false}, {arch.QProj, false}, {arch.KProj, false}, {arch.VProj, false}, {arch.OProj, false},
+		{arch.QProj, true}, {arch.KProj, true}, {arch.VProj, true}, {arch.QNorm, false}, {arch.KNorm, false},
+		{arch.GateProj, false}, {arch.UpProj, false}, {arch.DownProj, false}}
+	layout := arch.DecoderOf(cfg)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := "layers." + strconv.Itoa(l) + "."
-		put(p+"input_layernorm.weight", 'g', C)
-		put(p+"post_attention_layernorm.weight", 'g', C)
-		put(p+"self_attn.q_proj.weight", 'w', Hq, C)
-		put(p+"self_attn.k_proj.weight", 'w', Hk, C)
-		put(p+"self_attn.v_proj.weight", 'w', Hk, C)
-		put(p+"self_attn.o_proj.weight", 'w', C, Hq)
-		if cfg.QKVBias() {
-			put(p+"self_attn.q_proj.bias", 'b', Hq)
-			put(p+"self_attn.k_proj.bias", 'b', Hk)
-			put(p+"self_attn.v_proj.bias", 'b', Hk)
+		for _, d := range draw {
+			w, ok := layout.Find(d.r, d.bias)
+			switch {
+			case !ok:
+			case w.Bias:
+				put(arch.Layer("", l)+w.Name, 'b', w.Shape...)
+			case w.Role.IsProjection():
+				put(arch.Layer("", l)+w.Name, 'w', w.Shape...)
+			default:
+				put(arch.Layer("", l)+w.Name, 'g', w.Shape...)
+			}
 		}
-		if cfg.QKNorm() {
-			put(p+"self_attn.q_norm.weight", 'g', D)
-			put(p+"self_attn.k_norm.weight", 'g', D)
-		}
-		put(p+"mlp.gate_proj.weight", 'w', F, C)
-		put(p+"mlp.up_proj.weight", 'w', F, C)
-		put(p+"mlp.down_proj.weight", 'w', C, F)
 	}
-	put("norm.weight", 'g', C)
+	put(arch.FinalNorm, 'g', C)
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/model"
@@ -48,7 +49,7 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	}
 	w := &weights{t: tensors, cfg: cfg, int8: o.Int8, perTensor: o.perTensor}
 	for _, p := range []string{"bert.", "roberta."} {
-		if _, ok := tensors[p+"embeddings.word_embeddings.weight"]; ok {
+		if _, ok := tensors[p+arch.WordEmbeddings]; ok {
 			w.prefix = p
 		}
 	}
@@ -68,9 +69,9 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	types := g.Input(InputTypeIDs, Int64, batch, seq)
 
 	// Embeddings: word + position (arange(seq)) + token type, then LayerNorm.
-	word := w.tensor(g, "embeddings.word_embeddings.weight", false, V, H)
-	pos := w.tensor(g, "embeddings.position_embeddings.weight", false, P, H)
-	typ := w.tensor(g, "embeddings.token_type_embeddings.weight", false, T, H)
+	word := w.tensor(g, arch.WordEmbeddings, false, V, H)
+	pos := w.tensor(g, arch.PositionEmbeddings, false, P, H)
+	typ := w.tensor(g, arch.TokenTypeEmbeddings, false, T, H)
 	one64 := g.Int64s("", nil, []int64{1})
 	seqLen := g.Op("Gather", []string{g.Op("Shape", []string{ids}), one64})
 	posIDs := g.Op("Range", []string{g.Int64s("", nil, []int64{0}), seqLen, one64})
@@ -84,14 +85,14 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	}
 	x := g.Op("Add", []string{g.Op("Gather", []string{word, ids}), g.Op("Gather", []string{pos, posIDs})})
 	x = g.Op("Add", []string{x, g.Op("Gather", []string{typ, types})})
-	x = w.layerNorm(g, x, "embeddings.LayerNorm", eps)
+	x = w.layerNorm(g, x, arch.EmbeddingsNorm, eps)
 
 	if o.Unfused {
 		x = w.unfusedLayers(g, x, mask, eps)
 	} else {
 		am := newAttentionMask(g, mask)
 		for l := 0; l < cfg.NumHiddenLayers; l++ {
-			x = w.fusedLayer(g, x, fmt.Sprintf("encoder.layer.%d.", l), am, eps, o.Quantize)
+			x = w.fusedLayer(g, x, arch.EncoderLayer(l), am, eps, o.Quantize)
 		}
 	}
 
@@ -159,26 +160,26 @@ func (w *weights) unfusedLayers(g *Graph, x, mask string, eps Attr) string {
 	hiddenShape := g.Int64s("", []int64{3}, []int64{0, 0, int64(H)})
 	scale := g.Scalar(float32(math.Sqrt(float64(hd))))
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
-		heads := func(name string, perm ...int64) string {
-			y := w.linear(g, x, p+"attention.self."+name, H, H)
+		p := arch.EncoderLayer(l)
+		heads := func(r arch.Role, perm ...int64) string {
+			y := w.linear(g, x, p+r.Module(), H, H)
 			return g.Op("Transpose", []string{g.Op("Reshape", []string{y, headShape})}, AttrInts("perm", perm...))
 		}
-		q := heads("query", 0, 2, 1, 3) // [b, nh, s, hd]
-		k := heads("key", 0, 2, 3, 1)   // [b, nh, hd, s]
-		v := heads("value", 0, 2, 1, 3) // [b, nh, s, hd]
+		q := heads(arch.EncQuery, 0, 2, 1, 3) // [b, nh, s, hd]
+		k := heads(arch.EncKey, 0, 2, 3, 1)   // [b, nh, hd, s]
+		v := heads(arch.EncValue, 0, 2, 1, 3) // [b, nh, s, hd]
 		s := g.Op("Div", []string{g.Op("MatMul", []string{q, k}), scale})
 		s = g.Op("Add", []string{s, ext})
 		probs := g.Op("Softmax", []string{s}, AttrInt("axis", -1))
 		c := g.Op("MatMul", []string{probs, v})
 		c = g.Op("Transpose", []string{c}, AttrInts("perm", 0, 2, 1, 3))
 		c = g.Op("Reshape", []string{c, hiddenShape})
-		a := w.linear(g, c, p+"attention.output.dense", H, H)
-		x = w.layerNorm(g, g.Op("Add", []string{a, x}), p+"attention.output.LayerNorm", eps)
-		f := w.linear(g, x, p+"intermediate.dense", H, I)
+		a := w.linear(g, c, p+arch.EncAttnOut.Module(), H, H)
+		x = w.layerNorm(g, g.Op("Add", []string{a, x}), p+arch.EncAttnNorm.Module(), eps)
+		f := w.linear(g, x, p+arch.EncInter.Module(), H, I)
 		f = activation(g, f, cfg.HiddenAct)
-		f = w.linear(g, f, p+"output.dense", I, H)
-		x = w.layerNorm(g, g.Op("Add", []string{f, x}), p+"output.LayerNorm", eps)
+		f = w.linear(g, f, p+arch.EncOut.Module(), I, H)
+		x = w.layerNorm(g, g.Op("Add", []string{f, x}), p+arch.EncOutNorm.Module(), eps)
 	}
 	return x
 }

@@ -35,7 +35,10 @@ package onnx
 // Decoders (llama.go) share matmul for their projections, float32, int8
 // (every projection per row) or int4 (MatMulNBits).
 
-import "github.com/anna-search/anna/model"
+import (
+	"github.com/anna-search/anna/internal/model/arch"
+	"github.com/anna-search/anna/model"
+)
 
 // attentionMask is a batch's padding mask in the two forms fusedLayer
 // reads: index, the raw [batch, seq] int32 mask MultiHeadAttention takes
@@ -56,15 +59,15 @@ func newAttentionMask(g *Graph, mask string) attentionMask {
 func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, quant string) string {
 	H, I, nh := w.cfg.HiddenSize, w.cfg.IntermediateSize, int64(w.cfg.NumAttentionHeads)
 	a := x // if a weight is missing: keep going so every missing tensor is reported
-	if wqkv, bqkv := w.packedQKV(p + "attention.self."); wqkv != nil {
+	if wqkv, bqkv := w.packedQKV(p); wqkv != nil {
 		var qkv, bias string // [batch, seq, 3H]; bias: what MultiHeadAttention adds (none if added already)
 		if quant == "" {
-			wt := g.Floats(sanitize(p+"attention.self.qkv.weight"), []int64{int64(H), int64(3 * H)}, wqkv)
-			bias = g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
+			wt := g.Floats(sanitize(p+arch.EncFusedQKV+".weight"), []int64{int64(H), int64(3 * H)}, wqkv)
+			bias = g.Floats(sanitize(p+arch.EncFusedQKV+".bias"), []int64{int64(3 * H)}, bqkv)
 			qkv = g.Op("MatMul", []string{x, wt})
 		} else {
-			wt, sc := w.int8Weight(g, p+"attention.self.qkv", w.packedQKVInt8(p+"attention.self.", wqkv), H, 3*H)
-			bias = g.Floats(sanitize(p+"attention.self.qkv.bias"), []int64{int64(3 * H)}, bqkv)
+			wt, sc := w.int8Weight(g, p+arch.EncFusedQKV, w.packedQKVInt8(p, wqkv), H, 3*H)
+			bias = g.Floats(sanitize(p+arch.EncFusedQKV+".bias"), []int64{int64(3 * H)}, bqkv)
 			qkv = w.quantizedMatMul(g, x, wt, sc, H)
 		}
 		h3 := int64(H)
@@ -77,10 +80,10 @@ func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, q
 		}
 		a = g.If(m.full, Float, []Dim{{Param: "batch"}, {Param: "sequence"}, {Value: h3}}, mha(ins), mha(append(ins, m.index)))
 	}
-	x = w.skipLayerNorm(g, w.matmul(g, a, p+"attention.output.dense", H, H, quant), x, p+"attention.output", eps)
+	x = w.skipLayerNorm(g, w.matmul(g, a, p+arch.EncAttnOut.Module(), H, H, quant), x, p, arch.EncAttnOut, arch.EncAttnNorm, eps)
 
-	f := w.matmul(g, x, p+"intermediate.dense", H, I, quant)
-	b1 := w.tensor(g, p+"intermediate.dense.bias", false, I)
+	f := w.matmul(g, x, p+arch.EncInter.Module(), H, I, quant)
+	b1 := w.tensor(g, p+arch.EncInter.Module()+".bias", false, I)
 	// Quantized, GELU takes the tanh form too: its difference from erf's
 	// (at most 4.7e-4) is lost in int8's noise — bge-small's int8 vectors
 	// against float32's, cosine 0.99909 with erf, 0.99907 with tanh — and
@@ -94,19 +97,19 @@ func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, q
 	default:
 		f = g.MS("BiasGelu", []string{f, b1})
 	}
-	return w.skipLayerNorm(g, w.matmul(g, f, p+"output.dense", I, H, quant), x, p+"output", eps)
+	return w.skipLayerNorm(g, w.matmul(g, f, p+arch.EncOut.Module(), I, H, quant), x, p, arch.EncOut, arch.EncOutNorm, eps)
 }
 
 // packedQKV is the layer's query, key and value weights as the one
 // [H, 3H] matrix of the layer's Q/K/V product (row i: Wq[:, i], Wk[:, i],
 // Wv[:, i], each Linear weight being [out, in]) and their biases
 // concatenated; nil when a tensor is missing or malformed.
-func (w *weights) packedQKV(prefix string) ([]float32, []float32) {
+func (w *weights) packedQKV(p string) ([]float32, []float32) {
 	H := w.cfg.HiddenSize
 	var ws, bs [3][]float32
-	for i, n := range []string{"query", "key", "value"} {
-		ws[i], _ = w.data(w.prefix+prefix+n+".weight", false, H, H)
-		bs[i], _ = w.data(w.prefix+prefix+n+".bias", false, H)
+	for i, r := range []arch.Role{arch.EncQuery, arch.EncKey, arch.EncValue} {
+		ws[i], _ = w.data(w.prefix+p+r.Module()+".weight", false, H, H)
+		bs[i], _ = w.data(w.prefix+p+r.Module()+".bias", false, H)
 	}
 	for i := range ws {
 		if ws[i] == nil || bs[i] == nil {
@@ -190,11 +193,11 @@ func (w *weights) int8Weight(g *Graph, name string, src *int8Source, in, out int
 // source graph's int8 query, key and value columns side by side when it
 // has them (as packedQKV lays out the float32 ones), else packed, the
 // float32 one.
-func (w *weights) packedQKVInt8(prefix string, packed []float32) *int8Source {
+func (w *weights) packedQKVInt8(p string, packed []float32) *int8Source {
 	H := w.cfg.HiddenSize
 	var cols [3]*Int8Columns
-	for i, n := range []string{"query", "key", "value"} {
-		if cols[i] = w.int8[w.prefix+prefix+n]; cols[i] == nil || cols[i].In != H || cols[i].Out != H {
+	for i, r := range []arch.Role{arch.EncQuery, arch.EncKey, arch.EncValue} {
+		if cols[i] = w.int8[w.prefix+p+r.Module()]; cols[i] == nil || cols[i].In != H || cols[i].Out != H {
 			return &int8Source{float: packed}
 		}
 	}
@@ -272,11 +275,11 @@ func rowQuantizedMatMul(g *Graph, x, wt, sc string, in int) string {
 // skipLayerNorm is LayerNorm(y + x + bias) for the dense module
 // prefix+".dense" (its bias) and prefix+".LayerNorm" (γ, β), one
 // SkipLayerNormalization.
-func (w *weights) skipLayerNorm(g *Graph, y, x, prefix string, eps Attr) string {
+func (w *weights) skipLayerNorm(g *Graph, y, x, p string, dense, norm arch.Role, eps Attr) string {
 	H := w.cfg.HiddenSize
-	b := w.tensor(g, prefix+".dense.bias", false, H)
-	gamma := w.tensor(g, prefix+".LayerNorm.weight", false, H)
-	beta := w.tensor(g, prefix+".LayerNorm.bias", false, H)
+	b := w.tensor(g, p+dense.Module()+".bias", false, H)
+	gamma := w.tensor(g, p+norm.Module()+".weight", false, H)
+	beta := w.tensor(g, p+norm.Module()+".bias", false, H)
 	if b == "" || gamma == "" || beta == "" {
 		return x
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/gguf"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/safe"
@@ -16,17 +17,15 @@ import (
 
 // ggufNames maps llama.cpp's tensor names (blk.N. prefix removed) to
 // Hugging Face's LlamaModel names (layers.N. prefix removed).
-var ggufNames = map[string]string{
-	"attn_q.weight":      "self_attn.q_proj.weight",
-	"attn_k.weight":      "self_attn.k_proj.weight",
-	"attn_v.weight":      "self_attn.v_proj.weight",
-	"attn_output.weight": "self_attn.o_proj.weight",
-	"attn_norm.weight":   "input_layernorm.weight",
-	"ffn_norm.weight":    "post_attention_layernorm.weight",
-	"ffn_gate.weight":    "mlp.gate_proj.weight",
-	"ffn_up.weight":      "mlp.up_proj.weight",
-	"ffn_down.weight":    "mlp.down_proj.weight",
-}
+var ggufNames = func() map[string]string {
+	m := map[string]string{}
+	for r := arch.AttnNorm; r <= arch.MLPNorm; r++ {
+		if g := r.GGUFModule(); g != "" {
+			m[g+".weight"] = r.Module() + ".weight"
+		}
+	}
+	return m
+}()
 
 var ggufBlock = regexp.MustCompile(`^blk\.(\d+)\.(.+)$`)
 

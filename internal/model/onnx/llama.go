@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/model"
 )
@@ -64,7 +65,7 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 		return nil, fmt.Errorf("onnx: task %q not supported for %s models (want %s or %s)", task, cfg.ModelType, model.TaskEmbed, model.TaskRerank)
 	}
 	w := &weights{t: tensors, cfg: cfg}
-	if _, ok := tensors["model.embed_tokens.weight"]; ok {
+	if _, ok := tensors["model."+arch.EmbedTokens]; ok {
 		w.prefix = "model."
 	}
 	H, V, I, P := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.MaxPositionEmbeddings
@@ -81,9 +82,9 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 
 	var x string
 	if o.Quantize == model.QuantizeInt4 && cfg.MemoryTokens == 0 && H%int8Block == 0 {
-		x = w.embedInt8(g, "embed_tokens.weight", ids, V, H)
+		x = w.embedInt8(g, arch.EmbedTokens, ids, V, H)
 	} else {
-		table := w.tensor(g, "embed_tokens.weight", false, V, H)
+		table := w.tensor(g, arch.EmbedTokens, false, V, H)
 		if k := cfg.MemoryTokens; k > 0 && table != "" { // AutoRegEmbed's memory tokens are ids V … V+k−1
 			if mem := w.tensorAbs(g, MemoryTensor, false, k, H); mem != "" {
 				table = g.Op("Concat", []string{table, mem}, AttrInt("axis", 0))
@@ -179,25 +180,25 @@ func buildLlama(cfg *model.Config, tensors map[string]*safetensors.Tensor, task 
 	heads2d := g.Int64s("", []int64{3}, []int64{0, 0, int64(nh * hd)}) // [b, s, nh*hd]
 	layerOut := make([]string, cfg.NumHiddenLayers)                    // each layer's output (a pooling head's multi-layer rows)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := fmt.Sprintf("layers.%d.", l)
-		h := rms(x, p+"input_layernorm")
-		q := rope(qkNorm(heads(qkv(h, p+"self_attn.q_proj", H, nh*hd), nh), p+"self_attn.q_norm"))
-		k := rope(qkNorm(heads(qkv(h, p+"self_attn.k_proj", H, nkv*hd), nkv), p+"self_attn.k_norm"))
-		v := heads(qkv(h, p+"self_attn.v_proj", H, nkv*hd), nkv)
+		p := func(r arch.Role) string { return arch.Layer("", l) + r.Module() } // the layout's names
+		h := rms(x, p(arch.AttnNorm))
+		q := rope(qkNorm(heads(qkv(h, p(arch.QProj), H, nh*hd), nh), p(arch.QNorm)))
+		k := rope(qkNorm(heads(qkv(h, p(arch.KProj), H, nkv*hd), nkv), p(arch.KNorm)))
+		v := heads(qkv(h, p(arch.VProj), H, nkv*hd), nkv)
 		qg := g.Op("Reshape", []string{q, grouped}) // [b, nkv, rep*s, hd]
 		kt := g.Op("Transpose", []string{k}, AttrInts("perm", 0, 1, 3, 2))
 		s := g.Op("Add", []string{g.Op("Div", []string{g.Op("MatMul", []string{qg, kt}), scale}), ext})
 		c := g.Op("MatMul", []string{g.Op("Softmax", []string{s}, AttrInt("axis", -1)), v})
 		c = g.Op("Transpose", []string{g.Op("Reshape", []string{c, ungrouped})}, AttrInts("perm", 0, 2, 1, 3))
-		x = g.Op("Add", []string{x, proj(g.Op("Reshape", []string{c, heads2d}), p+"self_attn.o_proj", nh*hd, H)})
-		h = rms(x, p+"post_attention_layernorm")
-		gate := proj(h, p+"mlp.gate_proj", H, I)
+		x = g.Op("Add", []string{x, proj(g.Op("Reshape", []string{c, heads2d}), p(arch.OProj), nh*hd, H)})
+		h = rms(x, p(arch.MLPNorm))
+		gate := proj(h, p(arch.GateProj), H, I)
 		act := g.Op("Mul", []string{gate, g.Op("Sigmoid", []string{gate})})
-		up := proj(h, p+"mlp.up_proj", H, I)
-		x = g.Op("Add", []string{x, proj(g.Op("Mul", []string{act, up}), p+"mlp.down_proj", I, H)})
+		up := proj(h, p(arch.UpProj), H, I)
+		x = g.Op("Add", []string{x, proj(g.Op("Mul", []string{act, up}), p(arch.DownProj), I, H)})
 		layerOut[l] = x
 	}
-	x = rms(x, "norm")
+	x = rms(x, arch.FinalNormModule)
 	layerOut[len(layerOut)-1] = x // the last layer's row is after the final norm (hidden_states[-1])
 	switch {
 	case cfg.MemoryTokens > 0:
@@ -255,7 +256,7 @@ func lastToken(g *Graph, t, mask string) string {
 // embeddings.
 func (w *weights) labelLogits(g *Graph, x, mask string, labels []int64) string {
 	H, V := w.cfg.HiddenSize, w.cfg.VocabSize
-	name := w.prefix + "embed_tokens.weight"
+	name := w.prefix + arch.EmbedTokens
 	if !w.cfg.TieWordEmbeddings {
 		name = ""
 		for _, n := range []string{"lm_head.weight", "model.lm_head.weight"} {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/ops"
 )
 
@@ -27,12 +28,12 @@ func isLoRAName(n string) bool {
 
 // loraSuffixes maps a target name to the per-layer weight it adapts.
 var loraSuffixes = map[string]string{
-	"query":                  "attention.self.query.weight",
-	"key":                    "attention.self.key.weight",
-	"value":                  "attention.self.value.weight",
-	"attention.output.dense": "attention.output.dense.weight",
-	"intermediate.dense":     "intermediate.dense.weight",
-	"output.dense":           "output.dense.weight",
+	"query":                  arch.EncQuery.Module() + ".weight",
+	"key":                    arch.EncKey.Module() + ".weight",
+	"value":                  arch.EncValue.Module() + ".weight",
+	arch.EncAttnOut.Module(): arch.EncAttnOut.Module() + ".weight",
+	arch.EncInter.Module():   arch.EncInter.Module() + ".weight",
+	arch.EncOut.Module():     arch.EncOut.Module() + ".weight",
 }
 
 // EnableLoRA freezes the encoder and adds LoRA factors to the target
@@ -65,7 +66,7 @@ func (m *Model) EnableLoRA(cfg LoRAConfig, seed uint64) error {
 	m.lora = map[*Param]*ops.LoRA{}
 	for l := range m.layers {
 		for _, t := range cfg.Targets {
-			w := m.byName[fmt.Sprintf("%sencoder.layer.%d.%s", m.prefix, l, loraSuffixes[t])]
+			w := m.byName[m.prefix+arch.EncoderLayer(l)+loraSuffixes[t]]
 			out, in := w.Shape[0], w.Shape[1]
 			base := strings.TrimSuffix(w.Name, ".weight")
 			a := &Param{Name: base + ".lora_A.weight", Shape: []int{cfg.Rank, in}, W: make([]float32, cfg.Rank*in), G: make([]float32, cfg.Rank*in)}

@@ -6,9 +6,9 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/anna-search/anna/internal/model/arch"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/model"
@@ -89,11 +89,11 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 		return nil, fmt.Errorf("bert: config: model_type %q: NewModel builds BERT encoders (decoders: internal/train/decoder)", cfg.ModelType)
 	}
 	m := &Model{Cfg: *cfg, byName: map[string]*Param{}}
-	if _, ok := tensors["bert.embeddings.word_embeddings.weight"]; ok {
+	if _, ok := tensors["bert."+arch.WordEmbeddings]; ok {
 		m.prefix = "bert."
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	C, FF, L := cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers
+	C, L := cfg.HiddenSize, cfg.NumHiddenLayers
 	var missing []string
 	add := func(name string, noDecay, optional bool, shape ...int) *Param {
 		full := name
@@ -123,23 +123,22 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 		m.byName[full] = p
 		return p
 	}
-	m.wte = add("embeddings.word_embeddings.weight", false, false, cfg.VocabSize, C)
-	m.wpe = add("embeddings.position_embeddings.weight", false, false, cfg.MaxPositionEmbeddings, C)
-	m.wtt = add("embeddings.token_type_embeddings.weight", false, false, cfg.TypeVocabSize, C)
-	m.elnw = add("embeddings.LayerNorm.weight", true, false, C)
-	m.elnb = add("embeddings.LayerNorm.bias", true, false, C)
+	m.wte = add(arch.WordEmbeddings, false, false, cfg.VocabSize, C)
+	m.wpe = add(arch.PositionEmbeddings, false, false, cfg.MaxPositionEmbeddings, C)
+	m.wtt = add(arch.TokenTypeEmbeddings, false, false, cfg.TypeVocabSize, C)
+	m.elnw = add(arch.EmbeddingsNorm+".weight", true, false, C)
+	m.elnb = add(arch.EmbeddingsNorm+".bias", true, false, C)
+	layout := arch.EncoderOf(cfg)
 	for l := 0; l < L; l++ {
-		p := fmt.Sprintf("encoder.layer.%d.", l)
-		m.layers = append(m.layers, layer{
-			q: add(p+"attention.self.query.weight", false, false, C, C), qb: add(p+"attention.self.query.bias", true, false, C),
-			k: add(p+"attention.self.key.weight", false, false, C, C), kb: add(p+"attention.self.key.bias", true, false, C),
-			v: add(p+"attention.self.value.weight", false, false, C, C), vb: add(p+"attention.self.value.bias", true, false, C),
-			ao: add(p+"attention.output.dense.weight", false, false, C, C), aob: add(p+"attention.output.dense.bias", true, false, C),
-			ln1w: add(p+"attention.output.LayerNorm.weight", true, false, C), ln1b: add(p+"attention.output.LayerNorm.bias", true, false, C),
-			fi: add(p+"intermediate.dense.weight", false, false, FF, C), fib: add(p+"intermediate.dense.bias", true, false, FF),
-			fo: add(p+"output.dense.weight", false, false, C, FF), fob: add(p+"output.dense.bias", true, false, C),
-			ln2w: add(p+"output.LayerNorm.weight", true, false, C), ln2b: add(p+"output.LayerNorm.bias", true, false, C),
+		var ly layer
+		slot := map[arch.Role][2]**Param{ // weight (or gain), bias; filled in the checkpoint's order
+			arch.EncQuery: {&ly.q, &ly.qb}, arch.EncKey: {&ly.k, &ly.kb}, arch.EncValue: {&ly.v, &ly.vb},
+			arch.EncAttnOut: {&ly.ao, &ly.aob}, arch.EncAttnNorm: {&ly.ln1w, &ly.ln1b},
+			arch.EncInter: {&ly.fi, &ly.fib}, arch.EncOut: {&ly.fo, &ly.fob}, arch.EncOutNorm: {&ly.ln2w, &ly.ln2b}}
+		arch.Bind(layout, slot, func(w arch.Weight) *Param {
+			return add(arch.EncoderLayer(l)+w.Name, w.Bias || !w.Role.IsProjection(), false, w.Shape...) // no decay on gains and biases
 		})
+		m.layers = append(m.layers, ly)
 	}
 	if withHead {
 		// A bi-encoder checkpoint loaded as a cross-encoder gets a fresh
@@ -188,7 +187,7 @@ func NewModel(cfg *model.Config, tensors map[string]*safetensors.Tensor, withHea
 // comparison use it; std 0.02 is BERT's initialiser range.
 func RandomTensors(cfg *model.Config, withHead bool, std float64, seed uint64) map[string]*safetensors.Tensor {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	C, FF := cfg.HiddenSize, cfg.IntermediateSize
+	C := cfg.HiddenSize
 	out := map[string]*safetensors.Tensor{}
 	prefix := ""
 	if withHead {
@@ -215,25 +214,23 @@ func RandomTensors(cfg *model.Config, withHead bool, std float64, seed uint64) m
 		}
 		out[name] = &safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: d}
 	}
-	put("embeddings.word_embeddings.weight", 'w', cfg.VocabSize, C)
-	put("embeddings.position_embeddings.weight", 'w', cfg.MaxPositionEmbeddings, C)
-	put("embeddings.token_type_embeddings.weight", 'w', cfg.TypeVocabSize, C)
-	put("embeddings.LayerNorm.weight", 'g', C)
-	put("embeddings.LayerNorm.bias", 'b', C)
+	put(arch.WordEmbeddings, 'w', cfg.VocabSize, C)
+	put(arch.PositionEmbeddings, 'w', cfg.MaxPositionEmbeddings, C)
+	put(arch.TokenTypeEmbeddings, 'w', cfg.TypeVocabSize, C)
+	put(arch.EmbeddingsNorm+".weight", 'g', C)
+	put(arch.EmbeddingsNorm+".bias", 'b', C)
+	layout := arch.EncoderOf(cfg)
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := "encoder.layer." + strconv.Itoa(l) + "."
-		for _, n := range []string{"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"} {
-			put(p+n+".weight", 'w', C, C)
-			put(p+n+".bias", 'b', C)
+		for _, w := range layout.Weights {
+			kind := byte('w')
+			switch {
+			case w.Bias:
+				kind = 'b'
+			case !w.Role.IsProjection():
+				kind = 'g'
+			}
+			put(arch.EncoderLayer(l)+w.Name, kind, w.Shape...)
 		}
-		put(p+"attention.output.LayerNorm.weight", 'g', C)
-		put(p+"attention.output.LayerNorm.bias", 'b', C)
-		put(p+"intermediate.dense.weight", 'w', FF, C)
-		put(p+"intermediate.dense.bias", 'b', FF)
-		put(p+"output.dense.weight", 'w', C, FF)
-		put(p+"output.dense.bias", 'b', C)
-		put(p+"output.LayerNorm.weight", 'g', C)
-		put(p+"output.LayerNorm.bias", 'b', C)
 	}
 	put("pooler.dense.weight", 'w', C, C)
 	put("pooler.dense.bias", 'b', C)

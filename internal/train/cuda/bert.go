@@ -3,8 +3,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/anna-search/anna/internal/model/arch"
+	"github.com/anna-search/anna/model"
 )
 
 // EncoderConfig is the part of a BERT config.json the encoder needs.
@@ -124,23 +126,26 @@ func NewEncoder(d *Device, cfg EncoderConfig, prefix string, weights map[string]
 		e.add(p)
 		return p
 	}
-	e.wte = add("embeddings.word_embeddings.weight", cfg.Vocab*C)
-	e.wpe = add("embeddings.position_embeddings.weight", cfg.MaxPos*C)
-	e.wtt = add("embeddings.token_type_embeddings.weight", cfg.TypeVocab*C)
-	e.elnw = add("embeddings.LayerNorm.weight", C)
-	e.elnb = add("embeddings.LayerNorm.bias", C)
+	e.wte = add(arch.WordEmbeddings, cfg.Vocab*C)
+	e.wpe = add(arch.PositionEmbeddings, cfg.MaxPos*C)
+	e.wtt = add(arch.TokenTypeEmbeddings, cfg.TypeVocab*C)
+	e.elnw = add(arch.EmbeddingsNorm+".weight", C)
+	e.elnb = add(arch.EmbeddingsNorm+".bias", C)
+	layout := arch.EncoderOf(&model.Config{HiddenSize: C, IntermediateSize: FF, NumAttentionHeads: cfg.Heads})
 	for l := 0; l < cfg.Layers; l++ {
-		p := "encoder.layer." + strconv.Itoa(l) + "."
-		e.layers = append(e.layers, encLayer{
-			q: add(p+"attention.self.query.weight", C*C), qb: add(p+"attention.self.query.bias", C),
-			k: add(p+"attention.self.key.weight", C*C), kb: add(p+"attention.self.key.bias", C),
-			v: add(p+"attention.self.value.weight", C*C), vb: add(p+"attention.self.value.bias", C),
-			ao: add(p+"attention.output.dense.weight", C*C), aob: add(p+"attention.output.dense.bias", C),
-			ln1w: add(p+"attention.output.LayerNorm.weight", C), ln1b: add(p+"attention.output.LayerNorm.bias", C),
-			fi: add(p+"intermediate.dense.weight", FF*C), fib: add(p+"intermediate.dense.bias", FF),
-			fo: add(p+"output.dense.weight", C*FF), fob: add(p+"output.dense.bias", C),
-			ln2w: add(p+"output.LayerNorm.weight", C), ln2b: add(p+"output.LayerNorm.bias", C),
+		var ly encLayer
+		slot := map[arch.Role][2]**Param{ // weight (or gain), bias; filled in the checkpoint's order
+			arch.EncQuery: {&ly.q, &ly.qb}, arch.EncKey: {&ly.k, &ly.kb}, arch.EncValue: {&ly.v, &ly.vb},
+			arch.EncAttnOut: {&ly.ao, &ly.aob}, arch.EncAttnNorm: {&ly.ln1w, &ly.ln1b},
+			arch.EncInter: {&ly.fi, &ly.fib}, arch.EncOut: {&ly.fo, &ly.fob}, arch.EncOutNorm: {&ly.ln2w, &ly.ln2b}}
+		arch.Bind(layout, slot, func(w arch.Weight) *Param {
+			n := 1
+			for _, d := range w.Shape {
+				n *= d
+			}
+			return add(arch.EncoderLayer(l)+w.Name, n)
 		})
+		e.layers = append(e.layers, ly)
 	}
 	return e, err
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/anna-search/anna/internal/model/llama"
 	"github.com/anna-search/anna/internal/ops"
 	"github.com/anna-search/anna/internal/train/objective"
 	"github.com/anna-search/anna/model"
@@ -72,19 +73,12 @@ func RightPadded(mask []float32, N, T int) ([]int, error) {
 	return lens, nil
 }
 
-// layerActs is what one layer's backward needs from its forward.
+// layerActs is what one layer's backward needs from its forward: what
+// the shared layer forward (llama.LayerForward) writes, and attention's
+// probabilities.
 type layerActs struct {
-	x, xn1       []float32 // layer input (residual stream, Acts.xs[l]) and its RMSNorm, rows×C
-	rstd1        []float32
-	qraw, kraw   []float32 // projections before the q/k norm (Qwen3)
-	qrstd, krstd []float32
-	q, k, v      []float32 // after norm and rotation: rows×H·D, rows×KV·D
-	att          []float32
-	ctx          []float32 // rows×H·D
-	h, xn2       []float32 // x + attention, and its RMSNorm
-	rstd2        []float32
-	g, u, act    []float32 // rows×F: gate, up, silu(gate)·up
-	xa           [7][]float32
+	llama.LayerActs
+	att []float32
 }
 
 // Acts holds one forward pass's activations. It belongs to the Model that
@@ -126,8 +120,7 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	}
 	cfg := &m.Cfg
 	rows := b.N * b.T
-	C, F, D := cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
-	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
+	C, D := cfg.HiddenSize, cfg.HeadDim()
 	a.N, a.T, a.ids, a.lens, a.inputs = b.N, b.T, b.IDs, lens, b.Inputs != nil
 	if len(a.xs) != len(m.Layers) {
 		a.xs = make([][]float32, len(m.Layers))
@@ -145,21 +138,8 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	}
 	for l := range a.layers {
 		la := &a.layers[l]
-		la.xn1, la.rstd1 = ops.Grow(la.xn1, rows*C), ops.Grow(la.rstd1, rows)
-		if cfg.QKNorm() {
-			la.qraw, la.kraw = ops.Grow(la.qraw, rows*H*D), ops.Grow(la.kraw, rows*KV*D)
-			la.qrstd, la.krstd = ops.Grow(la.qrstd, rows*H), ops.Grow(la.krstd, rows*KV)
-		}
-		la.q, la.k, la.v = ops.Grow(la.q, rows*H*D), ops.Grow(la.k, rows*KV*D), ops.Grow(la.v, rows*KV*D)
+		la.Grow(m.Model, l, rows) // every layer has the same LoRA targets
 		la.att = ops.Grow(la.att, m.attention(b.N, b.T).AttSize())
-		la.ctx = ops.Grow(la.ctx, rows*H*D)
-		la.h, la.xn2, la.rstd2 = ops.Grow(la.h, rows*C), ops.Grow(la.xn2, rows*C), ops.Grow(la.rstd2, rows)
-		la.g, la.u, la.act = ops.Grow(la.g, rows*F), ops.Grow(la.u, rows*F), ops.Grow(la.act, rows*F)
-		for i, lin := range m.Layers[l].Proj { // every layer has the same LoRA targets
-			if lin.LoRA != nil {
-				la.xa[i] = ops.Grow(la.xa[i], rows*lin.LoRA.Rank)
-			}
-		}
 	}
 	a.last, a.rstdF, a.Hidden = ops.Grow(a.last, rows*C), ops.Grow(a.rstdF, rows), ops.Grow(a.Hidden, rows*C)
 	if m.rope == nil || m.rope.T != b.T {
@@ -213,35 +193,14 @@ func (a *Acts) layerActs(l int) *layerActs {
 // layerForward runs layer l on a.xs[l], keeping its activations in
 // a.layerActs(l), and writes its output to out.
 func (m *Model) layerForward(l int, a *Acts, out []float32) {
-	cfg := &m.Cfg
-	rows, C, D := a.N*a.T, cfg.HiddenSize, cfg.HeadDim()
-	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
-	eps := float32(cfg.RMSNormEps)
+	la := a.layerActs(l)
+	la.X = a.xs[l]
 	th := m.threads()
-	ly, la := &m.Layers[l], a.layerActs(l)
-	la.x = a.xs[l]
-	ops.RMSNormForward(la.xn1, la.rstd1, la.x, ly.LN1.W, rows, C, eps, th)
-	if cfg.QKNorm() {
-		ly.Q().Forward(la.qraw, la.xn1, la.xa[0], rows, th)
-		ly.K().Forward(la.kraw, la.xn1, la.xa[1], rows, th)
-		ops.RMSNormForward(la.q, la.qrstd, la.qraw, ly.QN.W, rows*H, D, eps, th)
-		ops.RMSNormForward(la.k, la.krstd, la.kraw, ly.KN.W, rows*KV, D, eps, th)
-	} else {
-		ly.Q().Forward(la.q, la.xn1, la.xa[0], rows, th)
-		ly.K().Forward(la.k, la.xn1, la.xa[1], rows, th)
-	}
-	ly.V().Forward(la.v, la.xn1, la.xa[2], rows, th)
-	m.rope.Forward(la.q, rows, H, th)
-	m.rope.Forward(la.k, rows, KV, th)
-	m.attention(a.N, a.T).Forward(la.ctx, la.att, la.q, la.k, la.v, a.lens, th)
-	ly.O().Forward(la.h, la.ctx, la.xa[3], rows, th)
-	ops.AddInPlace(la.h, la.x, th)
-	ops.RMSNormForward(la.xn2, la.rstd2, la.h, ly.LN2.W, rows, C, eps, th)
-	ly.Gate().Forward(la.g, la.xn2, la.xa[4], rows, th)
-	ly.Up().Forward(la.u, la.xn2, la.xa[5], rows, th)
-	ops.SwiGLUForward(la.act, la.g, la.u, th)
-	ly.Down().Forward(out, la.act, la.xa[6], rows, th)
-	ops.AddInPlace(out, la.h, th)
+	m.LayerForward(l, &la.LayerActs, out, llama.LayerPass{Rows: a.N * a.T,
+		Rope: func(x []float32, heads int) { m.rope.Forward(x, a.N*a.T, heads, th) },
+		Attend: func(la2 *llama.LayerActs) {
+			m.attention(a.N, a.T).Forward(la2.Ctx, la.att, la2.Q, la2.K, la2.V, a.lens, th)
+		}})
 }
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
@@ -282,38 +241,38 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		// out = h + down(silu(gate(xn2))·up(xn2)), xn2 = norm2(h)
 		copy(dh, dx)
 		clear(dact)
-		ly.Down().Backward(dact, dx, la.act, la.xa[6], rows, th)
+		ly.Down().Backward(dact, dx, la.Act, la.XA[6], rows, th)
 		clear(dg)
 		clear(du)
-		ops.SwiGLUBackward(dg, du, dact, la.g, la.u, th)
+		ops.SwiGLUBackward(dg, du, dact, la.G, la.U, th)
 		clear(dn)
-		ly.Gate().Backward(dn, dg, la.xn2, la.xa[4], rows, th)
-		ly.Up().Backward(dn, du, la.xn2, la.xa[5], rows, th)
-		ops.RMSNormBackward(dh, ly.LN2.Grad(), dn, la.h, ly.LN2.W, la.rstd2, rows, C, th)
+		ly.Gate().Backward(dn, dg, la.XN2, la.XA[4], rows, th)
+		ly.Up().Backward(dn, du, la.XN2, la.XA[5], rows, th)
+		ops.RMSNormBackward(dh, ly.LN2.Grad(), dn, la.H, ly.LN2.W, la.Rstd2, rows, C, th)
 		// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
 		copy(dx, dh)
 		clear(dctx)
-		ly.O().Backward(dctx, dh, la.ctx, la.xa[3], rows, th)
+		ly.O().Backward(dctx, dh, la.Ctx, la.XA[3], rows, th)
 		clear(dq)
 		clear(dk)
 		clear(dv)
-		att.Backward(dq, dk, dv, dctx, la.att, la.q, la.k, la.v, a.lens, th)
+		att.Backward(dq, dk, dv, dctx, la.att, la.Q, la.K, la.V, a.lens, th)
 		m.rope.Backward(dq, rows, H, th)
 		m.rope.Backward(dk, rows, KV, th)
 		clear(dn)
 		if cfg.QKNorm() {
 			clear(dqraw)
 			clear(dkraw)
-			ops.RMSNormBackward(dqraw, ly.QN.Grad(), dq, la.qraw, ly.QN.W, la.qrstd, rows*H, D, th)
-			ops.RMSNormBackward(dkraw, ly.KN.Grad(), dk, la.kraw, ly.KN.W, la.krstd, rows*KV, D, th)
-			ly.Q().Backward(dn, dqraw, la.xn1, la.xa[0], rows, th)
-			ly.K().Backward(dn, dkraw, la.xn1, la.xa[1], rows, th)
+			ops.RMSNormBackward(dqraw, ly.QN.Grad(), dq, la.QRaw, ly.QN.W, la.QRstd, rows*H, D, th)
+			ops.RMSNormBackward(dkraw, ly.KN.Grad(), dk, la.KRaw, ly.KN.W, la.KRstd, rows*KV, D, th)
+			ly.Q().Backward(dn, dqraw, la.XN1, la.XA[0], rows, th)
+			ly.K().Backward(dn, dkraw, la.XN1, la.XA[1], rows, th)
 		} else {
-			ly.Q().Backward(dn, dq, la.xn1, la.xa[0], rows, th)
-			ly.K().Backward(dn, dk, la.xn1, la.xa[1], rows, th)
+			ly.Q().Backward(dn, dq, la.XN1, la.XA[0], rows, th)
+			ly.K().Backward(dn, dk, la.XN1, la.XA[1], rows, th)
 		}
-		ly.V().Backward(dn, dv, la.xn1, la.xa[2], rows, th)
-		ops.RMSNormBackward(dx, ly.LN1.Grad(), dn, la.x, ly.LN1.W, la.rstd1, rows, C, th)
+		ly.V().Backward(dn, dv, la.XN1, la.XA[2], rows, th)
+		ops.RMSNormBackward(dx, ly.LN1.Grad(), dn, la.X, ly.LN1.W, la.Rstd1, rows, C, th)
 	}
 	a.dEOS = a.dEOS[:0]         // consumed
 	for r := 0; r < rows; r++ { // padded positions get no gradient
