@@ -32,7 +32,7 @@ const (
 	EmbeddingsNorm      = "embeddings.LayerNorm" // .weight, .bias
 	// EncFusedQKV is the module of anna's graphs' fused attention input:
 	// query, key and value stacked as columns (model/onnx's fused and int8
-	// BERT graphs; the readers split it back).
+	// BERT graphs; the readers split it back). FusedQKV names it.
 	EncFusedQKV = "attention.self.qkv"
 )
 
@@ -62,6 +62,16 @@ func EncoderOf(cfg *model.Config) *Encoder {
 // EncoderLayer is layer l's name prefix ("encoder.layer.3."), after the
 // checkpoint's own prefix if any.
 func EncoderLayer(l int) string { return "encoder.layer." + strconv.Itoa(l) + "." }
+
+// FusedQKV is the name of layer l's fused attention input in anna's BERT
+// graphs ("encoder.layer.3.attention.self.qkv"; its initializers are this
+// with ".weight" and ".bias", or the int8 graph's ".weight_int8" and
+// ".weight_scale", "." written "_"): model/onnx's BuildBERT writes it,
+// model/bert's float32 and int8 readers split it back. Unlike the layer's
+// other tensors it is never under the checkpoint's own prefix (the "bert."
+// of a BertForSequenceClassification checkpoint): the module is anna's,
+// not the checkpoint's, and every graph anna has written names it so.
+func FusedQKV(l int) string { return EncoderLayer(l) + EncFusedQKV }
 
 // Find returns the weight of role r (its bias with bias) and whether the
 // layer has it.

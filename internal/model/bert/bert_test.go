@@ -10,6 +10,7 @@ import (
 	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/model/safetensors"
 	"github.com/anna-search/anna/internal/testmodels"
+	trainbert "github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
 )
 
@@ -73,23 +74,30 @@ func TestReadGraph(t *testing.T) {
 	cfg := tinyConfig()
 	want := randomTensors(cfg, 1)
 	for _, o := range []onnx.BuildOptions{{}, {Unfused: true}} {
-		got, err := ReadGraph(writeGraph(t, cfg, want, o), cfg)
-		if err != nil {
-			t.Fatalf("unfused %v: %v", o.Unfused, err)
-		}
-		if len(got) != len(want) {
-			t.Errorf("unfused %v: %d tensors, want %d", o.Unfused, len(got), len(want))
-		}
-		for name, w := range want {
-			g, ok := got[name]
-			if !ok || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
-				t.Errorf("unfused %v: %s differs (present %v)", o.Unfused, name, ok)
-			}
-		}
+		readBack(t, writeGraph(t, cfg, want, o), cfg, want, o.Unfused)
 	}
 	_, err := ReadGraph(writeGraph(t, cfg, want, onnx.BuildOptions{Quantize: model.QuantizeInt8}), cfg)
 	if err == nil || !strings.Contains(err.Error(), "quantized") {
 		t.Errorf("int8 graph: %v, want it refused as quantized", err)
+	}
+}
+
+// readBack checks that ReadGraph gives the graph at path's weights as
+// want, exactly and nothing more (unfused: the graph's form, for messages).
+func readBack(t *testing.T, path string, cfg *model.Config, want map[string]*safetensors.Tensor, unfused bool) {
+	t.Helper()
+	got, err := ReadGraph(path, cfg)
+	if err != nil {
+		t.Fatalf("unfused %v: %v", unfused, err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("unfused %v: %d tensors, want %d", unfused, len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
+			t.Errorf("unfused %v: %s differs (present %v)", unfused, name, ok)
+		}
 	}
 }
 
@@ -303,5 +311,71 @@ func TestBadInput(t *testing.T) {
 		if _, err := m.Forward(&c.b, 1); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("batch %+v: %v, want %q", c.b, err, c.want)
 		}
+	}
+}
+
+// TestReadGraphCrossEncoder: a BertForSequenceClassification checkpoint
+// (encoder names under "bert.", the classifier outside it) comes back from
+// its cross-encoder graph, fused and unfused, exactly under its own names,
+// and the model LoadGraph builds scores as New's on the checkpoint does,
+// bit for bit; its int8 graph loads too and scores near it. (The fused
+// graph names its Q/K/V product without the prefix, arch.FusedQKV;
+// ReadGraph looked for it under the prefix and failed.)
+func TestReadGraphCrossEncoder(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.NumLabelsField = 2
+	want := trainbert.RandomTensors(cfg, true, 0.3, 4)
+	ref, err := New(cfg, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Batch{N: 2, T: 5, IDs: []int64{2, 17, 33, 8, 3, 2, 9, 3, 0, 0}, Types: []int64{0, 0, 1, 1, 1, 0, 1, 1, 0, 0}, Mask: []int64{1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}
+	logits := func(m *Model) []float32 {
+		h, err := m.Forward(b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Classify(h, b.N, b.T, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	wantLogits := logits(ref)
+	for _, o := range []onnx.BuildOptions{{}, {Unfused: true}} {
+		g, err := onnx.BuildWith(cfg, want, model.TaskRerank, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := testmodels.WriteGraph(t, g)
+		readBack(t, path, cfg, want, o.Unfused)
+		m, err := LoadGraph(path, cfg)
+		if err != nil {
+			t.Fatalf("unfused %v: %v", o.Unfused, err)
+		}
+		if l := logits(m); !slices.Equal(l, wantLogits) {
+			t.Errorf("unfused %v: logits %v, the checkpoint's %v", o.Unfused, l, wantLogits)
+		}
+	}
+	// The int8 graph names its Q/K/V product as the fused one does.
+	g, err := onnx.BuildWith(cfg, want, model.TaskRerank, onnx.BuildOptions{Quantize: model.QuantizeInt8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadGraph(testmodels.WriteGraph(t, g), cfg)
+	if err != nil {
+		t.Fatalf("int8: %v", err)
+	}
+	l := logits(m)
+	if len(l) != len(wantLogits) {
+		t.Fatalf("int8: %d logits, want %d", len(l), len(wantLogits))
+	}
+	worst := 0.0
+	for i := range l {
+		worst = max(worst, math.Abs(float64(l[i]-wantLogits[i])))
+	}
+	t.Logf("int8 logits %v, float32 %v: largest difference %.2g", l, wantLogits, worst)
+	if worst > 0.05 {
+		t.Errorf("int8: logits %v, the checkpoint's %v", l, wantLogits)
 	}
 }

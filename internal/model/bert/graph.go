@@ -31,7 +31,9 @@ func Load(dir string) (*Model, error) {
 // the tensors' names with "." as "_", linear weights stored as MatMul's
 // [in, out] (turned back into nn.Linear's [out, in]) and, in the fused
 // form, a layer's query, key and value weights packed into one [H, 3H]
-// matrix (qkv) with their biases concatenated (split again here). A
+// matrix (arch.FusedQKV, never under the "bert." prefix of a
+// BertForSequenceClassification checkpoint) with their biases
+// concatenated (split again here). A
 // cross-encoder's graph also gives BertForSequenceClassification's head
 // (pooler.dense.*, classifier.*). A graph
 // with quantized weights (int8, int4) is refused, as is one without the
@@ -58,10 +60,13 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 	}
 	out := map[string]*safetensors.Tensor{}
 	var missing []string
-	take := func(name string) *onnxfile.Tensor {
-		t, ok := init[strings.ReplaceAll(prefix+name, ".", "_")]
+	// lookup is the initializer of tensor name (as the graph names it: the
+	// checkpoint's prefix included where it has one); take is lookup under
+	// the prefix.
+	lookup := func(name string) *onnxfile.Tensor {
+		t, ok := init[strings.ReplaceAll(name, ".", "_")]
 		if !ok {
-			missing = append(missing, strings.ReplaceAll(prefix+name, ".", "_")+" ("+prefix+name+")")
+			missing = append(missing, strings.ReplaceAll(name, ".", "_")+" ("+name+")")
 			return nil
 		}
 		if t.DataType != onnxfile.Float {
@@ -70,6 +75,7 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 		}
 		return t
 	}
+	take := func(name string) *onnxfile.Tensor { return lookup(prefix + name) }
 	put := func(name string, shape []int, data []float32) {
 		out[prefix+name] = &safetensors.Tensor{Name: prefix + name, DType: "F32", Shape: shape, Data: data}
 	}
@@ -98,8 +104,8 @@ func readGraph(rm *onnxfile.ReadModel, path string, cfg *model.Config) (map[stri
 	for l := 0; l < cfg.NumHiddenLayers; l++ {
 		p := arch.EncoderLayer(l)
 		qkv := []arch.Role{arch.EncQuery, arch.EncKey, arch.EncValue}
-		if _, fused := init[strings.ReplaceAll(prefix+p+arch.EncFusedQKV+".weight", ".", "_")]; fused {
-			w, b := take(p+arch.EncFusedQKV+".weight"), take(p+arch.EncFusedQKV+".bias")
+		if qkvName := arch.FusedQKV(l); init[strings.ReplaceAll(qkvName+".weight", ".", "_")] != nil { // fused, outside the prefix
+			w, b := lookup(qkvName+".weight"), lookup(qkvName+".bias")
 			if w != nil && b != nil {
 				if len(w.Float) != H*3*H || len(b.Float) != 3*H {
 					missing = append(missing, fmt.Sprintf("%s (shape %v, want [%d %d]) or its bias (%d values)", w.Name, w.Shape, H, 3*H, len(b.Float)))

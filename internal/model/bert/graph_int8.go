@@ -132,19 +132,20 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		prefix = "bert."
 	}
 	var missing []string
-	// find looks name up with the model prefix and, for the layers' fused
-	// tensors (which the converter names without it), without.
-	find := func(name string) (*onnxfile.Tensor, string) {
-		for _, n := range []string{prefix + name, name} {
-			if t, ok := init[strings.ReplaceAll(n, ".", "_")]; ok {
-				return t, n
-			}
+	// find looks the initializer of tensor name up (as the graph names it:
+	// under the checkpoint's prefix, except the layers' fused Q/K/V
+	// product, arch.FusedQKV).
+	find := func(name string) *onnxfile.Tensor {
+		t, ok := init[strings.ReplaceAll(name, ".", "_")]
+		if !ok {
+			missing = append(missing, strings.ReplaceAll(name, ".", "_"))
 		}
-		missing = append(missing, strings.ReplaceAll(prefix+name, ".", "_"))
-		return nil, ""
+		return t
 	}
-	float := func(name string, n int) {
-		t, _ := find(name)
+	// floatAt reads the float32 tensor the graph names at and stores it as
+	// prefix+name (as New reads it); float is floatAt under the prefix.
+	floatAt := func(at, name string, n int) {
+		t := find(at)
 		if t == nil {
 			return
 		}
@@ -154,9 +155,12 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		}
 		g.Tensors[prefix+name] = &safetensors.Tensor{Name: prefix + name, DType: "F32", Shape: append([]int(nil), t.Shape...), Data: t.Float}
 	}
-	quant := func(name string, in, out int) {
-		w, _ := find(name + ".weight_int8")
-		s, _ := find(name + ".weight_scale")
+	float := func(name string, n int) { floatAt(prefix+name, name, n) }
+	// quantAt reads the int8 product the graph names at into Linears[name]
+	// (a layer's products by their names without the prefix); quant is
+	// quantAt under the prefix.
+	quantAt := func(at, name string, in, out int) {
+		w, s := find(at+".weight_int8"), find(at+".weight_scale")
 		if w == nil || s == nil {
 			return
 		}
@@ -167,6 +171,7 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		}
 		g.Linears[name] = c
 	}
+	quant := func(name string, in, out int) { quantAt(prefix+name, name, in, out) }
 	C, V := cfg.HiddenSize, cfg.VocabSize
 	float(arch.WordEmbeddings, V*C)
 	float(arch.PositionEmbeddings, cfg.MaxPositionEmbeddings*C)
@@ -176,8 +181,8 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 	layout := arch.EncoderOf(cfg)
 	for l := 0; l < L; l++ {
 		p := arch.EncoderLayer(l)
-		quant(p+arch.EncFusedQKV, C, 3*C)
-		float(p+arch.EncFusedQKV+".bias", 3*C)
+		quantAt(arch.FusedQKV(l), p+arch.EncFusedQKV, C, 3*C)
+		floatAt(arch.FusedQKV(l)+".bias", p+arch.EncFusedQKV+".bias", 3*C)
 		for _, w := range layout.Weights {
 			switch {
 			case w.Role == arch.EncQuery || w.Role == arch.EncKey || w.Role == arch.EncValue: // fused, above
@@ -189,7 +194,7 @@ func readGraphInt8(rm *onnxfile.ReadModel, path string, cfg *model.Config) (*Int
 		}
 	}
 	if cw, ok := init["classifier_weight"]; ok { // a cross-encoder's head, float32
-		if pw, _ := find("pooler.dense.weight"); pw != nil && pw.DataType == onnxfile.Float && len(pw.Float) == C*C {
+		if pw := find(prefix + "pooler.dense.weight"); pw != nil && pw.DataType == onnxfile.Float && len(pw.Float) == C*C {
 			g.Tensors[prefix+"pooler.dense.weight"] = &safetensors.Tensor{Name: prefix + "pooler.dense.weight", DType: "F32", Shape: []int{C, C}, Data: tensor.Transposed(pw.Float, C, C)}
 		} else if pw != nil {
 			missing = append(missing, pw.Name+" (want float32 ["+fmt.Sprint(C, " ", C)+"])")

@@ -92,7 +92,7 @@ func buildBERT(cfg *model.Config, tensors map[string]*safetensors.Tensor, task s
 	} else {
 		am := newAttentionMask(g, mask)
 		for l := 0; l < cfg.NumHiddenLayers; l++ {
-			x = w.fusedLayer(g, x, arch.EncoderLayer(l), am, eps, o.Quantize)
+			x = w.fusedLayer(g, x, l, am, eps, o.Quantize)
 		}
 	}
 

@@ -54,20 +54,22 @@ func newAttentionMask(g *Graph, mask string) attentionMask {
 	}
 }
 
-// fusedLayer appends BERT layer p (e.g. "encoder.layer.3.") in the fused
-// form and returns its output.
-func (w *weights) fusedLayer(g *Graph, x, p string, m attentionMask, eps Attr, quant string) string {
+// fusedLayer appends BERT layer l in the fused form and returns its
+// output. The packed Q/K/V product is named arch.FusedQKV(l), outside the
+// checkpoint's prefix.
+func (w *weights) fusedLayer(g *Graph, x string, l int, m attentionMask, eps Attr, quant string) string {
 	H, I, nh := w.cfg.HiddenSize, w.cfg.IntermediateSize, int64(w.cfg.NumAttentionHeads)
+	p, fused := arch.EncoderLayer(l), arch.FusedQKV(l)
 	a := x // if a weight is missing: keep going so every missing tensor is reported
 	if wqkv, bqkv := w.packedQKV(p); wqkv != nil {
 		var qkv, bias string // [batch, seq, 3H]; bias: what MultiHeadAttention adds (none if added already)
 		if quant == "" {
-			wt := g.Floats(sanitize(p+arch.EncFusedQKV+".weight"), []int64{int64(H), int64(3 * H)}, wqkv)
-			bias = g.Floats(sanitize(p+arch.EncFusedQKV+".bias"), []int64{int64(3 * H)}, bqkv)
+			wt := g.Floats(sanitize(fused+".weight"), []int64{int64(H), int64(3 * H)}, wqkv)
+			bias = g.Floats(sanitize(fused+".bias"), []int64{int64(3 * H)}, bqkv)
 			qkv = g.Op("MatMul", []string{x, wt})
 		} else {
-			wt, sc := w.int8Weight(g, p+arch.EncFusedQKV, w.packedQKVInt8(p, wqkv), H, 3*H)
-			bias = g.Floats(sanitize(p+arch.EncFusedQKV+".bias"), []int64{int64(3 * H)}, bqkv)
+			wt, sc := w.int8Weight(g, fused, w.packedQKVInt8(p, wqkv), H, 3*H)
+			bias = g.Floats(sanitize(fused+".bias"), []int64{int64(3 * H)}, bqkv)
 			qkv = w.quantizedMatMul(g, x, wt, sc, H)
 		}
 		h3 := int64(H)
