@@ -84,7 +84,7 @@ func (r *run) fusion(ctx context.Context) error {
 	}
 	best := chooseFusion(scores)
 	rep.Fusion = string(best)
-	why := fmt.Sprintf("annactl adapt: hybrid nDCG@10 on %d queries against your judged queries: %s", len(qs), strings.Join(parts, ", "))
+	why := fmt.Sprintf("adapted: hybrid nDCG@10 on %d queries against your judged queries: %s", len(qs), strings.Join(parts, ", "))
 	r.logf("fusion: %s; the index fuses by %s (another fusion is chosen over the default, %s, only %.3f or more above it)", why, best, engine.DefaultFusion, FusionMargin)
 	if err := eng.SetFusion(engine.FusionChoice{Fusion: best, Why: why}); err != nil {
 		return fmt.Errorf("adapt: recording the fusion: %w", err)
