@@ -205,17 +205,7 @@ func TestWatchRemembersFailures(t *testing.T) {
 		}
 	})()
 	readsNow := func() int { mu.Lock(); defer mu.Unlock(); return reads }
-	ready := make(chan struct{})
-	synced := make(chan ingest.FolderStats, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- ingest.Watch(ctx, eng, root, ingest.WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) },
-			OnSync: func(fs ingest.FolderStats, err error) { synced <- fs }})
-	}()
-	<-ready
-	for len(synced) > 0 { // the first syncs, done before Ready
-		<-synced
-	}
+	synced, done := watching(ctx, eng, root)
 	waitSync := func(what string, ok func(ingest.FolderStats) bool) ingest.FolderStats {
 		t.Helper()
 		deadline := time.After(20 * time.Second)
