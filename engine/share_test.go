@@ -795,4 +795,15 @@ func TestWriteThrough(t *testing.T) {
 	if v, err := e.State("k"); err != nil || string(v) != "v" {
 		t.Fatalf("state once the writer has gone: %q, %v", v, err)
 	}
+	// SetFusion records (it returned nil and recorded nothing); Reindex
+	// says it cannot (it returned nil and reindexed nothing).
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax, Why: "t"}); err != nil {
+		t.Fatalf("set fusion once the writer has gone: %v", err)
+	}
+	if st, err := e.Stats(); err != nil || st.Fusion != engine.FusionMinMax {
+		t.Fatalf("the fusion once the writer has gone: %v, %v; want minmax recorded", st.Fusion, err)
+	}
+	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("reindex once the writer has gone: %v, want ErrLocked", err)
+	}
 }
