@@ -29,7 +29,7 @@ const backendsQuery = "Vitamin D deficiency raises the risk of multiple sclerosi
 // through a backend.
 type backendsSide struct {
 	name string // metric prefix: ort, go, ort-int8, go-int8
-	enc  *encoder.ORTEncoder
+	enc  *encoder.Model
 }
 
 // BenchmarkEncoderBackends embeds the first 200 SciFact abstracts with the
@@ -250,7 +250,7 @@ func BenchmarkBackendsNDCGSciFact(b *testing.B) {
 	for range b.N {
 		backends := []string{encoder.BackendORT, encoder.BackendGo}
 		engs := make([]*engine.Engine, len(backends))
-		encs := make([]*encoder.ORTEncoder, len(backends))
+		encs := make([]*encoder.Model, len(backends))
 		for i, be := range backends {
 			if encs[i], err = encoder.Load(ctx, dir, encoder.Options{Backend: be}); err != nil {
 				b.Fatal(err)

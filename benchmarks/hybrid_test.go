@@ -99,7 +99,7 @@ func sciFactVariants(ds *beir.Dataset, n int) (docs []engine.Document, src []int
 	return docs, src
 }
 
-// BenchmarkHybridLatency100k measures hybrid (BM25 + HNSW + RRF) query
+// BenchmarkHybridLatency100k measures hybrid (BM25 + HNSW, fused) query
 // latency on a 100,000-document corpus next to the time of encoding the
 // query alone (with the engine's encoder, and with a 2-thread session), on
 // SciFact's 300 test queries; also BM25 and dense top-100 alone. The

@@ -68,7 +68,7 @@ func BenchmarkMiningSciFactTrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	mini := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
+	mini := miningSide(b, ds, func() (*encoder.Model, error) { return encoder.Default(ctx) })
 	eng, enc, tq := mini.eng, mini.enc, mini.tq
 	for _, workers := range []int{1, 2} {
 		b.Run(map[int]string{1: "workers=1", 2: "workers=2"}[workers], func(b *testing.B) {
@@ -141,8 +141,8 @@ func BenchmarkMiningSciFactPipelineTeacher(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	mini := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Default(ctx) })
-	bge := miningSide(b, ds, func() (*encoder.ORTEncoder, error) { return encoder.Load(ctx, bgeDir, encoder.Options{}) })
+	mini := miningSide(b, ds, func() (*encoder.Model, error) { return encoder.Default(ctx) })
+	bge := miningSide(b, ds, func() (*encoder.Model, error) { return encoder.Load(ctx, bgeDir, encoder.Options{}) })
 
 	var wall, model, teach, calib time.Duration
 	queries := 0
@@ -215,7 +215,7 @@ type side struct {
 
 // miningSide loads a model, wraps it in the shared embedding cache and a
 // query memo, and indexes ds's corpus with it (from the cache).
-func miningSide(b *testing.B, ds *beir.Dataset, load func() (*encoder.ORTEncoder, error)) side {
+func miningSide(b *testing.B, ds *beir.Dataset, load func() (*encoder.Model, error)) side {
 	ctx := context.Background()
 	ort, err := load()
 	if err != nil {

@@ -158,7 +158,7 @@ func quantSpeed(b *testing.B, forms map[string]string, texts []string) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	encs := map[string]*encoder.ORTEncoder{}
+	encs := map[string]*encoder.Model{}
 	for _, n := range names {
 		enc, err := encoder.Load(ctx, forms[n], encoder.Options{})
 		if err != nil {
@@ -243,7 +243,7 @@ func quantQuality(b *testing.B, forms map[string]string) {
 		b.Fatal(err)
 	}
 	names := []string{formFused, formInt8}
-	engs, encs := map[string]*engine.Engine{}, map[string]*encoder.ORTEncoder{}
+	engs, encs := map[string]*engine.Engine{}, map[string]*encoder.Model{}
 	for _, n := range names {
 		enc, err := encoder.Load(ctx, forms[n], encoder.Options{})
 		if err != nil {

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/anna-search/anna/encoder"
-	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/inference"
 	gobert "github.com/anna-search/anna/internal/model/bert"
 	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/internal/tokenizer"
@@ -31,7 +31,7 @@ var rooflineModels = []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5", "e5-small
 // BenchmarkEncoderRoofline is issue 65's roofline: for each model of
 // rooflineModels in float32 and int8, the first ANNA_BENCH_DOCS (default
 // 100) SciFact abstracts (title + text, the model's document prefix, its
-// max length), cut into the batches the encoder runs (internal/bert's
+// max length), cut into the batches the encoder runs (internal/inference's
 // Plan: one token length a batch, at most 32 texts and 1,024 tokens),
 // through
 //
@@ -42,7 +42,7 @@ var rooflineModels = []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5", "e5-small
 //     kernel it runs on one core (tensor.MeasurePeaks: the int8 GEMM's
 //     kernel, AMX, AVX-512 VNNI or AVX2, for int8 products, the FMA for
 //     float32 products and attention, which is float32 in both forms);
-//   - the encoder as it runs (internal/bert's Run: both cores, batches in
+//   - the encoder as it runs (internal/inference's Run: both cores, batches in
 //     parallel) through the Go backend and through ONNX Runtime, the same
 //     texts, in turn: docs per CPU second of this process, the whole
 //     model's op/s per CPU second and its share of the ceiling, the time
@@ -127,9 +127,9 @@ func rooflineDir(b *testing.B, name, quant string) (string, string) {
 }
 
 // rooflineSpec opens a model as the encoder does (its batching defaults).
-var rooflineSpec = bert.Spec{
+var rooflineSpec = inference.Spec{
 	Task: model.TaskEmbed, Name: "roofline", Want: "an embedding model", Window: 4096,
-	Defaults: bert.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
+	Defaults: inference.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
 }
 
 // rooflineModel measures one model directory (see BenchmarkEncoderRoofline);
@@ -146,7 +146,7 @@ func rooflineModel(b *testing.B, dir string, texts []string, peak, fmaPeak, vnni
 	for i, t := range texts {
 		in[i] = md.Manifest.DocumentPrefix + t
 	}
-	plan, err := bert.Open(ctx, dir, rooflineSpec, bert.Options{Backend: bert.DefaultBackend()})
+	plan, err := inference.Open(ctx, dir, rooflineSpec, inference.Options{Backend: inference.DefaultBackend()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func rooflineModel(b *testing.B, dir string, texts []string, peak, fmaPeak, vnni
 	}
 
 	// The encoder as it runs, Go and ONNX Runtime in turn.
-	for _, be := range []string{bert.BackendGo, bert.BackendORT} {
+	for _, be := range []string{inference.BackendGo, inference.BackendORT} {
 		enc, err := encoder.Load(ctx, dir, encoder.Options{Backend: be})
 		if err != nil {
 			b.Logf("%s: not run: %v", be, err)

@@ -44,13 +44,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/anna-search/anna/lang"
 	"hash/fnv"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/anna-search/anna/hint"
+	"github.com/anna-search/anna/lang"
 
 	"github.com/anna-search/anna/format/beir"
 	"github.com/anna-search/anna/internal/atomicfile"
@@ -521,7 +523,7 @@ func (g *Generator) writable(docs []beir.Doc) ([]beir.Doc, error) {
 			ls = append(ls, fmt.Sprintf("%s (%d)", l, c))
 		}
 		sort.Strings(ls)
-		return nil, fmt.Errorf("%w: %s writes %s; %d of the %d documents are in %s, for which it would write queries in another language or nonsense: use extractive queries instead (annactl adapt without --generator)",
+		return nil, hint.Errorf(hint.Action{Kind: hint.SetOption, Option: "adapt.Config.Generate", Value: "0"}, "%w: %s writes %s; %d of the %d documents are in %s, for which it would write queries in another language or nonsense: use extractive queries instead",
 			ErrLanguage, filepath.Base(g.path), strings.Join(g.langs, ", "), n, len(docs), strings.Join(ls, ", "))
 	}
 	return keep, nil

@@ -27,7 +27,7 @@ func maxAbsDiff(a, b []float32) float64 {
 func TestBatchInvariance(t *testing.T) {
 	ctx := context.Background()
 	// The token cap lifted: batches as large as the lengths allow
-	// (internal/bert gives every batch one length).
+	// (internal/inference gives every batch one length).
 	enc, err := Load(ctx, testModel(t), Options{BatchTokens: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -10,25 +10,25 @@ import (
 // counting wraps the ORT encoder (keeping its Formatter methods) and counts
 // the texts it is asked to embed.
 type counting struct {
-	*ORTEncoder
+	*Model
 	n atomic.Int64
 }
 
 func (c *counting) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
 	c.n.Add(int64(len(texts)))
-	return c.ORTEncoder.EmbedDocuments(ctx, texts)
+	return c.Model.EmbedDocuments(ctx, texts)
 }
 
 func (c *counting) EmbedQueries(ctx context.Context, qs []string, p Prompt) ([][]float32, error) {
 	c.n.Add(int64(len(qs)))
-	return c.ORTEncoder.EmbedQueries(ctx, qs, p)
+	return c.Model.EmbedQueries(ctx, qs, p)
 }
 
 func TestCacheRoundTrip(t *testing.T) {
 	enc := testEncoder(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	inner := &counting{ORTEncoder: enc}
+	inner := &counting{Model: enc}
 	c, err := NewCache(inner, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestCacheRefusesEmptyFingerprint(t *testing.T) {
 func TestCachePutDocuments(t *testing.T) {
 	enc := testEncoder(t)
 	ctx := context.Background()
-	inner := &counting{ORTEncoder: enc}
+	inner := &counting{Model: enc}
 	c, err := NewCache(inner, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func benchDecoderBackends(b *testing.B, quantized bool) {
 	ctx := context.Background()
 	rates := map[string]float64{} // reported at the end: ResetTimer drops the metrics reported before it
 	for _, dir := range dirs {
-		encs := map[string]*ORTEncoder{}
+		encs := map[string]*Model{}
 		for _, be := range []string{BackendORT, BackendGo} {
 			enc, err := Load(ctx, dir, Options{Backend: be})
 			if err != nil {

@@ -1,6 +1,8 @@
-// Package encoder turns texts into embedding vectors with a converted BERT
-// model (see `annactl models import`) running in ONNX Runtime, and caches
-// them on disk keyed by the model's fingerprint.
+// Package encoder turns texts into embedding vectors with a converted model
+// (a BERT-family encoder or a decoder; see `annactl models import`) run in
+// this process by ONNX Runtime or anna's pure-Go forward (Model), or by
+// another server (RemoteEncoder), and caches them on disk keyed by the
+// model's fingerprint.
 //
 // Input handling, shared by every Encoder here: texts are tokenised with the
 // model's tokenizer.json and truncated to the model's max length (256 tokens
@@ -9,7 +11,7 @@
 // sequence becomes U+FFFD, as Python's bytes.decode(errors="replace") does,
 // so the vector equals that of the repaired text.
 //
-// ORTEncoder's invariants: Load checks the model directory and loads the
+// Model's invariants: Load checks the model directory and loads the
 // tokenizer but creates no ONNX Runtime session; the first embed call with
 // a text to embed creates it, exactly once however many goroutines call at
 // once, and returns its error if that fails (as every later call does). So
@@ -17,7 +19,7 @@
 // session. A text's vector is its own: neither Workers nor the other
 // texts of a call (which batch it lands in) change it — the same bits,
 // in float32 and in int8 models alike, on either backend
-// (TestVectorIsItsOwn): internal/bert batches only texts of one token
+// (TestVectorIsItsOwn): internal/inference batches only texts of one token
 // length (nothing is padded) and an int8 graph quantizes every product's
 // input per row (token). Int8 models converted before issue 64 quantized
 // the attention's input with one scale per batch, which moved a vector
@@ -37,7 +39,7 @@
 // SmolLM2), and refuses others at Load, naming why; its vectors equal
 // ONNX Runtime's within 1e-5
 // (TestGoBackendMatchesORT), so both share the fingerprint and a cache. Loading, the session,
-// the BERT run and the length-sorted batching are internal/bert's, shared
+// the BERT run and the length-sorted batching are internal/inference's, shared
 // with package rerank.
 //
 // RemoteEncoder (Open or OpenRemote with "URL#NAME") embeds with a model

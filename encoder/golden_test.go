@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 )
 
 // testdata/golden.json holds vectors recorded with the encoder as it was
-// before its session, run and batching moved to internal/bert (commit
+// before its session, run and batching moved to internal/bert, now internal/inference (commit
 // 2ed49f5), so that refactors can be checked for bit-identical output
-// (go test -run Golden -golden.exact; see berttest.Golden).
+// (go test -run Golden -golden.exact; see inferencetest.Golden).
 
 // goldenTexts cover the input handling: empty, whitespace, invalid UTF-8,
 // non-ASCII, very long (truncated) and lengths that sort across batches.
@@ -36,16 +36,16 @@ func TestGoldenVectors(t *testing.T) {
 	runs := []struct {
 		name  string
 		opts  Options
-		embed func(*ORTEncoder) ([][]float32, error)
+		embed func(*Model) ([][]float32, error)
 	}{
-		{"documents, 2 intra-op threads", Options{IntraOpThreads: 2}, func(e *ORTEncoder) ([][]float32, error) {
+		{"documents, 2 intra-op threads", Options{IntraOpThreads: 2}, func(e *Model) ([][]float32, error) {
 			return e.EmbedDocuments(ctx, goldenTexts)
 		}},
-		{"few-shot queries, batches of 3 on 2 workers, max length 64", Options{BatchSize: 3, Workers: 2, MaxLength: 64}, func(e *ORTEncoder) ([][]float32, error) {
+		{"few-shot queries, batches of 3 on 2 workers, max length 64", Options{BatchSize: 3, Workers: 2, MaxLength: 64}, func(e *Model) ([][]float32, error) {
 			return e.EmbedQueries(ctx, goldenTexts, prompt)
 		}},
 	}
-	got := make([]berttest.Case, len(runs))
+	got := make([]inferencetest.Case, len(runs))
 	for i, r := range runs {
 		enc, err := Load(ctx, testModel(t), r.opts)
 		if err != nil {
@@ -56,7 +56,7 @@ func TestGoldenVectors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", r.name, err)
 		}
-		got[i] = berttest.Case{Name: r.name, Key: enc.Fingerprint(), Rows: vecs}
+		got[i] = inferencetest.Case{Name: r.name, Key: enc.Fingerprint(), Rows: vecs}
 	}
-	berttest.Golden(t, "testdata/golden.json", got, 1e-5)
+	inferencetest.Golden(t, "testdata/golden.json", got, 1e-5)
 }

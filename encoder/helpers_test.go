@@ -60,13 +60,13 @@ func testModel(t testing.TB) string {
 
 var (
 	encOnce sync.Once
-	encVal  *ORTEncoder
+	encVal  *Model
 	encErr  error
 )
 
 // testEncoder is one shared encoder (its session, created by the first
 // embed, costs ~0.2 s); tests that need other options load their own.
-func testEncoder(t testing.TB) *ORTEncoder {
+func testEncoder(t testing.TB) *Model {
 	t.Helper()
 	dir := testModel(t)
 	encOnce.Do(func() { encVal, encErr = Load(context.Background(), dir, Options{IntraOpThreads: 2}) })

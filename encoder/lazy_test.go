@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 )
 
 // sessions is how many ONNX Runtime sessions e has created.
-func sessions(e *ORTEncoder) int64 { return e.m.Sessions() }
+func sessions(e *Model) int64 { return e.m.Sessions() }
 
 // docsAndQuery embeds texts as documents, then the first as a query.
 func docsAndQuery(t *testing.T, e Encoder, texts []string) [][]float32 {
@@ -140,7 +140,7 @@ func TestConcurrentFirstEmbed(t *testing.T) {
 	}
 	defer enc.Close()
 	const G = 6
-	errs := berttest.Concurrently(G, func(g int) error {
+	errs := inferencetest.Concurrently(G, func(g int) error {
 		text := []string{fmt.Sprintf("goroutine %d embeds %s", g, strings.Repeat("this ", g))}
 		var got [][]float32
 		var err error

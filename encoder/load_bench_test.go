@@ -16,10 +16,10 @@ func BenchmarkLoad(b *testing.B) {
 	ctx := context.Background()
 	for _, bm := range []struct {
 		name string
-		use  func(*ORTEncoder) error
+		use  func(*Model) error
 	}{
-		{"Open", func(*ORTEncoder) error { return nil }},
-		{"OpenEmbedOne", func(e *ORTEncoder) error {
+		{"Open", func(*Model) error { return nil }},
+		{"OpenEmbedOne", func(e *Model) error {
 			_, err := e.EmbedDocuments(ctx, []string{"one short text"})
 			return err
 		}},

@@ -12,7 +12,7 @@ import (
 // all the others in one call, and in calls cut otherwise (two and three
 // texts a batch, the texts reversed) — for MiniLM in float32 and in int8
 // (the graphs this converter writes: graphForms), on ONNX Runtime and on
-// the Go backend; within 1e-6, and in fact bit for bit (internal/bert
+// the Go backend; within 1e-6, and in fact bit for bit (internal/inference
 // batches texts of one length, and every int8 product quantizes its input
 // per row). Before issue 64 an int8 vector moved with its batch by up to
 // 0.012 (cosine 0.997 to itself alone).

@@ -94,7 +94,7 @@ func sciFactTexts(t *testing.T, n int) []string {
 	return texts
 }
 
-func embedWith(t *testing.T, dir string, texts []string) (*ORTEncoder, [][]float32) {
+func embedWith(t *testing.T, dir string, texts []string) (*Model, [][]float32) {
 	t.Helper()
 	e, err := Load(context.Background(), dir, Options{IntraOpThreads: 2})
 	if err != nil {

@@ -12,7 +12,7 @@ type Passage struct {
 }
 
 // Splitter is implemented by encoders that can cut a long document into
-// the windows they embed, so that no part of it goes unseen (ORTEncoder
+// the windows they embed, so that no part of it goes unseen (Model
 // does). An encoder that does not implement it truncates a document to
 // what it reads.
 type Splitter interface {
@@ -26,13 +26,13 @@ type Splitter interface {
 	Split(prefix, text string, window, stride int) []Passage
 }
 
-var _ Splitter = (*ORTEncoder)(nil)
+var _ Splitter = (*Model)(nil)
 
 // Split implements Splitter with the model's own tokenizer. The prefix
 // and the special tokens ([CLS], [SEP]) take their room in every window;
 // a prefix that would leave less than a quarter of a window for the text
 // is given no room (the window is then truncated at embedding, as before).
-func (e *ORTEncoder) Split(prefix, text string, window, stride int) []Passage {
+func (e *Model) Split(prefix, text string, window, stride int) []Passage {
 	tok := e.m.Tokenizer()
 	specials := len(tok.Encode("", 0).IDs)
 	room := window - specials - tok.Count(prefix)

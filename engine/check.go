@@ -558,7 +558,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (_ *RepairRepor
 		return rep, nil
 	}
 	if before.WriterPID != 0 {
-		return nil, fmt.Errorf("engine: repair %s: %w: process %d has it open for writing; close it (stop annactl serve) before repairing", dir, ErrLocked, before.WriterPID)
+		return nil, fmt.Errorf("engine: repair %s: %w: process %d has it open for writing; close it (stop that program or server) before repairing", dir, ErrLocked, before.WriterPID)
 	}
 	act := func(format string, args ...any) {
 		rep.Actions = append(rep.Actions, fmt.Sprintf(format, args...))

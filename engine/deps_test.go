@@ -10,7 +10,7 @@ import (
 )
 
 // TestRuntimeLinksNoConverter: the runtime (engine, encoder, rerank,
-// internal/bert, and the server built on them) links neither the converter
+// internal/inference, and the server built on them) links neither the converter
 // (internal/model/onnx), GGUF, the catalogue's downloads, the trainer, report nor
 // gonum, nor the pipelines that drive the engine from outside (mining,
 // eval, ingest, doc2query). Each offending package is named with the
@@ -21,7 +21,7 @@ func TestRuntimeLinksNoConverter(t *testing.T) {
 		t.Skip("no go command:", err)
 	}
 	const mod = "github.com/anna-search/anna/"
-	runtime := []string{mod + "engine", mod + "encoder", mod + "rerank", mod + "internal/bert", mod + "server"}
+	runtime := []string{mod + "engine", mod + "encoder", mod + "rerank", mod + "internal/inference", mod + "server"}
 	forbidden := func(p string) bool {
 		for _, f := range []string{"internal/model/onnx", "internal/model/gguf", "model/catalog", "train", "report", "mining", "eval", "ingest", "doc2query"} {
 			if p == mod+f || strings.HasPrefix(p, mod+f+"/") {

@@ -64,6 +64,10 @@
 //     SearchOptions.Fusion use it while the directory embeds with that
 //     model, and DefaultFusion (DBSF) otherwise (after Reindex to another
 //     model, or when none is recorded).
+//   - A caller may keep small records of its own in anna.db's state
+//     (SetState, State: package ingest's files that failed to read), apart
+//     from the engine's keys and never read by it; each SetState is its
+//     own transaction, not part of an Add.
 //   - Any number of searches may run concurrently with one writer. Writers
 //     (Add, Delete, Reindex) are serialised. Across processes bbolt's file
 //     lock admits one writer or any number of read-only opens, and the

@@ -152,7 +152,7 @@ func (e *Engine) embedDocs(ctx context.Context, enc encoder.Encoder, ch Chunking
 			w, s := ch.window(sp.MaxLength())
 			var cut bool
 			if ps, cut = splitCapped(sp, prefix, d.Text, w, s, limit); cut {
-				e.logf("document %q is longer than %d passages: its first %d (bytes 0-%d of %d) are embedded, the rest of its text only indexed for BM25 (Options.MaxPassages, annactl --max-passages)",
+				e.logf("document %q is longer than %d passages: its first %d (bytes 0-%d of %d) are embedded, the rest of its text only indexed for BM25 (Options.MaxPassages)",
 					d.ID, limit, len(ps), ps[len(ps)-1].End, len(d.Text))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/index/dense"
 	"github.com/anna-search/anna/internal/model/installed"
@@ -330,12 +331,12 @@ func (e *Engine) openStore(ctx context.Context, opts Options) (*server, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && len(derived) > 0:
 		return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("anna.db is missing, but %s (derived from it) %s present: the documents of this directory are gone", joinAnd(derived), isAre(len(derived))),
-			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over with an empty store", e.dir)}
+			Fix: "restore anna.db from a backup, or repair the directory (Repair) to list what the indexes held and start over with an empty store"}
 	case errors.Is(err, fs.ErrNotExist) && e.opts.ReadOnly:
-		return nil, fmt.Errorf("engine: %s is %w (no anna.db): create it with `annactl index --index %s FILE`", e.dir, ErrNotIndex, e.dir)
+		return nil, hint.Errorf(hint.Action{Kind: hint.AddDocuments, Index: e.dir}, "engine: %s is %w (no anna.db): create it by adding documents (Open it for writing)", e.dir, ErrNotIndex)
 	case err == nil && fi.Size() == 0:
 		return nil, &DamageError{Dir: e.dir, What: "anna.db is empty (0 bytes): the document store was lost (anna never leaves one empty)",
-			Fix: fmt.Sprintf("restore anna.db from a backup, or run `annactl check --index %s --repair` to list what the indexes held and start over", e.dir)}
+			Fix: "restore anna.db from a backup, or repair the directory (Repair) to list what the indexes held and start over"}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -365,7 +366,7 @@ func (e *Engine) storeError(err error) error {
 		return fmt.Errorf("engine: %s: %w: %w", e.dir, ErrLocked, err)
 	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrEmptyFile):
 		return &DamageError{Dir: e.dir, What: "anna.db cannot be read", Err: err,
-			Fix: fmt.Sprintf("run `annactl check --index %s` to see the damage and `--repair` to salvage every whole record into a new store", e.dir)}
+			Fix: "Check names the damage, and Repair salvages every whole record into a new store"}
 	}
 	return fmt.Errorf("engine: %w", err)
 }
@@ -416,7 +417,8 @@ func (e *Engine) openModel(ctx context.Context, opts Options) error {
 			}
 		}
 		if opts.Chunking != (Chunking{}) && opts.Chunking != recordedCh {
-			return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, recordedCh))
+			return hint.Wrap(optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, recordedCh)),
+				hint.Action{Kind: hint.Reindex, Index: e.dir, Option: "chunking", Value: opts.Chunking.String()})
 		}
 		e.cur.chunking = recordedCh
 	}
@@ -432,7 +434,7 @@ func (e *Engine) loadModel(ctx context.Context, opts Options, recorded Model) er
 	if !encoder.IsRemote(dir) {
 		d, err := installed.Resolve(home.ModelsDir(), opts.Model)
 		if err != nil {
-			return optErr("Options.Model", opts.Model, err.Error())
+			return hint.Wrap(optErr("Options.Model", opts.Model, err.Error()), hint.Of(err)...)
 		}
 		dir = d
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/anna-search/anna/hint"
 )
 
 // Errors returned by the engine; test them with errors.Is.
@@ -56,13 +58,18 @@ func (e *OptionError) Unwrap() error { return ErrInvalidOption }
 
 // DamageError reports a directory whose store is missing, empty or
 // damaged, so that it cannot be opened without losing what it held. Check
-// names every problem; Repair salvages what can be saved. It wraps
-// ErrDamaged.
+// names every problem; Repair salvages what can be saved (its hint). It
+// wraps ErrDamaged.
 type DamageError struct {
 	Dir  string
 	What string // what is wrong
-	Fix  string // what to do
+	Fix  string // what to do, in words
 	Err  error  // the underlying error, if any
+}
+
+// Hints is what to do about it: repair Dir (hint.Of).
+func (e *DamageError) Hints() []hint.Action {
+	return []hint.Action{{Kind: hint.Repair, Index: e.Dir}}
 }
 
 func (e *DamageError) Error() string {
@@ -86,9 +93,8 @@ func (e *DamageError) Unwrap() []error {
 // RecoveryError is returned by a search on an engine opened read-only whose
 // BM25 index is not in step with the store (a write was interrupted): a
 // read-only engine cannot bring it up to date, and would otherwise answer
-// from stale postings. Opening the directory for writing once (any write
-// command, or `annactl check --repair`) replays what is missing. It wraps
-// ErrNeedsRecovery.
+// from stale postings. Opening the directory for writing once (any write,
+// or Repair: its hint) replays what is missing. It wraps ErrNeedsRecovery.
 type RecoveryError struct {
 	Dir    string
 	Index  string // "BM25"
@@ -96,7 +102,12 @@ type RecoveryError struct {
 }
 
 func (e *RecoveryError) Error() string {
-	return fmt.Sprintf("engine: %s: the %s index %s; open the directory for writing once to bring it up to date (`annactl index` or `annactl check --repair`)", e.Dir, e.Index, e.Reason)
+	return fmt.Sprintf("engine: %s: the %s index %s; open the directory for writing once to bring it up to date (any write, or Repair)", e.Dir, e.Index, e.Reason)
+}
+
+// Hints is what to do about it: repair Dir (hint.Of).
+func (e *RecoveryError) Hints() []hint.Action {
+	return []hint.Action{{Kind: hint.Repair, Index: e.Dir}}
 }
 
 func (e *RecoveryError) Unwrap() error { return ErrNeedsRecovery }
@@ -104,7 +115,7 @@ func (e *RecoveryError) Unwrap() error { return ErrNeedsRecovery }
 // ModelMismatchError reports an index opened with a model other than the one
 // that built it. Index and Model are the two fingerprints; the message names
 // each model by its manifest name (IndexName, ModelName; "" when unknown)
-// and short fingerprint.
+// and short fingerprint. Its hint: reindex Dir.
 type ModelMismatchError struct{ Dir, Index, Model, IndexName, ModelName string }
 
 func (m *ModelMismatchError) Error() string {
@@ -112,7 +123,12 @@ func (m *ModelMismatchError) Error() string {
 	if a == b { // equal names and 12-digit prefixes: show all of both
 		a, b = m.IndexName+" ("+m.Index+")", m.ModelName+" ("+m.Model+")"
 	}
-	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or run `annactl reindex` to move it to the new one", m.Dir, a, b)
+	return fmt.Sprintf("engine: %s was indexed with model %s but is being opened with model %s; open it with the original model, or move it to the new one (Reindex)", m.Dir, a, b)
+}
+
+// Hints is what to do about it: reindex Dir with a model (hint.Of).
+func (m *ModelMismatchError) Hints() []hint.Action {
+	return []hint.Action{{Kind: hint.Reindex, Index: m.Dir}}
 }
 
 func optErr(field string, value any, reason string) error {

@@ -88,7 +88,14 @@ func (e *Engine) SetFusion(c FusionChoice) error {
 		return ErrReadOnly
 	}
 	if e.via != nil {
-		return e.via.writerOnly("record a fusion")
+		// Through the writing process it cannot; once that process has
+		// gone, in the directory itself (it returned nil and recorded
+		// nothing).
+		in, err := e.viaInner("record a fusion")
+		if err != nil {
+			return err
+		}
+		return in.SetFusion(c)
 	}
 	if c.Fusion != "" {
 		f, err := ParseFusion(string(c.Fusion))

@@ -433,7 +433,7 @@ func (e *Engine) replay(ctx context.Context, after uint64, keep func(storage.Cha
 		}
 		if len(docs) != len(ids) {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("the change log names %d documents that anna.db does not hold", len(ids)-len(docs)),
-				Fix: fmt.Sprintf("run `annactl check --index %s` to see which, and `--repair`", e.dir)}
+				Fix: "Check names them, and Repair salvages the store"}
 		}
 		if err := apply(docs, deletes, last); err != nil {
 			return err
@@ -555,7 +555,7 @@ func (e *Engine) storedVectors(fp string, docs []storage.Doc) ([]storage.Embeddi
 	for i, emb := range embs {
 		if len(emb.Vectors) == 0 {
 			return nil, &DamageError{Dir: e.dir, What: fmt.Sprintf("document %q has no vector for model %s", ids[i], fp),
-				Fix: fmt.Sprintf("run `annactl check --index %s --repair` to embed what is missing", e.dir)}
+				Fix: "Repair embeds what is missing"}
 		}
 	}
 	return embs, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/anna-search/anna/encoder"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
@@ -20,7 +21,8 @@ var ErrModelNotFound = errors.New("model not found")
 // ModelNotFoundError reports that a directory's model is needed (to embed a
 // query or documents) and can be found neither where it was recorded nor
 // among the installed models by its fingerprint. Lexical searches and Stats
-// do not need the model. It wraps ErrModelNotFound.
+// do not need the model. It wraps ErrModelNotFound. Its hints: install a
+// copy of the model, or reindex Dir with another.
 type ModelNotFoundError struct {
 	Dir       string // the engine directory ("" from FindModel)
 	Model     Model  // the recorded model
@@ -29,12 +31,18 @@ type ModelNotFoundError struct {
 }
 
 func (m *ModelNotFoundError) Error() string {
-	index, where := "DIR", "engine: "
+	where := "engine: "
 	if m.Dir != "" {
-		index, where = m.Dir, "engine: "+m.Dir+": "
+		where = "engine: " + m.Dir + ": "
 	}
-	return fmt.Sprintf("%sits model, %s, cannot be found: %s, and no model installed under %s has fingerprint %s. Lexical searches and stats work without it; to embed (dense, hybrid and rerank searches, adding documents) install a copy of it again with `annactl models add MODEL_DIR`, or move the index to another model with `annactl reindex --index %s --model MODEL_DIR`",
-		where, m.Model.Label(), m.Why, m.ModelsDir, shortFP(m.Model.Fingerprint), index)
+	return fmt.Sprintf("%sits model, %s, cannot be found: %s, and no model installed under %s has fingerprint %s. Lexical searches and stats work without it; to embed (dense, hybrid and rerank searches, adding documents) install a copy of it again under %[4]s, or move the index to another model (Reindex)",
+		where, m.Model.Label(), m.Why, m.ModelsDir, shortFP(m.Model.Fingerprint))
+}
+
+// Hints is what to do about it: install a copy of the model, or reindex
+// Dir with another (hint.Of).
+func (m *ModelNotFoundError) Hints() []hint.Action {
+	return []hint.Action{{Kind: hint.AddModel}, {Kind: hint.Reindex, Index: m.Dir}}
 }
 
 func (m *ModelNotFoundError) Unwrap() error { return ErrModelNotFound }

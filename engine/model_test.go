@@ -11,6 +11,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/encodertest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
@@ -210,10 +211,13 @@ func TestIndexSurvivesMovedModel(t *testing.T) {
 	if !errors.As(err, &nf) || !errors.Is(err, engine.ErrModelNotFound) {
 		t.Fatalf("dense search with no model installed: %v, want a ModelNotFoundError", err)
 	}
-	for _, want := range []string{def.Name + " (" + def.Fingerprint[:12] + ")", "annactl models add", "annactl reindex"} {
+	for _, want := range []string{def.Name + " (" + def.Fingerprint[:12] + ")", "install a copy of it", "Reindex"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+	if hs := hint.Of(err); len(hs) != 2 || hs[0].Kind != hint.AddModel || hs[1].Kind != hint.Reindex || hs[1].Index != idx {
+		t.Errorf("hints %+v, want add-model, then reindex %s", hs, idx)
 	}
 	e.Close()
 
@@ -263,5 +267,29 @@ func TestLexicalWithoutModel(t *testing.T) {
 	}
 	if enc := e.Encoder(); enc != nil {
 		t.Fatalf("Encoder with no model installed: %v, want nil", enc)
+	}
+}
+
+// TestOptionsModelAlias: Options.Model takes the catalogue's aliases
+// (`annactl models` lists them) as annactl's --model does; a model named
+// but not installed is an OptionError whose hint installs it.
+func TestOptionsModelAlias(t *testing.T) {
+	defDir, _ := installedDefault(t)
+	models := ownHome(t)
+	ctx := context.Background()
+	_, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{Model: "multilingual"})
+	var oe *engine.OptionError
+	if hs := hint.Of(err); !errors.As(err, &oe) || oe.Field != "Options.Model" || len(hs) != 1 || hs[0] != (hint.Action{Kind: hint.InstallModel, Model: "multilingual-e5-small"}) {
+		t.Fatalf("an alias of a model not installed: %v, hint %+v", err, hs)
+	}
+	// The alias's model, here a copy of the default one under its name.
+	linkModel(t, defDir, filepath.Join(models, "multilingual-e5-small"))
+	e, err := engine.Open(ctx, filepath.Join(t.TempDir(), "idx"), engine.Options{Model: "multilingual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.Model().Dir; got != filepath.Join(models, "multilingual-e5-small") {
+		t.Fatalf("Options.Model multilingual opened %s", got)
 	}
 }

@@ -62,7 +62,13 @@ func (e *Engine) Reindex(ctx context.Context, opts ReindexOptions) (err error) {
 		return ErrReadOnly
 	}
 	if e.via != nil {
-		return e.via.writerOnly("reindex it")
+		if err := e.via.writerOnly("reindex it"); err != nil {
+			return err
+		}
+		// The writing process has gone: this engine holds the directory
+		// for adds and deletes, not a model to swap (it returned nil and
+		// reindexed nothing).
+		return fmt.Errorf("engine: reindex: %w: this engine was opened to write through another process, which has since closed the directory; open it again to reindex", ErrLocked)
 	}
 	enc := opts.Encoder
 	if enc == nil {

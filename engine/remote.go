@@ -89,7 +89,7 @@ func (e *Engine) openRemote(ctx context.Context, w Weaviate) error {
 		if has && st.StoreID != e.store.ID() {
 			// Not this directory's: rebuilding it would destroy another
 			// directory's collection.
-			return optErr("Options.Weaviate.Alias", w.Alias, fmt.Sprintf("alias %s is taken: collection %s; one alias belongs to one anna directory, so choose another alias (annactl --weaviate-alias), or drop that collection", cl.Alias(), reason))
+			return optErr("Options.Weaviate.Alias", w.Alias, fmt.Sprintf("alias %s is taken: collection %s; one alias belongs to one anna directory, so choose another alias, or drop that collection", cl.Alias(), reason))
 		}
 		if reason == "" {
 			r.coll, r.applied = cur, st.Seq
@@ -190,7 +190,7 @@ func (r *remote) build(ctx context.Context, key string) (*weaviate.Collection, u
 		}
 		if len(docs) != len(ids) {
 			return &DamageError{Dir: e.dir, What: fmt.Sprintf("%d stored vectors belong to no document", len(ids)-len(docs)),
-				Fix: fmt.Sprintf("run `annactl check --index %s --repair`", e.dir)}
+				Fix: "Repair rebuilds the collection from the store"}
 		}
 		if err := g.Upsert(ctx, docs, embs); err != nil {
 			return backendErr(err)

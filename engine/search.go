@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/lang"
 	"github.com/anna-search/anna/model"
 
@@ -237,8 +238,8 @@ func (e *Engine) Search(ctx context.Context, query string, opts SearchOptions) (
 	}
 	opts.Fusion = e.fusionFor(opts)
 	if opts.Mode == ModeRerank && e.opts.Reranker == nil {
-		return nil, optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
-			"none ships with anna: `annactl rerankers build` (or train/recipe.Build) trains one and installs it as $ANNA_HOME/models/anna-reranker-bge")
+		return nil, hint.Wrap(optErr("SearchOptions.Mode", ModeRerank, "needs a reranker (Options.Reranker: rerank.Load of a cross-encoder model directory); "+
+			"none ships with anna: train/recipe.Build trains one and installs it as $ANNA_HOME/models/anna-reranker-bge"), hint.Action{Kind: hint.BuildReranker})
 	}
 	base := opts
 	if opts.Mode == ModeRerank && opts.RerankOf != "" && opts.RerankOf != ModeHybrid {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine/internal/share"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/fusion"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/internal/storage"
@@ -131,7 +132,7 @@ func (e *Engine) lockStore(ctx context.Context, path string, opts Options) (*sto
 			if e.opts.ReadOnly {
 				return nil, fmt.Errorf("engine: %s: %w: for %v, a process has had it open for writing without answering on %s (one opened with Options.NoShare, or by an older anna)", e.dir, ErrLocked, limit, sockFile)
 			}
-			return nil, fmt.Errorf("engine: %s: %w: for %v, read-only opens (annactl search, stats or check, a program's read-only Engine) or a writer that does not answer on %s have held it; open it for writing once they close", e.dir, ErrLocked, limit, sockFile)
+			return nil, fmt.Errorf("engine: %s: %w: for %v, read-only opens (searches, stats or checks: a read-only Engine) or a writer that does not answer on %s have held it; open it for writing once they close", e.dir, ErrLocked, limit, sockFile)
 		}
 		if !logged && !e.opts.ReadOnly {
 			e.logf("%s: waiting up to %v for the read-only opens holding it to close", e.dir, limit)
@@ -478,6 +479,7 @@ type wireError struct {
 	Recovery      *RecoveryError      `json:",omitempty"`
 	ModelNotFound *ModelNotFoundError `json:",omitempty"`
 	Mismatch      *ModelMismatchError `json:",omitempty"`
+	Hints         []hint.Action       `json:",omitempty"`
 }
 
 var wireSentinels = []struct {
@@ -502,6 +504,7 @@ func toWire(err error) *wireError {
 	errors.As(err, &w.Recovery)
 	errors.As(err, &w.ModelNotFound)
 	errors.As(err, &w.Mismatch)
+	w.Hints = hint.Of(err)
 	return w
 }
 
@@ -531,6 +534,9 @@ func (w *wireError) err() error {
 		if typed != nil && !isNilPtr(typed) {
 			r.wrapped = append(r.wrapped, typed)
 		}
+	}
+	if len(w.Hints) > 0 {
+		r.wrapped = append(r.wrapped, &hint.Error{Err: errors.New(w.Message), Actions: w.Hints})
 	}
 	return r
 }
@@ -695,7 +701,8 @@ func (e *Engine) readThrough(c *client, opts Options) error {
 		}
 	}
 	if h.Bound && opts.Chunking != (Chunking{}) && opts.Chunking != h.Chunking {
-		return optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; run Reindex (annactl reindex) to change it", e.dir, h.Chunking))
+		return hint.Wrap(optErr("Options.Chunking", opts.Chunking.String(), fmt.Sprintf("%s was indexed with chunking %s; Reindex changes it", e.dir, h.Chunking)),
+			hint.Action{Kind: hint.Reindex, Index: e.dir, Option: "chunking", Value: opts.Chunking.String()})
 	}
 	if remote := strings.HasPrefix(h.Backend, "weaviate"); remote != (opts.Weaviate != nil) {
 		want := "its own indexes"

@@ -704,8 +704,8 @@ func testReadThroughWriter(t *testing.T, dir string) {
 
 // TestWriteThrough: a writable open with Options.WriteThrough beside
 // another process's writer adds and deletes through it (what annactl index
-// and delete do beside annactl serve), refuses another model, Reindex and
-// SetFusion, and once that writer has closed, writes the directory itself.
+// and delete do beside annactl serve), refuses another model, Reindex,
+// SetFusion and SetState/State, and once that writer has closed, writes the directory itself.
 func TestWriteThrough(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -769,6 +769,12 @@ func TestWriteThrough(t *testing.T) {
 	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax}); !errors.Is(err, engine.ErrLocked) {
 		t.Fatalf("set fusion through the writer: %v", err)
 	}
+	if err := e.SetState("k", []byte("v")); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("set state through the writer: %v", err)
+	}
+	if _, err := e.State("k"); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("state through the writer: %v", err)
+	}
 	// What the writer itself holds now.
 	r := openRO(t, dir, engine.Options{})
 	if st, err := r.Stats(); err != nil || st.Documents != 74 || st.WriterPID != c.cmd.Process.Pid {
@@ -782,5 +788,22 @@ func TestWriteThrough(t *testing.T) {
 	}
 	if st, err := e.Stats(); err != nil || st.WriterPID != 0 || st.Documents != 75 {
 		t.Fatalf("after the writer closed: %+v, %v", st, err)
+	}
+	if err := e.SetState("k", []byte("v")); err != nil {
+		t.Fatalf("set state once the writer has gone: %v", err)
+	}
+	if v, err := e.State("k"); err != nil || string(v) != "v" {
+		t.Fatalf("state once the writer has gone: %q, %v", v, err)
+	}
+	// SetFusion records (it returned nil and recorded nothing); Reindex
+	// says it cannot (it returned nil and reindexed nothing).
+	if err := e.SetFusion(engine.FusionChoice{Fusion: engine.FusionMinMax, Why: "t"}); err != nil {
+		t.Fatalf("set fusion once the writer has gone: %v", err)
+	}
+	if st, err := e.Stats(); err != nil || st.Fusion != engine.FusionMinMax {
+		t.Fatalf("the fusion once the writer has gone: %v, %v; want minmax recorded", st.Fusion, err)
+	}
+	if err := e.Reindex(ctx, engine.ReindexOptions{Encoder: hashEnc("fp-b")}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("reindex once the writer has gone: %v, want ErrLocked", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/anna-search/anna/hint"
 )
 
 // TestWireErrors: an error a writer returns to a reader that reads through
@@ -38,6 +40,14 @@ func TestWireErrors(t *testing.T) {
 		if got := across(fmt.Errorf("engine: x: %w", sentinel)); !errors.Is(got, sentinel) || errors.Is(got, errGone) {
 			t.Errorf("%v across: %v", sentinel, got)
 		}
+	}
+	// A hint crosses too, on a typed error or on any other.
+	if hs := hint.Of(across(rec)); len(hs) != 1 || hs[0] != (hint.Action{Kind: hint.Repair, Index: "d"}) {
+		t.Errorf("recovery error's hint across: %+v", hs)
+	}
+	act := hint.Action{Kind: hint.InstallModel, Model: "bge-small-en-v1.5"}
+	if got := across(hint.Errorf(act, "x: %w", ErrModelNotFound)); !errors.Is(got, ErrModelNotFound) || len(hint.Of(got)) != 1 || hint.Of(got)[0] != act {
+		t.Errorf("hinted error across: %v %+v", got, hint.Of(got))
 	}
 	if got := across(ErrClosed); !errors.Is(got, errGone) {
 		t.Errorf("the writer's ErrClosed across: %v (want errGone)", got)

@@ -99,7 +99,7 @@ func TestWeaviateSciFact(t *testing.T) {
 		}
 		if wv != nil {
 			// Weaviate's own hybrid on the same query vectors, against
-			// anna's RRF of Weaviate's two lists.
+			// anna's fusion (the default) of Weaviate's two lists.
 			co := collection(t, wv)
 			for _, fusion := range []string{"rankedFusion", "relativeScoreFusion"} {
 				runIDs := make(map[string][]string, len(qids))

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -70,13 +71,18 @@ type FolderOptions struct {
 // (Read counts files), its files in the rest.
 type FolderStats struct {
 	Stats
-	Files          int          // files of a readable format listed
-	FilesRead      int          // files read (new or changed)
-	FilesUnchanged int          // files stored with the same size and time: not read
-	FilesFailed    int          // files that failed to read (in Skipped, with Err)
-	FilesMoved     int          // files found under a new name with the content of one gone: their vectors kept
-	FilesRemoved   int          // files whose documents were removed (Remove)
-	Skipped        []files.File // files not read, with the reason
+	Files          int // files of a readable format listed
+	FilesRead      int // files read (new or changed)
+	FilesUnchanged int // files stored with the same size and time: not read
+	FilesFailed    int // files that failed to read (in Skipped, with Err)
+	// FilesStillFailing counts the files that failed before and have not
+	// changed since (same size and time, same readers): not read again,
+	// in Skipped with the remembered reason and an Err wrapping
+	// ErrNotReadAgain.
+	FilesStillFailing int
+	FilesMoved        int          // files found under a new name with the content of one gone: their vectors kept
+	FilesRemoved      int          // files whose documents were removed (Remove)
+	Skipped           []files.File // files not read, with the reason
 }
 
 // stored is what the engine holds of one file.
@@ -134,20 +140,41 @@ func loadState(ctx context.Context, eng FolderEngine) (folderState, error) {
 // on; its documents already stored stay. Each commit holds whole files,
 // so a crash leaves every file's documents as they were before or after;
 // running Dir again catches up.
+//
+// A file that failed to read is remembered with its size, modification
+// time and reason, in the engine beside the documents (StateKeeper): at
+// the next sync, unchanged, it is not read again but named all the same
+// (FilesStillFailing, OnSkip and Skipped with the remembered reason). It
+// is read again once its size or time changes, when a watch's event names
+// it, after it was gone from the folder, and when the readers change
+// (files.ReadersVersion, the limits, another build of anna). An error of
+// the file system (unreadable) is not remembered, and an engine that
+// writes through another process (engine.Options.WriteThrough: annactl
+// index beside annactl serve) remembers nothing: there every failed file
+// is read at each sync.
 func Dir(ctx context.Context, eng FolderEngine, root string, opt FolderOptions) (FolderStats, error) {
 	ctx = safe.Ctx(ctx)
 	st, err := loadState(ctx, eng)
 	if err != nil {
 		return FolderStats{}, err
 	}
-	return syncFolder(ctx, eng, root, opt, st, nil)
+	fm, err := loadFailures(eng, root, opt.Files.Limits)
+	if err != nil {
+		return FolderStats{}, err
+	}
+	return syncFolder(ctx, eng, root, opt, st, fm, nil)
 }
 
 // syncFolder brings eng in step with root, given what it holds (st,
-// updated as batches commit); the files of force are read whatever their
-// stamps say.
-func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOptions, st folderState, force map[string]bool) (FolderStats, error) {
+// updated as batches commit) and the files that failed (fm, saved before
+// it returns); the files of force are read whatever their stamps say.
+func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOptions, st folderState, fm *failMemory, force map[string]bool) (_ FolderStats, err error) {
 	var fs FolderStats
+	defer func() {
+		if serr := fm.save(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
 	b, err := newBatcher(eng, opt.Options)
 	if err != nil {
 		return fs, err
@@ -183,8 +210,26 @@ func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOp
 			goneByHash[s.hash] = append(goneByHash[s.hash], p)
 		}
 	}
+	reading := map[string]bool{}
+	for _, f := range toRead {
+		reading[f.Rel] = true
+	}
+	for p := range fm.files {
+		if !reading[p] {
+			fm.forget(p) // gone, or left out: read again when back
+		}
+	}
 	changed := toRead[:0:0]
 	for _, f := range toRead {
+		if r, ok := fm.still(f); ok && !force[f.Rel] {
+			f.Skip, f.Err = r.Reason, r.err()
+			fs.FilesStillFailing++
+			fs.Skipped = append(fs.Skipped, f)
+			if opt.OnSkip != nil {
+				opt.OnSkip(f)
+			}
+			continue
+		}
 		s := st[f.Rel]
 		if !force[f.Rel] && s != nil && s.ok && s.size == f.Size && s.mtime == stamp(f.ModTime) {
 			fs.FilesUnchanged++
@@ -211,12 +256,16 @@ func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOp
 		if f.Format != ft.Name {
 			ft = formatNamed(f.Format)
 		}
+		if testRead != nil {
+			testRead(f.Rel)
+		}
 		d, err := ft.Read(ctx, joinPath(root, f.Rel), f.Rel, opt.Files.Limits)
 		if err != nil {
 			if ctx.Err() != nil {
 				return b.finishFolder(ctx, fs, ctx.Err())
 			}
 			f.Skip, f.Err = files.Reason(err), err
+			fm.failed(f, err)
 			fs.FilesFailed++
 			fs.Skipped = append(fs.Skipped, f)
 			if opt.OnSkip != nil {
@@ -234,6 +283,14 @@ func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOp
 			}
 		}
 		fs.FilesRead++
+		// A record of its failure goes before its documents come: a
+		// crash between the two has it read again, never hidden.
+		if _, ok := fm.files[f.Rel]; ok {
+			fm.forget(f.Rel)
+			if err := fm.save(); err != nil {
+				return b.finishFolder(ctx, fs, err)
+			}
+		}
 		docs := Documents(f, ft.Name, d)
 		keep := map[string]bool{}
 		for _, doc := range docs {
@@ -310,6 +367,9 @@ func removedDir(p string, listing []files.File) bool {
 	}
 	return false
 }
+
+// testRead, set by tests, hears of each file read.
+var testRead func(rel string)
 
 func formatNamed(name string) files.Format {
 	for _, f := range files.Formats() {

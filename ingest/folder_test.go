@@ -143,15 +143,7 @@ func TestWatchLibrary(t *testing.T) {
 	}
 	defer eng.Close()
 	write(t, root, "a.md", "# A\n\nfirst words\n")
-	ready := make(chan struct{})
-	synced := make(chan ingest.FolderStats, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- ingest.Watch(ctx, eng, root, ingest.WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) },
-			OnSync: func(fs ingest.FolderStats, err error) { synced <- fs }})
-	}()
-	<-ready
-	<-synced
+	_, done := watching(ctx, eng, root)
 	write(t, root, "sub/b.md", "# B\n\nsecond words about tides\n")
 	deadline := time.After(20 * time.Second)
 	for {
@@ -169,4 +161,22 @@ func TestWatchLibrary(t *testing.T) {
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("Watch returned %v, want context.Canceled", err)
 	}
+}
+
+// watching starts Watch over root into eng (debounced 50 ms) and returns
+// once it is ready: the stats of the syncs after its first, and what Watch
+// returns.
+func watching(ctx context.Context, eng *engine.Engine, root string) (<-chan ingest.FolderStats, <-chan error) {
+	ready := make(chan struct{})
+	synced := make(chan ingest.FolderStats, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- ingest.Watch(ctx, eng, root, ingest.WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) },
+			OnSync: func(fs ingest.FolderStats, err error) { synced <- fs }})
+	}()
+	<-ready
+	for len(synced) > 0 { // the first syncs, done before Ready
+		<-synced
+	}
+	return synced, done
 }

@@ -19,13 +19,22 @@
 //     that knows formats: a document per part of a file, a file's
 //     documents and the IDs it no longer has committed together
 //     (engine.Apply), so a file is never half old and half new. The
-//     engine's documents are the only record of what was read: a file
-//     whose size and modification time are those its documents carry is
-//     not read again. A file that fails to read keeps its documents.
+//     engine's documents are the record of what was read: a file whose
+//     size and modification time are those its documents carry is not
+//     read again. A file that fails to read keeps its documents.
+//   - The one other record is of the files that failed to read (their
+//     size, time and reason, and the readers they failed with), kept in
+//     the engine beside the documents (engine.SetState): a file is not
+//     read again while its stamps and the readers are those it failed
+//     with. A file's record is dropped before its new documents are
+//     committed, so it never hides a file that has since been read.
 //
-// Crash behaviour: what a crash leaves is the engine's (each Add and Apply
-// is atomic); ingest keeps no state of its own, so a folder synced again
-// after a crash (Dir, or Watch's first sync) catches up.
+// Crash behaviour: what a crash leaves is the engine's (each Add, Apply
+// and SetState is atomic); the record of failed files is written apart
+// from the documents, before a file that failed is committed and at the
+// end of a sync: a crash loses at most failures noted since, and those
+// files are read again. A folder synced again after a crash (Dir, or
+// Watch's first sync) catches up.
 package ingest
 
 import (

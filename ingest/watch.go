@@ -71,8 +71,12 @@ func Watch(ctx context.Context, eng FolderEngine, root string, opt WatchOptions)
 	if err != nil {
 		return err
 	}
+	fm, err := loadFailures(eng, abs, opt.Files.Limits)
+	if err != nil {
+		return err
+	}
 	watched := map[string]bool{}
-	wt := watcher{eng: eng, root: abs, opt: opt, st: st, fsw: w, watched: watched}
+	wt := watcher{eng: eng, root: abs, opt: opt, st: st, failed: fm, fsw: w, watched: watched}
 	if wt.sync(ctx, nil) {
 		// What changed in a folder between its listing and its watch
 		// started: a second look, reading only what changed.
@@ -89,6 +93,7 @@ type watcher struct {
 	root    string
 	opt     WatchOptions
 	st      folderState
+	failed  *failMemory
 	fsw     *fsnotify.Watcher
 	watched map[string]bool // folders watched, relative
 	missing bool            // the root is gone
@@ -101,7 +106,7 @@ func (w *watcher) sync(ctx context.Context, force map[string]bool) (added bool) 
 	var dirs []string
 	fo := w.opt.FolderOptions
 	fo.Files.OnDir = func(rel string) { dirs = append(dirs, rel) }
-	fs, err := syncFolder(ctx, w.eng, w.root, fo, w.st, force)
+	fs, err := syncFolder(ctx, w.eng, w.root, fo, w.st, w.failed, force)
 	if err != nil && ctx.Err() != nil {
 		return false
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -19,10 +19,10 @@ import (
 // negative like many cross-encoders' logits. It is not a trained reranker:
 // the test is about the teacher path and the margin's sign handling with a
 // real model, not about quality.
-func logitCrossEncoder(t *testing.T) *rerank.ORTReranker {
+func logitCrossEncoder(t *testing.T) *rerank.Model {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ce")
-	berttest.WriteCrossEncoder(t, out, -4)
+	inferencetest.WriteCrossEncoder(t, out, -4)
 	r, err := rerank.Load(context.Background(), out, rerank.Options{})
 	if err != nil {
 		t.Fatal(err)

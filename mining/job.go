@@ -119,7 +119,7 @@ type job struct {
 	cfg    Config
 	eng    *engine.Engine
 	enc    *namedEncoder
-	rr     *rerank.ORTReranker
+	rr     *rerank.Model
 	others []teacherEngine
 }
 

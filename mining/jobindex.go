@@ -100,7 +100,7 @@ func loadEncoder(ctx context.Context, modelDir, index string) (*namedEncoder, er
 			}
 		}
 	}
-	var ort *encoder.ORTEncoder
+	var ort *encoder.Model
 	var err error
 	if modelDir == "" {
 		ort, err = encoder.Default(ctx)

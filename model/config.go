@@ -2,7 +2,7 @@
 // the sentence-transformers side files) and reads and writes anna's model
 // manifest, anna-model.json, which travels beside every converted model.onnx.
 // It also names what a converted directory's writer (the converter,
-// internal/model/onnx) and its readers (the runtime: internal/bert, encoder, rerank)
+// internal/model/onnx) and its readers (the runtime: internal/inference, encoder, rerank)
 // share — its files and the graph's inputs and outputs (names.go) — so that
 // the runtime imports this leaf package and never the converter.
 package model

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/anna-search/anna/hint"
 )
 
 // ONNXFile is the graph's name inside a converted model directory.
@@ -39,7 +41,7 @@ func OpenDir(dir string) (*Dir, error) {
 	}
 	p := filepath.Join(dir, ONNXFile)
 	if _, err := os.Stat(p); err != nil {
-		return nil, fmt.Errorf("%s has no usable %s (convert a checkpoint with `annactl models import`): %w", dir, ONNXFile, err)
+		return nil, hint.Errorf(hint.Action{Kind: hint.ImportModel}, "%s has no usable %s (a checkpoint converted into a model directory has one): %w", dir, ONNXFile, err)
 	}
 	return &Dir{Path: dir, Manifest: man, Config: cfg, ONNXPath: p}, nil
 }

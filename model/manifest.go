@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/atomicfile"
 )
 
@@ -327,7 +328,7 @@ func LoadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("model: reading manifest (is %s a converted model? see `annactl models import`): %w", dir, err)
+		return nil, hint.Errorf(hint.Action{Kind: hint.ImportModel}, "model: reading manifest (is %s a converted model?): %w", dir, err)
 	}
 	m := &Manifest{}
 	if err := json.Unmarshal(b, m); err != nil {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/internal/testmodels"
 	trainbert "github.com/anna-search/anna/internal/train/bert"
@@ -18,7 +18,7 @@ import (
 // and a two-label head) scores the same pairs through the pure-Go backend
 // as through ONNX Runtime, within 1e-4 (relative to the score's size).
 func TestGoBackendMatchesORT(t *testing.T) {
-	if bert.DefaultBackend() != bert.BackendORT {
+	if inference.DefaultBackend() != inference.BackendORT {
 		t.Skip("this build has no ONNX Runtime to compare with")
 	}
 	ctx := context.Background()
@@ -33,7 +33,7 @@ func TestGoBackendMatchesORT(t *testing.T) {
 		w, b []float32
 	}{{"one label", w1, b1}, {"two labels", w2, []float32{0.1, -0.2}}} {
 		var scores [2][]float32
-		for i, be := range []string{bert.BackendORT, bert.BackendGo} {
+		for i, be := range []string{inference.BackendORT, inference.BackendGo} {
 			r := export(t, head.w, head.b, Options{Backend: be, BatchSize: 3, IntraOpThreads: 2})
 			if got := r.m.Backend(); got != be {
 				t.Fatalf("%s: loaded with backend %s, runs %s", head.name, be, got)
@@ -59,7 +59,7 @@ func TestGoBackendMatchesORT(t *testing.T) {
 // in a build without it.
 func needORT(t *testing.T) {
 	t.Helper()
-	if bert.DefaultBackend() != bert.BackendORT {
+	if inference.DefaultBackend() != inference.BackendORT {
 		t.Skip("needs ONNX Runtime, which this build lacks (CGO_ENABLED=0 or -tags annapure)")
 	}
 }
@@ -80,9 +80,9 @@ func TestGoBackendPrefixedCheckpoint(t *testing.T) {
 	}
 	tok := testmodels.MiniLMTokenizer(t)
 	ctx := context.Background()
-	backends := []string{bert.BackendGo}
-	if bert.DefaultBackend() == bert.BackendORT {
-		backends = append(backends, bert.BackendORT)
+	backends := []string{inference.BackendGo}
+	if inference.DefaultBackend() == inference.BackendORT {
+		backends = append(backends, inference.BackendORT)
 	}
 	var goFused []float32
 	for _, unfused := range []bool{false, true} {

@@ -15,7 +15,7 @@ import (
 // help in (fused with the retrieval lists by RRF rather than replacing
 // their order: engine.SearchOptions.RerankFusion). `annactl search`, `serve`
 // and `mcp` choose with it.
-func Choose(ctx context.Context, dir string, opts Options) (r *ORTReranker, chosen string, fusion bool, err error) {
+func Choose(ctx context.Context, dir string, opts Options) (r *Model, chosen string, fusion bool, err error) {
 	ctx = safe.Ctx(ctx)
 	if dir == "" {
 		if dir, _, err = installed.HelpfulReranker(home.ModelsDir(), false); err != nil || dir == "" {

@@ -5,13 +5,13 @@ import (
 	"math"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 )
 
 // testdata/golden.json holds scores and logits recorded with the reranker
-// as it was before its session, run and batching moved to internal/bert
+// as it was before its session, run and batching moved to internal/inference
 // (commit 2ed49f5), so that refactors can be checked for bit-identical
-// output (go test -run Golden -golden.exact; see berttest.Golden).
+// output (go test -run Golden -golden.exact; see inferencetest.Golden).
 
 // goldenHead is a fixed, arbitrary classifier head with labels rows.
 func goldenHead(H, labels int) (w, b []float32) {
@@ -41,7 +41,7 @@ func TestGoldenScores(t *testing.T) {
 		{"3 labels, label 1, max length 32, batches of 4", 3, Options{Label: 1, MaxLength: 32, BatchSize: 4}},
 	}
 	ctx := context.Background()
-	var got []berttest.Case
+	var got []inferencetest.Case
 	for _, r := range runs {
 		w, b := goldenHead(H, r.labels)
 		rr := export(t, w, b, r.opts)
@@ -57,8 +57,8 @@ func TestGoldenScores(t *testing.T) {
 		for i := range rows {
 			rows[i] = logits[i*r.labels : (i+1)*r.labels]
 		}
-		got = append(got, berttest.Case{Name: r.name + ": scores", Rows: [][]float32{scores}},
-			berttest.Case{Name: r.name + ": logits", Rows: rows})
+		got = append(got, inferencetest.Case{Name: r.name + ": scores", Rows: [][]float32{scores}},
+			inferencetest.Case{Name: r.name + ": logits", Rows: rows})
 	}
-	berttest.Golden(t, "testdata/golden.json", got, 1e-4)
+	inferencetest.Golden(t, "testdata/golden.json", got, 1e-4)
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/internal/model/onnx"
 	"github.com/anna-search/anna/model"
 )
@@ -80,7 +80,7 @@ func TestConcurrentFirstScore(t *testing.T) {
 	ctx := context.Background()
 	docs := []string{"ribosomes make proteins", "", "the market fell", "short", strings.Repeat("long text ", 30), "mitochondria"}
 	const G = 4
-	errs := berttest.Concurrently(G, func(g int) error {
+	errs := inferencetest.Concurrently(G, func(g int) error {
 		q := fmt.Sprintf("query %d", g)
 		got, err := r.Score(ctx, q, docs[g:])
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert"
+	"github.com/anna-search/anna/internal/inference"
 )
 
 // pairsCase is three queries' documents interleaved into one pair list.
@@ -35,9 +35,9 @@ func pairsCase() []Pair {
 func TestScorePairs(t *testing.T) {
 	ctx := context.Background()
 	w, b := sinHead(t)
-	backends := []string{bert.BackendGo}
-	if bert.DefaultBackend() == bert.BackendORT {
-		backends = append(backends, bert.BackendORT)
+	backends := []string{inference.BackendGo}
+	if inference.DefaultBackend() == inference.BackendORT {
+		backends = append(backends, inference.BackendORT)
 	}
 	ps := pairsCase()
 	for _, be := range backends {
@@ -66,7 +66,7 @@ func TestScorePairs(t *testing.T) {
 			worst = max(worst, math.Abs(float64(got[i]-byQuery[i]))/(1+math.Abs(float64(byQuery[i]))))
 		}
 		t.Logf("%s: %d pairs of 3 queries, largest relative difference from scoring alone %.2e", be, len(ps), worst)
-		if tol := map[string]float64{bert.BackendGo: 1e-6, bert.BackendORT: 1e-5}[be]; worst > tol {
+		if tol := map[string]float64{inference.BackendGo: 1e-6, inference.BackendORT: 1e-5}[be]; worst > tol {
 			t.Errorf("%s: ScorePairs differs from Score by up to %.2e", be, worst)
 		}
 		for _, p := range ps {

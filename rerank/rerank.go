@@ -1,6 +1,7 @@
 // Package rerank scores (query, document) pairs with a cross-encoder: a BERT
 // sequence-classification model converted with `annactl models import
-// --task rerank`, run in ONNX Runtime. Both texts go through the model
+// --task rerank`, run by ONNX Runtime or anna's pure-Go forward (Model).
+// Both texts go through the model
 // together ([CLS] query [SEP] doc [SEP]), which is slower than comparing
 // vectors but reads the pair jointly, so it reorders a short candidate list.
 // A decoder LLM imported with --task rerank is the "yes/no logit" form
@@ -8,7 +9,7 @@
 // PairPrompt and the score is the log-odds of the last label ("yes") over
 // the first ("no") at the last token.
 //
-// ORTReranker's invariants: Load checks the model directory (refusing one
+// Model's invariants: Load checks the model directory (refusing one
 // converted for another task) and loads the tokenizer but creates no ONNX
 // Runtime session; the first Score with a document creates it, once, and
 // returns its error if that fails. A pair's score does not depend on
@@ -21,7 +22,7 @@
 // package function, serves any Reranker: through its ScorePairs where it
 // is a PairScorer, else one Score call per distinct query.
 // Loading, the session, the BERT run and the length-sorted batching are
-// internal/bert's, shared with package encoder.
+// internal/inference's, shared with package encoder.
 //
 // A nil context.Context given to a function of this package is
 // context.Background().
@@ -32,7 +33,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/anna-search/anna/internal/bert"
+	"github.com/anna-search/anna/hint"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
@@ -100,9 +102,9 @@ func ScorePairs(ctx context.Context, r Reranker, pairs []Pair) ([]float32, error
 	return out, nil
 }
 
-// Options tune an ORTReranker. Zero values pick the defaults. Threads,
+// Options tune a Model. Zero values pick the defaults. Threads,
 // Workers, BatchSize, BatchTokens and MaxLength mean what they mean for the
-// encoder (both run through internal/bert); the defaults differ.
+// encoder (both run through internal/inference); the defaults differ.
 type Options struct {
 	IntraOpThreads int // default: all cores
 	InterOpThreads int // default 1
@@ -113,7 +115,7 @@ type Options struct {
 	// their tail and the query is kept.
 	MaxLength int
 	// Label picks the logit column used as the score for models with more
-	// than two labels (default: the last). See ORTReranker.
+	// than two labels (default: the last). See Model.
 	Label int
 	// Workers is how many batches of one call run at once (default 1: one
 	// after another, each on IntraOpThreads threads).
@@ -125,36 +127,44 @@ type Options struct {
 	Backend string
 }
 
-// ORTReranker is a cross-encoder in ONNX Runtime. The score of a pair is
-// the model's logit for num_labels 1 (the usual MS MARCO cross-encoders);
+// Model is a cross-encoder from a converted model directory, run in this
+// process by ONNX Runtime or by anna's pure-Go forward (Options.Backend).
+// The score of a pair is the model's logit for num_labels 1 (the usual MS
+// MARCO cross-encoders);
 // for num_labels 2 it is logit[1] − logit[0], the log-odds of label 1
 // ("relevant"), which orders pairs like its softmax probability; for more
 // labels it is logit[Options.Label]. Its session is created by the first
 // call with a document to score. Safe for concurrent use.
-type ORTReranker struct {
-	m     *bert.Model
+type Model struct {
+	m     *inference.Model
 	label int
 	// prefix and suffix are a decoder reranker's PairPrompt parts,
 	// tokenised (for PairTokens); nil for a BERT cross-encoder.
 	prefix, suffix []int64
 }
 
-var _ PairScorer = (*ORTReranker)(nil)
+// ORTReranker is Model's old name.
+//
+// Deprecated: use Model; it also runs the pure-Go backend.
+type ORTReranker = Model
+
+var _ PairScorer = (*Model)(nil)
 
 // spec is what the reranker serves from a model directory, with the
 // defaults documented on Options.
-var spec = bert.Spec{
+var spec = inference.Spec{
 	Task: model.TaskRerank, Name: "rerank",
-	Want:     "a cross-encoder (convert one with `annactl models import --task rerank`)",
-	Defaults: bert.Options{Workers: 1, BatchSize: 16},
+	Want:     "a cross-encoder (convert one with the task rerank)",
+	Hints:    []hint.Action{{Kind: hint.ImportModel, Option: "task", Value: "rerank"}},
+	Defaults: inference.Options{Workers: 1, BatchSize: 16},
 }
 
 // Load opens the converted cross-encoder in modelDir: it checks the
 // directory and loads the tokenizer. The ONNX Runtime session is created
 // by the first Score that needs it, which also returns its error.
-func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, error) {
+func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
-	m, err := bert.Open(ctx, modelDir, spec, bert.Options{
+	m, err := inference.Open(ctx, modelDir, spec, inference.Options{
 		IntraOpThreads: opts.IntraOpThreads, InterOpThreads: opts.InterOpThreads,
 		Workers: opts.Workers, BatchSize: opts.BatchSize, BatchTokens: opts.BatchTokens, MaxLength: opts.MaxLength,
 		Backend: opts.Backend,
@@ -163,7 +173,7 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, err
 		return nil, err
 	}
 	labels := m.Manifest().NumLabels
-	r := &ORTReranker{m: m, label: labels - 1}
+	r := &Model{m: m, label: labels - 1}
 	if pp := m.Manifest().PairPrompt; pp != nil {
 		r.prefix, r.suffix = m.Tokenizer().IDs(pp.Prefix), m.Tokenizer().IDs(pp.Suffix)
 	}
@@ -179,15 +189,15 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTReranker, err
 
 // Close frees the session (if one was created) and the tokenizer, waiting
 // for running calls.
-func (r *ORTReranker) Close() error { return r.m.Close() }
+func (r *Model) Close() error { return r.m.Close() }
 
 // Manifest returns the model's manifest (do not modify it).
-func (r *ORTReranker) Manifest() *model.Manifest { return r.m.Manifest() }
+func (r *Model) Manifest() *model.Manifest { return r.m.Manifest() }
 
 // Score returns one score per document, in input order. Pairs are sorted by
 // length into batches to cut padding; ctx is checked between batches. It
 // is ScorePairs of the pairs (query, docs[i]).
-func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
+func (r *Model) Score(ctx context.Context, query string, docs []string) ([]float32, error) {
 	ctx = safe.Ctx(ctx)
 	logits, err := r.Logits(ctx, query, docs)
 	if err != nil {
@@ -199,7 +209,7 @@ func (r *ORTReranker) Score(ctx context.Context, query string, docs []string) ([
 // ScorePairs returns one score per pair, in input order: the pairs, their
 // queries possibly different, are sorted by length into batches together
 // as Score's documents are; ctx is checked between batches.
-func (r *ORTReranker) ScorePairs(ctx context.Context, pairs []Pair) ([]float32, error) {
+func (r *Model) ScorePairs(ctx context.Context, pairs []Pair) ([]float32, error) {
 	ctx = safe.Ctx(ctx)
 	docs := make([]string, len(pairs))
 	for i, p := range pairs {
@@ -215,7 +225,7 @@ func (r *ORTReranker) ScorePairs(ctx context.Context, pairs []Pair) ([]float32, 
 // PairTokens is how many model tokens the pair takes once laid out and
 // truncated as ScorePairs does (special tokens included): what a caller
 // bounding a batch by tokens counts.
-func (r *ORTReranker) PairTokens(p Pair) int {
+func (r *Model) PairTokens(p Pair) int {
 	tok, maxLen := r.m.Tokenizer(), r.m.MaxLength()
 	if pp := r.Manifest().PairPrompt; pp != nil {
 		return len(tok.EncodePrompt(r.prefix, pp.Fill(p.Query, p.Doc), r.suffix, maxLen).IDs)
@@ -223,8 +233,8 @@ func (r *ORTReranker) PairTokens(p Pair) int {
 	return len(tok.EncodePair(p.Query, p.Doc, maxLen).IDs)
 }
 
-// scores reads n scores off logits [n × num_labels] (see ORTReranker).
-func (r *ORTReranker) scores(logits []float32, n int) []float32 {
+// scores reads n scores off logits [n × num_labels] (see Model).
+func (r *Model) scores(logits []float32, n int) []float32 {
 	L := r.Manifest().NumLabels
 	out := make([]float32, n)
 	for i := range out {
@@ -242,17 +252,17 @@ func (r *ORTReranker) scores(logits []float32, n int) []float32 {
 }
 
 // Logits returns the raw logits, [len(docs) × num_labels] row-major.
-func (r *ORTReranker) Logits(ctx context.Context, query string, docs []string) ([]float32, error) {
+func (r *Model) Logits(ctx context.Context, query string, docs []string) ([]float32, error) {
 	ctx = safe.Ctx(ctx)
 	return r.pairLogits(ctx, func(i int) string { return query }, docs)
 }
 
 // pairLogits scores pairs (query(i), docs[i]), sorted by length into
-// batches (see internal/bert).
-func (r *ORTReranker) pairLogits(ctx context.Context, query func(int) string, docs []string) ([]float32, error) {
+// batches (see internal/inference).
+func (r *Model) pairLogits(ctx context.Context, query func(int) string, docs []string) ([]float32, error) {
 	L := r.Manifest().NumLabels
 	out := make([]float32, len(docs)*L)
-	err := r.m.Run(ctx, bert.Inputs{Texts: docs, First: query}, func(b bert.Batch) error {
+	err := r.m.Run(ctx, inference.Inputs{Texts: docs, First: query}, func(b inference.Batch) error {
 		for j, i := range b.Rows {
 			copy(out[i*L:(i+1)*L], b.Out[j*L:(j+1)*L])
 		}

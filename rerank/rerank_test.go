@@ -60,7 +60,7 @@ func minilm(t *testing.T) *source {
 
 // export writes a cross-encoder with classifier weight w [labels × 384]
 // and bias b, and loads it.
-func export(t *testing.T, w, b []float32, opts Options) *ORTReranker {
+func export(t *testing.T, w, b []float32, opts Options) *Model {
 	t.Helper()
 	s := minilm(t)
 	labels := len(b)
@@ -85,7 +85,7 @@ func export(t *testing.T, w, b []float32, opts Options) *ORTReranker {
 }
 
 // features exports an identity head (logits = the pooled [CLS] vector).
-func features(t *testing.T) *ORTReranker {
+func features(t *testing.T) *Model {
 	H := minilm(t).cfg.HiddenSize
 	w := make([]float32, H*H)
 	for i := range H {
@@ -124,7 +124,7 @@ func readSTS(t *testing.T, split string, n int) []pair {
 }
 
 // pairFeatures runs each pair through the identity-head model.
-func pairFeatures(t *testing.T, r *ORTReranker, ps []pair) [][]float64 {
+func pairFeatures(t *testing.T, r *Model, ps []pair) [][]float64 {
 	H := r.Manifest().NumLabels
 	docs := make([]string, len(ps))
 	for i, p := range ps {

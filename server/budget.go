@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/rerank"
 )
@@ -24,7 +25,7 @@ import (
 // checkText refuses a text over Limits.MaxTextBytes; what names it.
 func (s *Server) checkText(what string, text string) error {
 	if len(text) > s.lim.MaxTextBytes {
-		return overLimit("%s: %d bytes, over the limit of %d bytes a text (annactl serve --max-text)", what, len(text), s.lim.MaxTextBytes)
+		return overLimit("%s: %d bytes, over the limit of %d bytes a text (Limits.MaxTextBytes)", what, len(text), s.lim.MaxTextBytes).with(hint.Action{Kind: hint.SetOption, Option: "server.Limits.MaxTextBytes"})
 	}
 	return nil
 }
@@ -32,7 +33,7 @@ func (s *Server) checkText(what string, text string) error {
 // overBudget is the error of a request whose texts come to more than
 // Limits.MaxRequestTokens model tokens (at least tokens).
 func (s *Server) overBudget(what string, tokens int) error {
-	return overLimit("%s: at least %d model tokens in one request, over the limit of %d (annactl serve --max-tokens): send fewer or shorter texts per request", what, tokens, s.lim.MaxRequestTokens)
+	return overLimit("%s: at least %d model tokens in one request, over the limit of %d (Limits.MaxRequestTokens): send fewer or shorter texts per request", what, tokens, s.lim.MaxRequestTokens).with(hint.Action{Kind: hint.SetOption, Option: "server.Limits.MaxRequestTokens"})
 }
 
 // countInputs counts the model tokens of /v1/embeddings inputs as the

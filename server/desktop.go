@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/clip"
 )
 
@@ -56,13 +57,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// Not every ResponseWriter can (an httptest.ResponseRecorder, a
 		// program's own wrapper): then the program's http.Server bounds it.
 		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.bodyTimeout()))
-		refuse := func(status int, code, format string, args ...any) {
+		refuse := func(a *hint.Action, status int, code, format string, args ...any) {
 			h.Set("Connection", "close")
-			writeError(w, errorf(status, code, format, args...))
+			e := errorf(status, code, format, args...)
+			if a != nil {
+				e.with(*a)
+			}
+			s.writeError(w, e)
 			s.metrics.observe("refused", r.Method, status, time.Since(start))
 		}
 		if !s.hostAllowed(r.Host) && !overUnixSocket(r) {
-			refuse(http.StatusForbidden, "forbidden", "Host %q is not this server's: requests must name it by a loopback name, an IP address or an allowed host (annactl serve --allow-host NAME); this guards against DNS rebinding", clip.String(r.Host))
+			refuse(&hint.Action{Kind: hint.SetOption, Option: "server.Options.AllowedHosts"}, http.StatusForbidden, "forbidden", "Host %q is not this server's: requests must name it by a loopback name, an IP address or an allowed host (Options.AllowedHosts); this guards against DNS rebinding", clip.String(r.Host))
 			return
 		}
 		origin := r.Header.Get("Origin")
@@ -73,7 +78,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != "" {
 			if !cors {
-				refuse(http.StatusForbidden, "forbidden", "origin %q may not call this server from a browser (annactl serve --cors ORIGIN allows one)", clip.String(origin))
+				refuse(&hint.Action{Kind: hint.SetOption, Option: "server.Options.CORS"}, http.StatusForbidden, "forbidden", "origin %q may not call this server from a browser (Options.CORS allows one)", clip.String(origin))
 				return
 			}
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
@@ -83,12 +88,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if mayWrite(r.Method) && origin != "" && !cors && !sameOrigin(origin, r) {
-			refuse(http.StatusForbidden, "forbidden", "a %s from the web page of origin %q: cross-origin browser requests that may write are refused (annactl serve --cors ORIGIN allows one)", r.Method, clip.String(origin))
+			refuse(&hint.Action{Kind: hint.SetOption, Option: "server.Options.CORS"}, http.StatusForbidden, "forbidden", "a %s from the web page of origin %q: cross-origin browser requests that may write are refused (Options.CORS allows one)", r.Method, clip.String(origin))
 			return
 		}
 		if mayWrite(r.Method) && r.ContentLength != 0 {
 			if ct := r.Header.Get("Content-Type"); !jsonBody(ct) {
-				refuse(http.StatusUnsupportedMediaType, "invalid_request", "Content-Type %q: a request body is read only as application/json (or application/x-ndjson for /v1/documents); send the header (curl: -H 'Content-Type: application/json')", clip.String(ct))
+				refuse(nil, http.StatusUnsupportedMediaType, "invalid_request", "Content-Type %q: a request body is read only as application/json (or application/x-ndjson for /v1/documents); send the header (curl: -H 'Content-Type: application/json')", clip.String(ct))
 				return
 			}
 		}

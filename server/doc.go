@@ -51,7 +51,10 @@
 //     model_not_found, unsupported, timeout, unavailable, internal),
 //     message the engine's own error text, the same the command line
 //     prints, at most 2 KiB: input is quoted by its start (a client's
-//     mistake is a 4xx, never a 500).
+//     mistake is a 4xx, never a 500). An error that carries a hint
+//     (package hint: a missing model, a stale index, a limit) adds
+//     "hint": [{"kind", "index", "model", "option", "value", "text"}], what
+//     the user can do, text rendered by Options.HintText.
 //   - No web page can use the server (desktop.go, in front of every
 //     route): Host must be a loopback name, an IP address or one of
 //     Options.AllowedHosts (DNS rebinding); a request that may write from
@@ -81,7 +84,7 @@
 //     Concurrent /v1/rerank requests, whatever their queries, are
 //     coalesced the same way (same wait and bounds, in pairs and pair
 //     tokens) into one rerank.ScorePairs call: one model call set for a
-//     rerank.PairScorer (rerank.ORTReranker), else one Score call per
+//     rerank.PairScorer (rerank.Model), else one Score call per
 //     distinct query. Each request gets its own documents' scores, in
 //     order.
 //   - The Server holds no global state: its metrics are in a registry of

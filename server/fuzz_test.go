@@ -46,7 +46,7 @@ func fuzzSetup(f *testing.F) (*Server, *engine.Engine) {
 		req.Header.Set("Content-Type", "application/json")
 		srv.ServeHTTP(rec, req)
 		if rec.Code != 200 {
-			fuzzServer.err = &apiError{rec.Code, "setup", rec.Body.String()}
+			fuzzServer.err = &apiError{status: rec.Code, code: "setup", message: rec.Body.String()}
 		}
 	})
 	if fuzzServer.err != nil {

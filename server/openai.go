@@ -409,7 +409,7 @@ func (j rerankJob) size() (int, int)         { return len(j.pairs), j.tokens }
 func (j rerankJob) context() context.Context { return j.ctx }
 func (j rerankJob) fail(err error)           { j.ans.send(nil, err) }
 
-// pairTokens counts a pair's model tokens: rerank.ORTReranker.PairTokens.
+// pairTokens counts a pair's model tokens: rerank.Model.PairTokens.
 type pairTokens interface{ PairTokens(rerank.Pair) int }
 
 // runRerank scores the pairs of every job of a batch, whatever their
@@ -438,7 +438,7 @@ func safeScorePairs(ctx context.Context, r rerank.Reranker, pairs []rerank.Pair)
 // reranker does not count them). The limits are checked first.
 func (s *Server) rerankTexts(ctx context.Context, field, query string, docs []string) ([]float32, int, error) {
 	if s.opts.Reranker == nil {
-		return nil, 0, errorf(http.StatusBadRequest, "unsupported", "this server has no reranker (annactl serve --reranker NAME|DIR)")
+		return nil, 0, noReranker("this server has no reranker")
 	}
 	if strings.TrimSpace(query) == "" {
 		return nil, 0, badRequest("query: %v", engine.ErrEmptyQuery)

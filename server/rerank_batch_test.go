@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -147,7 +147,7 @@ func TestRerankBatched(t *testing.T) {
 // and each gets the relevance scores it gets alone, within 1e-6.
 func TestRerankBatchedModel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ce")
-	berttest.WriteCrossEncoder(t, dir, 0.1)
+	inferencetest.WriteCrossEncoder(t, dir, 0.1)
 	rr, err := rerank.Load(context.Background(), dir, rerank.Options{IntraOpThreads: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/engine"
-	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/internal/encodertest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/rerank"
 )
 
@@ -23,7 +23,7 @@ import (
 func BenchmarkRerankBatching(b *testing.B) {
 	ctx := context.Background()
 	dir := filepath.Join(b.TempDir(), "ce")
-	berttest.WriteCrossEncoder(b, dir, 0)
+	inferencetest.WriteCrossEncoder(b, dir, 0)
 	rr, err := rerank.Load(ctx, dir, rerank.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/clip"
 )
 
@@ -79,6 +80,12 @@ func badRequest(format string, args ...any) *apiError {
 
 func overLimit(format string, args ...any) *apiError {
 	return errorf(http.StatusBadRequest, "limit_exceeded", format, args...)
+}
+
+// noReranker is the 400 of a rerank on a server without a reranker
+// (Options.Reranker: its hint).
+func noReranker(what string) *apiError {
+	return errorf(http.StatusBadRequest, "unsupported", "%s (Options.Reranker)", what).with(hint.Action{Kind: hint.SetOption, Option: "server.Options.Reranker"})
 }
 
 // searchOptions checks req and turns it into the engine's options.
@@ -155,7 +162,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.Mode == engine.ModeRerank && s.opts.Reranker == nil {
-		s.fail(w, r, errorf(http.StatusBadRequest, "unsupported", "mode rerank: this server has no reranker (annactl serve --reranker NAME|DIR)"))
+		s.fail(w, r, noReranker("mode rerank: this server has no reranker"))
 		return
 	}
 	res, err := s.eng.Search(r.Context(), req.Query, opts)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/rerank"
 )
@@ -104,7 +105,7 @@ type Options struct {
 	// BatchTexts and BatchTokens bound one coalesced batch (defaults 256
 	// texts, 16384 tokens): texts and their tokens for embeddings,
 	// (query, document) pairs and their tokens for rerank (counted when the
-	// reranker has PairTokens, as rerank.ORTReranker does); a single
+	// reranker has PairTokens, as rerank.Model does); a single
 	// request larger than them runs alone.
 	BatchTexts, BatchTokens int
 	// MCPWrites offers the add and delete tools on /mcp (not with
@@ -131,6 +132,10 @@ type Options struct {
 	// call the server from a browser, "*" for any; none by default, and
 	// then a browser page of another origin can neither write nor read.
 	CORS []string
+	// HintText, when set, renders the actions an error answer suggests
+	// (its "hint", package hint) for the people who run the server:
+	// annactl serve names its flags. Unset: the actions' words.
+	HintText func(hint.Action) string
 }
 
 // Server is the http.Handler of one engine. Close it before the engine.
@@ -289,7 +294,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			if p := recover(); p != nil {
 				s.opts.Logf("serve: %s %s panicked: %v", r.Method, r.URL.Path, p)
 				if !sw.wrote {
-					writeError(sw, &apiError{http.StatusInternalServerError, "internal", fmt.Sprintf("internal error: %v", p)})
+					s.writeError(sw, errorf(http.StatusInternalServerError, "internal", "internal error: %v", p))
 				}
 			}
 			s.metrics.observe(rt.name, r.Method, sw.status(), time.Since(start))
@@ -300,7 +305,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !ok {
 			if len(rt.methods) == 0 {
-				writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", clip.String(r.Method), clip.String(r.URL.Path)))
+				s.writeError(sw, errorf(http.StatusNotFound, "not_found", "no route %s %s (GET /openapi.json lists them)", clip.String(r.Method), clip.String(r.URL.Path)))
 				return
 			}
 			allowed := make([]string, 0, len(rt.methods))
@@ -310,18 +315,18 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 			sw.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", clip.String(r.Method), clip.String(r.URL.Path), strings.Join(allowed, ", ")))
+			s.writeError(sw, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: method not allowed (allowed: %s)", clip.String(r.Method), clip.String(r.URL.Path), strings.Join(allowed, ", ")))
 			return
 		}
 		public := rt.public && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 		if !public && s.opts.APIKey != "" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="anna"`)
 			sw.Header().Set("Connection", "close") // not waiting for the rest of a body nobody will read
-			writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
+			s.writeError(sw, errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong API key (send Authorization: Bearer KEY)"))
 			return
 		}
 		if rt.write && s.opts.ReadOnly && r.Method != http.MethodGet {
-			writeError(sw, errorf(http.StatusForbidden, "read_only", "writes are disabled on this server (--read-only)"))
+			s.writeError(sw, errorf(http.StatusForbidden, "read_only", "writes are disabled on this server (--read-only)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
@@ -361,7 +366,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 			code = "internal"
 		}
 		w.Header().Del("Content-Type")
-		writeError(w, errorf(ew.code, code, "%s", strings.TrimSpace(string(ew.msg))))
+		s.writeError(w, errorf(ew.code, code, "%s", strings.TrimSpace(string(ew.msg))))
 	}
 }
 
@@ -422,7 +427,7 @@ func (s *Server) authorized(r *http.Request) bool {
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if s.base.Err() != nil {
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down"))
+		s.writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down"))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -466,28 +471,61 @@ type apiError struct {
 	status  int
 	code    string
 	message string
+	hints   []hint.Action // what the user can do: the answer's "hint"
 }
 
-func (e *apiError) Error() string { return e.message }
+func (e *apiError) Error() string        { return e.message }
+func (e *apiError) Hints() []hint.Action { return e.hints }
 
 func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{status, code, fmt.Sprintf(format, args...)}
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// with attaches actions to e.
+func (e *apiError) with(actions ...hint.Action) *apiError {
+	e.hints = actions
+	return e
 }
 
 // errorBody is the JSON of an error answer, in the shape OpenAI's clients
-// read (error.message; type is OpenAI's coarse class).
+// read (error.message; type is OpenAI's coarse class; hint, when the
+// error carries one, what the user can do).
 type errorBody struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Type    string `json:"type"`
+		Code    string      `json:"code"`
+		Message string      `json:"message"`
+		Type    string      `json:"type"`
+		Hint    []hintEntry `json:"hint,omitempty"`
 	} `json:"error"`
 }
 
 // plainError is the error body of Ollama and text-embeddings-inference.
 type plainError struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
+	Error     string      `json:"error"`
+	ErrorType string      `json:"error_type"`
+	Hint      []hintEntry `json:"hint,omitempty"`
+}
+
+// hintEntry is an action of an error's hint in an answer: the action and
+// its text (Options.HintText's, else its words).
+type hintEntry struct {
+	hint.Action
+	Text string `json:"text"`
+}
+
+// hintEntries renders actions for an answer (nil for none).
+func (s *Server) hintEntries(actions []hint.Action) []hintEntry {
+	var out []hintEntry
+	for _, a := range actions {
+		text := a.String()
+		if s.opts.HintText != nil {
+			if t := s.opts.HintText(a); t != "" {
+				text = t
+			}
+		}
+		out = append(out, hintEntry{Action: a, Text: clip.Bytes(text, maxErrorMessage)})
+	}
+	return out
 }
 
 // maxErrorMessage bounds an error answer's message: errors quote what was
@@ -496,13 +534,14 @@ type plainError struct {
 // back in a 1 MB 404).
 const maxErrorMessage = 2048
 
-func writeError(w http.ResponseWriter, e *apiError) {
+func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
+	hints := s.hintEntries(e.hints)
 	if sw, ok := w.(*statusWriter); ok && sw.plain {
-		writeJSON(w, e.status, plainError{Error: clip.Bytes(e.message, maxErrorMessage), ErrorType: e.code})
+		writeJSON(w, e.status, plainError{Error: clip.Bytes(e.message, maxErrorMessage), ErrorType: e.code, Hint: hints})
 		return
 	}
 	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, clip.Bytes(e.message, maxErrorMessage)
+	b.Error.Code, b.Error.Message, b.Error.Hint = e.code, clip.Bytes(e.message, maxErrorMessage), hints
 	switch {
 	case e.status == http.StatusUnauthorized:
 		b.Error.Type = "authentication_error"
@@ -536,24 +575,31 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes (the server's limit)", mbe.Limit)
 	case errors.Is(err, engine.ErrInvalidOption), errors.Is(err, engine.ErrEmptyQuery), errors.Is(err, engine.ErrEmptyID), errors.Is(err, engine.ErrEmptyDocument),
 		errors.Is(err, engine.ErrInvalidDocument):
-		ae = &apiError{http.StatusBadRequest, "invalid_request", err.Error()}
+		ae = &apiError{status: http.StatusBadRequest, code: "invalid_request", message: err.Error()}
 	case errors.Is(err, engine.ErrReadOnly):
-		ae = &apiError{http.StatusForbidden, "read_only", err.Error()}
+		ae = &apiError{status: http.StatusForbidden, code: "read_only", message: err.Error()}
 	case errors.As(err, &mnf), errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrNeedsRecovery):
-		ae = &apiError{http.StatusServiceUnavailable, "unavailable", err.Error()}
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: err.Error()}
 	case errors.Is(err, engine.ErrUnsupported):
-		ae = &apiError{http.StatusNotImplemented, "unsupported", err.Error()}
+		ae = &apiError{status: http.StatusNotImplemented, code: "unsupported", message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded):
-		ae = &apiError{http.StatusGatewayTimeout, "timeout", fmt.Sprintf("timed out after %s: %v", s.opts.Timeout, err)}
+		ae = &apiError{status: http.StatusGatewayTimeout, code: "timeout", message: fmt.Sprintf("timed out after %s: %v", s.opts.Timeout, err)}
 	case errors.Is(err, context.Canceled) && s.base.Err() != nil:
-		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down"}
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the server is shutting down"}
 	case errors.Is(err, context.Canceled):
 		// The client went away: nobody reads this.
-		ae = &apiError{499, "canceled", err.Error()}
+		ae = &apiError{status: 499, code: "canceled", message: err.Error()}
 	default:
-		ae = &apiError{http.StatusInternalServerError, "internal", err.Error()}
+		ae = &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()}
 	}
-	writeError(w, ae)
+	if ae.hints == nil {
+		if hs := hint.Of(err); hs != nil {
+			c := *ae
+			c.hints = hs
+			ae = &c
+		}
+	}
+	s.writeError(w, ae)
 }
 
 // decode reads r's JSON body into v: unknown fields, a wrong type or

@@ -21,6 +21,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/encodertest"
 )
 
@@ -563,5 +564,43 @@ func TestPage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `api("v1/search"`) || strings.Contains(string(b), "http://") || strings.Contains(string(b), "https://") {
 		t.Fatalf("page: %d, %d bytes (wants no external URL)", resp.StatusCode, len(b))
+	}
+}
+
+// TestErrorHint: an error that carries a hint (package hint) answers it in
+// the JSON error, every shape, its text rendered by Options.HintText (the
+// action's words without one); an error without one has no "hint".
+func TestErrorHint(t *testing.T) {
+	hintOf := func(m map[string]any, plain bool) map[string]any {
+		e := m
+		if !plain {
+			e, _ = m["error"].(map[string]any)
+		}
+		hs, _ := e["hint"].([]any)
+		if len(hs) != 1 {
+			return nil
+		}
+		h, _ := hs[0].(map[string]any)
+		return h
+	}
+	words := newTestServer(t, Options{})
+	_, m := words.do(t, "POST", "/v1/rerank", `{"query": "a", "documents": ["x"]}`)
+	if h := hintOf(m, false); h["kind"] != "set-option" || h["option"] != "server.Options.Reranker" || h["text"] != "set server.Options.Reranker" {
+		t.Errorf("rerank without a reranker: %v", m)
+	}
+	if msg := errMessage(m); !strings.Contains(msg, "Options.Reranker") {
+		t.Errorf("message %q", msg)
+	}
+	cli := newTestServer(t, Options{HintText: func(a hint.Action) string { return "run: " + a.Option }})
+	_, m = cli.do(t, "POST", "/v1/search", `{"query": "a", "mode": "rerank"}`)
+	if h := hintOf(m, false); h["text"] != "run: server.Options.Reranker" {
+		t.Errorf("search mode rerank without a reranker: %v", m)
+	}
+	_, v := cli.doAny(t, "POST", "/rerank", `{"query": "a", "texts": ["x"]}`)
+	if m, _ := v.(map[string]any); hintOf(m, true)["option"] != "server.Options.Reranker" {
+		t.Errorf("TEI's rerank without a reranker: %v", v)
+	}
+	if _, m := cli.do(t, "GET", "/v2/nothing", ""); hintOf(m, false) != nil || strings.Contains(fmt.Sprint(m), "hint") {
+		t.Errorf("an error without a hint: %v", m)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
-	"github.com/anna-search/anna/model/catalog"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.
@@ -167,16 +166,11 @@ func modelVar(f *pflag.FlagSet, p *string, name, def, usage string) {
 }
 
 // resolveModelDir is installed.Resolve, as the engine resolves
-// Options.Model; a name it cannot resolve is left as given, for the
-// command to say what is wrong with it.
+// Options.Model (the catalogue's aliases too); a name it cannot resolve
+// is left as given, for the command to say what is wrong with it.
 func resolveModelDir(s string) string {
 	if d, err := installed.Resolve(home.ModelsDir(), s); err == nil {
 		return d
-	}
-	if e, err := catalog.Lookup(s); err == nil { // an alias: multilingual
-		if d, err := installed.Resolve(home.ModelsDir(), e.Name); err == nil {
-			return d
-		}
 	}
 	return s
 }

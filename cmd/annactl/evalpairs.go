@@ -129,7 +129,7 @@ func readEvalPairs(path, task string) (s1, s2 []string, gold []float64, err erro
 // pairEncoder loads the model (--model, else the default), behind the
 // embedding cache with --cache.
 func pairEncoder(ctx context.Context, fl evalFlags) (enc encoder.Encoder, closeEnc func(), err error) {
-	var ort *encoder.ORTEncoder
+	var ort *encoder.Model
 	if fl.model == "" {
 		ort, err = encoder.Default(ctx)
 	} else {

@@ -75,7 +75,7 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 }
 
 // rerankGiven reranks the top --rerank-depth of each query's hits in base.
-func (a *app) rerankGiven(ctx context.Context, rr *rerank.ORTReranker, ds *beir.Dataset, base eval.Run, qids []string, fl evalFlags, dataset string) (eval.Run, error) {
+func (a *app) rerankGiven(ctx context.Context, rr *rerank.Model, ds *beir.Dataset, base eval.Run, qids []string, fl evalFlags, dataset string) (eval.Run, error) {
 	texts := make(map[string]string, len(ds.Corpus))
 	for _, d := range ds.Corpus {
 		texts[d.ID] = engine.EmbedText(engine.Document(d))

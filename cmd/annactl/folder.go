@@ -50,11 +50,17 @@ type folderReport struct {
 	failed int
 	notes  []string
 	noted  int
+	// quiet leaves unnamed the files that failed before and were not
+	// read again (a watch's syncs after its first).
+	quiet bool
 }
 
 func (r *folderReport) onSkip(f files.File) {
 	if f.Err != nil && !f.Dir {
 		r.failed++
+		if r.quiet && errors.Is(f.Err, ingest.ErrNotReadAgain) {
+			return
+		}
 		fmt.Fprintf(r.a.stderr, "warning: %v\n", f.Err)
 	}
 }
@@ -74,6 +80,9 @@ func (r *folderReport) summary(name string, fs ingest.FolderStats) {
 	}
 	fmt.Fprintf(r.a.stderr, "indexed %s: %s\n", name, files.Summary(fs.FilesRead+fs.FilesUnchanged, skipped))
 	fmt.Fprintf(r.a.stderr, "  %s read, %s unchanged (not read again)", plural(fs.FilesRead, "file"), plural(fs.FilesUnchanged, "file"))
+	if fs.FilesStillFailing > 0 {
+		fmt.Fprintf(r.a.stderr, ", %s failed before and unchanged (not read again)", plural(fs.FilesStillFailing, "file"))
+	}
 	if fs.FilesMoved > 0 {
 		fmt.Fprintf(r.a.stderr, ", %s moved", plural(fs.FilesMoved, "file"))
 	}
@@ -143,7 +152,7 @@ func (a *app) watchFolder(ctx context.Context, eng *engine.Engine, folder string
 			}
 			if first {
 				rep.summary(folder, fs)
-				first = false
+				first, rep.quiet = false, true
 				return
 			}
 			if fs.FilesRead+fs.FilesRemoved+fs.FilesMoved+fs.FilesFailed == 0 && fs.Deleted == 0 {

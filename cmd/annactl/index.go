@@ -51,7 +51,8 @@ ext, format, size, mtime and sha256 (search --where 'ext=pdf'). Hidden files,
 what .gitignore and .annaignore leave out, and --exclude are not read; every
 file not read is counted by reason in the summary, and one that fails to
 read is named (the others go on; --strict exits 1). Indexing the folder again
-reads only files whose size or time changed, embeds only changed text, and
+reads only files whose size or time changed (a file that failed and has not
+changed is named again, not read again), embeds only changed text, and
 keeps the vectors of a renamed file; with --sync the documents of files gone
 leave too. --watch FOLDER does that, then keeps the directory in step as
 files change until Ctrl-C.

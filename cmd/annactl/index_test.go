@@ -89,10 +89,12 @@ func TestIndexFolder(t *testing.T) {
 	if out := index(); !strings.Contains(out, "indexed "+notes+": 2 read, 1 skipped: 1 .txt (binary)") || !strings.Contains(out, "2 files read") || !strings.Contains(out, "2 added") || !strings.Contains(out, "warning: blob.txt: binary") {
 		t.Fatalf("first index: %s", out)
 	}
-	// --strict: the failed file makes the run exit 1 (the others still indexed).
+	// --strict: the failed file makes the run exit 1 (the others still
+	// indexed), though, unchanged since it failed, it is not read again.
 	var stderr strings.Builder
 	if code := run(ctx, []string{"index", "--index", dir, "--strict", "--exclude", "drinks/**", notes}, strings.NewReader(""), io.Discard, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), "--strict: 1 file failed to read") || !strings.Contains(stderr.String(), "1 folder (ignored)") {
+		!strings.Contains(stderr.String(), "--strict: 1 file failed to read") || !strings.Contains(stderr.String(), "1 folder (ignored)") ||
+		!strings.Contains(stderr.String(), "warning: blob.txt: binary") || !strings.Contains(stderr.String(), "1 file failed before and unchanged (not read again)") {
 		t.Fatalf("--strict: exit %d\n%s", code, stderr.String())
 	}
 	put("drinks/coffee.txt", "Caffeine raises alertness and blood pressure.")
@@ -145,5 +147,49 @@ func TestIndexPrecision(t *testing.T) {
 	}
 	if r := annactl(t, "", "index", "--index", filepath.Join(tmp, "bad"), "--precision", "fp16", corpus); r.code != 2 || !strings.Contains(r.stderr, "--precision") {
 		t.Fatalf("--precision fp16: want a usage error naming the flag, got %s", r)
+	}
+}
+
+// TestIndexBrokenModel: a model that fails to embed (its graph cut short)
+// makes `annactl index` of a folder and of JSON lines exit 1 naming the
+// model's file, on a rerun too, with nothing stored.
+func TestIndexBrokenModel(t *testing.T) {
+	src := needModel(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "bad")
+	os.MkdirAll(bad, 0o755)
+	for _, f := range []string{"anna-model.json", "config.json", "tokenizer.json", "model.onnx"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "model.onnx" {
+			data = data[:len(data)/100]
+		}
+		os.WriteFile(filepath.Join(bad, f), data, 0o644)
+	}
+	notes := filepath.Join(tmp, "notes")
+	os.MkdirAll(notes, 0o755)
+	os.WriteFile(filepath.Join(notes, "wicks.md"), []byte("# Wicks\n\nTrim the wicks before the watch.\n"), 0o644)
+	corpus := filepath.Join(tmp, "c.jsonl")
+	os.WriteFile(corpus, []byte(`{"_id":"a","text":"Trim the wicks."}`+"\n"), 0o644)
+	for _, in := range []string{notes, corpus} {
+		dir := filepath.Join(tmp, "idx-"+filepath.Base(in))
+		for try := 1; try <= 2; try++ {
+			var stderr strings.Builder
+			code := run(ctx, []string{"index", "--index", dir, "--model", bad, "--precision", "float32", in}, strings.NewReader(""), io.Discard, &stderr)
+			if code == 0 || !strings.Contains(stderr.String(), "annactl index: engine: embedding") || !strings.Contains(stderr.String(), filepath.Join(bad, "model.onnx")) {
+				t.Fatalf("%s, run %d: exit %d\n%s", in, try, code, stderr.String())
+			}
+		}
+		eng, err := engine.Open(ctx, dir, engine.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := eng.Stats(); st.Documents != 0 {
+			t.Errorf("%s: %d documents stored", in, st.Documents)
+		}
+		eng.Close()
 	}
 }

@@ -97,7 +97,7 @@ func TestIndexSurvivesMovedModel(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("dense search with no model installed: %s, want exit 1", r)
 	}
-	for _, want := range []string{ftm.Name + " (" + ftm.ShortFingerprint() + ")", "annactl models add", "annactl reindex"} {
+	for _, want := range []string{ftm.Name + " (" + ftm.ShortFingerprint() + ")", "\n  run: annactl models add MODEL_DIR\n", "\n  or:  annactl reindex --index " + idx + " --model MODEL\n"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("dense search error %q does not say %q", r.stderr, want)
 		}

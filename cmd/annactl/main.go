@@ -195,7 +195,9 @@ func (a *app) exit(cmd *cobra.Command, err error) int {
 	var u usageError
 	switch {
 	case errors.As(err, &u):
-		fmt.Fprintf(a.stderr, "%s: %s\nRun '%s --help' for usage.\n", name, msg, name)
+		fmt.Fprintf(a.stderr, "%s: %s\n", name, msg)
+		printHints(a.stderr, err)
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", name)
 		return 2
 	case errors.Is(err, context.Canceled):
 		if msg == context.Canceled.Error() {
@@ -206,5 +208,6 @@ func (a *app) exit(cmd *cobra.Command, err error) int {
 		return 130
 	}
 	fmt.Fprintf(a.stderr, "%s: %s\n", name, msg)
+	printHints(a.stderr, err)
 	return 1
 }

@@ -103,7 +103,7 @@ func (nopWriteCloser) Close() error { return nil }
 // none is, the installed one measured to help, if any (rerank.Choose);
 // fusion is how it was measured to help (fused with the retrieval lists,
 // or alone).
-func loadReranker(ctx context.Context, name string, logf func(string, ...any)) (rr *rerank.ORTReranker, fusion bool, err error) {
+func loadReranker(ctx context.Context, name string, logf func(string, ...any)) (rr *rerank.Model, fusion bool, err error) {
 	rr, name, fusion, err = rerank.Choose(ctx, name, rerank.Options{})
 	if rr != nil {
 		logf("reranking with %s", name)

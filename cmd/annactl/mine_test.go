@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anna-search/anna/internal/bert/berttest"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/internal/storage"
 )
 
@@ -59,7 +59,7 @@ func TestMineFusionTeacher(t *testing.T) {
 	// A --reranker with --teacher fusion is a third signal, weighed by the
 	// calibration (it used to be loaded and ignored).
 	ce := filepath.Join(tmp, "ce")
-	berttest.WriteCrossEncoder(t, ce, 0)
+	inferencetest.WriteCrossEncoder(t, ce, 0)
 	out3 := filepath.Join(tmp, "mined-ce.jsonl")
 	r = mustRun(t, "mine-negatives", "--dataset", ds, "--split", "train", "--index", filepath.Join(tmp, "idx"),
 		"--output", out3, "--negatives", "3", "--top-k", "20", "--seed", "7", "--teacher", "fusion", "--calibrate", "12", "--reranker", ce)

@@ -65,8 +65,10 @@ the last label's logit minus the first's at the last token.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := oneOf("task", s.Task, model.TaskEmbed, model.TaskRerank); err != nil {
-				return err
+			if s.Task != "" {
+				if err := oneOf("task", s.Task, model.TaskEmbed, model.TaskRerank); err != nil {
+					return err
+				}
 			}
 			if s.Pooling != "" {
 				if err := oneOf("pooling", s.Pooling, "mean", "cls", "lasttoken"); err != nil {
@@ -100,7 +102,7 @@ the last label's logit minus the first's at the last token.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&s.Name, "name", "", "model name (default: DEST_DIR's base name)")
-	f.StringVar(&s.Task, "task", model.TaskEmbed, "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, or a decoder's yes/no logits; outputs logits)")
+	f.StringVar(&s.Task, "task", "", "embed (bi-encoder, outputs last_hidden_state) or rerank (cross-encoder, or a decoder's yes/no logits; outputs logits) (default: rerank for a checkpoint whose config.json names a ...ForSequenceClassification encoder, else embed)")
 	f.StringVar(&pairPrompt, "pair-prompt", "", `decoder rerankers: a JSON file {"prefix", "body" with {query} and {document}, "suffix", "labels"} (default: Qwen3-Reranker's prompt, labels ["no", "yes"])`)
 	f.StringVar(&s.Pooling, "pooling", "", "mean, cls or lasttoken (default: the checkpoint's Pooling module, else mean)")
 	f.IntVar(&s.MaxLength, "max-length", 0, "maximum tokens per input (0: sentence_bert_config.json, else min(512, max_position_embeddings))")

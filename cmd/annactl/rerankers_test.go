@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/anna-search/anna/eval/retrieval"
-	"github.com/anna-search/anna/internal/bert/berttest"
+	"github.com/anna-search/anna/internal/inference/inferencetest"
 	"github.com/anna-search/anna/internal/testmodels"
 	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
@@ -24,7 +24,7 @@ func TestRerankerUsedOnlyWhereMeasuredToHelp(t *testing.T) {
 	needModel(t)
 	tmp := t.TempDir()
 	ce := filepath.Join(tmp, "ce")
-	berttest.WriteCrossEncoder(t, ce, 0)
+	inferencetest.WriteCrossEncoder(t, ce, 0)
 	h := ownHome(t)
 
 	ds := writeBEIR(t, filepath.Join(tmp, "ds"), 30, 6, 3)

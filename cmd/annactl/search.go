@@ -210,7 +210,7 @@ func (a *app) runSearch(ctx context.Context, o searchOptions, args []string) err
 // searchReranker loads --reranker, or for --mode rerank without one the
 // installed reranker measured to help (an error saying why when none is);
 // nil when the search reranks nothing.
-func (a *app) searchReranker(ctx context.Context, o searchOptions) (*rerank.ORTReranker, error) {
+func (a *app) searchReranker(ctx context.Context, o searchOptions) (*rerank.Model, error) {
 	reranker := o.reranker
 	if reranker == "" && o.search.Mode == engine.ModeRerank {
 		// Unnamed, a reranker is used only where it was measured to help.

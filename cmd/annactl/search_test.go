@@ -145,7 +145,7 @@ func TestSearchFiltersAndSnippets(t *testing.T) {
 			t.Fatalf("index %v: %s, want a failure", bad, r)
 		}
 	}
-	if r := annactl(t, "", "index", "--index", dir, "--chunk-tokens", "128", filepath.Join("..", "..", "testdata", "demo", "corpus.jsonl")); r.code == 0 || !strings.Contains(r.stderr, "reindex") {
+	if r := annactl(t, "", "index", "--index", dir, "--chunk-tokens", "128", filepath.Join("..", "..", "testdata", "demo", "corpus.jsonl")); r.code == 0 || !strings.Contains(r.stderr, "\n  run: annactl reindex --index "+dir+" --chunk-tokens N\n") {
 		t.Fatalf("index with another chunking: %s, want a refusal pointing to reindex", r)
 	}
 	st, _ := statsOf(t, dir)

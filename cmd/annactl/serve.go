@@ -173,7 +173,8 @@ func (a *app) runServe(ctx context.Context, o serveOptions) error {
 	sopts := server.Options{APIKey: o.key, ReadOnly: o.readOnly, StrictModel: o.strictModel, MCPWrites: o.mcpWrites, Version: version(), Timeout: o.timeout, BatchWait: o.batchWait, Logf: a.logf,
 		Limits:       server.Limits{MaxBodyBytes: o.maxBody, MaxBatch: o.maxBatch, MaxK: o.maxK, MaxTextBytes: o.maxText, MaxRequestTokens: o.maxTokens},
 		CORS:         o.cors,
-		AllowedHosts: append(listenHost(o.listen), o.allowHosts...)}
+		AllowedHosts: append(listenHost(o.listen), o.allowHosts...),
+		HintText:     hintCommand}
 	rr, fusion, err := loadReranker(ctx, o.reranker, func(f string, a2 ...any) { a.logf("serve: "+f, a2...) })
 	if err != nil {
 		return err

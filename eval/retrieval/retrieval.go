@@ -316,7 +316,7 @@ func ChooseFusion(rows []Row, dataset, split string, queries int) (engine.Fusion
 	}
 	return engine.FusionChoice{
 		Fusion: rows[best].Mode.Fusion,
-		Why:    fmt.Sprintf("chosen by annactl eval on %s, split %s, %d judged queries: hybrid nDCG@10 %s", filepath.Base(filepath.Clean(dataset)), split, queries, strings.Join(parts, ", ")),
+		Why:    fmt.Sprintf("chosen by evaluation on %s, split %s, %d judged queries: hybrid nDCG@10 %s", filepath.Base(filepath.Clean(dataset)), split, queries, strings.Join(parts, ", ")),
 	}, nil
 }
 

@@ -93,6 +93,12 @@ const (
 	containerMax = 256 << 20 // PDF, Office, EPUB, mail
 )
 
+// ReadersVersion is the registry's version: raised whenever a reader
+// comes to read files it refused before (a better PDF reader, a format's
+// limit raised), so that what remembers failed files (package ingest)
+// tries them again.
+const ReadersVersion = 1
+
 // formats is the registry: every format anna reads, in the order Formats
 // lists them. Nothing outside this table maps a file to a reader.
 var formats = []Format{

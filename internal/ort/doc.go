@@ -9,11 +9,11 @@
 // The package links ONNX Runtime through onnxruntime_go, which needs cgo:
 // ort.go is built with `cgo && !annapure`. Elsewhere (CGO_ENABLED=0, or
 // -tags annapure) only Built (false) and ErrNotBuilt exist, and anna's
-// BERT models run in pure Go instead (internal/bert's backend "go").
+// BERT models run in pure Go instead (internal/inference's backend "go").
 package ort
 
 import "errors"
 
 // ErrNotBuilt is returned (wrapped) where ONNX Runtime is asked for in a
 // build without it.
-var ErrNotBuilt = errors.New("this annactl was built without ONNX Runtime (CGO_ENABLED=0 or -tags annapure)")
+var ErrNotBuilt = errors.New("this program was built without ONNX Runtime (CGO_ENABLED=0 or -tags annapure)")

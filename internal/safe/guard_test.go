@@ -2,13 +2,12 @@ package safe
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/anna-search/anna/internal/srcscan"
 )
 
 // Every exported function or method of the module's importable packages
@@ -25,24 +24,7 @@ func TestLibraryGuardsNilContext(t *testing.T) {
 	}
 	skipDirs := map[string]bool{"cmd": true, "tools": true, "benchmarks": true, "scripts": true, "testdata": true, "internal": true}
 	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (skipDirs[d.Name()] || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := srcscan.Files(root, func(_, name string) bool { return skipDirs[name] }, func(_ string, fset *token.FileSet, f *ast.File) error {
 		if f.Name.Name == "main" {
 			return nil
 		}

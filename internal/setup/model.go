@@ -124,7 +124,7 @@ func installForm(ctx context.Context, o Options, e catalog.Entry, src, q string)
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	if kept != "" {
-		o.logf("model %s: the graph installed before (%s) kept as %s for the indexes built with it (annactl reindex --index DIR --model %s moves one to this build's)", name, old.ShortFingerprint(), kept, name)
+		o.logf("model %s: the graph installed before (%s) kept as %s for the indexes built with it (reindexing one with the model %s moves it to this build's)", name, old.ShortFingerprint(), kept, name)
 	}
 	o.logf("model %s: installed the graph of this build (%s) at %s", name, m.ShortFingerprint(), dest)
 	return m, nil

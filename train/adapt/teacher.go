@@ -23,7 +23,7 @@ const teacherBatch = 64
 // embedding cache ($ANNA_HOME/cache/embeddings).
 type teacherModel struct {
 	enc  *encoder.Cache
-	m    *encoder.ORTEncoder
+	m    *encoder.Model
 	name string // the model's manifest name
 }
 

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/anna-search/anna/hint"
 )
 
 // Record is one example. The field order is the order written.
@@ -66,7 +68,7 @@ func Read(r io.Reader, name string, opts ReadOptions) ([]Record, error) {
 		case len(rec.Pos) == 0:
 			return nil, fmt.Errorf("%s:%d: field \"pos\" has no positive passage", name, line)
 		case opts.Negatives && len(rec.Neg) == 0:
-			return nil, fmt.Errorf("%s:%d: field \"neg\" has no negatives (mine hard negatives first: annactl mine-negatives)", name, line)
+			return nil, hint.Errorf(hint.Action{Kind: hint.MineNegatives}, "%s:%d: field \"neg\" has no negatives (mine hard negatives first)", name, line)
 		}
 		if opts.Scores && (len(rec.PosScores) != len(rec.Pos) || len(rec.NegScores) != len(rec.Neg)) {
 			return nil, fmt.Errorf("%s:%d: teacher scores needed: \"pos_scores\" has %d for %d positives, \"neg_scores\" %d for %d negatives (mine with a teacher, or train without distillation)",

@@ -13,7 +13,7 @@
 // SkipLayerNorm in ONNX Runtime's order of float32 operations, attention
 // in float32; the one departure is that the Q/K/V input's scale comes from
 // the batch's real tokens only (ONNX Runtime's also sees its padding).
-// It is what internal/bert's "go" backend
+// It is what internal/inference's "go" backend
 // runs where ONNX Runtime is not built in (CGO_ENABLED=0, -tags annapure)
 // or not wanted.
 //

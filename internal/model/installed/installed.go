@@ -38,9 +38,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
@@ -87,12 +89,36 @@ func Find(modelsDir, fingerprint string) (string, *model.Manifest, error) {
 	return "", nil, nil
 }
 
+// aliases are the catalogue's other names of its models, by the name each
+// is installed under: the one table, which model/catalog's entries read
+// (Entry.Aliases, Lookup) and Resolve uses without linking the catalogue.
+var aliases = map[string][]string{
+	"multilingual-e5-small": {"multilingual"},
+}
+
+// Aliases returns the catalogue's other names of the model it installs as
+// name (nil when none).
+func Aliases(name string) []string { return slices.Clone(aliases[name]) }
+
+// aliasOf returns the name the model called s is installed under when s
+// is one of its aliases (letter case ignored, as the catalogue's Lookup
+// does), else "".
+func aliasOf(s string) string {
+	for name, as := range aliases {
+		if slices.ContainsFunc(as, func(a string) bool { return strings.EqualFold(a, s) }) {
+			return name
+		}
+	}
+	return ""
+}
+
 // Resolve returns the model directory s names: s itself when it is a path
 // (it holds a path separator, or exists where it is named), else the
-// installed model modelsDir/s — how a model is named to annactl's --model
-// and to the engine's Options.Model alike. "" resolves to "". A name
-// found in neither place is an error saying where it looked and which
-// models are installed.
+// installed model modelsDir/s, or modelsDir/NAME when s is an alias of the
+// catalogue's model NAME ("multilingual") — how a model is named to
+// annactl's --model and to the engine's Options.Model alike. "" resolves
+// to "". A name found in none of these places is an error saying where it
+// looked and which models are installed, with a hint to install it.
 func Resolve(modelsDir, s string) (string, error) {
 	if s == "" || strings.ContainsRune(s, filepath.Separator) {
 		return s, nil
@@ -103,6 +129,14 @@ func Resolve(modelsDir, s string) (string, error) {
 	d := filepath.Join(modelsDir, s)
 	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 		return d, nil
+	}
+	var install string // a catalogue name, when s is an alias
+	if name := aliasOf(s); name != "" {
+		install = name
+		if fi, err := os.Stat(filepath.Join(modelsDir, name)); err == nil && fi.IsDir() {
+			return filepath.Join(modelsDir, name), nil
+		}
+		d += " (nor " + filepath.Join(modelsDir, name) + ", the catalogue's model it names)"
 	}
 	var names []string
 	if entries, err := os.ReadDir(modelsDir); err == nil {
@@ -116,7 +150,7 @@ func Resolve(modelsDir, s string) (string, error) {
 	if len(names) > 0 {
 		have = "installed: " + strings.Join(names, ", ")
 	}
-	return "", fmt.Errorf("installed: model %q: no directory %s here, and no installed model %s (%s; annactl models install NAME installs the catalogue's)", s, s, d, have)
+	return "", hint.Errorf(hint.Action{Kind: hint.InstallModel, Model: install}, "installed: model %q: no directory %s here, and no installed model %s (%s; the catalogue's models install by name)", s, s, d, have)
 }
 
 // Keep makes sure the model directory src is installed under modelsDir,

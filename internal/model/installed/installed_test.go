@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/model"
 )
 
@@ -228,5 +229,36 @@ func TestReplace(t *testing.T) {
 	}
 	if m, err := model.LoadManifest(filepath.Join(models, "m-int8")); err != nil || m.Fingerprint != cur.Fingerprint {
 		t.Errorf("after a refused Replace: %+v, %v", m, err)
+	}
+}
+
+// TestResolve: a path is itself, a name the installed model's directory,
+// an alias of the catalogue (any letter case) the model it names; a name
+// found nowhere is an error with a hint to install it, naming the
+// catalogue's model when the name is an alias.
+func TestResolve(t *testing.T) {
+	models := t.TempDir()
+	fakeModel(t, filepath.Join(models, "multilingual-e5-small"), "multilingual-e5-small", "g")
+	for s, want := range map[string]string{
+		"":                      "",
+		"multilingual-e5-small": filepath.Join(models, "multilingual-e5-small"),
+		"multilingual":          filepath.Join(models, "multilingual-e5-small"),
+		"Multilingual":          filepath.Join(models, "multilingual-e5-small"),
+		models + "/x":           models + "/x",
+	} {
+		if got, err := Resolve(models, s); err != nil || got != want {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", s, got, err, want)
+		}
+	}
+	empty := t.TempDir()
+	for s, want := range map[string]string{"multilingual": "multilingual-e5-small", "no-such-model": ""} {
+		_, err := Resolve(empty, s)
+		hs := hint.Of(err)
+		if err == nil || len(hs) != 1 || hs[0] != (hint.Action{Kind: hint.InstallModel, Model: want}) || strings.Contains(err.Error(), "annactl") {
+			t.Errorf("Resolve(%q) of nothing installed: %v, hint %+v", s, err, hs)
+		}
+	}
+	if got := Aliases("multilingual-e5-small"); len(got) != 1 || got[0] != "multilingual" {
+		t.Errorf("Aliases = %v", got)
 	}
 }

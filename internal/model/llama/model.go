@@ -16,7 +16,7 @@
 // Serving (embed.go, head*.go, graph.go, graph_quant.go, embed_quant.go): ReadGraph
 // reads a converted decoder's float32 model.onnx (model/onnx's BuildLlama)
 // back into the checkpoint's tensors (ReadQuantizedGraph also an int8 or
-// int4 one), and an Embedder runs them for inference — internal/bert's "go"
+// int4 one), and an Embedder runs them for inference — internal/inference's "go"
 // backend, where ONNX Runtime is not built in or not wanted — computing
 // what the graph outputs: the last hidden state (pooled outside: last
 // token, mean), a trained pooling head's embedding (latent,
@@ -24,7 +24,7 @@
 // [h_C; h_EOS], or a decoder reranker's label logits (one head per
 // technique, head_*.go, chosen once from config.json), causal or
 // bidirectional as config.json says, within float32 rounding of ONNX
-// Runtime (internal/bert's TestGoDecoderMatchesORT) and of a naive
+// Runtime (internal/inference's TestGoDecoderMatchesORT) and of a naive
 // reference (TestEmbedderMatchesReference). Its weights are packed once
 // for internal/tensor's inference GEMM; only a batch's real rows are
 // computed; results do not depend on the thread count. An int8 graph's

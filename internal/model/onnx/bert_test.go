@@ -400,3 +400,39 @@ func TestMatMulGraph(t *testing.T) {
 		t.Errorf("MatMul: %v, want [-2 -2]", got)
 	}
 }
+
+// TestImportDetectsCrossEncoder: a checkpoint whose config.json names
+// BertForSequenceClassification is imported as a reranker without --task
+// (it had become an embedder of its hidden states); a BertModel embeds; an
+// explicit Task wins.
+func TestImportDetectsCrossEncoder(t *testing.T) {
+	cfg := tinyConfig("gelu")
+	for _, c := range []struct {
+		arch, task, want string
+	}{
+		{"BertForSequenceClassification", "", model.TaskRerank},
+		{"BertModel", "", model.TaskEmbed},
+		{"", "", model.TaskEmbed},
+		{"BertForSequenceClassification", model.TaskEmbed, model.TaskEmbed},
+	} {
+		src := t.TempDir()
+		arch := ""
+		if c.arch != "" {
+			arch = `"architectures":["` + c.arch + `"],`
+		}
+		cfgJSON := `{` + arch + `"model_type":"bert","vocab_size":50,"hidden_size":16,"num_hidden_layers":2,"num_attention_heads":4,
+			"intermediate_size":24,"max_position_embeddings":32,"type_vocab_size":2,"hidden_act":"gelu","num_labels":3}`
+		os.WriteFile(filepath.Join(src, "config.json"), []byte(cfgJSON), 0o644)
+		os.WriteFile(filepath.Join(src, "tokenizer.json"), []byte(`{"model":{"type":"WordPiece"}}`), 0o644)
+		if err := safetensors.WriteFile(filepath.Join(src, "model.safetensors"), tinyTensors(cfg, "bert.", 5), nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Import(context.Background(), src, filepath.Join(t.TempDir(), "m"), Settings{Task: c.task})
+		if err != nil {
+			t.Fatalf("%s, task %q: %v", c.arch, c.task, err)
+		}
+		if m.Task != c.want {
+			t.Errorf("%s, task %q: imported as %s, want %s", c.arch, c.task, m.Task, c.want)
+		}
+	}
+}

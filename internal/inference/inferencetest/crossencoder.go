@@ -1,4 +1,4 @@
-package berttest
+package inferencetest
 
 import (
 	"context"

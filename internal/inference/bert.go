@@ -1,6 +1,9 @@
-// Package bert runs the converted BERT models of `annactl models import`
-// (a model.Dir: anna-model.json, config.json, model.onnx, tokenizer.json)
-// in ONNX Runtime or in pure Go (Options.Backend). It is the one copy of
+// Package inference is the model runtime: it runs the converted models of
+// `annactl models import` (a model.Dir: anna-model.json, config.json,
+// model.onnx, tokenizer.json), BERT-family encoders and cross-encoders and
+// Llama-family decoders alike, in ONNX Runtime or in pure Go
+// (Options.Backend). (It was internal/bert, named for its first family.)
+// It is the one copy of
 // what the encoder (task embed) and rerank (task rerank) packages share:
 // opening and checking a model directory for a task, loading its
 // tokenizer, the backend that runs the graph (an ONNX Runtime session, or
@@ -58,7 +61,7 @@
 // A nil context.Context given to a function of this package is
 // context.Background(), and a panic on a goroutine it starts comes back
 // as Run's error (internal/parallel).
-package bert
+package inference
 
 import (
 	"context"
@@ -71,6 +74,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
@@ -135,6 +139,9 @@ type Spec struct {
 	// Want completes the error for a directory of another task:
 	// "DIR is a TASK model, not " + Want.
 	Want string
+	// Hints are what the user can do about a directory of another task
+	// (hint.Of of the error).
+	Hints []hint.Action
 	// Window is how many inputs are tokenised and length-sorted together
 	// (0: all of a Run's).
 	Window   int
@@ -189,7 +196,7 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 	}
 	man, cfg := md.Manifest, md.Config
 	if man.Task != spec.Task {
-		return nil, fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want)
+		return nil, hint.Wrap(fmt.Errorf("%s: %s is a %s model, not %s", spec.Name, dir, man.Task, spec.Want), spec.Hints...)
 	}
 	o = o.withDefaults(spec.Defaults)
 	m := &Model{dir: md, spec: spec, maxLen: man.MaxLength, batch: batching{o.BatchSize, o.BatchTokens, unpaddedFrom}, workers: o.Workers,

@@ -1,6 +1,6 @@
 //go:build cgo && !annapure
 
-package bert
+package inference
 
 import (
 	"fmt"

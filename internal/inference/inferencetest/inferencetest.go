@@ -1,5 +1,5 @@
-// Package berttest holds test helpers shared by the packages built on
-// internal/bert (encoder, rerank): golden files of model outputs, and
+// Package inferencetest holds test helpers shared by the packages built on
+// internal/inference (encoder, rerank): golden files of model outputs, and
 // calls released at once from several goroutines.
 //
 // A golden file is JSON, a list of cases, each a name, a key (what else
@@ -9,7 +9,7 @@
 // machine than the one that recorded a file the outputs may differ in the
 // last bits: Golden then accepts a tolerance and logs how many values were
 // not bit-identical, unless the test runs with -golden.exact.
-package berttest
+package inferencetest
 
 import (
 	"encoding/base64"

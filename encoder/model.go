@@ -12,14 +12,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anna-search/anna/internal/bert"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/model"
 )
 
-// Options tune an ORTEncoder. Zero values pick the defaults. The fields
-// are those of internal/bert's Options, which the reranker shares, with the
+// Options tune a Model. Zero values pick the defaults. The fields
+// are those of internal/inference's Options, which the reranker shares, with the
 // encoder's defaults.
 type Options struct {
 	// IntraOpThreads is ONNX Runtime's thread count inside one operator
@@ -38,7 +38,7 @@ type Options struct {
 	BatchSize int // texts per ONNX Runtime call, at most (default 32)
 	// BatchTokens caps a batch's padded tokens (default 1024): texts of
 	// 512 tokens go two at a time, of 32 tokens BatchSize at a time. See
-	// internal/bert's Options for what it bought.
+	// internal/inference's Options for what it bought.
 	BatchTokens int
 	// MaxLength overrides the manifest's max length (at most the model's
 	// max_position_embeddings). Vectors of longer texts change, so the
@@ -54,35 +54,42 @@ type Options struct {
 
 // Backend names, Options.Backend's values.
 const (
-	BackendORT = bert.BackendORT
-	BackendGo  = bert.BackendGo
+	BackendORT = inference.BackendORT
+	BackendGo  = inference.BackendGo
 )
+
+// ORTEncoder is Model's old name.
+//
+// Deprecated: use Model; it also runs the pure-Go backend.
+type ORTEncoder = Model
 
 // DefaultBackend is the backend of Options without one: "onnxruntime"
 // where this build has ONNX Runtime, else "go".
-func DefaultBackend() string { return bert.DefaultBackend() }
+func DefaultBackend() string { return inference.DefaultBackend() }
 
-// ORTEncoder embeds with a converted model in ONNX Runtime. Its session is
-// created on the first call that has a text to embed (see internal/bert),
-// so opening a model to read its fingerprint and dim, or serving every
-// text from a Cache, costs no session. It is safe for concurrent use;
-// Close it when done.
-type ORTEncoder struct {
-	m           *bert.Model
+// Model embeds with a converted model directory, run in this process by
+// ONNX Runtime or by anna's pure-Go forward (Options.Backend; a model
+// another server runs is a RemoteEncoder). Its session is created on the
+// first call that has a text to embed (see internal/inference), so opening a
+// model to read its fingerprint and dim, or serving every text from a
+// Cache, costs no session. It is safe for concurrent use; Close it when
+// done.
+type Model struct {
+	m           *inference.Model
 	fingerprint string
 	// context is a Causal2Vec model's paired encoder (Manifest.Context),
 	// whose vector of each text the graph takes; nil otherwise.
-	context *ORTEncoder
+	context *Model
 }
 
-var _ Encoder = (*ORTEncoder)(nil)
+var _ Encoder = (*Model)(nil)
 
 // spec is what the encoder serves from a model directory, with the
 // defaults documented on Options.
-var spec = bert.Spec{
+var spec = inference.Spec{
 	Task: model.TaskEmbed, Name: "encoder", Want: "an embedding model",
 	Window:   sortWindow,
-	Defaults: bert.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
+	Defaults: inference.Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32},
 }
 
 // sortWindow is how many texts are tokenised and length-sorted together:
@@ -97,7 +104,7 @@ const sortWindow = 4096
 func DefaultDir() string { return home.DefaultEmbedModel() }
 
 // Default loads the default model (DefaultDir).
-func Default(ctx context.Context) (*ORTEncoder, error) {
+func Default(ctx context.Context) (*Model, error) {
 	ctx = safe.Ctx(ctx)
 	dir, err := home.RequireDefaultEmbedModel()
 	if err != nil {
@@ -110,14 +117,14 @@ func Default(ctx context.Context) (*ORTEncoder, error) {
 // directory and loads the tokenizer. The ONNX Runtime session is created
 // by the first embed call that needs it, which also returns its error (a
 // damaged model.onnx, say).
-func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, error) {
+func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
-	m, err := bert.Open(ctx, modelDir, spec, bert.Options(opts))
+	m, err := inference.Open(ctx, modelDir, spec, inference.Options(opts))
 	if err != nil {
 		return nil, err
 	}
 	man := m.Manifest()
-	e := &ORTEncoder{m: m, fingerprint: man.Fingerprint}
+	e := &Model{m: m, fingerprint: man.Fingerprint}
 	if c := man.Context; c != nil {
 		if e.context, err = loadContext(ctx, modelDir, c); err != nil {
 			m.Close()
@@ -133,7 +140,7 @@ func Load(ctx context.Context, modelDir string, opts Options) (*ORTEncoder, erro
 
 // loadContext opens a Causal2Vec model's paired encoder: c.Path, else the
 // installed model c.Name, whose fingerprint and dimension must be c's.
-func loadContext(ctx context.Context, modelDir string, c *model.ContextModel) (*ORTEncoder, error) {
+func loadContext(ctx context.Context, modelDir string, c *model.ContextModel) (*Model, error) {
 	dir := c.Path
 	if _, err := os.Stat(filepath.Join(dir, model.ManifestFile)); dir == "" || err != nil {
 		dir = filepath.Join(home.ModelsDir(), c.Name)
@@ -152,7 +159,7 @@ func loadContext(ctx context.Context, modelDir string, c *model.ContextModel) (*
 // Close frees the ONNX Runtime session (if one was created) and the
 // tokenizer (and a Causal2Vec model's paired encoder). It waits for
 // running calls; later calls fail.
-func (e *ORTEncoder) Close() error {
+func (e *Model) Close() error {
 	if e.context != nil {
 		return errors.Join(e.m.Close(), e.context.Close())
 	}
@@ -160,23 +167,23 @@ func (e *ORTEncoder) Close() error {
 }
 
 // Dim is the embedding width.
-func (e *ORTEncoder) Dim() int { return e.m.Manifest().Dim }
+func (e *Model) Dim() int { return e.m.Manifest().Dim }
 
 // Fingerprint is the manifest's fingerprint (adjusted for a MaxLength
 // override).
-func (e *ORTEncoder) Fingerprint() string { return e.fingerprint }
+func (e *Model) Fingerprint() string { return e.fingerprint }
 
 // Manifest returns the model's manifest (do not modify it).
-func (e *ORTEncoder) Manifest() *model.Manifest { return e.m.Manifest() }
+func (e *Model) Manifest() *model.Manifest { return e.m.Manifest() }
 
 // MaxLength is the token limit inputs are truncated to.
-func (e *ORTEncoder) MaxLength() int { return e.m.MaxLength() }
+func (e *Model) MaxLength() int { return e.m.MaxLength() }
 
 // FormatDocument is the exact text embedded for document d.
-func (e *ORTEncoder) FormatDocument(d string) string { return e.Manifest().DocumentPrefix + d }
+func (e *Model) FormatDocument(d string) string { return e.Manifest().DocumentPrefix + d }
 
 // FormatQuery is the exact text embedded for query q under prompt p.
-func (e *ORTEncoder) FormatQuery(q string, p Prompt) string {
+func (e *Model) FormatQuery(q string, p Prompt) string {
 	man := e.Manifest()
 	t := man.InstructionTemplate
 	if t == "" {
@@ -186,7 +193,7 @@ func (e *ORTEncoder) FormatQuery(q string, p Prompt) string {
 }
 
 // EmbedDocuments embeds texts as documents, in input order.
-func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *Model) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
 	ctx = safe.Ctx(ctx)
 	in := texts
 	if e.Manifest().DocumentPrefix != "" {
@@ -205,7 +212,7 @@ func (e *ORTEncoder) EmbedDocuments(ctx context.Context, texts []string) ([][]fl
 }
 
 // EmbedQueries embeds queries formatted with p (see Prompt), in input order.
-func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error) {
+func (e *Model) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error) {
 	ctx = safe.Ctx(ctx)
 	in := make([]string, len(queries))
 	for i, q := range queries {
@@ -226,14 +233,14 @@ func (e *ORTEncoder) EmbedQueries(ctx context.Context, queries []string, p Promp
 // without its instruction, a document), and the contextual token goes after
 // the tokens texts[i] shares with prefix(i) tokenised alone (the BOS, if
 // any, and the instruction), before EOS.
-func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, prefix func(int) string) ([][]float32, error) {
+func (e *Model) embedCausal2Vec(ctx context.Context, texts, raw []string, prefix func(int) string) ([][]float32, error) {
 	vecs, err := e.context.EmbedDocuments(ctx, raw)
 	if err != nil {
 		return nil, fmt.Errorf("encoder: the paired encoder: %w", err)
 	}
 	tok := e.m.Tokenizer()
 	prefixes := map[string][]int64{}
-	return e.run(ctx, bert.Inputs{Texts: texts, Context: vecs, Reserve: 1, Prepare: func(i int, ids []int64) []int64 {
+	return e.run(ctx, inference.Inputs{Texts: texts, Context: vecs, Reserve: 1, Prepare: func(i int, ids []int64) []int64 {
 		p := prefix(i)
 		pre, ok := prefixes[p] // prefixes are few; Prepare runs on one goroutine per window
 		if !ok {
@@ -253,7 +260,7 @@ func (e *ORTEncoder) embedCausal2Vec(ctx context.Context, texts, raw []string, p
 // (internal/train/technique/autoregembed): the text's tokens with the tokenizer's
 // BOS kept and its EOS dropped, the role's instruction tokenised alone,
 // then the k memory tokens (ids vocab … vocab+k−1).
-func (e *ORTEncoder) embedMemory(ctx context.Context, texts []string, query bool) ([][]float32, error) {
+func (e *Model) embedMemory(ctx context.Context, texts []string, query bool) ([][]float32, error) {
 	mt, tok := e.Manifest().Memory, e.m.Tokenizer()
 	instr := tok.IDs(mt.DocumentInstruction)
 	if query {
@@ -263,7 +270,7 @@ func (e *ORTEncoder) embedMemory(ctx context.Context, texts []string, query bool
 	for j := range mem {
 		mem[j] = int64(e.m.Config().VocabSize + j)
 	}
-	return e.run(ctx, bert.Inputs{Texts: texts, Reserve: len(instr) + mt.Count - 1, Prepare: func(_ int, ids []int64) []int64 {
+	return e.run(ctx, inference.Inputs{Texts: texts, Reserve: len(instr) + mt.Count - 1, Prepare: func(_ int, ids []int64) []int64 {
 		return slices.Concat(ids[:max(len(ids)-1, 0)], instr, mem)
 	}})
 }
@@ -285,21 +292,21 @@ type Stats struct {
 }
 
 // Stats returns the counters since Load.
-func (e *ORTEncoder) Stats() Stats { return Stats(e.m.Stats()) }
+func (e *Model) Stats() Stats { return Stats(e.m.Stats()) }
 
 // embed runs texts through the model (tokenised, sorted by length so each
-// batch pads little, batched over the workers; see internal/bert) and
+// batch pads little, batched over the workers; see internal/inference) and
 // pools each text's hidden states; results come back in input order.
-func (e *ORTEncoder) embed(ctx context.Context, texts []string) ([][]float32, error) {
-	return e.run(ctx, bert.Inputs{Texts: texts})
+func (e *Model) embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return e.run(ctx, inference.Inputs{Texts: texts})
 }
 
 // run is embed over any inputs.
-func (e *ORTEncoder) run(ctx context.Context, in bert.Inputs) ([][]float32, error) {
+func (e *Model) run(ctx context.Context, in inference.Inputs) ([][]float32, error) {
 	man := e.Manifest()
 	dim := man.Dim
 	out := make([][]float32, len(in.Texts))
-	err := e.m.Run(ctx, in, func(b bert.Batch) error {
+	err := e.m.Run(ctx, in, func(b inference.Batch) error {
 		buf := make([]float32, len(b.Rows)*dim) // one allocation for the whole batch
 		for r, i := range b.Rows {
 			v := buf[r*dim : (r+1)*dim : (r+1)*dim]
