@@ -32,8 +32,9 @@
 //
 // Apart from those, infer.go holds inference-only helpers for model/bert's
 // forward (SoftmaxScaled, ExpScaled, GELUInPlace, AddLayerNorm): AVX2 with
-// FMA where there is AVX2 (infer_amd64.s), the same formulas in Go
-// elsewhere. They are in place, single-goroutine, and agree with the
+// FMA where there is AVX2 (infer_amd64.s; ExpScaled's rows in AVX-512
+// where there is AVX-512, softmax_avx512_amd64.s, the same values), the
+// same formulas in Go elsewhere. They are in place, single-goroutine, and agree with the
 // training ops to float32 rounding but, unlike them, not bit for bit
 // across CPUs; the training ops do not use them. PackedAttention
 // (infer_attention.go), model/bert's and model/llama's inference attention

@@ -5,7 +5,34 @@
 // scalar tail). Each element goes through exactly the operations of
 // scaleBiasMaxAVX2 and expSubSumAVX2 (infer_amd64.s), in their order and
 // with the same fused multiply-adds, so its value is theirs bit for bit;
-// only the sum is added in another order. c points at inferTable.
+// only the sum is added in another order. c points at inferTable. In
+// EXP16: k = round(x·log2e), r = x − k·ln2hi − k·ln2lo, then
+// p = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5, p·r² + r + 1.
+
+// EXP16 leaves in Z2 the polynomial of e^(Z0 − mx) and in Z4 its 2^k
+// (their product is the value), in K2 the lanes with Z0 − mx ≥ −87 (not
+// −Inf); mx in Z14, the constants in Z16..Z27 (below). It clobbers Z0,
+// Z1, Z3.
+#define EXP16 \
+	VSUBPS  Z14, Z0, Z0; \
+	VCMPPS  $5, Z16, Z0, K2; \
+	VMAXPS  Z16, Z0, Z0; \
+	VMULPS  Z17, Z0, Z1; \
+	VRNDSCALEPS $0, Z1, Z1; \
+	VFNMADD231PS Z18, Z1, Z0; \
+	VFNMADD231PS Z19, Z1, Z0; \
+	VMOVAPS Z20, Z2; \
+	VFMADD213PS Z21, Z0, Z2; \
+	VFMADD213PS Z22, Z0, Z2; \
+	VFMADD213PS Z23, Z0, Z2; \
+	VFMADD213PS Z24, Z0, Z2; \
+	VFMADD213PS Z25, Z0, Z2; \
+	VMULPS  Z0, Z0, Z3; \
+	VFMADD213PS Z0, Z3, Z2; \
+	VADDPS  Z26, Z2, Z2; \
+	VCVTPS2DQ Z1, Z4; \
+	VPADDD  Z27, Z4, Z4; \
+	VPSLLD  $23, Z4, Z4
 
 // func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
 // x[i] = e^(x[i]·s + b[i] − max) (0 below e^−87: the masked keys at
@@ -75,25 +102,7 @@ maxred:
 	JZ   exptail
 exploop:
 	VMOVUPS (DI), Z0
-	VSUBPS  Z14, Z0, Z0
-	VCMPPS  $5, Z16, Z0, K2       // x ≥ −87 (not −Inf)
-	VMAXPS  Z16, Z0, Z0
-	VMULPS  Z17, Z0, Z1
-	VRNDSCALEPS $0, Z1, Z1        // k = round(x·log2e)
-	VFNMADD231PS Z18, Z1, Z0      // r = x − k·ln2hi
-	VFNMADD231PS Z19, Z1, Z0      //     − k·ln2lo
-	VMOVAPS Z20, Z2
-	VFMADD213PS Z21, Z0, Z2
-	VFMADD213PS Z22, Z0, Z2
-	VFMADD213PS Z23, Z0, Z2
-	VFMADD213PS Z24, Z0, Z2
-	VFMADD213PS Z25, Z0, Z2
-	VMULPS  Z0, Z0, Z3
-	VFMADD213PS Z0, Z3, Z2        // p·r² + r
-	VADDPS  Z26, Z2, Z2
-	VCVTPS2DQ Z1, Z4
-	VPADDD  Z27, Z4, Z4
-	VPSLLD  $23, Z4, Z4           // 2^k
+	EXP16
 	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87
 	VMOVUPS Z2, (DI)
 	VADDPS  Z2, Z13, Z13
@@ -104,26 +113,8 @@ exptail:
 	KORTESTW K1, K1
 	JZ   expred
 	VMOVUPS.Z (DI), K1, Z0
-	VSUBPS  Z14, Z0, Z0
-	VCMPPS  $5, Z16, Z0, K2
+	EXP16
 	KANDW   K1, K2, K2
-	VMAXPS  Z16, Z0, Z0
-	VMULPS  Z17, Z0, Z1
-	VRNDSCALEPS $0, Z1, Z1
-	VFNMADD231PS Z18, Z1, Z0
-	VFNMADD231PS Z19, Z1, Z0
-	VMOVAPS Z20, Z2
-	VFMADD213PS Z21, Z0, Z2
-	VFMADD213PS Z22, Z0, Z2
-	VFMADD213PS Z23, Z0, Z2
-	VFMADD213PS Z24, Z0, Z2
-	VFMADD213PS Z25, Z0, Z2
-	VMULPS  Z0, Z0, Z3
-	VFMADD213PS Z0, Z3, Z2
-	VADDPS  Z26, Z2, Z2
-	VCVTPS2DQ Z1, Z4
-	VPADDD  Z27, Z4, Z4
-	VPSLLD  $23, Z4, Z4
 	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87 and past n
 	VMOVUPS Z2, K1, (DI)
 	VADDPS  Z2, Z13, Z13
