@@ -2,7 +2,6 @@ package adapt
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -68,12 +67,7 @@ func TestCorpusCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []byte
-	for _, d := range docs { // the second half of each document's first sentence
-		w := strings.Fields(strings.SplitN(d.Text, ".", 2)[0])
-		line, _ := json.Marshal(map[string]any{"query": strings.Join(w[4:], " "), "pos_ids": []string{d.ID}})
-		held = append(append(held, line...), '\n')
-	}
+	held := firstSentenceQueries(docs)
 	if err := os.WriteFile(r.path("heldout.jsonl"), held, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -49,17 +49,7 @@ func TestFusionStage(t *testing.T) {
 	c.TeacherModels = []string{home.DefaultModel()}
 	// No held-out queries: the stage adds the extractive queries of every
 	// tenth document.
-	r := &run{cfg: c}
-	if err := r.cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.open(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.fusion(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep := r.st.Report
+	rep := fusionStage(t, c).st.Report
 	if rep.FusionQueries != 4 || len(rep.FusionScores) != 3 || rep.Fusion == "" {
 		t.Fatalf("fusion stage: %d queries, scores %v, chose %q; want the 4 extractive queries of every tenth of 40 documents, 3 scores", rep.FusionQueries, rep.FusionScores, rep.Fusion)
 	}
@@ -94,28 +84,12 @@ func TestFusionStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var judged []byte
-	for _, d := range docs { // the second half of each document's first sentence
-		w := strings.Fields(strings.SplitN(d.Text, ".", 2)[0])
-		line, _ := json.Marshal(map[string]any{"query": strings.Join(w[4:], " "), "pos_ids": []string{d.ID}})
-		judged = append(append(judged, line...), '\n')
-	}
 	jc := c
 	jc.Work, jc.Judged = filepath.Join(tmp, "wj"), filepath.Join(tmp, "judged.jsonl")
-	if err := os.WriteFile(jc.Judged, judged, 0o644); err != nil {
+	if err := os.WriteFile(jc.Judged, firstSentenceQueries(docs), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	jr := &run{cfg: jc}
-	if err := jr.cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := jr.open(); err != nil {
-		t.Fatal(err)
-	}
-	if err := jr.fusion(ctx); err != nil {
-		t.Fatal(err)
-	}
-	jrep := jr.st.Report
+	jrep := fusionStage(t, jc).st.Report
 	want := chooseFusion(map[engine.Fusion]float64{engine.FusionRRF: jrep.FusionScores["rrf"], engine.FusionMinMax: jrep.FusionScores["minmax"], engine.FusionDBSF: jrep.FusionScores["dbsf"]})
 	if jrep.FusionQueries != len(docs) || jrep.Fusion != string(want) {
 		t.Fatalf("judged: %d queries, scores %v, chose %s; want %d queries choosing %s", jrep.FusionQueries, jrep.FusionScores, jrep.Fusion, len(docs), want)
@@ -143,16 +117,7 @@ func TestFusionStage(t *testing.T) {
 		cc := c
 		cc.Work = filepath.Join(tmp, fmt.Sprint("w", i))
 		change(&cc)
-		r := &run{cfg: cc}
-		if err := r.cfg.validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.open(); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.fusion(ctx); err != nil {
-			t.Fatal(err)
-		}
+		r := fusionStage(t, cc)
 		if r.st.Report.Fusion != "" || r.st.Report.FusionScores != nil {
 			t.Fatalf("case %d: chose %q (%v)", i, r.st.Report.Fusion, r.st.Report.FusionScores)
 		}
@@ -166,4 +131,32 @@ func TestFusionStage(t *testing.T) {
 			t.Fatalf("case %d: the index's recorded fusion became %s", i, st.Fusion)
 		}
 	}
+}
+
+// fusionStage runs the fusion stage alone with c and returns its run.
+func fusionStage(t *testing.T, c Config) *run {
+	t.Helper()
+	r := &run{cfg: c}
+	if err := r.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.fusion(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// firstSentenceQueries are JSON lines of judged queries, one per document:
+// the second half of its first sentence, the document relevant.
+func firstSentenceQueries(docs []engine.Document) []byte {
+	var out []byte
+	for _, d := range docs {
+		w := strings.Fields(strings.SplitN(d.Text, ".", 2)[0])
+		line, _ := json.Marshal(map[string]any{"query": strings.Join(w[4:], " "), "pos_ids": []string{d.ID}})
+		out = append(append(out, line...), '\n')
+	}
+	return out
 }
