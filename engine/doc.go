@@ -1,8 +1,9 @@
 // Package engine is anna's public Go API: one directory on disk holding a
 // document store (bbolt, the source of truth), a BM25 index (Bleve) and an
 // HNSW graph of embeddings computed in-process, searched lexically, densely,
-// or both fused with reciprocal rank fusion (k = 60; or by their scores,
-// SearchOptions.Fusion, each list weighted by SearchOptions.Weights),
+// or both fused — by their scores (DBSF, DefaultFusion), by reciprocal rank
+// (k = 60) or min-max, SearchOptions.Fusion, each list weighted by
+// SearchOptions.Weights —
 // optionally reranked by a cross-encoder — its order replacing the
 // candidates', or its list fused with theirs (SearchOptions.RerankFusion,
 // the ANNA pipeline).
