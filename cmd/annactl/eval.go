@@ -371,15 +371,16 @@ func fusionNote(eng *engine.Engine, search engine.SearchOptions) (string, error)
 		eff.Fusion, chosen = st.Fusion, st.FusionChoice.Active(st.Model.Fingerprint)
 	}
 	l := retrieval.FusionLabel(eff)
-	switch {
-	case chosen && l == "":
-		return "; fused by " + string(eff.Fusion) + " (the index's choice)", nil
-	case chosen:
-		return "; fused by " + l + " (the index's choice)", nil
-	case l == "":
-		return "", nil
+	if !chosen {
+		if l == "" {
+			return "", nil
+		}
+		return "; fused by " + l, nil
 	}
-	return "; fused by " + l, nil
+	if l == "" { // the index chose the default
+		l = string(eff.Fusion)
+	}
+	return "; fused by " + l + " (the index's choice)", nil
 }
 
 // recordRerank writes the rerank modes' gains into the reranker's manifest.

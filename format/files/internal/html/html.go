@@ -48,9 +48,6 @@ func Read(ctx context.Context, in doc.Input) (doc.Doc, error) {
 	if err == nil {
 		data = r
 	}
-	// A decoder that gave up (or a declared charset that the bytes do not
-	// follow) leaves bytes that are not UTF-8: they read as U+FFFD.
-	data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
 	root, err := xhtml.Parse(bytes.NewReader(data))
 	if err != nil {
 		return doc.Doc{}, fmt.Errorf("%w: %v", doc.ErrCorrupt, err)
