@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -315,5 +316,52 @@ func BenchmarkBackendsNDCGSciFact(b *testing.B) {
 			d, recall[1]-recall[0], differ, len(qids), math.Round(ndcg[0]*1e4) == math.Round(ndcg[1]*1e4))
 		b.ReportMetric(d, "go-ort_ndcg@10")
 		b.ReportMetric(float64(differ), "top10-differ")
+	}
+}
+
+// BenchmarkQueryLatency times one short query (backendsQuery) embedded
+// alone by the default model (home.DefaultEmbedModel: MiniLM int8) and
+// its float32 form, on each backend, with one thread per operator (the
+// encoder's default: a hybrid search's BM25 has the other core) and with
+// two: after 100 calls of warm-up, 500 timed, each side alone (not in
+// turns: a query's latency is what it costs in a warm cache). It reports
+// p50 and p90 in milliseconds. Goal: p50 ≤ 2 ms for the default model.
+//
+//	go test ./benchmarks -run '^$' -bench QueryLatency -benchtime 1x -v
+func BenchmarkQueryLatency(b *testing.B) {
+	f32, err := home.RequireDefaultModel()
+	if err != nil {
+		b.Skip(err)
+	}
+	int8 := home.DefaultEmbedModel()
+	ctx := context.Background()
+	for range b.N {
+		for _, m := range []struct{ name, dir string }{{"int8", int8}, {"float32", f32}} {
+			for _, be := range []string{encoder.BackendGo, encoder.BackendORT} {
+				for _, th := range []int{1, 2} {
+					enc, err := encoder.Load(ctx, m.dir, encoder.Options{Backend: be, IntraOpThreads: th})
+					if err != nil {
+						b.Logf("%s %s: %v", m.name, be, err)
+						continue
+					}
+					var lat []time.Duration
+					for i := range 600 {
+						start := time.Now()
+						if _, err := enc.EmbedQueries(ctx, []string{backendsQuery}, encoder.Prompt{}); err != nil {
+							b.Fatal(err)
+						}
+						if i >= 100 {
+							lat = append(lat, time.Since(start))
+						}
+					}
+					enc.Close()
+					slices.Sort(lat)
+					p50, p90 := backendsPercentile(lat, 0.5), backendsPercentile(lat, 0.9)
+					name := fmt.Sprintf("%s-%s-%dthreads", be2name(be, ""), m.name, th)
+					b.Logf("%-28s query p50 %.2f ms, p90 %.2f ms", name, p50, p90)
+					b.ReportMetric(p50, name+"-p50-ms")
+				}
+			}
+		}
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/beir"
+	"github.com/anna-search/anna/ingest"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/shareddata"
 )
@@ -190,4 +192,74 @@ func indexReference(b *testing.B, docs []engine.Document) float64 {
 	}
 	b.Logf("reference: embedding %.1f s, FAISS HNSW %.1f s", res.EmbedSeconds, res.GraphSeconds)
 	return float64(res.Docs) / (res.EmbedSeconds + res.GraphSeconds)
+}
+
+// BenchmarkIndex100k builds a 100,000-document index end to end, as
+// `annactl index` does (ingest.Slice, 256 documents a commit: split,
+// tokenize, embed with the default model at annactl's precision, BM25,
+// HNSW, bbolt commit), over sciFactVariants (SciFact's abstracts, each in
+// ~19 variants with 15 % of its words dropped: every text distinct, so
+// every one is embedded). It logs each tenth's docs/s (does a commit slow
+// down as the index grows?), and at the end the docs/s, the share of the
+// wall time outside the model's run (the commits, BM25 and HNSW), the
+// process's peak resident memory and the index's size on disk.
+// ANNA_BENCH_DOCS sets the size (default 100,000).
+//
+//	go test -v ./benchmarks -run '^$' -bench '^BenchmarkIndex100k$' -benchtime 1x -timeout 120m
+func BenchmarkIndex100k(b *testing.B) {
+	ctx := context.Background()
+	ds, err := beir.Load(shareddata.Path(b, "datasets", "scifact"), "test")
+	if err != nil {
+		b.Fatal(err)
+	}
+	model := hybridModel(b)
+	docs, _ := sciFactVariants(ds, benchDocs())
+	for range b.N {
+		dir := b.TempDir()
+		eng, err := engine.Open(ctx, dir, engine.Options{Model: model})
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc, err := eng.Teacher().LoadEncoder(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st0 := statsOf(enc)
+		tenth := max(1, len(docs)/10)
+		start, last, lastN := time.Now(), time.Now(), 0
+		_, err = ingest.Slice(ctx, eng, docs, ingest.Options{Progress: func(p ingest.Progress) {
+			if p.Documents-lastN >= tenth || (p.Documents == len(docs) && p.Documents > lastN) {
+				b.Logf("%7d docs: %6.1f docs/s over the last %d (%.0f s in all)", p.Documents,
+					float64(p.Documents-lastN)/time.Since(last).Seconds(), p.Documents-lastN, time.Since(start).Seconds())
+				last, lastN = time.Now(), p.Documents
+			}
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		wall := time.Since(start)
+		st := statsOf(enc)
+		if err := eng.Close(); err != nil {
+			b.Fatal(err)
+		}
+		run := st.RunTime - st0.RunTime
+		var size int64
+		filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				size += fi.Size()
+			}
+			return nil
+		})
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		b.Logf("model %s: %d docs in %.0f s: %.1f docs/s; the model's run %.0f s, tokenize/pool/batch %.0f s, outside the model's run %.1f %%; peak RSS %d MiB; index %d MiB on disk",
+			filepath.Base(model), len(docs), wall.Seconds(), float64(len(docs))/wall.Seconds(), run.Seconds(),
+			(st.TotalTime - st0.TotalTime - run).Seconds(), 100*(1-run.Seconds()/wall.Seconds()), ru.Maxrss>>10, size>>20)
+		b.ReportMetric(float64(len(docs))/wall.Seconds(), "docs/s")
+		b.ReportMetric(100*(1-run.Seconds()/wall.Seconds()), "outside-model-%")
+		b.ReportMetric(float64(ru.Maxrss>>10), "peak-rss-MiB")
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"testing"
+
+	"github.com/anna-search/anna/internal/tensor"
 )
 
 // cosine is a·b/(|a||b|) in float64 (1 for two zero vectors).
@@ -126,5 +128,31 @@ func TestGoBackendInt8(t *testing.T) {
 		t.Errorf("Go int8 vs float32: mean cosine %.5f < 0.993", mean)
 	} else {
 		t.Logf("Go int8 vs float32, %d texts: mean cosine %.5f", len(texts), mean)
+	}
+}
+
+// TestDefaultBackendInt8: without a backend named, an int8 model runs on
+// the pure-Go forward where the CPU has AMX-INT8 (and this build has
+// ONNX Runtime to choose from), a float32 one on DefaultBackend.
+func TestDefaultBackendInt8(t *testing.T) {
+	needORT(t)
+	forms := graphForms(t)
+	_, k := tensor.Kernels()
+	want := BackendORT
+	if k == "amx" {
+		want = BackendGo
+	}
+	for dir, want := range map[string]string{forms[formInt8]: want, testModel(t): DefaultBackend()} {
+		enc, err := Load(context.Background(), dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := enc.m.Backend(); got != want {
+			t.Errorf("%s (int8 kernel %s): backend %s, want %s", dir, k, got, want)
+		}
+		if _, err := enc.EmbedDocuments(context.Background(), []string{"a text"}); err != nil {
+			t.Error(err)
+		}
+		enc.Close()
 	}
 }

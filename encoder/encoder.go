@@ -36,9 +36,13 @@
 // pooling is outside the graph (mean, cls, last; MiniLM, bge-small) and
 // float32 Llama-family decoder embedders with any pooling or technique
 // (last token, mean, the trained heads, AutoRegEmbed, Causal2Vec;
-// SmolLM2), and refuses others at Load, naming why; its vectors equal
-// ONNX Runtime's within 1e-5
-// (TestGoBackendMatchesORT), so both share the fingerprint and a cache. Loading, the session,
+// SmolLM2), and int8 BERT graphs, and refuses others at Load, naming
+// why; its float32 vectors equal ONNX Runtime's within 1e-5
+// (TestGoBackendMatchesORT), its int8 ones within cosine 0.995
+// (TestGoBackendInt8MatchesORT; 0.9998 on average), so both share the
+// fingerprint and a cache. An int8 model with no backend named runs on
+// the Go forward where the CPU has AMX-INT8 (1.5× ONNX Runtime's speed
+// there; TestDefaultBackendInt8). Loading, the session,
 // the BERT run and the length-sorted batching are internal/inference's, shared
 // with package rerank.
 //

@@ -46,9 +46,11 @@ type Options struct {
 	MaxLength int
 	// Backend runs the model: "onnxruntime" (ONNX Runtime, in builds with
 	// cgo and without the annapure tag) or "go" (pure Go, every build;
-	// float32 BERT and decoder embedding models). "" is DefaultBackend(). Both give
-	// the same vectors up to float32 rounding (TestGoBackendMatchesORT),
-	// so the fingerprint does not depend on it.
+	// float32 and int8 BERT, float32 decoder embedding models). "" is
+	// DefaultBackend(), but "go" for an int8 model on a CPU with AMX-INT8.
+	// Both give the same vectors up to float32 rounding (float32 models:
+	// TestGoBackendMatchesORT; int8 within cosine 0.995), so the
+	// fingerprint does not depend on it.
 	Backend string
 }
 
@@ -64,7 +66,8 @@ const (
 type ORTEncoder = Model
 
 // DefaultBackend is the backend of Options without one: "onnxruntime"
-// where this build has ONNX Runtime, else "go".
+// where this build has ONNX Runtime, else "go" — except for an int8
+// model on a CPU with AMX-INT8, which runs on "go".
 func DefaultBackend() string { return inference.DefaultBackend() }
 
 // Model embeds with a converted model directory, run in this process by

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/format/files"
+	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
 )
@@ -248,18 +251,33 @@ func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOp
 		pendingState = pendingState[:0]
 	}
 	moved := map[string]bool{}
+	// The files are read ahead of the commits (readAhead), and handed
+	// back here in order: everything from here on is done in order.
+	formats := make([]files.Format, len(changed))
+	for i, f := range changed {
+		formats[i], _ = files.Lookup(f.Rel)
+		if f.Format != formats[i].Name {
+			formats[i] = formatNamed(f.Format)
+		}
+	}
+	next, stop := parallel.Ahead(ctx, len(changed), readers, readAhead, func(ctx context.Context, i int) (files.Doc, error) {
+		if testRead != nil {
+			testReadMu.Lock()
+			testRead(changed[i].Rel)
+			testReadMu.Unlock()
+		}
+		return formats[i].Read(ctx, joinPath(root, changed[i].Rel), changed[i].Rel, opt.Files.Limits)
+	})
+	defer stop()
 	for i, f := range changed {
 		if err := ctx.Err(); err != nil {
 			return b.finishFolder(ctx, fs, err)
 		}
-		ft, _ := files.Lookup(f.Rel)
-		if f.Format != ft.Name {
-			ft = formatNamed(f.Format)
+		ft := formats[i]
+		d, err, ok := next()
+		if !ok {
+			return b.finishFolder(ctx, fs, errors.Join(err, ctx.Err()))
 		}
-		if testRead != nil {
-			testRead(f.Rel)
-		}
-		d, err := ft.Read(ctx, joinPath(root, f.Rel), f.Rel, opt.Files.Limits)
 		if err != nil {
 			if ctx.Err() != nil {
 				return b.finishFolder(ctx, fs, ctx.Err())
@@ -368,8 +386,20 @@ func removedDir(p string, listing []files.File) bool {
 	return false
 }
 
-// testRead, set by tests, hears of each file read.
-var testRead func(rel string)
+// testRead, set by tests, hears of each file read (one call at a time).
+var (
+	testRead   func(rel string)
+	testReadMu sync.Mutex
+)
+
+// readers files are read at once, at most readAhead ahead of the one
+// being committed: parsing (a PDF's, an Office file's) overlaps the
+// model's run, and the memory of files read and not yet batched stays
+// that of readAhead files (each at most Limits.MaxText of text).
+var (
+	readers   = min(4, runtime.GOMAXPROCS(0))
+	readAhead = 2 * readers
+)
 
 func formatNamed(name string) files.Format {
 	for _, f := range files.Formats() {

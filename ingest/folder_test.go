@@ -2,9 +2,12 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +182,76 @@ func watching(ctx context.Context, eng *engine.Engine, root string) (<-chan inge
 		<-synced
 	}
 	return synced, done
+}
+
+// blockingApply is an engine whose commits wait, up to a few seconds,
+// until wait says go on; timedOut counts those that waited in vain.
+type blockingApply struct {
+	*engine.Engine
+	wait     func() bool
+	timedOut *int
+}
+
+func (b blockingApply) Apply(ctx context.Context, docs []engine.Document, dels []string) (engine.AddResult, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for !b.wait() {
+		if time.Now().After(deadline) {
+			*b.timedOut++
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return b.Engine.Apply(ctx, docs, dels)
+}
+
+func (b blockingApply) Add(ctx context.Context, docs []engine.Document) (engine.AddResult, error) {
+	return b.Apply(ctx, docs, nil)
+}
+
+// TestFolderReadsAhead: while a file's documents are being committed, the
+// files after it are read (parsing overlaps the model's run), and what is
+// committed still comes in the listing's order.
+func TestFolderReadsAhead(t *testing.T) {
+	if ingest.ReadAhead() < 2 {
+		t.Skip("one core: no reading ahead")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	for i := range 6 {
+		write(t, root, fmt.Sprintf("n%d.md", i), fmt.Sprintf("# Note %d\n\nword%d\n", i, i))
+	}
+	eng, err := engine.Open(ctx, t.TempDir(), engine.Options{Encoder: &encodertest.Hashing{D: 16, FP: "fp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var mu sync.Mutex
+	read := map[string]bool{}
+	defer ingest.CountReads(func(rel string) { mu.Lock(); read[rel] = true; mu.Unlock() })()
+	var order []int
+	// The first commit (n0.md's) waits until n2.md has been read.
+	first, timedOut := true, 0
+	be := blockingApply{Engine: eng, timedOut: &timedOut, wait: func() bool {
+		if !first {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return read["n2.md"]
+	}}
+	fs, err := ingest.Dir(ctx, be, root, ingest.FolderOptions{Options: ingest.Options{Batch: 1, Progress: func(p ingest.Progress) {
+		if p.Documents > 0 {
+			first = false
+			order = append(order, p.Read)
+		}
+	}}})
+	if err != nil || fs.Added != 6 {
+		t.Fatalf("err %v, %+v", err, fs)
+	}
+	if !slices.Equal(order, []int{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("commits in the order %v", order)
+	}
+	if timedOut > 0 {
+		t.Error("n2.md was not read while n0.md's documents were being committed")
+	}
 }

@@ -22,6 +22,11 @@
 //     engine's documents are the record of what was read: a file whose
 //     size and modification time are those its documents carry is not
 //     read again. A file that fails to read keeps its documents.
+//   - A folder's files are read ahead of the commits, on up to four
+//     goroutines and at most twice that many files ahead, so that parsing
+//     overlaps the model's run; everything else (what is committed, the
+//     failures noted, the progress) goes in the listing's order, and an
+//     interrupt drops the files read ahead and not yet committed.
 //   - The one other record is of the files that failed to read (their
 //     size, time and reason, and the readers they failed with), kept in
 //     the engine beside the documents (engine.SetState): a file is not

@@ -78,6 +78,7 @@ import (
 	"github.com/anna-search/anna/internal/ort"
 	"github.com/anna-search/anna/internal/parallel"
 	"github.com/anna-search/anna/internal/safe"
+	"github.com/anna-search/anna/internal/tensor"
 	"github.com/anna-search/anna/internal/tokenizer"
 	"github.com/anna-search/anna/model"
 )
@@ -105,7 +106,8 @@ type Options struct {
 	// model's max_position_embeddings.
 	MaxLength int
 	// Backend runs the graph: BackendORT or BackendGo ("": the Spec's
-	// default, else DefaultBackend()).
+	// default, else DefaultBackend(), but BackendGo for an int8 model
+	// on a CPU with AMX-INT8: see backendFor).
 	Backend string
 }
 
@@ -116,12 +118,35 @@ const (
 )
 
 // DefaultBackend is the backend of an Options without one: ONNX Runtime
-// where this build has it (ort.Built), else pure Go.
+// where this build has it (ort.Built), else pure Go — except for an int8
+// model on a CPU with AMX-INT8 (backendFor).
 func DefaultBackend() string {
 	if ort.Built {
 		return BackendORT
 	}
 	return BackendGo
+}
+
+// backendFor is the backend of an Options without one for the model md
+// (its output, and whether it is a Causal2Vec graph): DefaultBackend(),
+// but the pure-Go forward for an int8 model it runs where the CPU has
+// AMX-INT8, whose tile products it uses and ONNX Runtime does not. On the
+// Xeon with AMX these were measured on (2 cores, shared), Go int8 embedded
+// SciFact abstracts 1.53–1.58× as fast as ONNX Runtime int8 per CPU-second
+// (with AMX left out, GODEBUG=cpu.amxint8=off: 1.00–1.09×), its vectors
+// within cosine 0.998 of ONNX Runtime's, nearer than either is to float32
+// (BenchmarkEncoderBackends, docs/results/encoder.md, 2026-12-06).
+// Without AMX the choice stays ONNX Runtime's: the one other machine
+// measured, an AMD EPYC with VNNI, ran it faster (Go 0.79–0.86× before
+// issue 65's kernels; not measured since).
+func backendFor(md *model.Dir, output string, context bool) string {
+	if !ort.Built {
+		return BackendGo
+	}
+	if _, k := tensor.Kernels(); k == "amx" && md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
+		return BackendGo
+	}
+	return BackendORT
 }
 
 // runner runs one padded batch through the model's graph: ids, mask and
@@ -168,6 +193,9 @@ type Model struct {
 	context int
 	threads struct{ intra, inter int } // Options.IntraOpThreads, InterOpThreads
 	backend string
+	// auto: the backend is backendFor's choice, not the caller's; a Go
+	// forward that cannot read the graph then falls back to ONNX Runtime.
+	auto bool
 
 	mu      sync.RWMutex // held for reading by every Run; Close takes it for writing
 	closed  bool
@@ -217,6 +245,9 @@ func Open(ctx context.Context, dir string, spec Spec, o Options) (*Model, error)
 		}
 		m.maxLen = o.MaxLength
 	}
+	if m.backend == "" {
+		m.backend, m.auto = backendFor(md, m.output, m.context > 0), true
+	}
 	if err := m.checkBackend(); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", spec.Name, dir, err)
 	}
@@ -260,9 +291,6 @@ func (o Options) withDefaults(d Options) Options {
 	}
 	if o.Backend == "" {
 		o.Backend = d.Backend
-	}
-	if o.Backend == "" {
-		o.Backend = DefaultBackend()
 	}
 	return o
 }
@@ -339,7 +367,9 @@ func (m *Model) session(ctx context.Context) (runner, error) {
 				case m.newRunner != nil:
 					r, err = m.newRunner(m)
 				case m.backend == BackendGo:
-					r, err = newGoRunner(m)
+					if r, err = newGoRunner(m); err != nil && m.auto && ort.Built {
+						r, err = newORTRunner(m)
+					}
 				default:
 					r, err = newORTRunner(m)
 				}

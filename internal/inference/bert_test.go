@@ -124,14 +124,14 @@ func TestForEachBatchStops(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	cores := runtime.NumCPU()
 	enc := Options{IntraOpThreads: 1, InterOpThreads: 1, BatchSize: 32}
-	if got := (Options{}).withDefaults(enc); got != (Options{IntraOpThreads: 1, InterOpThreads: 1, Workers: cores, BatchSize: 32, BatchTokens: 1024, Backend: DefaultBackend()}) {
+	if got := (Options{}).withDefaults(enc); got != (Options{IntraOpThreads: 1, InterOpThreads: 1, Workers: cores, BatchSize: 32, BatchTokens: 1024}) { // the backend: chosen per model at Open (backendFor)
 		t.Errorf("encoder defaults: %+v", got)
 	}
 	if got := (Options{IntraOpThreads: 2 * cores, BatchSize: -1}).withDefaults(enc); got.Workers != 1 || got.BatchSize != 32 {
 		t.Errorf("more threads than cores: %+v", got)
 	}
 	rr := Options{Workers: 1, BatchSize: 16}
-	if got := (Options{MaxLength: 64}).withDefaults(rr); got != (Options{Workers: 1, BatchSize: 16, BatchTokens: 1024, MaxLength: 64, Backend: DefaultBackend()}) {
+	if got := (Options{MaxLength: 64}).withDefaults(rr); got != (Options{Workers: 1, BatchSize: 16, BatchTokens: 1024, MaxLength: 64}) {
 		t.Errorf("reranker defaults: %+v", got)
 	}
 	if got := (Options{IntraOpThreads: 1, Workers: 3}).withDefaults(rr); got.Workers != 3 || got.IntraOpThreads != 1 {

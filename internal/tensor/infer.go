@@ -209,7 +209,8 @@ var inferScratches = sync.Pool{New: func() any { return new(InferScratch) }}
 
 // MatMul sets C[0:m, 0:N] = A[0:m, 0:K]·Wᵀ (+ bias, len N, when not nil),
 // A and C row-major with strides lda and ldc, on up to threads goroutines
-// (≤ 0: GOMAXPROCS), each a contiguous range of rows.
+// (≤ 0: GOMAXPROCS), each a contiguous range of rows, or, for a few rows,
+// of columns (tiles).
 func (w *Weight) MatMul(c []float32, ldc int, a []float32, lda, m int, bias []float32, threads int) {
 	w.MatMulThen(c, ldc, a, lda, m, bias, threads, nil)
 }
@@ -240,23 +241,61 @@ func (w *Weight) MatMulThen(c []float32, ldc int, a []float32, lda, m int, bias 
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	rowBlocks(m, w.kn.mr, threads, func(r0, r1 int) {
-		w.rows(r0, r1, c, ldc, a, lda, bias, then)
+	np := (w.N + w.kn.nr - 1) / w.kn.nr
+	tiles(m, w.kn.mr, np, threads, true, then, func(r0, r1, jp0, jp1 int, then func(lo, hi int)) {
+		w.rows(r0, r1, jp0, jp1, c, ldc, a, lda, bias, then)
 	})
 }
 
-// rowBlocks calls rows(r0, r1) over [0, m) in blocks of whole mr-row
-// tiles (at most imc rows), on up to threads goroutines (≥ 1) that take
-// the blocks in turn, a few per goroutine, so that one that gets less of
-// the CPU (a busy machine) takes fewer; on the calling goroutine, in one
-// call, when there is one block or one thread.
-func rowBlocks(m, mr, threads int, rows func(r0, r1 int)) {
+// tiles calls run over the m×np tiles of a product (m rows of C, np panels
+// of the weight) on up to threads goroutines (≥ 1), and then(lo, hi) (when
+// not nil) once for each range of rows, as soon as its rows are done.
+//
+// Where the rows make at least as many blocks as there are threads, run
+// gets blocks of whole mr-row tiles (at most imc rows) over every panel,
+// taken in turn by the goroutines, a few per goroutine, so that one that
+// gets less of the CPU (a busy machine) takes fewer, and calls then itself
+// (passed on). Where they do not — a short query: a dozen rows — and
+// cols is set, the panels are split instead: run gets every row and a
+// range of panels, with a nil then, and then(0, m) follows once all are
+// done. Otherwise one block, or one thread, runs on the calling
+// goroutine in one call.
+//
+// The float32 products split their panels (MiniLM's short query on two
+// threads: 4.0 -> 2.6 ms); the int8 ones do not: their products for a
+// dozen rows take microseconds, less than handing them out (1.09 -> 1.23
+// ms with AMX), the benchmarks' zz query test, 2026-12-06.
+func tiles(m, mr, np, threads int, cols bool, then func(lo, hi int), run func(r0, r1, jp0, jp1 int, then func(lo, hi int))) {
 	tiles := (m + mr - 1) / mr
 	per := min(imc, max(4*mr, (tiles+4*threads-1)/(4*threads)*mr))
 	blocks := (m + per - 1) / per
-	threads = max(1, min(threads, blocks))
-	if threads == 1 {
-		rows(0, m)
+	if cols && blocks < threads && np > 1 {
+		cp := max(1, (np+2*threads-1)/(2*threads)) // panels per chunk: about two chunks per goroutine
+		chunks := (np + cp - 1) / cp
+		inTurn(min(threads, chunks), chunks, func(b int) {
+			run(0, m, b*cp, min(np, (b+1)*cp), nil)
+		})
+		if then != nil {
+			then(0, m)
+		}
+		return
+	}
+	if threads <= 1 || blocks <= 1 {
+		run(0, m, 0, np, then)
+		return
+	}
+	inTurn(min(threads, blocks), blocks, func(b int) {
+		run(b*per, min(m, (b+1)*per), 0, np, then)
+	})
+}
+
+// inTurn calls do(b) for each b in [0, n) on threads goroutines that take
+// them in turn (on the calling goroutine when threads is 1).
+func inTurn(threads, n int, do func(b int)) {
+	if threads <= 1 {
+		for b := range n {
+			do(b)
+		}
 		return
 	}
 	var next atomic.Int64
@@ -265,30 +304,30 @@ func rowBlocks(m, mr, threads int, rows func(r0, r1 int)) {
 		wg.Go(func() {
 			for {
 				b := int(next.Add(1) - 1)
-				if b >= blocks {
+				if b >= n {
 					return
 				}
-				rows(b*per, min(m, (b+1)*per))
+				do(b)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// rows is MatMulThen for rows [r0, r1) on the calling goroutine.
-func (w *Weight) rows(r0, r1 int, c []float32, ldc int, a []float32, lda int, bias []float32, then func(lo, hi int)) {
+// rows is MatMulThen for rows [r0, r1) and panels [jp0, jp1) on the
+// calling goroutine.
+func (w *Weight) rows(r0, r1, jp0, jp1 int, c []float32, ldc int, a []float32, lda int, bias []float32, then func(lo, hi int)) {
 	s := inferScratches.Get().(*InferScratch)
 	defer inferScratches.Put(s)
 	kern, nr, K := w.kn, w.kn.nr, w.K
 	kb := kBlock(K)
 	s.grow(kern, kb)
-	np := (w.N + nr - 1) / nr
 	for i0 := r0; i0 < r1; i0 += imc {
 		i1 := min(r1, i0+imc)
 		for p0 := 0; p0 < K; p0 += kb {
 			kk := min(kb, K-p0)
 			first := p0 == 0
-			for jp := 0; jp < np; jp++ {
+			for jp := jp0; jp < jp1; jp++ {
 				var bb []float32
 				if first {
 					bb = bias

@@ -164,7 +164,7 @@ func (w *Int8Weight) MatMulThen(c []float32, ldc int, a []uint8, lda, m int, zp 
 	for j, s := range w.colSum {
 		corr[j] = int32(zp) * s
 	}
-	rowBlocks(m, w.kn.mr, threads, func(r0, r1 int) {
+	tiles(m, w.kn.mr, np, threads, false, then, func(r0, r1, _, _ int, then func(lo, hi int)) { // whole panels: see tiles
 		if w.kn.amx {
 			w.rowsAMX(r0, r1, c, ldc, a, lda, corr, cs, rowScale, bb, then)
 			return

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -87,13 +88,13 @@ func TestInt8MatMul(t *testing.T) {
 								pw = packInt8Weight(kern, wt, n, k, true)
 							}
 							c := slices.Clone(c0)
-							var calls int
-							err := pw.MatMulThen(c, ldc, a, lda, m, zp, cs, opt.rs, opt.bias, threads, func(lo, hi int) { calls += hi - lo })
+							var calls atomic.Int64
+							err := pw.MatMulThen(c, ldc, a, lda, m, zp, cs, opt.rs, opt.bias, threads, func(lo, hi int) { calls.Add(int64(hi - lo)) })
 							if err != nil {
 								t.Fatal(err)
 							}
-							if threads == 1 && calls != m {
-								t.Errorf("%s: then covered %d rows of %d", kern.name, calls, m)
+							if calls.Load() != int64(m) {
+								t.Errorf("%s %v threads %d: then covered %d rows of %d", kern.name, s, threads, calls.Load(), m)
 							}
 							for i := 0; i < m; i++ {
 								for j := 0; j < ldc; j++ {
