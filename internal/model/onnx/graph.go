@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 
+	pb "github.com/anna-search/anna/internal/model/onnxpb"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -152,18 +153,18 @@ func (g *Graph) node(domain, op string, inputs, outputs []string, attrs []Attr) 
 	}
 	var b []byte
 	for _, in := range inputs {
-		b = appendString(b, nodeInput, in)
+		b = appendString(b, pb.NodeInput, in)
 	}
 	for _, out := range outputs {
-		b = appendString(b, nodeOutput, out)
+		b = appendString(b, pb.NodeOutput, out)
 	}
-	b = appendString(b, nodeName, outputs[0]+"_node")
-	b = appendString(b, nodeOpType, op)
+	b = appendString(b, pb.NodeName, outputs[0]+"_node")
+	b = appendString(b, pb.NodeOpType, op)
 	for _, a := range attrs {
-		b = appendBytes(b, nodeAttribute, a)
+		b = appendBytes(b, pb.NodeAttribute, a)
 	}
 	if domain != "" {
-		b = appendString(b, nodeDomain, domain)
+		b = appendString(b, pb.NodeDomain, domain)
 	}
 	g.nodes = append(g.nodes, b)
 }
@@ -180,17 +181,17 @@ type field struct {
 func (g *Graph) fields() []field {
 	var fields []field
 	for _, n := range g.nodes {
-		fields = append(fields, field{graphNode, n})
+		fields = append(fields, field{pb.GraphNode, n})
 	}
-	fields = append(fields, field{graphName, []byte(g.name)})
+	fields = append(fields, field{pb.GraphName, []byte(g.name)})
 	for _, t := range g.inits {
-		fields = append(fields, field{graphInitializer, t})
+		fields = append(fields, field{pb.GraphInitializer, t})
 	}
 	for _, v := range g.inputs {
-		fields = append(fields, field{graphInput, v})
+		fields = append(fields, field{pb.GraphInput, v})
 	}
 	for _, v := range g.outputs {
-		fields = append(fields, field{graphOutput, v})
+		fields = append(fields, field{pb.GraphOutput, v})
 	}
 	return fields
 }
@@ -243,16 +244,16 @@ func (g *Graph) WriteTo(w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("onnx: graph is %d bytes, over protobuf's 2 GiB limit (external data is not supported)", graphLen)
 	}
 	var head []byte
-	head = appendInt(head, modelIRVersion, IRVersion)
-	head = appendString(head, modelProducerName, "anna")
-	head = appendString(head, modelProducerVer, "1")
-	opset := appendString(nil, opsetDomain, "")
-	opset = appendInt(opset, opsetVersion, Opset)
-	head = appendBytes(head, modelOpsetImport, opset)
+	head = appendInt(head, pb.ModelIRVersion, IRVersion)
+	head = appendString(head, pb.ModelProducerName, "anna")
+	head = appendString(head, pb.ModelProducerVer, "1")
+	opset := appendString(nil, pb.OpsetDomain, "")
+	opset = appendInt(opset, pb.OpsetVersion, Opset)
+	head = appendBytes(head, pb.ModelOpsetImport, opset)
 	if g.ms {
-		ms := appendString(nil, opsetDomain, MSDomain)
-		ms = appendInt(ms, opsetVersion, 1)
-		head = appendBytes(head, modelOpsetImport, ms)
+		ms := appendString(nil, pb.OpsetDomain, MSDomain)
+		ms = appendInt(ms, pb.OpsetVersion, 1)
+		head = appendBytes(head, pb.ModelOpsetImport, ms)
 	}
 	keys := make([]string, 0, len(g.metadata))
 	for k := range g.metadata {
@@ -260,11 +261,11 @@ func (g *Graph) WriteTo(w io.Writer) (int64, error) {
 	}
 	sort.Strings(keys) // deterministic bytes, so fingerprints are stable
 	for _, k := range keys {
-		e := appendString(nil, stringEntryKey, k)
-		e = appendString(e, stringEntryValue, g.metadata[k])
-		head = appendBytes(head, modelMetadataProps, e)
+		e := appendString(nil, pb.StringEntryKey, k)
+		e = appendString(e, pb.StringEntryValue, g.metadata[k])
+		head = appendBytes(head, pb.ModelMetadataProps, e)
 	}
-	head = protowire.AppendTag(head, modelGraph, protowire.BytesType)
+	head = protowire.AppendTag(head, pb.ModelGraph, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(graphLen))
 
 	var total int64

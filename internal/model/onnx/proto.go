@@ -22,6 +22,8 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/anna-search/anna/internal/model/onnxfile"
+	pb "github.com/anna-search/anna/internal/model/onnxpb"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -32,14 +34,14 @@ const (
 	Opset     = 17
 )
 
-// Element types (TensorProto.DataType).
+// Element types (TensorProto.DataType): onnxfile's.
 const (
-	Float = 1
-	Uint8 = 2
-	Int8  = 3
-	Int32 = 6
-	Int64 = 7
-	Bool  = 9
+	Float = onnxfile.Float
+	Uint8 = onnxfile.Uint8
+	Int8  = onnxfile.Int8
+	Int32 = onnxfile.Int32
+	Int64 = onnxfile.Int64
+	Bool  = onnxfile.Bool
 )
 
 // MSDomain is ONNX Runtime's contrib operator set, com.microsoft (version
@@ -47,61 +49,6 @@ const (
 // SkipLayerNormalization, BiasGelu and MatMulIntegerToFloat. A model that
 // uses them runs in ONNX Runtime only.
 const MSDomain = "com.microsoft"
-
-// Field numbers from onnx.proto.
-const (
-	modelIRVersion     = 1
-	modelProducerName  = 2
-	modelProducerVer   = 3
-	modelDocString     = 6
-	modelGraph         = 7
-	modelOpsetImport   = 8
-	modelMetadataProps = 14
-
-	opsetDomain  = 1
-	opsetVersion = 2
-
-	graphNode        = 1
-	graphName        = 2
-	graphInitializer = 5
-	graphInput       = 11
-	graphOutput      = 12
-
-	nodeInput     = 1
-	nodeOutput    = 2
-	nodeName      = 3
-	nodeOpType    = 4
-	nodeAttribute = 5
-	nodeDomain    = 7
-
-	attrName  = 1
-	attrF     = 2
-	attrI     = 3
-	attrG     = 6
-	attrInts  = 8
-	attrType  = 20
-	attrFLOAT = 1
-	attrINT   = 2
-	attrGRAPH = 5
-	attrINTS  = 7
-
-	tensorDims     = 1
-	tensorDataType = 2
-	tensorName     = 8
-	tensorRawData  = 9
-
-	valueName = 1
-	valueType = 2
-
-	typeTensor       = 1
-	tensorElemType   = 1
-	tensorShape      = 2
-	shapeDim         = 1
-	dimValue         = 1
-	dimParam         = 2
-	stringEntryKey   = 1
-	stringEntryValue = 2
-)
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
@@ -128,44 +75,44 @@ type Attr []byte
 
 // AttrInt is an INT attribute.
 func AttrInt(name string, v int64) Attr {
-	b := appendString(nil, attrName, name)
-	b = appendInt(b, attrI, v)
-	return appendInt(b, attrType, attrINT)
+	b := appendString(nil, pb.AttrName, name)
+	b = appendInt(b, pb.AttrI, v)
+	return appendInt(b, pb.AttrType, pb.AttrINT)
 }
 
 // AttrFloat is a FLOAT attribute.
 func AttrFloat(name string, v float32) Attr {
-	b := appendString(nil, attrName, name)
-	b = appendFloat(b, attrF, v)
-	return appendInt(b, attrType, attrFLOAT)
+	b := appendString(nil, pb.AttrName, name)
+	b = appendFloat(b, pb.AttrF, v)
+	return appendInt(b, pb.AttrType, pb.AttrFLOAT)
 }
 
 // AttrInts is an INTS attribute.
 func AttrInts(name string, v ...int64) Attr {
-	b := appendString(nil, attrName, name)
+	b := appendString(nil, pb.AttrName, name)
 	for _, x := range v {
-		b = appendInt(b, attrInts, x)
+		b = appendInt(b, pb.AttrInts, x)
 	}
-	return appendInt(b, attrType, attrINTS)
+	return appendInt(b, pb.AttrType, pb.AttrINTS)
 }
 
 // attrGraph is a GRAPH attribute holding an encoded GraphProto (an If
 // node's branch).
 func attrGraph(name string, graph []byte) Attr {
-	b := appendString(nil, attrName, name)
-	b = appendBytes(b, attrG, graph)
-	return appendInt(b, attrType, attrGRAPH)
+	b := appendString(nil, pb.AttrName, name)
+	b = appendBytes(b, pb.AttrG, graph)
+	return appendInt(b, pb.AttrType, pb.AttrGRAPH)
 }
 
 // encodeTensor encodes a TensorProto with raw little-endian data.
 func encodeTensor(name string, elemType int, dims []int64, raw []byte) []byte {
 	b := make([]byte, 0, len(raw)+len(name)+16+10*len(dims))
 	for _, d := range dims {
-		b = appendInt(b, tensorDims, d)
+		b = appendInt(b, pb.TensorDims, d)
 	}
-	b = appendInt(b, tensorDataType, int64(elemType))
-	b = appendString(b, tensorName, name)
-	return appendBytes(b, tensorRawData, raw)
+	b = appendInt(b, pb.TensorDataType, int64(elemType))
+	b = appendString(b, pb.TensorName, name)
+	return appendBytes(b, pb.TensorRawData, raw)
 }
 
 func floatsRaw(v []float32) []byte {
@@ -204,15 +151,15 @@ func encodeValueInfo(name string, elemType int, dims []Dim) []byte {
 	for _, d := range dims {
 		var db []byte
 		if d.Param != "" {
-			db = appendString(nil, dimParam, d.Param)
+			db = appendString(nil, pb.DimParam, d.Param)
 		} else {
-			db = appendInt(nil, dimValue, d.Value)
+			db = appendInt(nil, pb.DimValue, d.Value)
 		}
-		shape = appendBytes(shape, shapeDim, db)
+		shape = appendBytes(shape, pb.ShapeDim, db)
 	}
-	tt := appendInt(nil, tensorElemType, int64(elemType))
-	tt = appendBytes(tt, tensorShape, shape)
-	tp := appendBytes(nil, typeTensor, tt)
-	b := appendString(nil, valueName, name)
-	return appendBytes(b, valueType, tp)
+	tt := appendInt(nil, pb.TensorElemType, int64(elemType))
+	tt = appendBytes(tt, pb.TensorShape, shape)
+	tp := appendBytes(nil, pb.TypeTensor, tt)
+	b := appendString(nil, pb.ValueName, name)
+	return appendBytes(b, pb.ValueType, tp)
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/anna-search/anna/internal/fuzzcheck"
+	pb "github.com/anna-search/anna/internal/model/onnxpb"
 )
 
 // seedModel is a small ModelProto: a graph with a MatMul node (an int
@@ -33,25 +34,25 @@ func seedModel() []byte {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(i)))
 	}
 	tensor := func(name string, typ uint64, data ...[]byte) []byte {
-		return msg(append([][]byte{varint(tensorDims, 2), varint(tensorDims, 2), varint(tensorDataType, typ), bytesField(tensorName, []byte(name))}, data...)...)
+		return msg(append([][]byte{varint(pb.TensorDims, 2), varint(pb.TensorDims, 2), varint(pb.TensorDataType, typ), bytesField(pb.TensorName, []byte(name))}, data...)...)
 	}
 	node := func(name, op string, attrs ...[]byte) []byte {
-		f := [][]byte{bytesField(nodeInput, []byte("x")), bytesField(nodeOutput, []byte("y")), bytesField(nodeName, []byte(name)), bytesField(nodeOpType, []byte(op))}
+		f := [][]byte{bytesField(pb.NodeInput, []byte("x")), bytesField(pb.NodeOutput, []byte("y")), bytesField(pb.NodeName, []byte(name)), bytesField(pb.NodeOpType, []byte(op))}
 		for _, a := range attrs {
-			f = append(f, bytesField(nodeAttribute, a))
+			f = append(f, bytesField(pb.NodeAttribute, a))
 		}
 		return msg(f...)
 	}
-	branch := msg(bytesField(graphNode, node("inner", "Relu")))
+	branch := msg(bytesField(pb.GraphNode, node("inner", "Relu")))
 	graph := msg(
-		bytesField(graphNode, node("mm", "MatMul", msg(bytesField(attrName, []byte("perm")), bytesField(attrInts, []byte{1, 0})))),
-		bytesField(graphNode, node("if", "If", msg(bytesField(attrName, []byte("then_branch")), bytesField(attrG, branch)))),
-		bytesField(graphInitializer, tensor("w", Float, bytesField(tensorRawData, raw))),
-		bytesField(graphInitializer, tensor("p", Float, bytesField(tensorFloatData, raw))),
-		bytesField(graphInitializer, tensor("i", Int64, bytesField(tensorInt64Data, []byte{1, 2, 3, 4}))),
-		bytesField(graphInitializer, tensor("q", Int8, bytesField(tensorRawData, []byte{1, 255, 3, 4}))),
+		bytesField(pb.GraphNode, node("mm", "MatMul", msg(bytesField(pb.AttrName, []byte("perm")), bytesField(pb.AttrInts, []byte{1, 0})))),
+		bytesField(pb.GraphNode, node("if", "If", msg(bytesField(pb.AttrName, []byte("then_branch")), bytesField(pb.AttrG, branch)))),
+		bytesField(pb.GraphInitializer, tensor("w", Float, bytesField(pb.TensorRawData, raw))),
+		bytesField(pb.GraphInitializer, tensor("p", Float, bytesField(pb.TensorFloatData, raw))),
+		bytesField(pb.GraphInitializer, tensor("i", Int64, bytesField(pb.TensorInt64Data, []byte{1, 2, 3, 4}))),
+		bytesField(pb.GraphInitializer, tensor("q", Int8, bytesField(pb.TensorRawData, []byte{1, 255, 3, 4}))),
 	)
-	return bytesField(modelGraph, graph)
+	return bytesField(pb.ModelGraph, graph)
 }
 
 // FuzzRead: the ONNX reader on any bytes: it fails or returns a model

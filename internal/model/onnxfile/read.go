@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 
+	pb "github.com/anna-search/anna/internal/model/onnxpb"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -88,7 +89,7 @@ func ReadFile(path string) (*ReadModel, error) {
 func Read(b []byte) (*ReadModel, error) {
 	var graph []byte
 	if err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num == modelGraph && typ == protowire.BytesType {
+		if num == pb.ModelGraph && typ == protowire.BytesType {
 			graph = v
 		}
 		return nil
@@ -122,13 +123,13 @@ func readGraph(graph []byte, depth int) (*ReadModel, error) {
 			return nil
 		}
 		switch num {
-		case graphNode:
+		case pb.GraphNode:
 			n, err := readNode(v, depth)
 			if err != nil {
 				return err
 			}
 			m.Nodes = append(m.Nodes, n)
-		case graphInitializer:
+		case pb.GraphInitializer:
 			t, err := readTensor(v)
 			if err != nil {
 				return err
@@ -183,17 +184,17 @@ func readNode(b []byte, depth int) (Node, error) {
 			return nil
 		}
 		switch num {
-		case nodeInput:
+		case pb.NodeInput:
 			n.Inputs = append(n.Inputs, string(v))
-		case nodeOutput:
+		case pb.NodeOutput:
 			n.Outputs = append(n.Outputs, string(v))
-		case nodeName:
+		case pb.NodeName:
 			n.Name = string(v)
-		case nodeOpType:
+		case pb.NodeOpType:
 			n.OpType = string(v)
-		case nodeDomain:
+		case pb.NodeDomain:
 			n.Domain = string(v)
-		case nodeAttribute:
+		case pb.NodeAttribute:
 			name, a, err := readAttr(v, depth)
 			if err != nil {
 				return err
@@ -208,24 +209,20 @@ func readNode(b []byte, depth int) (Node, error) {
 	return n, nil
 }
 
-// AttributeProto fields read here (attrName, attrF, attrI, attrInts are
-// shared with the writer).
-const attrT = 5
-
 func readAttr(b []byte, depth int) (string, Attribute, error) {
 	var name string
 	var a Attribute
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
-		case num == attrName && typ == protowire.BytesType:
+		case num == pb.AttrName && typ == protowire.BytesType:
 			name = string(v)
-		case num == attrF && typ == protowire.Fixed32Type:
+		case num == pb.AttrF && typ == protowire.Fixed32Type:
 			a.F = math.Float32frombits(uint32(x))
-		case num == attrI && typ == protowire.VarintType:
+		case num == pb.AttrI && typ == protowire.VarintType:
 			a.I = int64(x)
-		case num == attrInts && typ == protowire.VarintType:
+		case num == pb.AttrInts && typ == protowire.VarintType:
 			a.Ints = append(a.Ints, int64(x))
-		case num == attrInts && typ == protowire.BytesType:
+		case num == pb.AttrInts && typ == protowire.BytesType:
 			for len(v) > 0 {
 				y, n := protowire.ConsumeVarint(v)
 				if n < 0 {
@@ -234,13 +231,13 @@ func readAttr(b []byte, depth int) (string, Attribute, error) {
 				a.Ints = append(a.Ints, int64(y))
 				v = v[n:]
 			}
-		case num == attrT && typ == protowire.BytesType:
+		case num == pb.AttrT && typ == protowire.BytesType:
 			t, err := readTensor(v)
 			if err != nil {
 				return err
 			}
 			a.T = t
-		case num == attrG && typ == protowire.BytesType:
+		case num == pb.AttrG && typ == protowire.BytesType:
 			g, err := readGraph(v, depth+1)
 			if err != nil {
 				return err
@@ -252,15 +249,6 @@ func readAttr(b []byte, depth int) (string, Attribute, error) {
 	return name, a, err
 }
 
-// TensorProto fields beyond the writer's.
-const (
-	tensorFloatData    = 4
-	tensorInt32Data    = 5
-	tensorInt64Data    = 7
-	tensorDoubleData   = 10
-	tensorDataLocation = 14
-)
-
 func readTensor(b []byte) (*Tensor, error) {
 	t := &Tensor{}
 	var raw []byte
@@ -270,7 +258,7 @@ func readTensor(b []byte) (*Tensor, error) {
 	var floats []float32
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch num {
-		case tensorDims:
+		case pb.TensorDims:
 			if typ == protowire.VarintType {
 				t.Shape = append(t.Shape, int(int64(x)))
 			} else if typ == protowire.BytesType {
@@ -283,21 +271,21 @@ func readTensor(b []byte) (*Tensor, error) {
 					v = v[n:]
 				}
 			}
-		case tensorDataType:
+		case pb.TensorDataType:
 			t.DataType = int(x)
-		case tensorName:
+		case pb.TensorName:
 			t.Name = string(v)
-		case tensorRawData:
+		case pb.TensorRawData:
 			raw = v
-		case tensorDataLocation:
+		case pb.TensorDataLocation:
 			external = x == 1
-		case tensorFloatData:
+		case pb.TensorFloatData:
 			if typ == protowire.Fixed32Type {
 				floats = append(floats, math.Float32frombits(uint32(x)))
 			} else {
 				packed = append(packed, v)
 			}
-		case tensorInt64Data, tensorInt32Data:
+		case pb.TensorInt64Data, pb.TensorInt32Data:
 			if typ == protowire.VarintType {
 				ints = append(ints, int64(x))
 			} else {
@@ -310,7 +298,7 @@ func readTensor(b []byte) (*Tensor, error) {
 					v = v[n:]
 				}
 			}
-		case tensorDoubleData:
+		case pb.TensorDoubleData:
 			if typ == protowire.Fixed64Type {
 				floats = append(floats, float32(math.Float64frombits(x)))
 			}
@@ -436,29 +424,3 @@ func readTensor(b []byte) (*Tensor, error) {
 	}
 	return t, nil
 }
-
-// Field numbers from onnx.proto that Read looks at.
-const (
-	modelGraph = 7
-
-	graphNode        = 1
-	graphInitializer = 5
-
-	nodeInput     = 1
-	nodeOutput    = 2
-	nodeName      = 3
-	nodeOpType    = 4
-	nodeAttribute = 5
-	nodeDomain    = 7
-
-	attrName = 1
-	attrF    = 2
-	attrI    = 3
-	attrG    = 6
-	attrInts = 8
-
-	tensorDims     = 1
-	tensorDataType = 2
-	tensorName     = 8
-	tensorRawData  = 9
-)
