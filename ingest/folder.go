@@ -275,8 +275,11 @@ func syncFolder(ctx context.Context, eng FolderEngine, root string, opt FolderOp
 		}
 		ft := formats[i]
 		d, err, ok := next()
-		if !ok {
-			return b.finishFolder(ctx, fs, errors.Join(err, ctx.Err()))
+		if !ok { // ctx is done: next says so
+			if err == nil {
+				err = ctx.Err()
+			}
+			return b.finishFolder(ctx, fs, err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

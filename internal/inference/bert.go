@@ -135,7 +135,7 @@ func DefaultBackend() string {
 // SciFact abstracts 1.53–1.58× as fast as ONNX Runtime int8 per CPU-second
 // (with AMX left out, GODEBUG=cpu.amxint8=off: 1.00–1.09×), its vectors
 // within cosine 0.998 of ONNX Runtime's, nearer than either is to float32
-// (BenchmarkEncoderBackends, docs/results/encoder.md, 2026-12-06).
+// (BenchmarkEncoderBackends, docs/results/indexing.md, 2026-12-06).
 // Without AMX the choice stays ONNX Runtime's: the one other machine
 // measured, an AMD EPYC with VNNI, ran it faster (Go 0.79–0.86× before
 // issue 65's kernels; not measured since).
