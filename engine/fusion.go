@@ -150,15 +150,11 @@ func (e *Engine) loadFusion() error {
 	return nil
 }
 
-// fusionFor is the fusion a search with opts fuses by: opts.Fusion, else
-// RRF where opts.RRFK asks for RRF's constant, else the index's choice in
-// effect (fusionInEffect).
+// fusionFor is the fusion a search with opts fuses by: the one opts names
+// (NamedFusion), else the index's choice in effect (fusionInEffect).
 func (e *Engine) fusionFor(opts SearchOptions) Fusion {
-	switch {
-	case opts.Fusion != "":
-		return opts.Fusion
-	case opts.RRFK != 0:
-		return FusionRRF
+	if f := opts.NamedFusion(); f != "" {
+		return f
 	}
 	return e.fusionInEffect()
 }

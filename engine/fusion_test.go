@@ -226,3 +226,22 @@ func TestFusionChoice(t *testing.T) {
 		t.Fatalf("after clearing: fusion %q, choice %+v; want %s and no choice", st.Fusion, st.FusionChoice, engine.DefaultFusion)
 	}
 }
+
+// TestNamedFusion: the fusion search options name — Fusion, else RRF for
+// an RRF constant, else none (the index's own) — the one rule the engine,
+// eval's labels and annactl's notes read.
+func TestNamedFusion(t *testing.T) {
+	for _, c := range []struct {
+		o    engine.SearchOptions
+		want engine.Fusion
+	}{
+		{engine.SearchOptions{}, ""},
+		{engine.SearchOptions{RRFK: 10}, engine.FusionRRF},
+		{engine.SearchOptions{Fusion: engine.FusionDBSF, RRFK: 10}, engine.FusionDBSF},
+		{engine.SearchOptions{Weights: map[string]float64{"dense": 2}}, ""},
+	} {
+		if got := c.o.NamedFusion(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+	}
+}

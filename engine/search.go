@@ -161,6 +161,19 @@ type Contribution struct {
 	Fused float64
 }
 
+// NamedFusion is the fusion o names: Fusion, else FusionRRF where RRFK is
+// set (RRF's constant asks for RRF), else "" — the index's own choice,
+// which Stats reports.
+func (o SearchOptions) NamedFusion() Fusion {
+	switch {
+	case o.Fusion != "":
+		return o.Fusion
+	case o.RRFK != 0:
+		return FusionRRF
+	}
+	return ""
+}
+
 // validate fills defaults and refuses values out of range.
 func (o *SearchOptions) validate() error {
 	for _, f := range []struct {

@@ -363,7 +363,7 @@ func (a *app) chooseFusion(eng *engine.Engine, idx string, rows []retrieval.Row,
 func fusionNote(eng *engine.Engine, search engine.SearchOptions) (string, error) {
 	eff := search
 	chosen := false
-	if eff.Fusion == "" && eff.RRFK == 0 {
+	if eff.NamedFusion() == "" {
 		st, err := eng.Stats()
 		if err != nil {
 			return "", err

@@ -355,11 +355,8 @@ func FusionGiven(o engine.SearchOptions) bool {
 // engine.DefaultFusion with equal weights, and for the index's fusion ("")
 // with no other setting.
 func FusionLabel(o engine.SearchOptions) string {
-	f := o.Fusion
-	switch {
-	case f == "" && o.RRFK != 0:
-		f = engine.FusionRRF
-	case f == "":
+	f := o.NamedFusion()
+	if f == "" {
 		f = engine.DefaultFusion
 	}
 	if f == engine.DefaultFusion && o.RRFK == 0 && o.Weights == nil {
