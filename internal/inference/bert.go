@@ -140,13 +140,10 @@ func DefaultBackend() string {
 // measured, an AMD EPYC with VNNI, ran it faster (Go 0.79–0.86× before
 // issue 65's kernels; not measured since).
 func backendFor(md *model.Dir, output string, context bool) string {
-	if !ort.Built {
-		return BackendGo
-	}
 	if _, k := tensor.Kernels(); k == "amx" && md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
 		return BackendGo
 	}
-	return BackendORT
+	return DefaultBackend()
 }
 
 // runner runs one padded batch through the model's graph: ids, mask and

@@ -1,9 +1,11 @@
 package tensor
 
 import (
+	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
+
+	"github.com/anna-search/anna/internal/parallel"
 )
 
 // The inference GEMM: products for a forward pass only (internal/model/bert), apart
@@ -262,9 +264,10 @@ func (w *Weight) MatMulThen(c []float32, ldc int, a []float32, lda, m int, bias 
 // goroutine in one call.
 //
 // The float32 products split their panels (MiniLM's short query on two
-// threads: 4.0 -> 2.6 ms); the int8 ones do not: their products for a
-// dozen rows take microseconds, less than handing them out (1.09 -> 1.23
-// ms with AMX), the benchmarks' zz query test, 2026-12-06.
+// threads 3.0 ms, on one 4.1: BenchmarkQueryLatency); the int8 ones do not:
+// their products for a dozen rows take microseconds, less than handing
+// them out (1.09 -> 1.23 ms with AMX, measured on a build that split
+// them; docs/results/encoder.md, 2026-12-06).
 func tiles(m, mr, np, threads int, cols bool, then func(lo, hi int), run func(r0, r1, jp0, jp1 int, then func(lo, hi int))) {
 	tiles := (m + mr - 1) / mr
 	per := min(imc, max(4*mr, (tiles+4*threads-1)/(4*threads)*mr))
@@ -290,28 +293,12 @@ func tiles(m, mr, np, threads int, cols bool, then func(lo, hi int), run func(r0
 }
 
 // inTurn calls do(b) for each b in [0, n) on threads goroutines that take
-// them in turn (on the calling goroutine when threads is 1).
+// them in turn (parallel.Each; on the calling goroutine when threads is
+// 1). A panic on any of them is raised again here, on the caller's.
 func inTurn(threads, n int, do func(b int)) {
-	if threads <= 1 {
-		for b := range n {
-			do(b)
-		}
-		return
+	if err := parallel.Each(context.Background(), n, threads, func(b int) error { do(b); return nil }); err != nil {
+		panic(err)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range threads {
-		wg.Go(func() {
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= n {
-					return
-				}
-				do(b)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // rows is MatMulThen for rows [r0, r1) and panels [jp0, jp1) on the
