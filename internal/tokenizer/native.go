@@ -3,6 +3,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 
 	hf "github.com/daulet/tokenizers"
@@ -10,7 +11,16 @@ import (
 
 // newDefault is the native implementation where cgo is on (and the
 // annapure tag is not set): the Rust tokenizers crate.
-func newDefault(js []byte, _ map[string]json.RawMessage) (backend, error) {
+//
+// A file with a NUL character in a string goes to the pure-Go
+// implementation instead: the binding turns the Rust side's error message
+// into a C string with unwrap, so an error that quotes such a string (an
+// unknown "version", say) aborts the whole process. js is valid JSON
+// re-encoded from the file, where a NUL can only be written \u0000.
+func newDefault(js []byte, top map[string]json.RawMessage) (backend, error) {
+	if bytes.Contains(js, []byte(`\u0000`)) {
+		return newPure(top)
+	}
 	h, err := hf.FromBytes(js)
 	if err != nil {
 		return nil, err
