@@ -18,6 +18,7 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/filter"
+	"github.com/anna-search/anna/hint"
 )
 
 // MCP: the Model Context Protocol server of an anna directory, with the
@@ -45,6 +46,10 @@ type MCPOptions struct {
 	Timeout time.Duration
 	// Version is the server's version in the MCP handshake.
 	Version string
+	// HintText, when set, renders the actions a failed call's error
+	// suggests (package hint) in the error's text, as Options.HintText
+	// does for the HTTP answers; unset: the actions' words.
+	HintText func(hint.Action) string
 }
 
 // NewMCP returns the MCP server of eng (annactl serve's /mcp).
@@ -193,7 +198,7 @@ paraphrases. Narrow with a metadata filter (the keys are listed by status). Read
 		InputSchema:  searchIn,
 		OutputSchema: mcpSchema[MCPSearchResult](),
 		Annotations:  readOnly,
-	}, t.search)
+	}, hinted(t, t.search))
 	getIn := mcpSchema[MCPGetInput]()
 	setRange(getIn.Properties["max_bytes"], 1, mcpMaxGet)
 	setRange(getIn.Properties["start_line"], 1, 0)
@@ -208,7 +213,7 @@ lines (start_line, end_line: 1-based, inclusive) or of bytes (offset, as search'
 		InputSchema:  getIn,
 		OutputSchema: mcpSchema[MCPDocument](),
 		Annotations:  readOnly,
-	}, t.get)
+	}, hinted(t, t.get))
 	multiIn := mcpSchema[MCPMultiGetInput]()
 	multiIn.Properties["ids"].MaxItems = ptr(mcpMaxMulti)
 	multiIn.Properties["ids"].MinItems = ptr(1)
@@ -221,7 +226,7 @@ default 4000). Ids not found are listed apart.`,
 		InputSchema:  multiIn,
 		OutputSchema: mcpSchema[MCPMultiGetResult](),
 		Annotations:  readOnly,
-	}, t.multiGet)
+	}, hinted(t, t.multiGet))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "status",
 		Title: "Describe the collection",
@@ -231,7 +236,7 @@ numbers) that search's filter can use.`,
 		InputSchema:  mcpSchema[struct{}](),
 		OutputSchema: mcpSchema[MCPStatus](),
 		Annotations:  readOnly,
-	}, t.status)
+	}, hinted(t, t.status))
 	if opts.AllowWrites {
 		addIn := mcpSchema[MCPAddInput]()
 		addIn.Properties["documents"].MaxItems = ptr(t.lim.MaxBatch)
@@ -246,7 +251,7 @@ once the documents are stored and searchable.`,
 			InputSchema:  addIn,
 			OutputSchema: mcpSchema[MCPAddResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-		}, t.add)
+		}, hinted(t, t.add))
 		delIn := mcpSchema[MCPDeleteInput]()
 		delIn.Properties["ids"].MinItems = ptr(1)
 		delIn.Properties["ids"].MaxItems = ptr(t.lim.MaxBatch)
@@ -257,7 +262,7 @@ once the documents are stored and searchable.`,
 			InputSchema:  delIn,
 			OutputSchema: mcpSchema[MCPDeleteResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
-		}, t.delete)
+		}, hinted(t, t.delete))
 	}
 	return s
 }
@@ -280,6 +285,32 @@ func setRange(s *jsonschema.Schema, lo, hi float64) {
 	s.Minimum = &lo
 	if hi > 0 {
 		s.Maximum = &hi
+	}
+}
+
+// hinted is a tool's handler whose error, when it carries actions
+// (package hint: an index to repair, a model to install), says them after
+// its message: an agent reads a failed call's text only.
+func hinted[In, Out any](t *mcpTools, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		r, out, err := h(ctx, req, in)
+		if err == nil {
+			return r, out, nil
+		}
+		actions := hint.Of(err)
+		if len(actions) == 0 {
+			return r, out, err
+		}
+		texts := make([]string, len(actions))
+		for i, a := range actions {
+			texts[i] = a.String()
+			if t.opts.HintText != nil {
+				if s := t.opts.HintText(a); s != "" {
+					texts[i] = s
+				}
+			}
+		}
+		return r, out, fmt.Errorf("%w\nwhat to do: %s", err, strings.Join(texts, "; or: "))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/encodertest"
 )
 
@@ -367,5 +369,45 @@ func TestMetadataRoute(t *testing.T) {
 	}
 	if code, m := ts.do(t, "GET", "/v1/metadata?top=500", ""); code != 400 {
 		t.Errorf("top=500: %d %v", code, m)
+	}
+}
+
+// TestMCPErrorHints: a failed call's text says what to do about it (the
+// error's hints, package hint), as annactl mcp renders them when set, in
+// words otherwise: an agent reads nothing else.
+func TestMCPErrorHints(t *testing.T) {
+	missing := &engine.ModelNotFoundError{Dir: "/data/idx", Model: engine.Model{Name: "all-MiniLM-L6-v2", Fingerprint: "5ac62f6b6ec2aa"}, Why: "its directory is gone", ModelsDir: "/home/models"}
+	open := func(context.Context) (*engine.Engine, error) { return nil, fmt.Errorf("opening /data/idx: %w", missing) }
+	for _, tc := range []struct {
+		name string
+		text func(hint.Action) string
+		want []string
+	}{
+		{"words", nil, []string{"what to do: install the model directory that holds it; or: reindex /data/idx with the model you choose"}},
+		{"rendered", func(a hint.Action) string {
+			if a.Kind == hint.Reindex {
+				return "run: reindex --index " + a.Index
+			}
+			return ""
+		}, []string{"what to do: install the model directory that holds it; or: run: reindex --index /data/idx"}},
+	} {
+		srv, held := NewMCPHeld(open, time.Minute, MCPOptions{HintText: tc.text})
+		cs := mcpSession(t, srv)
+		msg := callTool(t, cs, "status", map[string]any{}, nil)
+		if !strings.HasPrefix(msg, "opening /data/idx: engine: /data/idx: its model") {
+			t.Errorf("%s: the error's own text first: %q", tc.name, msg)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: %q lacks %q", tc.name, msg, w)
+			}
+		}
+		held.Close()
+	}
+	// An error without hints is left as it is.
+	srv, held := NewMCPHeld(func(context.Context) (*engine.Engine, error) { return nil, errors.New("plain failure") }, time.Minute, MCPOptions{})
+	defer held.Close()
+	if msg := callTool(t, mcpSession(t, srv), "status", map[string]any{}, nil); msg != "plain failure" {
+		t.Errorf("an error without hints: %q", msg)
 	}
 }

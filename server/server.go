@@ -200,7 +200,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	s.rerankB = newBatcher(s.base, opts.BatchWait, opts.BatchTexts, opts.BatchTokens, s.runRerank, s.metrics.batchObserver("rerank"))
 	s.streams, s.stopStreams = context.WithCancel(s.base)
 	m := NewMCP(eng, MCPOptions{AllowWrites: opts.MCPWrites && !opts.ReadOnly, Reranker: opts.Reranker != nil, RerankFusion: opts.RerankFusion,
-		Limits: opts.Limits, Timeout: opts.Timeout, Version: opts.Version})
+		Limits: opts.Limits, Timeout: opts.Timeout, Version: opts.Version, HintText: opts.HintText})
 	// Sessions idle for 30 minutes are closed; the tool calls keep the
 	// server's timeout (the handler's requests do not: a session's GET
 	// stream lasts as long as the session).

@@ -77,7 +77,7 @@ client closes stdin, or on SIGINT or SIGTERM.`,
 				how = "writes allowed"
 			}
 			a.logf("mcp: serving %s over stdio (%d documents, model %s; %s)", dir, st.Documents, st.Model.Label(), how)
-			srv, held := server.NewMCPHeld(open, hold, server.MCPOptions{AllowWrites: allowWrites, Reranker: rr != nil, RerankFusion: fusion, Timeout: timeout, Version: version()})
+			srv, held := server.NewMCPHeld(open, hold, server.MCPOptions{AllowWrites: allowWrites, Reranker: rr != nil, RerankFusion: fusion, Timeout: timeout, Version: version(), HintText: hintCommand})
 			defer held.Close()
 			err = srv.Run(cmd.Context(), &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 			if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
