@@ -16,10 +16,24 @@ import (
 // implementation instead: the binding turns the Rust side's error message
 // into a C string with unwrap, so an error that quotes such a string (an
 // unknown "version", say) aborts the whole process. js is valid JSON
-// re-encoded from the file, where a NUL can only be written \u0000.
+// re-encoded from the file, where a NUL can only be written \u0000. What
+// else the crate would crash on is refused or mended first (nativeSafe).
 func newDefault(js []byte, top map[string]json.RawMessage) (backend, error) {
 	if bytes.Contains(js, []byte(`\u0000`)) {
 		return newPure(top)
+	}
+	changed, err := nativeSafe(top)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(top); err != nil {
+			return nil, err
+		}
+		js = buf.Bytes()
 	}
 	h, err := hf.FromBytes(js)
 	if err != nil {
