@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/anna-search/anna/internal/clip"
 )
 
 // What the native implementation (the Rust tokenizers crate 0.20.4 through
@@ -113,7 +115,7 @@ func checkNative(v any) error {
 		}
 		for k, e := range x {
 			if err := checkNative(e); err != nil {
-				return fieldError(strconv.Quote(k), err)
+				return fieldError(clip.Quote(k), err)
 			}
 		}
 	}
@@ -130,6 +132,9 @@ func (e *pathError) Error() string {
 	p := make([]string, len(e.path))
 	for i, s := range e.path {
 		p[len(p)-1-i] = s
+	}
+	if len(p) > 8 { // a deep document: its outer and inner levels
+		p = append(append(p[:4:4], fmt.Sprintf("…%d levels…", len(p)-8)), p[len(p)-4:]...)
 	}
 	return fmt.Sprintf("[%s]: %v", strings.Join(p, "]["), e.err)
 }

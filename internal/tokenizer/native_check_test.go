@@ -62,6 +62,8 @@ func TestNativeRefusesWhatWouldAbort(t *testing.T) {
 		{"precompiled leaf mid-character", precompiledTokenizer(`{"type": "Precompiled", "precompiled_charsmap": "` + charsmap("é\x00", 1, nil) + `"}`), "leaf points at byte 1 of 3"},
 		{"precompiled leaf past the strings", precompiledTokenizer(`{"type": "Precompiled", "precompiled_charsmap": "` + charsmap("b\x00", 9, nil) + `"}`), "leaf points at byte 9 of 2"},
 		{"number out of range", bpe(`{"type": "ByteLevel", "x": 1e999}`), `["decoder"]["x"]: number 1e999 out of range`},
+		{"deep", bpe(strings.Repeat(`{"k": `, 5000) + `1e999` + strings.Repeat(`}`, 5000)), `["decoder"]["k"]["k"]["k"][…4993 levels…]["k"]["k"]["k"]["k"]: number 1e999`},
+		{"long key", bpe(`{"type": "ByteLevel", "` + strings.Repeat("x", 1<<20) + `": 1e999}`), `["decoder"]["xxxx`},
 		{"lone surrogate", bpe(`{"type": "ByteLevel", "add_prefix_space\ud800": true}`), ""},
 		{"not UTF-8", bpe("{\"type\": \"ByteLevel\", \"add_pre\xa7fix_space\": true}"), ""},
 	} {
@@ -80,8 +82,8 @@ func TestNativeRefusesWhatWouldAbort(t *testing.T) {
 			t.Errorf("%s: loaded", tc.name)
 			continue
 		}
-		if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: error %q, want the file and %q", tc.name, err, tc.want)
+		if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) || len(err.Error()) > 1024 {
+			t.Errorf("%s: error %.2000q (%d bytes), want the file and %q in at most 1 KiB", tc.name, err, len(err.Error()), tc.want)
 		}
 	}
 	// A well-formed charsmap: "a" normalized to the string at its leaf.
