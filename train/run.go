@@ -20,8 +20,10 @@ import (
 // Run trains as cfg says and, unless NoExport, exports the result: the
 // Hugging Face checkpoint in OutDir/hf and the anna model (model.onnx with a
 // new fingerprint) in OutDir/model (a technique's own files, where it has
-// them, too). Cancelling ctx stops at a step boundary after writing a
-// checkpoint that Resume continues exactly. A NaN or infinite loss stops
+// them, too). Cancelling ctx stops within a layer's pass (a fraction of a
+// second on the CPU; the GPU's passes at their end), dropping the step it
+// interrupted, and writes a checkpoint of the last whole step that Resume
+// continues exactly. A NaN or infinite loss stops
 // the run, keeping the last good checkpoint.
 //
 // Every optimizer step and held-out evaluation is recorded in
@@ -63,6 +65,7 @@ type run struct {
 
 	ckptDir  string
 	start    int // the step resumed from
+	applied  int // the steps whose update the weights hold
 	log      *metrics.Log
 	lastLoss float64
 	t0       time.Time
@@ -175,8 +178,16 @@ func (r *run) loop(ctx context.Context) error {
 	r.before, r.t0 = kept.ElapsedS(), time.Now()
 	// The baseline the later evaluations compare with (step 0), or one a
 	// stopped run saved the checkpoint for but did not record.
+	r.applied = r.start
+	// A cancel that ends a pass midway (between layers: bert.Batch.Ctx)
+	// leaves partial gradients and the weights of the last whole step,
+	// which the stop's checkpoint holds.
+	cancelled := func(err error) bool { return ctx.Err() != nil && errors.Is(err, ctx.Err()) }
 	if r.evalDue(r.start) && (len(kept.Evals) == 0 || kept.Evals[len(kept.Evals)-1].Step != r.start) {
-		if err := r.evaluate(r.start); err != nil {
+		if err := r.evaluate(ctx, r.start); err != nil {
+			if cancelled(err) {
+				return r.stop(r.start, ctx.Err())
+			}
 			return err
 		}
 	}
@@ -184,7 +195,10 @@ func (r *run) loop(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return r.stop(step, err)
 		}
-		if err := r.step(step); err != nil {
+		if err := r.step(ctx, step); err != nil {
+			if cancelled(err) {
+				return r.stop(r.applied, ctx.Err())
+			}
 			return err
 		}
 	}
@@ -194,7 +208,7 @@ func (r *run) loop(ctx context.Context) error {
 // step is optimizer step step+1: its micro-batches' gradients, clipping,
 // the update, its record, and the checkpoint, evaluation and report due
 // after it.
-func (r *run) step(step int) error {
+func (r *run) step(ctx context.Context, step int) error {
 	cfg := r.cfg
 	t1 := time.Now()
 	if err := r.store.zeroGrad(); err != nil {
@@ -202,7 +216,7 @@ func (r *run) step(step int) error {
 	}
 	var loss objective.Loss
 	for micro := 0; micro < cfg.Accum; micro++ {
-		l, err := r.tr.grad(r.microBatch(step, micro), float32(1/float64(cfg.Accum)), true)
+		l, err := r.tr.grad(ctx, r.microBatch(step, micro), float32(1/float64(cfg.Accum)), true)
 		if err != nil {
 			return fmt.Errorf("train: step %d: %w", step+1, err)
 		}
@@ -224,6 +238,7 @@ func (r *run) step(step int) error {
 	}
 	r.lastLoss = loss.Value
 	done := step + 1
+	r.applied = done
 	if err := r.record(done, loss, lr, norm, time.Since(t1)); err != nil {
 		return err
 	}
@@ -234,7 +249,7 @@ func (r *run) step(step int) error {
 		}
 	}
 	if r.evalDue(done) {
-		if err := r.evaluate(done); err != nil {
+		if err := r.evaluate(ctx, done); err != nil {
 			return err
 		}
 	}
@@ -285,8 +300,8 @@ func (r *run) evalDue(step int) bool {
 }
 
 // evaluate records the held-out loss and accuracy after step.
-func (r *run) evaluate(step int) error {
-	ev, err := r.tr.evaluate(r.evalEx)
+func (r *run) evaluate(ctx context.Context, step int) error {
+	ev, err := r.tr.evaluate(ctx, r.evalEx)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anna-search/anna/internal/home"
@@ -114,6 +115,77 @@ func TestRunResumesExactly(t *testing.T) {
 	}
 	if !changed {
 		t.Fatal("training changed no weights")
+	}
+}
+
+// countdown is a context whose Err turns to context.Canceled at its n-th
+// call: a cancel that lands at a chosen check, inside a pass (between
+// layers) or between steps, the same in every run.
+type countdown struct {
+	context.Context
+	n, calls atomic.Int64
+}
+
+func (c *countdown) Err() error {
+	c.calls.Add(1)
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestRunStopsWithinAPass: a cancel stops the run at the next check
+// between layers of the forward or backward under way (not at the end of
+// the step), and the run resumed from that stop's checkpoint ends with the
+// weights of an uninterrupted run, bit for bit, wherever the cancel fell.
+func TestRunStopsWithinAPass(t *testing.T) {
+	src := tinyCheckpoint(t, false)
+	data := writeData(t, 24, true)
+	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 3, LR: 1e-3,
+		DistillWeight: 0.5, Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100}
+	full := base
+	full.OutDir = filepath.Join(t.TempDir(), "full")
+	all := &countdown{Context: context.Background()}
+	all.n.Store(1 << 40)
+	if _, err := Run(all, full); err != nil {
+		t.Fatal(err)
+	}
+	// Per step: one check before it, and per micro-batch's pass one per
+	// layer of the forward and two per layer of the backward.
+	checks := int(all.calls.Load())
+	perStep := checks / base.MaxSteps
+	if perStep < 1+base.Accum*3*2 {
+		t.Fatalf("%d checks in %d steps: the passes do not look at the context", checks, base.MaxSteps)
+	}
+	want := readParams(t, full.OutDir)
+	// Cancels at the first check inside step 2's first forward, in its
+	// second micro-batch's backward, and in the last step's last backward.
+	for _, at := range []int{perStep + 1, perStep + perStep/2 + 1, 3*perStep - 2} {
+		part := base
+		part.OutDir = filepath.Join(t.TempDir(), fmt.Sprintf("part-%d", at))
+		c := &countdown{Context: context.Background()}
+		c.n.Store(int64(at))
+		_, err := Run(c, part)
+		if err == nil || !strings.Contains(err.Error(), "stopped at step") {
+			t.Fatalf("cancel at check %d of %d: %v", at, checks, err)
+		}
+		// After the check that saw the cancel, only the stop's own
+		// look at the error (whether it is the context's, and which).
+		if got := c.calls.Load(); got > int64(at)+4 {
+			t.Errorf("cancel at check %d: the run went on for %d more checks", at, got-int64(at))
+		}
+		part.Resume = true
+		if _, err := Run(context.Background(), part); err != nil {
+			t.Fatalf("resume after the cancel at check %d: %v", at, err)
+		}
+		got := readParams(t, part.OutDir)
+		for name, ta := range want {
+			for i := range ta.Data {
+				if math.Float32bits(ta.Data[i]) != math.Float32bits(got[name].Data[i]) {
+					t.Fatalf("cancel at check %d (%v): %s[%d]: uninterrupted %g, resumed %g", at, err, name, i, ta.Data[i], got[name].Data[i])
+				}
+			}
+		}
 	}
 }
 

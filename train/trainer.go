@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/anna-search/anna/internal/tokenizer"
@@ -33,16 +34,17 @@ func padBatch(encs []tokenizer.Encoding, padID int64) *bert.Batch {
 }
 
 func decoderBatch(b *bert.Batch) *decoder.Batch {
-	return &decoder.Batch{N: b.N, T: b.T, IDs: b.IDs, Mask: b.Mask}
+	return &decoder.Batch{N: b.N, T: b.T, IDs: b.IDs, Mask: b.Mask, Ctx: b.Ctx}
 }
 
 // grad computes the loss of the groups and, when backward, adds scale × its
-// gradient to the params.
-func (tr *trainer) grad(gs []group, scale float32, backward bool) (objective.Loss, error) {
+// gradient to the params. Cancelling ctx stops the passes between layers
+// (bert.Batch.Ctx) with its error, the gradients then partial.
+func (tr *trainer) grad(ctx context.Context, gs []group, scale float32, backward bool) (objective.Loss, error) {
 	cfg := tr.cfg
 	Q, G := len(gs), cfg.GroupSize
 	if cfg.Objective != ObjectiveContrastive {
-		return tr.cross(gs, scale, backward)
+		return tr.cross(ctx, gs, scale, backward)
 	}
 	texts := make([]string, 0, Q*(G+1))
 	// Teacher scores for the whole batch or none: data may mix examples
@@ -60,6 +62,7 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (objective.Los
 		teacher = nil
 	}
 	b := tr.batch(tr.tok.EncodeBatch(texts, cfg.MaxLength))
+	b.Ctx = ctx
 	cc := objective.ContrastiveConfig{Temperature: cfg.Temperature, InBatch: !cfg.NoInBatch, DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 	if tr.tech != nil {
 		s := &decoder.Step{Q: Q, G: G, Texts: texts, Batch: decoderBatch(b), Teacher: teacher}
@@ -77,7 +80,7 @@ func (tr *trainer) grad(gs []group, scale float32, backward bool) (objective.Los
 
 // cross is grad for the cross-encoder objectives: (query, document) pairs,
 // the positive's label 1.
-func (tr *trainer) cross(gs []group, scale float32, backward bool) (objective.Loss, error) {
+func (tr *trainer) cross(ctx context.Context, gs []group, scale float32, backward bool) (objective.Loss, error) {
 	cfg := tr.cfg
 	Q, G := len(gs), cfg.GroupSize
 	var encs []tokenizer.Encoding
@@ -93,6 +96,7 @@ func (tr *trainer) cross(gs []group, scale float32, backward bool) (objective.Lo
 		teacher = nil
 	}
 	b := tr.batch(encs)
+	b.Ctx = ctx
 	p := tr.net.pass(b, PoolCLS)
 	cc := objective.CrossConfig{DistillWeight: cfg.DistillWeight, TeacherTemperature: cfg.TeacherTemperature}
 	if !backward {
@@ -108,8 +112,9 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// evaluate computes the held-out loss and accuracy, in batches.
-func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
+// evaluate computes the held-out loss and accuracy, in batches; cancelling
+// ctx stops it with ctx's error.
+func (tr *trainer) evaluate(ctx context.Context, ex []Example) (*EvalResult, error) {
 	cfg := tr.cfg
 	ev := &EvalResult{}
 	var correct int
@@ -119,7 +124,7 @@ func (tr *trainer) evaluate(ex []Example) (*EvalResult, error) {
 		for i := lo; i < hi; i++ {
 			gs = append(gs, sampleGroup(&ex[i], cfg.GroupSize, cfg.Seed, uint64(1<<40+i)))
 		}
-		l, err := tr.grad(gs, 0, false)
+		l, err := tr.grad(ctx, gs, 0, false)
 		if err != nil {
 			return nil, fmt.Errorf("train: evaluation: %w", err)
 		}

@@ -21,7 +21,7 @@
 // settings after a cancel, Ctrl-C or kill -9 goes on where the work stopped:
 // indexing is durable per batch, mining continues from its last checkpoint
 // (every 64 queries), training from its last checkpoint (every
-// CheckpointEvery steps, and at the step boundary where a cancel stopped
+// CheckpointEvery steps, and at the last whole step when a cancel stopped
 // it), measuring from the pairs already scored (each score is appended to
 // Work/scores-*.txt as it is computed, a torn last line dropped). Finished
 // stages are recorded in Work/recipe.json and skipped. Settings that change

@@ -1,6 +1,7 @@
 package bert
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/anna-search/anna/internal/ops"
@@ -22,6 +23,7 @@ type layerActs struct {
 // belongs to the Model that made it and is overwritten by the next Forward.
 type Acts struct {
 	N, T  int
+	ctx   context.Context // the batch's (Batch.Ctx)
 	ids   []int32
 	types []int32
 	mask  []float32
@@ -49,7 +51,7 @@ func (m *Model) acts(b *Batch) *Acts {
 	}
 	C, FF, H := m.Cfg.HiddenSize, m.Cfg.IntermediateSize, m.Cfg.NumAttentionHeads
 	NT := b.N * b.T
-	a.N, a.T = b.N, b.T
+	a.N, a.T, a.ctx = b.N, b.T, b.Ctx
 	a.ids, a.mask = b.IDs, b.Mask
 	a.types = b.Types
 	if a.types == nil {
@@ -96,6 +98,9 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 	ops.LayerNormForward(a.x0, a.embMean, a.embRstd, a.emb, m.elnw.W, m.elnb.W, NT, C, eps, th)
 	x := a.x0
 	for l := range m.layers {
+		if err := stopped(b.Ctx); err != nil {
+			return nil, err
+		}
 		ly, la := &m.layers[l], &a.layers[l]
 		m.linearForward(ly.q, ly.qb, la.q, x, NT, C, C, la)
 		m.linearForward(ly.k, ly.kb, la.k, x, NT, C, C, la)
@@ -126,8 +131,9 @@ func (m *Model) attention(N, T int, mask []float32) ops.Attention {
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
 // the loss given dHidden = ∂loss/∂Hidden (N×T×C). a must be the latest
-// Forward of this model.
-func (m *Model) Backward(a *Acts, dHidden []float32) {
+// Forward of this model. It stops early with the error of the batch's
+// context (Batch.Ctx) once that is done, the gradients then partial.
+func (m *Model) Backward(a *Acts, dHidden []float32) error {
 	C, FF, T := m.Cfg.HiddenSize, m.Cfg.IntermediateSize, a.T
 	NT := a.N * T
 	th := m.threads()
@@ -136,6 +142,9 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	a.dg = ops.Grow(a.dg, NT*FF)
 	copy(a.dx, dHidden)
 	for l := len(m.layers) - 1; l >= 0; l-- {
+		if err := stopped(a.ctx); err != nil {
+			return err
+		}
 		ly, la := &m.layers[l], &a.layers[l]
 		in := a.x0
 		if l > 0 {
@@ -152,6 +161,9 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		ops.ActivationBackward(m.Cfg.HiddenAct, dff1, a.dg, la.ff1, th)
 		copy(a.dln1, a.dres)
 		m.linearBackward(ly.fi, ly.fib, a.dln1, dff1, la.ln1, NT, C, FF, la)
+		if err := stopped(a.ctx); err != nil {
+			return err
+		}
 		// ln1 = LN(res1); res1 = ao(ctx) + in
 		clear(a.dres)
 		ops.LayerNormBackward(a.dres, ly.ln1w.Grad(), ly.ln1b.Grad(), a.dln1, la.res1, ly.ln1w.W, la.ln1Mean, la.ln1Rstd, NT, C, th)
@@ -169,6 +181,15 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	clear(a.dres)
 	ops.LayerNormBackward(a.dres, m.elnw.Grad(), m.elnb.Grad(), a.dx, a.emb, m.elnw.W, a.embMean, a.embRstd, NT, C, th)
 	ops.EmbeddingBackward(m.wte.Grad(), m.wpe.Grad(), m.wtt.Grad(), a.dres, a.ids, a.types, a.N, T, C)
+	return nil
+}
+
+// stopped is ctx's error, nil for a nil ctx or one not done.
+func stopped(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // --- linear layers (with optional LoRA) ---

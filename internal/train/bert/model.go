@@ -1,6 +1,7 @@
 package bert
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -271,6 +272,11 @@ type Batch struct {
 	IDs   []int32   // N×T token ids
 	Types []int32   // N×T token type ids; nil means all zero
 	Mask  []float32 // N×T attention mask, 1 for real tokens, 0 for padding
+	// Ctx, when not nil, stops Forward and Backward between layers (and
+	// halfway through a layer's backward) with its error once it is done:
+	// a training step ends within a fraction of a second of a cancel.
+	// The parameters' gradients are then partial; the weights untouched.
+	Ctx context.Context
 }
 
 // PaddedBatch is the batch of tokenizer.Pad's output: ids, token types and

@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
@@ -23,6 +24,10 @@ type Batch struct {
 	// ∂loss/∂Inputs in Acts.DInputs instead of the embedding's gradient
 	// (EmbedBackward routes the token rows' share there).
 	Inputs []float32
+	// Ctx, when not nil, stops Forward and Backward between layers (and
+	// halfway through a layer's backward) with its error once it is done,
+	// as bert.Batch's: the gradients then partial, the weights untouched.
+	Ctx context.Context
 }
 
 // lengths checks the batch and returns each sequence's number of real
@@ -85,6 +90,7 @@ type layerActs struct {
 // made it and is overwritten by the next Forward.
 type Acts struct {
 	N, T   int
+	ctx    context.Context // the batch's (Batch.Ctx)
 	ids    []int32
 	inputs bool // the batch gave Inputs: Backward fills DInputs
 	lens   []int
@@ -121,7 +127,7 @@ func (m *Model) acts(b *Batch, lens []int) *Acts {
 	cfg := &m.Cfg
 	rows := b.N * b.T
 	C, D := cfg.HiddenSize, cfg.HeadDim()
-	a.N, a.T, a.ids, a.lens, a.inputs = b.N, b.T, b.IDs, lens, b.Inputs != nil
+	a.N, a.T, a.ids, a.lens, a.inputs, a.ctx = b.N, b.T, b.IDs, lens, b.Inputs != nil, b.Ctx
 	if len(a.xs) != len(m.Layers) {
 		a.xs = make([][]float32, len(m.Layers))
 	}
@@ -171,6 +177,9 @@ func (m *Model) Forward(b *Batch) (*Acts, error) {
 		m.EmbedTokens(x, b.IDs)
 	}
 	for l := range m.Layers {
+		if err := stopped(b.Ctx); err != nil {
+			return nil, err
+		}
 		next := a.last
 		if l+1 < len(m.Layers) {
 			next = a.xs[l+1]
@@ -205,8 +214,9 @@ func (m *Model) layerForward(l int, a *Acts, out []float32) {
 
 // Backward accumulates into every unfrozen parameter's G the gradient of
 // the loss given dHidden = ∂loss/∂Hidden (N×T×C, zero at padded
-// positions). a must be the latest Forward of this model.
-func (m *Model) Backward(a *Acts, dHidden []float32) {
+// positions). a must be the latest Forward of this model. It stops early
+// with the error of the batch's context (Batch.Ctx) once that is done.
+func (m *Model) Backward(a *Acts, dHidden []float32) error {
 	cfg := &m.Cfg
 	rows, C, F, D := a.N*a.T, cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim()
 	H, KV := cfg.NumAttentionHeads, cfg.KVHeads()
@@ -226,6 +236,9 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	clear(dx)
 	ops.RMSNormBackward(dx, m.FinalNorm().Grad(), dHidden, a.last, m.FinalNorm().W, a.rstdF, rows, C, th)
 	for l := len(m.Layers) - 1; l >= 0; l-- {
+		if err := stopped(a.ctx); err != nil {
+			return err
+		}
 		if len(a.layers) == 1 && l < len(m.Layers)-1 {
 			m.layerForward(l, a, a.tmp) // Recompute: the workspace holds layer l+1
 		}
@@ -249,6 +262,9 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 		ly.Gate().Backward(dn, dg, la.XN2, la.XA[4], rows, th)
 		ly.Up().Backward(dn, du, la.XN2, la.XA[5], rows, th)
 		ops.RMSNormBackward(dh, ly.LN2.Grad(), dn, la.H, ly.LN2.W, la.Rstd2, rows, C, th)
+		if err := stopped(a.ctx); err != nil {
+			return err
+		}
 		// h = x + o(attn(rope(q), rope(k), v)), q, k, v from xn1 = norm1(x)
 		copy(dx, dh)
 		clear(dctx)
@@ -283,9 +299,18 @@ func (m *Model) Backward(a *Acts, dHidden []float32) {
 	if a.inputs {
 		a.DInputs = ops.Grow(a.DInputs, rows*C)
 		copy(a.DInputs, dx)
-		return
+		return nil
 	}
 	m.EmbedBackward(a.ids, dx)
+	return nil
+}
+
+// stopped is ctx's error, nil for a nil ctx or one not done.
+func stopped(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // EmbedBackward adds d's rows (len(ids)×C) to the embedding gradient rows

@@ -125,8 +125,5 @@ func (m *Model) RunnerOr(r Runner) Runner {
 
 type cpuRunner struct{ m *Model }
 
-func (r cpuRunner) Forward(b *Batch) (*Acts, error) { return r.m.Forward(b) }
-func (r cpuRunner) Backward(a *Acts, dHidden []float32) error {
-	r.m.Backward(a, dHidden)
-	return nil
-}
+func (r cpuRunner) Forward(b *Batch) (*Acts, error)           { return r.m.Forward(b) }
+func (r cpuRunner) Backward(a *Acts, dHidden []float32) error { return r.m.Backward(a, dHidden) }

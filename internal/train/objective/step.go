@@ -74,7 +74,7 @@ type Model[B any, A Activations] interface {
 	Forward(b B) (A, error)
 	Pool(a A, mode string) ([]float32, error)
 	PoolBackward(a A, mode string, dPooled, dHidden []float32)
-	Backward(a A, dHidden []float32)
+	Backward(a A, dHidden []float32) error
 }
 
 // Activations are a forward pass's, as Model keeps them: HiddenLen is the
@@ -111,6 +111,5 @@ func (p *modelPass[B, A]) Backward(dRows []float32) error {
 	}
 	dh := make([]float32, p.a.HiddenLen())
 	p.m.PoolBackward(p.a, p.pooling, dRows, dh)
-	p.m.Backward(p.a, dh)
-	return nil
+	return p.m.Backward(p.a, dh)
 }

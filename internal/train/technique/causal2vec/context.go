@@ -151,8 +151,7 @@ func (e *ContextEncoder) Backward(dVecs []float32) error {
 	}
 	dHidden := make([]float32, a.N*a.T*C)
 	e.m.PoolBackward(a, e.cfg.Pooling, dPooled, dHidden)
-	e.m.Backward(a, dHidden)
-	return nil
+	return e.m.Backward(a, dHidden)
 }
 
 // contextDir is where a run with a trained context encoder exports it
