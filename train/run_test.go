@@ -71,10 +71,8 @@ func readParams(t *testing.T, dir string) map[string]*safetensors.Tensor {
 // An interrupted run resumed from its checkpoint ends bit-for-bit where an
 // uninterrupted run ends.
 func TestRunResumesExactly(t *testing.T) {
-	src := tinyCheckpoint(t, false)
-	data := writeData(t, 24, true)
-	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 4, LR: 1e-3,
-		DistillWeight: 0.5, Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100}
+	base := resumeBase(t)
+	src := base.ModelDir
 
 	full := base
 	full.OutDir = filepath.Join(t.TempDir(), "full")
@@ -98,17 +96,11 @@ func TestRunResumesExactly(t *testing.T) {
 	if _, err := Run(context.Background(), part); err != nil {
 		t.Fatal(err)
 	}
-	a, b := readParams(t, full.OutDir), readParams(t, part.OutDir)
+	a := sameWeights(t, "the run stopped at step 2", full.OutDir, part.OutDir)
 	changed := false
 	orig, err := safetensors.ReadFile(filepath.Join(src, "model.safetensors"))
 	must(t, err)
 	for name, ta := range a {
-		tb := b[name]
-		for i := range ta.Data {
-			if math.Float32bits(ta.Data[i]) != math.Float32bits(tb.Data[i]) {
-				t.Fatalf("%s[%d]: uninterrupted %g, resumed %g", name, i, ta.Data[i], tb.Data[i])
-			}
-		}
 		if o := orig[name]; o != nil && o.Data[0] != ta.Data[0] {
 			changed = true
 		}
@@ -116,6 +108,29 @@ func TestRunResumesExactly(t *testing.T) {
 	if !changed {
 		t.Fatal("training changed no weights")
 	}
+}
+
+// resumeBase is the run the resume tests interrupt: a tiny BERT, 24 mined
+// examples, two micro-batches a step, four steps.
+func resumeBase(t *testing.T) Config {
+	return Config{ModelDir: tinyCheckpoint(t, false), Data: writeData(t, 24, true), BatchSize: 4, GroupSize: 3, Accum: 2,
+		MaxSteps: 4, LR: 1e-3, DistillWeight: 0.5, Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100}
+}
+
+// sameWeights fails t unless the checkpoints of the runs in dirs want and
+// got hold the same weights bit for bit; it returns want's.
+func sameWeights(t *testing.T, what, want, got string) map[string]*safetensors.Tensor {
+	t.Helper()
+	a, b := readParams(t, want), readParams(t, got)
+	for name, ta := range a {
+		tb := b[name]
+		for i := range ta.Data {
+			if math.Float32bits(ta.Data[i]) != math.Float32bits(tb.Data[i]) {
+				t.Fatalf("%s: %s[%d]: uninterrupted %g, resumed %g", what, name, i, ta.Data[i], tb.Data[i])
+			}
+		}
+	}
+	return a
 }
 
 // countdown is a context whose Err turns to context.Canceled at its n-th
@@ -139,10 +154,7 @@ func (c *countdown) Err() error {
 // the step), and the run resumed from that stop's checkpoint ends with the
 // weights of an uninterrupted run, bit for bit, wherever the cancel fell.
 func TestRunStopsWithinAPass(t *testing.T) {
-	src := tinyCheckpoint(t, false)
-	data := writeData(t, 24, true)
-	base := Config{ModelDir: src, Data: data, BatchSize: 4, GroupSize: 3, Accum: 2, MaxSteps: 3, LR: 1e-3,
-		DistillWeight: 0.5, Seed: 3, NoExport: true, EvalFraction: -1, CheckpointEvery: 100}
+	base := resumeBase(t)
 	full := base
 	full.OutDir = filepath.Join(t.TempDir(), "full")
 	all := &countdown{Context: context.Background()}
@@ -157,10 +169,9 @@ func TestRunStopsWithinAPass(t *testing.T) {
 	if perStep < 1+base.Accum*3*2 {
 		t.Fatalf("%d checks in %d steps: the passes do not look at the context", checks, base.MaxSteps)
 	}
-	want := readParams(t, full.OutDir)
 	// Cancels at the first check inside step 2's first forward, in its
 	// second micro-batch's backward, and in the last step's last backward.
-	for _, at := range []int{perStep + 1, perStep + perStep/2 + 1, 3*perStep - 2} {
+	for _, at := range []int{perStep + 1, perStep + perStep/2 + 1, base.MaxSteps*perStep - 2} {
 		part := base
 		part.OutDir = filepath.Join(t.TempDir(), fmt.Sprintf("part-%d", at))
 		c := &countdown{Context: context.Background()}
@@ -178,14 +189,7 @@ func TestRunStopsWithinAPass(t *testing.T) {
 		if _, err := Run(context.Background(), part); err != nil {
 			t.Fatalf("resume after the cancel at check %d: %v", at, err)
 		}
-		got := readParams(t, part.OutDir)
-		for name, ta := range want {
-			for i := range ta.Data {
-				if math.Float32bits(ta.Data[i]) != math.Float32bits(got[name].Data[i]) {
-					t.Fatalf("cancel at check %d (%v): %s[%d]: uninterrupted %g, resumed %g", at, err, name, i, ta.Data[i], got[name].Data[i])
-				}
-			}
-		}
+		sameWeights(t, fmt.Sprintf("cancel at check %d (%v)", at, err), full.OutDir, part.OutDir)
 	}
 }
 

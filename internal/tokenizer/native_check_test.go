@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,21 +97,9 @@ func TestNativeRefusesWhatWouldAbort(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a well-formed charsmap: %v", err)
 		}
-		if got := tk.IDs("a"); !slicesEqual(got, tc.want) {
+		if got := tk.IDs("a"); !slices.Equal(got, tc.want) {
 			t.Errorf("%q at %d: a → %v, want %v (%s)", tc.norm, tc.leaf, got, tc.want, tk.Implementation())
 		}
 		tk.Close()
 	}
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

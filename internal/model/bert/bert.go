@@ -119,7 +119,7 @@ func build(cfg *model.Config, tensors map[string]*safetensors.Tensor, q *Int8Gra
 		switch {
 		case !ok:
 			missing = append(missing, prefix+name)
-		case !sameShape(t.Shape, shape) || len(t.Data) != n:
+		case !slices.Equal(t.Shape, shape) || len(t.Data) != n:
 			missing = append(missing, fmt.Sprintf("%s%s (shape %v with %d values, want %v)", prefix, name, t.Shape, len(t.Data), shape))
 		default:
 			return t.Data
@@ -404,16 +404,4 @@ func grow(b *[]float32, n int) []float32 {
 		*b = make([]float32, n)
 	}
 	return (*b)[:n]
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

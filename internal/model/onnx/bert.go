@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -256,7 +257,7 @@ func (w *weights) data(name string, transpose bool, shape ...int) ([]float32, []
 		w.missing = append(w.missing, name)
 		return nil, nil
 	}
-	if !sameShape(t.Shape, shape) {
+	if !slices.Equal(t.Shape, shape) {
 		if w.bad == nil {
 			w.bad = fmt.Errorf("onnx: tensor %q has shape %v but config.json implies %v%s",
 				name, t.Shape, shape, w.whichDim(t.Shape, shape))
@@ -339,18 +340,6 @@ func (w *weights) layerNorm(g *Graph, x, name string, eps Attr) string {
 		return x
 	}
 	return g.Op("LayerNormalization", []string{x, gamma, beta}, AttrInt("axis", -1), eps)
-}
-
-func sameShape(a []int, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sanitize(name string) string { return strings.ReplaceAll(name, ".", "_") }
