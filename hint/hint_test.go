@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/anna-search/anna/hint"
@@ -59,6 +60,10 @@ func TestNoLibraryStringNamesTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := regexp.MustCompile(`\bannactl\b`)
+	// A flag in an error's text: "--name" after a space, a bracket or at
+	// the start. internal/setup's errors are anna-env's, whose flags they
+	// name.
+	flag := regexp.MustCompile(`(^"|[\s(])--[a-z]`)
 	var bad []string
 	files := 0
 	err = srcscan.Files(root, func(rel, _ string) bool { return rel == "cmd" }, func(rel string, fset *token.FileSet, f *ast.File) error {
@@ -67,6 +72,14 @@ func TestNoLibraryStringNamesTheCLI(t *testing.T) {
 			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && cli.MatchString(lit.Value) {
 				p := fset.Position(lit.Pos())
 				bad = append(bad, fmt.Sprintf("%s:%d: %.100s", rel, p.Line, lit.Value))
+			}
+			if call, ok := n.(*ast.CallExpr); ok && isErrorConstructor(call.Fun) && !strings.HasPrefix(rel, "internal/setup/") {
+				for _, arg := range call.Args { // the format (hint.Errorf's second)
+					if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING && flag.MatchString(lit.Value) {
+						p := fset.Position(lit.Pos())
+						bad = append(bad, fmt.Sprintf("%s:%d: an error naming a flag: %.100s", rel, p.Line, lit.Value))
+					}
+				}
 			}
 			return true
 		})
@@ -81,4 +94,22 @@ func TestNoLibraryStringNamesTheCLI(t *testing.T) {
 	for _, b := range bad {
 		t.Errorf("a library string names the command line (say it in words and attach a hint.Action): %s", b)
 	}
+}
+
+// isErrorConstructor says whether fun makes an error from a format or a
+// message: fmt.Errorf, errors.New, hint.Errorf, and the packages' own
+// errorf and badRequest.
+func isErrorConstructor(fun ast.Expr) bool {
+	switch f := fun.(type) {
+	case *ast.SelectorExpr:
+		return f.Sel.Name == "Errorf" || f.Sel.Name == "New" && isIdent(f.X, "errors")
+	case *ast.Ident:
+		return f.Name == "errorf" || f.Name == "badRequest"
+	}
+	return false
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
 }

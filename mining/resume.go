@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/hint"
 	"io/fs"
 	"os"
 	"time"
@@ -38,7 +39,8 @@ func openOutput(out, cfg string, resume bool) (*checkpoint, *os.File, error) {
 				return nil, nil, fmt.Errorf("resume: read %s: %w", side, err)
 			}
 			if ck.Config != cfg {
-				return nil, nil, fmt.Errorf("resume: %s was written with other settings or input (%s), not (%s); start afresh without --resume", out, ck.Config, cfg)
+				return nil, nil, hint.Errorf(hint.Action{Kind: hint.SetOption, Option: "mining.Options.Resume", Value: "unset"},
+					"resume: %s was written with other settings or input (%s), not (%s); start afresh instead of resuming", out, ck.Config, cfg)
 			}
 			// A kill between the progress file's "nothing written yet"
 			// and the output's creation leaves no output: nothing is lost,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/hint"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -96,7 +97,8 @@ func readPooling(path string) (string, error) {
 		modes = append(modes, PoolingLastToken)
 	}
 	if p.Max || p.MeanSqrt || p.Weighted || len(modes) != 1 {
-		return "", fmt.Errorf("model: %s: only one of cls, mean or lasttoken pooling is supported (pass --pooling to override)", path)
+		return "", hint.Errorf(hint.Action{Kind: hint.ImportModel, Option: "pooling", Value: "MODE"},
+			"model: %s: only one of cls, mean or lasttoken pooling is supported (name the pooling to use instead)", path)
 	}
 	return modes[0], nil
 }

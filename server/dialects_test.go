@@ -47,8 +47,8 @@ func TestModelNames(t *testing.T) {
 	strict := newTestServer(t, Options{Reranker: &fakeReranker{}, RerankerName: "fake", StrictModel: true})
 	for _, rq := range requests {
 		code, m := strict.do(t, "POST", rq.path, rq.body)
-		if code != 404 || !strings.Contains(errMessage(m)+plainMessage(m), "--strict-model") {
-			t.Errorf("strict %s: %d %v, want 404 naming --strict-model", rq.path, code, m)
+		if code != 404 || !strings.Contains(errMessage(m)+plainMessage(m), "leave server.Options.StrictModel unset") {
+			t.Errorf("strict %s: %d %v, want 404 saying how to let other names through", rq.path, code, m)
 		}
 	}
 	for _, rq := range []struct{ path, body string }{

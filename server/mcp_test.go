@@ -377,7 +377,9 @@ func TestMetadataRoute(t *testing.T) {
 // words otherwise: an agent reads nothing else.
 func TestMCPErrorHints(t *testing.T) {
 	missing := &engine.ModelNotFoundError{Dir: "/data/idx", Model: engine.Model{Name: "all-MiniLM-L6-v2", Fingerprint: "5ac62f6b6ec2aa"}, Why: "its directory is gone", ModelsDir: "/home/models"}
-	open := func(context.Context) (*engine.Engine, error) { return nil, fmt.Errorf("opening /data/idx: %w", missing) }
+	open := func(context.Context) (*engine.Engine, error) {
+		return nil, fmt.Errorf("opening /data/idx: %w", missing)
+	}
 	for _, tc := range []struct {
 		name string
 		text func(hint.Action) string

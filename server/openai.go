@@ -14,6 +14,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/clip"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/tokenizer"
@@ -238,7 +239,8 @@ func (s *Server) acceptModel(route, name string, served bool, does, label string
 		return nil
 	}
 	if s.opts.StrictModel {
-		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server %s only (--strict-model)", clip.Quote(name), does)
+		return errorf(http.StatusNotFound, "model_not_found", "model %s: this server %s only (it refuses other model names: %s)", clip.Quote(name), does, s.optionText(strictOff)).
+			with(strictOff)
 	}
 	s.noteModel(route, name, label)
 	return nil
@@ -264,7 +266,21 @@ func (s *Server) noteModel(route, asked, served string) {
 		s.namesLogged = map[string]bool{}
 	}
 	s.namesLogged[asked] = true
-	s.opts.Logf("serve: %s asked for model %s; answering with %s, the one served (--strict-model refuses other names)", route, clip.Quote(asked), served)
+	s.opts.Logf("serve: %s asked for model %s; answering with %s, the one served (to refuse other names: %s)", route, clip.Quote(asked), served, s.optionText(hint.Action{Kind: hint.SetOption, Option: "server.Options.StrictModel", Value: "true"}))
+}
+
+// strictOff is the action that lets a strict server answer every model name.
+var strictOff = hint.Action{Kind: hint.SetOption, Option: "server.Options.StrictModel", Value: "unset"}
+
+// optionText says action a for the people who run the server: as
+// Options.HintText renders it (annactl serve: its flag), else in words.
+func (s *Server) optionText(a hint.Action) string {
+	if s.opts.HintText != nil {
+		if t := s.opts.HintText(a); t != "" {
+			return t
+		}
+	}
+	return a.String()
 }
 
 // embedTexts embeds texts (the request's field, for errors) with the

@@ -326,7 +326,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		if rt.write && s.opts.ReadOnly && r.Method != http.MethodGet {
-			s.writeError(sw, errorf(http.StatusForbidden, "read_only", "writes are disabled on this server (--read-only)"))
+			ro := hint.Action{Kind: hint.SetOption, Option: "server.Options.ReadOnly", Value: "unset"}
+			s.writeError(sw, errorf(http.StatusForbidden, "read_only", "writes are disabled on this server (to allow them: %s)", s.optionText(ro)).with(ro))
 			return
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)

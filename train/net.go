@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/anna-search/anna/hint"
 	"os"
 	"path/filepath"
 
@@ -102,7 +103,8 @@ func loadSource(cfg *Config) (*source, error) {
 	}
 	if _, err := os.Stat(cfg.ModelDir); mc == nil && err != nil {
 		// An anna model's manifest may name a catalogue download, not a file.
-		return nil, fmt.Errorf("train: the GGUF file %q is not on this machine (pass --model FILE.gguf, e.g. the file the catalogue's download holds): %w", cfg.ModelDir, err)
+		return nil, hint.Errorf(hint.Action{Kind: hint.SetOption, Option: "train.Config.ModelDir", Value: "FILE.gguf"},
+			"train: the GGUF file %q is not on this machine (give the .gguf file itself, e.g. the one the catalogue's download holds): %w", cfg.ModelDir, err)
 	}
 	copies := cfg.Technique != nil && cfg.Technique.CopiesDecoder()
 	// Under LoRA the base does not train: its projections stay in the

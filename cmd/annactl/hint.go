@@ -49,6 +49,9 @@ func hintCommand(a hint.Action) string {
 			if a.Value == "unset" || (f.unset && a.Value == f.unsetValue) {
 				return "annactl " + f.command + " without " + f.flag
 			}
+			if f.boolean {
+				return "annactl " + f.command + " " + f.flag
+			}
 			return "annactl " + f.command + " " + f.flag + " " + or(a.Value, f.arg)
 		}
 	}
@@ -61,13 +64,19 @@ var optionFlags = map[string]struct {
 	command, flag, arg string
 	unset              bool   // the flag's absence is unsetValue
 	unsetValue         string // the option's value without the flag
+	boolean            bool   // the flag takes no value (its presence sets the option true)
 }{
 	"server.Options.Reranker":        {command: "serve", flag: "--reranker", arg: "NAME|DIR"},
+	"server.Options.ReadOnly":        {command: "serve", flag: "--read-only", unset: true, unsetValue: "false", boolean: true},
+	"server.Options.StrictModel":     {command: "serve", flag: "--strict-model", unset: true, unsetValue: "false", boolean: true},
 	"server.Options.AllowedHosts":    {command: "serve", flag: "--allow-host", arg: "NAME"},
 	"server.Options.CORS":            {command: "serve", flag: "--cors", arg: "ORIGIN"},
 	"server.Limits.MaxTextBytes":     {command: "serve", flag: "--max-text", arg: "BYTES"},
 	"server.Limits.MaxRequestTokens": {command: "serve", flag: "--max-tokens", arg: "N"},
 	"adapt.Config.Generate":          {command: "adapt", flag: "--generate", arg: "N", unset: true, unsetValue: "0"},
+	"train.Config.ModelDir":          {command: "train", flag: "--model", arg: "FILE.gguf"},
+	"adapt.Config.Base":              {command: "adapt", flag: "--base", arg: "DIR"},
+	"mining.Options.Resume":          {command: "mine-negatives", flag: "--resume", unset: true, unsetValue: "false", boolean: true},
 }
 
 // printHints writes the actions err carries as commands under its

@@ -31,6 +31,11 @@ func TestHintCommand(t *testing.T) {
 		{hint.Action{Kind: hint.SetOption, Option: "server.Limits.MaxTextBytes"}, "annactl serve --max-text BYTES"},
 		{hint.Action{Kind: hint.SetOption, Option: "server.Options.Reranker"}, "annactl serve --reranker NAME|DIR"},
 		{hint.Action{Kind: hint.SetOption, Option: "adapt.Config.Generate", Value: "0"}, "annactl adapt without --generate"},
+		{hint.Action{Kind: hint.SetOption, Option: "server.Options.ReadOnly", Value: "unset"}, "annactl serve without --read-only"},
+		{hint.Action{Kind: hint.SetOption, Option: "server.Options.StrictModel", Value: "true"}, "annactl serve --strict-model"},
+		{hint.Action{Kind: hint.SetOption, Option: "mining.Options.Resume", Value: "unset"}, "annactl mine-negatives without --resume"},
+		{hint.Action{Kind: hint.SetOption, Option: "train.Config.ModelDir", Value: "FILE.gguf"}, "annactl train --model FILE.gguf"},
+		{hint.Action{Kind: hint.SetOption, Option: "adapt.Config.Base", Value: "DIR"}, "annactl adapt --base DIR"},
 		{hint.Action{Kind: hint.SetOption, Option: "engine.Options.Unknown"}, ""},
 	} {
 		if got := hintCommand(c.a); got != c.want {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/anna-search/anna/hint"
 	"io"
 	"math"
 	"os"
@@ -658,14 +659,18 @@ func (r *run) base(ctx context.Context, eng *engine.Engine) (src string, maxLen 
 		return r.cfg.Base, maxLen, nil
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("adapt: the index's model: %w (give the student's checkpoint: Base, --base)", err)
+		return "", 0, hint.Wrap(fmt.Errorf("adapt: the index's model: %w (give the student's checkpoint)", err), append(hint.Of(err), baseHint)...)
 	}
 	src, err = catalog.Checkpoint(ctx, dir, catalog.Options{ModelsDir: filepath.Dir(dir), DownloadsDir: home.DownloadsDir(), Sources: home.SourceDir()})
 	if err != nil {
-		return "", 0, fmt.Errorf("adapt: the index's model %s: %w (or give the student's checkpoint: Base, --base)", man.Name, err)
+		return "", 0, hint.Wrap(fmt.Errorf("adapt: the index's model %s: %w (or give the student's checkpoint)", man.Name, err), append(hint.Of(err), baseHint)...)
 	}
 	return src, man.MaxLength, nil
 }
+
+// baseHint is what to do when the index's model has no checkpoint to train:
+// give one (Config.Base), after what the error itself suggests.
+var baseHint = hint.Action{Kind: hint.SetOption, Option: "adapt.Config.Base", Value: "DIR"}
 
 // train is stage 3: the student, contrastive with distillation, in
 // Work/student (checkpoint/, model/), resuming from its checkpoint.
