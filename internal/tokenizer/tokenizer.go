@@ -33,6 +33,15 @@
 // boundary of the native implementation cannot take them; the pure one
 // does the same so that both give the same ids). Empty or whitespace-only
 // input gives just the special tokens.
+//
+// Crash behaviour: the native implementation's C functions cannot unwind,
+// so a panic on the Rust side would abort the process. A tokenizer.json
+// the crate is known to panic on (native_check.go: a NUL in a string, a
+// decoder with bytes that are not UTF-8, a lone surrogate or an
+// out-of-range number, a malformed Precompiled charsmap) is refused with
+// an error naming the file and the field, mended, or read by the pure-Go
+// implementation before the Rust side sees it. Load errors always name the
+// file; no input makes Load or an encoding panic (FuzzLoad, FuzzEncode).
 package tokenizer
 
 import (
