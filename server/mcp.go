@@ -303,12 +303,7 @@ func hinted[In, Out any](t *mcpTools, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHan
 		}
 		texts := make([]string, len(actions))
 		for i, a := range actions {
-			texts[i] = a.String()
-			if t.opts.HintText != nil {
-				if s := t.opts.HintText(a); s != "" {
-					texts[i] = s
-				}
-			}
+			texts[i] = hintText(t.opts.HintText, a)
 		}
 		return r, out, fmt.Errorf("%w\nwhat to do: %s", err, strings.Join(texts, "; or: "))
 	}

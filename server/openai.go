@@ -272,16 +272,8 @@ func (s *Server) noteModel(route, asked, served string) {
 // strictOff is the action that lets a strict server answer every model name.
 var strictOff = hint.Action{Kind: hint.SetOption, Option: "server.Options.StrictModel", Value: "unset"}
 
-// optionText says action a for the people who run the server: as
-// Options.HintText renders it (annactl serve: its flag), else in words.
-func (s *Server) optionText(a hint.Action) string {
-	if s.opts.HintText != nil {
-		if t := s.opts.HintText(a); t != "" {
-			return t
-		}
-	}
-	return a.String()
-}
+// optionText says action a for the people who run the server (hintText).
+func (s *Server) optionText(a hint.Action) string { return hintText(s.opts.HintText, a) }
 
 // embedTexts embeds texts (the request's field, for errors) with the
 // served model, as queries or as documents, batched with other requests'

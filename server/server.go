@@ -514,17 +514,22 @@ type hintEntry struct {
 	Text string `json:"text"`
 }
 
+// hintText is action a as render says it (Options.HintText,
+// MCPOptions.HintText: annactl's command), else in words.
+func hintText(render func(hint.Action) string, a hint.Action) string {
+	if render != nil {
+		if t := render(a); t != "" {
+			return t
+		}
+	}
+	return a.String()
+}
+
 // hintEntries renders actions for an answer (nil for none).
 func (s *Server) hintEntries(actions []hint.Action) []hintEntry {
 	var out []hintEntry
 	for _, a := range actions {
-		text := a.String()
-		if s.opts.HintText != nil {
-			if t := s.opts.HintText(a); t != "" {
-				text = t
-			}
-		}
-		out = append(out, hintEntry{Action: a, Text: clip.Bytes(text, maxErrorMessage)})
+		out = append(out, hintEntry{Action: a, Text: clip.Bytes(hintText(s.opts.HintText, a), maxErrorMessage)})
 	}
 	return out
 }

@@ -27,13 +27,9 @@ func newDefault(js []byte, top map[string]json.RawMessage) (backend, error) {
 		return nil, err
 	}
 	if changed {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(top); err != nil {
+		if js, err = encodeJSON(top); err != nil {
 			return nil, err
 		}
-		js = buf.Bytes()
 	}
 	h, err := hf.FromBytes(js)
 	if err != nil {

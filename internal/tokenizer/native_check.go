@@ -44,13 +44,11 @@ func nativeSafe(top map[string]json.RawMessage) (changed bool, err error) {
 			return false, fieldError(`"decoder"`, err)
 		}
 		if !utf8.Valid(raw) || hasSurrogateEscape(raw) {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(v); err != nil {
+			js, err := encodeJSON(v)
+			if err != nil {
 				return false, fieldError(`"decoder"`, err)
 			}
-			top["decoder"] = bytes.TrimSpace(buf.Bytes())
+			top["decoder"] = js
 			changed = true
 		}
 	}

@@ -133,22 +133,31 @@ func load(path string, pureOnly bool) (*Tokenizer, error) {
 	// sequences; this package does both itself.
 	top["truncation"] = json.RawMessage("null")
 	top["padding"] = json.RawMessage("null")
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(top); err != nil {
+	js, err := encodeJSON(top)
+	if err != nil {
 		return nil, fmt.Errorf("tokenizer: re-encode %s: %w", path, err)
 	}
 	var be backend
 	if pureOnly {
 		be, err = newPure(top)
 	} else {
-		be, err = newDefault(buf.Bytes(), top)
+		be, err = newDefault(js, top)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
 	}
 	return &Tokenizer{path: path, post: post, padID: padID, be: be}, nil
+}
+
+// encodeJSON is v as JSON, HTML characters left as they are.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
 }
 
 // jsonPosition turns a JSON decoding error's byte offset into "line L col C".
