@@ -176,13 +176,13 @@ func (r *run) loop(ctx context.Context) error {
 	r.closers = append(r.closers, log.Close)
 	kept := log.Metrics()
 	r.before, r.t0 = kept.ElapsedS(), time.Now()
-	// The baseline the later evaluations compare with (step 0), or one a
-	// stopped run saved the checkpoint for but did not record.
 	r.applied = r.start
 	// A cancel that ends a pass midway (between layers: bert.Batch.Ctx)
 	// leaves partial gradients and the weights of the last whole step,
 	// which the stop's checkpoint holds.
 	cancelled := func(err error) bool { return ctx.Err() != nil && errors.Is(err, ctx.Err()) }
+	// The baseline the later evaluations compare with (step 0), or one a
+	// stopped run saved the checkpoint for but did not record.
 	if r.evalDue(r.start) && (len(kept.Evals) == 0 || kept.Evals[len(kept.Evals)-1].Step != r.start) {
 		if err := r.evaluate(ctx, r.start); err != nil {
 			if cancelled(err) {
