@@ -90,10 +90,11 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 }
 
 // transposeRows sets kt (D×L) to the transpose of L rows of D values
-// (stride ld) from k: four rows at a time, so that each of kt's rows is
-// written in runs rather than one value per pass over k.
+// (stride ld) from k: blocks of 16×16 in AVX-512's registers where it can
+// (transposeBlocks), the rest four rows at a time, so that each of kt's
+// rows is written in runs rather than one value per pass over k.
 func transposeRows(kt, k []float32, L, D, ld int) {
-	j := 0
+	j := transposeBlocks(kt, k, L, D, ld)
 	for ; j+4 <= L; j += 4 {
 		r0, r1 := k[j*ld:j*ld+D], k[(j+1)*ld:(j+1)*ld+D]
 		r2, r3 := k[(j+2)*ld:(j+2)*ld+D], k[(j+3)*ld:(j+3)*ld+D]

@@ -197,9 +197,9 @@ func SkipLayerNorm(out, x, y, bias, w, b []float32, rows, C int, eps float32) {
 
 // SkipLayerNormQuantize is SkipLayerNorm, then, when q is not nil,
 // QuantizeRows of its output into q (stride ldq) and scales. The rows'
-// sums are taken 16 rows at a time where there is AVX-512 (each row's
-// still in order, in its own lane), else 4 interleaved, and each row's
-// output is quantized as it is normalised.
+// sums are taken 16 rows at a time where there is AVX-512, 8 where there
+// is AVX2 (each row's still in order, in its own lane), else 4
+// interleaved, and each row's output is quantized as it is normalised.
 func SkipLayerNormQuantize(out, x, y, bias, w, b []float32, rows, C int, eps float32, q []uint8, ldq int, scales []float32) {
 	bias = bias[:C]
 	for r := 0; r < rows; r++ {

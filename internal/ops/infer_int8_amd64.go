@@ -14,6 +14,15 @@ func minMaxAVX2(x *float32, n int) (lo, hi float32)
 //go:noescape
 func quantizeAVX2(q *uint8, x *float32, n int, s, zp float32)
 
+//go:noescape
+func norm8AVX2(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
+
+//go:noescape
+func skipAdd8AVX2(y, x, bias *float32, n int)
+
+//go:noescape
+func rowSums8AVX2(y *float32, n, stride, rows int, sums *[16]float32)
+
 // int8Table holds the constants of infer_int8_amd64.s, in its order; it is
 // read only.
 var int8Table = func() *[int8Consts][8]float32 {

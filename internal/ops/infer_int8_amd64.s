@@ -140,3 +140,109 @@ qloop:
 qdone:
 	VZEROUPPER
 	RET
+
+// func norm8AVX2(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
+// out = float32(float32((y − mean)/sd)·w) + b; returns the largest |out|
+// (norm512's, eight at a time).
+TEXT ·norm8AVX2(SB), NOSPLIT, $0-52
+	MOVQ out+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ b+24(FP), R8
+	MOVQ n+32(FP), CX
+	VBROADCASTSS mean+40(FP), Y5
+	VBROADCASTSS sd+44(FP), Y6
+	VXORPS Y7, Y7, Y7
+	MOVL $0x7fffffff, AX
+	MOVL AX, X8
+	VPBROADCASTD X8, Y8
+	SHRQ $3, CX
+	JZ   n2done
+n2loop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y5, Y0, Y0
+	VDIVPS  Y6, Y0, Y0
+	VMULPS  (DX), Y0, Y0
+	VADDPS  (R8), Y0, Y0
+	VMOVUPS Y0, (DI)
+	VANDPS  Y8, Y0, Y0
+	VMAXPS  Y0, Y7, Y7
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  n2loop
+n2done:
+	VEXTRACTF128 $1, Y7, X0
+	VMAXPS X0, X7, X7
+	VPERMILPS $0x4e, X7, X0
+	VMAXPS X0, X7, X7
+	VPERMILPS $0xb1, X7, X0
+	VMAXPS X0, X7, X7
+	MOVSS X7, absMax+48(FP)
+	VZEROUPPER
+	RET
+
+// func skipAdd8AVX2(y, x, bias *float32, n int)
+// y = (y + x) + bias.
+TEXT ·skipAdd8AVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ bias+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   sa2done
+sa2loop:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	DECQ CX
+	JNZ  sa2loop
+sa2done:
+	VZEROUPPER
+	RET
+
+// func rowSums8AVX2(y *float32, n, stride, rows int, sums *[16]float32)
+// For the first rows (1..8) rows of y (stride floats apart), Σ y and
+// Σ float32(y·y) over n values, each row's summed in order in float32 in
+// its own lane (a column of the rows gathered at a time): sums[0:8] and
+// sums[8:16] (rowSums512's, eight rows at a time).
+TEXT ·rowSums8AVX2(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ stride+16(FP), AX
+	MOVQ rows+24(FP), DX
+	MOVQ $0x0706050403020100, R8
+	MOVQ R8, X3
+	VPMOVZXBD X3, Y3               // 0..7
+	MOVL AX, X5
+	VPBROADCASTD X5, Y5
+	VPMULLD Y5, Y3, Y1             // row r's offset r·stride, in floats
+	MOVL DX, X5
+	VPBROADCASTD X5, Y5
+	VPCMPGTD Y3, Y5, Y2            // the rows' lanes: r < rows
+	VXORPS Y6, Y6, Y6              // Σ y
+	VXORPS Y7, Y7, Y7              // Σ y²
+	TESTQ CX, CX
+	JZ   rs2done
+rs2loop:
+	VMOVDQU Y2, Y4
+	VXORPS Y0, Y0, Y0
+	VGATHERDPS Y4, (SI)(Y1*4), Y0
+	VADDPS Y0, Y6, Y6
+	VMULPS Y0, Y0, Y0
+	VADDPS Y0, Y7, Y7
+	ADDQ $4, SI
+	DECQ CX
+	JNZ  rs2loop
+rs2done:
+	MOVQ sums+32(FP), DI
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, 32(DI)
+	VZEROUPPER
+	RET

@@ -102,6 +102,41 @@ func TestExpScaledAVX512MatchesAVX2(t *testing.T) {
 	}
 }
 
+// TestExpScaledAVX512Sweep: the AVX-512 kernel (k rounded by adding and
+// taking away 1.5·2^23, 2^k applied by VSCALEFPS) gives the AVX2 kernel's
+// values (VROUNDPS, 2^k built in the exponent) bit for bit over the whole
+// range the exponent takes: a dense sweep of 0 down to −90 (past the −87
+// cut and through the subnormal results), and every x·log2e that is a
+// tie between two integers, each with its neighbours.
+func TestExpScaledAVX512Sweep(t *testing.T) {
+	if !useSoftmaxAVX512 {
+		t.Skip("no AVX-512 here (or GODEBUG turned it off)")
+	}
+	defer func() { useSoftmaxAVX512 = true }()
+	xs := []float32{0, float32(math.Copysign(0, -1))} // the max is 0: e^x itself
+	for x := float32(0); x > -90; x -= 0.0007 {
+		xs = append(xs, x)
+	}
+	for k := -130; k <= 0; k++ {
+		c := float32((float64(k) + 0.5) / math.Log2E)
+		for d := -3; d <= 3; d++ {
+			xs = append(xs, math.Float32frombits(uint32(int32(math.Float32bits(c))+int32(d))))
+		}
+	}
+	xs = xs[:len(xs)&^15]
+	bias := make([]float32, len(xs))
+	got, want := append([]float32(nil), xs...), append([]float32(nil), xs...)
+	useSoftmaxAVX512 = true
+	ExpScaled(got, bias, 1)
+	useSoftmaxAVX512 = false
+	ExpScaled(want, bias, 1)
+	for j, x := range xs {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("e^%g (bits %#x): %g (AVX-512), %g (AVX2)", x, math.Float32bits(x), got[j], want[j])
+		}
+	}
+}
+
 // GELUInPlace matches the exact GELU for lengths across the vector width
 // and values across erf's range.
 func TestGELUInPlace(t *testing.T) { bothPaths(t, testGELUInPlace) }
@@ -147,6 +182,33 @@ func testAddLayerNorm(t *testing.T, r *rand.Rand, rows, C int) {
 	for i := range got {
 		if math.Abs(float64(got[i]-want[i])) > 1e-6*(1+math.Abs(float64(want[i]))) || res[i] != sum[i] {
 			t.Fatalf("C=%d element %d: %g (res %g), want %g (res %g)", C, i, got[i], res[i], want[i], sum[i])
+		}
+	}
+}
+
+// TestTransposeRows: Kᵀ for attention's Q·Kᵀ, every value in its place,
+// for lengths around AVX-512's blocks of 16 and head widths that are and
+// are not multiples of 16, from rows with a wider stride.
+func TestTransposeRows(t *testing.T) {
+	for _, D := range []int{8, 24, 32, 64} {
+		for _, L := range []int{1, 15, 16, 17, 31, 32, 33, 47, 100, 256, 259} {
+			ld := 3*D + 5
+			k := make([]float32, L*ld)
+			for i := range k {
+				k[i] = float32(i)
+			}
+			kt := make([]float32, D*L)
+			for i := range kt {
+				kt[i] = -1
+			}
+			transposeRows(kt, k, L, D, ld)
+			for d := range D {
+				for j := range L {
+					if got, want := kt[d*L+j], k[j*ld+d]; got != want {
+						t.Fatalf("D=%d L=%d: kt[%d][%d] = %g, want %g", D, L, d, j, got, want)
+					}
+				}
+			}
 		}
 	}
 }

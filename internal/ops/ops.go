@@ -38,7 +38,8 @@
 // training ops to float32 rounding but, unlike them, not bit for bit
 // across CPUs; the training ops do not use them. PackedAttention
 // (infer_attention.go), model/bert's and model/llama's inference attention
-// over sequences laid back to back, is built on them.
+// over sequences laid back to back, is built on them (and on an AVX-512
+// transposition of each head's keys, transpose_amd64.s).
 package ops
 
 import (

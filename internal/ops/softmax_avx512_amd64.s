@@ -2,23 +2,29 @@
 
 // softmaxRow512 (softmax_avx512_amd64.go): attention's softmax numerator
 // in AVX-512 F, sixteen floats at a time, the last n%16 under a mask (no
-// scalar tail). Each element goes through exactly the operations of
-// scaleBiasMaxAVX2 and expSubSumAVX2 (infer_amd64.s), in their order and
-// with the same fused multiply-adds, so its value is theirs bit for bit;
-// only the sum is added in another order. c points at inferTable. In
-// EXP16: k = round(x·log2e), r = x − k·ln2hi − k·ln2lo, then
-// p = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5, p·r² + r + 1.
+// scalar tail). Each element's value is scaleBiasMaxAVX2's and
+// expSubSumAVX2's (infer_amd64.s) bit for bit; only the sum is added in
+// another order. c points at inferTable. In EXP16: k = round(x·log2e),
+// r = x − k·ln2hi − k·ln2lo, p = ((((p0·r + p1)·r + p2)·r + p3)·r +
+// p4)·r + p5, p·r² + r + 1, the value p·2^k. The AVX2 kernel rounds with
+// VROUNDPS and builds 2^k in the exponent's bits; here k is rounded by
+// adding and taking away 1.5·2^23 (the same integer: ties to even, and
+// |x·log2e| < 2^22) and 2^k applied by VSCALEFPS (the same product,
+// exactly rounded, for k ≥ −126): three single-cycle operations on either
+// port instead of VRNDSCALEPS, the conversion, the shift and the add,
+// which crowd the one port that runs them.
 
-// EXP16 leaves in Z2 the polynomial of e^(Z0 − mx) and in Z4 its 2^k
-// (their product is the value), in K2 the lanes with Z0 − mx ≥ −87 (not
-// −Inf); mx in Z14, the constants in Z16..Z27 (below). It clobbers Z0,
-// Z1, Z3.
+// EXP16 leaves in Z2 the polynomial of e^(Z0 − mx) and in Z1 its k (their
+// product p·2^k is the value), in K2 the lanes with Z0 − mx ≥ −87 (not
+// −Inf); mx in Z14, the constants in Z16..Z26 and Z28 (below). It
+// clobbers Z0, Z3.
 #define EXP16 \
 	VSUBPS  Z14, Z0, Z0; \
 	VCMPPS  $5, Z16, Z0, K2; \
 	VMAXPS  Z16, Z0, Z0; \
 	VMULPS  Z17, Z0, Z1; \
-	VRNDSCALEPS $0, Z1, Z1; \
+	VADDPS  Z28, Z1, Z1; \
+	VSUBPS  Z28, Z1, Z1; \
 	VFNMADD231PS Z18, Z1, Z0; \
 	VFNMADD231PS Z19, Z1, Z0; \
 	VMOVAPS Z20, Z2; \
@@ -29,10 +35,7 @@
 	VFMADD213PS Z25, Z0, Z2; \
 	VMULPS  Z0, Z0, Z3; \
 	VFMADD213PS Z0, Z3, Z2; \
-	VADDPS  Z26, Z2, Z2; \
-	VCVTPS2DQ Z1, Z4; \
-	VPADDD  Z27, Z4, Z4; \
-	VPSLLD  $23, Z4, Z4
+	VADDPS  Z26, Z2, Z2
 
 // func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
 // x[i] = e^(x[i]·s + b[i] − max) (0 below e^−87: the masked keys at
@@ -94,7 +97,7 @@ maxred:
 	VBROADCASTSS 256(R8), Z24
 	VBROADCASTSS 288(R8), Z25     // p5
 	VBROADCASTSS 320(R8), Z26     // 1
-	VBROADCASTSS 352(R8), Z27     // 127 (as bits)
+	VBROADCASTSS 928(R8), Z28     // 1.5·2^23
 	VPXORD Z13, Z13, Z13          // sum
 	MOVQ R9, DI
 	MOVQ R10, CX
@@ -103,7 +106,7 @@ maxred:
 exploop:
 	VMOVUPS (DI), Z0
 	EXP16
-	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87
+	VSCALEFPS.Z Z1, Z2, K2, Z2    // p·2^k; 0 where x < −87
 	VMOVUPS Z2, (DI)
 	VADDPS  Z2, Z13, Z13
 	ADDQ $64, DI
@@ -115,7 +118,7 @@ exptail:
 	VMOVUPS.Z (DI), K1, Z0
 	EXP16
 	KANDW   K1, K2, K2
-	VMULPS.Z Z4, Z2, K2, Z2       // 0 where x < −87 and past n
+	VSCALEFPS.Z Z1, Z2, K2, Z2    // 0 where x < −87 and past n
 	VMOVUPS Z2, K1, (DI)
 	VADDPS  Z2, Z13, Z13
 expred:
