@@ -246,3 +246,39 @@ rs2done:
 	VMOVUPS Y7, 32(DI)
 	VZEROUPPER
 	RET
+
+// func quantizeMulAVX2(q *uint8, x *float32, n int, inv, zp float32)
+// q = clamp(round(x·inv), −zp, 255−zp) + zp, rounding half to even.
+TEXT ·quantizeMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ q+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS inv+24(FP), Y5
+	VBROADCASTSS zp+28(FP), Y6
+	VXORPS Y7, Y7, Y7
+	VSUBPS Y6, Y7, Y7              // −zp
+	MOVL $0x437f0000, AX           // 255
+	MOVL AX, X8
+	VBROADCASTSS X8, Y8
+	VSUBPS Y6, Y8, Y8              // 255 − zp
+	VCVTPS2DQ Y6, Y9               // zp as int32
+	SHRQ $3, CX
+	JZ   qmdone
+qmloop:
+	VMOVUPS (SI), Y0
+	VMULPS  Y5, Y0, Y0
+	VMAXPS  Y7, Y0, Y0
+	VMINPS  Y8, Y0, Y0
+	VCVTPS2DQ Y0, Y0               // round half to even (MXCSR's default)
+	VPADDD  Y9, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSDW X1, X0, X0
+	VPACKUSWB X0, X0, X0
+	MOVQ X0, (DI)
+	ADDQ $32, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ  qmloop
+qmdone:
+	VZEROUPPER
+	RET

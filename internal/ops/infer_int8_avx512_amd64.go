@@ -11,7 +11,7 @@ func fastGelu512(x, b *float32, n int, c *[int8Consts][8]float32) (absMax float3
 func absMax512(x *float32, n int) float32
 
 //go:noescape
-func quantize512(q *uint8, x *float32, n int, s float32)
+func quantize512(q *uint8, x *float32, n int, inv float32)
 
 //go:noescape
 func skipAdd512(y, x, bias *float32, n int)
@@ -47,13 +47,13 @@ func absMax16(x []float32) (int, float32) {
 	return n, absMax512(&x[0], n)
 }
 
-func quantize16(q []uint8, x []float32, s float32) int {
+func quantize16(q []uint8, x []float32, inv float32) int {
 	n := len(x) &^ 15
 	if !useInt8AVX512 || n == 0 {
 		return 0
 	}
 	_ = q[n-1]
-	quantize512(&q[0], &x[0], n, s)
+	quantize512(&q[0], &x[0], n, inv)
 	return n
 }
 

@@ -114,13 +114,13 @@ am5done:
 	VZEROUPPER
 	RET
 
-// func quantize512(q *uint8, x *float32, n int, s float32)
-// q = clamp(round(x/s), −128, 127) + 128, rounding half to even.
+// func quantize512(q *uint8, x *float32, n int, inv float32)
+// q = clamp(round(x·inv), −128, 127) + 128, rounding half to even.
 TEXT ·quantize512(SB), NOSPLIT, $0-28
 	MOVQ q+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
-	VBROADCASTSS s+24(FP), Z5
+	VBROADCASTSS inv+24(FP), Z5
 	MOVL $0xc3000000, AX           // −128
 	VPBROADCASTD AX, Z7
 	MOVL $0x42fe0000, AX           // 127
@@ -131,7 +131,7 @@ TEXT ·quantize512(SB), NOSPLIT, $0-28
 	JZ   q5done
 q5loop:
 	VMOVUPS (SI), Z0
-	VDIVPS  Z5, Z0, Z0
+	VMULPS  Z5, Z0, Z0
 	VMAXPS  Z7, Z0, Z0
 	VMINPS  Z8, Z0, Z0
 	VCVTPS2DQ Z0, Z0               // round half to even (MXCSR's default)

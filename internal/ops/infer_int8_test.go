@@ -50,7 +50,7 @@ func refQuantizeRow(q []uint8, x []float32) float32 {
 	}
 	s := max(m, 1e-12) * float32(1.0/127)
 	for i, v := range x {
-		q[i] = naiveQuant(v, s, 128)
+		q[i] = naiveQuantMul(v, 1/s)
 	}
 	return s
 }
@@ -194,10 +194,36 @@ func naiveQuant(x, s float32, zp uint8) uint8 {
 	return uint8(math.Max(0, math.Min(255, v)))
 }
 
+// naiveQuantMul is QuantizeRows' code for x, rows scaled by 1/s (inv):
+// round(x·inv) + 128, clamped.
+func naiveQuantMul(x, inv float32) uint8 {
+	v := math.RoundToEven(float64(x*inv)) + 128
+	return uint8(math.Max(0, math.Min(255, v)))
+}
+
+// splitQuantValues returns values x in (−127s, 127s) where round(x/s) and
+// round(x·(1/s)) differ: near every half step, a few float32 ulps either
+// side.
+func splitQuantValues(s float32) []float32 {
+	inv := 1 / s
+	var out []float32
+	for k := -127; k < 127; k++ {
+		c := float32((float64(k) + 0.5) * float64(s))
+		for d := int32(-4); d <= 4; d++ {
+			x := math.Float32frombits(uint32(int32(math.Float32bits(c)) + d))
+			if math.RoundToEven(float64(x/s)) != math.RoundToEven(float64(x*inv)) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // TestQuantize: QuantizeRows and QuantizeWith give naiveQuant's bytes on
-// both paths (rows of every length mod 8, values on the half steps, out
-// of range and at the row's extremes), RowQuantScale is max|x|/127, and
-// padding bytes past a row are left alone.
+// every path (rows of every length mod 8, values on the half steps, out of
+// range and at the row's extremes; QuantizeRows with x·(1/s), checked on
+// values where that and x/s round apart), RowQuantScale is max|x|/127,
+// and padding bytes past a row are left alone.
 func TestQuantize(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, C := range []int{1, 5, 8, 19, 384} {
@@ -207,6 +233,13 @@ func TestQuantize(t *testing.T) {
 		if C > 2 {
 			x[1] = 5
 			x[2] = 2.5 * (5 / 127.0) // a half step for row 0's scale
+		}
+		if C > 100 { // values whose x·(1/s) and x/s round to different steps
+			split := splitQuantValues(5 * float32(1.0/127))
+			if len(split) < 8 {
+				t.Fatalf("only %d values found where x/s and x·(1/s) round apart", len(split))
+			}
+			copy(x[3:C], split)
 		}
 		for _, zp := range []uint8{128, 0, 37} {
 			all := int8AllPaths(func() []uint8 {
@@ -237,7 +270,11 @@ func TestQuantize(t *testing.T) {
 					}
 				}
 				for j, v := range row {
-					if got, want := vec[i*ldq+j], naiveQuant(v, s, zp); got != want {
+					want := naiveQuant(v, s, zp)
+					if zp == 128 {
+						want = naiveQuantMul(v, 1/s)
+					}
+					if got := vec[i*ldq+j]; got != want {
 						t.Fatalf("C=%d zp %d row %d value %d (%v): %d, want %d", C, zp, i, j, v, got, want)
 					}
 				}
