@@ -15,7 +15,7 @@ func minMaxAVX2(x *float32, n int) (lo, hi float32)
 func quantizeAVX2(q *uint8, x *float32, n int, s, zp float32)
 
 //go:noescape
-func quantizeMulAVX2(q *uint8, x *float32, n int, inv, zp float32)
+func quantizeMulAVX2(q *uint8, x *float32, n int, s, zp float32)
 
 //go:noescape
 func norm8AVX2(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
@@ -64,22 +64,20 @@ func minMaxVec(x []float32) (n int, lo, hi float32) {
 }
 
 func quantizeVec(q []uint8, x []float32, s float32, zp uint8) int {
-	n := len(x) &^ 7
-	if !useInt8AVX2 || n == 0 {
-		return 0
-	}
-	_ = q[n-1]
-	quantizeAVX2(&q[0], &x[0], n, s, float32(zp))
-	return n
+	return quantizeVecOp(quantizeAVX2, q, x, s, zp)
 }
 
 // quantizeMulVec is quantizeVec with x·inv in place of x/s.
 func quantizeMulVec(q []uint8, x []float32, inv float32, zp uint8) int {
+	return quantizeVecOp(quantizeMulAVX2, q, x, inv, zp)
+}
+
+func quantizeVecOp(k func(q *uint8, x *float32, n int, s, zp float32), q []uint8, x []float32, s float32, zp uint8) int {
 	n := len(x) &^ 7
 	if !useInt8AVX2 || n == 0 {
 		return 0
 	}
 	_ = q[n-1]
-	quantizeMulAVX2(&q[0], &x[0], n, inv, float32(zp))
+	k(&q[0], &x[0], n, s, float32(zp))
 	return n
 }

@@ -22,6 +22,43 @@
 #define QB2 480(R8)
 #define QB0 512(R8)
 
+// QUANT8 is quantizeAVX2's and quantizeMulAVX2's body: q = clamp(x OP s,
+// −zp, 255−zp) rounded half to even, + zp, eight values at a time: OP is
+// VDIVPS (x/s) or VMULPS (x·s, s the scale's reciprocal).
+#define QUANT8(OP, loop, done) \
+	MOVQ q+0(FP), DI; \
+	MOVQ x+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	VBROADCASTSS s+24(FP), Y5; \
+	VBROADCASTSS zp+28(FP), Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VSUBPS Y6, Y7, Y7; \
+	MOVL $0x437f0000, AX; \
+	MOVL AX, X8; \
+	VBROADCASTSS X8, Y8; \
+	VSUBPS Y6, Y8, Y8; \
+	VCVTPS2DQ Y6, Y9; \
+	SHRQ $3, CX; \
+	JZ   done; \
+loop: \
+	VMOVUPS (SI), Y0; \
+	OP      Y5, Y0, Y0; \
+	VMAXPS  Y7, Y0, Y0; \
+	VMINPS  Y8, Y0, Y0; \
+	VCVTPS2DQ Y0, Y0; \
+	VPADDD  Y9, Y0, Y0; \
+	VEXTRACTI128 $1, Y0, X1; \
+	VPACKUSDW X1, X0, X0; \
+	VPACKUSWB X0, X0, X0; \
+	MOVQ X0, (DI); \
+	ADDQ $32, SI; \
+	ADDQ $8, DI; \
+	DECQ CX; \
+	JNZ  loop; \
+done: \
+	VZEROUPPER; \
+	RET
+
 // func fastGeluAVX2(x, b *float32, n int, c *[int8Consts][8]float32)
 // v = x + b; u = v·((B·v)·v + A); x = (½·v)·(tanh(u) + 1), tanh the
 // rational function of fastTanh.
@@ -106,40 +143,11 @@ mmloop:
 	RET
 
 // func quantizeAVX2(q *uint8, x *float32, n int, s, zp float32)
-// q = clamp(round(x/s), −zp, 255−zp) + zp, rounding half to even.
+// q = clamp(round(x/s), −zp, 255−zp) + zp, rounding half to even (MXCSR's
+// default, VCVTPS2DQ).
 TEXT ·quantizeAVX2(SB), NOSPLIT, $0-32
-	MOVQ q+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS s+24(FP), Y5
-	VBROADCASTSS zp+28(FP), Y6
-	VXORPS Y7, Y7, Y7
-	VSUBPS Y6, Y7, Y7              // −zp
-	MOVL $0x437f0000, AX           // 255
-	MOVL AX, X8
-	VBROADCASTSS X8, Y8
-	VSUBPS Y6, Y8, Y8              // 255 − zp
-	VCVTPS2DQ Y6, Y9               // zp as int32
-	SHRQ $3, CX
-	JZ   qdone
-qloop:
-	VMOVUPS (SI), Y0
-	VDIVPS  Y5, Y0, Y0
-	VMAXPS  Y7, Y0, Y0
-	VMINPS  Y8, Y0, Y0
-	VCVTPS2DQ Y0, Y0               // round half to even (MXCSR's default)
-	VPADDD  Y9, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKUSDW X1, X0, X0
-	VPACKUSWB X0, X0, X0
-	MOVQ X0, (DI)
-	ADDQ $32, SI
-	ADDQ $8, DI
-	DECQ CX
-	JNZ  qloop
-qdone:
-	VZEROUPPER
-	RET
+	QUANT8(VDIVPS, qloop, qdone)
+
 
 // func norm8AVX2(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
 // out = float32(float32((y − mean)/sd)·w) + b; returns the largest |out|
@@ -247,38 +255,9 @@ rs2done:
 	VZEROUPPER
 	RET
 
-// func quantizeMulAVX2(q *uint8, x *float32, n int, inv, zp float32)
-// q = clamp(round(x·inv), −zp, 255−zp) + zp, rounding half to even.
+// func quantizeMulAVX2(q *uint8, x *float32, n int, s, zp float32)
+// q = clamp(round(x·s), −zp, 255−zp) + zp, rounding half to even (s: the
+// reciprocal of the scale).
 TEXT ·quantizeMulAVX2(SB), NOSPLIT, $0-32
-	MOVQ q+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS inv+24(FP), Y5
-	VBROADCASTSS zp+28(FP), Y6
-	VXORPS Y7, Y7, Y7
-	VSUBPS Y6, Y7, Y7              // −zp
-	MOVL $0x437f0000, AX           // 255
-	MOVL AX, X8
-	VBROADCASTSS X8, Y8
-	VSUBPS Y6, Y8, Y8              // 255 − zp
-	VCVTPS2DQ Y6, Y9               // zp as int32
-	SHRQ $3, CX
-	JZ   qmdone
-qmloop:
-	VMOVUPS (SI), Y0
-	VMULPS  Y5, Y0, Y0
-	VMAXPS  Y7, Y0, Y0
-	VMINPS  Y8, Y0, Y0
-	VCVTPS2DQ Y0, Y0               // round half to even (MXCSR's default)
-	VPADDD  Y9, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKUSDW X1, X0, X0
-	VPACKUSWB X0, X0, X0
-	MOVQ X0, (DI)
-	ADDQ $32, SI
-	ADDQ $8, DI
-	DECQ CX
-	JNZ  qmloop
-qmdone:
-	VZEROUPPER
-	RET
+	QUANT8(VMULPS, qmloop, qmdone)
+
