@@ -187,6 +187,13 @@ type Config struct {
 	// the query's words and that the teacher finds not relevant, the ones
 	// a dense list fused with BM25 must push down; DPR's negatives).
 	NegativesFrom engine.Mode
+	// TeacherWithoutBM25 leaves BM25 out of the teacher's signals (the
+	// index's model and the teacher models' cosines only): on pseudo-queries
+	// cut from the documents BM25 finds the source almost always, so the
+	// calibrated teacher weighs it most, and a student taught by it grows
+	// like the BM25 list it is then fused with. Candidates are still
+	// retrieved by NegativesFrom.
+	TeacherWithoutBM25 bool
 
 	Progress func(Progress)
 	Logf     func(format string, args ...any)
@@ -277,6 +284,7 @@ type settings struct {
 	NoExtractive, KeepQueryInPositive                 bool
 	LogThreshold                                      string `json:",omitempty"` // "": calibrated
 	NegativesFrom                                     string `json:",omitempty"` // "": hybrid
+	TeacherWithoutBM25                                bool   `json:",omitempty"`
 	Steps, BatchQueries, Group, MaxLength, MaxQueries int
 	LR, Distill                                       float64
 	Seed                                              uint64
@@ -418,6 +426,7 @@ func (r *run) open() error {
 	if c.NegativesFrom != engine.ModeHybrid {
 		want.NegativesFrom = string(c.NegativesFrom)
 	}
+	want.TeacherWithoutBM25 = c.TeacherWithoutBM25
 	switch len(c.TeacherModels) {
 	case 0:
 	case 1:

@@ -309,8 +309,9 @@ func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Dura
 	return per * time.Duration(units)
 }
 
-// miner builds the calibrated fusion teacher over eng (BM25, the index's
-// model, and extra — the teacher models' cosines) and a miner;
+// miner builds the calibrated fusion teacher over eng (BM25 unless
+// TeacherWithoutBM25, the index's model, and extra — the teacher models'
+// cosines) and a miner;
 // calibrated on train.jsonl (on train-log.jsonl when train.jsonl is
 // empty), the calibration kept in Work/teacher.json.
 func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teacher, progress func(done, total int)) (*mining.Miner, error) {
@@ -318,8 +319,10 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teac
 	if err != nil {
 		return nil, fmt.Errorf("adapt: %w", err)
 	}
-	signals := []mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}},
-		&mining.DenseTeacher{Enc: enc, Label: "dense:" + eng.Model().Label(), Vectors: mining.StoredVectors(eng)}}
+	signals := []mining.Teacher{&mining.DenseTeacher{Enc: enc, Label: "dense:" + eng.Model().Label(), Vectors: mining.StoredVectors(eng)}}
+	if !r.cfg.TeacherWithoutBM25 {
+		signals = append([]mining.Teacher{mining.MaxNormalized{Teacher: mining.EngineLexical{E: eng}}}, signals...)
+	}
 	signals = append(signals, extra...)
 	teacher := &mining.FusionTeacher{Signals: signals}
 	mode := r.cfg.NegativesFrom
