@@ -264,8 +264,8 @@ func (w *Int8Weight) rowsAMX(r0, r1 int, c []float32, ldc int, a []uint8, lda in
 	if len(s.rs) < mr {
 		s.rs = make([]float32, mr)
 	}
-	if len(s.tmp) < mr*nr {
-		s.tmp = make([]int32, mr*nr)
+	if len(s.tmp) < 2*mr*nr {
+		s.tmp = make([]int32, 2*mr*nr)
 	}
 	for i0 := r0; i0 < r1; i0 += imc {
 		i1 := min(r1, i0+imc)

@@ -18,7 +18,7 @@ func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int
 func int8AVX2(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
 
 //go:noescape
-func int8AMX(kc int, a *uint8, lda int, b *int8, np int, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, cfg *byte, tmp *int32)
+func int8AMX(kc int, a *uint8, lda int, b *int8, np int, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, cfg *byte, tmp *int32, rpi int)
 
 // amxTileConfig is int8AMX's tile configuration: palette 1, tiles 0-7
 // each 16 rows of 64 bytes (C: 16×16 int32; A: 16 rows × 64 bytes of k;
@@ -58,7 +58,7 @@ func rowsAMXTile(kp int, a []uint8, lda int, b []int8, np int, c []float32, ldc 
 	_ = b[np*kp*32-1]
 	_ = c[31*ldc+np*32-1]
 	_, _ = corr[np*32-1], cs[np*32-1]
-	_ = tmp[32*32-1]
+	_ = tmp[2*32*32-1] // two halves: one panel's sums stored while the previous one's are read
 	var rp, bp *float32
 	if rs != nil {
 		_ = rs[31]
@@ -68,5 +68,7 @@ func rowsAMXTile(kp int, a []uint8, lda int, b []int8, np int, c []float32, ldc 
 		_ = bias[np*32-1]
 		bp = &bias[0]
 	}
-	int8AMX(kp/64, &a[0], lda, &b[0], np, &c[0], ldc, &corr[0], &cs[0], rp, bp, &amxTileConfig[0], &tmp[0])
+	kc := kp / 64
+	rpi := (32 + kc - 1) / kc // the previous panel's epilogue rows after each chunk of k
+	int8AMX(kc, &a[0], lda, &b[0], np, &c[0], ldc, &corr[0], &cs[0], rp, bp, &amxTileConfig[0], &tmp[0], rpi)
 }
