@@ -220,7 +220,11 @@ func SkipLayerNormQuantize(out, x, y, bias, w, b []float32, rows, C int, eps flo
 	bias = bias[:C]
 	for r := 0; r < rows; r++ {
 		xr, yr := x[r*C:r*C+C], y[r*C:r*C+C]
-		for c := skipAdd16(yr, xr, bias); c < C; c++ {
+		c := skipAdd16(yr, xr, bias)
+		if c == 0 {
+			c = skipAddVec(yr, xr, bias)
+		}
+		for ; c < C; c++ {
 			yr[c] = (yr[c] + xr[c]) + bias[c]
 		}
 	}
@@ -235,7 +239,7 @@ func LayerNormRows(out, y, w, b []float32, rows, C int, eps float32, q []uint8, 
 	var sum, sq [16]float32
 	for r0 := 0; r0 < rows; r0 += 16 {
 		n := min(16, rows-r0)
-		if !rowSums16(y[r0*C:], n, C, sum[:], sq[:]) {
+		if !rowSums16(y[r0*C:], n, C, sum[:], sq[:]) && !rowSumsVec(y[r0*C:], n, C, sum[:], sq[:]) {
 			rowSums(y[r0*C:], n, C, sum[:], sq[:])
 		}
 		for i := 0; i < n; i++ {
@@ -243,6 +247,9 @@ func LayerNormRows(out, y, w, b []float32, rows, C int, eps float32, q []uint8, 
 			mean, sd := layerNormStats(sum[i], sq[i], C, eps)
 			o, yr := out[r*C:r*C+C], y[r*C:r*C+C]
 			done, m := norm16(o, yr, w, b, mean, sd)
+			if done == 0 {
+				done, m = normInt8Vec(o, yr, w, b, mean, sd)
+			}
 			for c := done; c < C; c++ {
 				o[c] = float32(float32((yr[c]-mean)/sd)*w[c]) + b[c]
 				m = max(m, abs32(o[c]))

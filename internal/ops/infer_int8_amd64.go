@@ -81,3 +81,41 @@ func quantizeVecOp(k func(q *uint8, x *float32, n int, s, zp float32), q []uint8
 	k(&q[0], &x[0], n, s, float32(zp))
 	return n
 }
+
+// skipAddVec, rowSumsVec and normInt8Vec are skipAdd16's, rowSums16's and
+// norm16's AVX2 forms (eight values, or eight rows, at a time), for a CPU
+// without AVX-512; the same bits.
+
+func skipAddVec(y, x, bias []float32) int {
+	n := len(y) &^ 7
+	if !useInt8AVX2 || n == 0 {
+		return 0
+	}
+	_, _ = x[n-1], bias[n-1]
+	skipAdd8AVX2(&y[0], &x[0], &bias[0], n)
+	return n
+}
+
+func rowSumsVec(y []float32, rows, C int, sum, sq []float32) bool {
+	if !useInt8AVX2 || rows <= 0 || rows > 16 || C <= 0 {
+		return false
+	}
+	for r0 := 0; r0 < rows; r0 += 8 { // eight rows a call
+		n := min(8, rows-r0)
+		_ = y[(r0+n-1)*C+C-1]
+		var s [16]float32
+		rowSums8AVX2(&y[r0*C], C, C, n, &s)
+		copy(sum[r0:r0+n], s[:n])
+		copy(sq[r0:r0+n], s[8:8+n])
+	}
+	return true
+}
+
+func normInt8Vec(out, y, w, b []float32, mean, sd float32) (int, float32) {
+	n := len(y) &^ 7
+	if !useInt8AVX2 || n == 0 {
+		return 0, 0
+	}
+	_, _, _ = out[n-1], w[n-1], b[n-1]
+	return n, norm8AVX2(&out[0], &y[0], &w[0], &b[0], n, mean, sd)
+}

@@ -60,12 +60,7 @@ func quantize16(q []uint8, x []float32, inv float32) int {
 func skipAdd16(y, x, bias []float32) int {
 	n := len(y) &^ 15
 	if !useInt8AVX512 || n == 0 {
-		if n = len(y) &^ 7; !useInt8AVX2 || n == 0 {
-			return 0
-		}
-		_, _ = x[n-1], bias[n-1]
-		skipAdd8AVX2(&y[0], &x[0], &bias[0], n)
-		return n
+		return 0
 	}
 	_, _ = x[n-1], bias[n-1]
 	skipAdd512(&y[0], &x[0], &bias[0], n)
@@ -75,22 +70,8 @@ func skipAdd16(y, x, bias []float32) int {
 // rowSums16 sums rows (≤ 16) rows of y (stride C, C values each) as
 // rowSums does; false when it cannot.
 func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
-	if rows <= 0 || rows > 16 || C <= 0 {
+	if !useInt8AVX512 || rows <= 0 || rows > 16 || C <= 0 {
 		return false
-	}
-	if !useInt8AVX512 {
-		if !useInt8AVX2 {
-			return false
-		}
-		for r0 := 0; r0 < rows; r0 += 8 { // eight rows a call
-			n := min(8, rows-r0)
-			_ = y[(r0+n-1)*C+C-1]
-			var s [16]float32
-			rowSums8AVX2(&y[r0*C], C, C, n, &s)
-			copy(sum[r0:r0+n], s[:n])
-			copy(sq[r0:r0+n], s[8:8+n])
-		}
-		return true
 	}
 	_ = y[(rows-1)*C+C-1]
 	var s [32]float32
@@ -103,11 +84,7 @@ func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
 func norm16(out, y, w, b []float32, mean, sd float32) (int, float32) {
 	n := len(y) &^ 15
 	if !useInt8AVX512 || n == 0 {
-		if n = len(y) &^ 7; !useInt8AVX2 || n == 0 {
-			return 0, 0
-		}
-		_, _, _ = out[n-1], w[n-1], b[n-1]
-		return n, norm8AVX2(&out[0], &y[0], &w[0], &b[0], n, mean, sd)
+		return 0, 0
 	}
 	_, _, _ = out[n-1], w[n-1], b[n-1]
 	return n, norm512(&out[0], &y[0], &w[0], &b[0], n, mean, sd)
