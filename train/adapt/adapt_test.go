@@ -59,6 +59,18 @@ func tinyIndexWith(t *testing.T, dir string, n int, emb string) string {
 	return dir
 }
 
+// tinyBase writes the student tinyConfig trains, a 2-layer random BERT
+// with MiniLM's vocabulary, and returns its checkpoint directory;
+// positions > 0 sets its max_position_embeddings.
+func tinyBase(t *testing.T, positions int) string {
+	t.Helper()
+	mc := testmodels.MiniLMVocab(testmodels.BERT())
+	if positions > 0 {
+		mc.MaxPositionEmbeddings = positions
+	}
+	return testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+}
+
 // tinyConfig adapts index with a 2-layer random BERT (MiniLM's vocabulary)
 // as the student: 4 steps of 2 queries × 3 candidates × 32 tokens.
 func tinyConfig(t *testing.T, index, work, base string) Config {
@@ -90,9 +102,7 @@ func (e *events) first(stage, unit string) (Progress, bool) {
 // above nDCG's maximum required) refuses and leaves the index's model.
 func TestAdaptResumesAndRefuses(t *testing.T) {
 	tmp := t.TempDir()
-	mc := testmodels.MiniLMVocab(testmodels.BERT())
-	mc.MaxPositionEmbeddings = 512 // as MiniLM's: the import path would serve it at 512
-	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	base := tinyBase(t, 512) // as MiniLM's: the import path would serve it at 512
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
 	before, err := engine.RecordedModel(index)
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/model/gguf/gguftest"
-	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/internal/train/bert"
 )
 
 func readPairs(t *testing.T, path string) []pair {
@@ -49,8 +47,7 @@ func TestAdaptGenerates(t *testing.T) {
 	tmp := t.TempDir()
 	gguf := gguftest.SmolLM2(t, t.TempDir())
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), 12)
-	mc := testmodels.MiniLMVocab(testmodels.BERT())
-	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	base := tinyBase(t, 0)
 	c := tinyConfig(t, index, filepath.Join(tmp, "work"), base)
 	c.Generate, c.Generator, c.MinGain = 2, gguf, -1
 	var (

@@ -12,8 +12,6 @@ import (
 
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
-	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/internal/train/bert"
 	"github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 )
@@ -44,8 +42,7 @@ func int8Model(t *testing.T) string {
 func TestAdaptKeepsInt8(t *testing.T) {
 	q8 := int8Model(t)
 	tmp := t.TempDir()
-	mc := testmodels.MiniLMVocab(testmodels.BERT())
-	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	base := tinyBase(t, 0)
 	index := tinyIndexWith(t, filepath.Join(tmp, "idx"), 30, q8)
 
 	c := tinyConfig(t, index, filepath.Join(tmp, "work"), base)
@@ -134,8 +131,7 @@ func TestBaseOfInt8Index(t *testing.T) {
 // positives are embedded) and scores exactly as embedding them all does.
 func TestCheckReadsStoredVectors(t *testing.T) {
 	tmp := t.TempDir()
-	mc := testmodels.MiniLMVocab(testmodels.BERT())
-	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	base := tinyBase(t, 0)
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), checkDocs)
 	c := tinyConfig(t, index, filepath.Join(tmp, "work"), base)
 	c.MinGain = 1.01 // stops after the check

@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/anna-search/anna/internal/testmodels"
-	"github.com/anna-search/anna/internal/train/bert"
 )
 
 // TestTeacherWithoutBM25: the calibrated teacher's signals are BM25 and the
@@ -19,9 +16,7 @@ import (
 // TeacherWithoutBM25 (both runs stopped when training starts).
 func TestTeacherWithoutBM25(t *testing.T) {
 	tmp := t.TempDir()
-	mc := testmodels.MiniLMVocab(testmodels.BERT())
-	mc.MaxPositionEmbeddings = 512
-	base := testmodels.Checkpoint(t, mc, bert.RandomTensors(mc, false, 0.02, 7))
+	base := tinyBase(t, 512)
 	index := tinyIndex(t, filepath.Join(tmp, "idx"), 30)
 	signals := func(work string, without bool) []string {
 		c := tinyConfig(t, index, filepath.Join(tmp, work), base)
