@@ -52,7 +52,7 @@ func BenchmarkAttentionParts(b *testing.B) {
 		kb := make([]float32, L)
 		b.Run(fmt.Sprint("kt/L=", L), func(b *testing.B) {
 			for range b.N {
-				transposeRows(kt, qkv[H*D:], L, D, QW)
+				transposeRows(kt, L, qkv[H*D:], L, D, QW)
 			}
 		})
 		b.Run(fmt.Sprint("qk/L=", L), func(b *testing.B) {

@@ -63,22 +63,27 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 			n, h := task/H, task%H
 			kvh := h / rep
 			L, o := a.Lens[n], a.Offs[n]
-			kt, s := growAtt(&sc.kt, D*L), growAtt(&sc.s, L*L)
+			// Kᵀ's rows and the scores' rows are Lp wide, a whole number
+			// of the GEMM kernels' panels, so that no product of a
+			// sequence's length takes the kernels' narrow-panel copies;
+			// the columns past L are zero in Kᵀ and never read in s.
+			Lp := (L + attPad - 1) &^ (attPad - 1)
+			kt, s := growAtt(&sc.kt, D*Lp), growAtt(&sc.s, L*Lp)
 			q := qkv[o*QW+h*D:]
 			k := qkv[o*QW+C+kvh*D:]
 			v := qkv[o*QW+C+KV*D+kvh*D:]
-			transposeRows(kt, k, L, D, QW)
-			sc.mm.MatMulNN(L, L, D, q, QW, kt, L, s, L)
+			transposeRows(kt, Lp, k, L, D, QW)
+			sc.mm.MatMulNN(L, Lp, D, q, QW, kt, Lp, s, Lp)
 			kb, inv := a.KeyBias[o:o+L], growAtt(&sc.inv, L)
 			for i := 0; i < L; i++ {
 				seen := L
 				if a.Causal {
 					seen = i + 1
 				}
-				inv[i] = 1 / ExpScaled(s[i*L:i*L+seen], kb[:seen], scale)
-				clear(s[i*L+seen : i*L+L])
+				inv[i] = 1 / ExpScaled(s[i*Lp:i*Lp+seen], kb[:seen], scale)
+				clear(s[i*Lp+seen : i*Lp+L])
 			}
-			sc.mm.MatMulNN(L, D, L, s, L, v, QW, ctx[o*C+h*D:], C)
+			sc.mm.MatMulNN(L, D, L, s, Lp, v, QW, ctx[o*C+h*D:], C)
 			for i, f := range inv { // the softmax's division, on P·V's rows
 				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
 				for d := scaleVec(row, f); d < D; d++ {
@@ -89,23 +94,33 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 	})
 }
 
-// transposeRows sets kt (D×L) to the transpose of L rows of D values
-// (stride ld) from k: blocks of 16×16 in AVX-512's registers where it can
+// attPad is the width PackedAttention rounds Kᵀ's and the scores' rows up
+// to: a multiple of every GEMM kernel's panel (tensor's nr: 16 or 32).
+const attPad = 32
+
+// transposeRows sets kt (D rows of stride ldt ≥ L) to the transpose of L
+// rows of D values (stride ld) from k, and zero in each row's columns L
+// to ldt: blocks of 16×16 in AVX-512's registers where it can
 // (transposeBlocks), the rest four rows at a time, so that each of kt's
 // rows is written in runs rather than one value per pass over k.
-func transposeRows(kt, k []float32, L, D, ld int) {
-	j := transposeBlocks(kt, k, L, D, ld)
+func transposeRows(kt []float32, ldt int, k []float32, L, D, ld int) {
+	j := transposeBlocks(kt, ldt, k, L, D, ld)
 	for ; j+4 <= L; j += 4 {
 		r0, r1 := k[j*ld:j*ld+D], k[(j+1)*ld:(j+1)*ld+D]
 		r2, r3 := k[(j+2)*ld:(j+2)*ld+D], k[(j+3)*ld:(j+3)*ld+D]
 		for d := range r0 {
-			c := kt[d*L+j : d*L+j+4]
+			c := kt[d*ldt+j : d*ldt+j+4]
 			c[0], c[1], c[2], c[3] = r0[d], r1[d], r2[d], r3[d]
 		}
 	}
 	for ; j < L; j++ {
 		for d, v := range k[j*ld : j*ld+D] {
-			kt[d*L+j] = v
+			kt[d*ldt+j] = v
+		}
+	}
+	if ldt > L {
+		for d := 0; d < D; d++ {
+			clear(kt[d*ldt+L : d*ldt+ldt])
 		}
 	}
 }

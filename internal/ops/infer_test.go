@@ -188,7 +188,8 @@ func testAddLayerNorm(t *testing.T, r *rand.Rand, rows, C int) {
 
 // TestTransposeRows: Kᵀ for attention's Q·Kᵀ, every value in its place,
 // for lengths around AVX-512's blocks of 16 and head widths that are and
-// are not multiples of 16, from rows with a wider stride.
+// are not multiples of 16, from rows with a wider stride; with rows padded
+// to attPad, the padding zero.
 func TestTransposeRows(t *testing.T) {
 	for _, D := range []int{8, 24, 32, 64} {
 		for _, L := range []int{1, 15, 16, 17, 31, 32, 33, 47, 100, 256, 259} {
@@ -197,15 +198,21 @@ func TestTransposeRows(t *testing.T) {
 			for i := range k {
 				k[i] = float32(i)
 			}
-			kt := make([]float32, D*L)
-			for i := range kt {
-				kt[i] = -1
-			}
-			transposeRows(kt, k, L, D, ld)
-			for d := range D {
-				for j := range L {
-					if got, want := kt[d*L+j], k[j*ld+d]; got != want {
-						t.Fatalf("D=%d L=%d: kt[%d][%d] = %g, want %g", D, L, d, j, got, want)
+			for _, ldt := range []int{L, (L + attPad - 1) &^ (attPad - 1)} {
+				kt := make([]float32, D*ldt)
+				for i := range kt {
+					kt[i] = -1
+				}
+				transposeRows(kt, ldt, k, L, D, ld)
+				for d := range D {
+					for j := range ldt {
+						want := float32(0) // the padding
+						if j < L {
+							want = k[j*ld+d]
+						}
+						if got := kt[d*ldt+j]; got != want {
+							t.Fatalf("D=%d L=%d ldt=%d: kt[%d][%d] = %g, want %g", D, L, ldt, d, j, got, want)
+						}
 					}
 				}
 			}

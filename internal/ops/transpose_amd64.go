@@ -11,16 +11,16 @@ func transpose16(dst *float32, ldd int, src *float32, lds int, jb, db int)
 
 var useTranspose512 = cpu.X86.HasAVX512F
 
-// transposeBlocks transposes the first L&^15 rows of k into kt where
-// there is AVX-512 and D is a multiple of 16, and says how many rows it
-// did.
-func transposeBlocks(kt, k []float32, L, D, ld int) int {
+// transposeBlocks transposes the first L&^15 rows of k into kt (stride
+// ldt) where there is AVX-512 and D is a multiple of 16, and says how many
+// rows it did.
+func transposeBlocks(kt []float32, ldt int, k []float32, L, D, ld int) int {
 	jb := L / 16
 	if !useTranspose512 || jb == 0 || D%16 != 0 {
 		return 0
 	}
 	_ = k[(jb*16-1)*ld+D-1]
-	_ = kt[(D-1)*L+jb*16-1]
-	transpose16(&kt[0], L, &k[0], ld, jb, D/16)
+	_ = kt[(D-1)*ldt+jb*16-1]
+	transpose16(&kt[0], ldt, &k[0], ld, jb, D/16)
 	return jb * 16
 }

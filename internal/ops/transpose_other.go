@@ -2,4 +2,4 @@
 
 package ops
 
-func transposeBlocks(kt, k []float32, L, D, ld int) int { return 0 }
+func transposeBlocks(kt []float32, ldt int, k []float32, L, D, ld int) int { return 0 }

@@ -160,13 +160,13 @@ func (s *InferScratch) panel(kn *ikernel, r0, r1, p0, kk int, a []float32, lda i
 		t := s.c[:mr*nr]
 		kn.run(kk, ap, la, b, ldb, t, nr, bb, false)
 		for r := 0; r < rows; r++ {
-			crow := c[(i+r)*ldc+j0 : (i+r)*ldc+j0+cols]
-			for j := range crow {
-				if acc {
-					crow[j] += t[r*nr+j]
-				} else {
-					crow[j] = t[r*nr+j]
-				}
+			crow, trow := c[(i+r)*ldc+j0:(i+r)*ldc+j0+cols], t[r*nr:r*nr+cols]
+			if !acc {
+				copy(crow, trow)
+				continue
+			}
+			for j, v := range trow {
+				crow[j] += v
 			}
 		}
 	}
