@@ -24,23 +24,63 @@ func SoftmaxScaled(row, bias []float32, scale float32) {
 // ExpScaled is SoftmaxScaled without the division: it sets row to
 // e^(row·scale + bias − max) and returns the sum, for a caller that
 // divides a product of the row instead (attention's P·V, D values a
-// row, not len(row)).
+// row, not len(row)). It works in base 2: t = row·(scale·log2e) +
+// bias·log2e (one FMA where vectors run), then 2^(t − max t) by exp2Poly's
+// steps, which take five fewer operations than e^x's range reduction
+// (Exp32) for the same accuracy (1.3 ulps from 2^r against Exp32's 1.4
+// from e^x); values below 2^−126 are 0.
 func ExpScaled(row, bias []float32, scale float32) float32 {
-	if sum, ok := expScaledVec(row, bias, scale); ok {
+	s2 := scale * log2e32
+	if sum, ok := expScaledVec(row, bias, s2); ok {
 		return sum
 	}
 	bias = bias[:len(row)]
-	done, mx := scaleBiasMaxVec(row, bias, scale)
+	done, mx := scaleBiasMaxVec(row, bias, s2)
 	for j := done; j < len(row); j++ {
-		row[j] = row[j]*scale + bias[j]
+		row[j] = float32(row[j]*s2) + float32(bias[j]*log2e32)
 		mx = max(mx, row[j])
 	}
 	done, sum := expSubSumVec(row, mx)
 	for j := done; j < len(row); j++ {
-		row[j] = Exp32(row[j] - mx)
+		row[j] = exp2Poly(row[j] - mx)
 		sum += row[j]
 	}
 	return sum
+}
+
+// log2e32 is log2(e) in float32, as the vector kernels hold it.
+const log2e32 = float32(1.44269504088896341)
+
+// The coefficients of exp2Poly's polynomial for 2^r on [−½, ½] (a
+// minimax fit of the relative error, rounded to float32; c0 = 1): 1.3
+// ulps at most with FMA, 1.7 without.
+const (
+	exp2C1 = 6.931471825e-01
+	exp2C2 = 2.402264625e-01
+	exp2C3 = 5.550328642e-02
+	exp2C4 = 9.618489072e-03
+	exp2C5 = 1.339992625e-03
+	exp2C6 = 1.534579787e-04
+)
+
+// exp2Poly is 2^y for y ≤ 0, 0 below −126 (and for NaN): k = round(y),
+// r = y − k (exact), p(r) by Horner, p·2^k. The vector kernels do the
+// same steps with FMA; this scalar form (the rows' last len%8 values on
+// the AVX2 path, every value without AVX2) rounds each product.
+func exp2Poly(y float32) float32 {
+	if !(y >= -126) {
+		return 0
+	}
+	k := float32(math.RoundToEven(float64(y)))
+	r := y - k
+	p := float32(exp2C6)
+	p = float32(p*r) + exp2C5
+	p = float32(p*r) + exp2C4
+	p = float32(p*r) + exp2C3
+	p = float32(p*r) + exp2C2
+	p = float32(p*r) + exp2C1
+	p = float32(p*r) + 1
+	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
 // GELUInPlace sets x to x·Φ(x) = ½x(1 + erf(x/√2)) (PyTorch's exact GELU,

@@ -7,7 +7,7 @@ import (
 )
 
 // inferConsts is the number of constant rows inferTable holds.
-const inferConsts = 30
+const inferConsts = 37
 
 // In infer_amd64.s (AVX2 and FMA); n is a multiple of 8.
 //
@@ -41,7 +41,8 @@ var inferTable = func() *[inferConsts][8]float32 {
 		-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
 		-7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02,
 		-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02,
-		float32(math.Inf(-1)), 12582912}
+		float32(math.Inf(-1)), 12582912,
+		-126, exp2C1, exp2C2, exp2C3, exp2C4, exp2C5, exp2C6}
 	var t [inferConsts][8]float32
 	for i, v := range vals {
 		for j := range t[i] {

@@ -32,9 +32,17 @@
 #define CB3 832(R8)
 #define CB4 864(R8)
 #define CNINF 896(R8)
+#define CM126 960(R8)
+#define CQ1 992(R8)
+#define CQ2 1024(R8)
+#define CQ3 1056(R8)
+#define CQ4 1088(R8)
+#define CQ5 1120(R8)
+#define CQ6 1152(R8)
 
 // func scaleBiasMaxAVX2(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
-// x[i] = x[i]·s + b[i]; returns the largest x[i] (−Inf for n = 0).
+// x[i] = x[i]·s + b[i]·log2e (ExpScaled's t, s its scale·log2e); returns
+// the largest x[i] (−Inf for n = 0).
 TEXT ·scaleBiasMaxAVX2(SB), NOSPLIT, $0-44
 	MOVQ x+0(FP), DI
 	MOVQ b+8(FP), SI
@@ -42,11 +50,13 @@ TEXT ·scaleBiasMaxAVX2(SB), NOSPLIT, $0-44
 	VBROADCASTSS s+24(FP), Y15
 	MOVQ c+32(FP), R8
 	VMOVUPS CNINF, Y1
+	VMOVUPS CLOG2E, Y3
 	SHRQ $3, CX
 	JZ   maxdone
 maxloop:
+	VMULPS  (SI), Y3, Y2           // b·log2e
 	VMOVUPS (DI), Y0
-	VFMADD213PS (SI), Y15, Y0
+	VFMADD213PS Y2, Y15, Y0
 	VMOVUPS Y0, (DI)
 	VMAXPS  Y0, Y1, Y1
 	ADDQ $32, DI
@@ -65,8 +75,8 @@ maxdone:
 	RET
 
 // func expSubSumAVX2(x *float32, n int, mx float32, c *[inferConsts][8]float32) float32
-// x[i] = e^(x[i]−mx) (0 below e^−87: the masked keys at −Inf); returns
-// their sum.
+// x[i] = 2^(x[i]−mx) by exp2Poly's steps with FMA (0 below 2^−126 and for
+// NaN: the masked keys at −Inf); returns their sum.
 TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-36
 	MOVQ x+0(FP), DI
 	MOVQ n+8(FP), CX
@@ -77,22 +87,18 @@ TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-36
 	JZ   expdone
 exploop:
 	VMOVUPS (DI), Y0
-	VSUBPS  Y15, Y0, Y0
-	VCMPPS  $1, CM87, Y0, Y13      // x < −87 (−Inf included)
-	VMAXPS  CM87, Y0, Y0
-	VMULPS  CLOG2E, Y0, Y1
-	VROUNDPS $0, Y1, Y1            // k = round(x·log2e)
-	VFNMADD231PS CLN2HI, Y1, Y0    // r = x − k·ln2hi
-	VFNMADD231PS CLN2LO, Y1, Y0    //     − k·ln2lo
-	VMOVUPS CP0, Y2
-	VFMADD213PS CP1, Y0, Y2
-	VFMADD213PS CP2, Y0, Y2
-	VFMADD213PS CP3, Y0, Y2
-	VFMADD213PS CP4, Y0, Y2
-	VFMADD213PS CP5, Y0, Y2
-	VMULPS  Y0, Y0, Y3
-	VFMADD213PS Y0, Y3, Y2         // p·r² + r
-	VADDPS  CONE, Y2, Y2
+	VSUBPS  Y15, Y0, Y0            // y
+	VCMPPS  $9, CM126, Y0, Y13     // not y ≥ −126 (−Inf, NaN included)
+	VMAXPS  CM126, Y0, Y0
+	VROUNDPS $0, Y0, Y1            // k = round(y)
+	VSUBPS  Y1, Y0, Y0             // r = y − k, exact
+	VMOVUPS CQ6, Y2
+	VFMADD213PS CQ5, Y0, Y2
+	VFMADD213PS CQ4, Y0, Y2
+	VFMADD213PS CQ3, Y0, Y2
+	VFMADD213PS CQ2, Y0, Y2
+	VFMADD213PS CQ1, Y0, Y2
+	VFMADD213PS CONE, Y0, Y2
 	VCVTPS2DQ Y1, Y4
 	VPADDD  C127, Y4, Y4
 	VPSLLD  $23, Y4, Y4            // 2^k

@@ -59,7 +59,7 @@ func testSoftmaxScaled(t *testing.T) {
 }
 
 // ExpScaled's AVX-512 kernel gives the AVX2 kernels' values bit for bit
-// (the elements those do; the last len%8 are Exp32's, without FMA) and
+// (the elements those do; the last len%8 are exp2Poly's, without FMA) and
 // their sum to float32 rounding, for rows across both vector widths,
 // hidden keys among them, scores of both signs and all negative.
 func TestExpScaledAVX512MatchesAVX2(t *testing.T) {
@@ -92,7 +92,7 @@ func TestExpScaledAVX512MatchesAVX2(t *testing.T) {
 			}
 			for j := n &^ 7; j < n; j++ {
 				if d := math.Abs(float64(got[j] - want[j])); d > 3e-7*float64(want[j]) {
-					t.Fatalf("n=%d spread=%g: e[%d] = %g (AVX-512), %g (Exp32)", n, spread, j, got[j], want[j])
+					t.Fatalf("n=%d spread=%g: e[%d] = %g (AVX-512), %g (exp2Poly)", n, spread, j, got[j], want[j])
 				}
 			}
 			if d := math.Abs(float64(gs - ws)); d > 1e-6*float64(ws) {
@@ -102,39 +102,101 @@ func TestExpScaledAVX512MatchesAVX2(t *testing.T) {
 	}
 }
 
+// unitScale is a scale whose product with log2e32 is exactly 1, so that
+// ExpScaled's t is its input: 2^x.
+func unitScale(t *testing.T) float32 {
+	s := float32(1 / float64(log2e32))
+	for range 4 {
+		switch p := s * log2e32; {
+		case p == 1:
+			return s
+		case p < 1:
+			s = math.Nextafter32(s, 2)
+		default:
+			s = math.Nextafter32(s, 0)
+		}
+	}
+	t.Fatal("no float32 s with s·log2e = 1")
+	return 0
+}
+
+// sweep2 is the exponents the sweeps below take: a dense sweep of 0 down
+// to −130 (past the −126 cut and through the subnormal results), and
+// every tie between two integers, each with its neighbours; len%16 = 0.
+func sweep2() []float32 {
+	xs := []float32{0, float32(math.Copysign(0, -1))}
+	for x := float32(0); x > -130; x -= 0.001 {
+		xs = append(xs, x)
+	}
+	for k := -130; k <= 0; k++ {
+		c := float32(k) + 0.5
+		for d := -3; d <= 3; d++ {
+			xs = append(xs, math.Float32frombits(uint32(int32(math.Float32bits(c))+int32(d))))
+		}
+	}
+	return xs[:len(xs)&^15]
+}
+
 // TestExpScaledAVX512Sweep: the AVX-512 kernel (k rounded by adding and
-// taking away 1.5·2^23, 2^k applied by VSCALEFPS) gives the AVX2 kernel's
-// values (VROUNDPS, 2^k built in the exponent) bit for bit over the whole
-// range the exponent takes: a dense sweep of 0 down to −90 (past the −87
-// cut and through the subnormal results), and every x·log2e that is a
-// tie between two integers, each with its neighbours.
+// taking away 1.5·2^23, 2^k applied by VSCALEFPS, no clamp) gives the
+// AVX2 kernel's values (VROUNDPS, y clamped at −126, 2^k built in the
+// exponent) bit for bit over the whole range the exponent takes
+// (sweep2), and both give 0 for −Inf and NaN.
 func TestExpScaledAVX512Sweep(t *testing.T) {
 	if !useSoftmaxAVX512 {
 		t.Skip("no AVX-512 here (or GODEBUG turned it off)")
 	}
 	defer func() { useSoftmaxAVX512 = true }()
-	xs := []float32{0, float32(math.Copysign(0, -1))} // the max is 0: e^x itself
-	for x := float32(0); x > -90; x -= 0.0007 {
-		xs = append(xs, x)
-	}
-	for k := -130; k <= 0; k++ {
-		c := float32((float64(k) + 0.5) / math.Log2E)
-		for d := -3; d <= 3; d++ {
-			xs = append(xs, math.Float32frombits(uint32(int32(math.Float32bits(c))+int32(d))))
-		}
-	}
-	xs = xs[:len(xs)&^15]
+	xs := sweep2()
+	xs[len(xs)-1] = float32(math.Inf(-1))
+	xs[len(xs)-2] = float32(math.NaN())
 	bias := make([]float32, len(xs))
 	got, want := append([]float32(nil), xs...), append([]float32(nil), xs...)
+	s := unitScale(t)
 	useSoftmaxAVX512 = true
-	ExpScaled(got, bias, 1)
+	ExpScaled(got, bias, s)
 	useSoftmaxAVX512 = false
-	ExpScaled(want, bias, 1)
+	ExpScaled(want, bias, s)
 	for j, x := range xs {
 		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
-			t.Fatalf("e^%g (bits %#x): %g (AVX-512), %g (AVX2)", x, math.Float32bits(x), got[j], want[j])
+			t.Fatalf("2^%g (bits %#x): %g (AVX-512), %g (AVX2)", x, math.Float32bits(x), got[j], want[j])
 		}
 	}
+	if got[len(xs)-1] != 0 || got[len(xs)-2] != 0 {
+		t.Fatalf("2^-Inf = %g, 2^NaN = %g, want 0", got[len(xs)-1], got[len(xs)-2])
+	}
+}
+
+// TestExp2Accuracy: ExpScaled's 2^y, vector (with FMA) and scalar
+// (exp2Poly, each product rounded), within 1.5 and 2 float32 ulps of
+// math.Exp2 wherever the value is normal (y ≥ −125), 0 below −126.
+func TestExp2Accuracy(t *testing.T) {
+	xs := sweep2()
+	check := func(name string, got []float32, ulps float64) {
+		for j, y := range xs {
+			want := math.Exp2(float64(y))
+			switch {
+			case y < -126:
+				if got[j] != 0 {
+					t.Fatalf("%s: 2^%g = %g, want 0", name, y, got[j])
+				}
+			case y >= -125:
+				if d := math.Abs(float64(got[j])-want) / want; d > ulps*0x1p-24 {
+					t.Fatalf("%s: 2^%g = %g, want %g (%.2f ulps)", name, y, got[j], want, d/0x1p-24)
+				}
+			}
+		}
+	}
+	if useInferAVX2 {
+		got := append([]float32(nil), xs...)
+		expSubSumVec(got, 0)
+		check("vector", got, 1.5)
+	}
+	got := make([]float32, len(xs))
+	for j, y := range xs {
+		got[j] = exp2Poly(y)
+	}
+	check("exp2Poly", got, 2)
 }
 
 // GELUInPlace matches the exact GELU for lengths across the vector width

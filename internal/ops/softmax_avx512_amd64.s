@@ -2,44 +2,41 @@
 
 // softmaxRow512 (softmax_avx512_amd64.go): attention's softmax numerator
 // in AVX-512 F, sixteen floats at a time, the last n%16 under a mask (no
-// scalar tail). Each element's value is scaleBiasMaxAVX2's and
-// expSubSumAVX2's (infer_amd64.s) bit for bit; only the sum is added in
-// another order. c points at inferTable. In EXP16: k = round(x·log2e),
-// r = x − k·ln2hi − k·ln2lo, p = ((((p0·r + p1)·r + p2)·r + p3)·r +
-// p4)·r + p5, p·r² + r + 1, the value p·2^k. The AVX2 kernel rounds with
-// VROUNDPS and builds 2^k in the exponent's bits; here k is rounded by
-// adding and taking away 1.5·2^23 (the same integer: ties to even, and
-// |x·log2e| < 2^22) and 2^k applied by VSCALEFPS (the same product,
-// exactly rounded, for k ≥ −126): three single-cycle operations on either
-// port instead of VRNDSCALEPS, the conversion, the shift and the add,
-// which crowd the one port that runs them.
+// scalar tail), in base 2 as ExpScaled says. Each element's value is
+// scaleBiasMaxAVX2's and expSubSumAVX2's (infer_amd64.s) bit for bit; only
+// the sum is added in another order. c points at inferTable. In EXP16:
+// y = t − max, k = round(y), r = y − k (exact), p = (((((c6·r + c5)·r +
+// c4)·r + c3)·r + c2)·r + c1)·r + 1, the value p·2^k. The AVX2 kernel
+// rounds with VROUNDPS, clamps y at −126 and builds 2^k in the exponent's
+// bits; here k is rounded by adding and taking away 1.5·2^23 (the same
+// integer: ties to even, for |y| < 2^22; lanes past that are below −126
+// and masked) and 2^k applied by VSCALEFPS (the same product, exactly
+// rounded, for k ≥ −126): single-cycle operations on either port instead
+// of VRNDSCALEPS, the conversion, the shift and the add, which crowd the
+// one port that runs them.
 
-// EXP16 leaves in Z2 the polynomial of e^(Z0 − mx) and in Z1 its k (their
-// product p·2^k is the value), in K2 the lanes with Z0 − mx ≥ −87 (not
-// −Inf); mx in Z14, the constants in Z16..Z26 and Z28 (below). It
-// clobbers Z0, Z3.
+// EXP16 leaves in Z2 the polynomial of 2^(Z0 − mx) and in Z1 its k (their
+// product p·2^k is the value), in K2 the lanes with Z0 − mx ≥ −126 (not
+// −Inf, not NaN); mx in Z14, the constants in Z16, Z20..Z26 and Z28
+// (below). It clobbers Z0.
 #define EXP16 \
 	VSUBPS  Z14, Z0, Z0; \
-	VCMPPS  $5, Z16, Z0, K2; \
-	VMAXPS  Z16, Z0, Z0; \
-	VMULPS  Z17, Z0, Z1; \
-	VADDPS  Z28, Z1, Z1; \
+	VCMPPS  $13, Z16, Z0, K2; \
+	VADDPS  Z28, Z0, Z1; \
 	VSUBPS  Z28, Z1, Z1; \
-	VFNMADD231PS Z18, Z1, Z0; \
-	VFNMADD231PS Z19, Z1, Z0; \
+	VSUBPS  Z1, Z0, Z0; \
 	VMOVAPS Z20, Z2; \
 	VFMADD213PS Z21, Z0, Z2; \
 	VFMADD213PS Z22, Z0, Z2; \
 	VFMADD213PS Z23, Z0, Z2; \
 	VFMADD213PS Z24, Z0, Z2; \
 	VFMADD213PS Z25, Z0, Z2; \
-	VMULPS  Z0, Z0, Z3; \
-	VFMADD213PS Z0, Z3, Z2; \
-	VADDPS  Z26, Z2, Z2
+	VFMADD213PS Z26, Z0, Z2
 
 // func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
-// x[i] = e^(x[i]·s + b[i] − max) (0 below e^−87: the masked keys at
-// −Inf); returns their sum. n ≥ 1.
+// t[i] = x[i]·s + b[i]·log2e (s: ExpScaled's scale·log2e), then x[i] =
+// 2^(t[i] − max t) (0 below 2^−126: the masked keys at −Inf); returns
+// their sum. n ≥ 1.
 TEXT ·softmaxRow512(SB), NOSPLIT, $0-44
 	MOVQ x+0(FP), DI
 	MOVQ b+8(FP), SI
@@ -55,12 +52,14 @@ TEXT ·softmaxRow512(SB), NOSPLIT, $0-44
 	DECL AX
 	KMOVW AX, K1
 	VBROADCASTSS 896(R8), Z1      // running max, −Inf
+	VBROADCASTSS 32(R8), Z17      // log2e
 	MOVQ R10, CX
 	SHRQ $4, CX
 	JZ   maxtail
 maxloop:
+	VMULPS  (SI), Z17, Z2         // b·log2e
 	VMOVUPS (DI), Z0
-	VFMADD213PS (SI), Z15, Z0     // x·s + b
+	VFMADD213PS Z2, Z15, Z0       // x·s + b·log2e
 	VMOVUPS Z0, (DI)
 	VMAXPS  Z0, Z1, Z1
 	ADDQ $64, DI
@@ -72,6 +71,7 @@ maxtail:
 	JZ   maxred
 	VMOVUPS.Z (DI), K1, Z0
 	VMOVUPS.Z (SI), K1, Z2
+	VMULPS  Z17, Z2, Z2
 	VFMADD213PS Z2, Z15, Z0
 	VMOVUPS Z0, K1, (DI)
 	VMAXPS  Z0, Z1, K1, Z1        // lanes past n keep the running max
@@ -86,16 +86,13 @@ maxred:
 	VMAXPS X0, X1, X1
 	VBROADCASTSS X1, Z14          // mx
 
-	VBROADCASTSS 0(R8), Z16       // −87
-	VBROADCASTSS 32(R8), Z17      // log2e
-	VBROADCASTSS 64(R8), Z18      // ln2hi
-	VBROADCASTSS 96(R8), Z19      // ln2lo
-	VBROADCASTSS 128(R8), Z20     // p0
-	VBROADCASTSS 160(R8), Z21
-	VBROADCASTSS 192(R8), Z22
-	VBROADCASTSS 224(R8), Z23
-	VBROADCASTSS 256(R8), Z24
-	VBROADCASTSS 288(R8), Z25     // p5
+	VBROADCASTSS 960(R8), Z16     // −126
+	VBROADCASTSS 1152(R8), Z20    // c6
+	VBROADCASTSS 1120(R8), Z21    // c5
+	VBROADCASTSS 1088(R8), Z22    // c4
+	VBROADCASTSS 1056(R8), Z23    // c3
+	VBROADCASTSS 1024(R8), Z24    // c2
+	VBROADCASTSS 992(R8), Z25     // c1
 	VBROADCASTSS 320(R8), Z26     // 1
 	VBROADCASTSS 928(R8), Z28     // 1.5·2^23
 	VPXORD Z13, Z13, Z13          // sum
@@ -106,7 +103,7 @@ maxred:
 exploop:
 	VMOVUPS (DI), Z0
 	EXP16
-	VSCALEFPS.Z Z1, Z2, K2, Z2    // p·2^k; 0 where x < −87
+	VSCALEFPS.Z Z1, Z2, K2, Z2    // p·2^k; 0 where y < −126
 	VMOVUPS Z2, (DI)
 	VADDPS  Z2, Z13, Z13
 	ADDQ $64, DI
@@ -118,7 +115,7 @@ exptail:
 	VMOVUPS.Z (DI), K1, Z0
 	EXP16
 	KANDW   K1, K2, K2
-	VSCALEFPS.Z Z1, Z2, K2, Z2    // 0 where x < −87 and past n
+	VSCALEFPS.Z Z1, Z2, K2, Z2    // 0 where y < −126 and past n
 	VMOVUPS Z2, K1, (DI)
 	VADDPS  Z2, Z13, Z13
 expred:
