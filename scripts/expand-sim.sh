@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Document expansion from dense neighbours, simulated outside the engine with
+# anna's own BM25 and dense lists (issue 64 item 6's lead): each document's
+# text gains, for BM25 only, the m words that weigh most in its k nearest
+# documents by the encoder's cosine (Σ cosine · tf/length · idf over the
+# neighbours, words the document lacks, stop words out), one occurrence each.
+# For each set: the base corpus evaluated (lexical, dense, hybrid, with
+# --run-out), the expanded corpus for each (k, m) evaluated lexically, and
+# scripts/expand_sim.py fuses each lexical run with the base's dense run as
+# internal/fusion's DBSF does (its base line reproduces annactl's hybrid).
+# No judgment is used to expand; the judged queries only score.
+# Usage: scripts/expand-sim.sh [SET ...]   (default: cranfield cisi cacm scifact)
+# env: DATA (default ../shared/datasets), ANNACTL (default bin/annactl),
+#      GRID ("k,m ...", default "3,10"), OUT (default /tmp/expand-sim).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+A=${ANNACTL:-$ROOT/bin/annactl}
+DATA=${DATA:-$ROOT/../shared/datasets}
+OUT=${OUT:-/tmp/expand-sim}
+PY=${PYTHON:-${ANNA_HOME:-$HOME/.cache/anna}/venv/bin/python}
+S=$ROOT/scripts/expand_sim.py
+mkdir -p "$OUT"
+for s in ${*:-cranfield cisi cacm scifact}; do
+	W=$OUT/$s
+	mkdir -p "$W"
+	qrels=$DATA/$s/qrels/test.tsv
+	[ -s "$W/base.txt" ] || "$A" eval "$DATA/$s" --modes lexical,dense,hybrid --run-out "$W/base.run" >"$W/base.txt"
+	[ -s "$W/docs.bin" ] || "$A" embed "$DATA/$s/corpus.jsonl" --format binary --output "$W/docs.bin"
+	runs=()
+	for km in ${GRID:-3,10}; do
+		k=${km%,*} m=${km#*,} E=$W/k$k-m$m
+		if [ ! -s "$E.txt" ]; then
+			mkdir -p "$E"
+			"$PY" "$S" expand --corpus "$DATA/$s/corpus.jsonl" --vectors "$W/docs.bin" --k "$k" --m "$m" --out "$E/corpus.jsonl"
+			ln -sf "$DATA/$s/queries.jsonl" "$E/queries.jsonl"
+			ln -sfn "$DATA/$s/qrels" "$E/qrels"
+			"$A" eval "$E" --modes lexical --run-out "$E.run" >"$E.txt"
+		fi
+		runs+=("$E.run")
+	done
+	"$PY" "$S" fuse --name "$s" --qrels "$qrels" --dense "$W/base.dense.run" --lexical "$W/base.lexical.run" "${runs[@]}"
+done
