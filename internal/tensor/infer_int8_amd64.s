@@ -15,6 +15,34 @@ TEXT ·int8VNNI(SB), NOSPLIT, $0-80
 	MOVQ b+24(FP), DI
 	LEAQ (R8)(R8*2), R9  // 3·lda
 	LEAQ (SI)(R8*4), R11 // row 4
+	// C's eight rows (two lines each) fetched while the products run, so
+	// that the stores after them do not wait for their lines
+	MOVQ c+32(FP), AX
+	MOVQ ldc+40(FP), BX
+	SHLQ $2, BX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ BX, AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
