@@ -7,7 +7,7 @@ import (
 )
 
 // inferConsts is the number of constant rows inferTable holds.
-const inferConsts = 37
+const inferConsts = 28
 
 // In infer_amd64.s (AVX2 and FMA); n is a multiple of 8.
 //
@@ -35,9 +35,7 @@ func normAVX2(out, x, w, b *float32, n int, mu, rs float32)
 // inferTable holds the constants of infer_amd64.s, in its order; it is
 // read only.
 var inferTable = func() *[inferConsts][8]float32 {
-	vals := [inferConsts]float32{-87, 1.44269504088896341, 0.693359375, -2.12194440e-4,
-		1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1,
-		1, math.Float32frombits(127), 0.5, invSqrt2, 4, -4,
+	vals := [inferConsts]float32{1.44269504088896341, 1, math.Float32frombits(127), 0.5, invSqrt2, 4, -4,
 		-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
 		-7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02,
 		-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02,

@@ -2,43 +2,8 @@
 
 // Inference-only vector math (AVX2 and FMA), eight floats at a time; n is
 // a multiple of 8. c points at inferTable (infer_amd64.go): 32-byte rows
-// of one constant eight times, at the offsets named below.
-#define CM87 0(R8)
-#define CLOG2E 32(R8)
-#define CLN2HI 64(R8)
-#define CLN2LO 96(R8)
-#define CP0 128(R8)
-#define CP1 160(R8)
-#define CP2 192(R8)
-#define CP3 224(R8)
-#define CP4 256(R8)
-#define CP5 288(R8)
-#define CONE 320(R8)
-#define C127 352(R8)
-#define CHALF 384(R8)
-#define CISQRT2 416(R8)
-#define CFOUR 448(R8)
-#define CMFOUR 480(R8)
-#define CA0 512(R8)
-#define CA1 544(R8)
-#define CA2 576(R8)
-#define CA3 608(R8)
-#define CA4 640(R8)
-#define CA5 672(R8)
-#define CA6 704(R8)
-#define CB0 736(R8)
-#define CB1 768(R8)
-#define CB2 800(R8)
-#define CB3 832(R8)
-#define CB4 864(R8)
-#define CNINF 896(R8)
-#define CM126 960(R8)
-#define CQ1 992(R8)
-#define CQ2 1024(R8)
-#define CQ3 1056(R8)
-#define CQ4 1088(R8)
-#define CQ5 1120(R8)
-#define CQ6 1152(R8)
+// of one constant eight times, at the offsets infer_consts_amd64.h names.
+#include "infer_consts_amd64.h"
 
 // func scaleBiasMaxAVX2(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
 // x[i] = x[i]·s + b[i]·log2e (ExpScaled's t, s its scale·log2e); returns

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "infer_consts_amd64.h"
 
 // softmaxRow512 (softmax_avx512_amd64.go): attention's softmax numerator
 // in AVX-512 F, sixteen floats at a time, the last n%16 under a mask (no
@@ -51,8 +52,8 @@ TEXT ·softmaxRow512(SB), NOSPLIT, $0-44
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K1
-	VBROADCASTSS 896(R8), Z1      // running max, −Inf
-	VBROADCASTSS 32(R8), Z17      // log2e
+	VBROADCASTSS CNINF, Z1        // running max, −Inf
+	VBROADCASTSS CLOG2E, Z17      // log2e
 	MOVQ R10, CX
 	SHRQ $4, CX
 	JZ   maxtail
@@ -86,15 +87,15 @@ maxred:
 	VMAXPS X0, X1, X1
 	VBROADCASTSS X1, Z14          // mx
 
-	VBROADCASTSS 960(R8), Z16     // −126
-	VBROADCASTSS 1152(R8), Z20    // c6
-	VBROADCASTSS 1120(R8), Z21    // c5
-	VBROADCASTSS 1088(R8), Z22    // c4
-	VBROADCASTSS 1056(R8), Z23    // c3
-	VBROADCASTSS 1024(R8), Z24    // c2
-	VBROADCASTSS 992(R8), Z25     // c1
-	VBROADCASTSS 320(R8), Z26     // 1
-	VBROADCASTSS 928(R8), Z28     // 1.5·2^23
+	VBROADCASTSS CM126, Z16       // −126
+	VBROADCASTSS CQ6, Z20         // c6
+	VBROADCASTSS CQ5, Z21         // c5
+	VBROADCASTSS CQ4, Z22         // c4
+	VBROADCASTSS CQ3, Z23         // c3
+	VBROADCASTSS CQ2, Z24         // c2
+	VBROADCASTSS CQ1, Z25         // c1
+	VBROADCASTSS CONE, Z26        // 1
+	VBROADCASTSS CROUND, Z28      // 1.5·2^23
 	VPXORD Z13, Z13, Z13          // sum
 	MOVQ R9, DI
 	MOVQ R10, CX
