@@ -11,13 +11,18 @@
 # No judgment is used to expand; the judged queries only score.
 # Usage: scripts/expand-sim.sh [SET ...]   (default: cranfield cisi cacm scifact)
 # env: DATA (default ../shared/datasets), ANNACTL (default bin/annactl),
-#      GRID ("k,m ...", default "3,10"), OUT (default /tmp/expand-sim).
+#      GRID ("k,m ...", default "3,10"), OUT (default /tmp/expand-sim), PYTHON (default:
+#      $ANNA_HOME/venv's, made by scripts/pydeps.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=${ANNACTL:-$ROOT/bin/annactl}
 DATA=${DATA:-$ROOT/../shared/datasets}
 OUT=${OUT:-/tmp/expand-sim}
-PY=${PYTHON:-${ANNA_HOME:-$HOME/.cache/anna}/venv/bin/python}
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then # the reference tools' venv (numpy pinned there), made or checked by pydeps.sh
+	bash "$ROOT/scripts/pydeps.sh"
+	PY=${ANNA_HOME:-$HOME/.cache/anna}/venv/bin/python
+fi
 S=$ROOT/scripts/expand_sim.py
 mkdir -p "$OUT"
 for s in ${*:-cranfield cisi cacm scifact}; do
