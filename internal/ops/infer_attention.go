@@ -26,8 +26,8 @@ type PackedAttention struct {
 // AttScratch is one attention goroutine's buffers: Kᵀ of a head, its
 // scores, and the rows' 1/Σ, kept between calls.
 type AttScratch struct {
-	kt, s, inv []float32
-	mm         tensor.InferScratch
+	kt, s, inv, kbl, mx []float32
+	mm                  tensor.InferScratch
 }
 
 func growAtt(b *[]float32, n int) []float32 {
@@ -50,6 +50,7 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 	rep := H / KV
 	QW, C := (H+2*KV)*D, H*D
 	scale := float32(1 / math.Sqrt(float64(D)))
+	s2 := scale * log2e32
 	tasks := len(a.Lens) * H
 	scratches = scratches[:max(1, min(len(scratches), tasks))]
 	var next atomic.Int64
@@ -68,31 +69,97 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 			// sequence's length takes the kernels' narrow-panel copies;
 			// the columns past L are zero in Kᵀ and never read in s.
 			Lp := (L + attPad - 1) &^ (attPad - 1)
-			kt, s := growAtt(&sc.kt, D*Lp), growAtt(&sc.s, L*Lp)
+			kt, s := growAtt(&sc.kt, D*Lp), growAtt(&sc.s, attRows*Lp)
 			q := qkv[o*QW+h*D:]
 			k := qkv[o*QW+C+kvh*D:]
 			v := qkv[o*QW+C+KV*D+kvh*D:]
 			transposeRows(kt, Lp, k, L, D, QW)
-			sc.mm.MatMulNN(L, Lp, D, q, QW, kt, Lp, s, Lp)
-			kb, inv := a.KeyBias[o:o+L], growAtt(&sc.inv, L)
-			for i := 0; i < L; i++ {
-				seen := L
-				if a.Causal {
-					seen = i + 1
+			kb, inv := a.KeyBias[o:o+L], growAtt(&sc.inv, attRows)
+			// Without a causal mask the softmax's first step (scale, bias,
+			// each row's maximum) is done on the scores in the product's
+			// registers (tensor's ScoresMax, where the CPU has it): kbl is
+			// the bias in base 2, −Inf past L; the same values as
+			// ExpScaled's.
+			var kbl, mx []float32
+			if !a.Causal && fuseScores {
+				kbl, mx = growAtt(&sc.kbl, Lp), growAtt(&sc.mx, attRows*16)
+				for j, b := range kb {
+					kbl[j] = b * log2e32
 				}
-				inv[i] = 1 / ExpScaled(s[i*Lp:i*Lp+seen], kb[:seen], scale)
-				clear(s[i*Lp+seen : i*Lp+L])
+				for j := L; j < Lp; j++ {
+					kbl[j] = float32(math.Inf(-1))
+				}
 			}
-			sc.mm.MatMulNN(L, D, L, s, Lp, v, QW, ctx[o*C+h*D:], C)
-			for i, f := range inv { // the softmax's division, on P·V's rows
-				row := ctx[(o+i)*C+h*D : (o+i)*C+h*D+D]
-				for d := scaleVec(row, f); d < D; d++ {
-					row[d] *= f
+			// attRows query rows at a time: their scores stay in the
+			// first level cache from Q·Kᵀ through the softmax to P·V.
+			// The task this goroutine likely takes next (tasks go round
+			// in turn): its queries, keys and values are asked for in
+			// the second level cache a block of rows at a time, while
+			// this one computes (rows of Q, K and V lie far apart).
+			var nq, nk, nv []float32
+			nL := 0
+			if nt := task + len(scratches); nt < tasks {
+				nn, nh := nt/H, nt%H
+				no := a.Offs[nn]
+				nL = a.Lens[nn]
+				nq = qkv[no*QW+nh*D:]
+				nk = qkv[no*QW+C+(nh/rep)*D:]
+				nv = qkv[no*QW+C+KV*D+(nh/rep)*D:]
+			}
+			for i0 := 0; i0 < L; i0 += attRows {
+				m := min(attRows, L-i0)
+				if i0 < nL {
+					r := min(attRows, nL-i0)
+					if i0+attRows >= L { // the last block: the rest
+						r = nL - i0
+					}
+					prefetch(nq[i0*QW:], r, QW, D)
+					prefetch(nk[i0*QW:], r, QW, D)
+					prefetch(nv[i0*QW:], r, QW, D)
+				}
+				fused := false
+				if kbl != nil {
+					for i := range mx {
+						mx[i] = float32(math.Inf(-1))
+					}
+					fused = sc.mm.ScoresMax(m, Lp, D, q[i0*QW:], QW, kt, Lp, s, Lp, kbl, s2, mx)
+				}
+				if fused {
+					for i := 0; i < m; i++ {
+						inv[i] = 1 / expRowMax(s[i*Lp:i*Lp+L], mx[i*16:i*16+16])
+					}
+				} else {
+					sc.mm.MatMulNN(m, Lp, D, q[i0*QW:], QW, kt, Lp, s, Lp)
+					for i := 0; i < m; i++ {
+						seen := L
+						if a.Causal {
+							seen = i0 + i + 1
+						}
+						inv[i] = 1 / ExpScaled(s[i*Lp:i*Lp+seen], kb[:seen], scale)
+						clear(s[i*Lp+seen : i*Lp+L])
+					}
+				}
+				out := ctx[(o+i0)*C+h*D:]
+				sc.mm.MatMulNN(m, D, L, s, Lp, v, QW, out, C)
+				for i, f := range inv[:m] { // the softmax's division, on P·V's rows
+					row := out[i*C : i*C+D]
+					for d := scaleVec(row, f); d < D; d++ {
+						row[d] *= f
+					}
 				}
 			}
 		}
 	})
 }
+
+// fuseScores lets Forward take tensor's ScoresMax where it can (a
+// variable for the test that compares the two paths bit for bit).
+var fuseScores = true
+
+// attRows is how many query rows PackedAttention takes at a time: a
+// multiple of every GEMM kernel's tile height (tensor's mr: 6 or 12),
+// their scores (attRows·L floats) small enough for the first level cache.
+const attRows = 12
 
 // attPad is the width PackedAttention rounds Kᵀ's and the scores' rows up
 // to: a multiple of every GEMM kernel's panel (tensor's nr: 16 or 32).
@@ -123,4 +190,23 @@ func transposeRows(kt []float32, ldt int, k []float32, L, D, ld int) {
 			clear(kt[d*ldt+L : d*ldt+ldt])
 		}
 	}
+}
+
+// expRowMax is ExpScaled's second step on a row whose first is done (its
+// values in base 2, its maximum the largest of m's 16 lanes): x =
+// 2^(x − max), their sum returned, as ExpScaled sums them.
+func expRowMax(row, m []float32) float32 {
+	if useSoftmaxAVX512 {
+		return expRow512(&row[0], len(row), &m[0], inferTable)
+	}
+	mx := m[0]
+	for _, v := range m[1:] {
+		mx = max(mx, v)
+	}
+	done, sum := expSubSumVec(row, mx)
+	for j := done; j < len(row); j++ {
+		row[j] = exp2Poly(row[j] - mx)
+		sum += row[j]
+	}
+	return sum
 }

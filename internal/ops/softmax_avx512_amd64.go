@@ -22,3 +22,8 @@ func expScaledVec(row, bias []float32, scale float32) (float32, bool) {
 	bias = bias[:len(row)]
 	return softmaxRow512(&row[0], &bias[0], len(row), scale, inferTable), true
 }
+
+// expRow512 is in softmax_avx512_amd64.s (AVX-512 F); n ≥ 1.
+//
+//go:noescape
+func expRow512(x *float32, n int, m *float32, c *[inferConsts][8]float32) float32

@@ -34,6 +34,63 @@
 	VFMADD213PS Z25, Z0, Z2; \
 	VFMADD213PS Z26, Z0, Z2
 
+// MAXRED sets Z14 to the largest of Z1's 16 lanes, in every lane.
+#define MAXRED \
+	VEXTRACTF64X4 $1, Z1, Y0; \
+	VMAXPS Y0, Y1, Y1; \
+	VEXTRACTF128 $1, Y1, X0; \
+	VMAXPS X0, X1, X1; \
+	VPERMILPS $0x4e, X1, X0; \
+	VMAXPS X0, X1, X1; \
+	VPERMILPS $0xb1, X1, X0; \
+	VMAXPS X0, X1, X1; \
+	VBROADCASTSS X1, Z14;
+
+// EXPSUM sets the n (R10) values at R9 to 2^(x − Z14) (EXP16, 0 below
+// −126), the last n%16 under K1, and leaves their sum in X1; c at R8.
+#define EXPSUM \
+	VBROADCASTSS CM126, Z16; \
+	VBROADCASTSS CQ6, Z20; \
+	VBROADCASTSS CQ5, Z21; \
+	VBROADCASTSS CQ4, Z22; \
+	VBROADCASTSS CQ3, Z23; \
+	VBROADCASTSS CQ2, Z24; \
+	VBROADCASTSS CQ1, Z25; \
+	VBROADCASTSS CONE, Z26; \
+	VBROADCASTSS CROUND, Z28; \
+	VPXORD Z13, Z13, Z13; \
+	MOVQ R9, DI; \
+	MOVQ R10, CX; \
+	SHRQ $4, CX; \
+	JZ   exptail; \
+	exploop:; \
+	VMOVUPS (DI), Z0; \
+	EXP16; \
+	VSCALEFPS.Z Z1, Z2, K2, Z2; \
+	VMOVUPS Z2, (DI); \
+	VADDPS  Z2, Z13, Z13; \
+	ADDQ $64, DI; \
+	DECQ CX; \
+	JNZ  exploop; \
+	exptail:; \
+	KORTESTW K1, K1; \
+	JZ   expred; \
+	VMOVUPS.Z (DI), K1, Z0; \
+	EXP16; \
+	KANDW   K1, K2, K2; \
+	VSCALEFPS.Z Z1, Z2, K2, Z2; \
+	VMOVUPS Z2, K1, (DI); \
+	VADDPS  Z2, Z13, Z13; \
+	expred:; \
+	VEXTRACTF64X4 $1, Z13, Y0; \
+	VADDPS Y0, Y13, Y13; \
+	VEXTRACTF128 $1, Y13, X0; \
+	VADDPS X0, X13, X1; \
+	VPERMILPS $0x4e, X1, X0; \
+	VADDPS X0, X1, X1; \
+	VPERMILPS $0xb1, X1, X0; \
+	VADDPS X0, X1, X1;
+
 // func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
 // t[i] = x[i]·s + b[i]·log2e (s: ExpScaled's scale·log2e), then x[i] =
 // 2^(t[i] − max t) (0 below 2^−126: the masked keys at −Inf); returns
@@ -77,57 +134,31 @@ maxtail:
 	VMOVUPS Z0, K1, (DI)
 	VMAXPS  Z0, Z1, K1, Z1        // lanes past n keep the running max
 maxred:
-	VEXTRACTF64X4 $1, Z1, Y0
-	VMAXPS Y0, Y1, Y1
-	VEXTRACTF128 $1, Y1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0x4e, X1, X0
-	VMAXPS X0, X1, X1
-	VPERMILPS $0xb1, X1, X0
-	VMAXPS X0, X1, X1
-	VBROADCASTSS X1, Z14          // mx
-
-	VBROADCASTSS CM126, Z16       // −126
-	VBROADCASTSS CQ6, Z20         // c6
-	VBROADCASTSS CQ5, Z21         // c5
-	VBROADCASTSS CQ4, Z22         // c4
-	VBROADCASTSS CQ3, Z23         // c3
-	VBROADCASTSS CQ2, Z24         // c2
-	VBROADCASTSS CQ1, Z25         // c1
-	VBROADCASTSS CONE, Z26        // 1
-	VBROADCASTSS CROUND, Z28      // 1.5·2^23
-	VPXORD Z13, Z13, Z13          // sum
-	MOVQ R9, DI
-	MOVQ R10, CX
-	SHRQ $4, CX
-	JZ   exptail
-exploop:
-	VMOVUPS (DI), Z0
-	EXP16
-	VSCALEFPS.Z Z1, Z2, K2, Z2    // p·2^k; 0 where y < −126
-	VMOVUPS Z2, (DI)
-	VADDPS  Z2, Z13, Z13
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  exploop
-exptail:
-	KORTESTW K1, K1
-	JZ   expred
-	VMOVUPS.Z (DI), K1, Z0
-	EXP16
-	KANDW   K1, K2, K2
-	VSCALEFPS.Z Z1, Z2, K2, Z2    // 0 where y < −126 and past n
-	VMOVUPS Z2, K1, (DI)
-	VADDPS  Z2, Z13, Z13
-expred:
-	VEXTRACTF64X4 $1, Z13, Y0
-	VADDPS Y0, Y13, Y13
-	VEXTRACTF128 $1, Y13, X0
-	VADDPS X0, X13, X1
-	VPERMILPS $0x4e, X1, X0
-	VADDPS X0, X1, X1
-	VPERMILPS $0xb1, X1, X0
-	VADDPS X0, X1, X1
+	MAXRED
+	EXPSUM
 	MOVSS X1, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func expRow512(x *float32, n int, m *float32, c *[inferConsts][8]float32) float32
+// softmaxRow512's second half for a row whose first is done: mx the
+// largest of the 16 lanes at m, then x[i] = 2^(x[i] − mx) (0 below
+// 2^−126); returns their sum, added in softmaxRow512's order. n ≥ 1.
+TEXT ·expRow512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), R9
+	MOVQ n+8(FP), R10
+	MOVQ m+16(FP), AX
+	MOVQ c+24(FP), R8
+	MOVQ R10, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	MOVQ m+16(FP), AX
+	VMOVUPS (AX), Z1
+	MAXRED
+	EXPSUM
+	MOVSS X1, ret+32(FP)
 	VZEROUPPER
 	RET

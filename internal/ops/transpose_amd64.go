@@ -24,3 +24,19 @@ func transposeBlocks(kt []float32, ldt int, k []float32, L, D, ld int) int {
 	transpose16(&kt[0], ldt, &k[0], ld, jb, D/16)
 	return jb * 16
 }
+
+// prefetchRows is in transpose_amd64.s: a hint, no values read.
+//
+//go:noescape
+func prefetchRows(p *float32, rows, stride, n int)
+
+// prefetch asks for rows rows of n floats of x (stride floats apart,
+// from x[0]) in the second level cache; it reads nothing and x must hold
+// them.
+func prefetch(x []float32, rows, stride, n int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	_ = x[(rows-1)*stride+n-1]
+	prefetchRows(&x[0], rows, stride, n)
+}

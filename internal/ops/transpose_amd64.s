@@ -135,3 +135,28 @@ dloop:
 done:
 	VZEROUPPER
 	RET
+
+// func prefetchRows(p *float32, rows, stride, n int)
+// PREFETCHT1 of the cache lines of rows rows of n floats at p, stride
+// floats apart: the next level's copy, not the first level's.
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ rows+8(FP), CX
+	MOVQ stride+16(FP), DX
+	SHLQ $2, DX
+	MOVQ n+24(FP), BX
+	SHLQ $2, BX
+	TESTQ CX, CX
+	JLE pfdone
+pfrow:
+	XORQ AX, AX
+pfline:
+	PREFETCHT1 (SI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT pfline
+	ADDQ DX, SI
+	DECQ CX
+	JNZ pfrow
+pfdone:
+	RET

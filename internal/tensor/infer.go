@@ -365,3 +365,52 @@ func mulNN(kern *ikernel, s *InferScratch, m, n, k int, a []float32, lda int, b 
 		}
 	}
 }
+
+// ScoresMax is attention's scores with the softmax's first step done in
+// the product's registers, where this CPU runs the AVX-512 kernel: C
+// (m×n) = s·(A·B) + bias (A m×k, B k×n, bias one value a column), each
+// value MatMulNN's product then one fused multiply-add, and mx (16 lanes
+// a row, at least m rounded up to the kernel's 12 rows) raised to each
+// row's values where larger. n must be a multiple of 32 and k at most
+// ikc (one block of k: the same sums as MatMulNN's). It reports false,
+// doing nothing, on other CPUs or shapes.
+func (s *InferScratch) ScoresMax(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, bias []float32, scale float32, mx []float32) bool {
+	kern := inferKernel
+	if scoresKernel == nil || m <= 0 || k <= 0 || k > ikc || n%kern.nr != 0 || len(bias) < n {
+		return false
+	}
+	mr, nr := kern.mr, kern.nr
+	tiles := (m + mr - 1) / mr
+	_ = mx[tiles*mr*16-1]
+	_ = b[(k-1)*ldb+n-1]
+	_ = c[(m-1)*ldc+n-1]
+	s.grow(kern, k)
+	for i := 0; i < m; i += mr {
+		rows := min(mr, m-i)
+		ap, la := a[i*lda:], lda
+		if rows < mr { // the last rows: copied, so the kernel reads no row past them
+			ap, la = s.a[:mr*k], k
+			for r := 0; r < mr; r++ {
+				if r < rows {
+					copy(ap[r*k:r*k+k], a[(i+r)*lda:])
+				} else {
+					clear(ap[r*k : r*k+k])
+				}
+			}
+		} else {
+			_ = a[(i+mr-1)*lda+k-1]
+		}
+		for j := 0; j < n; j += nr {
+			if rows == mr {
+				scoresKernel(k, &ap[0], la, &b[j], ldb, &c[i*ldc+j], ldc, &bias[j], scale, &mx[i*16])
+				continue
+			}
+			t := s.c[:mr*nr]
+			scoresKernel(k, &ap[0], la, &b[j], ldb, &t[0], nr, &bias[j], scale, &mx[i*16])
+			for r := 0; r < rows; r++ {
+				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+nr], t[r*nr:r*nr+nr])
+			}
+		}
+	}
+	return true
+}

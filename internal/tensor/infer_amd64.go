@@ -25,3 +25,17 @@ func inferKernels() []*ikernel {
 	}
 	return append(ks, goKernel)
 }
+
+// scores512 is in scores_amd64.s: infer512's tile and sums, then C =
+// s·(A·B) + bias and each row's running maximum (16 lanes a row) at mx.
+//
+//go:noescape
+func scores512(kk int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, bias *float32, s float32, mx *float32)
+
+// scoresKernel is scores512 where this process runs infer512, else nil.
+var scoresKernel = func() func(int, *float32, int, *float32, int, *float32, int, *float32, float32, *float32) {
+	if inferKernel.name == "avx512" {
+		return scores512
+	}
+	return nil
+}()
