@@ -132,14 +132,15 @@ func TestGoBackendInt8(t *testing.T) {
 }
 
 // TestDefaultBackendInt8: without a backend named, an int8 model runs on
-// the pure-Go forward where the CPU has AMX-INT8 (and this build has
-// ONNX Runtime to choose from), a float32 one on DefaultBackend.
+// the pure-Go forward where the CPU has AMX-INT8 or AVX-512 VNNI (and
+// this build has ONNX Runtime to choose from), a float32 one on
+// DefaultBackend.
 func TestDefaultBackendInt8(t *testing.T) {
 	needORT(t)
 	forms := graphForms(t)
 	_, k := tensor.Kernels()
 	want := BackendORT
-	if k == "amx" {
+	if k == "amx" || k == "avx512vnni" {
 		want = BackendGo
 	}
 	for dir, want := range map[string]string{forms[formInt8]: want, testModel(t): DefaultBackend()} {

@@ -47,7 +47,8 @@ type Options struct {
 	// Backend runs the model: "onnxruntime" (ONNX Runtime, in builds with
 	// cgo and without the annapure tag) or "go" (pure Go, every build;
 	// float32 and int8 BERT, float32 decoder embedding models). "" is
-	// DefaultBackend(), but "go" for an int8 model on a CPU with AMX-INT8.
+	// DefaultBackend(), but "go" for an int8 model on a CPU with AMX-INT8
+	// or AVX-512 VNNI.
 	// Both give the same vectors up to float32 rounding (float32 models:
 	// TestGoBackendMatchesORT; int8 within cosine 0.995), so the
 	// fingerprint does not depend on it.
@@ -67,7 +68,7 @@ type ORTEncoder = Model
 
 // DefaultBackend is the backend of Options without one: "onnxruntime"
 // where this build has ONNX Runtime, else "go" — except for an int8
-// model on a CPU with AMX-INT8, which runs on "go".
+// model on a CPU with AMX-INT8 or AVX-512 VNNI, which runs on "go".
 func DefaultBackend() string { return inference.DefaultBackend() }
 
 // Model embeds with a converted model directory, run in this process by

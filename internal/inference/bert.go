@@ -107,7 +107,7 @@ type Options struct {
 	MaxLength int
 	// Backend runs the graph: BackendORT or BackendGo ("": the Spec's
 	// default, else DefaultBackend(), but BackendGo for an int8 model
-	// on a CPU with AMX-INT8: see backendFor).
+	// on a CPU with AMX-INT8 or AVX-512 VNNI: see backendFor).
 	Backend string
 }
 
@@ -119,7 +119,7 @@ const (
 
 // DefaultBackend is the backend of an Options without one: ONNX Runtime
 // where this build has it (ort.Built), else pure Go — except for an int8
-// model on a CPU with AMX-INT8 (backendFor).
+// model on a CPU with AMX-INT8 or AVX-512 VNNI (backendFor).
 func DefaultBackend() string {
 	if ort.Built {
 		return BackendORT
@@ -130,17 +130,17 @@ func DefaultBackend() string {
 // backendFor is the backend of an Options without one for the model md
 // (its output, and whether it is a Causal2Vec graph): DefaultBackend(),
 // but the pure-Go forward for an int8 model it runs where the CPU has
-// AMX-INT8, whose tile products it uses and ONNX Runtime does not. On the
-// Xeon with AMX these were measured on (2 cores, shared), Go int8 embedded
-// SciFact abstracts 1.53–1.58× as fast as ONNX Runtime int8 per CPU-second
-// (with AMX left out, GODEBUG=cpu.amxint8=off: 1.00–1.09×), its vectors
-// within cosine 0.998 of ONNX Runtime's, nearer than either is to float32
-// (BenchmarkEncoderBackends, docs/results/indexing.md, 2026-12-06).
-// Without AMX the choice stays ONNX Runtime's: the one other machine
-// measured, an AMD EPYC with VNNI, ran it faster (Go 0.79–0.86× before
-// issue 65's kernels; not measured since).
+// AMX-INT8 or AVX-512 VNNI, whose products its kernels use. Measured
+// (BenchmarkEncoderBackends, docs/results/indexing.md and encoder.md):
+// on a Xeon with AMX (2 cores, shared) Go int8 embedded SciFact abstracts
+// 1.53–1.58× as fast as ONNX Runtime int8 per CPU-second (its VNNI kernel,
+// AMX left out: 1.00–1.09×); on an AMD EPYC with VNNI and no AMX 1.26–1.41×,
+// a short query's p50 1.70–1.79 ms against ONNX Runtime's 2.43–2.71
+// (2026-12-07). Its vectors are within cosine 0.998 of ONNX Runtime's,
+// nearer than either is to float32. Elsewhere (AVX2 only, not measured
+// against ONNX Runtime) the choice stays DefaultBackend's.
 func backendFor(md *model.Dir, output string, context bool) string {
-	if _, k := tensor.Kernels(); k == "amx" && md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
+	if _, k := tensor.Kernels(); (k == "amx" || k == "avx512vnni") && md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
 		return BackendGo
 	}
 	return DefaultBackend()
