@@ -23,8 +23,9 @@ type PackedAttention struct {
 	KeyBias    []float32
 }
 
-// AttScratch is one attention goroutine's buffers: Kᵀ of a head, its
-// scores, and the rows' 1/Σ, kept between calls.
+// AttScratch is one attention goroutine's buffers: Kᵀ of a head, a
+// block's scores, its rows' 1/Σ and running maxima, the keys' bias in
+// base 2, kept between calls.
 type AttScratch struct {
 	kt, s, inv, kbl, mx []float32
 	mm                  tensor.InferScratch

@@ -1,0 +1,132 @@
+// TILE512 is the AVX-512 inference kernels' start (infer512, scores512):
+// the arguments kk, a, lda, b, ldb, c and ldc read (the first seven of
+// both), C's twelve rows fetched, Z0..Z23 (row i: Z2i, Z2i+1) set to
+// A[0:12, 0:kk]·B[0:kk, 0:32], one FMA per k in k order; then DX is c and
+// R13 ldc in bytes. In the loop: SI and R11 walk rows 0 and 6 of A
+// (R8, R9, R10: 1, 3 and 5 rows in bytes), DI walks B's rows (R12: one
+// row in bytes), B eight rows ahead fetched; Z24, Z25 hold B's row, Z26..Z31
+// the broadcast A values.
+#define TILE512 \
+	MOVQ kk+0(FP), CX; \
+	MOVQ a+8(FP), SI; \
+	MOVQ lda+16(FP), R8; \
+	MOVQ b+24(FP), DI; \
+	MOVQ ldb+32(FP), R12; \
+	SHLQ $2, R8; \
+	SHLQ $2, R12; \
+	LEAQ (R8)(R8*2), R9; \
+	LEAQ (R8)(R8*4), R10; \
+	LEAQ (R9)(R9*1), R11; \
+	ADDQ SI, R11; \
+	MOVQ c+40(FP), DX; \
+	MOVQ ldc+48(FP), R13; \
+	SHLQ $2, R13; \
+	MOVQ DX, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	ADDQ R13, AX; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23; \
+	TESTQ CX, CX; \
+	JE kdone; \
+	kloop:; \
+	PREFETCHT0 (DI)(R12*8); \
+	VMOVUPS (DI), Z24; \
+	VMOVUPS 64(DI), Z25; \
+	ADDQ R12, DI; \
+	VBROADCASTSS (SI), Z26; \
+	VFMADD231PS Z24, Z26, Z0; \
+	VFMADD231PS Z25, Z26, Z1; \
+	VBROADCASTSS (SI)(R8*1), Z27; \
+	VFMADD231PS Z24, Z27, Z2; \
+	VFMADD231PS Z25, Z27, Z3; \
+	VBROADCASTSS (SI)(R8*2), Z28; \
+	VFMADD231PS Z24, Z28, Z4; \
+	VFMADD231PS Z25, Z28, Z5; \
+	VBROADCASTSS (SI)(R9*1), Z29; \
+	VFMADD231PS Z24, Z29, Z6; \
+	VFMADD231PS Z25, Z29, Z7; \
+	VBROADCASTSS (SI)(R8*4), Z30; \
+	VFMADD231PS Z24, Z30, Z8; \
+	VFMADD231PS Z25, Z30, Z9; \
+	VBROADCASTSS (SI)(R10*1), Z31; \
+	VFMADD231PS Z24, Z31, Z10; \
+	VFMADD231PS Z25, Z31, Z11; \
+	VBROADCASTSS (R11), Z26; \
+	VFMADD231PS Z24, Z26, Z12; \
+	VFMADD231PS Z25, Z26, Z13; \
+	VBROADCASTSS (R11)(R8*1), Z27; \
+	VFMADD231PS Z24, Z27, Z14; \
+	VFMADD231PS Z25, Z27, Z15; \
+	VBROADCASTSS (R11)(R8*2), Z28; \
+	VFMADD231PS Z24, Z28, Z16; \
+	VFMADD231PS Z25, Z28, Z17; \
+	VBROADCASTSS (R11)(R9*1), Z29; \
+	VFMADD231PS Z24, Z29, Z18; \
+	VFMADD231PS Z25, Z29, Z19; \
+	VBROADCASTSS (R11)(R8*4), Z30; \
+	VFMADD231PS Z24, Z30, Z20; \
+	VFMADD231PS Z25, Z30, Z21; \
+	VBROADCASTSS (R11)(R10*1), Z31; \
+	VFMADD231PS Z24, Z31, Z22; \
+	VFMADD231PS Z25, Z31, Z23; \
+	ADDQ $4, SI; \
+	ADDQ $4, R11; \
+	DECQ CX; \
+	JNE kloop; \
+	kdone:;
