@@ -197,8 +197,8 @@ func transposeRows(kt []float32, ldt int, k []float32, L, D, ld int) {
 // values in base 2, its maximum the largest of m's 16 lanes): x =
 // 2^(x − max), their sum returned, as ExpScaled sums them.
 func expRowMax(row, m []float32) float32 {
-	if useSoftmaxAVX512 {
-		return expRow512(&row[0], len(row), &m[0], inferTable)
+	if sum, ok := expRowVec(row, m); ok {
+		return sum
 	}
 	mx := m[0]
 	for _, v := range m[1:] {

@@ -27,3 +27,13 @@ func expScaledVec(row, bias []float32, scale float32) (float32, bool) {
 //
 //go:noescape
 func expRow512(x *float32, n int, m *float32, c *[inferConsts][8]float32) float32
+
+// expRowVec is expRowMax's whole row in one AVX-512 call, where there is
+// AVX-512: false when it did nothing.
+func expRowVec(row, m []float32) (float32, bool) {
+	if !useSoftmaxAVX512 || len(row) == 0 {
+		return 0, false
+	}
+	_ = m[15]
+	return expRow512(&row[0], len(row), &m[0], inferTable), true
+}
