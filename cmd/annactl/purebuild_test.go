@@ -14,6 +14,7 @@ import (
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/internal/inference"
 	"github.com/anna-search/anna/internal/shareddata"
 	"github.com/anna-search/anna/internal/tokenizer"
 )
@@ -75,8 +76,8 @@ func TestPureGoBuilds(t *testing.T) {
 }
 
 // TestRuntimeLine: the tokenizer named by --version and stats is the one
-// tokenizer.Load gives in this build, and the inference backend is the
-// encoder's default.
+// tokenizer.Load gives in this build, the inference backend is the
+// encoder's default, and int8's is named where it differs.
 func TestRuntimeLine(t *testing.T) {
 	path := filepath.Join(home.DefaultModel(), "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
@@ -92,6 +93,9 @@ func TestRuntimeLine(t *testing.T) {
 	}
 	if l, want := runtimeLine(), "inference: "+encoder.DefaultBackend()+","; !strings.Contains(l, want) {
 		t.Errorf("runtime line %q does not contain %q", l, want)
+	}
+	if l, i8 := runtimeLine(), inference.Int8Backend(); (i8 != encoder.DefaultBackend()) != strings.Contains(l, "int8: "+i8+",") {
+		t.Errorf("runtime line %q and int8's default backend %s disagree", l, i8)
 	}
 }
 

@@ -140,7 +140,17 @@ func DefaultBackend() string {
 // nearer than either is to float32. Elsewhere (AVX2 only, not measured
 // against ONNX Runtime) the choice stays DefaultBackend's.
 func backendFor(md *model.Dir, output string, context bool) string {
-	if _, k := tensor.Kernels(); (k == "amx" || k == "avx512vnni") && md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
+	if md.Manifest.Quantization == model.QuantizeInt8 && goSupports(md, output, context) == nil {
+		return Int8Backend()
+	}
+	return DefaultBackend()
+}
+
+// Int8Backend is the backend an int8 model the Go forward supports runs
+// on when none is named (backendFor): BackendGo where this CPU's int8
+// kernel is AMX's or AVX-512 VNNI's, else DefaultBackend().
+func Int8Backend() string {
+	if _, k := tensor.Kernels(); k == "amx" || k == "avx512vnni" {
 		return BackendGo
 	}
 	return DefaultBackend()
