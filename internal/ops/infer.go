@@ -40,6 +40,12 @@ func ExpScaled(row, bias []float32, scale float32) float32 {
 		row[j] = float32(row[j]*s2) + float32(bias[j]*log2e32)
 		mx = max(mx, row[j])
 	}
+	return exp2SubSum(row, mx)
+}
+
+// exp2SubSum is ExpScaled's second step without AVX-512: row = 2^(row −
+// mx) and their sum, eight at a time where there is AVX2, the rest in Go.
+func exp2SubSum(row []float32, mx float32) float32 {
 	done, sum := expSubSumVec(row, mx)
 	for j := done; j < len(row); j++ {
 		row[j] = exp2Poly(row[j] - mx)

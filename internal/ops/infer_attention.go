@@ -204,10 +204,5 @@ func expRowMax(row, m []float32) float32 {
 	for _, v := range m[1:] {
 		mx = max(mx, v)
 	}
-	done, sum := expSubSumVec(row, mx)
-	for j := done; j < len(row); j++ {
-		row[j] = exp2Poly(row[j] - mx)
-		sum += row[j]
-	}
-	return sum
+	return exp2SubSum(row, mx)
 }

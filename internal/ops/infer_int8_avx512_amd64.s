@@ -1,21 +1,10 @@
 #include "textflag.h"
+#include "hmax_amd64.h"
 
 // The int8 forward's element-wise kernels in AVX-512 (infer_int8_avx512_amd64.go),
 // sixteen floats at a time; n is a multiple of 16. Every operation is
 // rounded on its own (no fused multiply-add) in the order of the Go forms
 // in infer_int8.go, so all give the same bits. c points at int8Table.
-
-// HMAX leaves in the low lane of x the largest of z's sixteen floats (y and
-// x are z's lower halves); it clobbers Z0.
-#define HMAX(z, y, x) \
-	VEXTRACTF32X8 $1, z, Y0; \
-	VMAXPS Y0, y, y; \
-	VEXTRACTF128 $1, y, X0; \
-	VMAXPS X0, x, x; \
-	VPERMILPS $0x4e, x, X0; \
-	VMAXPS X0, x, x; \
-	VPERMILPS $0xb1, x, X0; \
-	VMAXPS X0, x, x
 
 // func fastGelu512(x, b *float32, n int, c *[int8Consts][8]float32) (absMax float32)
 // As fastGeluAVX2, and returns the largest |result|.

@@ -1,5 +1,6 @@
 #include "textflag.h"
 #include "infer_consts_amd64.h"
+#include "hmax_amd64.h"
 
 // softmaxRow512 (softmax_avx512_amd64.go): attention's softmax numerator
 // in AVX-512 F, sixteen floats at a time, the last n%16 under a mask (no
@@ -36,15 +37,8 @@
 
 // MAXRED sets Z14 to the largest of Z1's 16 lanes, in every lane.
 #define MAXRED \
-	VEXTRACTF64X4 $1, Z1, Y0; \
-	VMAXPS Y0, Y1, Y1; \
-	VEXTRACTF128 $1, Y1, X0; \
-	VMAXPS X0, X1, X1; \
-	VPERMILPS $0x4e, X1, X0; \
-	VMAXPS X0, X1, X1; \
-	VPERMILPS $0xb1, X1, X0; \
-	VMAXPS X0, X1, X1; \
-	VBROADCASTSS X1, Z14;
+	HMAX(Z1, Y1, X1); \
+	VBROADCASTSS X1, Z14
 
 // EXPSUM sets the n (R10) values at R9 to 2^(x − Z14) (EXP16, 0 below
 // −126), the last n%16 under K1, and leaves their sum in X1; c at R8.

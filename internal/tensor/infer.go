@@ -124,6 +124,21 @@ func (s *InferScratch) grow(kn *ikernel, kk int) {
 	}
 }
 
+// lastRows is the last rows (fewer than mr) of a tile of A, kk values
+// each at a (stride lda), copied into the scratch with zero rows after
+// them to mr, so that a kernel reads no row past them.
+func (s *InferScratch) lastRows(mr, kk int, a []float32, lda, rows int) []float32 {
+	ap := s.a[:mr*kk]
+	for r := 0; r < mr; r++ {
+		if r < rows {
+			copy(ap[r*kk:r*kk+kk], a[r*lda:])
+		} else {
+			clear(ap[r*kk : r*kk+kk])
+		}
+	}
+	return ap
+}
+
 // panel adds op A[r0:r1, p0:p0+kk]·(a panel of B: kk rows of cols ≤ nr
 // columns at b, stride ldb, readable for nr columns) to C[r0:r1, j0:j0+cols]
 // (overwriting it, plus bias[j0:], when !acc).
@@ -147,15 +162,8 @@ func (s *InferScratch) panel(kn *ikernel, r0, r1, p0, kk int, a []float32, lda i
 	for ; i < r1; i += mr {
 		rows := min(mr, r1-i)
 		ap, la := a[i*lda+p0:], lda
-		if rows < mr { // the last rows: copied, so the kernel reads no row past them
-			ap, la = s.a[:mr*kk], kk
-			for r := 0; r < mr; r++ {
-				if r < rows {
-					copy(ap[r*kk:r*kk+kk], a[(i+r)*lda+p0:])
-				} else {
-					clear(ap[r*kk : r*kk+kk])
-				}
-			}
+		if rows < mr {
+			ap, la = s.lastRows(mr, kk, a[i*lda+p0:], lda, rows), kk
 		}
 		t := s.c[:mr*nr]
 		kn.run(kk, ap, la, b, ldb, t, nr, bb, false)
@@ -388,15 +396,8 @@ func (s *InferScratch) ScoresMax(m, n, k int, a []float32, lda int, b []float32,
 	for i := 0; i < m; i += mr {
 		rows := min(mr, m-i)
 		ap, la := a[i*lda:], lda
-		if rows < mr { // the last rows: copied, so the kernel reads no row past them
-			ap, la = s.a[:mr*k], k
-			for r := 0; r < mr; r++ {
-				if r < rows {
-					copy(ap[r*k:r*k+k], a[(i+r)*lda:])
-				} else {
-					clear(ap[r*k : r*k+k])
-				}
-			}
+		if rows < mr {
+			ap, la = s.lastRows(mr, k, a[i*lda:], lda, rows), k
 		} else {
 			_ = a[(i+mr-1)*lda+k-1]
 		}
