@@ -91,8 +91,6 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 					kbl[j] = float32(math.Inf(-1))
 				}
 			}
-			// attRows query rows at a time: their scores stay in the
-			// first level cache from Q·Kᵀ through the softmax to P·V.
 			// The task this goroutine likely takes next (tasks go round
 			// in turn): its queries, keys and values are asked for in
 			// the second level cache a block of rows at a time, while
@@ -107,6 +105,8 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 				nk = qkv[no*QW+C+(nh/rep)*D:]
 				nv = qkv[no*QW+C+KV*D+(nh/rep)*D:]
 			}
+			// attRows query rows at a time: their scores stay in the
+			// first level cache from Q·Kᵀ through the softmax to P·V.
 			for i0 := 0; i0 < L; i0 += attRows {
 				m := min(attRows, L-i0)
 				if i0 < nL {
