@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -27,6 +28,23 @@ func BenchmarkInt8Elementwise(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)*C*rows/b.Elapsed().Seconds()/1e9, "Gvalues/s")
 	})
+	// LayerNorm's rows (384 wide: the hidden width) with the skip and the
+	// quantizing after it; rows summed by gathers or by transposition.
+	const H = 384
+	hx, hy, hb := randn(r, H*rows, 1), randn(r, H*rows, 1), randn(r, H, 1)
+	hw, hbb, hout := randn(r, H, 1), randn(r, H, 1), make([]float32, H*rows)
+	ysrc := append([]float32(nil), hy...)
+	for _, tr := range []bool{false, true} {
+		b.Run(fmt.Sprintf("SkipLayerNormQuantize/transposed=%v", tr), func(b *testing.B) {
+			defer func(v bool) { rowSumsTransposed = v }(rowSumsTransposed)
+			rowSumsTransposed = tr
+			for range b.N {
+				copy(hy, ysrc)
+				SkipLayerNormQuantize(hout, hx, hy, hb, hw, hbb, rows, H, 1e-12, q, H, s)
+			}
+			b.ReportMetric(float64(b.N)*H*rows/b.Elapsed().Seconds()/1e9, "Gvalues/s")
+		})
+	}
 	b.Run("QuantizeRows", func(b *testing.B) {
 		for range b.N {
 			QuantizeRows(q, C, src, rows, C, s)

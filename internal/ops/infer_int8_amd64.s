@@ -1,9 +1,9 @@
 #include "textflag.h"
 
 // The int8 forward's element-wise kernels (infer_int8.go), AVX2, eight
-// floats at a time; n is a multiple of 8. Every operation is rounded on
-// its own (no fused multiply-add), as the Go forms in infer_int8.go, so
-// both give the same bits. c points at int8Table (infer_int8_amd64.go).
+// floats at a time; n is a multiple of 8. Each operation is rounded as in
+// the Go forms in infer_int8.go (fastGelu's fused multiply-adds once, as
+// fma32 does), so both give the same bits. c points at int8Table (infer_int8_amd64.go).
 #define QGA 0(R8)
 #define QGB 32(R8)
 #define QHALF 64(R8)
@@ -60,8 +60,8 @@ done: \
 	RET
 
 // func fastGeluAVX2(x, b *float32, n int, c *[int8Consts][8]float32)
-// v = x + b; u = v·((B·v)·v + A); x = (½·v)·(tanh(u) + 1), tanh the
-// rational function of fastTanh.
+// v = x + b; u = v·((B·v)·v + A); x = (½·v)·tanh(u) + ½·v, tanh the
+// rational function of fastTanh (its polynomials by fused multiply-adds).
 TEXT ·fastGeluAVX2(SB), NOSPLIT, $0-32
 	MOVQ x+0(FP), DI
 	MOVQ b+8(FP), SI
@@ -73,36 +73,27 @@ fgloop:
 	VMOVUPS (DI), Y0
 	VADDPS  (SI), Y0, Y0           // v
 	VMULPS  QGB, Y0, Y1
-	VMULPS  Y0, Y1, Y1
-	VADDPS  QGA, Y1, Y1
+	VFMADD213PS QGA, Y0, Y1        // (B·v)·v + A
 	VMULPS  Y1, Y0, Y1             // u
 	VMAXPS  QMNINE, Y1, Y1
 	VMINPS  QNINE, Y1, Y1
 	VMULPS  Y1, Y1, Y2             // u²
-	VMULPS  QA13, Y2, Y3
-	VADDPS  QA11, Y3, Y3
-	VMULPS  Y2, Y3, Y3
-	VADDPS  QA9, Y3, Y3
-	VMULPS  Y2, Y3, Y3
-	VADDPS  QA7, Y3, Y3
-	VMULPS  Y2, Y3, Y3
-	VADDPS  QA5, Y3, Y3
-	VMULPS  Y2, Y3, Y3
-	VADDPS  QA3, Y3, Y3
-	VMULPS  Y2, Y3, Y3
-	VADDPS  QA1, Y3, Y3
+	VMOVUPS QA13, Y3
+	VFMADD213PS QA11, Y2, Y3
+	VFMADD213PS QA9, Y2, Y3
+	VFMADD213PS QA7, Y2, Y3
+	VFMADD213PS QA5, Y2, Y3
+	VFMADD213PS QA3, Y2, Y3
+	VFMADD213PS QA1, Y2, Y3
 	VMULPS  Y1, Y3, Y3             // p
-	VMULPS  QB6, Y2, Y4
-	VADDPS  QB4, Y4, Y4
-	VMULPS  Y2, Y4, Y4
-	VADDPS  QB2, Y4, Y4
-	VMULPS  Y2, Y4, Y4
-	VADDPS  QB0, Y4, Y4            // q
+	VMOVUPS QB6, Y4
+	VFMADD213PS QB4, Y2, Y4
+	VFMADD213PS QB2, Y2, Y4
+	VFMADD213PS QB0, Y2, Y4        // q
 	VDIVPS  Y4, Y3, Y3             // tanh(u)
-	VADDPS  QONE, Y3, Y3
-	VMULPS  QHALF, Y0, Y0
-	VMULPS  Y3, Y0, Y0
-	VMOVUPS Y0, (DI)
+	VMULPS  QHALF, Y0, Y0          // ½·v
+	VFMADD213PS Y0, Y0, Y3         // ½·v·tanh(u) + ½·v
+	VMOVUPS Y3, (DI)
 	ADDQ $32, DI
 	ADDQ $32, SI
 	DECQ CX

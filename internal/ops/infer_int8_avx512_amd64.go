@@ -20,6 +20,9 @@ func skipAdd512(y, x, bias *float32, n int)
 func rowSums512(y *float32, n, stride int, mask uint16, sums *[32]float32)
 
 //go:noescape
+func rowSumsT512(y *float32, n, stride int, sums *[32]float32)
+
+//go:noescape
 func norm512(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
 
 // useInt8AVX512 says whether the int8 helpers run their AVX-512 kernels
@@ -69,13 +72,21 @@ func skipAdd16(y, x, bias []float32) int {
 
 // rowSums16 sums rows (≤ 16) rows of y (stride C, C values each) as
 // rowSums does; false when it cannot.
+// rowSumsTransposed lets rowSums16 take rowSumsT512 for sixteen whole
+// rows (a variable for the test that compares it with the gathers).
+var rowSumsTransposed = true
+
 func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
 	if !useInt8AVX512 || rows <= 0 || rows > 16 || C <= 0 {
 		return false
 	}
 	_ = y[(rows-1)*C+C-1]
 	var s [32]float32
-	rowSums512(&y[0], C, C, uint16(1<<rows-1), &s)
+	if rows == 16 && C%16 == 0 && rowSumsTransposed {
+		rowSumsT512(&y[0], C, C, &s)
+	} else {
+		rowSums512(&y[0], C, C, uint16(1<<rows-1), &s)
+	}
 	copy(sum[:rows], s[:rows])
 	copy(sq[:rows], s[16:16+rows])
 	return true

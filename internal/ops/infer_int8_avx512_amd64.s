@@ -2,9 +2,9 @@
 #include "hmax_amd64.h"
 
 // The int8 forward's element-wise kernels in AVX-512 (infer_int8_avx512_amd64.go),
-// sixteen floats at a time; n is a multiple of 16. Every operation is
-// rounded on its own (no fused multiply-add) in the order of the Go forms
-// in infer_int8.go, so all give the same bits. c points at int8Table.
+// sixteen floats at a time; n is a multiple of 16. Each operation is
+// rounded as in the Go forms in infer_int8.go (fastGelu's fused
+// multiply-adds once, as fma32 does), so all give the same bits. c points at int8Table.
 
 // func fastGelu512(x, b *float32, n int, c *[int8Consts][8]float32) (absMax float32)
 // As fastGeluAVX2, and returns the largest |result|.
@@ -39,38 +39,29 @@ fg5loop:
 	VMOVUPS (DI), Z0
 	VADDPS  (SI), Z0, Z0       // v
 	VMULPS  Z9, Z0, Z1
-	VMULPS  Z0, Z1, Z1
-	VADDPS  Z8, Z1, Z1
+	VFMADD213PS Z8, Z0, Z1     // (b·v)·v + a
 	VMULPS  Z1, Z0, Z1         // u
 	VMAXPS  Z12, Z1, Z1
 	VMINPS  Z13, Z1, Z1
 	VMULPS  Z1, Z1, Z2         // u²
-	VMULPS  Z14, Z2, Z3
-	VADDPS  Z15, Z3, Z3
-	VMULPS  Z2, Z3, Z3
-	VADDPS  Z16, Z3, Z3
-	VMULPS  Z2, Z3, Z3
-	VADDPS  Z17, Z3, Z3
-	VMULPS  Z2, Z3, Z3
-	VADDPS  Z18, Z3, Z3
-	VMULPS  Z2, Z3, Z3
-	VADDPS  Z19, Z3, Z3
-	VMULPS  Z2, Z3, Z3
-	VADDPS  Z20, Z3, Z3
+	VMOVAPS Z14, Z3
+	VFMADD213PS Z15, Z2, Z3
+	VFMADD213PS Z16, Z2, Z3
+	VFMADD213PS Z17, Z2, Z3
+	VFMADD213PS Z18, Z2, Z3
+	VFMADD213PS Z19, Z2, Z3
+	VFMADD213PS Z20, Z2, Z3
 	VMULPS  Z1, Z3, Z3         // p
-	VMULPS  Z21, Z2, Z4
-	VADDPS  Z22, Z4, Z4
-	VMULPS  Z2, Z4, Z4
-	VADDPS  Z23, Z4, Z4
-	VMULPS  Z2, Z4, Z4
-	VADDPS  Z24, Z4, Z4        // q
+	VMOVAPS Z21, Z4
+	VFMADD213PS Z22, Z2, Z4
+	VFMADD213PS Z23, Z2, Z4
+	VFMADD213PS Z24, Z2, Z4    // q
 	VDIVPS  Z4, Z3, Z3         // tanh(u)
-	VADDPS  Z11, Z3, Z3
 	VMULPS  Z10, Z0, Z0
-	VMULPS  Z3, Z0, Z0
-	VMOVUPS Z0, (DI)
-	VPANDD  Z26, Z0, Z0
-	VMAXPS  Z0, Z25, Z25
+	VFMADD213PS Z0, Z0, Z3     // ½v·tanh + ½v
+	VMOVUPS Z3, (DI)
+	VPANDD  Z26, Z3, Z3
+	VMAXPS  Z3, Z25, Z25
 	ADDQ $64, DI
 	ADDQ $64, SI
 	DECQ CX
@@ -201,6 +192,167 @@ rs5done:
 	VMOVUPS Z7, 64(DI)
 	VZEROUPPER
 	RET
+
+// func rowSumsT512(y *float32, n, stride int, sums *[32]float32)
+// rowSums512 for sixteen whole rows and n a multiple of 16: the same sums
+// in the same order (each row's in its own lane, a column at a time), the
+// columns taken sixteen at a time by loads and a 16×16 transposition in
+// registers instead of one gather a column.
+TEXT ·rowSumsT512(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ stride+16(FP), AX
+	SHLQ $2, AX                 // a row in bytes
+	LEAQ (AX)(AX*2), BX         // 3 rows
+	LEAQ (SI)(AX*4), DI         // row 4
+	LEAQ (DI)(AX*4), R8         // row 8
+	LEAQ (R8)(AX*4), R9         // row 12
+	VPXORD Z30, Z30, Z30        // Σ y
+	VPXORD Z31, Z31, Z31        // Σ y²
+	SHRQ $4, CX
+	JZ   rt5done
+rt5loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS (SI)(AX*1), Z1
+	VMOVUPS (SI)(AX*2), Z2
+	VMOVUPS (SI)(BX*1), Z3
+	VMOVUPS (DI), Z4
+	VMOVUPS (DI)(AX*1), Z5
+	VMOVUPS (DI)(AX*2), Z6
+	VMOVUPS (DI)(BX*1), Z7
+	VMOVUPS (R8), Z8
+	VMOVUPS (R8)(AX*1), Z9
+	VMOVUPS (R8)(AX*2), Z10
+	VMOVUPS (R8)(BX*1), Z11
+	VMOVUPS (R9), Z12
+	VMOVUPS (R9)(AX*1), Z13
+	VMOVUPS (R9)(AX*2), Z14
+	VMOVUPS (R9)(BX*1), Z15
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z0
+	VUNPCKHPS Z15, Z14, Z1
+	VUNPCKLPD Z18, Z16, Z2
+	VUNPCKHPD Z18, Z16, Z3
+	VUNPCKLPD Z19, Z17, Z4
+	VUNPCKHPD Z19, Z17, Z5
+	VUNPCKLPD Z22, Z20, Z6
+	VUNPCKHPD Z22, Z20, Z7
+	VUNPCKLPD Z23, Z21, Z8
+	VUNPCKHPD Z23, Z21, Z9
+	VUNPCKLPD Z26, Z24, Z10
+	VUNPCKHPD Z26, Z24, Z11
+	VUNPCKLPD Z27, Z25, Z12
+	VUNPCKHPD Z27, Z25, Z13
+	VUNPCKLPD Z0, Z28, Z14
+	VUNPCKHPD Z0, Z28, Z15
+	VUNPCKLPD Z1, Z29, Z16
+	VUNPCKHPD Z1, Z29, Z18
+	VSHUFF32X4 $0x88, Z6, Z2, Z17
+	VSHUFF32X4 $0xdd, Z6, Z2, Z19
+	VSHUFF32X4 $0x88, Z7, Z3, Z20
+	VSHUFF32X4 $0xdd, Z7, Z3, Z22
+	VSHUFF32X4 $0x88, Z8, Z4, Z21
+	VSHUFF32X4 $0xdd, Z8, Z4, Z23
+	VSHUFF32X4 $0x88, Z9, Z5, Z24
+	VSHUFF32X4 $0xdd, Z9, Z5, Z26
+	VSHUFF32X4 $0x88, Z14, Z10, Z25
+	VSHUFF32X4 $0xdd, Z14, Z10, Z27
+	VSHUFF32X4 $0x88, Z15, Z11, Z28
+	VSHUFF32X4 $0xdd, Z15, Z11, Z0
+	VSHUFF32X4 $0x88, Z16, Z12, Z29
+	VSHUFF32X4 $0xdd, Z16, Z12, Z1
+	VSHUFF32X4 $0x88, Z18, Z13, Z2
+	VSHUFF32X4 $0xdd, Z18, Z13, Z6
+	VSHUFF32X4 $0x88, Z25, Z17, Z3
+	VSHUFF32X4 $0xdd, Z25, Z17, Z7
+	VSHUFF32X4 $0x88, Z28, Z20, Z4
+	VSHUFF32X4 $0xdd, Z28, Z20, Z8
+	VSHUFF32X4 $0x88, Z29, Z21, Z5
+	VSHUFF32X4 $0xdd, Z29, Z21, Z9
+	VSHUFF32X4 $0x88, Z2, Z24, Z10
+	VSHUFF32X4 $0xdd, Z2, Z24, Z14
+	VSHUFF32X4 $0x88, Z27, Z19, Z11
+	VSHUFF32X4 $0xdd, Z27, Z19, Z15
+	VSHUFF32X4 $0x88, Z0, Z22, Z12
+	VSHUFF32X4 $0xdd, Z0, Z22, Z16
+	VSHUFF32X4 $0x88, Z1, Z23, Z13
+	VSHUFF32X4 $0xdd, Z1, Z23, Z18
+	VSHUFF32X4 $0x88, Z6, Z26, Z17
+	VSHUFF32X4 $0xdd, Z6, Z26, Z25
+	VADDPS Z3, Z30, Z30
+	VMULPS Z3, Z3, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z4, Z30, Z30
+	VMULPS Z4, Z4, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z5, Z30, Z30
+	VMULPS Z5, Z5, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z10, Z30, Z30
+	VMULPS Z10, Z10, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z11, Z30, Z30
+	VMULPS Z11, Z11, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z12, Z30, Z30
+	VMULPS Z12, Z12, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z13, Z30, Z30
+	VMULPS Z13, Z13, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z17, Z30, Z30
+	VMULPS Z17, Z17, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z7, Z30, Z30
+	VMULPS Z7, Z7, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z8, Z30, Z30
+	VMULPS Z8, Z8, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z9, Z30, Z30
+	VMULPS Z9, Z9, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z14, Z30, Z30
+	VMULPS Z14, Z14, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z15, Z30, Z30
+	VMULPS Z15, Z15, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z16, Z30, Z30
+	VMULPS Z16, Z16, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z18, Z30, Z30
+	VMULPS Z18, Z18, Z20
+	VADDPS Z20, Z31, Z31
+	VADDPS Z25, Z30, Z30
+	VMULPS Z25, Z25, Z20
+	VADDPS Z20, Z31, Z31
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  rt5loop
+rt5done:
+	MOVQ sums+24(FP), DI
+	VMOVUPS Z30, (DI)
+	VMOVUPS Z31, 64(DI)
+	VZEROUPPER
+	RET
+
 
 // func norm512(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
 // out = float32(float32((y − mean)/sd)·w) + b; returns the largest |out|.

@@ -24,3 +24,7 @@ func norm16(out, y, w, b []float32, mean, sd float32) (int, float32)      { retu
 func skipAddVec(y, x, bias []float32) int                                 { return 0 }
 func rowSumsVec(y []float32, rows, C int, sum, sq []float32) bool         { return false }
 func normInt8Vec(out, y, w, b []float32, mean, sd float32) (int, float32) { return 0, 0 }
+
+// rowSumsTransposed: no transposing kernel here (BenchmarkInt8Elementwise
+// sets it on every architecture).
+var rowSumsTransposed = true

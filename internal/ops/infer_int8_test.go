@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -184,6 +185,43 @@ func TestFastGELUBias(t *testing.T) {
 		if d := math.Abs(float64(fastTanh(u)) - math.Tanh(float64(u))); d > 1e-6 {
 			t.Fatalf("fastTanh(%v) = %v, tanh %v", u, fastTanh(u), math.Tanh(float64(u)))
 		}
+	}
+}
+
+// TestFMA32: fma32 is a·b + c rounded once to float32 (big.Float's exact
+// value rounded to nearest even) on random values, and on sums whose
+// float64 rounding lands on a float32 tie while the exact value lies off
+// it: c with an odd last bit, a·b half of c's ulp less 2⁻⁴⁰ of that (a =
+// 1 + 2⁻²⁰, b = (1 − 2⁻²⁰)·h), so rounding the float64 sum alone gives
+// c's even neighbour where the exact value rounds to c.
+func TestFMA32(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	exact := func(a, b, c float32) float32 {
+		x := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetPrec(200).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetPrec(200).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	check := func(a, b, c float32) {
+		t.Helper()
+		if got, want := fma32(a, b, c), exact(a, b, c); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", a, b, c, got, want)
+		}
+	}
+	for range 100000 {
+		check(float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64()))
+	}
+	for range 1000 {
+		c := math.Float32frombits(math.Float32bits(float32(r.NormFloat64())) | 1) // odd
+		_, e := math.Frexp(math.Abs(float64(c)))
+		h := float32(math.Ldexp(1, e-25)) // half of c's ulp
+		a, b := float32(1+0x1p-20), float32(1-0x1p-20)*h
+		if float64(c)+float64(a)*float64(b) != float64(c)+float64(h) || float64(c)-float64(a)*float64(b) != float64(c)-float64(h) {
+			t.Fatalf("c = %g: the float64 sum is not on the tie", c)
+		}
+		check(a, b, c)
+		check(-a, b, c)
 	}
 }
 

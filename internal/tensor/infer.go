@@ -401,13 +401,13 @@ func (s *InferScratch) ScoresMax(m, n, k int, a []float32, lda int, b []float32,
 		} else {
 			_ = a[(i+mr-1)*lda+k-1]
 		}
+		if rows == mr { // every panel in one call
+			scoresKernel(k, &ap[0], la, &b[0], ldb, &c[i*ldc], ldc, &bias[0], scale, &mx[i*16], n/nr)
+			continue
+		}
 		for j := 0; j < n; j += nr {
-			if rows == mr {
-				scoresKernel(k, &ap[0], la, &b[j], ldb, &c[i*ldc+j], ldc, &bias[j], scale, &mx[i*16])
-				continue
-			}
 			t := s.c[:mr*nr]
-			scoresKernel(k, &ap[0], la, &b[j], ldb, &t[0], nr, &bias[j], scale, &mx[i*16])
+			scoresKernel(k, &ap[0], la, &b[j], ldb, &t[0], nr, &bias[j], scale, &mx[i*16], 1)
 			for r := 0; r < rows; r++ {
 				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+nr], t[r*nr:r*nr+nr])
 			}

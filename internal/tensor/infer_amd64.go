@@ -30,10 +30,10 @@ func inferKernels() []*ikernel {
 // s·(A·B) + bias and each row's running maximum (16 lanes a row) at mx.
 //
 //go:noescape
-func scores512(kk int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, bias *float32, s float32, mx *float32)
+func scores512(kk int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, bias *float32, s float32, mx *float32, np int)
 
 // scoresKernel is scores512 where this process runs infer512, else nil.
-var scoresKernel = func() func(int, *float32, int, *float32, int, *float32, int, *float32, float32, *float32) {
+var scoresKernel = func() func(int, *float32, int, *float32, int, *float32, int, *float32, float32, *float32, int) {
 	if inferKernel.name == "avx512" {
 		return scores512
 	}

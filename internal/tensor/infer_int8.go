@@ -39,7 +39,8 @@ type i8kernel struct {
 	kalign int
 	// maxW is the largest |weight| the kernel sums exactly (127: any).
 	maxW int
-	asm  func(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+	// asm does nt tiles down the rows against one panel (run).
+	asm func(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 	// amx marks the AMX kernel, which does whole rows of 32 (rowsAMX).
 	amx bool
 }
@@ -208,7 +209,9 @@ func (w *Int8Weight) rows(r0, r1 int, c []float32, ldc int, a []uint8, lda int, 
 					rs = rowScale[i:]
 				}
 				if rows == mr && cols == nr {
-					kern.run(kp, a[i*lda:], lda, b, c[i*ldc+j0:], ldc, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
+					nt := (i1 - i) / mr // the whole tiles left, in one call
+					kern.runTiles(nt, kp, a[i*lda:], lda, b, c[i*ldc+j0:], ldc, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
+					i += (nt - 1) * mr
 					continue
 				}
 				// A partial tile: A's rows copied (the kernel reads mr rows),
@@ -310,15 +313,22 @@ func (w *Int8Weight) rowsAMX(r0, r1 int, c []float32, ldc int, a []uint8, lda in
 // run computes one mr×nr tile over kp (a multiple of 4) values of k; rs
 // (mr values) and bias (nr) may be nil.
 func (kn *i8kernel) run(kp int, a []uint8, lda int, b []int8, c []float32, ldc int, corr []int32, cs, rs, bias []float32) {
+	kn.runTiles(1, kp, a, lda, b, c, ldc, corr, cs, rs, bias)
+}
+
+// runTiles is run on nt ≥ 1 tiles down the rows (tile t: A's and C's rows
+// and rs from t·mr on), in one call of the assembly kernel where there is
+// one.
+func (kn *i8kernel) runTiles(nt, kp int, a []uint8, lda int, b []int8, c []float32, ldc int, corr []int32, cs, rs, bias []float32) {
 	mr, nr := kn.mr, kn.nr
 	// Bounds are checked here once; the kernels trust them.
-	_ = a[(mr-1)*lda+kp-1]
+	_ = a[(nt*mr-1)*lda+kp-1]
 	_ = b[kp*nr-1]
-	_ = c[(mr-1)*ldc+nr-1]
+	_ = c[(nt*mr-1)*ldc+nr-1]
 	_, _ = corr[nr-1], cs[nr-1]
 	var rp, bp *float32
 	if rs != nil {
-		_ = rs[mr-1]
+		_ = rs[nt*mr-1]
 		rp = &rs[0]
 	}
 	if bias != nil {
@@ -326,9 +336,20 @@ func (kn *i8kernel) run(kp int, a []uint8, lda int, b []int8, c []float32, ldc i
 		bp = &bias[0]
 	}
 	if kn.asm != nil {
-		kn.asm(kp/4, &a[0], lda, &b[0], &c[0], ldc, &corr[0], &cs[0], rp, bp)
+		kn.asm(kp/4, &a[0], lda, &b[0], &c[0], ldc, &corr[0], &cs[0], rp, bp, nt)
 		return
 	}
+	for t := 0; t < nt; t++ {
+		var rt []float32
+		if rs != nil {
+			rt = rs[t*mr:]
+		}
+		kn.goTile(kp, a[t*mr*lda:], lda, b, c[t*mr*ldc:], ldc, corr, cs, rt, bias)
+	}
+}
+
+// goTile is the portable kernel's tile.
+func (kn *i8kernel) goTile(kp int, a []uint8, lda int, b []int8, c []float32, ldc int, corr []int32, cs, rs, bias []float32) {
 	var acc [4 * 16]int32
 	for g := 0; g < kp/4; g++ {
 		bg := b[g*64 : g*64+64 : g*64+64]

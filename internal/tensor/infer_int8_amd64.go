@@ -7,15 +7,16 @@ import (
 )
 
 // int8VNNI and int8AVX2 are the int8 micro-kernels in infer_int8_amd64.s
-// (see i8kernel): an 8×32 tile in AVX-512 VNNI and a 4×16 tile in AVX2.
+// (see i8kernel): 8×32 tiles in AVX-512 VNNI and 4×16 tiles in AVX2, nt
+// tiles down the rows a call.
 // int8AMX (amx_amd64.s) is the AMX kernel: 32 rows by np panels of 32
 // columns (rowsAMX).
 //
 //go:noescape
-func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 
 //go:noescape
-func int8AVX2(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+func int8AVX2(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 
 //go:noescape
 func int8AMX(kc int, a *uint8, lda int, b *int8, np int, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, cfg *byte, tmp *int32, rpi int)

@@ -5,10 +5,13 @@
 // values of k, A unsigned bytes read in place (stride lda bytes), B a
 // packed panel (per group, nr columns of 4 signed bytes), C float32
 // (stride ldc floats); rowScale (mr values) and bias (nr) may be nil.
+// Each does nt ≥ 1 tiles down the rows (A, C and rowScale a tile's rows
+// further each time) against the same panel of B, in one call.
 
-// func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+// func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 // 8×32 tile, AVX-512 VNNI: accumulators Z0..Z15 (row i: Z2i, Z2i+1).
-TEXT ·int8VNNI(SB), NOSPLIT, $0-80
+TEXT ·int8VNNI(SB), NOSPLIT, $0-88
+tilevnni:
 	MOVQ kg+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -208,14 +211,32 @@ nobiasvnni:
 	ADDQ R13, DX
 	VMOVUPS Z14, (DX)
 	VMOVUPS Z15, 64(DX)
+	// the next tile's rows, nt tiles in all
+	MOVQ nt+80(FP), AX
+	DECQ AX
+	JLE  tilevnnidone
+	MOVQ AX, nt+80(FP)
+	MOVQ lda+16(FP), AX
+	SHLQ $3, AX
+	ADDQ AX, a+8(FP)
+	MOVQ ldc+40(FP), AX
+	SHLQ $5, AX
+	ADDQ AX, c+32(FP)
+	MOVQ rowScale+64(FP), AX
+	TESTQ AX, AX
+	JE   tilevnni
+	ADDQ $32, rowScale+64(FP)
+	JMP  tilevnni
+tilevnnidone:
 	VZEROUPPER
 	RET
 
-// func int8AVX2(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32)
+// func int8AVX2(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 // 4×16 tile, AVX2: accumulators Y0..Y7 (row i: Y2i, Y2i+1); VPMADDUBSW sums
 // two u8·s8 products in 16 bits (exact for |B| ≤ 64), VPMADDWD by ones the
 // pairs into int32.
-TEXT ·int8AVX2(SB), NOSPLIT, $0-80
+TEXT ·int8AVX2(SB), NOSPLIT, $0-88
+tileavx2:
 	MOVQ kg+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -343,5 +364,22 @@ nobiasavx2:
 	ADDQ R13, DX
 	VMOVUPS Y6, (DX)
 	VMOVUPS Y7, 32(DX)
+	// the next tile's rows, nt tiles in all
+	MOVQ nt+80(FP), AX
+	DECQ AX
+	JLE  tileavx2done
+	MOVQ AX, nt+80(FP)
+	MOVQ lda+16(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, a+8(FP)
+	MOVQ ldc+40(FP), AX
+	SHLQ $4, AX
+	ADDQ AX, c+32(FP)
+	MOVQ rowScale+64(FP), AX
+	TESTQ AX, AX
+	JE   tileavx2
+	ADDQ $16, rowScale+64(FP)
+	JMP  tileavx2
+tileavx2done:
 	VZEROUPPER
 	RET

@@ -6,4 +6,4 @@ package tensor
 func inferKernels() []*ikernel { return []*ikernel{goKernel} }
 
 // scoresKernel: none without assembly (ScoresMax reports false).
-var scoresKernel func(int, *float32, int, *float32, int, *float32, int, *float32, float32, *float32)
+var scoresKernel func(int, *float32, int, *float32, int, *float32, int, *float32, float32, *float32, int)

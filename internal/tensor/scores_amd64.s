@@ -14,12 +14,14 @@
 	VMAXPS off(BX), Z27, Z27; \
 	VMOVUPS Z27, off(BX)
 
-// func scores512(kk int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, bias *float32, s float32, mx *float32)
+// func scores512(kk int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, bias *float32, s float32, mx *float32, np int)
 // infer512's 12×32 tile and k loop (the same sums), then attention's
 // first softmax step on it: C = s·(A·B) + bias, one FMA a value (bias:
 // 32 values, one a column), and each row's running maximum, 16 lanes a
-// row at mx (12 rows), raised to the row's C where larger.
-TEXT ·scores512(SB), NOSPLIT, $0-80
+// row at mx (12 rows), raised to the row's C where larger; np ≥ 1 panels
+// of 32 columns side by side in one call.
+TEXT ·scores512(SB), NOSPLIT, $0-88
+scpanel:
 	TILE512
 	MOVQ bias+56(FP), AX
 	VMOVUPS (AX), Z24
@@ -49,5 +51,15 @@ TEXT ·scores512(SB), NOSPLIT, $0-80
 	SROW(Z20, Z21, 640)
 	ADDQ R13, DX
 	SROW(Z22, Z23, 704)
+	// the next panel of 32 columns (B, C and the bias 32 floats on), np in all
+	MOVQ np+80(FP), AX
+	DECQ AX
+	JLE  scdone
+	MOVQ AX, np+80(FP)
+	ADDQ $128, b+24(FP)
+	ADDQ $128, c+40(FP)
+	ADDQ $128, bias+56(FP)
+	JMP  scpanel
+scdone:
 	VZEROUPPER
 	RET
