@@ -1,6 +1,10 @@
 package ops
 
-import "golang.org/x/sys/cpu"
+import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
 
 // In infer_int8_avx512_amd64.s (AVX-512 F, BW, DQ); n is a multiple of 16.
 //
@@ -20,7 +24,7 @@ func skipAdd512(y, x, bias *float32, n int)
 func rowSums512(y *float32, n, stride int, mask uint16, sums *[32]float32)
 
 //go:noescape
-func rowSumsT512(y *float32, n, stride int, sums *[32]float32)
+func colSums512(t *float32, n int, sums *[32]float32)
 
 //go:noescape
 func norm512(out, y, w, b *float32, n int, mean, sd float32) (absMax float32)
@@ -72,9 +76,13 @@ func skipAdd16(y, x, bias []float32) int {
 
 // rowSums16 sums rows (≤ 16) rows of y (stride C, C values each) as
 // rowSums does; false when it cannot.
-// rowSumsTransposed lets rowSums16 take rowSumsT512 for sixteen whole
-// rows (a variable for the test that compares it with the gathers).
+// rowSumsTransposed lets rowSums16 take sixteen whole rows by
+// transposition (a variable for the benchmark that compares it with the
+// gathers).
 var rowSumsTransposed = true
+
+// rowSumsScratch holds the transposed rows: 16 values a column.
+var rowSumsScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
 	if !useInt8AVX512 || rows <= 0 || rows > 16 || C <= 0 {
@@ -82,8 +90,15 @@ func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
 	}
 	_ = y[(rows-1)*C+C-1]
 	var s [32]float32
-	if rows == 16 && C%16 == 0 && rowSumsTransposed {
-		rowSumsT512(&y[0], C, C, &s)
+	if rows == 16 && C%16 == 0 && rowSumsTransposed && useTranspose512 {
+		// The rows' columns side by side (transpose16, attention's Kᵀ
+		// kernel), then summed a column at a time: the same sums in
+		// the same order as a gather a column, without the gathers.
+		tp := rowSumsScratch.Get().(*[]float32)
+		t := growAtt(tp, 16*C)
+		transpose16(&t[0], 16, &y[0], C, 1, C/16)
+		colSums512(&t[0], C, &s)
+		rowSumsScratch.Put(tp)
 	} else {
 		rowSums512(&y[0], C, C, uint16(1<<rows-1), &s)
 	}
