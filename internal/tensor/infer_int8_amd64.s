@@ -8,6 +8,27 @@
 // Each does nt ≥ 1 tiles down the rows (A, C and rowScale a tile's rows
 // further each time) against the same panel of B, in one call.
 
+// NEXTTILE ends a kernel's tile: while nt (decremented in its argument
+// slot) is above zero, A, C and rowScale (when not nil) move one tile of
+// rows down (A by lda<<ashift bytes, C by ldc<<cshift, rowScale by rsbytes)
+// and the kernel starts again at top; else it goes on at done.
+#define NEXTTILE(top, done, ashift, cshift, rsbytes) \
+	MOVQ nt+80(FP), AX; \
+	DECQ AX; \
+	JLE  done; \
+	MOVQ AX, nt+80(FP); \
+	MOVQ lda+16(FP), AX; \
+	SHLQ $ashift, AX; \
+	ADDQ AX, a+8(FP); \
+	MOVQ ldc+40(FP), AX; \
+	SHLQ $cshift, AX; \
+	ADDQ AX, c+32(FP); \
+	MOVQ rowScale+64(FP), AX; \
+	TESTQ AX, AX; \
+	JE   top; \
+	ADDQ $rsbytes, rowScale+64(FP); \
+	JMP  top
+
 // func int8VNNI(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 // 8×32 tile, AVX-512 VNNI: accumulators Z0..Z15 (row i: Z2i, Z2i+1).
 TEXT ·int8VNNI(SB), NOSPLIT, $0-88
@@ -211,22 +232,7 @@ nobiasvnni:
 	ADDQ R13, DX
 	VMOVUPS Z14, (DX)
 	VMOVUPS Z15, 64(DX)
-	// the next tile's rows, nt tiles in all
-	MOVQ nt+80(FP), AX
-	DECQ AX
-	JLE  tilevnnidone
-	MOVQ AX, nt+80(FP)
-	MOVQ lda+16(FP), AX
-	SHLQ $3, AX
-	ADDQ AX, a+8(FP)
-	MOVQ ldc+40(FP), AX
-	SHLQ $5, AX
-	ADDQ AX, c+32(FP)
-	MOVQ rowScale+64(FP), AX
-	TESTQ AX, AX
-	JE   tilevnni
-	ADDQ $32, rowScale+64(FP)
-	JMP  tilevnni
+	NEXTTILE(tilevnni, tilevnnidone, 3, 5, 32)
 tilevnnidone:
 	VZEROUPPER
 	RET
@@ -364,22 +370,7 @@ nobiasavx2:
 	ADDQ R13, DX
 	VMOVUPS Y6, (DX)
 	VMOVUPS Y7, 32(DX)
-	// the next tile's rows, nt tiles in all
-	MOVQ nt+80(FP), AX
-	DECQ AX
-	JLE  tileavx2done
-	MOVQ AX, nt+80(FP)
-	MOVQ lda+16(FP), AX
-	SHLQ $2, AX
-	ADDQ AX, a+8(FP)
-	MOVQ ldc+40(FP), AX
-	SHLQ $4, AX
-	ADDQ AX, c+32(FP)
-	MOVQ rowScale+64(FP), AX
-	TESTQ AX, AX
-	JE   tileavx2
-	ADDQ $16, rowScale+64(FP)
-	JMP  tileavx2
+	NEXTTILE(tileavx2, tileavx2done, 2, 4, 16)
 tileavx2done:
 	VZEROUPPER
 	RET
