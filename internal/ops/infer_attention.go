@@ -120,14 +120,14 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 				}
 				fused := false
 				if kbl != nil {
-					for i := range mx {
-						mx[i] = float32(math.Inf(-1))
-					}
+					copy(mx, negInfRows[:])
 					fused = sc.mm.ScoresMax(m, Lp, D, q[i0*QW:], QW, kt, Lp, s, Lp, kbl, s2, mx)
 				}
 				if fused {
-					for i := 0; i < m; i++ {
-						inv[i] = 1 / expRowMax(s[i*Lp:i*Lp+L], mx[i*16:i*16+16])
+					if !expRowsVec(s, Lp, L, m, mx, inv) {
+						for i := 0; i < m; i++ {
+							inv[i] = 1 / expRowMax(s[i*Lp:i*Lp+L], mx[i*16:i*16+16])
+						}
 					}
 				} else {
 					sc.mm.MatMulNN(m, Lp, D, q[i0*QW:], QW, kt, Lp, s, Lp)
@@ -142,16 +142,27 @@ func (a PackedAttention) Forward(ctx, qkv []float32, scratches []AttScratch) err
 				}
 				out := ctx[(o+i0)*C+h*D:]
 				sc.mm.MatMulNN(m, D, L, s, Lp, v, QW, out, C)
-				for i, f := range inv[:m] { // the softmax's division, on P·V's rows
-					row := out[i*C : i*C+D]
-					for d := scaleVec(row, f); d < D; d++ {
-						row[d] *= f
+				if !scaleRowsVec(out, C, D, inv[:m]) { // the softmax's division, on P·V's rows
+					for i, f := range inv[:m] {
+						row := out[i*C : i*C+D]
+						for d := scaleVec(row, f); d < D; d++ {
+							row[d] *= f
+						}
 					}
 				}
 			}
 		}
 	})
 }
+
+// negInfRows is −Inf in every lane of attRows rows' maxima (ScoresMax's
+// starting values).
+var negInfRows = func() (v [attRows * 16]float32) {
+	for i := range v {
+		v[i] = float32(math.Inf(-1))
+	}
+	return v
+}()
 
 // fuseScores lets Forward take tensor's ScoresMax where it can (a
 // variable for the test that compares the two paths bit for bit).
@@ -197,9 +208,6 @@ func transposeRows(kt []float32, ldt int, k []float32, L, D, ld int) {
 // values in base 2, its maximum the largest of m's 16 lanes): x =
 // 2^(x − max), their sum returned, as ExpScaled sums them.
 func expRowMax(row, m []float32) float32 {
-	if sum, ok := expRowVec(row, m); ok {
-		return sum
-	}
 	mx := m[0]
 	for _, v := range m[1:] {
 		mx = max(mx, v)

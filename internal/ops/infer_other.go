@@ -27,4 +27,6 @@ var useSoftmaxAVX512 = false
 
 func expScaledVec(row, bias []float32, scale float32) (float32, bool) { return 0, false }
 
-func expRowVec(row, m []float32) (float32, bool) { return 0, false }
+func expRowsVec(s []float32, ld, n, rows int, m, inv []float32) bool { return false }
+
+func scaleRowsVec(x []float32, ld, n int, f []float32) bool { return false }

@@ -23,17 +23,35 @@ func expScaledVec(row, bias []float32, scale float32) (float32, bool) {
 	return softmaxRow512(&row[0], &bias[0], len(row), scale, inferTable), true
 }
 
-// expRow512 is in softmax_avx512_amd64.s (AVX-512 F); n ≥ 1.
+// expRows512 and scaleRows512 are in softmax_avx512_amd64.s (AVX-512 F).
 //
 //go:noescape
-func expRow512(x *float32, n int, m *float32, c *[inferConsts][8]float32) float32
+func expRows512(x *float32, ld, n, rows int, m, inv *float32, c *[inferConsts][8]float32)
 
-// expRowVec is expRowMax's whole row in one AVX-512 call, where there is
-// AVX-512: false when it did nothing.
-func expRowVec(row, m []float32) (float32, bool) {
-	if !useSoftmaxAVX512 || len(row) == 0 {
-		return 0, false
+//go:noescape
+func scaleRows512(x *float32, ld, n int, f *float32, rows int)
+
+// expRowsVec is expRowMax on rows rows of s (n values, ld apart, maxima
+// at m 16 lanes a row), each sum's reciprocal in inv, in one AVX-512
+// call, where there is AVX-512: false when it did nothing.
+func expRowsVec(s []float32, ld, n, rows int, m, inv []float32) bool {
+	if !useSoftmaxAVX512 || n <= 0 || rows <= 0 {
+		return false
 	}
-	_ = m[15]
-	return expRow512(&row[0], len(row), &m[0], inferTable), true
+	_, _, _ = s[(rows-1)*ld+n-1], m[rows*16-1], inv[rows-1]
+	expRows512(&s[0], ld, n, rows, &m[0], &inv[0], inferTable)
+	return true
+}
+
+// scaleRowsVec sets rows rows of x (n values, ld apart; n a multiple of
+// 16) to x·f[r] in one AVX-512 call, where there is AVX-512: false when
+// it did nothing.
+func scaleRowsVec(x []float32, ld, n int, f []float32) bool {
+	rows := len(f)
+	if !useSoftmaxAVX512 || n <= 0 || n%16 != 0 || rows == 0 {
+		return false
+	}
+	_ = x[(rows-1)*ld+n-1]
+	scaleRows512(&x[0], ld, n, &f[0], rows)
+	return true
 }

@@ -134,25 +134,65 @@ maxred:
 	VZEROUPPER
 	RET
 
-// func expRow512(x *float32, n int, m *float32, c *[inferConsts][8]float32) float32
-// softmaxRow512's second half for a row whose first is done: mx the
-// largest of the 16 lanes at m, then x[i] = 2^(x[i] − mx) (0 below
-// 2^−126); returns their sum, added in softmaxRow512's order. n ≥ 1.
-TEXT ·expRow512(SB), NOSPLIT, $0-36
+// func expRows512(x *float32, ld, n, rows int, m, inv *float32, c *[inferConsts][8]float32)
+// softmaxRow512's second half for rows rows of n values, ld floats apart,
+// whose first is done: for row r, mx the largest of the 16 lanes at
+// m[16r:], then x[i] = 2^(x[i] − mx) (0 below 2^−126) and inv[r] = 1 / their
+// sum, added in softmaxRow512's order. n ≥ 1, rows ≥ 1.
+TEXT ·expRows512(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), R9
-	MOVQ n+8(FP), R10
-	MOVQ m+16(FP), AX
-	MOVQ c+24(FP), R8
+	MOVQ ld+8(FP), R11
+	SHLQ $2, R11                  // a row in bytes
+	MOVQ n+16(FP), R10
+	MOVQ rows+24(FP), R12
+	MOVQ m+32(FP), R13
+	MOVQ inv+40(FP), DX
+	MOVQ c+48(FP), R8
 	MOVQ R10, CX
 	ANDQ $15, CX
 	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
-	KMOVW AX, K1
-	MOVQ m+16(FP), AX
-	VMOVUPS (AX), Z1
+	KMOVW AX, K1                  // the tail's lanes (none when n%16 = 0)
+	VBROADCASTSS CONE, X15
+rowsloop:
+	VMOVUPS (R13), Z1
 	MAXRED
 	EXPSUM
-	MOVSS X1, ret+32(FP)
+	VDIVSS X1, X15, X1            // 1 / sum
+	MOVSS X1, (DX)
+	ADDQ R11, R9
+	ADDQ $64, R13
+	ADDQ $4, DX
+	DECQ R12
+	JNZ  rowsloop
+	VZEROUPPER
+	RET
+
+// func scaleRows512(x *float32, ld, n int, f *float32, rows int)
+// x[r][i] *= f[r] for rows rows of n values (n a multiple of 16), ld
+// floats apart: the softmax's division, on P·V's rows.
+TEXT ·scaleRows512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R11
+	SHLQ $2, R11
+	MOVQ n+16(FP), R10
+	SHRQ $4, R10
+	MOVQ f+24(FP), DX
+	MOVQ rows+32(FP), R12
+srrow:
+	VBROADCASTSS (DX), Z1
+	MOVQ SI, DI
+	MOVQ R10, CX
+srloop:
+	VMULPS (DI), Z1, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  srloop
+	ADDQ R11, SI
+	ADDQ $4, DX
+	DECQ R12
+	JNZ  srrow
 	VZEROUPPER
 	RET
