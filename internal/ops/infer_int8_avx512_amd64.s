@@ -107,9 +107,43 @@ TEXT ·quantize512(SB), NOSPLIT, $0-28
 	VPBROADCASTD AX, Z8
 	MOVL $128, AX
 	VPBROADCASTD AX, Z9
+	MOVL $0x80808080, AX           // +128 on a signed byte: its top bit flipped
+	VPBROADCASTD AX, Z10
+	VMOVDQU32 ·q4perm(SB), Z11
 	SHRQ $4, CX
-	JZ   q5done
+	// 64 values at a time: capped at 127, rounded to int32 (NaN, −Inf
+	// and what lies below −2^31 to its lowest value), packed to int16
+	// and then int8 with signed saturation (the clamp at −128, after the
+	// rounding: the same integers as clamping first), +128, and the
+	// packs' lane order (dword 4l+p holds vector p's lane l) undone.
+q5x4:
+	CMPQ CX, $4
+	JLT  q5loop
+	VMULPS  (SI), Z5, Z0
+	VMULPS  64(SI), Z5, Z1
+	VMULPS  128(SI), Z5, Z2
+	VMULPS  192(SI), Z5, Z3
+	VMINPS  Z0, Z8, Z0             // ≤ 127 (+Inf too; NaN kept: it converts to the lowest int)
+	VMINPS  Z1, Z8, Z1
+	VMINPS  Z2, Z8, Z2
+	VMINPS  Z3, Z8, Z3
+	VCVTPS2DQ Z0, Z0
+	VCVTPS2DQ Z1, Z1
+	VCVTPS2DQ Z2, Z2
+	VCVTPS2DQ Z3, Z3
+	VPACKSSDW Z1, Z0, Z0
+	VPACKSSDW Z3, Z2, Z2
+	VPACKSSWB Z2, Z0, Z0
+	VPXORD  Z10, Z0, Z0
+	VPERMD  Z0, Z11, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ $256, SI
+	ADDQ $64, DI
+	SUBQ $4, CX
+	JMP  q5x4
 q5loop:
+	TESTQ CX, CX
+	JZ   q5done
 	VMOVUPS (SI), Z0
 	VMULPS  Z5, Z0, Z0
 	VMAXPS  Z7, Z0, Z0
@@ -121,7 +155,7 @@ q5loop:
 	ADDQ $64, SI
 	ADDQ $16, DI
 	DECQ CX
-	JNZ  q5loop
+	JMP  q5loop
 q5done:
 	VZEROUPPER
 	RET
@@ -254,3 +288,23 @@ n5done:
 	MOVSS X7, absMax+48(FP)
 	VZEROUPPER
 	RET
+
+// q4perm is quantize512's VPERMD index: output dword 4p+l from the packs'
+// dword 4l+p (vector p's lane l).
+DATA ·q4perm+0(SB)/4, $0
+DATA ·q4perm+4(SB)/4, $4
+DATA ·q4perm+8(SB)/4, $8
+DATA ·q4perm+12(SB)/4, $12
+DATA ·q4perm+16(SB)/4, $1
+DATA ·q4perm+20(SB)/4, $5
+DATA ·q4perm+24(SB)/4, $9
+DATA ·q4perm+28(SB)/4, $13
+DATA ·q4perm+32(SB)/4, $2
+DATA ·q4perm+36(SB)/4, $6
+DATA ·q4perm+40(SB)/4, $10
+DATA ·q4perm+44(SB)/4, $14
+DATA ·q4perm+48(SB)/4, $3
+DATA ·q4perm+52(SB)/4, $7
+DATA ·q4perm+56(SB)/4, $11
+DATA ·q4perm+60(SB)/4, $15
+GLOBL ·q4perm(SB), RODATA|NOPTR, $64

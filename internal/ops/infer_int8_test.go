@@ -225,6 +225,43 @@ func TestFMA32(t *testing.T) {
 	}
 }
 
+// TestQuantize16Clamp: the vector quantizer's bytes on values out of
+// range, at ±127.5 and ±128.5, ±Inf, NaN and beyond ±2³¹ after scaling,
+// in every position of a 64-value group: clamp(round(x·inv), −128, 127) +
+// 128, NaN to 0, as the single-vector loop and the Go form give.
+func TestQuantize16Clamp(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	special := []float32{127.5, 128.5, -127.5, -128.5, 126.5, -128.49, 300, -300, 3e9, -3e9,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, -0.5, 0.5}
+	ref := func(v, inv float32) uint8 {
+		y := v * inv
+		if y != y {
+			return 0
+		}
+		return uint8(math.Max(-128, math.Min(127, math.RoundToEven(float64(y)))) + 128)
+	}
+	for _, n := range []int{16, 48, 64, 80, 128, 384} {
+		x := randn(r, n, 100)
+		for i := range x {
+			if r.IntN(3) == 0 {
+				x[i] = special[r.IntN(len(special))]
+			}
+		}
+		for _, inv := range []float32{1, 0.37, 2} {
+			q := make([]uint8, n)
+			done := quantize16(q, x, inv)
+			if done == 0 {
+				t.Skip("no AVX-512 here")
+			}
+			for i := 0; i < done; i++ {
+				if want := ref(x[i], inv); q[i] != want {
+					t.Fatalf("n=%d inv %v: value %d (%v): %d, want %d", n, inv, i, x[i], q[i], want)
+				}
+			}
+		}
+	}
+}
+
 // naiveQuant is QuantizeLinear's definition: clamp(round-half-even(x/s)
 // + zp, 0, 255), x/s in float32.
 func naiveQuant(x, s float32, zp uint8) uint8 {
