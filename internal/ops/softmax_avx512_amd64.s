@@ -76,14 +76,8 @@
 	VMOVUPS Z2, K1, (DI); \
 	VADDPS  Z2, Z13, Z13; \
 	expred:; \
-	VEXTRACTF64X4 $1, Z13, Y0; \
-	VADDPS Y0, Y13, Y13; \
-	VEXTRACTF128 $1, Y13, X0; \
-	VADDPS X0, X13, X1; \
-	VPERMILPS $0x4e, X1, X0; \
-	VADDPS X0, X1, X1; \
-	VPERMILPS $0xb1, X1, X0; \
-	VADDPS X0, X1, X1;
+	HREDUCE(VADDPS, Z13, Y13, X13); \
+	VMOVAPS X13, X1;
 
 // func softmaxRow512(x, b *float32, n int, s float32, c *[inferConsts][8]float32) float32
 // t[i] = x[i]·s + b[i]·log2e (s: ExpScaled's scale·log2e), then x[i] =
