@@ -74,8 +74,6 @@ func skipAdd16(y, x, bias []float32) int {
 	return n
 }
 
-// rowSums16 sums rows (≤ 16) rows of y (stride C, C values each) as
-// rowSums does; false when it cannot.
 // rowSumsTransposed lets rowSums16 take sixteen whole rows by
 // transposition (a variable for the benchmark that compares it with the
 // gathers).
@@ -84,6 +82,8 @@ var rowSumsTransposed = true
 // rowSumsScratch holds the transposed rows: 16 values a column.
 var rowSumsScratch = sync.Pool{New: func() any { return new([]float32) }}
 
+// rowSums16 sums rows (≤ 16) rows of y (stride C, C values each) as
+// rowSums does; false when it cannot.
 func rowSums16(y []float32, rows, C int, sum, sq []float32) bool {
 	if !useInt8AVX512 || rows <= 0 || rows > 16 || C <= 0 {
 		return false

@@ -395,19 +395,16 @@ func (s *InferScratch) ScoresMax(m, n, k int, a []float32, lda int, b []float32,
 	s.grow(kern, k)
 	for i := 0; i < m; i += mr {
 		rows := min(mr, m-i)
-		ap, la := a[i*lda:], lda
-		if rows < mr {
-			ap, la = s.lastRows(mr, k, a[i*lda:], lda, rows), k
-		} else {
-			_ = a[(i+mr-1)*lda+k-1]
-		}
 		if rows == mr { // every panel in one call
-			scoresKernel(k, &ap[0], la, &b[0], ldb, &c[i*ldc], ldc, &bias[0], scale, &mx[i*16], n/nr)
+			_ = a[(i+mr-1)*lda+k-1]
+			scoresKernel(k, &a[i*lda], lda, &b[0], ldb, &c[i*ldc], ldc, &bias[0], scale, &mx[i*16], n/nr)
 			continue
 		}
+		// The last rows: copied, and C through a scratch tile.
+		ap := s.lastRows(mr, k, a[i*lda:], lda, rows)
 		for j := 0; j < n; j += nr {
 			t := s.c[:mr*nr]
-			scoresKernel(k, &ap[0], la, &b[j], ldb, &t[0], nr, &bias[j], scale, &mx[i*16], 1)
+			scoresKernel(k, &ap[0], k, &b[j], ldb, &t[0], nr, &bias[j], scale, &mx[i*16], 1)
 			for r := 0; r < rows; r++ {
 				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+nr], t[r*nr:r*nr+nr])
 			}

@@ -39,7 +39,7 @@ type i8kernel struct {
 	kalign int
 	// maxW is the largest |weight| the kernel sums exactly (127: any).
 	maxW int
-	// asm does nt tiles down the rows against one panel (run).
+	// asm does nt tiles down the rows against one panel (runTiles).
 	asm func(kg int, a *uint8, lda int, b *int8, c *float32, ldc int, corr *int32, colScale, rowScale, bias *float32, nt int)
 	// amx marks the AMX kernel, which does whole rows of 32 (rowsAMX).
 	amx bool
@@ -202,17 +202,20 @@ func (w *Int8Weight) rows(r0, r1 int, c []float32, ldc int, a []uint8, lda int, 
 			if bias != nil {
 				bp = bias[j0 : j0+nr]
 			}
-			for i := i0; i < i1; i += mr {
+			i := i0
+			if nt := (i1 - i0) / mr; cols == nr && nt > 0 { // the whole tiles, in one call
+				var rs []float32
+				if rowScale != nil {
+					rs = rowScale[i0:]
+				}
+				kern.runTiles(nt, kp, a[i0*lda:], lda, b, c[i0*ldc+j0:], ldc, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
+				i += nt * mr
+			}
+			for ; i < i1; i += mr {
 				rows := min(mr, i1-i)
 				var rs []float32
 				if rowScale != nil {
 					rs = rowScale[i:]
-				}
-				if rows == mr && cols == nr {
-					nt := (i1 - i) / mr // the whole tiles left, in one call
-					kern.runTiles(nt, kp, a[i*lda:], lda, b, c[i*ldc+j0:], ldc, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
-					i += (nt - 1) * mr
-					continue
 				}
 				// A partial tile: A's rows copied (the kernel reads mr rows),
 				// C through a scratch tile.
@@ -233,7 +236,7 @@ func (w *Int8Weight) rows(r0, r1 int, c []float32, ldc int, a []uint8, lda int, 
 					}
 				}
 				t := s.c[:mr*nr]
-				kern.run(kp, ap, la, b, t, nr, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
+				kern.runTiles(1, kp, ap, la, b, t, nr, corr[j0:j0+nr], cs[j0:j0+nr], rs, bp)
 				for r := 0; r < rows; r++ {
 					copy(c[(i+r)*ldc+j0:(i+r)*ldc+j0+cols], t[r*nr:r*nr+cols])
 				}
@@ -310,15 +313,10 @@ func (w *Int8Weight) rowsAMX(r0, r1 int, c []float32, ldc int, a []uint8, lda in
 	}
 }
 
-// run computes one mr×nr tile over kp (a multiple of 4) values of k; rs
-// (mr values) and bias (nr) may be nil.
-func (kn *i8kernel) run(kp int, a []uint8, lda int, b []int8, c []float32, ldc int, corr []int32, cs, rs, bias []float32) {
-	kn.runTiles(1, kp, a, lda, b, c, ldc, corr, cs, rs, bias)
-}
-
-// runTiles is run on nt ≥ 1 tiles down the rows (tile t: A's and C's rows
-// and rs from t·mr on), in one call of the assembly kernel where there is
-// one.
+// runTiles computes nt ≥ 1 mr×nr tiles down the rows over kp (a multiple
+// of 4) values of k (tile t: A's and C's rows and rs from t·mr on), in one
+// call of the assembly kernel where there is one; rs (nt·mr values) and
+// bias (nr) may be nil.
 func (kn *i8kernel) runTiles(nt, kp int, a []uint8, lda int, b []int8, c []float32, ldc int, corr []int32, cs, rs, bias []float32) {
 	mr, nr := kn.mr, kn.nr
 	// Bounds are checked here once; the kernels trust them.
