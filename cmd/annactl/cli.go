@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
@@ -173,6 +174,18 @@ func resolveModelDir(s string) string {
 		return d
 	}
 	return s
+}
+
+// modelDir is a model flag's value for a command about to load it: the
+// directory itself, or, for a name that resolved to nothing (modelDirValue
+// leaves it as given), installed.Resolve's error (where it looked, what is
+// installed, how to install it) rather than the loader's missing-manifest
+// one. A remote spec (URL#NAME) passes as it is.
+func modelDir(s string) (string, error) {
+	if encoder.IsRemote(s) {
+		return s, nil
+	}
+	return installed.Resolve(home.ModelsDir(), s)
 }
 
 // fusionFlags are the flags that say how the retrieval lists are fused.

@@ -97,6 +97,10 @@ func TestOneDefault(t *testing.T) {
 	if !errors.As(err, &oe) || !strings.Contains(err.Error(), filepath.Join(home.ModelsDir(), "no-such-model")) || !strings.Contains(err.Error(), "installed: ") {
 		t.Errorf("an unknown model name: %v, want an OptionError naming where it looked and what is installed", err)
 	}
+	// annactl embed refuses it the same way.
+	if r := annactl(t, "", "embed", "--model", "no-such-model"); r.code != 1 || !strings.Contains(r.stderr, filepath.Join(home.ModelsDir(), "no-such-model")) || !strings.Contains(r.stderr, "installed: ") {
+		t.Errorf("embed --model no-such-model: %v, want exit 1 naming where it looked and what is installed", r)
+	}
 
 	// annactl embed, no --model: the library's vectors.
 	texts := []string{"nearest neighbour graphs", "bread", "a longer text about how hierarchical navigable small world graphs are searched", "graphs"}

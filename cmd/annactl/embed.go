@@ -86,7 +86,11 @@ records until end of file, in input order. It is refused on a terminal.`,
 }
 
 func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer, fl embedFlags) error {
-	ort, err := encoder.Load(ctx, fl.model, encoder.Options{IntraOpThreads: fl.threads})
+	dir, err := modelDir(fl.model)
+	if err != nil {
+		return err
+	}
+	ort, err := encoder.Load(ctx, dir, encoder.Options{IntraOpThreads: fl.threads})
 	if err != nil {
 		return err
 	}

@@ -309,7 +309,11 @@ func (a *app) evalEngine(ctx context.Context, fl evalFlags) (eng *engine.Engine,
 		opts.EmbeddingCache = home.EmbeddingCacheDir()
 	}
 	if fl.reranker != "" {
-		rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
+		dir, err := modelDir(fl.reranker)
+		if err != nil {
+			return nil, "", closeAll, err
+		}
+		rr, err := rerank.Load(ctx, dir, rerank.Options{})
 		if err != nil {
 			return nil, "", closeAll, err
 		}

@@ -133,7 +133,10 @@ func pairEncoder(ctx context.Context, fl evalFlags) (enc encoder.Encoder, closeE
 	if fl.model == "" {
 		ort, err = encoder.Default(ctx)
 	} else {
-		ort, err = encoder.Load(ctx, fl.model, encoder.Options{})
+		var dir string
+		if dir, err = modelDir(fl.model); err == nil {
+			ort, err = encoder.Load(ctx, dir, encoder.Options{})
+		}
 	}
 	if err != nil {
 		return nil, nil, err

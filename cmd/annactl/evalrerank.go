@@ -39,7 +39,11 @@ func (a *app) evalRerankRun(ctx context.Context, dataset string, fl evalFlags) e
 	if err != nil {
 		return err
 	}
-	rr, err := rerank.Load(ctx, fl.reranker, rerank.Options{})
+	dir, err := modelDir(fl.reranker)
+	if err != nil {
+		return err
+	}
+	rr, err := rerank.Load(ctx, dir, rerank.Options{})
 	if err != nil {
 		return err
 	}

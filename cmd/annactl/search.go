@@ -231,7 +231,11 @@ func (a *app) searchReranker(ctx context.Context, o searchOptions) (*rerank.Mode
 	if reranker == "" {
 		return nil, nil
 	}
-	return rerank.Load(ctx, reranker, rerank.Options{})
+	dir, err := modelDir(reranker)
+	if err != nil {
+		return nil, err
+	}
+	return rerank.Load(ctx, dir, rerank.Options{})
 }
 
 // whereOps are the operators of --where, each before any that is a prefix

@@ -357,7 +357,11 @@ func (a *app) technique(ctx context.Context, f techniqueFlags) (m decoder.Method
 		return causal2vec.Method{EncoderName: filepath.Base(f.contextModel), Train: ct}, closeFn, nil
 	}
 	// The frozen small encoder, embeddings cached by its fingerprint.
-	ort, err := encoder.Load(ctx, f.contextModel, encoder.Options{})
+	dir, err := modelDir(f.contextModel)
+	if err != nil {
+		return nil, closeFn, fmt.Errorf("--context-model: %w", err)
+	}
+	ort, err := encoder.Load(ctx, dir, encoder.Options{})
 	if err != nil {
 		return nil, closeFn, fmt.Errorf("--context-model: %w", err)
 	}
