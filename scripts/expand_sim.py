@@ -1,6 +1,15 @@
 """Document expansion from dense neighbours, outside the engine (scripts/expand-sim.sh says what and why).
 
-expand: write a BEIR corpus whose texts gain each document's expansion words.
+expand: write a BEIR corpus whose texts gain each document's expansion words; --vectors takes one
+        annactl embed file, or several (comma-separated, one per model, the same documents in the same order),
+        whose cosines are averaged: the neighbours of every model the teacher has.
+prf:    dense pseudo-relevance feedback (Rocchio on vectors): each query's vector plus b times the mean of its
+        first k hits' vectors, k from the hybrid (DBSF) list of a BM25 run and the exact dense list, optionally
+        scaled by how much the two lists' top 10 agree; exact dense search over the first-window vectors of
+        annactl embed (so its dense lists are not annactl's, which takes each document's best window);
+        each BM25 run fused with the base and the fed-back dense lists.
+lists:  nDCG@10 of several runs fused by DBSF (each set of runs named by --fused "A+B"), against the first set.
+qprf:   query-side feedback for BM25: each query gains the m words weighing most in its first k hits of a run.
 fuse:   score annactl eval's TREC runs: BM25 of the base and of the expanded corpus, each fused with the
         base's dense run by DBSF as internal/fusion does it (mean ± 3σ, sample σ, unclamped, equal weights,
         the top 100 of each list), nDCG@10 as trec_eval's ndcg_cut.10.
@@ -38,14 +47,17 @@ def vectors(path):
 
 
 def expand(a):
-    ids, dv = vectors(a.vectors)
+    vs = [vectors(p) for p in a.vectors.split(",")]
+    ids = vs[0][0]
+    if any(i != ids for i, _ in vs[1:]):
+        raise SystemExit(f"{a.vectors}: the files hold other documents or another order")
     rows = {str(j["_id"]): j for j in map(json.loads, open(a.corpus))}
     dt = [collections.Counter(words((rows[i].get("title") or "") + " " + rows[i].get("text", ""))) for i in ids]
     df = collections.Counter()
     for d in dt:
         df.update(d.keys())
     idf = {t: math.log(len(ids) / n) for t, n in df.items()}
-    sim = dv @ dv.T
+    sim = sum(v @ v.T for _, v in vs) / len(vs)
     np.fill_diagonal(sim, -1)
     nb = np.argsort(-sim, axis=1)[:, :a.k]
     with open(a.out, "w") as f:
@@ -88,12 +100,94 @@ def dbsf(lists, k=100):
     return sorted(tot, key=lambda d: -tot[d])
 
 
-def fuse(a):
+def judged(path):
     qrels = collections.defaultdict(dict)
-    for line in list(open(a.qrels))[1:]:
+    for line in list(open(path))[1:]:
         q, d, s = line.split()[:3]
         if int(s) > 0:
             qrels[q][d] = int(s)
+    return qrels
+
+
+def prf(a):
+    ids, dv = vectors(a.vectors)
+    qids, qv = vectors(a.queries)
+    qrels = judged(a.qrels)
+    at = {q: n for n, q in enumerate(qids)}
+    pos = {d: n for n, d in enumerate(ids)}
+    qs = [q for q in qrels if q in at]
+    Q = qv[[at[q] for q in qs]]
+
+    def search(M):
+        S = M @ dv.T
+        top = np.argsort(-S, axis=1)[:, :100]
+        return [{ids[j]: float(S[r, j]) for j in top[r]} for r in range(len(qs))]
+
+    def ranked(h, n):
+        return sorted(h, key=lambda d: -h[d])[:n]
+
+    def mean(f):
+        return sum(f(r, q) for r, q in enumerate(qs)) / len(qs)
+
+    dense = search(Q)
+    for path in a.lexical:
+        lex = run(path)
+        name = path.rsplit("/", 1)[-1]
+        base = mean(lambda r, q: ndcg10(dbsf([lex.get(q, {}), dense[r]]), qrels[q]))
+        print(f"{a.name} {name}: {len(qs)} queries; exact dense {mean(lambda r, q: ndcg10(ranked(dense[r], 10), qrels[q])):.4f}, hybrid {base:.4f}")
+        for k in a.k:
+            for b in a.b:
+                for agree in (False, True):
+                    fb = []
+                    for r, q in enumerate(qs):
+                        first = dbsf([lex.get(q, {}), dense[r]])[:k]
+                        w = len(set(ranked(lex.get(q, {}), 10)) & set(ranked(dense[r], 10))) / 10 if agree else 1
+                        fb.append(b * w * dv[[pos[d] for d in first]].mean(axis=0))
+                    M = Q + np.array(fb)
+                    M /= np.linalg.norm(M, axis=1, keepdims=True)
+                    d2 = search(M)
+                    dn = mean(lambda r, q: ndcg10(ranked(d2[r], 10), qrels[q]))
+                    hy = mean(lambda r, q: ndcg10(dbsf([lex.get(q, {}), d2[r]]), qrels[q]))
+                    print(f"  k {k}, b {b}{', agreement-scaled' if agree else ''}: dense {dn:.4f}, hybrid {hy:.4f} ({hy - base:+.4f})")
+
+
+def lists(a):
+    qrels = judged(a.qrels)
+    runs = {p: run(p) for combo in a.fused for p in combo.split("+")}
+    qs = [q for q in qrels if any(q in r for r in runs.values())]
+    base = None
+    for combo in a.fused:
+        rs = [runs[p] for p in combo.split("+")]
+        v = sum(ndcg10(dbsf([r.get(q, {}) for r in rs]), qrels[q]) for q in qs) / len(qs)
+        base = v if base is None else base
+        print(f"{a.name}: {' + '.join(p.rsplit('/', 1)[-1] for p in combo.split('+'))}: {v:.4f} ({v - base:+.4f})")
+
+
+def qprf(a):
+    rows = {str(j["_id"]): j for j in map(json.loads, open(a.corpus))}
+    dt = {i: collections.Counter(words((r.get("title") or "") + " " + r.get("text", ""))) for i, r in rows.items()}
+    df = collections.Counter()
+    for d in dt.values():
+        df.update(d.keys())
+    idf = {t: math.log(len(dt) / n) for t, n in df.items()}
+    r = run(a.run)
+    with open(a.out, "w") as f:
+        for q in map(json.loads, open(a.queries)):
+            hits = r.get(str(q["_id"]), {})
+            have = set(words(q["text"]))
+            cand = collections.defaultdict(float)
+            for d in sorted(hits, key=lambda d: -hits[d])[:a.k]:
+                n = sum(dt[d].values()) or 1
+                for t, tf in dt[d].items():
+                    if t not in have:
+                        cand[t] += tf / n * idf[t]
+            q = dict(q)
+            q["text"] += " " + " ".join(sorted(cand, key=lambda t: (-cand[t], t))[:a.m])
+            f.write(json.dumps(q) + "\n")
+
+
+def fuse(a):
+    qrels = judged(a.qrels)
     dense, lex = run(a.dense), run(a.lexical)
     qs = [q for q in qrels if q in dense]
 
@@ -123,6 +217,25 @@ def main():
     e.add_argument("--k", type=int, default=3)
     e.add_argument("--m", type=int, default=10)
     e.add_argument("--out", required=True)
+    p = sub.add_parser("prf")
+    p.add_argument("--name", required=True)
+    p.add_argument("--qrels", required=True)
+    p.add_argument("--vectors", required=True)
+    p.add_argument("--queries", required=True)
+    p.add_argument("--k", type=int, nargs="+", default=[3])
+    p.add_argument("--b", type=float, nargs="+", default=[0.5, 1.0])
+    p.add_argument("lexical", nargs="+")
+    l = sub.add_parser("lists")
+    l.add_argument("--name", required=True)
+    l.add_argument("--qrels", required=True)
+    l.add_argument("fused", nargs="+", help="RUN+RUN[+RUN...]: one fused set of runs; the first is the base")
+    r = sub.add_parser("qprf")
+    r.add_argument("--corpus", required=True)
+    r.add_argument("--queries", required=True)
+    r.add_argument("--run", required=True)
+    r.add_argument("--k", type=int, default=3)
+    r.add_argument("--m", type=int, default=10)
+    r.add_argument("--out", required=True)
     f = sub.add_parser("fuse")
     f.add_argument("--name", required=True)
     f.add_argument("--qrels", required=True)
@@ -130,7 +243,7 @@ def main():
     f.add_argument("--lexical", required=True)
     f.add_argument("expanded", nargs="*")
     a = ap.parse_args()
-    expand(a) if a.cmd == "expand" else fuse(a)
+    {"expand": expand, "prf": prf, "lists": lists, "qprf": qprf, "fuse": fuse}[a.cmd](a)
 
 
 if __name__ == "__main__":
