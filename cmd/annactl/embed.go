@@ -58,6 +58,12 @@ records until end of file, in input order. It is refused on a terminal.`,
 			if fl.instruction != "" && !fl.asQuery {
 				return usageErrorf("--instruction applies to queries: add --query")
 			}
+			// The model named before any input is read or output made.
+			dir, err := modelDir(fl.model)
+			if err != nil {
+				return err
+			}
+			fl.model = dir
 			in, name, closeIn, err := a.openInput(fl.input, args)
 			if err != nil {
 				return err
@@ -86,11 +92,7 @@ records until end of file, in input order. It is refused on a terminal.`,
 }
 
 func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer, fl embedFlags) error {
-	dir, err := modelDir(fl.model)
-	if err != nil {
-		return err
-	}
-	ort, err := encoder.Load(ctx, dir, encoder.Options{IntraOpThreads: fl.threads})
+	ort, err := encoder.Load(ctx, fl.model, encoder.Options{IntraOpThreads: fl.threads})
 	if err != nil {
 		return err
 	}
