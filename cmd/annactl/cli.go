@@ -13,6 +13,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/home"
 	"github.com/anna-search/anna/internal/model/installed"
+	"github.com/anna-search/anna/model/catalog"
 )
 
 // requireFlags fails with a usage error naming the first of names not given.
@@ -186,6 +187,22 @@ func modelDir(s string) (string, error) {
 		return s, nil
 	}
 	return installed.Resolve(home.ModelsDir(), s)
+}
+
+// int8DefaultNames lists the catalogue's models indexed in their int8 form
+// unless float32 is asked for (catalog.Entry.Int8Default), for --precision's
+// help: "a, b and c".
+func int8DefaultNames() string {
+	var names []string
+	for _, e := range catalog.Entries() {
+		if e.Int8Default {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // fusionFlags are the flags that say how the retrieval lists are fused.

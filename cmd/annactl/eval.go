@@ -122,7 +122,7 @@ func (fl *evalFlags) register(cmd *cobra.Command) {
 	f.StringVar(&fl.split, "split", "", "split: qrels/SPLIT.tsv (default test), or SPLIT.jsonl for --task sts and pairclass (default test, else test_annotated)")
 	indexFlag(cmd, &fl.dir, "anna directory `DIR` to index into and keep (default: a temporary one)")
 	modelVar(f, &fl.model, "model", "", "model directory `DIR` (default: the model recorded in --index, else the installed default)")
-	f.StringVar(&fl.precision, "precision", "", "the model's weights when the corpus is indexed anew, as annactl index --precision: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5) or float32 (the default for every other model)")
+	f.StringVar(&fl.precision, "precision", "", "the model's weights when the corpus is indexed anew, as annactl index --precision: int8 (the default for "+int8DefaultNames()+") or float32 (the default for every other model)")
 	modelVar(f, &fl.reranker, "reranker", "", "cross-encoder model directory `DIR`: adds the rerank modes")
 	f.IntVar(&fl.rerankDepth, "rerank-depth", 100, "candidates the cross-encoder rescores")
 	f.StringVar(&fl.modes, "modes", "", "comma-separated subset of lexical,dense,hybrid,lexical+rerank,hybrid+rerank,lexical+rerank+rrf,hybrid+rerank+rrf (+rrf: the reranked list fused with the retrieval lists by RRF; default: all that apply)")

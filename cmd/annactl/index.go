@@ -124,7 +124,7 @@ func (o *indexOptions) register(cmd *cobra.Command) {
 	indexFlag(cmd, &o.dir, "anna directory `DIR` (created if missing)")
 	f.StringVar(&o.input, "input", "", "documents to add: JSON lines `FILE` (- for stdin); or give FILE as the argument")
 	modelVar(f, &o.model, "model", "", "model directory `DIR` (default: the one recorded in the index, else the installed default); or URL#NAME, a model another server runs behind an OpenAI-compatible /v1/embeddings (TEI, Ollama, llama.cpp, another annactl serve; key in $ANNA_MODEL_API_KEY)")
-	f.StringVar(&o.precision, "precision", "", "the model's weights for a new index: int8 (the default for all-MiniLM-L6-v2 and bge-small-en-v1.5, measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
+	f.StringVar(&o.precision, "precision", "", "the model's weights for a new index: int8 (the default for "+int8DefaultNames()+", measured within 0.005 SciFact nDCG@10 of float32 at about 2x the speed; NAME-int8 is installed beside NAME when missing) or float32 (the default for every other model); the index records the model, and reindex changes it")
 	f.StringVar(&o.language, "language", "", "the language of the documents that name none (an ISO 639-1 `CODE`: en, de, zh...; default: detected in each document)")
 	f.IntVar(&o.batch, "batch", 256, "documents embedded and committed together")
 	f.BoolVar(&o.skipBad, "skip-bad", false, "skip malformed lines (counted) instead of stopping")
