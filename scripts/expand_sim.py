@@ -8,7 +8,8 @@ prf:    dense pseudo-relevance feedback (Rocchio on vectors): each query's vecto
         scaled by how much the two lists' top 10 agree; exact dense search over the first-window vectors of
         annactl embed (so its dense lists are not annactl's, which takes each document's best window);
         each BM25 run fused with the base and the fed-back dense lists.
-lists:  nDCG@10 of several runs fused by DBSF (each set of runs named by --fused "A+B"), against the first set.
+lists:  nDCG@10 of several runs fused by DBSF (each set of runs "A+B" an argument), against the first set;
+        --weights weighs the lists of each set with as many runs (adapt's calibrated teacher weights, teacher.json).
 qprf:   query-side feedback for BM25: each query gains the m words weighing most in its first k hits of a run.
 fuse:   score annactl eval's TREC runs: BM25 of the base and of the expanded corpus, each fused with the
         base's dense run by DBSF as internal/fusion does it (mean ± 3σ, sample σ, unclamped, equal weights,
@@ -89,14 +90,15 @@ def ndcg10(rank, rel):
     return dcg / idcg if idcg else 0
 
 
-def dbsf(lists, k=100):
+def dbsf(lists, k=100, weights=None):
     tot = collections.defaultdict(float)
-    for hits in lists:
+    for i, hits in enumerate(lists):
+        w = weights[i] if weights else 1
         top = sorted(hits.items(), key=lambda x: -x[1])[:k]
         v = np.array([s for _, s in top])
         sd = v.std(ddof=1) if len(v) > 1 else 0
         for d, x in top:
-            tot[d] += (x - (v.mean() - 3 * sd)) / (6 * sd) if sd > 0 else 0.5
+            tot[d] += w * ((x - (v.mean() - 3 * sd)) / (6 * sd) if sd > 0 else 0.5)
     return sorted(tot, key=lambda d: -tot[d])
 
 
@@ -158,7 +160,8 @@ def lists(a):
     base = None
     for combo in a.fused:
         rs = [runs[p] for p in combo.split("+")]
-        v = sum(ndcg10(dbsf([r.get(q, {}) for r in rs]), qrels[q]) for q in qs) / len(qs)
+        ws = [float(w) for w in a.weights.split(",")] if a.weights and len(a.weights.split(",")) == len(rs) else None
+        v = sum(ndcg10(dbsf([r.get(q, {}) for r in rs], weights=ws), qrels[q]) for q in qs) / len(qs)
         base = v if base is None else base
         print(f"{a.name}: {' + '.join(p.rsplit('/', 1)[-1] for p in combo.split('+'))}: {v:.4f} ({v - base:+.4f})")
 
@@ -228,6 +231,7 @@ def main():
     l = sub.add_parser("lists")
     l.add_argument("--name", required=True)
     l.add_argument("--qrels", required=True)
+    l.add_argument("--weights", default="", help="W,W,...: weights of the lists of every fused set with as many runs (DBSF weighted)")
     l.add_argument("fused", nargs="+", help="RUN+RUN[+RUN...]: one fused set of runs; the first is the base")
     r = sub.add_parser("qprf")
     r.add_argument("--corpus", required=True)

@@ -57,9 +57,8 @@ weight-space ensemble), at the length the index's model is served at: of twelve
 measured students over four collections eleven then gained dense nDCG@10; the
 twelfth, SciFact's from generated queries alone, lost 0.009 (docs/results/adapt.md).
 Hybrid search, BM25 fused with that dense list, moves much less: with no query
-log, -0.0017 nDCG@10 on average over SciFact, Cranfield, CISI and CACM (the
-teacher's own models, fused with BM25 at query time, lift it +0.0057); a query
-log lifted it +0.0002 to +0.0092 on the same four.
+log, -0.0017 nDCG@10 on average over SciFact, Cranfield, CISI and CACM; a
+query log lifted it +0.0002 to +0.0092 on the same four.
 
 Every stage is recorded in --work; run the same command again after Ctrl-C or a
 kill to continue where it stopped (generated queries are kept as they are
