@@ -191,7 +191,7 @@ func modelDir(s string) (string, error) {
 
 // int8DefaultNames lists the catalogue's models indexed in their int8 form
 // unless float32 is asked for (catalog.Entry.Int8Default), for --precision's
-// help: "a, b and c".
+// help.
 func int8DefaultNames() string {
 	var names []string
 	for _, e := range catalog.Entries() {
@@ -199,10 +199,7 @@ func int8DefaultNames() string {
 			names = append(names, e.Name)
 		}
 	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return strings.Join(names, ", ")
 }
 
 // fusionFlags are the flags that say how the retrieval lists are fused.

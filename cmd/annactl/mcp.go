@@ -104,6 +104,11 @@ func (nopWriteCloser) Close() error { return nil }
 // fusion is how it was measured to help (fused with the retrieval lists,
 // or alone).
 func loadReranker(ctx context.Context, name string, logf func(string, ...any)) (rr *rerank.Model, fusion bool, err error) {
+	if name != "" {
+		if name, err = modelDir(name); err != nil { // an unknown name: what is installed
+			return nil, false, err
+		}
+	}
 	rr, name, fusion, err = rerank.Choose(ctx, name, rerank.Options{})
 	if rr != nil {
 		logf("reranking with %s", name)
