@@ -47,17 +47,23 @@ def vectors(path):
     return ids, v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def corpus_terms(rows, ids):
+    """Each document's word counts (title and text) and the words' idf over the documents ids."""
+    dt = {i: collections.Counter(words((rows[i].get("title") or "") + " " + rows[i].get("text", ""))) for i in ids}
+    df = collections.Counter()
+    for d in dt.values():
+        df.update(d.keys())
+    return dt, {t: math.log(len(dt) / n) for t, n in df.items()}
+
+
 def expand(a):
     vs = [vectors(p) for p in a.vectors.split(",")]
     ids = vs[0][0]
     if any(i != ids for i, _ in vs[1:]):
         raise SystemExit(f"{a.vectors}: the files hold other documents or another order")
     rows = {str(j["_id"]): j for j in map(json.loads, open(a.corpus))}
-    dt = [collections.Counter(words((rows[i].get("title") or "") + " " + rows[i].get("text", ""))) for i in ids]
-    df = collections.Counter()
-    for d in dt:
-        df.update(d.keys())
-    idf = {t: math.log(len(ids) / n) for t, n in df.items()}
+    byid, idf = corpus_terms(rows, ids)
+    dt = [byid[i] for i in ids]
     sim = sum(v @ v.T for _, v in vs) / len(vs)
     np.fill_diagonal(sim, -1)
     nb = np.argsort(-sim, axis=1)[:, :a.k]
@@ -168,11 +174,7 @@ def lists(a):
 
 def qprf(a):
     rows = {str(j["_id"]): j for j in map(json.loads, open(a.corpus))}
-    dt = {i: collections.Counter(words((r.get("title") or "") + " " + r.get("text", ""))) for i, r in rows.items()}
-    df = collections.Counter()
-    for d in dt.values():
-        df.update(d.keys())
-    idf = {t: math.log(len(dt) / n) for t, n in df.items()}
+    dt, idf = corpus_terms(rows, rows)
     r = run(a.run)
     with open(a.out, "w") as f:
         for q in map(json.loads, open(a.queries)):
