@@ -46,6 +46,12 @@
 // the BERT run and the length-sorted batching are internal/inference's, shared
 // with package rerank.
 //
+// Ensemble (Open on a directory whose manifest has architecture
+// "ensemble": `annactl adapt --serve ensemble` writes one) embeds with
+// several installed models at once, one joined vector whose cosine is the
+// weighted mean of theirs; each part is a Model with the invariants above,
+// so an ensemble's vector is its own too.
+//
 // RemoteEncoder (Open or OpenRemote with "URL#NAME") embeds with a model
 // another server runs, through its OpenAI-compatible /v1/embeddings; its
 // invariants are on its type.

@@ -123,6 +123,9 @@ func Default(ctx context.Context) (*Model, error) {
 // damaged model.onnx, say).
 func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
+	if IsEnsemble(modelDir) {
+		return nil, fmt.Errorf("encoder: %s is an ensemble of models: open it with encoder.Open (or LoadEnsemble)", modelDir)
+	}
 	m, err := inference.Open(ctx, modelDir, spec, inference.Options(opts))
 	if err != nil {
 		return nil, err

@@ -106,12 +106,15 @@ type Closer interface {
 	Close() error
 }
 
-// Open loads the model spec names: a model directory (Load, with opts),
-// or a model another server runs, "URL#NAME" (OpenRemote, with $ANNA_MODEL_API_KEY).
+// Open loads the model spec names: a model directory (Load, with opts; an
+// ensemble's, LoadEnsemble), or a model another server runs, "URL#NAME" (OpenRemote, with $ANNA_MODEL_API_KEY).
 func Open(ctx context.Context, spec string, opts Options) (Closer, error) {
 	ctx = safe.Ctx(ctx)
 	if IsRemote(spec) {
 		return OpenRemote(ctx, spec, RemoteOptions{})
+	}
+	if IsEnsemble(spec) {
+		return LoadEnsemble(ctx, spec, opts)
 	}
 	return Load(ctx, spec, opts)
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/anna-search/anna/hint"
@@ -146,6 +148,76 @@ type Manifest struct {
 	// trained on, ["*"] for a multilingual one; none recorded: see
 	// ModelLanguages.
 	Languages []string `json:"languages,omitempty"`
+	// Ensemble lists the embedding models an ensemble (architecture
+	// ArchEnsemble) joins; nil for every other model.
+	Ensemble *Ensemble `json:"ensemble,omitempty"`
+}
+
+// ArchEnsemble is the architecture of an ensemble: a directory holding only
+// its manifest, whose vector of a text is its parts' unit vectors of it,
+// each scaled by the square root of its weight, joined and normalised, so
+// that the cosine of two of its vectors is the weighted mean of the parts'
+// cosines, Σ wᵢ·cosᵢ / Σ wᵢ. `annactl adapt --serve ensemble` writes one
+// with the weights its calibrated teacher gives each model.
+const ArchEnsemble = "ensemble"
+
+// Ensemble is an ensemble's parts, in the order their values are joined.
+type Ensemble struct {
+	Parts []EnsemblePart `json:"parts"`
+}
+
+// EnsemblePart is one model of an ensemble: an anna model directory (Path,
+// else the installed model Name) whose fingerprint must be Fingerprint and
+// whose vectors have Dim values, weighted by Weight (> 0).
+type EnsemblePart struct {
+	Name        string  `json:"name"`
+	Path        string  `json:"path,omitempty"`
+	Fingerprint string  `json:"fingerprint"`
+	Dim         int     `json:"dim"`
+	Weight      float64 `json:"weight"`
+}
+
+// EnsembleFingerprint is the fingerprint of an ensemble of parts: their
+// fingerprints and weights, in order (names and paths do not change a
+// vector).
+func EnsembleFingerprint(parts []EnsemblePart) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "anna-ensemble")
+	for _, p := range parts {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%s", p.Fingerprint, p.Dim, strconv.FormatFloat(p.Weight, 'g', -1, 64))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// validateEnsemble checks an ensemble's manifest: its parts, its width
+// (theirs summed) and its fingerprint (theirs and the weights).
+func (m *Manifest) validateEnsemble() error {
+	if m.Task != TaskEmbed {
+		return fmt.Errorf("field task: an ensemble embeds (task embed), got %q", m.Task)
+	}
+	if m.Ensemble == nil || len(m.Ensemble.Parts) == 0 {
+		return fmt.Errorf("field ensemble: an ensemble lists its parts")
+	}
+	dim := 0
+	for i, p := range m.Ensemble.Parts {
+		if p.Name == "" || p.Dim <= 0 || len(p.Fingerprint) != 64 {
+			return fmt.Errorf("field ensemble.parts[%d]: name %q, dim %d, fingerprint %q (want all set)", i, p.Name, p.Dim, p.Fingerprint)
+		}
+		if !(p.Weight > 0) || math.IsInf(p.Weight, 0) {
+			return fmt.Errorf("field ensemble.parts[%d].weight: %v (want a positive number)", i, p.Weight)
+		}
+		dim += p.Dim
+	}
+	if m.Dim != dim {
+		return fmt.Errorf("field dim: %d, but the parts' dims add up to %d", m.Dim, dim)
+	}
+	if fp := EnsembleFingerprint(m.Ensemble.Parts); m.Fingerprint != fp {
+		return fmt.Errorf("field fingerprint: %.12s, but the parts and weights give %.12s", m.Fingerprint, fp)
+	}
+	if m.MaxLength <= 0 {
+		return fmt.Errorf("field max_length must be positive, got %d", m.MaxLength)
+	}
+	return nil
 }
 
 // MemoryTokens lay out an AutoRegEmbed model's input as its trainer does:
@@ -248,6 +320,10 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 // Validate checks the fields the encoder and reranker rely on.
 func (m *Manifest) Validate() error {
 	switch {
+	case m.Architecture == ArchEnsemble:
+		return m.validateEnsemble()
+	case m.Ensemble != nil:
+		return fmt.Errorf("field ensemble: only an ensemble (architecture %s) lists parts, not architecture %s", ArchEnsemble, m.Architecture)
 	case m.Architecture == "bert" || m.Architecture == "roberta" || m.Architecture == "xlm-roberta":
 		if m.PairPrompt != nil {
 			return fmt.Errorf("field pair_prompt: a decoder reranker's prompt, not used by architecture %s", m.Architecture)
@@ -265,7 +341,7 @@ func (m *Manifest) Validate() error {
 			}
 		}
 	default:
-		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral, qwen2 or qwen3)", m.Architecture)
+		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral, qwen2, qwen3 or ensemble)", m.Architecture)
 	}
 	switch m.Task {
 	case TaskEmbed:

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +145,39 @@ func TestWriteSentenceTransformers(t *testing.T) {
 	}
 	if err := WriteSentenceTransformers(t.TempDir(), STSettings{Pooling: "max"}, 384); err == nil || !strings.Contains(err.Error(), `"max"`) {
 		t.Errorf("max pooling: %v", err)
+	}
+}
+
+// TestEnsembleManifest: an ensemble's manifest holds when its width is its
+// parts' and its fingerprint theirs and their weights; each broken field
+// is named.
+func TestEnsembleManifest(t *testing.T) {
+	fp := strings.Repeat("ab", 32)
+	good := func() *Manifest {
+		parts := []EnsemblePart{{Name: "a", Fingerprint: fp, Dim: 4, Weight: 1}, {Name: "b", Fingerprint: strings.Repeat("cd", 32), Dim: 2, Weight: 2.5}}
+		return &Manifest{Name: "e", Architecture: ArchEnsemble, Task: TaskEmbed, Dim: 6, MaxLength: 256, Normalize: true,
+			Ensemble: &Ensemble{Parts: parts}, Fingerprint: EnsembleFingerprint(parts)}
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		field  string
+		change func(*Manifest)
+	}{
+		{"dim", func(m *Manifest) { m.Dim = 5 }},
+		{"fingerprint", func(m *Manifest) { m.Ensemble.Parts[1].Weight = 3 }},
+		{"weight", func(m *Manifest) { m.Ensemble.Parts[0].Weight = 0 }},
+		{"weight", func(m *Manifest) { m.Ensemble.Parts[0].Weight = math.NaN() }},
+		{"parts[1]", func(m *Manifest) { m.Ensemble.Parts[1].Fingerprint = "" }},
+		{"ensemble", func(m *Manifest) { m.Ensemble = nil }},
+		{"task", func(m *Manifest) { m.Task = TaskRerank }},
+		{"ensemble", func(m *Manifest) { m.Architecture = "bert"; m.Pooling = PoolingMean }},
+	} {
+		m := good()
+		c.change(m)
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s broken: %v", c.field, err)
+		}
 	}
 }

@@ -13,7 +13,11 @@
 #      default ../shared/datasets), NAME (the variant's name, default all),
 #      ADAPT_ARGS (more annactl adapt flags, e.g. "--negatives-from lexical"),
 #      STEPS (per set: "cranfield=60 cisi=60 cacm=60 scifact=120" by default),
-#      ANNACTL (default bin/annactl).
+#      INDEX_ARGS (the base index's model flags, default "--precision float32
+#      --model all-MiniLM-L6-v2"; "--model all-MiniLM-L6-v2-int8" for the default
+#      model), ANNACTL (default bin/annactl).
+# The ensemble (adapt --serve ensemble):
+#   INDEX_ARGS="--model all-MiniLM-L6-v2-int8" NAME=ensemble ADAPT_ARGS="--serve ensemble" scripts/adapt-hybrid.sh OUT
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=${ANNACTL:-$ROOT/bin/annactl}
@@ -21,28 +25,31 @@ DATA=${DATA:-$ROOT/../shared/datasets}
 SETS=${SETS:-cranfield cisi cacm scifact}
 NAME=${NAME:-all}
 STEPS=${STEPS:-cranfield=60 cisi=60 cacm=60 scifact=120}
+INDEX_ARGS=${INDEX_ARGS:---precision float32 --model all-MiniLM-L6-v2}
 OUT=${1:?usage: scripts/adapt-hybrid.sh OUT_DIR}
 mkdir -p "$OUT"
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
+split_of() { if [ -f "$DATA/$1/qrels/test.tsv" ]; then echo test; else echo dev; fi; } # squad2-dev-half: dev
 steps_of() { for kv in $STEPS; do [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }; done; echo 60; }
 
 for set in $SETS; do
 	W=$OUT/$set
 	mkdir -p "$W"
 	if [ ! -f "$W/idx.done" ]; then
-		step "$set: index with all-MiniLM-L6-v2 (float32)"
-		"$A" index --cache --precision float32 --model all-MiniLM-L6-v2 --index "$W/idx" "$DATA/$set/corpus.jsonl"
+		step "$set: index ($INDEX_ARGS)"
+		# shellcheck disable=SC2086
+		"$A" index --cache $INDEX_ARGS --index "$W/idx" "$DATA/$set/corpus.jsonl"
 		touch "$W/idx.done"
 	fi
 	if [ ! -s "$W/before.json" ]; then
 		step "$set: evaluate the base (its own fusion: the default)"
-		"$A" eval "$DATA/$set" --split test --index "$W/idx" --modes lexical,dense,hybrid --json >"$W/before.json.tmp"
+		"$A" eval "$DATA/$set" --split "$(split_of "$set")" --index "$W/idx" --modes lexical,dense,hybrid --json >"$W/before.json.tmp"
 		mv "$W/before.json.tmp" "$W/before.json"
 	fi
 	for f in rrf minmax dbsf; do
 		if [ ! -s "$W/before-$f.json" ]; then
 			step "$set: evaluate the base, hybrid by $f"
-			"$A" eval "$DATA/$set" --split test --index "$W/idx" --modes lexical,dense,hybrid --fusion "$f" --json >"$W/before-$f.json.tmp"
+			"$A" eval "$DATA/$set" --split "$(split_of "$set")" --index "$W/idx" --modes lexical,dense,hybrid --fusion "$f" --json >"$W/before-$f.json.tmp"
 			mv "$W/before-$f.json.tmp" "$W/before-$f.json"
 		fi
 	done
@@ -68,13 +75,13 @@ for set in $SETS; do
 	fi
 	if [ ! -s "$V/after.json" ]; then
 		step "$set: evaluate the adapted index (its own fusion)"
-		"$A" eval "$DATA/$set" --split test --index "$V/idx" --modes lexical,dense,hybrid --json >"$V/after.json.tmp"
+		"$A" eval "$DATA/$set" --split "$(split_of "$set")" --index "$V/idx" --modes lexical,dense,hybrid --json >"$V/after.json.tmp"
 		mv "$V/after.json.tmp" "$V/after.json"
 	fi
 	for f in rrf minmax dbsf; do
 		if [ ! -s "$V/after-$f.json" ]; then
 			step "$set: evaluate the adapted index, hybrid by $f"
-			"$A" eval "$DATA/$set" --split test --index "$V/idx" --modes hybrid --fusion "$f" --json >"$V/after-$f.json.tmp"
+			"$A" eval "$DATA/$set" --split "$(split_of "$set")" --index "$V/idx" --modes hybrid --fusion "$f" --json >"$V/after-$f.json.tmp"
 			mv "$V/after-$f.json.tmp" "$V/after-$f.json"
 		fi
 	done

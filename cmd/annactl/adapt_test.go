@@ -105,4 +105,23 @@ func TestAdaptCommand(t *testing.T) {
 	if st, _ := statsOf(t, idx); st.ModelName != "adapted-int8" || st.Precision != "int8" {
 		t.Fatalf("after adapt the index's model is %q at %q; want adapted-int8 at int8", st.ModelName, st.Precision)
 	}
+
+	// --serve ensemble: the index's model and the teacher model (its int8
+	// form, for an int8 index) served as one, kept under the models folder.
+	if r := annactl(t, "", append(tiny, "--serve", "bogus")...); r.code != 2 || !strings.Contains(r.stderr, "--serve") {
+		t.Fatalf("--serve bogus: %s", r)
+	}
+	if r := annactl(t, "", append(tiny, "--serve", "ensemble", "--teacher-model", "none")...); r.code != 2 || !strings.Contains(r.stderr, "--serve ensemble joins the teacher models") {
+		t.Fatalf("--serve ensemble without a teacher model: %s", r)
+	}
+	r = mustRun(t, "adapt", "--index", idx, "--work", filepath.Join(tmp, "w3"), "--serve", "ensemble", "--teacher-model", home.DefaultModelName)
+	if !strings.Contains(r.stdout, "ensemble: ") || !strings.Contains(r.stdout, "not checked on held-out queries") || strings.Contains(r.stdout, "examples mined") {
+		t.Fatalf("adapt --serve ensemble: %s", r)
+	}
+	if st, _ := statsOf(t, idx); st.ModelName != "ensemble" || st.Dim != mc.HiddenSize+384 {
+		t.Fatalf("after --serve ensemble the index's model is %q of dim %d; want the ensemble of the student (%d) and MiniLM (384)", st.ModelName, st.Dim, mc.HiddenSize)
+	}
+	if r := mustRun(t, "models", "list"); !strings.Contains(r.stdout, "of adapted-int8 × ") || !strings.Contains(r.stdout, home.DefaultModelName+"-int8 × ") {
+		t.Fatalf("models list after --serve ensemble: %s", r)
+	}
 }

@@ -92,7 +92,7 @@ records until end of file, in input order. It is refused on a terminal.`,
 }
 
 func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer, fl embedFlags) error {
-	ort, err := encoder.Load(ctx, fl.model, encoder.Options{IntraOpThreads: fl.threads})
+	ort, err := encoder.Open(ctx, fl.model, encoder.Options{IntraOpThreads: fl.threads}) // a model directory or an ensemble's
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,11 @@ func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer,
 
 	out := bufio.NewWriterSize(w, 1<<16)
 	if fl.format == "binary" {
-		if err := writeEmbedHeader(out, enc.Dim(), ort.Manifest().Normalize); err != nil {
+		normalized := true // an ensemble's vectors are
+		if m, ok := ort.(*encoder.Model); ok {
+			normalized = m.Manifest().Normalize
+		}
+		if err := writeEmbedHeader(out, enc.Dim(), normalized); err != nil {
 			return err
 		}
 	}

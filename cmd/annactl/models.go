@@ -284,7 +284,18 @@ func (a *app) modelsListCommand() *cobra.Command {
 				if q == "" {
 					q = "float32"
 				}
-				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.Name, m.Task, m.Dim, m.MaxLength, m.Pooling, q, m.ShortFingerprint())
+				pooling := m.Pooling
+				if m.Ensemble != nil {
+					pooling, q = model.ArchEnsemble, "-"
+				}
+				fmt.Fprintf(a.stdout, "  %-26s %-6s dim %-5d max %-4d %-9s %-7s fingerprint %s\n", im.Name, m.Task, m.Dim, m.MaxLength, pooling, q, m.ShortFingerprint())
+				if m.Ensemble != nil {
+					var ps []string
+					for _, p := range m.Ensemble.Parts {
+						ps = append(ps, fmt.Sprintf("%s × %.3g", p.Name, p.Weight))
+					}
+					fmt.Fprintf(a.stdout, "  %-26s of %s\n", "", strings.Join(ps, ", "))
+				}
 				if m.Task == model.TaskRerank {
 					fmt.Fprintf(a.stdout, "  %-26s %s\n", "", m.Verdict())
 				}

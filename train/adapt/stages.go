@@ -275,11 +275,32 @@ func readLog(path string) ([]string, error) {
 // embedCost is the measured time to embed one document with the index's
 // model (up to 8 embedded, the first call's warm-up left out); 0 when it
 // cannot be measured.
+//
+// Serving the ensemble, it is the time to embed one with every model of
+// the ensemble: the index's and each teacher model's, measured alike.
 func (r *run) embedCost(ctx context.Context, eng *engine.Engine, ids []string) time.Duration {
 	enc, err := eng.Teacher().LoadEncoder(ctx)
 	if err != nil {
 		return 0
 	}
+	per := docCost(ctx, eng, enc, ids)
+	if r.cfg.Serve == ServeEnsemble && per > 0 {
+		for _, dir := range r.cfg.TeacherModels {
+			t, err := encoder.Load(ctx, dir, encoder.Options{})
+			if err != nil {
+				return 0
+			}
+			per += docCost(ctx, eng, t, ids)
+			t.Close()
+		}
+	}
+	return per
+}
+
+// docCost is the measured time to embed one of the index's documents with
+// enc (up to 8 embedded, the first call's warm-up left out); 0 when it
+// cannot be measured.
+func docCost(ctx context.Context, eng *engine.Engine, enc encoder.Encoder, ids []string) time.Duration {
 	docs, err := eng.Get(ctx, ids[:min(9, len(ids))]...)
 	if err != nil || len(docs) < 2 {
 		return 0
@@ -303,8 +324,15 @@ func (r *run) embedCost(ctx context.Context, eng *engine.Engine, ids []string) t
 // texts a query, training a step ~3× (forward and backward) its batch's
 // texts, the check 2 models × Group texts a held-out query, the reindex
 // every document once.
+//
+// Serving the ensemble (per is then the time of every model's forward),
+// the calibration scores ~2 texts a query for at most 256 queries, and
+// the reindex embeds every document.
 func (r *run) estimateFrom(per time.Duration, docs, queries, held int) time.Duration {
 	c := &r.cfg
+	if c.Serve == ServeEnsemble {
+		return per * time.Duration(2*min(queries, 256)+docs)
+	}
 	units := 2*(queries+held) + 3*c.Steps*c.BatchQueries*(c.Group+1) + 2*held*c.Group + docs
 	return per * time.Duration(units)
 }
@@ -931,9 +959,11 @@ func (r *run) reindex(ctx context.Context) error {
 		return fmt.Errorf("adapt: %w", err)
 	}
 	defer eng.Close()
-	served, err := r.served(ctx, eng)
-	if err != nil {
-		return err
+	served := r.st.Report.Served // the ensemble's, recorded by its stage
+	if r.cfg.Serve != ServeEnsemble {
+		if served, err = r.served(ctx, eng); err != nil {
+			return err
+		}
 	}
 	opts := engine.ReindexOptions{Model: served, Progress: func(done, total int) { r.report("documents", done, total) }}
 	if c := r.st.Report.Check; c == CheckCorpus || c == CheckJudged {

@@ -298,7 +298,7 @@ func Add(ctx context.Context, src, modelsDir, name string) (*model.Manifest, err
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Files) == 0 {
+	if len(m.Files) == 0 && m.Ensemble == nil { // an ensemble is its manifest alone
 		return nil, fmt.Errorf("installed: %s: the manifest lists no files", src)
 	}
 	dest := filepath.Join(modelsDir, name)
