@@ -63,10 +63,7 @@ func (r *run) calibrate(ctx context.Context) error {
 		return err
 	}
 	defer closeTeachers(ts)
-	var extra []mining.Teacher
-	for _, t := range ts {
-		extra = append(extra, &mining.DenseTeacher{Enc: t.enc, Label: "dense:" + t.name})
-	}
+	extra := denseSignals(ts)
 	_, err = r.miner(ctx, eng, extra, func(done, total int) { r.report("queries", done, total) })
 	return err
 }

@@ -415,10 +415,7 @@ func (r *run) mine(ctx context.Context) error {
 		return err
 	}
 	defer closeTeachers(ts)
-	var extra []mining.Teacher
-	for _, t := range ts {
-		extra = append(extra, &mining.DenseTeacher{Enc: t.enc, Label: "dense:" + t.name})
-	}
+	extra := denseSignals(ts)
 	return r.mineAll(ctx, func(progress func(done, total int)) (*mining.Miner, error) {
 		return r.miner(ctx, eng, extra, progress)
 	})

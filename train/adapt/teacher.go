@@ -11,6 +11,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/lang"
+	"github.com/anna-search/anna/mining"
 	annamodel "github.com/anna-search/anna/model"
 	"github.com/anna-search/anna/model/catalog"
 )
@@ -73,6 +74,16 @@ func (r *run) teacherEncoders(ctx context.Context, eng *engine.Engine) ([]teache
 		}
 	}
 	return ts, nil
+}
+
+// denseSignals are the teacher models' cosines as the fusion teacher's
+// signals, labelled "dense:NAME" (the names teacher.json records).
+func denseSignals(ts []teacherModel) []mining.Teacher {
+	var out []mining.Teacher
+	for _, t := range ts {
+		out = append(out, &mining.DenseTeacher{Enc: t.enc, Label: "dense:" + t.name})
+	}
+	return out
 }
 
 // cachedTeachers loads Config.TeacherModels behind the shared embedding
