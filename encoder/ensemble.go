@@ -105,12 +105,14 @@ func (e *Ensemble) Split(prefix, text string, window, stride int) []Passage {
 
 // EmbedDocuments embeds texts as documents with every part, in input order.
 func (e *Ensemble) EmbedDocuments(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	return e.join(ctx, len(texts), func(m *Model) ([][]float32, error) { return m.EmbedDocuments(ctx, texts) })
 }
 
 // EmbedQueries embeds queries with every part, each formatting them with
 // p and its own query prefix, in input order.
 func (e *Ensemble) EmbedQueries(ctx context.Context, queries []string, p Prompt) ([][]float32, error) {
+	ctx = safe.Ctx(ctx)
 	return e.join(ctx, len(queries), func(m *Model) ([][]float32, error) { return m.EmbedQueries(ctx, queries, p) })
 }
 

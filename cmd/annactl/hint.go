@@ -76,6 +76,7 @@ var optionFlags = map[string]struct {
 	"adapt.Config.Generate":          {command: "adapt", flag: "--generate", arg: "N", unset: true, unsetValue: "0"},
 	"train.Config.ModelDir":          {command: "train", flag: "--model", arg: "FILE.gguf"},
 	"adapt.Config.Base":              {command: "adapt", flag: "--base", arg: "DIR"},
+	"adapt.Config.Serve":             {command: "adapt", flag: "--serve", arg: "student|ensemble"},
 	"mining.Options.Resume":          {command: "mine-negatives", flag: "--resume", unset: true, unsetValue: "false", boolean: true},
 }
 

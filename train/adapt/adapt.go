@@ -131,6 +131,7 @@ import (
 	"time"
 
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/internal/safe"
 	"github.com/anna-search/anna/internal/stagefile"
 )
@@ -394,7 +395,7 @@ func (c *Config) validate() error {
 	case c.Serve != "" && c.Serve != ServeStudent && c.Serve != ServeEnsemble:
 		return fmt.Errorf("adapt: Serve must be %s or %s (got %q)", ServeStudent, ServeEnsemble, c.Serve)
 	case c.Serve == ServeEnsemble && len(c.TeacherModels) == 0:
-		return errors.New("adapt: Serve ensemble joins the teacher models to the index's model: give TeacherModels (annactl adapt --teacher-model auto, with a catalogue model installed)")
+		return hint.Errorf(hint.Action{Kind: hint.InstallModel, Model: DefaultTeacher}, "adapt: serving the ensemble (Serve %s) joins teacher models to the index's model, and TeacherModels names none: install a catalogue model and give it", ServeEnsemble)
 	case c.Serve == ServeEnsemble && c.TeacherWithoutBM25:
 		return errors.New("adapt: Serve ensemble weighs the models as a teacher with BM25 does (the list it is fused with): TeacherWithoutBM25 does not apply")
 	}

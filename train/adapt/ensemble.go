@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/anna-search/anna/encoder"
 	"github.com/anna-search/anna/engine"
+	"github.com/anna-search/anna/hint"
 	"github.com/anna-search/anna/mining"
 	"github.com/anna-search/anna/model"
 )
@@ -101,7 +103,7 @@ func (r *run) ensemble(ctx context.Context) error {
 		return fmt.Errorf("adapt: %w", err)
 	}
 	man.Name = "ensemble"
-	man.Source = "annactl adapt --serve ensemble of " + r.cfg.Index + ": weights from " + path
+	man.Source = "adapt's ensemble for the index " + r.cfg.Index + ", weighted by " + path
 	out := r.path("ensemble")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("adapt: %w", err)
@@ -128,7 +130,9 @@ func (r *run) ensemble(ctx context.Context) error {
 // int8 form installed beside it (DIR-int8) serves in its place (a
 // text's cosines under the two forms agree to about 0.99; the teacher's
 // forms are what it was calibrated with). An index whose model is itself
-// an ensemble passes its parts' share of its weight on to them.
+// an ensemble passes its parts' share of its weight on to them, and a
+// teacher model one of them is a form of (NAME, NAME-int8) serves in that
+// part's form, the two weights added.
 func (r *run) ensembleParts(cal *mining.Calibration, dir string, idx *model.Manifest) ([]model.EnsemblePart, error) {
 	dirs := append([]string{dir}, r.cfg.TeacherModels...)
 	var dense []int
@@ -162,6 +166,9 @@ func (r *run) ensembleParts(cal *mining.Calibration, dir string, idx *model.Mani
 				d += "-int8"
 			}
 		}
+		if k > 0 && idx.Ensemble != nil {
+			d = partForm(idx.Ensemble.Parts, d)
+		}
 		m, err := model.LoadManifest(d)
 		if err != nil {
 			return nil, fmt.Errorf("adapt: ensemble part %s: %w", cal.Signals[j], err)
@@ -185,6 +192,21 @@ func (r *run) ensembleParts(cal *mining.Calibration, dir string, idx *model.Mani
 	return parts, nil
 }
 
+// partForm is the directory of the part of parts that the teacher model in
+// dir is a form of (the same name, or its NAME-int8), else dir.
+func partForm(parts []model.EnsemblePart, dir string) string {
+	name := filepath.Base(dir)
+	for _, p := range parts {
+		if p.Name == name || p.Name == name+"-int8" || p.Name+"-int8" == name {
+			if p.Path != "" {
+				return p.Path
+			}
+			return filepath.Join(filepath.Dir(dir), p.Name)
+		}
+	}
+	return dir
+}
+
 // refuseEnsembleStudent refuses, before any work, to train a student for
 // an index that serves an ensemble with no Base given: an ensemble has no
 // weights of its own to start from.
@@ -201,7 +223,8 @@ func refuseEnsembleStudent(c Config) error {
 		return nil
 	}
 	if man, err := model.LoadManifest(dir); err == nil && man.Ensemble != nil {
-		return fmt.Errorf("adapt: %s serves the ensemble %s, which has no weights to train a student from: adapt it again with Serve ensemble (annactl adapt --serve ensemble), or give the student's checkpoint (Base)", c.Index, man.Name)
+		return hint.Errorf(hint.Action{Kind: hint.SetOption, Option: "adapt.Config.Serve", Value: ServeEnsemble},
+			"adapt: %s serves an ensemble of models (%s), which has no weights to train a student from: serve the ensemble again, calibrated anew, or give the student's checkpoint (Base)", c.Index, man.ShortFingerprint())
 	}
 	return nil
 }

@@ -72,11 +72,11 @@ func TestServeEnsemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
 	if m := eng.Model(); m.Fingerprint != man.Fingerprint || m.Dim != 2*384 {
 		t.Fatalf("the index's model %+v: want the ensemble %.12s of dim 768", m, man.Fingerprint)
 	}
 	res, err := eng.Search(ctx, "graph search", engine.SearchOptions{Mode: engine.ModeDense, K: 3})
+	eng.Close()
 	if err != nil || len(res) != 3 {
 		t.Fatalf("dense search with the ensemble: %d results, %v", len(res), err)
 	}
@@ -88,11 +88,26 @@ func TestServeEnsemble(t *testing.T) {
 	// A student for an index that serves an ensemble has nothing to start
 	// from: refused before any work.
 	c.Serve, c.Work = "", filepath.Join(tmp, "work2")
-	if _, err := Adapt(ctx, c); err == nil || !strings.Contains(err.Error(), "serves the ensemble") {
+	if _, err := Adapt(ctx, c); err == nil || !strings.Contains(err.Error(), "serves an ensemble") {
 		t.Fatalf("a student for an ensemble's index: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(c.Work, "train.jsonl")); err == nil {
 		t.Error("the refused run wrote queries")
+	}
+	// Served again, calibrated anew: the index's ensemble passes its weight
+	// on to its parts, and the teacher model, one of them, adds its own:
+	// the same two models.
+	c.Serve, c.Work = ServeEnsemble, filepath.Join(tmp, "work3")
+	rep3, err := Adapt(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man3, err := model.LoadManifest(rep3.Served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man3.Ensemble.Parts) != 2 || man3.Ensemble.Parts[0].Fingerprint != man.Ensemble.Parts[0].Fingerprint || man3.Ensemble.Parts[1].Fingerprint != man.Ensemble.Parts[1].Fingerprint {
+		t.Fatalf("the ensemble served again: parts %+v, want the same two models as %+v", man3.Ensemble.Parts, man.Ensemble.Parts)
 	}
 }
 
