@@ -160,6 +160,30 @@ func (e *Ensemble) Close() error {
 	return errors.Join(errs...)
 }
 
+// ensembleLanguages are the languages an ensemble reads, its parts'
+// (model.Manifest.ModelLanguages) joined: a language any part was trained on
+// (the calibrated weights already say how much each part counts), "*" when
+// a part reads every language, nil (unknown, taken as any) when a part's
+// are unknown.
+func ensembleLanguages(parts [][]string) []string {
+	var out []string
+	for _, l := range parts {
+		if len(l) == 0 {
+			return nil
+		}
+		if slices.Contains(l, "*") {
+			return []string{"*"}
+		}
+		for _, x := range l {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // IsEnsemble reports whether dir holds an ensemble's manifest.
 func IsEnsemble(dir string) bool {
 	man, err := model.LoadManifest(dir)
@@ -177,7 +201,7 @@ func NewEnsemble(name string, parts []model.EnsemblePart) (*model.Manifest, erro
 	}
 	man := &model.Manifest{Name: name, Architecture: model.ArchEnsemble, Task: model.TaskEmbed, Normalize: true,
 		Ensemble: &model.Ensemble{}, Files: map[string]string{}}
-	var langs []string
+	var langs [][]string
 	for i, p := range parts {
 		dir := p.Path
 		if dir == "" {
@@ -199,24 +223,9 @@ func NewEnsemble(name string, parts []model.EnsemblePart) (*model.Manifest, erro
 		if i == 0 || pm.MaxLength < man.MaxLength {
 			man.MaxLength = pm.MaxLength
 		}
-		l := pm.ModelLanguages()
-		switch {
-		case i == 0:
-			langs = l
-		case len(l) == 0 || (len(l) == 1 && l[0] == "*"):
-		case len(langs) == 0 || (len(langs) == 1 && langs[0] == "*"):
-			langs = l
-		default:
-			var both []string
-			for _, x := range langs {
-				if slices.Contains(l, x) {
-					both = append(both, x)
-				}
-			}
-			langs = both
-		}
+		langs = append(langs, pm.ModelLanguages())
 	}
-	man.Languages = langs
+	man.Languages = ensembleLanguages(langs)
 	man.Fingerprint = model.EnsembleFingerprint(man.Ensemble.Parts)
 	if err := man.Validate(); err != nil {
 		return nil, fmt.Errorf("encoder: %w", err)

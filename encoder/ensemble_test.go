@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,5 +114,23 @@ func TestEnsembleIsItsPartsWeighted(t *testing.T) {
 	}
 	if _, err := Open(ctx, bad, Options{}); err == nil || !strings.Contains(err.Error(), filepath.Base(a)) {
 		t.Errorf("an ensemble whose part holds another model: %v", err)
+	}
+}
+
+// An ensemble reads a language any of its parts reads; a part of every
+// language makes it one; a part of unknown languages makes its unknown.
+func TestEnsembleLanguages(t *testing.T) {
+	for _, c := range []struct {
+		parts [][]string
+		want  []string
+	}{
+		{[][]string{{"en"}, {"en"}}, []string{"en"}},
+		{[][]string{{"en"}, {"*"}}, []string{"*"}},
+		{[][]string{{"en"}, {"de", "en"}}, []string{"de", "en"}},
+		{[][]string{{"en"}, nil}, nil},
+	} {
+		if got := ensembleLanguages(c.parts); !slices.Equal(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.parts, got, c.want)
+		}
 	}
 }
