@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -41,9 +40,8 @@ var (
 // LoadEnsemble opens the ensemble whose manifest is in dir: each part is
 // loaded (Load, with opts) from its Path, else from the installed model of
 // its Name, and must have the fingerprint and width the manifest records.
-func LoadEnsemble(ctx context.Context, dir string, opts Options) (_ *Ensemble, err error) {
+func LoadEnsemble(ctx context.Context, dir string, opts Options) (*Ensemble, error) {
 	ctx = safe.Ctx(ctx)
-	defer safe.Recover(&err)
 	man, err := model.LoadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -51,25 +49,22 @@ func LoadEnsemble(ctx context.Context, dir string, opts Options) (_ *Ensemble, e
 	if man.Ensemble == nil {
 		return nil, fmt.Errorf("encoder: %s is a %s model, not an ensemble", dir, man.Architecture)
 	}
+	return loadEnsemble(ctx, dir, man, opts)
+}
+
+// loadEnsemble is LoadEnsemble with dir's manifest read.
+func loadEnsemble(ctx context.Context, dir string, man *model.Manifest, opts Options) (_ *Ensemble, err error) {
+	defer safe.Recover(&err)
 	e := &Ensemble{man: man}
 	var total float64
 	for _, p := range man.Ensemble.Parts {
 		total += p.Weight
 	}
 	for _, p := range man.Ensemble.Parts {
-		pdir := p.Path
-		if _, err := os.Stat(filepath.Join(pdir, model.ManifestFile)); pdir == "" || err != nil {
-			pdir = filepath.Join(home.ModelsDir(), p.Name)
-		}
-		m, err := Load(ctx, pdir, opts)
+		m, err := loadNamed(ctx, p.Path, p.Name, p.Fingerprint, p.Dim, opts)
 		if err != nil {
 			e.Close()
 			return nil, fmt.Errorf("encoder: ensemble %s joins %s (install it, or keep it at %s): %w", dir, p.Name, p.Path, err)
-		}
-		if m.Fingerprint() != p.Fingerprint || m.Dim() != p.Dim {
-			m.Close()
-			e.Close()
-			return nil, fmt.Errorf("encoder: ensemble %s joins %s of fingerprint %.12s (dim %d), but %s has %.12s (dim %d)", dir, p.Name, p.Fingerprint, p.Dim, pdir, m.Fingerprint(), m.Dim())
 		}
 		e.parts = append(e.parts, m)
 		e.scale = append(e.scale, float32(math.Sqrt(p.Weight/total)))
@@ -182,12 +177,6 @@ func ensembleLanguages(parts [][]string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// IsEnsemble reports whether dir holds an ensemble's manifest.
-func IsEnsemble(dir string) bool {
-	man, err := model.LoadManifest(dir)
-	return err == nil && man.Architecture == model.ArchEnsemble
 }
 
 // NewEnsemble is the manifest of an ensemble named name joining parts,

@@ -123,9 +123,6 @@ func Default(ctx context.Context) (*Model, error) {
 // damaged model.onnx, say).
 func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 	ctx = safe.Ctx(ctx)
-	if IsEnsemble(modelDir) {
-		return nil, fmt.Errorf("encoder: %s is an ensemble of models: open it with encoder.Open (or LoadEnsemble)", modelDir)
-	}
 	m, err := inference.Open(ctx, modelDir, spec, inference.Options(opts))
 	if err != nil {
 		return nil, err
@@ -148,19 +145,31 @@ func Load(ctx context.Context, modelDir string, opts Options) (*Model, error) {
 // loadContext opens a Causal2Vec model's paired encoder: c.Path, else the
 // installed model c.Name, whose fingerprint and dimension must be c's.
 func loadContext(ctx context.Context, modelDir string, c *model.ContextModel) (*Model, error) {
-	dir := c.Path
-	if _, err := os.Stat(filepath.Join(dir, model.ManifestFile)); dir == "" || err != nil {
-		dir = filepath.Join(home.ModelsDir(), c.Name)
-	}
-	ce, err := Load(ctx, dir, Options{})
+	ce, err := loadNamed(ctx, c.Path, c.Name, c.Fingerprint, c.Dim, Options{})
 	if err != nil {
 		return nil, fmt.Errorf("encoder: %s is a Causal2Vec model paired with %s (install it, or keep it at %s): %w", modelDir, c.Name, c.Path, err)
 	}
-	if ce.Fingerprint() != c.Fingerprint || ce.Dim() != c.Dim {
-		ce.Close()
-		return nil, fmt.Errorf("encoder: %s is paired with %s of fingerprint %.12s (dim %d), but %s has %.12s (dim %d)", modelDir, c.Name, c.Fingerprint, c.Dim, dir, ce.Fingerprint(), ce.Dim())
-	}
 	return ce, nil
+}
+
+// loadNamed loads a model another names as one it runs with (a Causal2Vec
+// model's paired encoder, an ensemble's parts): the model directory path
+// when it holds a manifest, else the installed model name; it must have
+// fingerprint fp and dim values.
+func loadNamed(ctx context.Context, path, name, fp string, dim int, opts Options) (*Model, error) {
+	dir := path
+	if _, err := os.Stat(filepath.Join(dir, model.ManifestFile)); dir == "" || err != nil {
+		dir = filepath.Join(home.ModelsDir(), name)
+	}
+	m, err := Load(ctx, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if m.Fingerprint() != fp || m.Dim() != dim {
+		m.Close()
+		return nil, fmt.Errorf("%s has fingerprint %.12s (dim %d), not %.12s (dim %d)", dir, m.Fingerprint(), m.Dim(), fp, dim)
+	}
+	return m, nil
 }
 
 // Close frees the ONNX Runtime session (if one was created) and the

@@ -113,8 +113,8 @@ func Open(ctx context.Context, spec string, opts Options) (Closer, error) {
 	if IsRemote(spec) {
 		return OpenRemote(ctx, spec, RemoteOptions{})
 	}
-	if IsEnsemble(spec) {
-		return LoadEnsemble(ctx, spec, opts)
+	if man, err := model.LoadManifest(spec); err == nil && man.Ensemble != nil {
+		return loadEnsemble(ctx, spec, man, opts)
 	}
 	return Load(ctx, spec, opts)
 }

@@ -28,6 +28,9 @@ func OpenDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	if man.Ensemble != nil {
+		return nil, fmt.Errorf("%s is an ensemble of models, not a model directory of its own: encoder.Open opens it", dir)
+	}
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err

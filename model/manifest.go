@@ -189,8 +189,9 @@ func EnsembleFingerprint(parts []EnsemblePart) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// validateEnsemble checks an ensemble's manifest: its parts, its width
-// (theirs summed) and its fingerprint (theirs and the weights).
+// validateEnsemble checks what only an ensemble's manifest holds: its task,
+// its parts, its width (theirs summed) and its fingerprint (theirs and the
+// weights); Validate's common checks follow.
 func (m *Manifest) validateEnsemble() error {
 	if m.Task != TaskEmbed {
 		return fmt.Errorf("field task: an ensemble embeds (task embed), got %q", m.Task)
@@ -213,9 +214,6 @@ func (m *Manifest) validateEnsemble() error {
 	}
 	if fp := EnsembleFingerprint(m.Ensemble.Parts); m.Fingerprint != fp {
 		return fmt.Errorf("field fingerprint: %.12s, but the parts and weights give %.12s", m.Fingerprint, fp)
-	}
-	if m.MaxLength <= 0 {
-		return fmt.Errorf("field max_length must be positive, got %d", m.MaxLength)
 	}
 	return nil
 }
@@ -321,7 +319,9 @@ func (f *Fingerprinter) Sum(pooling string, normalize bool, maxLength int) strin
 func (m *Manifest) Validate() error {
 	switch {
 	case m.Architecture == ArchEnsemble:
-		return m.validateEnsemble()
+		if err := m.validateEnsemble(); err != nil {
+			return err
+		}
 	case m.Ensemble != nil:
 		return fmt.Errorf("field ensemble: only an ensemble (architecture %s) lists parts, not architecture %s", ArchEnsemble, m.Architecture)
 	case m.Architecture == "bert" || m.Architecture == "roberta" || m.Architecture == "xlm-roberta":
@@ -343,8 +343,9 @@ func (m *Manifest) Validate() error {
 	default:
 		return fmt.Errorf("field architecture: %q not supported (want bert, roberta, xlm-roberta, llama, mistral, qwen2, qwen3 or ensemble)", m.Architecture)
 	}
-	switch m.Task {
-	case TaskEmbed:
+	switch {
+	case m.Architecture == ArchEnsemble: // its task and parts are checked above
+	case m.Task == TaskEmbed:
 		switch m.Pooling {
 		case PoolingMean, PoolingCLS, PoolingLastToken:
 		case PoolingLatent, PoolingMultiLayer, PoolingCausal2Vec, PoolingMemory:
@@ -363,7 +364,7 @@ func (m *Manifest) Validate() error {
 		if c := m.Context; c != nil && (c.Name == "" || c.Dim <= 0 || c.Fingerprint == "") {
 			return fmt.Errorf("field context: name %q, dim %d, fingerprint %q (want all set)", c.Name, c.Dim, c.Fingerprint)
 		}
-	case TaskRerank:
+	case m.Task == TaskRerank:
 		if m.NumLabels <= 0 {
 			return fmt.Errorf("field num_labels must be positive for task rerank, got %d", m.NumLabels)
 		}

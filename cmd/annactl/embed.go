@@ -15,6 +15,7 @@ import (
 	"github.com/anna-search/anna/engine"
 	"github.com/anna-search/anna/internal/atomicfile"
 	"github.com/anna-search/anna/internal/home"
+	"github.com/anna-search/anna/model"
 	"github.com/spf13/cobra"
 )
 
@@ -113,9 +114,9 @@ func (a *app) embed(ctx context.Context, in io.Reader, name string, w io.Writer,
 
 	out := bufio.NewWriterSize(w, 1<<16)
 	if fl.format == "binary" {
-		normalized := true // an ensemble's vectors are
-		if m, ok := ort.(*encoder.Model); ok {
-			normalized = m.Manifest().Normalize
+		normalized := false // unknown: a model another server runs
+		if m, ok := ort.(interface{ Manifest() *model.Manifest }); ok {
+			normalized = m.Manifest().Normalize // a model directory's, or an ensemble's (true)
 		}
 		if err := writeEmbedHeader(out, enc.Dim(), normalized); err != nil {
 			return err
