@@ -2,7 +2,6 @@ package adapt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,13 +77,12 @@ func (r *run) calibrate(ctx context.Context) error {
 // $ANNA_HOME/models as ensemble-FINGERPRINT12, as it keeps a student.
 func (r *run) ensemble(ctx context.Context) error {
 	path := r.path("teacher.json")
-	bs, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("adapt: the calibration: %w", err)
+	cal, err := r.savedCalibration()
+	if err == nil && cal == nil {
+		err = fmt.Errorf("adapt: the calibration %s cannot be read (the calibrate stage writes it)", path)
 	}
-	var cal mining.Calibration
-	if err := json.Unmarshal(bs, &cal); err != nil {
-		return fmt.Errorf("adapt: %s: %w (delete it to calibrate again)", path, err)
+	if err != nil {
+		return err
 	}
 	eng, err := r.openIndex(ctx)
 	if err != nil {
@@ -95,7 +93,7 @@ func (r *run) ensemble(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adapt: the index's model: %w", err)
 	}
-	parts, err := r.ensembleParts(&cal, dir, idx)
+	parts, err := r.ensembleParts(cal, dir, idx)
 	if err != nil {
 		return err
 	}

@@ -362,12 +362,12 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teac
 		return nil, err
 	}
 	path := r.path("teacher.json")
-	if bs, err := os.ReadFile(path); err == nil {
-		var cal mining.Calibration
-		if err := json.Unmarshal(bs, &cal); err != nil {
-			return nil, fmt.Errorf("adapt: %s: %w (delete it to calibrate again)", path, err)
-		}
-		teacher.Cal = &cal
+	cal, err := r.savedCalibration()
+	if err != nil {
+		return nil, err
+	}
+	if cal != nil {
+		teacher.Cal = cal
 		return m, nil
 	}
 	calFile := trainFile // the queries whose positive is known; the log's when there are none
@@ -380,7 +380,7 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teac
 	}
 	defer src.Close()
 	r.logf("calibrating the fusion teacher on up to 256 queries of %s", calFile)
-	cal, err := m.Calibrate(ctx, src, 256, teacher)
+	cal, err = m.Calibrate(ctx, src, 256, teacher)
 	if err == nil {
 		var bs []byte
 		if bs, err = json.MarshalIndent(cal, "", "  "); err == nil {
@@ -391,6 +391,21 @@ func (r *run) miner(ctx context.Context, eng *engine.Engine, extra []mining.Teac
 		return nil, fmt.Errorf("adapt: calibrating the teacher: %w", err)
 	}
 	return m, nil
+}
+
+// savedCalibration is the teacher's calibration kept in Work/teacher.json,
+// nil when there is none to read.
+func (r *run) savedCalibration() (*mining.Calibration, error) {
+	path := r.path("teacher.json")
+	bs, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	var cal mining.Calibration
+	if err := json.Unmarshal(bs, &cal); err != nil {
+		return nil, fmt.Errorf("adapt: %s: %w (delete it to calibrate again)", path, err)
+	}
+	return &cal, nil
 }
 
 // minerOptions are the miner's settings: Group−1 negatives, resumable, a
