@@ -310,7 +310,7 @@ func (a *app) printAdapt(rep adapt.Report, mix float64, took time.Duration, inde
 	case rep.Model != "":
 		fmt.Fprintf(a.stdout, "adapted model: %s (%d steps)\n", rep.Model, rep.Steps)
 	}
-	if rep.Precision != "" && rep.Served != "" && rep.Served != rep.Model && rep.Trained != "" {
+	if rep.Precision != "" && rep.Served != "" && rep.Served != rep.Model {
 		fmt.Fprintf(a.stdout, "the index's model is %s: the adapted model converted to %s, checked and served as such: %s\n", rep.Precision, rep.Precision, rep.Served)
 	}
 	precision := rep.Precision
